@@ -1,0 +1,45 @@
+"""Registry of built-in constructions (``model: {construct: NAME, ...params}``).
+
+Each entry: parameter schema fields (spec.schema Fields) and a function params -> Model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..ir import Model
+
+
+@dataclass(frozen=True)
+class Construction:
+    name: str
+    summary: str
+    parameters: dict[str, Any]  # key -> spec.schema.Field
+    build: Callable[[dict[str, Any]], Model]
+
+
+def constructions() -> dict[str, Construction]:
+    from ..spec.schema import Field, Integer, Number
+    from .yun import yun_contextual_mapping
+
+    def yun(params: dict[str, Any]) -> Model:
+        return yun_contextual_mapping(params["d"], params["delta"], params["n"],
+                                      params.get("global-shift-scale"), params.get("drop-layer"))
+
+    entries = [
+        Construction(
+            "yun2019-contextual-mapping",
+            "Yun et al. 2020, Lemma 6: hardmax selective-shift layers + global shift (exact arithmetic)",
+            {
+                "d": Field(Integer("token dimension", minimum=1, maximum=8), required=True),
+                "delta": Field(Number("grid step δ (1/δ an integer)", positive=True), required=True),
+                "n": Field(Integer("sequence length", minimum=1, maximum=64), required=True),
+                "global-shift-scale": Field(Number("override the global shift factor n·δ^-(n+1)d-1 "
+                                                   "(to build broken variants)")),
+                "drop-layer": Field(Integer("remove the selective-shift layer with this index", minimum=0)),
+            },
+            yun,
+        ),
+    ]
+    return {c.name: c for c in entries}

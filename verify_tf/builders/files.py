@@ -1,0 +1,237 @@
+"""Model files: save and load a Model exactly, as .safetensors, .npz or a torch state dict (.pt).
+
+A verify-tf model file is self-describing: the architecture is JSON (safetensors metadata, or a string
+entry ``__verify_tf__`` in .npz / .pt) whose numeric arrays are references ``"@name"`` to tensors. Tensors
+are float64 when every entry is exactly a float64 (all dyadic weights are); otherwise the exact rational is
+kept as two int64 tensors ``name::num`` / ``name::den``. Loading never executes code: no pickle
+(``np.load(allow_pickle=False)``, ``torch.load(weights_only=True)``).
+"""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..ir import (AlphabetTokens, AttentionLayer, Block, FeedForward, GridTokens, Head, Model, RelativeTable,
+                  matrix, vector)
+
+FORMAT = "verify-tf-model/1"
+ARCH_KEY = "__verify_tf__"
+
+
+class ModelFileError(ValueError):
+    """The file is missing, truncated, or not a verify-tf model (message says which)."""
+
+
+# ---------------------------------------------------------------- model <-> plain JSON-able dict
+
+def model_to_dict(model: Model) -> dict[str, Any]:
+    """A canonical plain-data form (numbers as 'p/q' strings): used for files and for cache keys."""
+
+    def vec(v):
+        return [str(x) for x in v]
+
+    def mat(m):
+        return [vec(r) for r in m]
+
+    def table(t):
+        return None if t is None else vec(t.values)
+
+    if isinstance(model.tokens, GridTokens):
+        tokens: dict[str, Any] = {"grid": model.tokens.dim}
+    else:
+        t = model.tokens
+        tokens = {"alphabet": list(t.symbols), "embedding": mat(t.embedding), "bos": t.bos,
+                  "bos-embedding": vec(t.bos_embedding) if t.bos_embedding is not None else None}
+    layers = []
+    for block in model.blocks:
+        layer: dict[str, Any] = {"attention": None, "feed-forward": None}
+        if block.attention is not None:
+            layer["attention"] = {
+                "heads": [{
+                    "scoring": h.scoring, "causal": h.causal, "positional": h.positional,
+                    "query": mat(h.query), "key": mat(h.key), "value": mat(h.value), "output": mat(h.output),
+                    "query-bias": vec(h.query_bias), "key-bias": vec(h.key_bias), "value-bias": vec(h.value_bias),
+                    "rpe-bias": table(h.rpe_bias), "urpe-c": table(h.urpe_c),
+                } for h in block.attention.heads],
+                "output-bias": vec(block.attention.output_bias),
+                "residual": block.attention.residual,
+            }
+        if block.feed_forward is not None:
+            f = block.feed_forward
+            layer["feed-forward"] = {"w1": mat(f.w1), "b1": vec(f.b1), "w2": mat(f.w2), "b2": vec(f.b2),
+                                     "residual": f.residual}
+        layers.append(layer)
+    return {"format": FORMAT, "name": model.name, "tokens": tokens,
+            "positional-encoding": mat(model.positional_encoding) if model.positional_encoding else None,
+            "layers": layers, "readout": vec(model.readout)}
+
+
+def model_from_dict(data: dict[str, Any]) -> Model:
+    def vec(v):
+        return vector(Fraction(x) for x in v)
+
+    def mat(m):
+        return matrix([[Fraction(x) for x in r] for r in m])
+
+    def table(t):
+        return None if t is None else RelativeTable(vec(t))
+
+    tok = data["tokens"]
+    if "grid" in tok:
+        tokens: Any = GridTokens(int(tok["grid"]))
+        dim = tokens.dim
+    else:
+        emb = mat(tok["embedding"])
+        tokens = AlphabetTokens(tuple(tok["alphabet"]), emb, tok.get("bos"),
+                                vec(tok["bos-embedding"]) if tok.get("bos-embedding") is not None else None)
+        dim = len(emb[0])
+    blocks = []
+    for layer in data["layers"]:
+        attention = None
+        if layer.get("attention"):
+            a = layer["attention"]
+            heads = tuple(Head(
+                query=mat(h["query"]), key=mat(h["key"]), value=mat(h["value"]), output=mat(h["output"]),
+                query_bias=vec(h["query-bias"]), key_bias=vec(h["key-bias"]), value_bias=vec(h["value-bias"]),
+                scoring=h["scoring"], causal=bool(h["causal"]), positional=h["positional"],
+                rpe_bias=table(h.get("rpe-bias")), urpe_c=table(h.get("urpe-c")),
+            ) for h in a["heads"])
+            attention = AttentionLayer(heads, vec(a["output-bias"]), bool(a.get("residual", True)))
+        ff = None
+        if layer.get("feed-forward"):
+            f = layer["feed-forward"]
+            ff = FeedForward(mat(f["w1"]), vec(f["b1"]), mat(f["w2"]), vec(f["b2"]), bool(f.get("residual", True)))
+        blocks.append(Block(attention, ff))
+    pe = mat(data["positional-encoding"]) if data.get("positional-encoding") else None
+    return Model(tokens=tokens, dim=dim, blocks=tuple(blocks), readout=vec(data["readout"]),
+                 positional_encoding=pe, name=data.get("name", "model"))
+
+
+# ---------------------------------------------------------------- tensors
+
+def _split_tensors(data: Any, prefix: str, tensors: dict[str, np.ndarray]) -> Any:
+    """Replace numeric lists by '@name' references, collecting the arrays."""
+    if isinstance(data, dict):
+        return {k: _split_tensors(v, f"{prefix}.{k}" if prefix else k, tensors) for k, v in data.items()}
+    if isinstance(data, list) and data and _is_numeric(data):
+        values = [[Fraction(x) for x in row] for row in data] if isinstance(data[0], list) else [Fraction(x) for x in data]
+        flat = [x for row in values for x in row] if isinstance(values[0], list) else values
+        shape = (len(values), len(values[0])) if isinstance(values[0], list) else (len(values),)
+        as_float = np.array([float(x) for x in flat], dtype=np.float64)
+        if all(Fraction(float(x)) == x for x in flat):
+            tensors[prefix] = as_float.reshape(shape)
+        else:
+            tensors[prefix + "::num"] = np.array([x.numerator for x in flat], dtype=np.int64).reshape(shape)
+            tensors[prefix + "::den"] = np.array([x.denominator for x in flat], dtype=np.int64).reshape(shape)
+        return "@" + prefix
+    if isinstance(data, list):
+        return [_split_tensors(v, f"{prefix}.{i}", tensors) for i, v in enumerate(data)]
+    return data
+
+
+def _is_numeric(data: list) -> bool:
+    first = data[0]
+    return isinstance(first, str) or (isinstance(first, list) and first and isinstance(first[0], str))
+
+
+def _join_tensors(data: Any, tensors: dict[str, np.ndarray]) -> Any:
+    if isinstance(data, dict):
+        return {k: _join_tensors(v, tensors) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_join_tensors(v, tensors) for v in data]
+    if isinstance(data, str) and data.startswith("@"):
+        name = data[1:]
+        if name in tensors:
+            array = np.asarray(tensors[name])
+            if not np.all(np.isfinite(array)):
+                raise ModelFileError(f"tensor {name!r} holds non-finite values")
+            return _nested(array, lambda x: str(Fraction(float(x))))
+        if name + "::num" in tensors and name + "::den" in tensors:
+            num, den = np.asarray(tensors[name + "::num"]), np.asarray(tensors[name + "::den"])
+            if num.shape != den.shape or np.any(den == 0):
+                raise ModelFileError(f"tensor {name!r}: bad numerator/denominator pair")
+            return _nested_pair(num, den)
+        raise ModelFileError(f"tensor {name!r} is missing from the file")
+    return data
+
+
+def _nested(array: np.ndarray, conv) -> list:
+    if array.ndim == 1:
+        return [conv(x) for x in array]
+    return [_nested(row, conv) for row in array]
+
+
+def _nested_pair(num: np.ndarray, den: np.ndarray) -> list:
+    if num.ndim == 1:
+        return [f"{int(a)}/{int(b)}" for a, b in zip(num, den)]
+    return [_nested_pair(a, b) for a, b in zip(num, den)]
+
+
+def save_model(model: Model, path: str | Path) -> None:
+    path = Path(path)
+    tensors: dict[str, np.ndarray] = {}
+    arch = _split_tensors(model_to_dict(model), "", tensors)
+    text = json.dumps(arch, sort_keys=True)
+    suffix = path.suffix.lower()
+    if suffix == ".safetensors":
+        from safetensors.numpy import save_file
+
+        save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(path), metadata={ARCH_KEY: text})
+    elif suffix == ".npz":
+        np.savez(path, **tensors, **{ARCH_KEY: np.array(text)})
+    elif suffix in (".pt", ".pth"):
+        import torch
+
+        state: dict[str, Any] = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in tensors.items()}
+        state[ARCH_KEY] = text
+        torch.save(state, path)
+    else:
+        raise ModelFileError(f"unknown model file type {suffix!r} (use .safetensors, .npz or .pt)")
+
+
+def load_model(path: str | Path) -> Model:
+    path = Path(path)
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".safetensors":
+            from safetensors import safe_open
+
+            tensors = {}
+            with safe_open(str(path), framework="numpy") as handle:
+                text = (handle.metadata() or {}).get(ARCH_KEY)
+                for key in handle.keys():
+                    tensors[key] = handle.get_tensor(key)
+        elif suffix == ".npz":
+            with np.load(path, allow_pickle=False) as archive:
+                tensors = {k: archive[k] for k in archive.files}
+            text = str(tensors.pop(ARCH_KEY)) if ARCH_KEY in tensors else None
+        elif suffix in (".pt", ".pth"):
+            import torch
+
+            state = torch.load(path, map_location="cpu", weights_only=True)
+            if not isinstance(state, dict):
+                raise ModelFileError("the torch file does not hold a state dict")
+            text = state.pop(ARCH_KEY, None)
+            tensors = {k: v.numpy() for k, v in state.items() if hasattr(v, "numpy")}
+        else:
+            raise ModelFileError(f"unknown model file type {suffix!r} (use .safetensors, .npz or .pt)")
+    except ModelFileError:
+        raise
+    except Exception as exc:  # any reader failure means a corrupt or foreign file; say so plainly
+        raise ModelFileError(f"cannot read {path.name}: {type(exc).__name__}: {str(exc)[:200]}") from None
+    if text is None:
+        raise ModelFileError(f"{path.name} is not a verify-tf model file (no architecture metadata '{ARCH_KEY}')")
+    try:
+        arch = json.loads(text)
+        if arch.get("format") != FORMAT:
+            raise ModelFileError(f"{path.name}: unsupported model format {arch.get('format')!r}")
+        return model_from_dict(_join_tensors(arch, tensors))
+    except ModelFileError:
+        raise
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        raise ModelFileError(f"{path.name}: malformed architecture ({type(exc).__name__}: {exc})") from None

@@ -1,0 +1,65 @@
+"""Build a Model from a validated inline ``model:`` section (plain dicts from the spec schema)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from ..ir import (AlphabetTokens, AttentionLayer, Block, FeedForward, GridTokens, Head, Model, RelativeTable,
+                  matrix, vector, zeros)
+
+
+def relative_table(value: Any) -> RelativeTable | None:
+    """A list [b_-r..b_r] or a mapping {offset: value} (missing offsets inside the radius are 0)."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        radius = max((abs(k) for k in value), default=0)
+        return RelativeTable(tuple(Fraction(value.get(k, 0)) for k in range(-radius, radius + 1)))
+    return RelativeTable(vector(value))
+
+
+def build_head(h: dict[str, Any]) -> Head:
+    key_dim = len(h["query"])
+    value_dim = len(h["value"])
+    return Head(
+        query=matrix(h["query"]), key=matrix(h["key"]), value=matrix(h["value"]), output=matrix(h["output"]),
+        query_bias=vector(h["query-bias"]) if h["query-bias"] is not None else zeros(key_dim),
+        key_bias=vector(h["key-bias"]) if h["key-bias"] is not None else zeros(key_dim),
+        value_bias=vector(h["value-bias"]) if h["value-bias"] is not None else zeros(value_dim),
+        scoring=h["scoring"], causal=h["causal"], positional=h["positional"],
+        rpe_bias=relative_table(h["rpe-bias"]), urpe_c=relative_table(h["urpe-c"]),
+    )
+
+
+def build_inline(section: dict[str, Any]) -> Model:
+    tokens_section = section["tokens"]
+    if "grid" in tokens_section and tokens_section["grid"] is not None:
+        tokens: Any = GridTokens(tokens_section["grid"])
+        dim = tokens_section["grid"]
+    else:
+        embedding = matrix(tokens_section["embedding"])
+        dim = len(embedding[0])
+        bos = tokens_section["bos"]
+        bos_embedding = tokens_section["bos-embedding"]
+        tokens = AlphabetTokens(tuple(tokens_section["alphabet"]), embedding, bos,
+                                vector(bos_embedding) if bos_embedding is not None else None)
+    blocks = []
+    for layer in section["layers"] or []:
+        attention = None
+        if layer["attention"] is not None:
+            a = layer["attention"]
+            heads = tuple(build_head(h) for h in a["heads"])
+            attention = AttentionLayer(heads, vector(a["output-bias"]) if a["output-bias"] is not None else zeros(dim),
+                                       a["residual"])
+        ff = None
+        if layer["feed-forward"] is not None:
+            f = layer["feed-forward"]
+            ff = FeedForward(matrix(f["w1"]), vector(f["b1"]) if f["b1"] is not None else zeros(len(f["w1"])),
+                             matrix(f["w2"]), vector(f["b2"]) if f["b2"] is not None else zeros(dim), f["residual"])
+        blocks.append(Block(attention, ff))
+    readout = vector(section["readout"]) if section["readout"] is not None else tuple(
+        Fraction(1 if c == 0 else 0) for c in range(dim))
+    pe = matrix(section["positional-encoding"]) if section["positional-encoding"] is not None else None
+    return Model(tokens=tokens, dim=dim, blocks=tuple(blocks), readout=readout, positional_encoding=pe,
+                 name=section.get("name") or "inline model")

@@ -1,0 +1,85 @@
+"""Seeded random models with exact dyadic weights: w = k / denominator, k uniform in [-range*den, range*den].
+
+Deterministic across platforms (numpy PCG64 integer draws), so a spec with ``random: {seed: 3}`` names
+one fixed model forever.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from ..ir import (AlphabetTokens, AttentionLayer, Block, FeedForward, GridTokens, Head, Model, RelativeTable, Vector,
+                  Matrix)
+
+
+@dataclass(frozen=True)
+class RandomConfig:
+    seed: int = 0
+    width: int = 2
+    layers: int = 1
+    heads: int = 1
+    key_dim: int | None = None
+    value_dim: int | None = None
+    ffn_width: int = 0
+    scoring: str = "hardmax"
+    positional: str = "standard"
+    causal: bool = False
+    absolute_pe: bool = False
+    max_length: int = 8
+    weight_range: Fraction = Fraction(2)
+    denominator: int = 4
+    alphabet: tuple[str, ...] | None = None
+    bos: str | None = None
+
+
+class _Draw:
+    def __init__(self, config: RandomConfig):
+        self.rng = np.random.Generator(np.random.PCG64(config.seed))
+        self.den = config.denominator
+        self.bound = int(config.weight_range * config.denominator)
+
+    def vector(self, n: int, nonnegative: bool = False) -> Vector:
+        lo = 0 if nonnegative else -self.bound
+        ints = self.rng.integers(lo, self.bound + 1, size=n)
+        return tuple(Fraction(int(k), self.den) for k in ints)
+
+    def matrix(self, rows: int, cols: int) -> Matrix:
+        return tuple(self.vector(cols) for _ in range(rows))
+
+
+def random_model(config: RandomConfig) -> Model:
+    draw = _Draw(config)
+    d = config.width
+    k = config.key_dim or d
+    v = config.value_dim or d
+    radius = config.max_length - 1
+    blocks = []
+    for _ in range(config.layers):
+        heads = []
+        for _ in range(config.heads):
+            rpe = RelativeTable(draw.vector(2 * radius + 1)) if config.positional in ("rpe", "urpe") else None
+            urpe = RelativeTable(draw.vector(2 * radius + 1, nonnegative=True)) if config.positional == "urpe" else None
+            heads.append(Head(
+                query=draw.matrix(k, d), key=draw.matrix(k, d), value=draw.matrix(v, d), output=draw.matrix(d, v),
+                query_bias=draw.vector(k), key_bias=draw.vector(k), value_bias=draw.vector(v),
+                scoring=config.scoring, causal=config.causal, positional=config.positional,
+                rpe_bias=rpe, urpe_c=urpe,
+            ))
+        attention = AttentionLayer(tuple(heads), draw.vector(d))
+        ff = None
+        if config.ffn_width:
+            r = config.ffn_width
+            ff = FeedForward(draw.matrix(r, d), draw.vector(r), draw.matrix(d, r), draw.vector(d))
+        blocks.append(Block(attention, ff))
+    if config.alphabet:
+        tokens: GridTokens | AlphabetTokens = AlphabetTokens(
+            config.alphabet, draw.matrix(len(config.alphabet), d), config.bos,
+            draw.vector(d) if config.bos else None)
+    else:
+        tokens = GridTokens(d)
+    pe = draw.matrix(config.max_length, d) if config.absolute_pe else None
+    return Model(tokens=tokens, dim=d, blocks=tuple(blocks), readout=draw.vector(d), positional_encoding=pe,
+                 name=f"random(seed={config.seed})")

@@ -1,0 +1,103 @@
+"""Input domains: finite sets of inputs a property quantifies over.
+
+``GridDomain``: sequences of ``length`` tokens, each token a point of the grid {lo, lo+step, ..., hi}^dim
+(Yun et al.'s G_delta is lo=0, hi=1-delta, step=delta); ``distinct_tokens`` restricts to sequences with no
+repeated token (Yun's G~_delta). ``StringDomain``: every string over an alphabet with a length in
+[min_length, max_length] (BOS, if the model has one, is added by the model, not by the domain).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Iterator, Union
+
+from .ir import Token, Vector
+
+
+@dataclass(frozen=True)
+class GridDomain:
+    dim: int
+    values: tuple[Fraction, ...]  # the coordinate values (same for every coordinate)
+    length: int
+    distinct_tokens: bool = False
+
+    @staticmethod
+    def regular(dim: int, step: Fraction, length: int, lo: Fraction = Fraction(0), hi: Fraction | None = None,
+                distinct_tokens: bool = False) -> "GridDomain":
+        hi = 1 - step if hi is None else hi
+        count = math.floor((hi - lo) / step) + 1
+        return GridDomain(dim, tuple(lo + k * step for k in range(count)), length, distinct_tokens)
+
+    @property
+    def tokens(self) -> list[Vector]:
+        return [tuple(p) for p in itertools.product(self.values, repeat=self.dim)]
+
+    @property
+    def lengths(self) -> tuple[int, ...]:
+        return (self.length,)
+
+    def size(self) -> int:
+        t = len(self.values) ** self.dim
+        if self.distinct_tokens:
+            return math.perm(t, self.length)
+        return t ** self.length
+
+    def inputs(self) -> Iterator[tuple[Vector, ...]]:
+        tokens = self.tokens
+        if self.distinct_tokens:
+            return itertools.permutations(tokens, self.length)
+        return itertools.product(tokens, repeat=self.length)
+
+    def constant_inputs(self) -> Iterator[tuple[Vector, ...]]:
+        for t in self.tokens:
+            yield (t,) * self.length
+
+    def describe(self) -> str:
+        vals = self.values
+        text = f"grid {len(vals)}^{self.dim} tokens" + (f" ({vals[0]}..{vals[-1]})" if vals else "")
+        text += f", length {self.length}"
+        return text + (", distinct tokens" if self.distinct_tokens else "")
+
+
+@dataclass(frozen=True)
+class StringDomain:
+    alphabet: tuple[str, ...]
+    min_length: int
+    max_length: int
+
+    @property
+    def tokens(self) -> list[str]:
+        return list(self.alphabet)
+
+    @property
+    def lengths(self) -> tuple[int, ...]:
+        return tuple(range(self.min_length, self.max_length + 1))
+
+    def size(self) -> int:
+        return sum(len(self.alphabet) ** n for n in self.lengths)
+
+    def inputs(self) -> Iterator[tuple[str, ...]]:
+        for n in self.lengths:
+            yield from itertools.product(self.alphabet, repeat=n)
+
+    def constant_inputs(self) -> Iterator[tuple[str, ...]]:
+        for n in self.lengths:
+            for a in self.alphabet:
+                yield (a,) * n
+
+    def describe(self) -> str:
+        return f"strings over {{{', '.join(self.alphabet)}}} of length {self.min_length}..{self.max_length}"
+
+
+Domain = Union[GridDomain, StringDomain]
+
+
+def format_input(tokens: tuple[Token, ...]) -> str:
+    from .numbers import fmt_vector
+
+    if tokens and isinstance(tokens[0], str):
+        return "".join(tokens) if all(len(t) == 1 for t in tokens) else " ".join(tokens)
+    return "[" + ", ".join(fmt_vector(t) if len(t) > 1 else fmt_vector(t)[1:-1] for t in tokens) + "]"

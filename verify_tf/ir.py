@@ -1,0 +1,296 @@
+"""The model IR: plain, immutable data describing a transformer with exact (rational) weights.
+
+No solver, no torch, no numpy in here. Every engine reads this structure; builders (inline spec weights,
+weight files, seeded random models, built-in constructions, the C-RASP compiler) produce it.
+
+Shapes follow the papers' column convention: a model of width ``d`` maps a sequence of ``n`` token
+vectors z_1..z_n in Q^d to n vectors. Matrices are tuples of rows.
+
+Attention (per head h, query position i, key position j):
+
+    q_i = W_Q z_i + b_Q        k_j = W_K z_j + b_K        v_j = W_V z_j + b_V
+    s_ij = q_i . k_j + B[j - i]                       (B only for positional = rpe / urpe)
+    a_i  = normalise(s_i, scoring, mask)              (hardmax | softmax | uniform; causal: j <= i)
+    a'_ij = a_ij * C[j - i]                           (urpe only; no renormalisation)
+    head_i = sum_j a'_ij v_j
+    attention output o_i = sum_h W_O^h head^h_i + b_O,  then z_i <- z_i + o_i (residual)
+
+Feed-forward: z_i <- z_i + W2 relu(W1 z_i + b1) + b2. Readout: q_i = u . z_i.
+The exact rounding rules per arithmetic mode are in docs/semantics.md and verify_tf/semantics/.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Iterator, Literal, Sequence, Union
+
+Vector = tuple[Fraction, ...]
+Matrix = tuple[Vector, ...]
+
+Scoring = Literal["hardmax", "softmax", "uniform"]
+Positional = Literal["standard", "rpe", "urpe"]
+SCORINGS: tuple[str, ...] = ("hardmax", "softmax", "uniform")
+POSITIONALS: tuple[str, ...] = ("standard", "rpe", "urpe")
+
+
+def vector(values: Sequence) -> Vector:
+    return tuple(Fraction(v) for v in values)
+
+
+def matrix(rows: Sequence[Sequence]) -> Matrix:
+    return tuple(vector(row) for row in rows)
+
+
+def zeros(n: int) -> Vector:
+    return tuple(Fraction(0) for _ in range(n))
+
+
+def shape(m: Matrix) -> tuple[int, int]:
+    return (len(m), len(m[0]) if m else 0)
+
+
+@dataclass(frozen=True)
+class RelativeTable:
+    """A table indexed by the relative offset j - i, covering offsets -radius..radius.
+
+    Offsets beyond the radius use the nearest end of the table (clipping, as in T5/Shaw-style RPE).
+    ``values[k]`` is the entry for offset ``k - radius``.
+    """
+
+    values: Vector
+
+    def __post_init__(self) -> None:
+        if len(self.values) % 2 != 1:
+            raise ValueError("a relative table needs an odd number of entries (offsets -r..r)")
+
+    @property
+    def radius(self) -> int:
+        return len(self.values) // 2
+
+    def at(self, offset: int) -> Fraction:
+        r = self.radius
+        return self.values[max(-r, min(r, offset)) + r]
+
+    @staticmethod
+    def constant(value: Fraction, radius: int = 0) -> "RelativeTable":
+        return RelativeTable(tuple(Fraction(value) for _ in range(2 * radius + 1)))
+
+
+@dataclass(frozen=True)
+class Head:
+    query: Matrix
+    key: Matrix
+    value: Matrix
+    output: Matrix  # d x v: maps this head's value vectors back to the residual stream
+    query_bias: Vector
+    key_bias: Vector
+    value_bias: Vector
+    scoring: str = "softmax"
+    causal: bool = False
+    positional: str = "standard"
+    rpe_bias: RelativeTable | None = None  # rpe and urpe: B[j - i] added to the logits
+    urpe_c: RelativeTable | None = None  # urpe: C[j - i] multiplied into the normalised weights
+
+    @property
+    def key_dim(self) -> int:
+        return len(self.query)
+
+    @property
+    def value_dim(self) -> int:
+        return len(self.value)
+
+    def relative_bias(self, offset: int) -> Fraction:
+        if self.positional == "standard" or self.rpe_bias is None:
+            return Fraction(0)
+        return self.rpe_bias.at(offset)
+
+    def relative_scale(self, offset: int) -> Fraction:
+        if self.positional != "urpe" or self.urpe_c is None:
+            return Fraction(1)
+        return self.urpe_c.at(offset)
+
+
+@dataclass(frozen=True)
+class AttentionLayer:
+    heads: tuple[Head, ...]
+    output_bias: Vector
+    residual: bool = True
+
+
+@dataclass(frozen=True)
+class FeedForward:
+    w1: Matrix  # r x d
+    b1: Vector
+    w2: Matrix  # d x r
+    b2: Vector
+    residual: bool = True
+
+    @property
+    def width(self) -> int:
+        return len(self.w1)
+
+
+@dataclass(frozen=True)
+class Block:
+    attention: AttentionLayer | None = None
+    feed_forward: FeedForward | None = None
+
+
+@dataclass(frozen=True)
+class GridTokens:
+    """Continuous tokens: each token is a vector in Q^dim fed directly into the residual stream."""
+
+    dim: int
+
+
+@dataclass(frozen=True)
+class AlphabetTokens:
+    """Discrete tokens: symbol -> row of ``embedding``. ``bos`` (if set) is prepended to every input."""
+
+    symbols: tuple[str, ...]
+    embedding: Matrix  # len(symbols) x d
+    bos: str | None = None
+    bos_embedding: Vector | None = None
+
+    def embed(self, symbol: str) -> Vector:
+        if symbol == self.bos and self.bos_embedding is not None:
+            return self.bos_embedding
+        return self.embedding[self.symbols.index(symbol)]
+
+
+Tokens = Union[GridTokens, AlphabetTokens]
+Token = Union[Vector, str]
+
+
+@dataclass(frozen=True)
+class Model:
+    tokens: Tokens
+    dim: int
+    blocks: tuple[Block, ...]
+    readout: Vector
+    positional_encoding: Matrix | None = None  # max_len x d, absolute positions 0..max_len-1
+    name: str = "model"
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def max_length(self) -> int | None:
+        return None if self.positional_encoding is None else len(self.positional_encoding)
+
+    def heads(self) -> Iterator[tuple[int, int, Head]]:
+        for layer_index, block in enumerate(self.blocks):
+            if block.attention is not None:
+                for head_index, head in enumerate(block.attention.heads):
+                    yield layer_index, head_index, head
+
+    @property
+    def has_positions(self) -> bool:
+        """True when anything in the model can tell positions apart (absolute PE, RPE, URPE, causal masks)."""
+        if self.positional_encoding is not None:
+            return True
+        return any(h.positional != "standard" or h.causal for _, _, h in self.heads())
+
+    def prepare_input(self, tokens: Sequence[Token]) -> tuple[Token, ...]:
+        """The sequence the network actually sees: BOS prepended for alphabet models that declare one."""
+        if isinstance(self.tokens, AlphabetTokens) and self.tokens.bos is not None:
+            return (self.tokens.bos, *tokens)
+        return tuple(tokens)
+
+    def parameters(self) -> Iterator[tuple[str, Fraction]]:
+        """Every weight with a readable path, e.g. ``layers[0].attention.heads[1].query[0][2]``."""
+        if isinstance(self.tokens, AlphabetTokens):
+            yield from _matrix_items("embedding", self.tokens.embedding)
+            if self.tokens.bos_embedding is not None:
+                yield from _vector_items("bos-embedding", self.tokens.bos_embedding)
+        if self.positional_encoding is not None:
+            yield from _matrix_items("positional-encoding", self.positional_encoding)
+        for index, block in enumerate(self.blocks):
+            prefix = f"layers[{index}]"
+            if block.attention is not None:
+                for h, head in enumerate(block.attention.heads):
+                    hp = f"{prefix}.attention.heads[{h}]"
+                    for name in ("query", "key", "value", "output"):
+                        yield from _matrix_items(f"{hp}.{name}", getattr(head, name))
+                    for name in ("query_bias", "key_bias", "value_bias"):
+                        yield from _vector_items(f"{hp}.{name.replace('_', '-')}", getattr(head, name))
+                    if head.rpe_bias is not None and head.positional != "standard":
+                        yield from _vector_items(f"{hp}.rpe-bias", head.rpe_bias.values)
+                    if head.urpe_c is not None and head.positional == "urpe":
+                        yield from _vector_items(f"{hp}.urpe-c", head.urpe_c.values)
+                yield from _vector_items(f"{prefix}.attention.output-bias", block.attention.output_bias)
+            if block.feed_forward is not None:
+                ff = block.feed_forward
+                for name in ("w1", "b1", "w2", "b2"):
+                    items = _matrix_items if name.startswith("w") else _vector_items
+                    yield from items(f"{prefix}.feed-forward.{name}", getattr(ff, name))
+        yield from _vector_items("readout", self.readout)
+
+
+def _vector_items(path: str, values: Vector) -> Iterator[tuple[str, Fraction]]:
+    for i, v in enumerate(values):
+        yield f"{path}[{i}]", v
+
+
+def _matrix_items(path: str, rows: Matrix) -> Iterator[tuple[str, Fraction]]:
+    for r, row in enumerate(rows):
+        for c, v in enumerate(row):
+            yield f"{path}[{r}][{c}]", v
+
+
+def validate_shapes(model: Model) -> list[str]:
+    """Return human-readable shape problems (empty when the model is well formed)."""
+    problems: list[str] = []
+    d = model.dim
+
+    def check_matrix(path: str, m: Matrix, rows: int | None, cols: int | None) -> None:
+        if any(len(row) != len(m[0]) for row in m) if m else False:
+            problems.append(f"{path}: rows have different lengths")
+            return
+        r, c = shape(m)
+        if rows is not None and r != rows:
+            problems.append(f"{path}: expected {rows} rows, got {r}")
+        if cols is not None and m and c != cols:
+            problems.append(f"{path}: expected {cols} columns, got {c}")
+
+    def check_vector(path: str, v: Vector, length: int) -> None:
+        if len(v) != length:
+            problems.append(f"{path}: expected {length} entries, got {len(v)}")
+
+    if isinstance(model.tokens, GridTokens) and model.tokens.dim != d:
+        problems.append(f"tokens: grid token dimension {model.tokens.dim} differs from model width {d}")
+    if isinstance(model.tokens, AlphabetTokens):
+        check_matrix("embedding", model.tokens.embedding, len(model.tokens.symbols), d)
+        if model.tokens.bos_embedding is not None:
+            check_vector("bos-embedding", model.tokens.bos_embedding, d)
+    if model.positional_encoding is not None:
+        check_matrix("positional-encoding", model.positional_encoding, None, d)
+    for index, block in enumerate(model.blocks):
+        if block.attention is not None:
+            for h, head in enumerate(block.attention.heads):
+                p = f"layers[{index}].attention.heads[{h}]"
+                k, v = head.key_dim, head.value_dim
+                check_matrix(f"{p}.query", head.query, None, d)
+                check_matrix(f"{p}.key", head.key, k, d)
+                check_matrix(f"{p}.value", head.value, None, d)
+                check_matrix(f"{p}.output", head.output, d, v)
+                check_vector(f"{p}.query-bias", head.query_bias, k)
+                check_vector(f"{p}.key-bias", head.key_bias, k)
+                check_vector(f"{p}.value-bias", head.value_bias, v)
+                if head.scoring not in SCORINGS:
+                    problems.append(f"{p}.scoring: expected one of {SCORINGS}, got {head.scoring!r}")
+                if head.positional not in POSITIONALS:
+                    problems.append(f"{p}.positional: expected one of {POSITIONALS}, got {head.positional!r}")
+                if head.positional in ("rpe", "urpe") and head.rpe_bias is None:
+                    problems.append(f"{p}: positional {head.positional} needs rpe-bias")
+                if head.positional == "urpe" and head.urpe_c is None:
+                    problems.append(f"{p}: positional urpe needs urpe-c")
+            check_vector(f"layers[{index}].attention.output-bias", block.attention.output_bias, d)
+        if block.feed_forward is not None:
+            ff = block.feed_forward
+            p = f"layers[{index}].feed-forward"
+            check_matrix(f"{p}.w1", ff.w1, None, d)
+            check_vector(f"{p}.b1", ff.b1, ff.width)
+            check_matrix(f"{p}.w2", ff.w2, d, ff.width)
+            check_vector(f"{p}.b2", ff.b2, d)
+    check_vector("readout", model.readout, d)
+    return problems

@@ -1,0 +1,178 @@
+"""The reference interpreter: what a model computes on one concrete input. This file IS the semantics.
+
+One function per layer kind. Every other engine (SMT encoder, numpy/torch enumeration) mirrors these
+functions and is tested against them bit for bit. docs/semantics.md describes the same rules in prose.
+
+Rounding points (Fixed mode; Exact mode rounds nowhere):
+  * every affine map (q, k, v, attention output projection, both feed-forward maps): exact sum of exact
+    products plus bias, then one ``round`` (floor to f bits, saturate);
+  * every attention score: q_i . k_j + B[j-i] exact, then one ``round``;
+  * every attention head output: sum_j a'_ij v_j exact (a' as the arithmetic defines it), one ``round``;
+  * every residual addition and the embedding + positional-encoding sum: ``saturate`` only (the sum of two
+    representable values is on the grid already).
+The readout q_i = u . z_i is an exact measurement of the final stream, never rounded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Sequence
+
+from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Head, Matrix, Model, Token, Vector
+from .arithmetic import Arithmetic
+
+
+@dataclass
+class HeadTrace:
+    scores: list[list[Fraction | None]]  # [query i][key j]; None where the causal mask hides j
+    weights: list[list[Fraction]]  # a'_ij: normalised (and, for urpe, multiplied by C[j-i])
+    output: list[Vector]  # head_i = round(sum_j a'_ij v_j)
+
+
+@dataclass
+class BlockTrace:
+    heads: list[HeadTrace] = field(default_factory=list)
+    attention_output: list[Vector] | None = None  # o_i before the residual
+    after_attention: list[Vector] | None = None
+    hidden: list[Vector] | None = None  # relu(W1 z + b1)
+    after_feed_forward: list[Vector] | None = None
+
+    @property
+    def output(self) -> list[Vector]:
+        return self.after_feed_forward if self.after_feed_forward is not None else self.after_attention
+
+
+@dataclass
+class Trace:
+    tokens: tuple[Token, ...]  # as the network sees them (BOS included)
+    embedded: list[Vector]
+    blocks: list[BlockTrace]
+    output: list[Vector]  # final residual stream, one vector per position
+    readout: list[Fraction]  # q_i = u . z_i
+    saturations: int = 0  # how many stored values were clipped to the fixed-point range
+
+
+class _Counter:
+    """Applies an arithmetic's rounding and counts saturation events (the report states them)."""
+
+    def __init__(self, arith: Arithmetic) -> None:
+        self.arith = arith
+        self.saturations = 0
+
+    def round(self, x: Fraction) -> Fraction:
+        floored = self.arith.round(x) if self.arith.name == "exact" else self.arith.floor(x)
+        return self.saturate(floored)
+
+    def saturate(self, x: Fraction) -> Fraction:
+        y = self.arith.saturate(x)
+        if y != x:
+            self.saturations += 1
+        return y
+
+
+def affine(weights: Matrix, x: Vector, bias: Vector, r: _Counter) -> Vector:
+    """round(W x + b), one rounding per output coordinate."""
+    return tuple(r.round(sum((w * xi for w, xi in zip(row, x)), b)) for row, b in zip(weights, bias))
+
+
+def embed(model: Model, tokens: Sequence[Token], r: _Counter) -> list[Vector]:
+    """Token vectors (grid tokens as given, alphabet tokens through the table) plus absolute PE."""
+    if isinstance(model.tokens, AlphabetTokens):
+        vectors = [model.tokens.embed(t) for t in tokens]
+    else:
+        vectors = [tuple(Fraction(c) for c in t) for t in tokens]
+    pe = model.positional_encoding
+    if pe is None:
+        return vectors
+    if len(tokens) > len(pe):
+        raise ValueError(f"input length {len(tokens)} exceeds the positional encoding's {len(pe)} positions")
+    return [tuple(r.saturate(a + b) for a, b in zip(v, pe[i])) for i, v in enumerate(vectors)]
+
+
+def attention_head(head: Head, z: list[Vector], r: _Counter) -> HeadTrace:
+    n = len(z)
+    queries = [affine(head.query, zi, head.query_bias, r) for zi in z]
+    keys = [affine(head.key, zi, head.key_bias, r) for zi in z]
+    values = [affine(head.value, zi, head.value_bias, r) for zi in z]
+    scores: list[list[Fraction | None]] = []
+    weights: list[list[Fraction]] = []
+    outputs: list[Vector] = []
+    for i in range(n):
+        row: list[Fraction | None] = []
+        for j in range(n):
+            if head.causal and j > i:
+                row.append(None)
+            else:
+                dot = sum((a * b for a, b in zip(queries[i], keys[j])), Fraction(0))
+                row.append(r.round(dot + head.relative_bias(j - i)))
+        normalised = r.arith.attention_weights(row, head.scoring)
+        scaled = [a * head.relative_scale(j - i) for j, a in enumerate(normalised)]  # URPE: softmax ⊙ C
+        out = tuple(
+            r.round(sum((scaled[j] * values[j][c] for j in range(n)), Fraction(0)))
+            for c in range(head.value_dim)
+        )
+        scores.append(row)
+        weights.append(scaled)
+        outputs.append(out)
+    return HeadTrace(scores, weights, outputs)
+
+
+def attention_layer(layer: AttentionLayer, z: list[Vector], r: _Counter, trace: BlockTrace) -> list[Vector]:
+    heads = [attention_head(h, z, r) for h in layer.heads]
+    trace.heads = heads
+    projected: list[Vector] = []
+    for i in range(len(z)):
+        coords = []
+        for c, bias in enumerate(layer.output_bias):
+            total = bias + sum(
+                (w * x for head, ht in zip(layer.heads, heads) for w, x in zip(head.output[c], ht.output[i])),
+                Fraction(0),
+            )
+            coords.append(r.round(total))
+        projected.append(tuple(coords))
+    trace.attention_output = projected
+    return _residual(z, projected, layer.residual, r)
+
+
+def feed_forward(ff: FeedForward, z: list[Vector], r: _Counter, trace: BlockTrace) -> list[Vector]:
+    hidden = [tuple(max(h, Fraction(0)) for h in affine(ff.w1, zi, ff.b1, r)) for zi in z]
+    trace.hidden = hidden
+    out = [affine(ff.w2, h, ff.b2, r) for h in hidden]
+    return _residual(z, out, ff.residual, r)
+
+
+def _residual(z: list[Vector], update: list[Vector], residual: bool, r: _Counter) -> list[Vector]:
+    if not residual:
+        return update
+    return [tuple(r.saturate(a + b) for a, b in zip(zi, ui)) for zi, ui in zip(z, update)]
+
+
+def readout(model: Model, z: list[Vector]) -> list[Fraction]:
+    return [sum((u * x for u, x in zip(model.readout, zi)), Fraction(0)) for zi in z]
+
+
+def evaluate(model: Model, arith: Arithmetic, tokens: Sequence[Token]) -> Trace:
+    """Run ``model`` on ``tokens`` (BOS is prepended here when the model declares one)."""
+    r = _Counter(arith)
+    seen = model.prepare_input(tokens)
+    z = embed(model, seen, r)
+    embedded = z
+    blocks: list[BlockTrace] = []
+    for block in model.blocks:
+        bt = BlockTrace()
+        if block.attention is not None:
+            z = attention_layer(block.attention, z, r, bt)
+            bt.after_attention = z
+        if block.feed_forward is not None:
+            z = feed_forward(block.feed_forward, z, r, bt)
+            bt.after_feed_forward = z
+        if bt.after_attention is None and bt.after_feed_forward is None:
+            bt.after_attention = z
+        blocks.append(bt)
+    return Trace(seen, embedded, blocks, z, readout(model, z), r.saturations)
+
+
+def outputs(model: Model, arith: Arithmetic, tokens: Sequence[Token]) -> list[Vector]:
+    """The final residual stream only (a convenience for properties)."""
+    return evaluate(model, arith, tokens).output

@@ -1,0 +1,49 @@
+"""Located input errors: file, line, key path, what was expected, what was found, and a hint."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Iterable
+
+
+class SpecError(Exception):
+    """Bad user input. The CLI prints ``str(error)`` and exits with the input-error code (2)."""
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None, path: str = "",
+                 hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.file = file
+        self.line = line
+        self.path = path
+        self.hint = hint
+
+    def __str__(self) -> str:
+        where = self.file or "<spec>"
+        if self.line is not None:
+            where += f":{self.line}"
+        text = f"{where}: {self.path + ': ' if self.path else ''}{self.message}"
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    matches = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+def describe_found(value: object) -> str:
+    """How an offending value is shown in an error ('got ...')."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return f"a list of {len(value)} item{'s' if len(value) != 1 else ''}"
+    text = str(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return repr(text)

@@ -1,0 +1,425 @@
+"""Load ``spec.yaml`` into a typed ``Spec``: model IR, arithmetic, domain, properties, engine settings.
+
+Every failure is a ``SpecError`` naming file, line, key path, expectation and a hint: never a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from ..builders.constructs import constructions
+from ..builders.files import ModelFileError, load_model
+from ..builders.inline import build_inline
+from ..builders.random_model import RandomConfig, random_model
+from ..domain import Domain, GridDomain, StringDomain
+from ..ir import POSITIONALS, SCORINGS, AlphabetTokens, GridTokens, Model, validate_shapes
+from ..semantics import Arithmetic, Exact, Fixed
+from ..semantics.arithmetic import ATTENTION_ROUNDINGS
+from .errors import SpecError
+from .schema import (Boolean, Context, Either, Field, FilePath, Integer, ListOf, MatrixOf, Number, Obj, String,
+                     TaggedUnion, join)
+from .yamlnodes import Node, parse_yaml
+
+ENGINES = ("auto", "interpret", "enumerate", "smt", "search")
+VERDICT_NAMES = ("proved", "refuted", "unknown")
+
+
+@dataclass(frozen=True)
+class PropertySpec:
+    name: str  # registry name, e.g. "permutation-equivariance"
+    label: str  # as shown in reports (name, or the user's `name:`)
+    options: dict[str, Any]
+    line: int
+    index: int
+    engine: str | None = None
+    timeout: float | None = None
+    expect: str | None = None
+
+
+@dataclass(frozen=True)
+class Spec:
+    path: Path
+    name: str
+    model: Model
+    arithmetic: Arithmetic
+    domain: Domain | None
+    properties: tuple[PropertySpec, ...]
+    engine: str = "auto"
+    timeout: float = 60.0
+    seed: int = 0
+    source_text: str = field(default="", compare=False, repr=False)
+
+
+# ---------------------------------------------------------------- model section
+
+def _rel_table_schema(what: str) -> Either:
+    as_list = ListOf(Number(), what="a list of an odd number of numbers (offsets -r..r)")
+    as_map = _OffsetMap()
+    return Either([(lambda n: n.kind == "seq", as_list), (lambda n: n.kind == "map", as_map)],
+                  what=f"{what}: a list [b(-r), ..., b(0), ..., b(r)] or a mapping {{offset: value}}",
+                  description=f"{what} indexed by the relative offset j - i")
+
+
+class _OffsetMap(Obj):
+    def __init__(self):
+        super().__init__({})
+
+    def validate(self, node: Node, ctx: Context, path: str) -> dict[int, Fraction]:
+        out = {}
+        for key, child in node.value.items():
+            try:
+                offset = int(key)
+            except ValueError:
+                raise ctx.error(child, join(path, key), f"expected an integer offset j - i as key, got {key!r}") from None
+            out[offset] = Number().validate(child, ctx, join(path, key))
+        return out
+
+    def json(self) -> dict:
+        return {"type": "object", "additionalProperties": Number().json()}
+
+
+def _check_table(value, node, ctx, path):
+    if isinstance(value, list) and len(value) % 2 != 1:
+        raise ctx.error(node, path, f"expected an odd number of entries (offsets -r..r), got {len(value)}")
+    return value
+
+
+HEAD = Obj({
+    "scoring": Field(String("how logits become weights", SCORINGS), default="softmax"),
+    "causal": Field(Boolean("mask keys j > i"), default=False),
+    "positional": Field(String("positional flavour inside attention", POSITIONALS), default="standard"),
+    "query": Field(MatrixOf("W_Q (k x d)"), required=True),
+    "key": Field(MatrixOf("W_K (k x d)"), required=True),
+    "value": Field(MatrixOf("W_V (v x d)"), required=True),
+    "output": Field(MatrixOf("W_O (d x v)"), required=True),
+    "query-bias": Field(ListOf(Number(), "b_Q (k)")),
+    "key-bias": Field(ListOf(Number(), "b_K (k)")),
+    "value-bias": Field(ListOf(Number(), "b_V (v)")),
+    "rpe-bias": Field(_rel_table_schema("RPE bias B[j-i] added to the logits")),
+    "urpe-c": Field(_rel_table_schema("URPE Toeplitz C[j-i] multiplied into the normalised weights")),
+}, "one attention head")
+
+LAYER = Obj({
+    "attention": Field(Obj({
+        "heads": Field(ListOf(HEAD, min_length=1), required=True),
+        "output-bias": Field(ListOf(Number(), "b_O (d)")),
+        "residual": Field(Boolean("add the attention output to the stream"), default=True),
+    }, "multi-head attention sublayer")),
+    "feed-forward": Field(Obj({
+        "w1": Field(MatrixOf("W1 (r x d)"), required=True),
+        "b1": Field(ListOf(Number(), "b1 (r)")),
+        "w2": Field(MatrixOf("W2 (d x r)"), required=True),
+        "b2": Field(ListOf(Number(), "b2 (d)")),
+        "residual": Field(Boolean(), default=True),
+    }, "ReLU feed-forward sublayer: z + W2 relu(W1 z + b1) + b2")),
+}, "one block: attention then feed-forward, each optional")
+
+TOKENS = Obj({
+    "grid": Field(Integer("continuous tokens of this dimension", minimum=1, maximum=64)),
+    "alphabet": Field(ListOf(String(), "symbols", min_length=1)),
+    "embedding": Field(MatrixOf("one row per alphabet symbol")),
+    "bos": Field(String("a beginning-of-sequence symbol prepended to every input")),
+    "bos-embedding": Field(ListOf(Number(), "embedding of the BOS symbol")),
+}, "token embedding: {grid: d} or {alphabet: [...], embedding: [[...]]}", exclusive=[("grid", "alphabet")])
+
+RANDOM = Obj({
+    "seed": Field(Integer(minimum=0), default=0),
+    "width": Field(Integer("model width d", minimum=1, maximum=64), default=2),
+    "layers": Field(Integer(minimum=0, maximum=32), default=1),
+    "heads": Field(Integer(minimum=1, maximum=16), default=1),
+    "key-dim": Field(Integer(minimum=1, maximum=64)),
+    "value-dim": Field(Integer(minimum=1, maximum=64)),
+    "ffn-width": Field(Integer("0 = no feed-forward", minimum=0, maximum=256), default=0),
+    "scoring": Field(String(choices=SCORINGS), default="hardmax"),
+    "positional": Field(String(choices=POSITIONALS), default="standard"),
+    "causal": Field(Boolean(), default=False),
+    "absolute-pe": Field(Boolean("learned absolute positional encoding"), default=False),
+    "max-length": Field(Integer("positions covered by PE / RPE tables", minimum=1, maximum=1024), default=8),
+    "range": Field(Number("weights drawn from [-range, range]", positive=True), default=Fraction(2)),
+    "denominator": Field(Integer("weights are multiples of 1/denominator", minimum=1, maximum=1 << 20), default=4),
+    "alphabet": Field(ListOf(String(), min_length=1)),
+    "bos": Field(String()),
+}, "a seeded random model with exact dyadic weights")
+
+
+def _construct_schema() -> Obj:
+    fields: dict[str, Field] = {"construct": Field(String("built-in construction", tuple(constructions())), required=True)}
+    for c in constructions().values():
+        for key, f in c.parameters.items():
+            fields.setdefault(key, Field(f.schema))
+    return fields
+
+
+MODEL_SOURCES = ("layers", "file", "random", "construct")
+
+
+def _build_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model:
+    present = [k for k in MODEL_SOURCES if section.get(k) is not None]
+    if not present:
+        raise ctx.error(node, path, "expected one model source", f"give one of: {', '.join(MODEL_SOURCES)}")
+    source = present[0]
+    try:
+        if source == "file":
+            model = load_model(section["file"])
+        elif source == "random":
+            r = section["random"]
+            config = RandomConfig(
+                seed=r["seed"], width=r["width"], layers=r["layers"], heads=r["heads"], key_dim=r["key-dim"],
+                value_dim=r["value-dim"], ffn_width=r["ffn-width"], scoring=r["scoring"], positional=r["positional"],
+                causal=r["causal"], absolute_pe=r["absolute-pe"], max_length=r["max-length"],
+                weight_range=r["range"], denominator=r["denominator"],
+                alphabet=tuple(r["alphabet"]) if r["alphabet"] else None, bos=r["bos"])
+            model = random_model(config)
+        elif source == "construct":
+            construction = constructions()[section["construct"]]
+            params = {}
+            for key, f in construction.parameters.items():
+                if section.get(key) is None and f.required:
+                    raise ctx.error(node, path, f"construction {construction.name} needs parameter {key!r}",
+                                    f.schema.description)
+                params[key] = section.get(key)
+            model = construction.build(params)
+        else:
+            if section.get("tokens") is None:
+                raise ctx.error(node, path, "an inline model needs 'tokens'", "e.g. tokens: {grid: 2}")
+            tokens = section["tokens"]
+            if tokens["grid"] is None and tokens["alphabet"] is None:
+                raise ctx.error(tokens["__node__"], join(path, "tokens"), "expected 'grid' or 'alphabet'")
+            if tokens["alphabet"] is not None and tokens["embedding"] is None:
+                raise ctx.error(tokens["__node__"], join(path, "tokens"), "an alphabet needs an 'embedding' table")
+            model = build_inline(section)
+    except ModelFileError as exc:
+        raise ctx.error(node, join(path, "file"), str(exc), "verify-tf model files are written by save_model / "
+                        "`verify-tf crasp compile`") from None
+    except ValueError as exc:
+        raise ctx.error(node, path, str(exc)) from None
+    problems = validate_shapes(model)
+    if problems:
+        raise ctx.error(node, path, "inconsistent shapes: " + problems[0],
+                        "; ".join(problems[1:4]) if len(problems) > 1 else "matrices are rows x columns; width d is "
+                        "the token dimension")
+    return model
+
+
+def model_schema(description: str = "the transformer") -> Obj:
+    fields = {
+        "name": Field(String("a label for reports")),
+        "tokens": Field(TOKENS),
+        "positional-encoding": Field(MatrixOf("absolute PE table (max_len x d), added to the embeddings")),
+        "layers": Field(ListOf(LAYER, "blocks, in order")),
+        "readout": Field(ListOf(Number(), "u: the readout q_i = u . z_i (default e1)")),
+        "file": Field(FilePath("a verify-tf model file (.safetensors, .npz, .pt)")),
+        "random": Field(RANDOM),
+        "construct": Field(String("built-in construction", tuple(constructions()))),
+    }
+    for key, f in _construct_schema().items():
+        fields.setdefault(key, Field(f.schema))
+    return Obj(fields, description, convert=_build_model,
+               exclusive=[MODEL_SOURCES])
+
+
+# ---------------------------------------------------------------- arithmetic and domain
+
+ARITH_OBJ = Obj({
+    "mode": Field(String(choices=("exact", "fixed")), required=True),
+    "bits": Field(Integer("total bits p", minimum=2, maximum=64), default=16),
+    "frac": Field(Integer("fractional bits f", minimum=0, maximum=32), default=8),
+    "attention-rounding": Field(String(choices=ATTENTION_ROUNDINGS), default="exact-sums"),
+}, "arithmetic mode")
+ARITHMETIC = Either([(lambda n: n.kind == "scalar", String(choices=("exact", "fixed"))),
+                     (lambda n: n.kind == "map", ARITH_OBJ)],
+                    what="'exact', 'fixed', or {mode: fixed, bits: 16, frac: 8, attention-rounding: exact-sums}",
+                    description="the arithmetic every engine uses (docs/semantics.md)")
+
+
+def _arithmetic(value: Any, node: Node, ctx: Context) -> Arithmetic:
+    if value == "exact":
+        return Exact()
+    if value == "fixed":
+        return Fixed()
+    if value["mode"] == "exact":
+        return Exact()
+    if value["frac"] >= value["bits"]:
+        raise ctx.error(node, "arithmetic.frac", f"expected fewer fractional bits than bits ({value['bits']}), "
+                        f"got {value['frac']}")
+    return Fixed(value["bits"], value["frac"], value["attention-rounding"])
+
+
+DOMAIN = Obj({
+    "grid": Field(Obj({
+        "dim": Field(Integer("token dimension (default: the model's)", minimum=1, maximum=64)),
+        "step": Field(Number("grid step δ", positive=True)),
+        "lo": Field(Number("smallest coordinate value"), default=Fraction(0)),
+        "hi": Field(Number("largest coordinate value (default 1 - step)")),
+        "values": Field(ListOf(Number(), "explicit coordinate values", min_length=1)),
+    }, "grid tokens {lo, lo+step, ..., hi}^dim", exclusive=[("step", "values")])),
+    "length": Field(Integer("sequence length n", minimum=1, maximum=4096)),
+    "distinct-tokens": Field(Boolean("only inputs with no repeated token (Yun's G~)"), default=False),
+    "strings": Field(Obj({
+        "alphabet": Field(ListOf(String(), min_length=1)),
+        "min-length": Field(Integer(minimum=0), default=1),
+        "max-length": Field(Integer(minimum=0), required=True),
+    }, "all strings over the alphabet with lengths in [min-length, max-length]")),
+}, "the finite input domain properties quantify over", exclusive=[("grid", "strings")])
+
+
+def _domain(value: dict, model: Model, arith: Arithmetic, ctx: Context) -> Domain:
+    node = value["__node__"]
+    if value["strings"] is not None:
+        s = value["strings"]
+        if not isinstance(model.tokens, AlphabetTokens):
+            raise ctx.error(node, "domain.strings", "a string domain needs a model with alphabet tokens")
+        symbols = tuple(x for x in model.tokens.symbols if x != model.tokens.bos)
+        alphabet = tuple(s["alphabet"]) if s["alphabet"] else symbols
+        unknown = [a for a in alphabet if a not in model.tokens.symbols]
+        if unknown:
+            raise ctx.error(s["__node__"], "domain.strings.alphabet", f"symbol {unknown[0]!r} is not in the model's "
+                            f"alphabet {list(symbols)}")
+        if s["min-length"] > s["max-length"]:
+            raise ctx.error(s["__node__"], "domain.strings", "min-length exceeds max-length")
+        domain: Domain = StringDomain(alphabet, s["min-length"], s["max-length"])
+    else:
+        if value["grid"] is None or value["length"] is None:
+            raise ctx.error(node, "domain", "expected 'grid' and 'length' (or 'strings')",
+                            "e.g. domain: {grid: {step: 1/2}, length: 3}")
+        g = value["grid"]
+        dim = g["dim"] or (model.tokens.dim if isinstance(model.tokens, GridTokens) else None)
+        if not isinstance(model.tokens, GridTokens):
+            raise ctx.error(node, "domain.grid", "a grid domain needs a model with grid tokens",
+                            "alphabet models use domain: {strings: {max-length: N}}")
+        if dim != model.tokens.dim:
+            raise ctx.error(g["__node__"], "domain.grid.dim", f"expected the model's token dimension "
+                            f"{model.tokens.dim}, got {dim}")
+        if g["values"] is not None:
+            domain = GridDomain(dim, tuple(sorted(set(g["values"]))), value["length"], value["distinct-tokens"])
+        elif g["step"] is not None:
+            hi = g["hi"] if g["hi"] is not None else 1 - g["step"]
+            if hi < g["lo"]:
+                raise ctx.error(g["__node__"], "domain.grid", f"hi ({hi}) is below lo ({g['lo']})")
+            domain = GridDomain.regular(dim, g["step"], value["length"], g["lo"], hi, value["distinct-tokens"])
+        else:
+            raise ctx.error(g["__node__"], "domain.grid", "expected 'step' or 'values'")
+        bad = [v for v in domain.values if not arith.representable(v)]
+        if bad:
+            raise ctx.error(g["__node__"], "domain.grid", f"grid value {bad[0]} is not representable in "
+                            f"{arith.describe()}", "in fixed arithmetic use a power-of-two step")
+        if domain.distinct_tokens and domain.length > len(domain.tokens):
+            raise ctx.error(node, "domain.length", f"expected at most {len(domain.tokens)} positions for distinct "
+                            f"tokens, got {domain.length}")
+    too_long = model.max_length is not None and max(domain.lengths) > model.max_length
+    if too_long:
+        raise ctx.error(node, "domain", f"inputs of length {max(domain.lengths)} exceed the positional encoding's "
+                        f"{model.max_length} positions")
+    return domain
+
+
+# ---------------------------------------------------------------- properties and the top level
+
+COMMON_PROPERTY_FIELDS = {
+    "name": Field(String("label shown in reports")),
+    "engine": Field(String("engine for this property", ENGINES)),
+    "timeout": Field(Number("seconds for this property", positive=True)),
+    "expect": Field(String("the verdict this property is expected to get (CI treats a match as success)",
+                           VERDICT_NAMES)),
+}
+
+
+def property_schemas() -> dict[str, Obj]:
+    from ..properties import registry
+
+    out = {}
+    for name, prop in registry().items():
+        fields = dict(COMMON_PROPERTY_FIELDS)
+        fields.update(prop.options.fields)
+        out[name] = Obj(fields, prop.summary, exclusive=prop.options.exclusive)
+    return out
+
+
+def top_schema() -> Obj:
+    return Obj({
+        "name": Field(String("a title for reports")),
+        "description": Field(String("free text")),
+        "model": Field(model_schema(), required=True),
+        "arithmetic": Field(ARITHMETIC, default="exact"),
+        "domain": Field(DOMAIN),
+        "properties": Field(ListOf(TaggedUnion(property_schemas(), "a property"), "properties to check", min_length=1),
+                            required=True),
+        "engine": Field(String("default engine", ENGINES), default="auto"),
+        "timeout": Field(Number("seconds per property", positive=True), default=Fraction(60)),
+        "seed": Field(Integer("seed for randomised engines", minimum=0), default=0),
+    }, "a verify-tf spec")
+
+
+def json_schema() -> dict:
+    schema = top_schema().json()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "verify-tf spec"
+    return schema
+
+
+def load_spec(path: str | Path) -> Spec:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError("file not found", file=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read the spec: {exc}", file=str(path)) from None
+    return load_spec_text(text, str(path), path.resolve().parent)
+
+
+def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None) -> Spec:
+    ctx = Context(file, base_dir or Path.cwd())
+    root = parse_yaml(text, file)
+    if root.kind != "map":
+        raise ctx.expected(root, "", "a mapping with keys model, properties, ...")
+    data = top_schema().validate(root, ctx, "")
+    model: Model = data["model"]
+    arith = _arithmetic(data["arithmetic"], root.value.get("arithmetic", root), ctx)
+    _check_model_in_arithmetic(model, arith, root.value["model"], ctx)
+    domain = _domain(data["domain"], model, arith, ctx) if data["domain"] is not None else None
+    properties = []
+    from ..properties import registry
+
+    for index, (name, options, node) in enumerate(data["properties"]):
+        prop = registry()[name]
+        if prop.needs_domain and domain is None:
+            raise ctx.error(node, f"properties[{index}].{name}", "this property needs a 'domain' section",
+                            "e.g. domain: {grid: {step: 1/2}, length: 3}")
+        if options["engine"] is not None and options["engine"] != "auto" and options["engine"] not in prop.engines:
+            raise ctx.error(node, f"properties[{index}].{name}.engine",
+                            f"expected one of {', '.join(('auto',) + prop.engines)}, got {options['engine']!r}")
+        opts = {k: v for k, v in options.items() if k not in COMMON_PROPERTY_FIELDS and k != "__node__"}
+        opts["__node__"] = options["__node__"]
+        properties.append(PropertySpec(
+            name=name, label=options["name"] or name, options=opts, line=node.line, index=index,
+            engine=options["engine"], timeout=float(options["timeout"]) if options["timeout"] else None,
+            expect=options["expect"]))
+    if data["engine"] != "auto":
+        for p in properties:
+            prop = registry()[p.name]
+            if p.engine is None and data["engine"] not in prop.engines:
+                raise ctx.error(root.value["engine"], "engine", f"property {p.label!r} does not support engine "
+                                f"{data['engine']!r}", f"it supports: {', '.join(prop.engines)}")
+    return Spec(path=Path(file), name=data["name"] or Path(file).stem, model=model, arithmetic=arith, domain=domain,
+                properties=tuple(properties), engine=data["engine"], timeout=float(data["timeout"]),
+                seed=data["seed"], source_text=text)
+
+
+def _check_model_in_arithmetic(model: Model, arith: Arithmetic, node: Node, ctx: Context) -> None:
+    if isinstance(arith, Exact):
+        for layer, head_index, head in model.heads():
+            if head.scoring == "softmax":
+                raise ctx.error(node, f"model.layers[{layer}].attention.heads[{head_index}].scoring",
+                                "softmax is not exactly representable in exact arithmetic",
+                                "use arithmetic: fixed (an exp table, docs/semantics.md), or hardmax/uniform scoring")
+        return
+    for name, value in model.parameters():
+        if not arith.representable(value):
+            reason = (f"is not a multiple of 2^-{arith.frac}" if (value * arith.scale).denominator != 1
+                      else f"is outside the {arith.bits}-bit range [{arith.min_value}, {arith.max_value}]")
+            raise ctx.error(node, f"model.{name}", f"weight {value} {reason}",
+                            "fixed arithmetic needs every weight on its grid; quantize the weights or raise frac/bits")

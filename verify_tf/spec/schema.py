@@ -1,0 +1,330 @@
+"""A small declarative schema language: validates located YAML nodes into typed Python values, raising
+``SpecError`` with file, line, key path, expectation and hint, and emits the same rules as JSON Schema
+(``verify-tf schema``), so the editor schema and the validator can never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..numbers import NotANumber, parse_rational
+from .errors import SpecError, closest, describe_found
+from .yamlnodes import Node
+
+
+@dataclass
+class Context:
+    file: str
+    base_dir: Path
+
+    def error(self, node: Node | None, path: str, message: str, hint: str | None = None) -> SpecError:
+        return SpecError(message, file=self.file, line=node.line if node else None, path=path, hint=hint)
+
+    def expected(self, node: Node, path: str, what: str, hint: str | None = None) -> SpecError:
+        return self.error(node, path, f"expected {what}, got {describe_found(node.plain())}", hint)
+
+
+def join(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+class Schema:
+    """Base class: ``validate`` turns a node into a value; ``json`` gives the JSON Schema fragment."""
+
+    description: str = ""
+    what: str = "a value"
+
+    def validate(self, node: Node, ctx: Context, path: str) -> Any:
+        raise NotImplementedError
+
+    def json(self) -> dict:
+        raise NotImplementedError
+
+    def _doc(self, schema: dict) -> dict:
+        if self.description:
+            schema["description"] = self.description
+        return schema
+
+
+class Number(Schema):
+    """An exact rational: 3, -2, 0.25 (read as 1/4 exactly), or the text '1/3'."""
+
+    def __init__(self, description: str = "", minimum: Fraction | None = None, positive: bool = False):
+        self.description = description
+        self.minimum = minimum
+        self.positive = positive
+        self.what = "a positive number" if positive else "a number"
+
+    def validate(self, node: Node, ctx: Context, path: str) -> Fraction:
+        if node.kind != "scalar" or node.scalar_kind in ("null", "bool"):
+            raise ctx.expected(node, path, self.what, "write an integer, a decimal such as 0.25, or a ratio such as 1/4")
+        try:
+            value = parse_rational(node.value)
+        except NotANumber as exc:
+            raise ctx.error(node, path, f"expected {self.what}, got {describe_found(node.value)}", str(exc)) from None
+        if self.positive and value <= 0:
+            raise ctx.error(node, path, f"expected {self.what}, got {node.value}")
+        if self.minimum is not None and value < self.minimum:
+            raise ctx.error(node, path, f"expected a number >= {self.minimum}, got {node.value}")
+        return value
+
+    def json(self) -> dict:
+        return self._doc({"anyOf": [{"type": "number"}, {"type": "string", "pattern": r"^\s*[+-]?\d+\s*/\s*\d+\s*$"}]})
+
+
+class Integer(Schema):
+    def __init__(self, description: str = "", minimum: int | None = None, maximum: int | None = None):
+        self.description = description
+        self.minimum, self.maximum = minimum, maximum
+        bounds = []
+        if minimum is not None:
+            bounds.append(f">= {minimum}")
+        if maximum is not None:
+            bounds.append(f"<= {maximum}")
+        self.what = "an integer" + (" " + " and ".join(bounds) if bounds else "")
+
+    def validate(self, node: Node, ctx: Context, path: str) -> int:
+        value = node.plain() if node.kind == "scalar" and node.scalar_kind == "int" else None
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ctx.expected(node, path, self.what)
+        if (self.minimum is not None and value < self.minimum) or (self.maximum is not None and value > self.maximum):
+            raise ctx.expected(node, path, self.what)
+        return value
+
+    def json(self) -> dict:
+        s: dict = {"type": "integer"}
+        if self.minimum is not None:
+            s["minimum"] = self.minimum
+        if self.maximum is not None:
+            s["maximum"] = self.maximum
+        return self._doc(s)
+
+
+class Boolean(Schema):
+    what = "true or false"
+
+    def __init__(self, description: str = ""):
+        self.description = description
+
+    def validate(self, node: Node, ctx: Context, path: str) -> bool:
+        if node.kind != "scalar" or node.scalar_kind != "bool":
+            raise ctx.expected(node, path, self.what)
+        return bool(node.plain())
+
+    def json(self) -> dict:
+        return self._doc({"type": "boolean"})
+
+
+class String(Schema):
+    def __init__(self, description: str = "", choices: Sequence[str] | None = None):
+        self.description = description
+        self.choices = tuple(choices) if choices else None
+        self.what = ("one of " + ", ".join(repr(c) for c in self.choices)) if self.choices else "a string"
+
+    def validate(self, node: Node, ctx: Context, path: str) -> str:
+        if node.kind != "scalar" or node.is_null:
+            raise ctx.expected(node, path, self.what)
+        text = node.value
+        if self.choices and text not in self.choices:
+            guess = closest(text, self.choices)
+            raise ctx.expected(node, path, self.what, f"did you mean {guess!r}?" if guess else None)
+        return text
+
+    def json(self) -> dict:
+        s: dict = {"type": "string"}
+        if self.choices:
+            s["enum"] = list(self.choices)
+        return self._doc(s)
+
+
+class FilePath(String):
+    """A path resolved relative to the spec's directory; it must exist."""
+
+    what = "a path to an existing file"
+
+    def validate(self, node: Node, ctx: Context, path: str) -> Path:
+        text = super().validate(node, ctx, path)
+        resolved = (ctx.base_dir / text).resolve()
+        if not resolved.is_file():
+            raise ctx.error(node, path, f"file not found: {text}",
+                            f"paths are relative to the spec's folder ({ctx.base_dir})")
+        return resolved
+
+
+class ListOf(Schema):
+    def __init__(self, item: Schema, description: str = "", length: int | None = None,
+                 min_length: int = 0, what: str | None = None):
+        self.item, self.description = item, description
+        self.length, self.min_length = length, min_length
+        count = f"{length} " if length is not None else ""
+        self.what = what or f"a list of {count}{_plural(item.what)}"
+
+    def validate(self, node: Node, ctx: Context, path: str) -> list:
+        if node.kind != "seq":
+            raise ctx.expected(node, path, self.what)
+        if self.length is not None and len(node.value) != self.length:
+            raise ctx.expected(node, path, self.what)
+        if len(node.value) < self.min_length:
+            raise ctx.error(node, path, f"expected at least {self.min_length} item(s), got {len(node.value)}")
+        return [self.item.validate(child, ctx, join(path, i)) for i, child in enumerate(node.value)]
+
+    def json(self) -> dict:
+        s: dict = {"type": "array", "items": self.item.json()}
+        if self.length is not None:
+            s["minItems"] = s["maxItems"] = self.length
+        elif self.min_length:
+            s["minItems"] = self.min_length
+        return self._doc(s)
+
+
+def _plural(what: str) -> str:
+    for article in ("a ", "an "):
+        if what.startswith(article):
+            noun = what[len(article):]
+            head, _, tail = noun.partition(" ")
+            return (head + "s " + tail).strip() if not head.endswith("s") else noun
+    return what
+
+
+class MatrixOf(Schema):
+    """A rectangular list of lists of numbers."""
+
+    what = "a matrix (a list of rows, each a list of numbers)"
+
+    def __init__(self, description: str = ""):
+        self.description = description
+        self.row = ListOf(Number())
+
+    def validate(self, node: Node, ctx: Context, path: str) -> list[list[Fraction]]:
+        if node.kind != "seq" or not node.value:
+            raise ctx.expected(node, path, self.what)
+        rows = [self.row.validate(child, ctx, join(path, i)) for i, child in enumerate(node.value)]
+        widths = {len(r) for r in rows}
+        if len(widths) != 1:
+            bad = next(i for i, r in enumerate(rows) if len(r) != len(rows[0]))
+            raise ctx.error(node.value[bad], join(path, bad),
+                            f"expected a row of {len(rows[0])} numbers like row 0, got {len(rows[bad])}")
+        return rows
+
+    def json(self) -> dict:
+        return self._doc({"type": "array", "items": self.row.json()})
+
+
+@dataclass
+class Field:
+    schema: Schema
+    required: bool = False
+    default: Any = None
+
+
+class Obj(Schema):
+    """A mapping with known keys. Unknown keys are errors that suggest the closest known key."""
+
+    what = "a mapping"
+
+    def __init__(self, fields: dict[str, Field], description: str = "",
+                 convert: Callable[[dict, Node, Context, str], Any] | None = None,
+                 exclusive: Sequence[Sequence[str]] = ()):
+        self.fields, self.description, self.convert = fields, description, convert
+        self.exclusive = exclusive  # groups of keys of which at most one may appear
+
+    def validate(self, node: Node, ctx: Context, path: str) -> Any:
+        if node.is_null:
+            node = Node("map", {}, node.line, key_lines={})
+        if node.kind != "map":
+            raise ctx.expected(node, path, f"a mapping with keys {', '.join(self.fields)}" if self.fields else "a mapping")
+        for key in node.value:
+            if key not in self.fields:
+                guess = closest(key, self.fields)
+                line = node.key_lines.get(key, node.line) if node.key_lines else node.line
+                hint = f"did you mean {guess!r}?" if guess else f"known keys: {', '.join(self.fields)}"
+                raise SpecError(f"unknown key {key!r}", file=ctx.file, line=line, path=path, hint=hint)
+        for group in self.exclusive:
+            present = [k for k in group if k in node.value]
+            if len(present) > 1:
+                raise ctx.error(node, path, f"keys {' and '.join(repr(k) for k in present)} cannot be combined",
+                                f"choose one of: {', '.join(group)}")
+        out: dict[str, Any] = {}
+        for key, f in self.fields.items():
+            if key in node.value:
+                out[key] = f.schema.validate(node.value[key], ctx, join(path, key))
+            elif f.required:
+                raise ctx.error(node, path, f"missing required key {key!r}",
+                                f.schema.description or f"expected {f.schema.what}")
+            else:
+                out[key] = f.default
+        out["__node__"] = node
+        if self.convert is not None:
+            return self.convert(out, node, ctx, path)
+        return out
+
+    def json(self) -> dict:
+        props = {k: f.schema.json() for k, f in self.fields.items()}
+        for k, f in self.fields.items():
+            if f.default is not None and not isinstance(f.default, (Fraction, Path)):
+                props[k].setdefault("default", f.default)
+        s = {"type": "object", "properties": props, "additionalProperties": False}
+        req = [k for k, f in self.fields.items() if f.required]
+        if req:
+            s["required"] = req
+        return self._doc(s)
+
+
+class Either(Schema):
+    """The first alternative whose ``accepts(node)`` is true validates; otherwise an error naming all."""
+
+    def __init__(self, alternatives: Sequence[tuple[Callable[[Node], bool], Schema]], what: str, description: str = ""):
+        self.alternatives, self.what, self.description = alternatives, what, description
+
+    def validate(self, node: Node, ctx: Context, path: str) -> Any:
+        for accepts, schema in self.alternatives:
+            if accepts(node):
+                return schema.validate(node, ctx, path)
+        raise ctx.expected(node, path, self.what)
+
+    def json(self) -> dict:
+        return self._doc({"anyOf": [s.json() for _, s in self.alternatives]})
+
+
+class TaggedUnion(Schema):
+    """A one-key mapping ``{name: options}`` (or a bare ``name``) choosing one of several schemas."""
+
+    def __init__(self, variants: dict[str, Schema], what: str, description: str = ""):
+        self.variants, self.what, self.description = variants, what, description
+
+    def validate(self, node: Node, ctx: Context, path: str) -> tuple[str, Any, Node]:
+        if node.kind == "scalar" and not node.is_null:
+            name, options = node.value, Node("map", {}, node.line, key_lines={})
+        elif node.kind == "map" and len(node.value) == 1:
+            name, options = next(iter(node.value.items()))
+        else:
+            raise ctx.expected(node, path, self.what, f"write e.g. '- {next(iter(self.variants))}: {{}}'")
+        if name not in self.variants:
+            guess = closest(name, self.variants)
+            raise ctx.error(node, path, f"unknown {self.what.split(' ', 1)[-1]} {name!r}",
+                            f"did you mean {guess!r}?" if guess else f"known: {', '.join(self.variants)}")
+        return name, self.variants[name].validate(options, ctx, join(path, name)), node
+
+    def json(self) -> dict:
+        alts = [{"type": "string", "enum": list(self.variants)}]
+        for name, schema in self.variants.items():
+            alts.append({"type": "object", "properties": {name: schema.json()}, "required": [name],
+                         "additionalProperties": False})
+        return self._doc({"anyOf": alts})
+
+
+class Any_(Schema):
+    """Free-form data (returned as plain Python)."""
+
+    what = "any value"
+
+    def validate(self, node: Node, ctx: Context, path: str) -> Any:
+        return node
+
+    def json(self) -> dict:
+        return self._doc({})

@@ -1,0 +1,102 @@
+"""YAML -> a tree of located nodes (every value remembers its line), using PyYAML's safe composer.
+
+We never construct arbitrary Python objects (SafeLoader, and only the node tree is used), and scalars keep
+their source text so numbers like ``0.1`` can be read exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+import yaml
+
+from .errors import SpecError
+
+_NULL = "tag:yaml.org,2002:null"
+_BOOL = "tag:yaml.org,2002:bool"
+_INT = "tag:yaml.org,2002:int"
+_FLOAT = "tag:yaml.org,2002:float"
+_STR = "tag:yaml.org,2002:str"
+
+
+@dataclass
+class Node:
+    kind: str  # "map" | "seq" | "scalar"
+    value: Union[dict, list, str, None]  # map: {key text: Node}; seq: [Node]; scalar: source text
+    line: int  # 1-based
+    tag: str = _STR
+    key_lines: dict | None = None  # map only: key text -> line of the key
+
+    @property
+    def is_null(self) -> bool:
+        return self.kind == "scalar" and self.tag == _NULL
+
+    def plain(self):
+        """The Python value this node denotes (for messages and free-form data)."""
+        if self.kind == "map":
+            return {k: v.plain() for k, v in self.value.items()}
+        if self.kind == "seq":
+            return [v.plain() for v in self.value]
+        if self.tag == _NULL:
+            return None
+        if self.tag == _BOOL:
+            return self.value.lower() in ("true", "yes", "on")
+        if self.tag == _INT:
+            try:
+                return int(self.value.replace("_", ""), 0)
+            except ValueError:
+                return self.value
+        return self.value
+
+    @property
+    def scalar_kind(self) -> str:
+        return {_NULL: "null", _BOOL: "bool", _INT: "int", _FLOAT: "float"}.get(self.tag, "str")
+
+
+def parse_yaml(text: str, file: str) -> Node:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        problem = exc.problem or "malformed YAML"
+        raise SpecError(f"malformed YAML: {problem}", file=file, line=line,
+                        hint="check indentation and that every 'key: value' has a space after the colon") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"malformed YAML: {exc}", file=file) from None
+    if root is None:
+        raise SpecError("the spec is empty", file=file, line=1, hint="run `verify-tf init` for a starter spec")
+    return _convert(root, file, [0])
+
+
+_MAX_NODES = 2_000_000  # guards against alias bombs ("billion laughs") expanding without bound
+
+
+def _convert(node: yaml.Node, file: str, count: list[int]) -> Node:
+    line = node.start_mark.line + 1
+    count[0] += 1
+    if count[0] > _MAX_NODES:
+        raise SpecError("the spec expands to too many values (recursive or repeated YAML aliases?)",
+                        file=file, line=line)
+    if isinstance(node, yaml.MappingNode):
+        items: dict[str, Node] = {}
+        key_lines: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise SpecError("mapping keys must be plain words or numbers", file=file,
+                                line=key_node.start_mark.line + 1)
+            key = key_node.value
+            if key in items:
+                raise SpecError(f"duplicate key {key!r}", file=file, line=key_node.start_mark.line + 1,
+                                hint="each key may appear once in a mapping")
+            items[key] = _convert(value_node, file, count)
+            key_lines[key] = key_node.start_mark.line + 1
+        return Node("map", items, line, key_lines=key_lines)
+    if isinstance(node, yaml.SequenceNode):
+        return Node("seq", [_convert(v, file, count) for v in node.value], line)
+    if isinstance(node, yaml.ScalarNode):
+        if node.tag.startswith("!"):
+            raise SpecError(f"YAML tags such as {node.tag!r} are not allowed", file=file, line=line)
+        return Node("scalar", node.value, line, tag=node.tag)
+    raise SpecError("unsupported YAML construct (aliases/anchors are not allowed)", file=file, line=line)

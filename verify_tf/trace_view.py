@@ -1,0 +1,95 @@
+"""Turning a user-typed input into tokens, and a Trace into tables or JSON (used by `run` and `explain`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .ir import AlphabetTokens, Model, Token
+from .numbers import fmt, fmt_vector
+from .semantics import Arithmetic
+from .semantics.interpreter import Trace
+from .spec.errors import SpecError
+from .spec.schema import Context, ListOf, Number
+from .spec.yamlnodes import parse_yaml
+
+
+def parse_input(model: Model, text: str) -> tuple[Token, ...]:
+    """'abba' (or 'a b b a') for alphabet models; a YAML list of tokens for grid models."""
+    if isinstance(model.tokens, AlphabetTokens):
+        symbols = [s for s in model.tokens.symbols if s != model.tokens.bos]
+        parts = text.split() if " " in text.strip() else list(text.strip())
+        unknown = [p for p in parts if p not in symbols]
+        if unknown:
+            raise SpecError(f"symbol {unknown[0]!r} is not in the alphabet {symbols}", file="--input")
+        return tuple(parts)
+    dim = model.tokens.dim
+    node = parse_yaml(text, "--input")
+    ctx = Context("--input", Path.cwd())
+    if dim == 1 and node.kind == "seq" and all(c.kind == "scalar" for c in node.value):
+        values = ListOf(Number()).validate(node, ctx, "input")
+        return tuple((v,) for v in values)
+    rows = ListOf(ListOf(Number(), length=dim)).validate(node, ctx, "input")
+    return tuple(tuple(r) for r in rows)
+
+
+def _vectors_table(title: str, tokens, vectors) -> Table:
+    table = Table(title=title, title_justify="left", header_style="bold")
+    table.add_column("pos", justify="right")
+    table.add_column("token")
+    table.add_column("value")
+    for i, (t, v) in enumerate(zip(tokens, vectors)):
+        table.add_row(str(i), t if isinstance(t, str) else fmt_vector(t), fmt_vector(v))
+    return table
+
+
+def print_trace(console: Console, model: Model, arith: Arithmetic, trace: Trace) -> None:
+    console.print(f"[bold]{model.name}[/] — {arith.describe()}")
+    console.print(_vectors_table("embedding", trace.tokens, trace.embedded))
+    for index, block in enumerate(trace.blocks):
+        for h, head in enumerate(block.heads):
+            table = Table(title=f"layer {index} head {h}: attention weights (rows: query i, cols: key j)",
+                          title_justify="left", header_style="bold")
+            table.add_column("i\\j", justify="right")
+            for j in range(len(trace.tokens)):
+                table.add_column(str(j), justify="right")
+            for i, row in enumerate(head.weights):
+                table.add_row(str(i), *[fmt(w) if head.scores[i][j] is not None else "·" for j, w in enumerate(row)])
+            console.print(table)
+        if block.after_attention is not None:
+            console.print(_vectors_table(f"layer {index}: after attention", trace.tokens, block.after_attention))
+        if block.after_feed_forward is not None:
+            console.print(_vectors_table(f"layer {index}: after feed-forward", trace.tokens, block.after_feed_forward))
+    table = Table(title="readout q = u·z", title_justify="left", header_style="bold")
+    table.add_column("pos", justify="right")
+    table.add_column("q")
+    for i, q in enumerate(trace.readout):
+        table.add_row(str(i), fmt(q))
+    console.print(table)
+    if trace.saturations:
+        console.print(f"[yellow]{trace.saturations} value(s) saturated to the fixed-point range[/]")
+
+
+def trace_to_json(trace: Trace) -> dict[str, Any]:
+    def vecs(vs):
+        return [[str(c) for c in v] for v in vs] if vs is not None else None
+
+    return {
+        "tokens": [t if isinstance(t, str) else [str(c) for c in t] for t in trace.tokens],
+        "embedded": vecs(trace.embedded),
+        "layers": [{
+            "heads": [{"scores": [[None if s is None else str(s) for s in row] for row in h.scores],
+                       "weights": [[str(w) for w in row] for row in h.weights],
+                       "output": vecs(h.output)} for h in b.heads],
+            "attention_output": vecs(b.attention_output),
+            "after_attention": vecs(b.after_attention),
+            "hidden": vecs(b.hidden),
+            "after_feed_forward": vecs(b.after_feed_forward),
+        } for b in trace.blocks],
+        "output": vecs(trace.output),
+        "readout": [str(q) for q in trace.readout],
+        "saturations": trace.saturations,
+    }
