@@ -1,0 +1,74 @@
+"""C-RASP: the counting language of Yang, Cadilhac and Chiang (2025), "Knee-Deep in C-RASP".
+
+A C-RASP program is a list of named definitions over a word w_1..w_n.  Boolean
+vectors come from letter tests, ``!``, ``&&``, ``||`` and comparisons of
+counts; count vectors from prefix counts ``#P`` (the current position
+included), integer constants, ``+``, ``-``, ``min``, ``max`` and ``P ? C1 : C2``.
+A word is accepted iff the boolean output holds at its last position.
+
+This package holds the syntax tree (:mod:`.ast`), the parser for ``.cr`` files
+(:mod:`.parser`), the reference interpreter (:mod:`.interpreter`), program
+depth (:mod:`.depth`), the depth-k programs for the languages L_k
+(:mod:`.languages`) and the ``crasp`` command group (:mod:`.cli`).  See
+``docs/crasp.md``.
+"""
+
+from verify_tf.crasp.ast import (
+    ArithOp,
+    BoolConst,
+    BoolOp,
+    Compare,
+    Conditional,
+    Count,
+    CountConst,
+    CraspError,
+    Definition,
+    Expr,
+    Letter,
+    MinMax,
+    Neg,
+    Not,
+    Program,
+    Ref,
+    Type,
+    format_expr,
+    format_program,
+)
+from verify_tf.crasp.depth import definition_depths, expression_depth, program_depth
+from verify_tf.crasp.interpreter import Trace, accepts, evaluate, run_program
+from verify_tf.crasp.languages import in_lk, lk_program, lk_source
+from verify_tf.crasp.parser import load_program, parse_program
+
+__all__ = [
+    "ArithOp",
+    "BoolConst",
+    "BoolOp",
+    "Compare",
+    "Conditional",
+    "Count",
+    "CountConst",
+    "CraspError",
+    "Definition",
+    "Expr",
+    "Letter",
+    "MinMax",
+    "Neg",
+    "Not",
+    "Program",
+    "Ref",
+    "Trace",
+    "Type",
+    "accepts",
+    "definition_depths",
+    "evaluate",
+    "expression_depth",
+    "format_expr",
+    "format_program",
+    "in_lk",
+    "lk_program",
+    "lk_source",
+    "load_program",
+    "parse_program",
+    "program_depth",
+    "run_program",
+]

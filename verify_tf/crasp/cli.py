@@ -1,0 +1,112 @@
+"""Command-line interface for C-RASP programs: the ``crasp`` click group.
+
+``crasp depth FILE`` prints the depth of a program, ``crasp run FILE STRING``
+prints its trace on a word.  Invalid programs or inputs print
+``error: <message>`` on stderr and exit with status 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from verify_tf.crasp.ast import CraspError, Program
+from verify_tf.crasp.depth import definition_depths
+from verify_tf.crasp.interpreter import Trace, Vector, run_program
+from verify_tf.crasp.parser import load_program
+
+__all__ = ["crasp"]
+
+_FILE = click.Path(dir_okay=False, path_type=Path)
+
+
+class _UsageError(click.ClickException):
+    """A :class:`CraspError` reported as ``error: <message>`` with exit status 2."""
+
+    exit_code = 2
+
+    def show(self, file=None) -> None:  # noqa: ANN001 - signature of click.ClickException.show
+        click.echo(f"error: {self.format_message()}", err=True, file=file)
+
+
+@contextmanager
+def _reporting_errors() -> Iterator[None]:
+    try:
+        yield
+    except CraspError as error:
+        raise _UsageError(str(error)) from None
+
+
+def _load(path: Path) -> Program:
+    with _reporting_errors():
+        return load_program(path)
+
+
+@click.group(name="crasp")
+def crasp() -> None:
+    """C-RASP programs: counting, boolean tests and comparisons over prefixes."""
+
+
+@crasp.command()
+@click.argument("file", type=_FILE)
+@click.option("--all", "show_all", is_flag=True, help="Also print the depth of every definition.")
+def depth(file: Path, show_all: bool) -> None:
+    """Print the depth of the C-RASP program in FILE (the depth of its output)."""
+    program = _load(file)
+    depths = definition_depths(program)
+    if show_all:
+        width = max(len(name) for name in program.names)
+        for definition in program.definitions:
+            marker = "  (output)" if definition.name == program.output else ""
+            click.echo(f"{definition.name:<{width}}  {definition.type.value:<7}  {depths[definition.name]}{marker}")
+    click.echo(str(depths[program.output]) if not show_all else f"program depth: {depths[program.output]}")
+
+
+@crasp.command()
+@click.argument("file", type=_FILE)
+@click.argument("string")
+@click.option("--prefix", is_flag=True, help="Also print the output at every position (prefix acceptance).")
+def run(file: Path, string: str, prefix: bool) -> None:
+    """Run the C-RASP program in FILE on STRING and print the value of every definition."""
+    program = _load(file)
+    with _reporting_errors():
+        trace = run_program(program, string)
+    _print_table(_trace_table(trace, f"{file.name} on {string!r}"))
+    if prefix:
+        click.echo("per-prefix output: " + " ".join("1" if value else "0" for value in trace.output))
+    click.echo("accepted" if trace.accepted else "rejected")
+
+
+def _trace_table(trace: Trace, title: str) -> Table:
+    """One row per position: the position, its letter and the value of every definition."""
+    table = Table(title=title)
+    table.add_column("i", justify="right")
+    table.add_column("letter", justify="center")
+    for name in trace.program.names:
+        header = f"{name} (output)" if name == trace.program.output else name
+        table.add_column(header, justify="right", no_wrap=True)
+    for index, letter in enumerate(trace.word):
+        cells = [_format_value(trace.values[name], index) for name in trace.program.names]
+        table.add_row(str(index + 1), letter, *cells)
+    return table
+
+
+def _format_value(vector: Vector, index: int) -> str:
+    value = vector[index]
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _print_table(table: Table) -> None:
+    """Print ``table`` on stdout; when stdout is not a terminal, widen the page so that no cell wraps."""
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        natural_width = Console(width=10_000).measure(table).maximum
+        console = Console(highlight=False, width=max(80, natural_width))
+    console.print(table)

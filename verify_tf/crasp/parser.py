@@ -1,0 +1,462 @@
+"""Parser and type checker for C-RASP source files (``.cr``).
+
+A hand-written tokenizer and recursive-descent parser.  One statement per
+line; every error is a :class:`~verify_tf.crasp.ast.CraspError` carrying the
+file name, line and column (both 1-based) and, where useful, a hint.
+
+Grammar (EBNF; ``{ }`` repetition, ``[ ]`` option; precedence from lowest to
+highest: ``? :``, ``||``, ``&&``, comparisons, ``+ -``, unary ``! - #``, atoms)::
+
+    program    = { line } ;
+    line       = [ statement ] [ comment ] NEWLINE ;
+    statement  = "alphabet" symbol { symbol }          (* at most once, before the definitions *)
+               | "output" NAME                         (* at most once, anywhere *)
+               | NAME "=" expr ;
+    expr       = or_expr [ "?" expr ":" expr ] ;       (* condition boolean, branches counts *)
+    or_expr    = and_expr { "||" and_expr } ;
+    and_expr   = comparison { "&&" comparison } ;
+    comparison = sum [ ( "<" | "<=" | ">" | ">=" | "==" | "!=" ) sum ] ;   (* no chaining *)
+    sum        = unary { ( "+" | "-" ) unary } ;
+    unary      = ( "!" | "-" | "#" ) unary | atom ;
+    atom       = letter | INTEGER | "true" | "false" | NAME
+               | ( "min" | "max" ) "(" expr "," expr ")"
+               | "(" expr ")" ;
+    letter     = STRING | "Q" "(" symbol ")" ;         (* "a" is primary, Q(a) an alias *)
+    symbol     = STRING | a one-character NAME or INTEGER ;
+    STRING     = '"' char '"' | "'" char "'" ;         (* one non-blank character, not a quote *)
+    NAME       = /[A-Za-z_][A-Za-z0-9_]*/ ;            (* not a keyword *)
+    INTEGER    = /[0-9]+/ ;
+    comment    = "#" { any character } ;
+
+Keywords: ``alphabet output true false min max Q``.  ``-`` directly followed
+by an integer is the negative literal (``-3``); ``-(3)`` is the negation of 3.
+``#`` is the counting operator where an operand is expected (after ``=``, an
+operator, ``(`` or ``,``) and starts a comment everywhere else, i.e. at the
+start of a line or after a complete operand.  The output is the definition
+named by the ``output`` line, or else the last definition.  Without an
+``alphabet`` line the alphabet is the sorted set of letters used.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from verify_tf.crasp.ast import (
+    COMPARISON_OPERATORS,
+    KEYWORDS,
+    ArithOp,
+    BoolConst,
+    BoolOp,
+    Compare,
+    Conditional,
+    Count,
+    CountConst,
+    CraspError,
+    Definition,
+    Expr,
+    Letter,
+    MinMax,
+    Neg,
+    Not,
+    Program,
+    Ref,
+    Type,
+    check_definition_name,
+    format_alphabet,
+    require_type,
+)
+
+__all__ = ["parse_program", "load_program"]
+
+
+def parse_program(source: str, filename: str = "<input>") -> Program:
+    """Parse and type-check C-RASP ``source``; errors are reported against ``filename``."""
+    return _Parser(_tokenize(source, filename), filename).program()
+
+
+def load_program(path: str | Path) -> Program:
+    """Parse and type-check the C-RASP file at ``path``."""
+    path = Path(path)
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise CraspError(f"cannot read {path}: {error}") from error
+    return parse_program(source, path.name)
+
+
+# --------------------------------------------------------------------------- tokens
+
+NAME, INTEGER, STRING, OPERATOR, NEWLINE = "name", "integer", "letter", "operator", "end of line"
+
+
+@dataclass(frozen=True)
+class _Token:
+    """A token and the 1-based line and column where it starts."""
+
+    kind: str
+    text: str
+    line: int
+    column: int
+
+    def describe(self) -> str:
+        if self.kind == NEWLINE:
+            return "end of line"
+        return f'letter "{self.text}"' if self.kind == STRING else f"'{self.text}'"
+
+
+_TWO_CHARACTER_OPERATORS = ("&&", "||", "<=", ">=", "==", "!=")
+_ONE_CHARACTER_OPERATORS = "()?:,!#+-<>="
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
+# After one of these an operand is complete, so a following "#" starts a comment.
+_OPERAND_ENDINGS = (NAME, INTEGER, STRING)
+
+
+def _tokenize(source: str, filename: str) -> list[_Token]:
+    """Tokens of every line, each line ending with a NEWLINE token."""
+    tokens: list[_Token] = []
+    for line_number, line in enumerate(source.splitlines(), start=1):
+        line_tokens: list[_Token] = []
+        column = 0
+        while column < len(line):
+            character = line[column]
+            position = (line_number, column + 1)
+            if character.isspace():
+                column += 1
+                continue
+            if character == "#" and _operand_complete(line_tokens):
+                break
+            if line[column : column + 2] in _TWO_CHARACTER_OPERATORS:
+                line_tokens.append(_Token(OPERATOR, line[column : column + 2], *position))
+                column += 2
+            elif character in _ONE_CHARACTER_OPERATORS:
+                line_tokens.append(_Token(OPERATOR, character, *position))
+                column += 1
+            elif character in "\"'":
+                end = line.find(character, column + 1)
+                if end < 0:
+                    raise CraspError("unterminated letter", hint=f"close it with {character}").located(
+                        filename, *position
+                    )
+                line_tokens.append(_Token(STRING, line[column + 1 : end], *position))
+                column = end + 1
+            elif match := _WORD.match(line, column):
+                kind = INTEGER if match.group().isdigit() else NAME
+                line_tokens.append(_Token(kind, match.group(), *position))
+                column = match.end()
+            else:
+                hint = {"&": "'and' is written &&", "|": "'or' is written ||"}.get(character)
+                raise CraspError(f"unexpected character '{character}'", hint=hint).located(filename, *position)
+        tokens += line_tokens
+        tokens.append(_Token(NEWLINE, "", line_number, len(line) + 1))
+    return tokens
+
+
+def _operand_complete(line_tokens: list[_Token]) -> bool:
+    if not line_tokens:
+        return True
+    last = line_tokens[-1]
+    return last.kind in _OPERAND_ENDINGS or last.text == ")"
+
+
+# --------------------------------------------------------------------------- parser
+
+
+class _Located(NamedTuple):
+    """A parsed expression with the position where its source text starts."""
+
+    expr: Expr
+    line: int
+    column: int
+
+
+class _Defined(NamedTuple):
+    """Where a definition is and what type it has."""
+
+    line: int
+    type: Type
+
+
+class _Parser:
+    """Recursive descent over the tokens, one method per grammar rule, type-checking as it builds."""
+
+    def __init__(self, tokens: list[_Token], filename: str) -> None:
+        self.tokens = tokens
+        self.filename = filename
+        self.index = 0
+        self.declared_alphabet: tuple[str, ...] | None = None
+        self.letters_used: set[str] = set()
+        self.definitions: list[Definition] = []
+        self.defined: dict[str, _Defined] = {}
+        self.output: _Token | None = None
+
+    # ----- helpers
+
+    @property
+    def current(self) -> _Token:
+        return self.tokens[self.index]
+
+    def advance(self) -> _Token:
+        token = self.tokens[self.index]
+        if token.kind != NEWLINE:
+            self.index += 1
+        return token
+
+    def at(self, text: str) -> bool:
+        return self.current.kind in (OPERATOR, NAME) and self.current.text == text
+
+    def error(self, token: _Token | _Located, message: str, hint: str | None = None) -> CraspError:
+        return CraspError(message, hint=hint, filename=self.filename, line=token.line, column=token.column)
+
+    def expect(self, text: str, hint: str | None = None) -> _Token:
+        if not self.at(text):
+            raise self.error(self.current, f"expected '{text}', got {self.current.describe()}", hint)
+        return self.advance()
+
+    def require(self, operand: _Located, expected: Type) -> Expr:
+        try:
+            require_type(operand.expr, expected)
+        except CraspError as error:
+            raise error.located(self.filename, operand.line, operand.column) from None
+        return operand.expr
+
+    # ----- statements
+
+    def program(self) -> Program:
+        while self.index < len(self.tokens):
+            if self.current.kind != NEWLINE:
+                self.statement()
+                if self.current.kind != NEWLINE:
+                    unexpected = self.current.describe()
+                    raise self.error(self.current, f"unexpected {unexpected} after the end of the statement")
+            self.index += 1
+        if not self.definitions:
+            raise CraspError(
+                "the program has no definitions",
+                hint='add one, e.g. na = #"a"',
+                filename=self.filename,
+                line=1,
+                column=1,
+            )
+        alphabet = self.declared_alphabet
+        if alphabet is None:
+            alphabet = tuple(sorted(self.letters_used))
+        return Program(tuple(self.definitions), self.output_name(), alphabet)
+
+    def statement(self) -> None:
+        token = self.current
+        if token.kind == NAME and token.text == "alphabet":
+            self.alphabet_line()
+        elif token.kind == NAME and token.text == "output":
+            self.output_line()
+        elif token.kind == NAME:
+            self.definition()
+        else:
+            raise self.error(token, f"expected a definition 'name = expression', got {token.describe()}")
+
+    def alphabet_line(self) -> None:
+        keyword = self.advance()
+        if self.declared_alphabet is not None:
+            raise self.error(keyword, "the alphabet is declared twice")
+        if self.definitions:
+            raise self.error(keyword, "the alphabet line must come before the definitions")
+        symbols: list[str] = []
+        while self.current.kind != NEWLINE:
+            token = self.current
+            symbol = self.symbol()
+            if symbol in symbols:
+                raise self.error(token, f"letter '{symbol}' is listed twice in the alphabet")
+            symbols.append(symbol)
+        if not symbols:
+            raise self.error(keyword, "the alphabet line lists no letters", "e.g. alphabet a b")
+        self.declared_alphabet = tuple(symbols)
+
+    def output_line(self) -> None:
+        keyword = self.advance()
+        if self.output is not None:
+            raise self.error(keyword, f"the output is already declared on line {self.output.line}")
+        if self.current.kind != NAME:
+            raise self.error(self.current, f"expected the name of the output definition, got {self.current.describe()}")
+        self.output = self.advance()
+
+    def output_name(self) -> str:
+        if self.output is None:
+            token = None
+            name = self.definitions[-1].name
+        else:
+            token = self.output
+            name = token.text
+            if name not in self.defined:
+                raise self.error(token, f"the output '{name}' is not defined")
+        if self.defined[name].type is not Type.BOOL:
+            line = self.defined[name].line if token is None else token.line
+            column = 1 if token is None else token.column
+            raise CraspError(
+                f"the output '{name}' must be boolean, but it is a count",
+                hint=f"compare it, e.g. {name} > 0, or choose a boolean definition with 'output NAME'",
+                filename=self.filename,
+                line=line,
+                column=column,
+            )
+        return name
+
+    def definition(self) -> None:
+        name = self.advance()
+        try:
+            check_definition_name(name.text)
+        except CraspError as error:
+            raise error.located(self.filename, name.line, name.column) from None
+        if name.text in self.defined:
+            raise self.error(
+                name,
+                f"'{name.text}' is already defined on line {self.defined[name.text].line}",
+                "choose a new name; definitions cannot be reassigned",
+            )
+        self.expect("=", hint="a definition is written name = expression")
+        expr = self.expr().expr
+        self.definitions.append(Definition(name.text, expr))
+        self.defined[name.text] = _Defined(name.line, expr.type)
+
+    # ----- expressions, lowest precedence first
+
+    def expr(self) -> _Located:
+        condition = self.or_expr()
+        if not self.at("?"):
+            return condition
+        self.advance()
+        if_true = self.expr()
+        self.expect(":", hint="a conditional is written condition ? count : count")
+        if_false = self.expr()
+        expr = Conditional(
+            self.require(condition, Type.BOOL), self.require(if_true, Type.COUNT), self.require(if_false, Type.COUNT)
+        )
+        return _Located(expr, condition.line, condition.column)
+
+    def or_expr(self) -> _Located:
+        return self.logic_chain("||", self.and_expr)
+
+    def and_expr(self) -> _Located:
+        return self.logic_chain("&&", self.comparison)
+
+    def logic_chain(self, op: str, operand_parser: Callable[[], _Located]) -> _Located:
+        left = operand_parser()
+        while self.at(op):
+            self.advance()
+            right = operand_parser()
+            expr = BoolOp(op, self.require(left, Type.BOOL), self.require(right, Type.BOOL))
+            left = _Located(expr, left.line, left.column)
+        return left
+
+    def comparison(self) -> _Located:
+        left = self.sum()
+        if self.current.kind != OPERATOR or self.current.text not in COMPARISON_OPERATORS:
+            return left
+        op = self.advance().text
+        right = self.sum()
+        if self.current.kind == OPERATOR and self.current.text in COMPARISON_OPERATORS:
+            raise self.error(self.current, "comparisons do not chain", "combine two comparisons with &&")
+        expr = Compare(op, self.require(left, Type.COUNT), self.require(right, Type.COUNT))
+        return _Located(expr, left.line, left.column)
+
+    def sum(self) -> _Located:
+        left = self.unary()
+        while self.at("+") or self.at("-"):
+            op = self.advance().text
+            right = self.unary()
+            expr = ArithOp(op, self.require(left, Type.COUNT), self.require(right, Type.COUNT))
+            left = _Located(expr, left.line, left.column)
+        return left
+
+    def unary(self) -> _Located:
+        token = self.current
+        if self.at("-") and self.tokens[self.index + 1].kind == INTEGER:
+            self.advance()
+            return _Located(CountConst(-int(self.advance().text)), token.line, token.column)
+        if self.at("!"):
+            self.advance()
+            expr: Expr = Not(self.require(self.unary(), Type.BOOL))
+        elif self.at("-"):
+            self.advance()
+            expr = Neg(self.require(self.unary(), Type.COUNT))
+        elif self.at("#"):
+            self.advance()
+            expr = Count(self.require(self.unary(), Type.BOOL))
+        else:
+            return self.atom()
+        return _Located(expr, token.line, token.column)
+
+    def atom(self) -> _Located:
+        token = self.current
+        if token.kind == STRING:
+            return _Located(self.letter(), token.line, token.column)
+        if token.kind == INTEGER:
+            self.advance()
+            return _Located(CountConst(int(token.text)), token.line, token.column)
+        if self.at("("):
+            self.advance()
+            inner = self.expr()
+            self.expect(")")
+            return _Located(inner.expr, token.line, token.column)
+        if token.kind == NAME:
+            return _Located(self.named_atom(), token.line, token.column)
+        raise self.error(token, f"expected an expression, got {token.describe()}")
+
+    def named_atom(self) -> Expr:
+        token = self.current
+        if token.text in ("true", "false"):
+            self.advance()
+            return BoolConst(token.text == "true")
+        if token.text == "Q":
+            return self.letter()
+        if token.text in ("min", "max"):
+            self.advance()
+            self.expect("(", hint=f"write {token.text}(count, count)")
+            left = self.expr()
+            self.expect(",", hint=f"write {token.text}(count, count)")
+            right = self.expr()
+            self.expect(")")
+            return MinMax(token.text, self.require(left, Type.COUNT), self.require(right, Type.COUNT))
+        if token.text in KEYWORDS:
+            raise self.error(token, f"'{token.text}' is a reserved word and cannot be used here")
+        self.advance()
+        if token.text not in self.defined:
+            if len(token.text) == 1:
+                hint = f'to test for the letter {token.text}, write "{token.text}"'
+            else:
+                hint = "names must be defined on an earlier line"
+            raise self.error(token, f"undefined name '{token.text}'", hint)
+        return Ref(token.text, self.defined[token.text].type)
+
+    def letter(self) -> Letter:
+        """A letter test, written "a" or Q(a)."""
+        if self.at("Q"):
+            self.advance()
+            self.expect("(", hint="a letter test is written Q(a) or \"a\"")
+            token = self.current
+            symbol = self.symbol()
+            self.expect(")")
+        else:
+            token = self.current
+            symbol = self.symbol()
+        if self.declared_alphabet is not None and symbol not in self.declared_alphabet:
+            raise self.error(
+                token,
+                f"letter '{symbol}' is not in the alphabet {format_alphabet(self.declared_alphabet)}",
+                "add it to the alphabet line",
+            )
+        self.letters_used.add(symbol)
+        return Letter(symbol)
+
+    def symbol(self) -> str:
+        """One alphabet symbol: a quoted character or a one-character name or digit."""
+        token = self.current
+        if token.kind not in (STRING, NAME, INTEGER):
+            raise self.error(token, f"expected a letter, got {token.describe()}")
+        try:
+            Letter(token.text)
+        except CraspError as error:
+            raise error.located(self.filename, token.line, token.column) from None
+        return self.advance().text
