@@ -198,7 +198,8 @@ def _build_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
         raise ctx.error(node, path, str(exc)) from None
     problems = validate_shapes(model)
     if problems:
-        raise ctx.error(node, path, "inconsistent shapes: " + problems[0],
+        where, _, what = problems[0].partition(": ")
+        raise ctx.error(node.find(where), join(path, where), what,
                         "; ".join(problems[1:4]) if len(problems) > 1 else "matrices are rows x columns; width d is "
                         "the token dimension")
     return model
@@ -413,7 +414,8 @@ def _check_model_in_arithmetic(model: Model, arith: Arithmetic, node: Node, ctx:
     if isinstance(arith, Exact):
         for layer, head_index, head in model.heads():
             if head.scoring == "softmax":
-                raise ctx.error(node, f"model.layers[{layer}].attention.heads[{head_index}].scoring",
+                where = f"layers[{layer}].attention.heads[{head_index}].scoring"
+                raise ctx.error(node.find(where), f"model.{where}",
                                 "softmax is not exactly representable in exact arithmetic",
                                 "use arithmetic: fixed (an exp table, docs/semantics.md), or hardmax/uniform scoring")
         return
@@ -421,5 +423,5 @@ def _check_model_in_arithmetic(model: Model, arith: Arithmetic, node: Node, ctx:
         if not arith.representable(value):
             reason = (f"is not a multiple of 2^-{arith.frac}" if (value * arith.scale).denominator != 1
                       else f"is outside the {arith.bits}-bit range [{arith.min_value}, {arith.max_value}]")
-            raise ctx.error(node, f"model.{name}", f"weight {value} {reason}",
+            raise ctx.error(node.find(name), f"model.{name}", f"weight {value} {reason}",
                             "fixed arithmetic needs every weight on its grid; quantize the weights or raise frac/bits")

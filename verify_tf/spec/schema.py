@@ -63,6 +63,9 @@ class Number(Schema):
     def validate(self, node: Node, ctx: Context, path: str) -> Fraction:
         if node.kind != "scalar" or node.scalar_kind in ("null", "bool"):
             raise ctx.expected(node, path, self.what, "write an integer, a decimal such as 0.25, or a ratio such as 1/4")
+        if node.scalar_kind == "float" and node.value.lower().lstrip("+-") in (".inf", ".nan"):
+            raise ctx.error(node, path, f"expected a finite number, got {node.value}",
+                            "infinities and NaN have no exact value; verify-tf numbers are exact rationals")
         try:
             value = parse_rational(node.value)
         except NotANumber as exc:

@@ -18,6 +18,7 @@ _BOOL = "tag:yaml.org,2002:bool"
 _INT = "tag:yaml.org,2002:int"
 _FLOAT = "tag:yaml.org,2002:float"
 _STR = "tag:yaml.org,2002:str"
+_CORE_TAGS = {_NULL, _BOOL, _INT, _FLOAT, _STR, "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
 
 
 @dataclass
@@ -49,6 +50,20 @@ class Node:
                 return self.value
         return self.value
 
+    def find(self, path: str) -> "Node":
+        """The deepest node along a key path like ``layers[0].attention.heads[1].query[0][2]`` (best effort)."""
+        import re
+
+        node = self
+        for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", path):
+            if name and node.kind == "map" and name in node.value:
+                node = node.value[name]
+            elif index and node.kind == "seq" and int(index) < len(node.value):
+                node = node.value[int(index)]
+            else:
+                break
+        return node
+
     @property
     def scalar_kind(self) -> str:
         return {_NULL: "null", _BOOL: "bool", _INT: "int", _FLOAT: "float"}.get(self.tag, "str")
@@ -75,6 +90,9 @@ _MAX_NODES = 2_000_000  # guards against alias bombs ("billion laughs") expandin
 
 def _convert(node: yaml.Node, file: str, count: list[int]) -> Node:
     line = node.start_mark.line + 1
+    if node.tag not in _CORE_TAGS:
+        raise SpecError(f"YAML tags such as {node.tag!r} are not allowed", file=file, line=line,
+                        hint="specs hold plain data: mappings, lists, numbers and strings")
     count[0] += 1
     if count[0] > _MAX_NODES:
         raise SpecError("the spec expands to too many values (recursive or repeated YAML aliases?)",
@@ -96,7 +114,5 @@ def _convert(node: yaml.Node, file: str, count: list[int]) -> Node:
     if isinstance(node, yaml.SequenceNode):
         return Node("seq", [_convert(v, file, count) for v in node.value], line)
     if isinstance(node, yaml.ScalarNode):
-        if node.tag.startswith("!"):
-            raise SpecError(f"YAML tags such as {node.tag!r} are not allowed", file=file, line=line)
         return Node("scalar", node.value, line, tag=node.tag)
     raise SpecError("unsupported YAML construct (aliases/anchors are not allowed)", file=file, line=line)

@@ -1,0 +1,41 @@
+"""Small builders for hand-written test models (one head, d = 1 unless stated)."""
+
+from __future__ import annotations
+
+from fractions import Fraction as F
+
+from verify_tf.ir import (AlphabetTokens, AttentionLayer, Block, FeedForward, GridTokens, Head, Model, RelativeTable,
+                          matrix, vector, zeros)
+
+
+def head(q=0, k=0, v=1, o=1, *, scoring="hardmax", causal=False, positional="standard", rpe=None, urpe=None,
+         value_bias=0) -> Head:
+    return Head(query=matrix([[q]]), key=matrix([[k]]), value=matrix([[v]]), output=matrix([[o]]),
+                query_bias=zeros(1), key_bias=zeros(1), value_bias=vector([value_bias]),
+                scoring=scoring, causal=causal, positional=positional,
+                rpe_bias=RelativeTable(vector(rpe)) if rpe is not None else None,
+                urpe_c=RelativeTable(vector(urpe)) if urpe is not None else None)
+
+
+def one_layer(h: Head, *, residual=True, pe=None, ff: FeedForward | None = None) -> Model:
+    return Model(tokens=GridTokens(1), dim=1, blocks=(Block(AttentionLayer((h,), zeros(1), residual), ff),),
+                 readout=vector([1]), positional_encoding=matrix(pe) if pe is not None else None)
+
+
+def ffn_only(w1, b1, w2, b2) -> Model:
+    ff = FeedForward(matrix(w1), vector(b1), matrix(w2), vector(b2))
+    return Model(tokens=GridTokens(1), dim=1, blocks=(Block(None, ff),), readout=vector([1]))
+
+
+def alphabet_model(h: Head, symbols=("a", "b"), embedding=((1,), (0,)), bos="^", bos_embedding=(5,),
+                   residual=False) -> Model:
+    tokens = AlphabetTokens(tuple(symbols), matrix(embedding), bos, vector(bos_embedding) if bos else None)
+    return Model(tokens=tokens, dim=1, blocks=(Block(AttentionLayer((h,), zeros(1), residual)),), readout=vector([1]))
+
+
+def seq(*values) -> tuple:
+    return tuple((F(v),) for v in values)
+
+
+def column(vectors) -> list:
+    return [v[0] for v in vectors]

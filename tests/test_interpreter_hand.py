@@ -1,0 +1,130 @@
+"""Hand-computed traces: one tiny model per attention variant and arithmetic mode.
+
+Each expected value is derived in the comment above its assertion, from docs/semantics.md alone.
+"""
+
+from fractions import Fraction as F
+
+import pytest
+
+from helpers import alphabet_model, column, ffn_only, head, one_layer, seq
+from verify_tf.semantics import Exact, Fixed, UnsupportedInMode, evaluate
+from verify_tf.semantics.exp_table import exp_mantissa, exp_table
+
+EXACT = Exact()
+
+
+def out(model, arith, tokens):
+    return column(evaluate(model, arith, tokens).output)
+
+
+def test_hardmax_ties_are_averaged_uniformly():
+    # s_ij = x_i x_j, x = (1, 1, 0). Rows 0,1: scores (1, 1, 0) -> argmax {0,1} -> (1+1)/2 = 1.
+    # Row 2: scores (0, 0, 0) -> all tie -> (1+1+0)/3 = 2/3. Residual adds x.
+    assert out(one_layer(head(1, 1)), EXACT, seq(1, 1, 0)) == [2, 2, 1 + F(-1, 3)]
+
+
+def test_causal_uniform_is_prefix_mean():
+    assert out(one_layer(head(scoring="uniform", causal=True), residual=False), EXACT, seq(1, 2, 3)) == [1, F(3, 2), 2]
+
+
+def test_causal_hardmax_ignores_future_keys():
+    # s_ij = x_i x_j with x = (1, 3, 2), causal. Row 0 sees only key 0 -> 1. Row 1: (3, 9) -> 3.
+    # Row 2: (2, 6, 4) -> key 1 -> 3.
+    assert out(one_layer(head(1, 1, causal=True), residual=False), EXACT, seq(1, 3, 2)) == [1, 3, 3]
+
+
+def test_rpe_bias_moves_the_argmax_and_clips_beyond_its_radius():
+    # scores are the bias alone (W_Q = W_K = 0); B = {-1: 0, 0: 0, 1: 1}, offsets beyond +-1 clip.
+    # Row 0: B(0), B(1), B(2->1) = 0, 1, 1 -> keys {1, 2} -> (3 + 6)/2 = 9/2.
+    # Row 1: B(-1), B(0), B(1) = 0, 0, 1 -> key 2 -> 6.   Row 2: 0, 0, 0 -> mean 3.
+    model = one_layer(head(positional="rpe", rpe=[0, 0, 1]), residual=False)
+    assert out(model, EXACT, seq(0, 3, 6)) == [F(9, 2), 6, 3]
+
+
+def test_urpe_multiplies_normalised_weights_without_renormalising():
+    # uniform a_ij = 1/3, C = {-1: 0, 0: 1, 1: 2} (clipped), constant input 1:
+    # row 0: (1 + 2 + 2)/3 = 5/3; row 1: (0 + 1 + 2)/3 = 1; row 2: (0 + 0 + 1)/3 = 1/3.
+    model = one_layer(head(scoring="uniform", positional="urpe", rpe=[0, 0, 0], urpe=[0, 1, 2]), residual=False)
+    assert out(model, EXACT, seq(1, 1, 1)) == [F(5, 3), 1, F(1, 3)]
+
+
+def test_absolute_positional_encoding_is_added_to_the_embedding():
+    model = one_layer(head(0, 0, v=0), pe=[[10], [20]])
+    trace = evaluate(model, EXACT, seq(1, 2))
+    assert column(trace.embedded) == [11, 22]
+
+
+def test_alphabet_with_bos_prepends_the_bos_embedding():
+    # seen: ^ a b with embeddings 5, 1, 0; causal uniform prefix means: 5, 3, 2.
+    trace = evaluate(alphabet_model(head(scoring="uniform", causal=True)), EXACT, "ab")
+    assert trace.tokens == ("^", "a", "b")
+    assert column(trace.output) == [5, 3, 2]
+
+
+def test_fixed_rounds_negative_averages_toward_minus_infinity():
+    # frac = 2: mean(-1/4, 0) = -1/8 -> floor to a multiple of 1/4 = -1/4 (not 0).
+    model = one_layer(head(scoring="uniform"), residual=False)
+    assert out(model, Fixed(8, 2), seq("-1/4", 0)) == [F(-1, 4), F(-1, 4)]
+
+
+def test_fixed_floor_in_affine_maps_of_negatives():
+    # frac = 2: W1 x = 1/2 * (-3/4) = -3/8 -> floor -1/2 -> relu 0; residual keeps -3/4.
+    model = ffn_only([[F(1, 2)]], [0], [[1]], [0])
+    trace = evaluate(model, Fixed(8, 2), seq("-3/4"))
+    assert column(trace.blocks[0].hidden) == [0]
+    assert column(trace.output) == [F(-3, 4)]
+    # and with W1 = -1/2: 3/8 -> floor 1/4 -> out = -3/4 + 1/4 = -1/2
+    trace = evaluate(ffn_only([[F(-1, 2)]], [0], [[1]], [0]), Fixed(8, 2), seq("-3/4"))
+    assert column(trace.output) == [F(-1, 2)]
+
+
+def test_fixed_saturates_and_counts_it():
+    # 4 bits, frac 0: range [-8, 7]; 5 + relu(5) = 10 -> 7, one saturation.
+    trace = evaluate(ffn_only([[1]], [0], [[1]], [0]), Fixed(4, 0), seq(5))
+    assert column(trace.output) == [7]
+    assert trace.saturations == 1
+
+
+def test_fixed_softmax_uses_the_exp_table_and_one_rounding():
+    # frac = 2, s_ij = x_i x_j, x = (0, 1). Row 0: scores (0, 0) -> weights 1/2, 1/2 -> v mean 1/2.
+    # Row 1: scores (0, 1); E[(1-0)*4] = floor(4 e^-1) = 1, E[0] = 4 -> weights 1/5, 4/5 -> 4/5 -> floor 3/4.
+    model = one_layer(head(1, 1, scoring="softmax"), residual=False)
+    assert out(model, Fixed(16, 2), seq(0, 1)) == [F(1, 2), F(3, 4)]
+
+
+def test_per_probability_rows_need_not_sum_to_one():
+    # values all 1 (W_V = 0, b_V = 1). exact-sums: every row averages 1 exactly.
+    # per-probability, row 1: floor(4 * 1/5)/4 + floor(4 * 4/5)/4 = 0 + 3/4 -> output 3/4.
+    model = one_layer(head(1, 1, v=0, value_bias=1, scoring="softmax"), residual=False)
+    assert out(model, Fixed(16, 2, "exact-sums"), seq(0, 1)) == [1, 1]
+    assert out(model, Fixed(16, 2, "per-probability"), seq(0, 1)) == [1, F(3, 4)]
+
+
+def test_per_probability_also_floors_hardmax_tie_weights():
+    # frac = 2, three-way tie: weight floor(4/3)/4 = 1/4 each, values 1 -> 3/4 (exact-sums gives 1).
+    model = one_layer(head(0, 0, v=0, value_bias=1), residual=False)
+    assert out(model, Fixed(16, 2, "per-probability"), seq(0, 0, 0)) == [F(3, 4)] * 3
+    assert out(model, Fixed(16, 2, "exact-sums"), seq(0, 0, 0)) == [1] * 3
+
+
+def test_softmax_is_rejected_in_exact_mode():
+    with pytest.raises(UnsupportedInMode, match="softmax"):
+        evaluate(one_layer(head(scoring="softmax")), EXACT, seq(0, 1))
+
+
+def test_exp_table_values():
+    table = exp_table(8)
+    assert table[0] == 256
+    assert table[1] == 255  # 256 e^(-1/256) = 255.0004...
+    assert table[256] == 94  # 256 / e = 94.177...
+    assert len(table) == 1420  # last t with 256 e^(-t/256) >= 1 is floor(256 ln 256) = 1419
+    assert exp_mantissa(1419, 8) == 1 and exp_mantissa(1420, 8) == 0
+    assert exp_table(2) == (4, 3, 2, 1, 1, 1)  # floor(4 e^(-t/4)), t = 0..5
+
+
+def test_yun_lemma6_worked_example():
+    from verify_tf.builders.yun import yun_contextual_mapping
+
+    model = yun_contextual_mapping(1, F(1, 2), 2)
+    assert evaluate(model, EXACT, seq(0, F(1, 2))).readout == [49, F(99, 2)]

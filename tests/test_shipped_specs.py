@@ -1,0 +1,47 @@
+"""Every file in specs/ loads, runs under `verify-tf check`, and gets the verdict it states with `expect:`."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from verify_tf.runner import Overrides, check_property
+from verify_tf.spec import load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = sorted((ROOT / "specs").glob("*.yaml"))
+
+
+def test_specs_are_shipped():
+    assert len(SPECS) >= 4
+
+
+@pytest.mark.parametrize("path", SPECS, ids=[p.name for p in SPECS])
+def test_shipped_spec_gets_its_expected_verdict(path: Path):
+    spec = load_spec(path)
+    for prop in spec.properties:
+        assert prop.expect is not None, f"{path.name}: property {prop.label} states no `expect:`"
+        verdict = check_property(spec, prop, Overrides())
+        assert verdict.status == prop.expect, f"{path.name}: {prop.label}: {verdict.status}: {verdict.detail}"
+        if verdict.status == "refuted":
+            assert verdict.counterexample and verdict.counterexample.get("summary")
+
+
+def test_cli_exit_codes_follow_expectations(tmp_path: Path):
+    refuted = ROOT / "specs" / "equivariance-positions-refuted.yaml"
+    ok = subprocess.run([sys.executable, "-m", "verify_tf", "check", str(refuted)], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stdout + ok.stderr  # refuted as expected -> success
+    bare = tmp_path / "bare.yaml"
+    bare.write_text(refuted.read_text().replace("{expect: refuted}", "{}"))
+    result = subprocess.run([sys.executable, "-m", "verify_tf", "check", str(bare)], capture_output=True, text=True)
+    assert result.returncode == 1  # refuted, no expectation -> exit 1
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text(refuted.read_text().replace("{expect: refuted}", "{expect: proved}"))
+    result = subprocess.run([sys.executable, "-m", "verify_tf", "check", str(wrong)], capture_output=True, text=True)
+    assert result.returncode == 1  # contradicts the expectation
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("model: [\n")
+    result = subprocess.run([sys.executable, "-m", "verify_tf", "check", str(broken)], capture_output=True, text=True)
+    assert result.returncode == 2 and "broken.yaml:2: malformed YAML" in result.stderr
+    assert "Traceback" not in result.stderr

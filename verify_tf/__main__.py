@@ -1,0 +1,5 @@
+"""`python -m verify_tf` runs the CLI."""
+
+from .cli import main
+
+main()
