@@ -1,0 +1,123 @@
+"""The ``experiment`` command: ``verify-tf experiment SPEC [--out DIR] [--preset small|gpu]
+[--device auto|cpu|cuda] [--seed N] [--threads N]``.
+
+Trains the float models an experiment spec asks for, shows a progress bar per trained model on stderr,
+prints a summary table, and writes ``<spec name>.json`` and ``<spec name>.png`` under ``--out``.  Input
+problems print ``error: <located message>`` and exit with status 2.  The results are evidence from float
+training, never verdicts, and the exit status does not depend on them (0 when the run completed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from ..spec.errors import SpecError
+from .common import ExperimentError
+from .runner import run_experiment, write_outputs
+from .spec import PRESETS, load_experiment
+
+__all__ = ["experiment"]
+
+_INPUT_ERROR = 2
+
+
+class _InputError(click.ClickException):
+    exit_code = _INPUT_ERROR
+
+    def show(self, file=None) -> None:  # noqa: ANN001 - signature of click.ClickException.show
+        click.echo(f"error: {self.format_message()}", err=True, file=file)
+
+
+class _ProgressBars:
+    """One rich progress bar per trained model, on stderr."""
+
+    def __init__(self, console: Console):
+        self.progress = Progress(TextColumn("{task.description:<34}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TimeRemainingColumn(), console=console)
+        self.tasks: dict[str, Any] = {}
+
+    def __call__(self, label: str, done: int, total: int) -> None:
+        if label not in self.tasks:
+            self.tasks[label] = self.progress.add_task(label, total=total)
+        self.progress.update(self.tasks[label], completed=done)
+
+
+@click.command(name="experiment")
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
+              show_default=True, help="Folder for the JSON result and the PNG plot.")
+@click.option("--preset", type=click.Choice(PRESETS), default="small", show_default=True,
+              help="small: minutes on a CPU; gpu: larger models and longer training.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+              help="auto uses CUDA when torch sees a GPU.")
+@click.option("--seed", type=int, help="Override the spec's seed.")
+@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True, help="CPU threads for torch.")
+def experiment(spec: Path, out_dir: Path, preset: str, device: str, seed: int | None, threads: int) -> None:
+    """Float training experiments (Luo et al. RPE/URPE, Yang et al. depth staircase): evidence, not verdicts."""
+    try:
+        loaded = load_experiment(spec)
+    except SpecError as exc:
+        raise _InputError(str(exc)) from None
+    err_console = Console(stderr=True)
+    bars = _ProgressBars(err_console)
+    try:
+        with bars.progress:
+            result = run_experiment(loaded, preset=preset, device=device, seed=seed, threads=threads, progress=bars)
+    except ExperimentError as exc:
+        raise _InputError(str(exc)) from None
+    json_path, png_path = write_outputs(result, out_dir, spec.stem)
+    console = Console()
+    console.print(_summary_table(result))
+    console.print(f"[dim]{result['evidence']}[/]")
+    console.print(f"{result['wall_seconds']:.1f} s on {result['device']} ({result['device_name']}); "
+                  f"wrote {json_path} and {png_path}", highlight=False)
+
+
+def _summary_table(result: dict[str, Any]) -> Table:
+    if result["experiment"] == "luo-position-index":
+        return _luo_table(result)
+    return _yang_table(result)
+
+
+def _luo_table(result: dict[str, Any]) -> Table:
+    table = Table(title=f"{result['title']} (best over training)")
+    table.add_column("task")
+    table.add_column("variant")
+    table.add_column("random inputs", justify="right")
+    table.add_column("constant inputs", justify="right")
+    table.add_column("ε* = (n−1)/2", justify="right")
+    for run in result["runs"]:
+        best = run["best"]
+        if run["task"] == "position-index":
+            side = "below" if run["below_epsilon_star"] else "not below"
+            cells = (f"sup-err {best['sup_error_random']:.3f}", f"sup-err {best['sup_error_constant']:.3f}",
+                     f"{run['epsilon_star']:g} ({side})")
+        else:
+            constant = best.get("accuracy_constant")
+            cells = (f"acc {100 * best['accuracy_random']:.1f}%",
+                     "—" if constant is None else f"acc {100 * constant:.1f}%", "")
+        table.add_row(run["task"], run["variant"], *cells)
+    return table
+
+
+def _yang_table(result: dict[str, Any]) -> Table:
+    depths = result["table"]["depths"]
+    table = Table(title=f"{result['title']}: % exact match on longer test strings")
+    table.add_column("language")
+    for depth in depths:
+        table.add_column(f"depth {depth}", justify="right")
+    table.add_column("C-RASP depth", justify="right")
+    table.add_column("paper (k−2)", justify="right")
+    table.add_column(f"measured (≥{100 * result['solved_threshold']:.0f}%)", justify="right")
+    for k, row in zip(result["table"]["languages"], result["table"]["test_exact"]):
+        stairs = result["staircase"][f"L{k}"]
+        measured = stairs["smallest_depth_solved"]
+        table.add_row(f"L{k}", *(f"{100 * value:.0f}" for value in row), str(stairs["crasp_program_depth"]),
+                      str(stairs["prediction_task_depth"]), "—" if measured is None else str(measured))
+    return table

@@ -1,0 +1,214 @@
+"""Yang, Cadilhac and Chiang (2025, "Knee-Deep in C-RASP"): how deep must a transformer be to label the
+prefixes of words of L_k?  Trains causal transformers without positional encoding, depth by depth, on
+short strings and tests them on longer ones (length generalisation); the accuracy by (language, depth) is
+the paper's staircase.
+
+Data as in the paper's repository (pentagonalize/CRASP_depth): every string is a word of L_k (k non-empty
+alternating blocks starting with ``a``; block lengths a uniformly random composition of the length), a BOS
+token is prepended, and the label of position i is "w_1..w_i is in L_k" (``verify_tf.crasp.in_lk``) —
+i.e. "position i lies in the k-th block".  The metric is whole-string exact match (every prefix label
+right), as in the paper; per-position accuracy is recorded too.
+
+Two predicted depths are reported for each L_k and both are drawn on the heatmap:
+
+* the depth of the C-RASP program ``lk_program(k)`` (``program_depth`` = k): a depth-k program *recognises*
+  L_k, so it labels prefixes of arbitrary strings, with no promise that the string is in L_k;
+* the paper's statement for this prediction task (the strings are promised to be in L_k): solvable at
+  depth k-2 (their L_{k+3} at depth k+1 but not k).  This is the line the measured staircase is compared
+  with; for k <= 2 it is <= 0 (the label is a function of the current letter), drawn at the left edge.
+
+Model selection: the checkpoint with the best exact match on held-out strings of the *training* lengths;
+its accuracy on the longer test strings is what the heatmap shows.  Evidence, never a verdict.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from torch.nn import functional
+
+from ..crasp import in_lk, lk_program, program_depth
+from .common import Progress, run_seed, train
+from .modules import TinyTransformer
+from .spec import ExperimentSpec
+
+__all__ = ["SOLVED_THRESHOLD", "sample_lk_words", "encode", "run_yang", "plot_yang"]
+
+BOS, LETTER_A, LETTER_B = 0, 1, 2
+SOLVED_THRESHOLD = 0.9  # test exact match counted as "solved" in the measured staircase
+_EVALUATIONS = 10  # checkpoints per training run, for model selection
+_OVERLAYS = (("crasp_program_depth", "black", "-"), ("prediction_task_depth", "red", "--"))  # key, colour, style
+
+
+def sample_lk_words(k: int, shortest: int, longest: int, count: int, generator: torch.Generator) -> list[str]:
+    """``count`` random words of L_k with lengths uniform in [shortest, longest] (needs shortest >= k)."""
+    lengths = torch.randint(shortest, longest + 1, (count,), generator=generator).tolist()
+    words = []
+    for length in lengths:
+        cuts = sorted((torch.randperm(length - 1, generator=generator)[: k - 1] + 1).tolist())
+        bounds = [0, *cuts, length]
+        words.append("".join(("a" if block % 2 == 0 else "b") * (bounds[block + 1] - bounds[block])
+                             for block in range(k)))
+    return words
+
+
+def encode(words: list[str], k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """BOS-prefixed token ids (right-padded), prefix labels and a mask of real positions.
+
+    Right padding is harmless: attention is causal, so no real position sees a pad.
+    """
+    longest = max(len(word) for word in words)
+    tokens = torch.full((len(words), longest + 1), LETTER_A, dtype=torch.long)
+    tokens[:, 0] = BOS
+    labels = torch.zeros(len(words), longest)
+    mask = torch.zeros(len(words), longest, dtype=torch.bool)
+    for row, word in enumerate(words):
+        tokens[row, 1 : len(word) + 1] = torch.tensor([LETTER_A if letter == "a" else LETTER_B for letter in word])
+        labels[row, : len(word)] = torch.tensor([float(in_lk(k, word[: i + 1])) for i in range(len(word))])
+        mask[row, : len(word)] = True
+    return tokens, labels, mask
+
+
+class _Data:
+    """The train pool, the held-out train-length set and the longer test set of one language."""
+
+    def __init__(self, k: int, settings: dict[str, Any], seed: int, device: torch.device):
+        generator = torch.Generator().manual_seed(run_seed(seed, f"L{k} data"))
+        train_lengths, test_lengths = settings["train-lengths"], settings["test-lengths"]
+        size = settings["test-size"]
+        self.train = [t.to(device) for t in encode(sample_lk_words(k, *train_lengths, settings["train-size"], generator), k)]
+        self.validation = [t.to(device) for t in encode(sample_lk_words(k, *train_lengths, size, generator), k)]
+        self.test = [t.to(device) for t in encode(sample_lk_words(k, *test_lengths, size, generator), k)]
+
+
+def _logits(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    return model(tokens)[:, 1:, 0]  # drop the BOS position
+
+
+def _scores(model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> tuple[float, float]:
+    """(exact match over strings, accuracy over positions)."""
+    correct = torch.cat([(_logits(model, chunk) > 0).float() == target
+                         for chunk, target in zip(tokens.split(512), labels.split(512))])
+    exact = (correct | ~mask).all(dim=1).float().mean()
+    positions = (correct & mask).sum() / mask.sum()
+    return float(exact), float(positions)
+
+
+def _train_one(k: int, depth: int, data: _Data, settings: dict[str, Any], device: torch.device, seed: int,
+               progress: Progress | None) -> dict[str, Any]:
+    label = f"L{k} / depth {depth}"
+    started = time.perf_counter()
+    seed_of_run = run_seed(seed, label)
+    torch.manual_seed(seed_of_run)
+    generator = torch.Generator().manual_seed(seed_of_run)
+    model = TinyTransformer(vocab=3, width=settings["width"], heads=settings["heads"], layers=depth,
+                            ffn_width=settings["ffn-width"], outputs=1, positional="none", causal=True,
+                            layernorm=settings["layernorm"]).to(device)
+    tokens, labels, mask = data.train
+
+    def batch_loss(_step: int) -> torch.Tensor:
+        rows = torch.randint(len(tokens), (settings["batch"],), generator=generator).to(device)
+        losses = functional.binary_cross_entropy_with_logits(_logits(model, tokens[rows]), labels[rows],
+                                                             reduction="none")
+        return losses[mask[rows]].mean()
+
+    def evaluate() -> dict[str, float]:
+        validation_exact, validation_positions = _scores(model, *data.validation)
+        test_exact, test_positions = _scores(model, *data.test)
+        return {"validation_exact": validation_exact, "validation_positions": validation_positions,
+                "test_exact": test_exact, "test_positions": test_positions}
+
+    history = train(model, steps=settings["steps"], learning_rate=settings["learning-rate"], batch_loss=batch_loss,
+                    evaluate=evaluate, eval_every=max(1, settings["steps"] // _EVALUATIONS), label=label,
+                    progress=progress)
+    selected = max(reversed(history), key=lambda entry: entry["validation_exact"])  # ties: the latest
+    return {"language": k, "depth": depth, "seed": seed_of_run, "parameters": sum(p.numel() for p in model.parameters()),
+            "selected": selected, "history": history, "wall_seconds": time.perf_counter() - started}
+
+
+def predicted_depths(k: int) -> dict[str, int]:
+    return {"crasp_program_depth": program_depth(lk_program(k)), "prediction_task_depth": k - 2}
+
+
+def run_yang(spec: ExperimentSpec, settings: dict[str, Any], device: torch.device, seed: int,
+             progress: Progress | None = None) -> dict[str, Any]:
+    """Train one model per (language, depth); returns ``runs``, the accuracy ``table`` and the predictions."""
+    del spec  # every setting of this experiment lives in the preset
+    languages, depths = settings["languages"], settings["depths"]
+    runs = []
+    for k in languages:
+        data = _Data(k, settings, seed, device)
+        runs.extend(_train_one(k, depth, data, settings, device, seed, progress) for depth in depths)
+    by_cell = {(run["language"], run["depth"]): run["selected"] for run in runs}
+
+    def grid(metric: str) -> list[list[float]]:
+        return [[by_cell[k, depth][metric] for depth in depths] for k in languages]
+
+    staircase = {}
+    for k in languages:
+        solved = [depth for depth in depths if by_cell[k, depth]["test_exact"] >= SOLVED_THRESHOLD]
+        staircase[f"L{k}"] = {"smallest_depth_solved": min(solved) if solved else None, **predicted_depths(k)}
+    return {
+        "runs": runs,
+        "table": {"languages": languages, "depths": depths, "test_exact": grid("test_exact"),
+                  "validation_exact": grid("validation_exact"), "test_positions": grid("test_positions")},
+        "staircase": staircase,
+        "solved_threshold": SOLVED_THRESHOLD,
+        "overlay": "solid line: C-RASP program depth k of lk_program(k) (recognition); dashed line: the paper's "
+                   "prediction-task depth k-2; cells right of a line are predicted solvable",
+    }
+
+
+def plot_yang(result: dict[str, Any], title: str):
+    """Two heatmaps (test lengths, training lengths) of exact match by (language, depth), predictions overlaid."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    table = result["table"]
+    languages, depths = table["languages"], table["depths"]
+    figure = Figure(figsize=(2.6 + 2 * 0.75 * len(depths) + 2.2, 1.6 + 0.55 * len(languages)), layout="constrained")
+    axes = figure.subplots(1, 2, squeeze=False)[0]
+    panels = (("test_exact", "longer test strings (length generalisation)"),
+              ("validation_exact", "held-out strings of the training lengths"))
+    for axis, (metric, subtitle) in zip(axes, panels):
+        values = table[metric]
+        image = axis.imshow(values, vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        for row, k in enumerate(languages):
+            for column, _depth in enumerate(depths):
+                value = values[row][column]
+                axis.text(column, row, f"{100 * value:.0f}", ha="center", va="center", fontsize=8,
+                          color="black" if value > 0.6 else "white")
+        for key, colour, style in _OVERLAYS:
+            xs, ys = [], []
+            for row, k in enumerate(languages):
+                boundary = _column_boundary(result["staircase"][f"L{k}"][key], depths)
+                xs += [boundary, boundary]
+                ys += [row - 0.5, row + 0.5]
+            axis.plot(xs, ys, linestyle="-", color="white", linewidth=3.2, alpha=0.8)
+            axis.plot(xs, ys, linestyle=style, color=colour, linewidth=1.6)
+        axis.set_xticks(range(len(depths)), [str(depth) for depth in depths])
+        axis.set_yticks(range(len(languages)), [f"L{k}" for k in languages])
+        axis.set_xlim(-0.5, len(depths) - 0.5)
+        axis.set_ylim(len(languages) - 0.5, -0.5)
+        axis.set_xlabel("transformer depth (layers)")
+        axis.set_title(subtitle, fontsize=9)
+    figure.colorbar(image, ax=axes, label="exact match (all prefix labels right)", shrink=0.9)
+    labels = {"crasp_program_depth": "C-RASP program depth k (recognition)",
+              "prediction_task_depth": "paper: this prediction task at depth k−2"}
+    figure.legend(handles=[Line2D([], [], color=colour, linestyle=style, label=labels[key])
+                           for key, colour, style in _OVERLAYS],
+                  loc="outside lower center", ncols=2, fontsize=8, title="predicted solvable right of the line",
+                  title_fontsize=8)
+    figure.suptitle(f"{title}\nfloat training — evidence, not a verdict; numbers are % exact match", fontsize=10)
+    return figure
+
+
+def _column_boundary(predicted_depth: int, depths: list[int]) -> float:
+    """x position of the left edge of the first column whose depth is >= the predicted depth (pulled
+    slightly inside the axes at either end so the line stays visible)."""
+    for column, depth in enumerate(depths):
+        if depth >= predicted_depth:
+            return max(column - 0.5, -0.44)
+    return len(depths) - 0.56
