@@ -1,0 +1,72 @@
+"""JUnit XML: one test case per property; refuted = failure carrying the witness, unknown = skipped or error."""
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from verify_tf.junit import junit_xml
+from verify_tf.verdict import Verdict
+
+WITNESS = {"input": [["0"], ["1"]], "summary": "X = [0, 1]: f(τX) = [4] but τf(X) = [7]"}
+
+
+def verdict(status, name="p", spec="specs/a.yaml", index=0, **extra):
+    if status == "refuted":
+        extra.setdefault("counterexample", WITNESS)
+    return Verdict(name, status, "interpret", detail=f"{status} detail", seconds=0.25, spec=spec, index=index, **extra)
+
+
+def parse(verdicts, expectations, **kwargs):
+    return ET.fromstring(junit_xml(verdicts, expectations, **kwargs).split("\n", 1)[1])
+
+
+def test_one_case_per_property_grouped_by_spec():
+    root = parse([verdict("proved", "a"), verdict("refuted", "b", index=1), verdict("proved", "c", spec="specs/x.yaml")],
+                 [None, None, None])
+    suites = root.findall("testsuite")
+    assert [s.get("name") for s in suites] == ["specs/a.yaml", "specs/x.yaml"]
+    assert [c.get("name") for c in suites[0].findall("testcase")] == ["a [0]", "b [1]"]
+    assert suites[0].findall("testcase")[0].get("classname") == "specs.a"
+    assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == ("3", "1", "0", "0")
+    assert suites[0].get("time") == "0.500"
+
+
+def test_refuted_is_a_failure_with_the_witness():
+    case = parse([verdict("refuted")], [None]).find("testsuite/testcase")
+    failure = case.find("failure")
+    assert failure.get("message") == "refuted: " + WITNESS["summary"]
+    assert json.loads(failure.text) == WITNESS
+
+
+@pytest.mark.parametrize("status,expect,element", [
+    ("refuted", "refuted", None),  # a known counterexample, as expected: passes
+    ("proved", "proved", None),
+    ("proved", "refuted", "failure"),  # contradicts the expectation
+    ("refuted", "proved", "failure"),
+    ("unknown", "unknown", None),
+    ("unknown", "proved", "skipped"),  # unmet, not contradicted
+    ("error", None, "error"),
+])
+def test_expectations(status, expect, element):
+    case = parse([verdict(status)], [expect]).find("testsuite/testcase")
+    children = [c.tag for c in case if c.tag != "system-out"]
+    assert children == ([element] if element else [])
+    if status == "proved" and expect == "refuted":
+        assert case.find("failure").get("message").startswith("expected refuted, got proved")
+
+
+def test_unknown_as_skipped_or_error():
+    unknown = verdict("unknown", tried=["exhaustive enumeration (3/64)"])
+    skipped = parse([unknown], [None]).find("testsuite/testcase/skipped")
+    assert skipped.get("message") == "unknown: unknown detail (tried: exhaustive enumeration (3/64))"
+    root = parse([unknown], [None], unknown_as="error")
+    assert root.find("testsuite/testcase/error") is not None and root.get("errors") == "1"
+    with pytest.raises(ValueError):
+        junit_xml([unknown], [None], unknown_as="failure")
+
+
+def test_markup_in_messages_is_escaped():
+    v = verdict("refuted", counterexample={"input": [], "summary": 'a < b & "c"'})
+    text = junit_xml([v], [None])
+    assert ET.fromstring(text.split("\n", 1)[1]).find("testsuite/testcase/failure").get("message") == 'refuted: a < b & "c"'
