@@ -52,13 +52,82 @@ class _Progress:
             self.progress.stop()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _MainGroup(click.Group):
+    """The top-level group; optional groups (``_mount_optional_groups``) are imported when first used.
+
+    Their modules may import heavy libraries (torch): importing them only when their command runs keeps
+    ``verify-tf --help`` and ``verify-tf check`` free of them. ``--help`` lists them with a static line.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.optional: dict[str, tuple[str, str, str]] = {}  # name -> (module, attribute, one-line help)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        available = {name for name, (module, _, _) in self.optional.items() if _module_exists(module)}
+        return sorted(set(self.commands) | available)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in self.optional:
+            module_name, attribute, _ = self.optional[name]
+            command = _import_optional(module_name, attribute)
+            if command is not None:
+                self.add_command(command, name)
+        return self.commands.get(name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        limit = formatter.width - 6 - max((len(n) for n in self.list_commands(ctx)), default=0)
+        for name in self.list_commands(ctx):
+            if name in self.commands:
+                command = self.commands[name]
+                if command.hidden:
+                    continue
+                rows.append((name, command.get_short_help_str(limit)))
+            else:
+                rows.append((name, self.optional[name][2]))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def _module_exists(module_name: str) -> bool:
+    """Whether ``a.b.c`` has a source file, found without executing ``a.b`` (whose __init__ may import torch)."""
+    import importlib.util
+
+    parent, _, leaf = module_name.rpartition(".")
+    try:
+        spec = importlib.util.find_spec(parent)
+    except ModuleNotFoundError:
+        return False
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    return any((Path(folder) / f"{leaf}.py").is_file() or (Path(folder) / leaf / "__init__.py").is_file()
+               for folder in spec.submodule_search_locations)
+
+
+def _import_optional(module_name: str, attribute: str) -> click.Command | None:
+    """Import an optional group. Only the absence of that exact module (or its own package) is tolerated:
+    any other import error (a bug inside it, a missing dependency of it) propagates, never hidden."""
+    import importlib
+
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        parts = module_name.split(".")
+        if exc.name not in {".".join(parts[:i]) for i in range(2, len(parts) + 1)}:
+            raise
+        return None
+    return getattr(module, attribute)
+
+
+@click.group(cls=_MainGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="verify-tf")
 def main() -> None:
     """verify-tf: prove or refute properties of small quantized transformers.
 
     Write a spec (model, arithmetic, domain, properties) and run `verify-tf check spec.yaml`.
-    Exit codes: 0 proved, 1 refuted, 2 input error, 3 unknown, 4 internal error.
+    Exit codes: 0 proved, 1 refuted, 2 input error, 3 unknown, 4 internal error (docs/cli.md).
     """
 
 
@@ -67,17 +136,41 @@ def main() -> None:
 @click.option("--engine", type=click.Choice(["auto", "interpret", "enumerate", "smt", "search"]),
               help="Override every property's engine (properties that cannot use it keep their own choice).")
 @click.option("--timeout", type=float, help="Seconds per property (overrides the spec).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the JSON report (format: docs/cli.md).")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write a JUnit XML report: one test case per property.")
+@click.option("--unknown-as", type=click.Choice(["skipped", "error"]), default="skipped", show_default=True,
+              help="How an unknown verdict appears in the JUnit report.")
+@click.option("--fail-on", type=click.Choice(["unknown", "refuted"]), default="unknown", show_default=True,
+              help="The weakest outcome that fails the run: 'unknown' (exit 3 when nothing is refuted) or "
+                   "'refuted' (unknown verdicts exit 0).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Check properties in this many parallel processes.")
+@click.option("--cache", "cache_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path(".verify-tf-cache"), show_default=True,
+              help="Proof cache folder: unchanged proved/refuted verdicts are not recomputed.")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the proof cache.")
+@click.option("--explain", is_flag=True, help="Print each counterexample's layer-by-layer trace.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the counterexamples as a self-contained HTML report.")
 @click.option("--minimize", is_flag=True, help="Prefer the smallest counterexample in a stated order.")
 @click.option("--smt2", "smt2_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Write every SMT query as SMT-LIB2 into this folder.")
+              help="Write every SMT query as SMT-LIB2 into this folder (bypasses the cache).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="Device for the torch path.")
 @click.option("--quiet", "-q", is_flag=True, help="No table; only the exit code and errors.")
-def check(specs, engine, timeout, json_path, minimize, smt2_dir, device, quiet) -> None:
-    """Check every property of every SPEC and print a verdict table."""
+def check(specs, engine, timeout, json_path, junit_path, unknown_as, fail_on, jobs, cache_dir, no_cache, explain,
+          html_path, minimize, smt2_dir, device, quiet) -> None:
+    """Check every property of every SPEC and print a verdict table.
+
+    Exit codes: 0 every property proved (or got its `expect:` verdict), 1 something refuted (or a definite
+    verdict contradicted `expect:`), 2 input error, 3 nothing refuted but something unknown (0 with
+    --fail-on refuted), 4 internal error.
+    """
+    from .cache import ProofCache
     from .report import combined_exit_code, verdict_table, write_json
-    from .runner import Overrides, check_property
+    from .runner import Overrides, check_all
     from .spec import SpecError, load_spec
 
     overrides = Overrides(engine=None if engine == "auto" else engine, timeout=timeout, minimize=minimize,
@@ -90,25 +183,68 @@ def check(specs, engine, timeout, json_path, minimize, smt2_dir, device, quiet) 
             loaded.append(load_spec(path))
         except SpecError as exc:
             _fail_input(str(exc))
-    verdicts, expectations = [], []
-    for spec in loaded:
-        for prop in spec.properties:
-            progress = _Progress(f"{spec.path.name}: {prop.label}", enabled=not quiet and err_console.is_terminal)
-            try:
-                verdict = check_property(spec, prop, overrides, progress)
-            finally:
-                progress.close()
-            verdicts.append(verdict)
-            expectations.append(prop.expect)
-    code = combined_exit_code(verdicts, expectations)
+    if not quiet:
+        for spec in loaded:
+            for note in spec.model.notes:
+                err_console.print(f"[dim]{spec.path.name}: {note}[/]", highlight=False)
+    show_progress = not quiet and err_console.is_terminal
+    verdicts = check_all(
+        loaded, overrides, jobs=jobs, cache=None if no_cache else ProofCache(cache_dir),
+        progress=lambda spec, prop: _Progress(f"{spec.path.name}: {prop.label}", enabled=show_progress))
+    expectations = [prop.expect for spec in loaded for prop in spec.properties]
+    code = combined_exit_code(verdicts, expectations, fail_on)
     if not quiet:
         console.print(verdict_table(verdicts, expectations))
         for v in verdicts:
             if v.status == "error" and "traceback" in v.statistics:
                 err_console.print(f"[magenta]{v.property}[/]: {v.statistics['traceback']}", highlight=False)
     if json_path is not None:
-        write_json(json_path, verdicts, expectations)
+        write_json(json_path, verdicts, expectations, fail_on)
+    if junit_path is not None:
+        from .junit import write_junit
+
+        write_junit(junit_path, verdicts, expectations, unknown_as)
+    if explain or html_path is not None:
+        from .explain import explain_verdicts
+
+        by_path = {str(spec.path): spec for spec in loaded}
+        explained = explain_verdicts([(by_path[v.spec], v) for v in verdicts if v.status == "refuted"])
+        _show_explained(explained, print_traces=explain, html_path=html_path, source=", ".join(map(str, specs)))
     sys.exit(code)
+
+
+def _show_explained(explained, print_traces: bool, html_path: Path | None, source: str) -> None:
+    from .explain import print_explained, write_html
+
+    if print_traces:
+        if not explained:
+            console.print("no refuted property: nothing to explain")
+        for item in explained:
+            print_explained(console, item)
+    if html_path is not None:
+        write_html(html_path, explained, source)
+        err_console.print(f"wrote {html_path} ({len(explained)} counterexample(s))", highlight=False)
+
+
+@main.command()
+@click.argument("report_path", metavar="REPORT", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write a self-contained HTML report with attention heatmaps.")
+@click.option("--property", "only", multiple=True, help="Only these properties (by name; repeatable).")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors (with --html).")
+def explain(report_path, html_path, only, quiet) -> None:
+    """Replay each refuted property's witness from a JSON REPORT and show its layer-by-layer trace.
+
+    The report is the one written by `verify-tf check --json`; its results name the spec and the
+    property's index, so the spec is re-loaded and the witness inputs are re-evaluated on the interpreter.
+    """
+    from .explain import ExplainError, explain_report
+
+    try:
+        explained = explain_report(report_path, only=set(only) or None)
+    except ExplainError as exc:
+        _fail_input(str(exc))
+    _show_explained(explained, print_traces=not quiet, html_path=html_path, source=str(report_path))
 
 
 @main.command()
@@ -176,11 +312,11 @@ def list_properties() -> None:
 
 
 def _mount_optional_groups() -> None:
-    try:
-        from .crasp.cli import crasp
-    except ImportError:
-        return
-    main.add_command(crasp)
+    """Register the click groups other parts of the project provide; each is imported on first use."""
+    main.optional["crasp"] = ("verify_tf.crasp.cli", "crasp",
+                              "C-RASP programs: counting, boolean tests and comparisons over prefixes.")
+    main.optional["experiment"] = ("verify_tf.experiments.cli", "experiment",
+                                   "Float training experiments (evidence, never verdicts).")
 
 
 _mount_optional_groups()

@@ -1,0 +1,218 @@
+"""The explorer as one self-contained HTML page: no external assets, no JavaScript.
+
+Per refuted property: the witness summary and JSON, then stage by stage (embedding, each layer's attention
+and feed-forward outputs, the readout) one column per witness input, with values that differ from the first
+input's aligned value highlighted, and one attention heatmap (inline SVG) per layer and head and input.
+Exact values are in each heatmap cell's tooltip; shading is only for the eye.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from fractions import Fraction
+from pathlib import Path
+from typing import Sequence
+
+from .. import __version__
+from ..numbers import fmt, fmt_vector
+from .replay import (Explained, RoleTrace, differing_cells, differing_weights, focus_collision, focus_rows, stages,
+                     trace_alignment)
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5rem; color: #1d1d1f; }
+h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; border-bottom: 2px solid #c0392b; padding-bottom: .2rem; }
+h3 { font-size: 1rem; margin: 1rem 0 .3rem; } h4 { font-size: .9rem; margin: .4rem 0; color: #444; }
+.summary { background: #fdf0ef; border-left: 4px solid #c0392b; padding: .5rem .8rem; font-family: monospace; }
+.note { background: #fff8e1; border-left: 4px solid #f0ad4e; padding: .3rem .8rem; }
+.roles { display: grid; gap: 1rem; align-items: start; }
+.role { min-width: 0; overflow-x: auto; }
+table { border-collapse: collapse; font-family: monospace; font-size: .85rem; }
+td, th { border: 1px solid #ddd; padding: .15rem .45rem; text-align: right; }
+th { background: #f4f4f4; }
+td.token { text-align: left; color: #555; }
+span.differs { background: #ffd54f; font-weight: bold; }
+tr.focus td { outline: 2px solid #8e44ad; }
+span.collision { background: #e74c3c; color: white; font-weight: bold; padding: 0 .2rem; }
+.legend span { margin-right: 1rem; }
+pre { background: #f7f7f7; padding: .5rem; overflow-x: auto; font-size: .8rem; }
+svg text { font-family: monospace; }
+"""
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _token_text(token) -> str:
+    return token if isinstance(token, str) else fmt_vector(token)
+
+
+def _short(value: Fraction) -> str:
+    text = fmt(value)
+    return text if len(text) <= 5 else f"{float(value):.2f}"  # display only; the tooltip has the exact value
+
+
+def _colour(value: Fraction, scale: Fraction) -> str:
+    """White to blue for positive weights, white to red for negative ones (URPE's C may be negative)."""
+    t = float(min(abs(value) / scale, 1)) if scale else 0.0
+    if value >= 0:
+        r, g, b = 255 - int(t * 224), 255 - int(t * 160), 255 - int(t * 64)
+    else:
+        r, g, b = 255 - int(t * 64), 255 - int(t * 200), 255 - int(t * 200)
+    return f"rgb({r},{g},{b})"
+
+
+def heatmap_svg(scores: Sequence[Sequence[Fraction | None]], weights: Sequence[Sequence[Fraction]],
+                labels: Sequence[str], differs: set[tuple[int, int]], title: str) -> str:
+    n = len(weights)
+    cell = 30 if n <= 8 else max(10, 240 // n)
+    margin = 28
+    width = height = margin + n * cell + 2
+    scale = max((abs(w) for row in weights for w in row), default=Fraction(0))
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="{_e(title)}">',
+             f"<title>{_e(title)}</title>"]
+    for k, label in enumerate(labels[:n]):
+        short = _e(label)
+        center = margin + k * cell + cell / 2
+        parts.append(f'<text x="{center}" y="{margin - 8}" font-size="9" text-anchor="middle">{short}</text>')
+        parts.append(f'<text x="{margin - 4}" y="{center + 3}" font-size="9" text-anchor="end">{short}</text>')
+    for i in range(n):
+        for j in range(n):
+            x, y = margin + j * cell, margin + i * cell
+            masked = scores[i][j] is None
+            weight = weights[i][j]
+            fill = "#e0e0e0" if masked else _colour(weight, scale)
+            stroke = ' stroke="#e67e22" stroke-width="3"' if (i, j) in differs else ' stroke="#fff" stroke-width="1"'
+            tip = (f"query {labels[i]}, key {labels[j]}: masked" if masked else
+                   f"query {labels[i]}, key {labels[j]}: weight {fmt(weight)}, score {fmt(scores[i][j])}")
+            parts.append(f'<rect x="{x}" y="{y}" width="{cell}" height="{cell}" fill="{fill}"{stroke}>'
+                         f"<title>{_e(tip)}</title></rect>")
+            if cell >= 26:
+                text = "·" if masked else _short(weight)
+                colour = "#fff" if not masked and scale and abs(weight) / scale > Fraction(3, 5) else "#222"
+                parts.append(f'<text x="{x + cell / 2}" y="{y + cell / 2 + 3}" font-size="8" text-anchor="middle" '
+                             f'fill="{colour}">{_e(text)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _vector_html(vector, position: int, marked: set[tuple[int, int]]) -> str:
+    cells = []
+    for c, value in enumerate(vector):
+        text = _e(fmt(value))
+        cells.append(f'<span class="differs">{text}</span>' if (position, c) in marked else text)
+    return "[" + ", ".join(cells) + "]"
+
+
+def _stage_table(role: RoleTrace, vectors, marked: set[tuple[int, int]], collision_row: int | None) -> str:
+    focus = focus_rows(role)
+    rows = ["<table><tr><th>pos</th><th>token</th><th>value</th></tr>"]
+    for i, vector in enumerate(vectors):
+        token = role.trace.tokens[i] if i < len(role.trace.tokens) else ""
+        if collision_row == i:
+            value = f'<span class="collision">{_e(fmt_vector(vector))}</span>'
+        else:
+            value = _vector_html(vector, i, marked)
+        css = ' class="focus"' if i in focus else ""
+        rows.append(f"<tr{css}><td>{i}</td><td class=\"token\">{_e(_token_text(token))}</td><td>{value}</td></tr>")
+    rows.append("</table>")
+    return "".join(rows)
+
+
+def _grid(columns: int) -> str:
+    return f'<div class="roles" style="grid-template-columns: repeat({columns}, minmax(0, 1fr))">'
+
+
+def _section(item: Explained, number: int) -> str:
+    out = [f'<section class="counterexample" id="cx-{number}">',
+           f"<h2>{_e(item.spec_path)}: {_e(item.property)} — refuted</h2>",
+           f'<p class="summary">{_e(item.summary)}</p>']
+    out += [f'<p class="note">{_e(note)}</p>' for note in item.notes]
+    replayed = [r for r in item.roles if r.trace is not None]
+    out += [f'<p class="note">{_e(r.problem)}</p>' for r in item.roles if r.problem is not None]
+    if replayed:
+        out.append("<h3>inputs (replayed on the reference interpreter"
+                   f"{', ' + _e(item.arithmetic.describe()) if item.arithmetic is not None else ''})</h3><ul>")
+        for r in replayed:
+            out.append(f"<li><b>{_e(r.role)}</b>: {_e(' '.join(_token_text(t) for t in r.tokens))}"
+                       + (f" — position of interest {r.focus}" if r.focus is not None else "") + "</li>")
+        out.append("</ul>")
+        if len(replayed) > 1:
+            out.append('<p class="legend"><span><span class="differs">value</span> differs from the first input\'s '
+                       'aligned value</span><span>outlined row: position of interest</span>'
+                       '<span><span class="collision">value</span> colliding values</span>'
+                       '<span>orange outline in a heatmap: a different attention weight</span></p>')
+        out.append(_stages_html(replayed))
+    out.append("<details><summary>witness JSON</summary><pre>"
+               f"{_e(json.dumps(item.counterexample, indent=2, default=str))}</pre></details>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def _stages_html(roles: list[RoleTrace]) -> str:
+    first = roles[0]
+    mappings = [trace_alignment(r, first) for r in roles]
+    per_role = [stages(r.trace) for r in roles]
+    collision = focus_collision(roles)
+    out = []
+    first_stages = per_role[0]
+    for s, (title, first_vectors) in enumerate(first_stages):
+        layer = _layer_of(title)
+        if layer is not None and title.endswith("attention output"):
+            out.append(_heatmaps_html(roles, mappings, layer))
+        out.append(f"<h3>{_e(title)}</h3>" + _grid(len(roles)))
+        last = s == len(first_stages) - 1
+        for role, stage, mapping in zip(roles, per_role, mappings):
+            marked = differing_cells(first_vectors, stage[s][1], mapping) if role is not first else set()
+            rows = focus_rows(role)
+            collision_row = next(iter(rows)) if collision and last and rows else None
+            out.append(f'<div class="role"><h4>{_e(role.role)}</h4>'
+                       f"{_stage_table(role, stage[s][1], marked, collision_row)}</div>")
+        out.append("</div>")
+    return "".join(out)
+
+
+def _layer_of(title: str) -> int | None:
+    if title.startswith("layer "):
+        return int(title.split(":")[0].split()[1])
+    return None
+
+
+def _heatmaps_html(roles: list[RoleTrace], mappings: list[dict[int, int]], layer: int) -> str:
+    first = roles[0]
+    heads = len(first.trace.blocks[layer].heads)
+    out = []
+    for h in range(heads):
+        out.append(f"<h3>layer {layer} head {h}: attention weights (rows: query i, columns: key j)</h3>"
+                   + _grid(len(roles)))
+        first_weights = first.trace.blocks[layer].heads[h].weights
+        for role, mapping in zip(roles, mappings):
+            head = role.trace.blocks[layer].heads[h]
+            differs = differing_weights(first_weights, head.weights, mapping) if role is not first else set()
+            labels = [str(i) for i in range(len(role.trace.tokens))]
+            svg = heatmap_svg(head.scores, head.weights, labels, differs,
+                              f"{role.role}: layer {layer} head {h} attention weights")
+            out.append(f'<div class="role"><h4>{_e(role.role)}</h4>{svg}</div>')
+        out.append("</div>")
+    return "".join(out)
+
+
+def render_html(explained: Sequence[Explained], source: str = "") -> str:
+    count = len(explained)
+    body = [f"<h1>verify-tf counterexamples</h1><p>{count} refuted propert{'y' if count == 1 else 'ies'}"
+            + (f" from <code>{_e(source)}</code>" if source else "") + f" — verify-tf {__version__}</p>"]
+    if not explained:
+        body.append("<p>No refuted property: nothing to explain.</p>")
+    else:
+        body.append("<ul>" + "".join(f'<li><a href="#cx-{k}">{_e(item.spec_path)}: {_e(item.property)}</a></li>'
+                                     for k, item in enumerate(explained)) + "</ul>")
+    body += [_section(item, k) for k, item in enumerate(explained)]
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<title>verify-tf counterexamples</title>"
+            f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>\n")
+
+
+def write_html(path: str | Path, explained: Sequence[Explained], source: str = "") -> None:
+    Path(path).write_text(render_html(explained, source), encoding="utf-8")

@@ -1,0 +1,251 @@
+"""Replay refuted verdicts: re-load the spec, re-evaluate every witness input on the reference interpreter.
+
+Nothing here trusts the report's numbers: traces come from ``semantics.evaluate`` on the spec as it is now.
+Problems (a spec that moved or no longer loads, an input the model cannot read) become notes on the
+result instead of aborting the whole explanation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ..ir import AlphabetTokens, Model, Token
+from ..semantics import Arithmetic, UnsupportedInMode, evaluate
+from ..semantics.interpreter import Trace
+from ..verdict import REFUTED, Verdict
+from .witness_roles import WitnessRoles, roles_of
+
+
+class ExplainError(Exception):
+    """The report itself cannot be used (missing, not JSON, not a verify-tf report)."""
+
+
+@dataclass
+class RoleTrace:
+    role: str
+    written: Any  # the input as the witness wrote it
+    tokens: tuple[Token, ...] | None = None  # parsed user tokens (BOS not included)
+    trace: Trace | None = None
+    problem: str | None = None
+    focus: int | None = None  # user position of interest
+    alignment: list[int] | None = None  # own user position -> first role's user position
+
+    @property
+    def offset(self) -> int:
+        """Trace positions before the first user token (1 with a BOS token)."""
+        return len(self.trace.tokens) - len(self.tokens) if self.trace is not None and self.tokens is not None else 0
+
+
+@dataclass
+class Explained:
+    spec_path: str
+    property: str
+    index: int
+    summary: str
+    counterexample: dict[str, Any]
+    model: Model | None = None
+    arithmetic: Arithmetic | None = None
+    roles: list[RoleTrace] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def parse_tokens(model: Model, written: Any) -> tuple[Token, ...]:
+    """A witness input as model tokens; raises ValueError with a readable reason."""
+    if isinstance(model.tokens, AlphabetTokens):
+        symbols = [s for s in model.tokens.symbols if s != model.tokens.bos]
+        if isinstance(written, str):
+            parts = written.split() if " " in written.strip() else list(written.strip())
+        elif isinstance(written, list) and all(isinstance(t, str) for t in written):
+            parts = list(written)
+        else:
+            raise ValueError("expected a string or a list of symbols for an alphabet model")
+        unknown = [p for p in parts if p not in symbols]
+        if unknown:
+            raise ValueError(f"symbol {unknown[0]!r} is not in the alphabet {symbols}")
+        return tuple(parts)
+    if not isinstance(written, list):
+        raise ValueError("expected a list of tokens for a grid model")
+    tokens = []
+    for token in written:
+        coords = token if isinstance(token, list) else [token]
+        if len(coords) != model.tokens.dim:
+            raise ValueError(f"expected tokens of dimension {model.tokens.dim}, got {token!r}")
+        try:
+            tokens.append(tuple(Fraction(str(c)) for c in coords))
+        except (ValueError, ZeroDivisionError):
+            raise ValueError(f"token {token!r} is not a list of exact numbers") from None
+    return tuple(tokens)
+
+
+def _replay_roles(model: Model, arithmetic: Arithmetic, roles: WitnessRoles) -> list[RoleTrace]:
+    out = []
+    for name, written in zip(roles.names, roles.inputs):
+        role = RoleTrace(name, written, focus=roles.focus.get(name), alignment=roles.alignment.get(name))
+        try:
+            role.tokens = parse_tokens(model, written)
+            role.trace = evaluate(model, arithmetic, role.tokens)
+        except (UnsupportedInMode, ValueError) as exc:
+            role.problem = f"cannot replay {name}: {exc}"
+        out.append(role)
+    return out
+
+
+def explain_verdict(spec, verdict: Verdict) -> Explained:
+    """Replay one refuted verdict of ``spec`` (a loaded ``Spec``)."""
+    counterexample = verdict.counterexample or {}
+    item = Explained(spec_path=verdict.spec or str(spec.path), property=verdict.property, index=verdict.index,
+                     summary=str(counterexample.get("summary") or verdict.detail), counterexample=counterexample,
+                     model=spec.model, arithmetic=spec.arithmetic)
+    roles = roles_of(counterexample)
+    if not roles.names:
+        item.notes.append("this witness names no inputs ('input', '*_input' or 'inputs'; docs/explore.md), "
+                          "so there is no trace to show")
+        return item
+    item.roles = _replay_roles(spec.model, spec.arithmetic, roles)
+    return item
+
+
+def explain_verdicts(pairs: Iterable[tuple[Any, Verdict]]) -> list[Explained]:
+    return [explain_verdict(spec, verdict) for spec, verdict in pairs if verdict.status == REFUTED]
+
+
+_VERDICT_FIELDS = {f.name for f in dataclasses.fields(Verdict)} | {"verdict"}
+
+
+def _locate_spec(entry: dict[str, Any], report_dir: Path) -> Path | None:
+    candidates = []
+    if entry.get("spec_resolved"):
+        candidates.append(Path(entry["spec_resolved"]))
+    if entry.get("spec"):
+        candidates += [report_dir / entry["spec"], Path(entry["spec"])]
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def explain_report(path: str | Path, only: set[str] | None = None) -> list[Explained]:
+    """Every refuted result of a ``verify-tf check --json`` report, replayed on the spec it names."""
+    from ..report import REPORT_FORMAT
+    from ..spec import SpecError, load_spec
+
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ExplainError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ExplainError(f"{path}: not a JSON report ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != REPORT_FORMAT or not isinstance(data.get("results"), list):
+        raise ExplainError(f"{path}: not a verify-tf JSON report (expected format {REPORT_FORMAT!r}; "
+                           "write one with `verify-tf check SPEC --json REPORT.json`)")
+    specs: dict[Path, Any] = {}
+    explained = []
+    for entry in data["results"]:
+        if not isinstance(entry, dict) or entry.get("verdict") != REFUTED:
+            continue
+        if only and entry.get("property") not in only:
+            continue
+        try:
+            verdict = Verdict.from_json({k: v for k, v in entry.items() if k in _VERDICT_FIELDS})
+        except (TypeError, ValueError) as exc:
+            raise ExplainError(f"{path}: malformed result for {entry.get('property')!r}: {exc}") from None
+        spec_file = _locate_spec(entry, path.resolve().parent)
+        if spec_file is None:
+            explained.append(_unreplayed(verdict, f"spec {entry.get('spec')!r} not found (looked next to the report "
+                                                  "and in the current folder)"))
+            continue
+        if spec_file not in specs:
+            try:
+                specs[spec_file] = load_spec(spec_file)
+            except SpecError as exc:
+                specs[spec_file] = exc
+        spec = specs[spec_file]
+        if isinstance(spec, SpecError):
+            explained.append(_unreplayed(verdict, f"the spec no longer loads: {spec}"))
+            continue
+        item = explain_verdict(spec, verdict)
+        if entry.get("spec_sha256") and entry["spec_sha256"] != hashlib.sha256(spec_file.read_bytes()).hexdigest():
+            item.notes.append("the spec changed since the report was written: the traces replay the current spec")
+        if not (0 <= verdict.index < len(spec.properties)) or spec.properties[verdict.index].label != verdict.property:
+            item.notes.append(f"property #{verdict.index} of the current spec is not {verdict.property!r}")
+        explained.append(item)
+    return explained
+
+
+def _unreplayed(verdict: Verdict, problem: str) -> Explained:
+    counterexample = verdict.counterexample or {}
+    return Explained(spec_path=verdict.spec, property=verdict.property, index=verdict.index,
+                     summary=str(counterexample.get("summary") or verdict.detail), counterexample=counterexample,
+                     notes=[problem])
+
+
+# ---------------------------------------------------------------- comparing aligned traces (both renderers)
+
+def stages(trace: Trace) -> list[tuple[str, list[Sequence[Fraction]]]]:
+    """The per-position vectors of a trace, stage by stage, ending with the readout q."""
+    out: list[tuple[str, list[Sequence[Fraction]]]] = [("embedding", list(trace.embedded))]
+    for index, block in enumerate(trace.blocks):
+        for name, vectors in (("attention output", block.attention_output), ("after attention", block.after_attention),
+                              ("hidden ReLU", block.hidden), ("after feed-forward", block.after_feed_forward)):
+            if vectors is not None:
+                out.append((f"layer {index}: {name}", list(vectors)))
+    out.append(("readout q = u·z", [(q,) for q in trace.readout]))
+    return out
+
+
+def trace_alignment(role: RoleTrace, first: RoleTrace) -> dict[int, int]:
+    """Trace position of ``role`` -> trace position of ``first`` to compare with (BOS maps to BOS)."""
+    if role.trace is None or first.trace is None:
+        return {}
+    off, first_off = role.offset, first.offset
+    mapping = {i: i for i in range(min(off, first_off))}
+    user_length = len(role.tokens or ())
+    order = role.alignment if role.alignment is not None and len(role.alignment) == user_length else None
+    for i in range(user_length):
+        target = order[i] if order is not None else i
+        if 0 <= target < len(first.tokens or ()):
+            mapping[off + i] = first_off + target
+    return mapping
+
+
+def differing_cells(first: Sequence[Sequence[Fraction]], other: Sequence[Sequence[Fraction]],
+                    mapping: dict[int, int]) -> set[tuple[int, int]]:
+    """(position, coordinate) cells of ``other`` whose value differs from the aligned cell of ``first``."""
+    cells = set()
+    for i, vector in enumerate(other):
+        j = mapping.get(i)
+        if j is None or j >= len(first):
+            continue
+        for c, value in enumerate(vector):
+            if c >= len(first[j]) or first[j][c] != value:
+                cells.add((i, c))
+    return cells
+
+
+def differing_weights(first: Sequence[Sequence[Fraction]], other: Sequence[Sequence[Fraction]],
+                      mapping: dict[int, int]) -> set[tuple[int, int]]:
+    """Attention cells (i, j) of ``other`` whose weight differs from the first role's a[π(i)][π(j)]."""
+    cells = set()
+    for i, row in enumerate(other):
+        for j, weight in enumerate(row):
+            a, b = mapping.get(i), mapping.get(j)
+            if a is None or b is None or a >= len(first) or b >= len(first[a]):
+                continue
+            if first[a][b] != weight:
+                cells.add((i, j))
+    return cells
+
+
+def focus_rows(role: RoleTrace) -> set[int]:
+    return {role.offset + role.focus} if role.focus is not None and role.trace is not None else set()
+
+
+def focus_collision(roles: Sequence[RoleTrace]) -> bool:
+    """True when the roles' positions of interest have equal readouts (e.g. a contextual-mapping collision)."""
+    values = [r.trace.readout[r.offset + r.focus] for r in roles
+              if r.trace is not None and r.focus is not None and 0 <= r.offset + r.focus < len(r.trace.readout)]
+    return len(values) >= 2 and len(set(values)) == 1
