@@ -153,7 +153,24 @@ def _construct_schema() -> Obj:
     return fields
 
 
-MODEL_SOURCES = ("layers", "file", "random", "construct")
+MODEL_SOURCES = ("layers", "file", "random", "construct", "torch")
+
+TORCH_ARCHITECTURE = Obj({
+    "heads": Field(Integer("attention heads per layer (a state dict does not store it)", minimum=1, maximum=64),
+                   required=True),
+    "scoring": Field(String("how the imported heads normalise logits", SCORINGS), default="softmax"),
+    "causal": Field(Boolean("the model was trained with a causal mask"), default=False),
+    "activation": Field(String("feed-forward activation (only relu is exact; gelu is refused)", ("relu", "gelu")),
+                        default="relu"),
+    "alphabet": Field(ListOf(String(), "symbols of the rows of embedding.weight, in order", min_length=1)),
+    "bos": Field(String("a symbol of the alphabet prepended to every input")),
+}, "what a torch state dict does not say about the model (docs/import.md)")
+
+QUANTIZE = Obj({
+    "bits": Field(Integer("total bits p", minimum=2, maximum=64), required=True),
+    "frac": Field(Integer("fractional bits f: weights are rounded to multiples of 2^-f", minimum=0, maximum=32),
+                  required=True),
+}, "round every imported weight to the nearest multiple of 2^-frac (the largest error is reported)")
 
 
 def _build_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model:
@@ -161,6 +178,10 @@ def _build_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
     if not present:
         raise ctx.error(node, path, "expected one model source", f"give one of: {', '.join(MODEL_SOURCES)}")
     source = present[0]
+    stray = [k for k in ("architecture", "quantize") if section.get(k) is not None]
+    if source != "torch" and stray:
+        raise ctx.error(node, join(path, stray[0]), f"'{stray[0]}' applies only to a torch source",
+                        "write model: {torch: model.pt, architecture: {heads: N}, quantize: {bits: 16, frac: 8}}")
     try:
         if source == "file":
             model = load_model(section["file"])
@@ -173,6 +194,14 @@ def _build_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
                 weight_range=r["range"], denominator=r["denominator"],
                 alphabet=tuple(r["alphabet"]) if r["alphabet"] else None, bos=r["bos"])
             model = random_model(config)
+        elif source == "torch":
+            from ..builders.torch_import import import_torch_model
+
+            quantize = section["quantize"]
+            if quantize is not None and quantize["frac"] >= quantize["bits"]:
+                raise ctx.error(quantize["__node__"], join(path, "quantize.frac"), "expected fewer fractional bits "
+                                f"than bits ({quantize['bits']}), got {quantize['frac']}")
+            model = import_torch_model(section["torch"], section["architecture"], quantize)
         elif source == "construct":
             construction = constructions()[section["construct"]]
             params = {}
@@ -215,6 +244,9 @@ def model_schema(description: str = "the transformer") -> Obj:
         "file": Field(FilePath("a verify-tf model file (.safetensors, .npz, .pt)")),
         "random": Field(RANDOM),
         "construct": Field(String("built-in construction", tuple(constructions()))),
+        "torch": Field(FilePath("a PyTorch state dict (.pt) of MultiheadAttention layers (docs/import.md)")),
+        "architecture": Field(TORCH_ARCHITECTURE),
+        "quantize": Field(QUANTIZE),
     }
     for key, f in _construct_schema().items():
         fields.setdefault(key, Field(f.schema))

@@ -1,0 +1,406 @@
+"""Import PyTorch state dicts (``model: {torch: FILE, architecture: {...}, quantize: {bits, frac}}``).
+
+Reads ``torch.load(FILE, weights_only=True)`` (tensors only, never pickled objects) and maps stacks of
+``torch.nn.MultiheadAttention`` with optional ReLU feed-forwards onto the IR, exactly:
+
+* ``in_proj_weight`` (3d x d) is split into W_Q / W_K / W_V and per head into d_head rows each (torch's
+  ``Linear`` convention y = W x is the IR's); ``out_proj.weight`` (d x d) is split by columns into each
+  head's W_O (d x d_head); biases likewise; ``q/k/v_proj_weight`` (``kdim``/``vdim`` modules) too.
+* torch scales the logits by 1/sqrt(d_head). The importer folds that factor into W_Q and b_Q. When
+  sqrt(d_head) is rational (d_head a perfect square: 1, 4, 9, 16, ...) the folding is exact; otherwise the
+  scaled weights are irrational and the import requires ``quantize``, which rounds them explicitly (with
+  integer square roots, no floating point) and counts them in the reported rounding error.
+* ``quantize: {bits, frac}`` rounds every weight to the nearest multiple of 2^-frac (ties to even) and
+  refuses weights outside the ``bits``-bit range. The largest rounding error it introduced is reported in
+  the model's notes (printed by ``verify-tf check``). Without ``quantize`` every float32 weight is taken
+  as the exact dyadic rational it is.
+
+Anything the IR cannot encode exactly is refused by name, never approximated: LayerNorm (so every
+``torch.nn.TransformerEncoderLayer``), a GELU activation, ``add_bias_kv``, a readout bias, and any state
+dict entry the importer does not understand. ``ExactEncoderLayer`` / ``ExactEncoder`` below are small
+LayerNorm-free modules to train models this importer accepts (docs/import.md).
+
+The verified model is the imported IR under the spec's arithmetic: with ``scoring: softmax`` that is the
+fixed-point softmax of docs/semantics.md, not torch's float softmax.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..ir import AlphabetTokens, AttentionLayer, Block, FeedForward, GridTokens, Head, Model
+from ..numbers import fmt
+
+TorchState = dict[str, torch.Tensor]
+
+
+class TorchImportError(ValueError):
+    """The state dict cannot be imported exactly (the message names the component and what to do)."""
+
+
+# ---------------------------------------------------------------- modules users can train
+
+class ExactEncoderLayer(nn.Module):
+    """z <- z + MHA(z); z <- z + W2 relu(W1 z + b1) + b2: a TransformerEncoderLayer without LayerNorm and
+    dropout, which the importer maps exactly. ``dim_feedforward=0`` leaves out the feed-forward."""
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 0, bias: bool = True, causal: bool = False):
+        super().__init__()
+        self.causal = causal
+        self.self_attn = nn.MultiheadAttention(d_model, nhead, bias=bias, batch_first=True)
+        if dim_feedforward:
+            self.linear1 = nn.Linear(d_model, dim_feedforward)
+            self.linear2 = nn.Linear(dim_feedforward, d_model)
+        else:
+            self.linear1 = self.linear2 = None
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:  # z: (batch, n, d)
+        n = z.shape[1]
+        mask = torch.triu(torch.ones(n, n, dtype=torch.bool, device=z.device), 1) if self.causal else None
+        z = z + self.self_attn(z, z, z, attn_mask=mask, need_weights=False)[0]
+        if self.linear1 is not None:
+            z = z + self.linear2(torch.relu(self.linear1(z)))
+        return z
+
+
+class ExactEncoder(nn.Module):
+    """Optional embedding table and learned absolute positions, ``ExactEncoderLayer``s, a bias-free readout.
+
+    ``forward`` takes (batch, n) symbol indices when ``alphabet_size`` is set, else (batch, n, d) vectors,
+    and returns the readout q (batch, n). Its state dict is what ``model: {torch: FILE}`` reads.
+    """
+
+    def __init__(self, d_model: int, nhead: int, num_layers: int, dim_feedforward: int = 0,
+                 alphabet_size: int | None = None, max_length: int | None = None, causal: bool = False):
+        super().__init__()
+        self.embedding = nn.Embedding(alphabet_size, d_model) if alphabet_size else None
+        self.positional = nn.Embedding(max_length, d_model) if max_length else None
+        self.layers = nn.ModuleList(ExactEncoderLayer(d_model, nhead, dim_feedforward, causal=causal)
+                                    for _ in range(num_layers))
+        self.readout = nn.Linear(d_model, 1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = self.embedding(x) if self.embedding is not None else x
+        if self.positional is not None:
+            z = z + self.positional.weight[: z.shape[1]]
+        for layer in self.layers:
+            z = layer(z)
+        return self.readout(z).squeeze(-1)
+
+
+# ---------------------------------------------------------------- exact numbers and quantization
+
+@dataclass
+class _Quantizer:
+    """Rounds weights to the grid (or keeps them exact), remembering the largest rounding error."""
+
+    bits: int | None
+    frac: int | None
+    count: int = 0
+    worst: Fraction = Fraction(-1)  # largest |rounded - weight| over weights with a rational value
+    worst_where: str = ""
+    worst_irrational: float = -1.0  # the same over folded w/sqrt(d_head) weights: shown as a float only
+    worst_irrational_where: str = ""
+
+    def _limit(self, mantissa: int, where: str, value: object) -> None:
+        bound = 1 << (self.bits - 1)
+        if not -bound <= mantissa <= bound - 1:
+            raise TorchImportError(f"{where} = {fmt(Fraction(value))} is outside the {self.bits}-bit range "
+                                   f"[{fmt(Fraction(-bound, 1 << self.frac))}, {fmt(Fraction(bound - 1, 1 << self.frac))}]"
+                                   " of quantize: raise bits or lower frac")
+
+    def exact(self, value: float | Fraction, where: str) -> Fraction:
+        """The weight itself (a float32 is exactly a dyadic rational), or its nearest grid point."""
+        if isinstance(value, float) and not math.isfinite(value):
+            raise TorchImportError(f"{where} is {value}: not a finite weight")
+        x = Fraction(value)
+        if self.frac is None:
+            return x
+        scale = 1 << self.frac
+        mantissa = round(x * scale)  # nearest, ties to even
+        self._limit(mantissa, where, value)
+        q = Fraction(mantissa, scale)
+        self.count += 1
+        if abs(q - x) > self.worst:
+            self.worst, self.worst_where = abs(q - x), where
+        return q
+
+    def divided_by_sqrt(self, value: float, radicand: int, where: str) -> Fraction:
+        """value / sqrt(radicand), rounded to nearest on the grid by integer square roots (radicand not square)."""
+        if self.frac is None:
+            raise TorchImportError(f"{where}: torch scales logits by 1/sqrt({radicand}), which is irrational; add "
+                                   "quantize: {bits, frac} to round the folded W_Q explicitly (or use a head "
+                                   "dimension that is a perfect square: 1, 4, 9, 16, ...)")
+        x = Fraction(value) * (1 << self.frac)
+        # y = |x| / sqrt(radicand) = sqrt(x^2 / radicand); nearest integer m: floor(y + 1/2)
+        square = x * x / radicand
+        m = math.isqrt(square.numerator * square.denominator) // square.denominator
+        if (Fraction(2 * m + 1, 2)) ** 2 <= square:
+            m += 1
+        mantissa = m if x >= 0 else -m
+        self._limit(mantissa, where, value)
+        q = Fraction(mantissa, 1 << self.frac)
+        self.count += 1
+        error = abs(float(q) - value / math.sqrt(radicand))  # shown to the user only, never decided on
+        if error > self.worst_irrational:
+            self.worst_irrational, self.worst_irrational_where = error, where
+        return q
+
+    def note(self) -> str | None:
+        if self.frac is None or self.count == 0:
+            return None
+        if self.worst_irrational > self.worst:
+            largest = f"{self.worst_irrational:.6g} (of an irrational folded weight) at {self.worst_irrational_where}"
+        else:
+            largest = f"{float(self.worst):.6g} = {self.worst} at {self.worst_where}"
+        return (f"quantize: rounded {self.count} weights to multiples of 2^-{self.frac} ({self.bits} bits); "
+                f"largest rounding error {largest}")
+
+    @property
+    def largest_error(self) -> float:
+        return max(float(self.worst), self.worst_irrational, 0.0)
+
+
+# ---------------------------------------------------------------- state dict layout
+
+def _natural(key: str) -> list:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", key)]
+
+
+def _matrix(state: TorchState, key: str, quantizer: _Quantizer, rows: range | None = None,
+            cols: range | None = None, where: str = "") -> tuple[tuple[Fraction, ...], ...]:
+    tensor = state[key].detach().to(torch.float64).cpu()
+    data = tensor.tolist()
+    rows = rows if rows is not None else range(len(data))
+    cols = cols if cols is not None else range(len(data[0]) if data else 0)
+    return tuple(tuple(quantizer.exact(data[r][c], f"{where or key}[{i}][{j}]") for j, c in enumerate(cols))
+                 for i, r in enumerate(rows))
+
+
+def _vector(state: TorchState, key: str | None, length: int, quantizer: _Quantizer,
+            indices: range | None = None, where: str = "") -> tuple[Fraction, ...]:
+    if key is None or key not in state:
+        return tuple(Fraction(0) for _ in range(length))
+    data = state[key].detach().to(torch.float64).cpu().tolist()
+    indices = indices if indices is not None else range(len(data))
+    return tuple(quantizer.exact(data[i], f"{where or key}[{k}]") for k, i in enumerate(indices))
+
+
+def _attention(state: TorchState, prefix: str, heads: int, scoring: str, causal: bool, quantizer: _Quantizer,
+               consumed: set[str], layer: int) -> AttentionLayer:
+    for extra in ("bias_k", "bias_v"):
+        if prefix + extra in state:
+            raise TorchImportError(f"{prefix}{extra}: MultiheadAttention(add_bias_kv=True) appends a learned key/value "
+                                   "to every sequence; the IR has no such token. Train with add_bias_kv=False")
+    if prefix + "in_proj_weight" in state:
+        packed = state[prefix + "in_proj_weight"]
+        d = packed.shape[1]
+        if packed.shape[0] != 3 * d:
+            raise TorchImportError(f"{prefix}in_proj_weight: expected shape (3d, d), got {tuple(packed.shape)}")
+        sources = {"q": (prefix + "in_proj_weight", 0), "k": (prefix + "in_proj_weight", d),
+                   "v": (prefix + "in_proj_weight", 2 * d)}
+        bias_sources = {name: (prefix + "in_proj_bias", offset) for name, (_, offset) in sources.items()}
+        consumed.update({prefix + "in_proj_weight", prefix + "in_proj_bias"})
+    else:
+        d = state[prefix + "q_proj_weight"].shape[0]
+        sources = {name: (f"{prefix}{name}_proj_weight", 0) for name in "qkv"}
+        bias_sources = {name: (prefix + "in_proj_bias", offset) for name, offset in (("q", 0), ("k", d), ("v", 2 * d))}
+        consumed.update({prefix + "q_proj_weight", prefix + "k_proj_weight", prefix + "v_proj_weight",
+                         prefix + "in_proj_bias"})
+    out_key, out_bias = prefix + "out_proj.weight", prefix + "out_proj.bias"
+    if out_key not in state:
+        raise TorchImportError(f"{out_key} is missing: expected a torch.nn.MultiheadAttention state dict")
+    consumed.update({out_key, out_bias})
+    if d % heads:
+        raise TorchImportError(f"{prefix}: embedding dimension {d} is not divisible by heads: {heads}")
+    d_head = d // heads
+    ir_prefix = f"layers[{layer}].attention"
+    out_heads = []
+    for h in range(heads):
+        block = range(h * d_head, (h + 1) * d_head)
+        where = f"{ir_prefix}.heads[{h}]"
+
+        def rows(name: str) -> range:
+            _, offset = sources[name]
+            return range(offset + block.start, offset + block.stop)
+
+        def bias(name: str) -> tuple[Fraction, ...]:
+            key, offset = bias_sources[name]
+            return _vector(state, key, d_head, quantizer, range(offset + block.start, offset + block.stop),
+                           f"{where}.{ {'q': 'query', 'k': 'key', 'v': 'value'}[name]}-bias")
+
+        q_data = state[sources["q"][0]].detach().to(torch.float64).cpu().tolist()
+        query = tuple(tuple(_scaled(q_data[r][c], d_head, quantizer, f"{where}.query[{i}][{c}]") for c in range(d))
+                      for i, r in enumerate(rows("q")))
+        key_m = _matrix(state, sources["k"][0], quantizer, rows("k"), None, f"{where}.key")
+        value_m = _matrix(state, sources["v"][0], quantizer, rows("v"), None, f"{where}.value")
+        q_bias_key, q_offset = bias_sources["q"]
+        if q_bias_key in state:
+            q_bias = state[q_bias_key].detach().to(torch.float64).cpu().tolist()
+            query_bias = tuple(_scaled(q_bias[q_offset + i], d_head, quantizer, f"{where}.query-bias[{k}]")
+                               for k, i in enumerate(block))
+        else:
+            query_bias = tuple(Fraction(0) for _ in block)
+        output = _matrix(state, out_key, quantizer, None, block, f"{where}.output")
+        out_heads.append(Head(query=query, key=key_m, value=value_m, output=output, query_bias=query_bias,
+                              key_bias=bias("k"), value_bias=bias("v"), scoring=scoring, causal=causal))
+    output_bias = _vector(state, out_bias, d, quantizer, None, f"{ir_prefix}.output-bias")
+    return AttentionLayer(tuple(out_heads), output_bias, residual=True)
+
+
+def _scaled(value: float, d_head: int, quantizer: _Quantizer, where: str) -> Fraction:
+    """value / sqrt(d_head): exact when d_head is a perfect square, else rounded explicitly by ``quantize``."""
+    root = math.isqrt(d_head)
+    if root * root == d_head:
+        if not math.isfinite(value):
+            raise TorchImportError(f"{where} is {value}: not a finite weight")
+        return quantizer.exact(Fraction(value) / root, where)
+    return quantizer.divided_by_sqrt(value, d_head, where)
+
+
+def _feed_forward(state: TorchState, prefix: str, quantizer: _Quantizer, consumed: set[str],
+                  layer: int) -> FeedForward | None:
+    w1, w2 = prefix + "linear1.weight", prefix + "linear2.weight"
+    if w1 not in state and w2 not in state:
+        return None
+    if w1 not in state or w2 not in state:
+        raise TorchImportError(f"{prefix}: expected both linear1 and linear2 (a Linear-ReLU-Linear feed-forward)")
+    consumed.update({w1, w2, prefix + "linear1.bias", prefix + "linear2.bias"})
+    where = f"layers[{layer}].feed-forward"
+    first = _matrix(state, w1, quantizer, where=f"{where}.w1")
+    second = _matrix(state, w2, quantizer, where=f"{where}.w2")
+    return FeedForward(first, _vector(state, prefix + "linear1.bias", len(first), quantizer, where=f"{where}.b1"),
+                       second, _vector(state, prefix + "linear2.bias", len(second), quantizer, where=f"{where}.b2"),
+                       residual=True)
+
+
+def _attention_prefixes(state: TorchState) -> list[str]:
+    found = set()
+    for key in state:
+        for suffix in ("in_proj_weight", "q_proj_weight"):
+            if key.endswith(suffix) and (key == suffix or key[: -len(suffix)].endswith(".")):
+                found.add(key[: -len(suffix)])
+    return sorted(found, key=_natural)
+
+
+def _refuse_leftovers(state: TorchState, consumed: set[str]) -> None:
+    leftovers = sorted((k for k in state if k not in consumed), key=_natural)
+    if not leftovers:
+        return
+    norms = [k for k in leftovers if re.search(r"(^|\.)(norm\d*|layer_?norm\w*|ln\w*)\.(weight|bias)$", k)]
+    if norms:
+        modules = sorted({k.rsplit(".", 1)[0] for k in norms}, key=_natural)
+        raise TorchImportError(
+            f"LayerNorm ({', '.join(modules[:4])}{', ...' if len(modules) > 4 else ''}): the semantics has no exact "
+            "LayerNorm (it divides by the square root of a variance), and verify-tf never approximates a component "
+            "silently. torch.nn.TransformerEncoderLayer always has LayerNorm: train "
+            "verify_tf.builders.torch_import.ExactEncoderLayer (attention + ReLU feed-forward with residuals) "
+            "instead (docs/import.md)")
+    raise TorchImportError(f"unrecognised state dict entries {', '.join(leftovers[:6])}"
+                           f"{', ...' if len(leftovers) > 6 else ''}: the importer maps MultiheadAttention, "
+                           "linear1/linear2 feed-forwards, embedding, positional and readout weights only, and "
+                           "refuses to ignore anything else (docs/import.md)")
+
+
+def load_state_dict(path: str | Path) -> TorchState:
+    """Tensors only: ``weights_only=True`` never unpickles objects."""
+    try:
+        state = torch.load(Path(path), map_location="cpu", weights_only=True)
+    except Exception as exc:  # a corrupt file or a pickled object weights_only refuses: say so plainly
+        raise TorchImportError(f"cannot read {Path(path).name} as a state dict: {type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0][:200] if str(exc) else ''}") from None
+    if isinstance(state, nn.Module):  # cannot happen with weights_only, kept as a clear message
+        raise TorchImportError("the file holds a module, not a state dict: save model.state_dict()")
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise TorchImportError(f"{Path(path).name} is not a state dict of tensors (save model.state_dict())")
+    return dict(state)
+
+
+def import_state_dict(state: TorchState, architecture: dict[str, Any], quantize: dict[str, Any] | None,
+                      name: str = "torch model") -> Model:
+    """Map a state dict onto the IR (see the module docstring); raises TorchImportError naming the problem."""
+    if architecture.get("activation", "relu") != "relu":
+        raise TorchImportError(f"activation {architecture['activation']!r}: the semantics has ReLU feed-forwards "
+                               "only (GELU and friends are not exactly representable); verify-tf refuses rather "
+                               "than approximating")
+    heads = architecture["heads"]
+    quantizer = _Quantizer(quantize["bits"], quantize["frac"]) if quantize else _Quantizer(None, None)
+    consumed: set[str] = set()
+    prefixes = _attention_prefixes(state)
+    if not prefixes:
+        raise TorchImportError("no torch.nn.MultiheadAttention weights (in_proj_weight) found in the state dict")
+    blocks = []
+    for index, attention_prefix in enumerate(prefixes):
+        layer_prefix = attention_prefix[: -len("self_attn.")] if attention_prefix.endswith("self_attn.") else None
+        attention = _attention(state, attention_prefix, heads, architecture["scoring"], architecture["causal"],
+                               quantizer, consumed, index)
+        ff = _feed_forward(state, layer_prefix, quantizer, consumed, index) if layer_prefix is not None else None
+        blocks.append(Block(attention, ff))
+    d = len(blocks[0].attention.output_bias)
+    tokens: Any
+    alphabet = architecture.get("alphabet")
+    if "embedding.weight" in state:
+        consumed.add("embedding.weight")
+        table = _matrix(state, "embedding.weight", quantizer, where="embedding")
+        if not alphabet:
+            raise TorchImportError(f"the state dict has an embedding table with {len(table)} rows: name its symbols "
+                                   "in order with architecture.alphabet")
+        if len(alphabet) != len(table):
+            raise TorchImportError(f"architecture.alphabet has {len(alphabet)} symbols but the embedding table has "
+                                   f"{len(table)} rows")
+        bos = architecture.get("bos")
+        if bos is not None and bos not in alphabet:
+            raise TorchImportError(f"architecture.bos {bos!r} is not one of the alphabet's symbols")
+        tokens = AlphabetTokens(tuple(alphabet), table, bos)
+    else:
+        if alphabet:
+            raise TorchImportError("architecture.alphabet is given but the state dict has no embedding.weight")
+        tokens = GridTokens(d)
+    positional = None
+    if "positional.weight" in state:
+        consumed.add("positional.weight")
+        positional = _matrix(state, "positional.weight", quantizer, where="positional-encoding")
+    notes = []
+    if "readout.weight" in state:
+        consumed.add("readout.weight")
+        if "readout.bias" in state:
+            raise TorchImportError("readout.bias: the readout q = u·z has no bias; train with bias=False")
+        weights = _matrix(state, "readout.weight", quantizer, where="readout")
+        if len(weights) != 1:
+            raise TorchImportError(f"readout.weight: expected shape (1, {d}), got ({len(weights)}, ...)")
+        readout = weights[0]
+    else:
+        readout = tuple(Fraction(1 if c == 0 else 0) for c in range(d))
+        notes.append("no readout.weight in the state dict: readout u = e1 (the first coordinate)")
+    _refuse_leftovers(state, consumed)
+    note = quantizer.note()
+    if note:
+        notes.insert(0, note)
+    d_head = d // heads
+    if d_head == 1:
+        notes.append("d_head = 1: torch's logit scale 1/sqrt(d_head) is 1, nothing to fold")
+    elif math.isqrt(d_head) ** 2 == d_head:
+        notes.append(f"torch's logit scale 1/sqrt({d_head}) = 1/{math.isqrt(d_head)} folded into W_Q and b_Q exactly")
+    else:
+        notes.append(f"torch's logit scale 1/sqrt({d_head}) (irrational) folded into W_Q and b_Q and rounded by "
+                     "quantize")
+    if architecture["scoring"] == "softmax":
+        notes.append("softmax is verified as the spec's fixed-point softmax (docs/semantics.md), not torch's float one")
+    return Model(tokens=tokens, dim=d, blocks=tuple(blocks), readout=readout, positional_encoding=positional,
+                 name=name, notes=tuple(notes))
+
+
+def import_torch_model(path: str | Path, architecture: dict[str, Any] | None,
+                       quantize: dict[str, Any] | None) -> Model:
+    if architecture is None:
+        raise TorchImportError("a torch state dict needs 'architecture' (at least heads: N; the head count is not "
+                               "stored in a state dict)")
+    return import_state_dict(load_state_dict(path), architecture, quantize, name=Path(path).stem)
