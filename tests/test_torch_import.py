@@ -66,6 +66,20 @@ def test_imported_model_tracks_torch_float_forward():
     assert max(abs(float(q) - e) for q, e in zip(trace.readout, expected)) < 2e-3
 
 
+def test_alphabet_embedding_positions_and_readout():
+    torch.manual_seed(2)
+    net = ExactEncoder(d_model=4, nhead=1, num_layers=1, dim_feedforward=3, alphabet_size=3, max_length=4,
+                       causal=True).eval()
+    model = import_state_dict(net.state_dict(), {**ARCH, "alphabet": ["^", "a", "b"], "bos": "^", "causal": True},
+                              {"bits": 32, "frac": 16})
+    assert model.tokens.symbols == ("^", "a", "b") and model.tokens.bos == "^"
+    assert model.blocks[0].attention.heads[0].causal and len(model.positional_encoding) == 4
+    with torch.no_grad():
+        expected = net(torch.tensor([[0, 1, 2, 2]]))[0].tolist()  # BOS first, as the IR prepends it
+    trace = evaluate(model, Fixed(32, 16), ("a", "b", "b"))
+    assert max(abs(float(q) - e) for q, e in zip(trace.readout, expected)) < 2e-3
+
+
 def test_quantize_rounds_to_nearest_and_reports_the_largest_error():
     state = {"in_proj_weight": torch.tensor([[0.3], [0.7], [-1.1]]), "out_proj.weight": torch.tensor([[0.55]])}
     model = import_state_dict(state, ARCH, {"bits": 8, "frac": 2})

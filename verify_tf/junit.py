@@ -44,7 +44,7 @@ def _message(verdict: Verdict, expect: str | None) -> str:
     counted = outcome(verdict, expect)
     if verdict.status == REFUTED and counted == REFUTED:
         summary = (verdict.counterexample or {}).get("summary") or verdict.detail
-        return f"refuted: {summary}"
+        return f"refuted{f' (expected {expect})' if expect else ''}: {summary}"
     if counted == REFUTED:  # proved, but the property expected refuted
         return f"expected {expect}, got {verdict.label}: {verdict.detail}"
     if verdict.status == UNKNOWN:

@@ -1,0 +1,93 @@
+"""The shipped CI integrations run: the GitHub Actions workflow's `verify` and `explain` steps and the
+pre-commit hook, each executed with exactly the command line its YAML file holds, on the shipped specs."""
+
+import json
+import os
+import re
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CI = ROOT / "examples" / "ci"
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A user's project: the shipped specs in specs/, and `verify-tf` on PATH as this interpreter's CLI."""
+    shutil.copytree(CI / "specs", tmp_path / "specs")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "verify-tf"
+    shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m verify_tf "$@"\n')
+    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "160"}
+    return tmp_path, env
+
+
+def workflow_steps() -> dict:
+    workflow = yaml.safe_load((CI / "verify-tf.yml").read_text())
+    return {step["id"]: step for step in workflow["jobs"]["verify"]["steps"] if "id" in step}
+
+
+def bash(command: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_workflow_verify_and_explain_steps(project):
+    cwd, env = project
+    steps = workflow_steps()
+    verify = steps["verify"]["run"]
+    assert verify.startswith("verify-tf check specs/*.yaml")
+    result = bash(verify, cwd, env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    junit = ET.parse(cwd / "verify-tf-junit.xml").getroot()
+    assert (junit.get("tests"), junit.get("failures"), junit.get("errors")) == ("2", "0", "0")
+    names = [case.get("name") for case in junit.iter("testcase")]
+    assert names == ["permutation-equivariance [0]", "positions break equivariance [0]"]
+    report = json.loads((cwd / "verify-tf-report.json").read_text())
+    assert [r["verdict"] for r in report["results"]] == ["proved", "refuted"]
+
+    # the next run is served by the proof cache the workflow restores
+    again = bash(verify, cwd, env)
+    assert again.returncode == 0 and again.stdout.count("(cached)") == 2
+
+    # a regression: the model now breaks the proved property -> the job fails, JUnit has the witness
+    proved = cwd / "specs" / "equivariance.yaml"
+    proved.write_text(proved.read_text().replace("positional: standard", "positional: rpe, max-length: 3"))
+    failed = bash(verify, cwd, env)
+    assert failed.returncode == 1
+    failure = next(ET.parse(cwd / "verify-tf-junit.xml").getroot().iter("failure"))
+    assert re.match(r"refuted \(expected proved\): X = \[\[", failure.get("message"))
+    assert steps["explain"]["if"].startswith("failure()")
+    explained = bash(steps["explain"]["run"], cwd, env)
+    assert explained.returncode == 0, explained.stderr
+    page = (cwd / "verify-tf-counterexamples.html").read_text()
+    assert "equivariance.yaml: permutation-equivariance — refuted" in page
+    assert "positions.yaml: positions break equivariance — refuted" in page
+
+
+def test_pre_commit_hook(project):
+    cwd, env = project
+    config = yaml.safe_load((CI / "pre-commit-config.yaml").read_text())
+    [hook] = config["repos"][0]["hooks"]
+    assert hook["language"] == "system"
+    specs = sorted(p.relative_to(cwd).as_posix() for p in (cwd / "specs").glob("*"))
+    staged = [path for path in specs if re.search(hook["files"], path)]
+    assert staged == ["specs/equivariance.yaml", "specs/positions.yaml"]
+    assert not re.search(hook["files"], "models/tiny.pt") and not re.search(hook["files"], "README.md")
+    # pre-commit runs: entry + args + the staged files that match `files`
+    command = shlex.split(hook["entry"]) + list(hook.get("args", [])) + staged
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    positions = cwd / "specs" / "positions.yaml"
+    positions.write_text(positions.read_text().replace("expect: refuted", "expect: proved"))
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1 and "expected proved" in result.stdout
