@@ -73,7 +73,7 @@ def test_junit_and_json_reports(specs, tmp_path):
     assert "refuted: X = [0, 1], swap positions 0,1: at position 0 f(τX) = [4] but τf(X) = [7]" == failure.get("message")
     data = json.loads(report.read_text())
     assert data["format"] == "verify-tf-report/1" and data["exit_code"] == 1 and data["fail_on"] == "unknown"
-    statuses = [(r["property"], r["verdict"], r["index"], r["outcome"]) for r in data["results"]]
+    statuses = [(r["property"], r["verdict"], r["index"], r["counts_as"]) for r in data["results"]]
     assert statuses == [("permutation-equivariance", "proved", 0, "proved"),
                         ("permutation-equivariance", "refuted", 0, "refuted"),
                         ("on the readout", "refuted", 1, "refuted")]

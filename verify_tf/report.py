@@ -81,7 +81,7 @@ def json_report(verdicts: Sequence[Verdict], expectations: Sequence[str | None],
     for v, expect in zip(verdicts, expectations):
         entry = v.to_json()
         entry["expect"] = expect
-        entry["outcome"] = outcome(v, expect)
+        entry["counts_as"] = outcome(v, expect)
         if v.spec:
             if v.spec not in digests:
                 digests[v.spec] = _sha256(Path(v.spec))
