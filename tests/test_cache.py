@@ -86,6 +86,15 @@ def test_only_definite_verdicts_are_stored(tmp_path):
     assert (tmp_path / ".gitignore").read_text().strip().endswith("*")
 
 
+def test_an_unwritable_cache_never_breaks_a_check(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder should be")
+    assert not ProofCache(blocker).put("f" * 64, Verdict("p", "proved", "interpret"))
+    spec = load_spec_text(SPEC, str(tmp_path / "spec.yaml"))
+    [verdict] = check_all([spec], Overrides(), cache=ProofCache(blocker))
+    assert verdict.status == "proved" and not verdict.cached
+
+
 def test_corrupt_or_foreign_entries_are_misses(tmp_path):
     store = ProofCache(tmp_path)
     store.put("d" * 64, Verdict("p", "proved", "interpret"))

@@ -196,3 +196,13 @@ def test_shipped_example_trains_saves_and_checks(tmp_path):
                           "layers.0.linear1.weight", "layers.0.linear1.bias", "layers.0.linear2.weight",
                           "layers.0.linear2.bias", "readout.weight"}
     assert math.isfinite(sum(t.sum().item() for t in state.values()))
+
+
+def test_a_verify_tf_model_file_is_pointed_to_the_file_source(tmp_path):
+    from verify_tf.builders.files import save_model
+
+    spec = load_spec(ROOT / "examples" / "ci" / "specs" / "equivariance.yaml")
+    save_model(spec.model, tmp_path / "ours.pt")
+    (tmp_path / "spec.yaml").write_text(spec_text("ours.pt"))
+    with pytest.raises(SpecError, match=r"is a verify-tf model file: load it with model: \{file: ...\}"):
+        load_spec(tmp_path / "spec.yaml")

@@ -144,25 +144,28 @@ class ProofCache:
         return verdict
 
     def put(self, key: str, verdict: Verdict) -> bool:
-        """Store a definite verdict; returns False (storing nothing) for unknown / error."""
+        """Store a definite verdict; False (storing nothing) for unknown / error or when the folder is unwritable."""
         if verdict.status not in CACHEABLE:
             return False
-        entry = self._entry(key)
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        ignore = self.root / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text("# written by verify-tf: the proof cache is local state, not source\n*\n")
         stored = verdict.to_json()
         stored["cached"] = False
         text = json.dumps({"key": key, "versions": tool_versions(), "verdict": stored}, indent=1, default=str)
-        handle, temporary = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-", suffix=".json")
+        entry = self._entry(key)
+        try:
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            ignore = self.root / ".gitignore"
+            if not ignore.exists():
+                ignore.write_text("# written by verify-tf: the proof cache is local state, not source\n*\n")
+            handle, temporary = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-", suffix=".json")
+        except OSError:  # a read-only or full disk: the check's result stands, it is just not remembered
+            return False
         try:
             with os.fdopen(handle, "w") as out:
                 out.write(text)
             os.replace(temporary, entry)
-        except BaseException:
+        except OSError:
             Path(temporary).unlink(missing_ok=True)
-            raise
+            return False
         return True
 
 

@@ -319,6 +319,8 @@ def load_state_dict(path: str | Path) -> TorchState:
                                f"{str(exc).splitlines()[0][:200] if str(exc) else ''}") from None
     if isinstance(state, nn.Module):  # cannot happen with weights_only, kept as a clear message
         raise TorchImportError("the file holds a module, not a state dict: save model.state_dict()")
+    if isinstance(state, dict) and "__verify_tf__" in state:
+        raise TorchImportError(f"{Path(path).name} is a verify-tf model file: load it with model: {{file: ...}}")
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise TorchImportError(f"{Path(path).name} is not a state dict of tensors (save model.state_dict())")
     return dict(state)
