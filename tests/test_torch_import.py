@@ -20,7 +20,8 @@ from verify_tf.semantics import Fixed, evaluate
 from verify_tf.spec import SpecError, load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
-ARCH = {"heads": 1, "scoring": "softmax", "causal": False, "activation": "relu", "alphabet": None, "bos": None}
+ARCH = {"heads": 1, "scoring": "softmax", "causal": False, "activation": "relu", "alphabet": None, "bos": None,
+        "readout-row": None, "readout-bias": "refuse"}
 torch.set_num_threads(1)
 
 
@@ -80,6 +81,41 @@ def test_alphabet_embedding_positions_and_readout():
     assert max(abs(float(q) - e) for q, e in zip(trace.readout, expected)) < 2e-3
 
 
+@pytest.mark.parametrize("positional", ["urpe", "rpe", "ape"])
+def test_the_experiments_rpe_urpe_modules(positional):
+    from verify_tf.experiments.modules import TinyTransformer
+
+    torch.manual_seed(3)
+    net = TinyTransformer(vocab=3, width=4, heads=2, layers=2, ffn_width=5, outputs=2, positional=positional,
+                          causal=True, max_length=4).eval()
+    with torch.no_grad():  # move URPE's C away from its all-ones start so the test sees it
+        for name, parameter in net.named_parameters():
+            if name.endswith("urpe_c") or name.endswith("rpe_bias"):
+                parameter.add_(torch.randn_like(parameter) * 0.3)
+    architecture = {**ARCH, "heads": 2, "causal": True, "alphabet": ["a", "b", "c"], "readout-row": 1}
+    with pytest.raises(ValueError, match=r"readout.bias\[1\] = .* has no bias"):
+        import_state_dict(net.state_dict(), architecture, {"bits": 32, "frac": 16})
+    model = import_state_dict(net.state_dict(), {**architecture, "readout-bias": "drop"}, {"bits": 32, "frac": 16})
+    head = model.blocks[1].attention.heads[1]
+    assert head.positional == ("standard" if positional == "ape" else positional)
+    assert (model.positional_encoding is not None) == (positional == "ape")
+    if positional != "ape":
+        assert head.rpe_bias.radius == 3
+    assert any("dropped as stated" in note for note in model.notes)
+    with torch.no_grad():
+        expected = (net(torch.tensor([[0, 2, 1, 1]]))[0, :, 1] - net.readout.bias[1]).tolist()
+    trace = evaluate(model, Fixed(32, 16), ("a", "c", "b", "b"))
+    assert max(abs(float(q) - e) for q, e in zip(trace.readout, expected)) < 2e-3
+
+
+def test_the_experiments_layernorm_is_refused_by_name():
+    from verify_tf.experiments.modules import TinyTransformer
+
+    net = TinyTransformer(vocab=2, width=2, heads=1, layers=1, ffn_width=2, outputs=1, layernorm="post")
+    with pytest.raises(ValueError, match=r"LayerNorm \(blocks.0.norm_attention, blocks.0.norm_ffn\)"):
+        import_state_dict(net.state_dict(), {**ARCH, "alphabet": ["a", "b"], "readout-bias": "drop"}, None)
+
+
 def test_quantize_rounds_to_nearest_and_reports_the_largest_error():
     state = {"in_proj_weight": torch.tensor([[0.3], [0.7], [-1.1]]), "out_proj.weight": torch.tensor([[0.55]])}
     model = import_state_dict(state, ARCH, {"bits": 8, "frac": 2})
@@ -115,7 +151,7 @@ def test_irrational_scale_needs_quantize():
     (lambda: ExactEncoderLayer(4, 1, 8).state_dict(), {"activation": "gelu"}, r"activation 'gelu'"),
     (lambda: torch.nn.MultiheadAttention(4, 1, add_bias_kv=True).state_dict(), {}, r"bias_k.*add_bias_kv"),
     (lambda: {**ExactEncoderLayer(4, 1).state_dict(), "scale": torch.ones(1)}, {}, r"unrecognised.*scale"),
-    (lambda: {"linear1.weight": torch.ones(2, 2)}, {}, r"no torch.nn.MultiheadAttention weights"),
+    (lambda: {"linear1.weight": torch.ones(2, 2)}, {}, r"no attention weights found"),
     (lambda: ExactEncoder(4, 1, 1, alphabet_size=3).state_dict(), {}, r"embedding table with 3 rows"),
 ])
 def test_refused_by_name(state, architecture, message):

@@ -1,7 +1,9 @@
 """Import PyTorch state dicts (``model: {torch: FILE, architecture: {...}, quantize: {bits, frac}}``).
 
 Reads ``torch.load(FILE, weights_only=True)`` (tensors only, never pickled objects) and maps stacks of
-``torch.nn.MultiheadAttention`` with optional ReLU feed-forwards onto the IR, exactly:
+``torch.nn.MultiheadAttention`` with optional ReLU feed-forwards, and the RPE / URPE / APE modules of
+``verify_tf.experiments.modules`` (``W_q``/``W_k``/``W_v``/``W_o``, ``rpe_bias``, ``urpe_c`` tables), onto
+the IR, exactly:
 
 * ``in_proj_weight`` (3d x d) is split into W_Q / W_K / W_V and per head into d_head rows each (torch's
   ``Linear`` convention y = W x is the IR's); ``out_proj.weight`` (d x d) is split by columns into each
@@ -16,8 +18,8 @@ Reads ``torch.load(FILE, weights_only=True)`` (tensors only, never pickled objec
   as the exact dyadic rational it is.
 
 Anything the IR cannot encode exactly is refused by name, never approximated: LayerNorm (so every
-``torch.nn.TransformerEncoderLayer``), a GELU activation, ``add_bias_kv``, a readout bias, and any state
-dict entry the importer does not understand. ``ExactEncoderLayer`` / ``ExactEncoder`` below are small
+``torch.nn.TransformerEncoderLayer``), a GELU activation, ``add_bias_kv``, a non-zero readout bias (unless
+the spec says ``readout-bias: drop``), and any state dict entry the importer does not understand. ``ExactEncoderLayer`` / ``ExactEncoder`` below are small
 LayerNorm-free modules to train models this importer accepts (docs/import.md).
 
 The verified model is the imported IR under the spec's arithmetic: with ``scoring: softmax`` that is the
@@ -36,7 +38,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..ir import AlphabetTokens, AttentionLayer, Block, FeedForward, GridTokens, Head, Model
+from ..ir import AlphabetTokens, AttentionLayer, Block, FeedForward, GridTokens, Head, Model, RelativeTable
 from ..numbers import fmt
 
 TorchState = dict[str, torch.Tensor]
@@ -194,8 +196,25 @@ def _vector(state: TorchState, key: str | None, length: int, quantizer: _Quantiz
     return tuple(quantizer.exact(data[i], f"{where or key}[{k}]") for k, i in enumerate(indices))
 
 
-def _attention(state: TorchState, prefix: str, heads: int, scoring: str, causal: bool, quantizer: _Quantizer,
-               consumed: set[str], layer: int) -> AttentionLayer:
+@dataclass
+class _AttentionKeys:
+    """Where one attention module's tensors are in a state dict."""
+
+    width: int
+    weights: dict[str, tuple[str, int]]  # "q" / "k" / "v" -> (key, first row)
+    biases: dict[str, tuple[str, int]]  # "q" / "k" / "v" -> (key, first entry); the key may be absent
+    out_weight: str
+    out_bias: str
+    rpe_bias: str | None = None  # (heads, 2r+1) tables B[h, j-i+r] (the experiments' RPE/URPE modules)
+    urpe_c: str | None = None
+
+    def names(self) -> set[str]:
+        keys = {k for k, _ in self.weights.values()} | {k for k, _ in self.biases.values()}
+        return keys | {self.out_weight, self.out_bias} | {k for k in (self.rpe_bias, self.urpe_c) if k}
+
+
+def _mha_keys(state: TorchState, prefix: str) -> _AttentionKeys:
+    """torch.nn.MultiheadAttention: packed in_proj_weight, or q/k/v_proj_weight (kdim/vdim modules)."""
     for extra in ("bias_k", "bias_v"):
         if prefix + extra in state:
             raise TorchImportError(f"{prefix}{extra}: MultiheadAttention(add_bias_kv=True) appends a learned key/value "
@@ -205,54 +224,78 @@ def _attention(state: TorchState, prefix: str, heads: int, scoring: str, causal:
         d = packed.shape[1]
         if packed.shape[0] != 3 * d:
             raise TorchImportError(f"{prefix}in_proj_weight: expected shape (3d, d), got {tuple(packed.shape)}")
-        sources = {"q": (prefix + "in_proj_weight", 0), "k": (prefix + "in_proj_weight", d),
-                   "v": (prefix + "in_proj_weight", 2 * d)}
-        bias_sources = {name: (prefix + "in_proj_bias", offset) for name, (_, offset) in sources.items()}
-        consumed.update({prefix + "in_proj_weight", prefix + "in_proj_bias"})
+        weights = {name: (prefix + "in_proj_weight", k * d) for k, name in enumerate("qkv")}
     else:
         d = state[prefix + "q_proj_weight"].shape[0]
-        sources = {name: (f"{prefix}{name}_proj_weight", 0) for name in "qkv"}
-        bias_sources = {name: (prefix + "in_proj_bias", offset) for name, offset in (("q", 0), ("k", d), ("v", 2 * d))}
-        consumed.update({prefix + "q_proj_weight", prefix + "k_proj_weight", prefix + "v_proj_weight",
-                         prefix + "in_proj_bias"})
-    out_key, out_bias = prefix + "out_proj.weight", prefix + "out_proj.bias"
-    if out_key not in state:
-        raise TorchImportError(f"{out_key} is missing: expected a torch.nn.MultiheadAttention state dict")
-    consumed.update({out_key, out_bias})
+        weights = {name: (f"{prefix}{name}_proj_weight", 0) for name in "qkv"}
+    if prefix + "out_proj.weight" not in state:
+        raise TorchImportError(f"{prefix}out_proj.weight is missing: expected a torch.nn.MultiheadAttention state dict")
+    return _AttentionKeys(d, weights, {name: (prefix + "in_proj_bias", k * d) for k, name in enumerate("qkv")},
+                          prefix + "out_proj.weight", prefix + "out_proj.bias")
+
+
+def _experiment_keys(state: TorchState, prefix: str) -> _AttentionKeys:
+    """verify_tf.experiments.modules.Attention: W_q/W_k/W_v/W_o Linear layers, optional rpe_bias / urpe_c."""
+    d = state[prefix + "W_q.weight"].shape[1]
+    return _AttentionKeys(d, {name: (f"{prefix}W_{name}.weight", 0) for name in "qkv"},
+                          {name: (f"{prefix}W_{name}.bias", 0) for name in "qkv"}, prefix + "W_o.weight",
+                          prefix + "W_o.bias", prefix + "rpe_bias" if prefix + "rpe_bias" in state else None,
+                          prefix + "urpe_c" if prefix + "urpe_c" in state else None)
+
+
+def _tables(state: TorchState, key: str | None, heads: int, quantizer: _Quantizer,
+            where: str) -> list[RelativeTable | None]:
+    if key is None:
+        return [None] * heads
+    rows = _matrix(state, key, quantizer, where=where)
+    if len(rows) != heads or len(rows[0]) % 2 != 1:
+        raise TorchImportError(f"{key}: expected shape (heads={heads}, 2*max_length-1), got ({len(rows)}, "
+                               f"{len(rows[0])})")
+    return [RelativeTable(row) for row in rows]
+
+
+def _attention(state: TorchState, keys: _AttentionKeys, heads: int, scoring: str, causal: bool,
+               quantizer: _Quantizer, layer: int) -> AttentionLayer:
+    d = keys.width
     if d % heads:
-        raise TorchImportError(f"{prefix}: embedding dimension {d} is not divisible by heads: {heads}")
+        raise TorchImportError(f"{keys.out_weight}: embedding dimension {d} is not divisible by heads: {heads}")
     d_head = d // heads
     ir_prefix = f"layers[{layer}].attention"
+    rpe = _tables(state, keys.rpe_bias, heads, quantizer, f"{ir_prefix}.rpe-bias")
+    urpe = _tables(state, keys.urpe_c, heads, quantizer, f"{ir_prefix}.urpe-c")
+    positional = "urpe" if keys.urpe_c else "rpe" if keys.rpe_bias else "standard"
     out_heads = []
     for h in range(heads):
         block = range(h * d_head, (h + 1) * d_head)
         where = f"{ir_prefix}.heads[{h}]"
 
         def rows(name: str) -> range:
-            _, offset = sources[name]
-            return range(offset + block.start, offset + block.stop)
+            _, first = keys.weights[name]
+            return range(first + block.start, first + block.stop)
 
         def bias(name: str) -> tuple[Fraction, ...]:
-            key, offset = bias_sources[name]
-            return _vector(state, key, d_head, quantizer, range(offset + block.start, offset + block.stop),
+            key, first = keys.biases[name]
+            return _vector(state, key, d_head, quantizer, range(first + block.start, first + block.stop),
                            f"{where}.{ {'q': 'query', 'k': 'key', 'v': 'value'}[name]}-bias")
 
-        q_data = state[sources["q"][0]].detach().to(torch.float64).cpu().tolist()
+        # torch divides the logits by sqrt(d_head): folded into W_Q and b_Q (module docstring)
+        q_data = state[keys.weights["q"][0]].detach().to(torch.float64).cpu().tolist()
         query = tuple(tuple(_scaled(q_data[r][c], d_head, quantizer, f"{where}.query[{i}][{c}]") for c in range(d))
                       for i, r in enumerate(rows("q")))
-        key_m = _matrix(state, sources["k"][0], quantizer, rows("k"), None, f"{where}.key")
-        value_m = _matrix(state, sources["v"][0], quantizer, rows("v"), None, f"{where}.value")
-        q_bias_key, q_offset = bias_sources["q"]
+        q_bias_key, q_first = keys.biases["q"]
         if q_bias_key in state:
             q_bias = state[q_bias_key].detach().to(torch.float64).cpu().tolist()
-            query_bias = tuple(_scaled(q_bias[q_offset + i], d_head, quantizer, f"{where}.query-bias[{k}]")
+            query_bias = tuple(_scaled(q_bias[q_first + i], d_head, quantizer, f"{where}.query-bias[{k}]")
                                for k, i in enumerate(block))
         else:
             query_bias = tuple(Fraction(0) for _ in block)
-        output = _matrix(state, out_key, quantizer, None, block, f"{where}.output")
-        out_heads.append(Head(query=query, key=key_m, value=value_m, output=output, query_bias=query_bias,
-                              key_bias=bias("k"), value_bias=bias("v"), scoring=scoring, causal=causal))
-    output_bias = _vector(state, out_bias, d, quantizer, None, f"{ir_prefix}.output-bias")
+        out_heads.append(Head(
+            query=query, key=_matrix(state, keys.weights["k"][0], quantizer, rows("k"), None, f"{where}.key"),
+            value=_matrix(state, keys.weights["v"][0], quantizer, rows("v"), None, f"{where}.value"),
+            output=_matrix(state, keys.out_weight, quantizer, None, block, f"{where}.output"),
+            query_bias=query_bias, key_bias=bias("k"), value_bias=bias("v"), scoring=scoring, causal=causal,
+            positional=positional, rpe_bias=rpe[h], urpe_c=urpe[h]))
+    output_bias = _vector(state, keys.out_bias, d, quantizer, None, f"{ir_prefix}.output-bias")
     return AttentionLayer(tuple(out_heads), output_bias, residual=True)
 
 
@@ -266,36 +309,46 @@ def _scaled(value: float, d_head: int, quantizer: _Quantizer, where: str) -> Fra
     return quantizer.divided_by_sqrt(value, d_head, where)
 
 
-def _feed_forward(state: TorchState, prefix: str, quantizer: _Quantizer, consumed: set[str],
+def _feed_forward(state: TorchState, first: str, second: str, quantizer: _Quantizer, consumed: set[str],
                   layer: int) -> FeedForward | None:
-    w1, w2 = prefix + "linear1.weight", prefix + "linear2.weight"
+    """A Linear-ReLU-Linear feed-forward with residual from the Linear layers at ``first`` and ``second``."""
+    w1, w2 = first + "weight", second + "weight"
     if w1 not in state and w2 not in state:
         return None
     if w1 not in state or w2 not in state:
-        raise TorchImportError(f"{prefix}: expected both linear1 and linear2 (a Linear-ReLU-Linear feed-forward)")
-    consumed.update({w1, w2, prefix + "linear1.bias", prefix + "linear2.bias"})
+        raise TorchImportError(f"{w1 if w1 not in state else w2} is missing: expected a Linear-ReLU-Linear "
+                               "feed-forward")
+    consumed.update({w1, w2, first + "bias", second + "bias"})
     where = f"layers[{layer}].feed-forward"
-    first = _matrix(state, w1, quantizer, where=f"{where}.w1")
-    second = _matrix(state, w2, quantizer, where=f"{where}.w2")
-    return FeedForward(first, _vector(state, prefix + "linear1.bias", len(first), quantizer, where=f"{where}.b1"),
-                       second, _vector(state, prefix + "linear2.bias", len(second), quantizer, where=f"{where}.b2"),
-                       residual=True)
+    m1 = _matrix(state, w1, quantizer, where=f"{where}.w1")
+    m2 = _matrix(state, w2, quantizer, where=f"{where}.w2")
+    return FeedForward(m1, _vector(state, first + "bias", len(m1), quantizer, where=f"{where}.b1"),
+                       m2, _vector(state, second + "bias", len(m2), quantizer, where=f"{where}.b2"), residual=True)
 
 
-def _attention_prefixes(state: TorchState) -> list[str]:
-    found = set()
+def _layers(state: TorchState) -> list[tuple[_AttentionKeys, str | None, str | None]]:
+    """(attention keys, first and second feed-forward Linear prefixes) per layer, in key order.
+
+    ``<L>self_attn.`` + ``<L>linear1.`` / ``<L>linear2.`` (torch encoder layers, ExactEncoderLayer), a bare
+    MultiheadAttention, and ``<L>attention.W_q.`` + ``<L>ffn.w1.`` / ``<L>ffn.w2.`` (the experiments' modules).
+    """
+    found: dict[str, tuple[_AttentionKeys, str | None, str | None]] = {}
     for key in state:
         for suffix in ("in_proj_weight", "q_proj_weight"):
             if key.endswith(suffix) and (key == suffix or key[: -len(suffix)].endswith(".")):
-                found.add(key[: -len(suffix)])
-    return sorted(found, key=_natural)
+                prefix = key[: -len(suffix)]
+                layer = prefix[: -len("self_attn.")] if prefix.endswith("self_attn.") else None
+                found[prefix] = (_mha_keys(state, prefix), None if layer is None else f"{layer}linear1.",
+                                 None if layer is None else f"{layer}linear2.")
+        if key == "attention.W_q.weight" or key.endswith(".attention.W_q.weight"):
+            prefix = key[: -len("W_q.weight")]
+            layer = prefix[: -len("attention.")]
+            found[prefix] = (_experiment_keys(state, prefix), f"{layer}ffn.w1.", f"{layer}ffn.w2.")
+    return [found[p] for p in sorted(found, key=_natural)]
 
 
-def _refuse_leftovers(state: TorchState, consumed: set[str]) -> None:
-    leftovers = sorted((k for k in state if k not in consumed), key=_natural)
-    if not leftovers:
-        return
-    norms = [k for k in leftovers if re.search(r"(^|\.)(norm\d*|layer_?norm\w*|ln\w*)\.(weight|bias)$", k)]
+def _refuse_layernorm(state: TorchState) -> None:
+    norms = [k for k in state if re.search(r"(^|\.)(\w*norm\w*|ln\w*)\.(weight|bias)$", k)]
     if norms:
         modules = sorted({k.rsplit(".", 1)[0] for k in norms}, key=_natural)
         raise TorchImportError(
@@ -304,10 +357,15 @@ def _refuse_leftovers(state: TorchState, consumed: set[str]) -> None:
             "silently. torch.nn.TransformerEncoderLayer always has LayerNorm: train "
             "verify_tf.builders.torch_import.ExactEncoderLayer (attention + ReLU feed-forward with residuals) "
             "instead (docs/import.md)")
-    raise TorchImportError(f"unrecognised state dict entries {', '.join(leftovers[:6])}"
-                           f"{', ...' if len(leftovers) > 6 else ''}: the importer maps MultiheadAttention, "
-                           "linear1/linear2 feed-forwards, embedding, positional and readout weights only, and "
-                           "refuses to ignore anything else (docs/import.md)")
+
+
+def _refuse_leftovers(state: TorchState, consumed: set[str]) -> None:
+    leftovers = sorted((k for k in state if k not in consumed), key=_natural)
+    if leftovers:
+        raise TorchImportError(f"unrecognised state dict entries {', '.join(leftovers[:6])}"
+                               f"{', ...' if len(leftovers) > 6 else ''}: the importer maps attention, "
+                               "feed-forward, embedding, positional and readout weights only, and refuses to ignore "
+                               "anything else (docs/import.md)")
 
 
 def load_state_dict(path: str | Path) -> TorchState:
@@ -333,18 +391,19 @@ def import_state_dict(state: TorchState, architecture: dict[str, Any], quantize:
         raise TorchImportError(f"activation {architecture['activation']!r}: the semantics has ReLU feed-forwards "
                                "only (GELU and friends are not exactly representable); verify-tf refuses rather "
                                "than approximating")
+    _refuse_layernorm(state)
     heads = architecture["heads"]
     quantizer = _Quantizer(quantize["bits"], quantize["frac"]) if quantize else _Quantizer(None, None)
     consumed: set[str] = set()
-    prefixes = _attention_prefixes(state)
-    if not prefixes:
-        raise TorchImportError("no torch.nn.MultiheadAttention weights (in_proj_weight) found in the state dict")
+    layers = _layers(state)
+    if not layers:
+        raise TorchImportError("no attention weights found in the state dict (expected torch.nn.MultiheadAttention's "
+                               "in_proj_weight, or the experiments' attention.W_q.weight)")
     blocks = []
-    for index, attention_prefix in enumerate(prefixes):
-        layer_prefix = attention_prefix[: -len("self_attn.")] if attention_prefix.endswith("self_attn.") else None
-        attention = _attention(state, attention_prefix, heads, architecture["scoring"], architecture["causal"],
-                               quantizer, consumed, index)
-        ff = _feed_forward(state, layer_prefix, quantizer, consumed, index) if layer_prefix is not None else None
+    for index, (keys, first, second) in enumerate(layers):
+        consumed.update(keys.names())
+        attention = _attention(state, keys, heads, architecture["scoring"], architecture["causal"], quantizer, index)
+        ff = _feed_forward(state, first, second, quantizer, consumed, index) if first is not None else None
         blocks.append(Block(attention, ff))
     d = len(blocks[0].attention.output_bias)
     tokens: Any
@@ -367,18 +426,13 @@ def import_state_dict(state: TorchState, architecture: dict[str, Any], quantize:
             raise TorchImportError("architecture.alphabet is given but the state dict has no embedding.weight")
         tokens = GridTokens(d)
     positional = None
-    if "positional.weight" in state:
-        consumed.add("positional.weight")
-        positional = _matrix(state, "positional.weight", quantizer, where="positional-encoding")
+    for key in ("positional.weight", "position_embedding"):  # ExactEncoder, the experiments' TinyTransformer
+        if key in state:
+            consumed.add(key)
+            positional = _matrix(state, key, quantizer, where="positional-encoding")
     notes = []
     if "readout.weight" in state:
-        consumed.add("readout.weight")
-        if "readout.bias" in state:
-            raise TorchImportError("readout.bias: the readout q = u·z has no bias; train with bias=False")
-        weights = _matrix(state, "readout.weight", quantizer, where="readout")
-        if len(weights) != 1:
-            raise TorchImportError(f"readout.weight: expected shape (1, {d}), got ({len(weights)}, ...)")
-        readout = weights[0]
+        readout = _readout(state, architecture, quantizer, consumed, notes)
     else:
         readout = tuple(Fraction(1 if c == 0 else 0) for c in range(d))
         notes.append("no readout.weight in the state dict: readout u = e1 (the first coordinate)")
@@ -398,6 +452,31 @@ def import_state_dict(state: TorchState, architecture: dict[str, Any], quantize:
         notes.append("softmax is verified as the spec's fixed-point softmax (docs/semantics.md), not torch's float one")
     return Model(tokens=tokens, dim=d, blocks=tuple(blocks), readout=readout, positional_encoding=positional,
                  name=name, notes=tuple(notes))
+
+
+def _readout(state: TorchState, architecture: dict[str, Any], quantizer: _Quantizer, consumed: set[str],
+             notes: list[str]) -> tuple[Fraction, ...]:
+    """The readout u: one row of readout.weight; a non-zero bias is refused unless the spec drops it explicitly."""
+    consumed.update({"readout.weight", "readout.bias"})
+    rows = state["readout.weight"].shape[0]
+    row = architecture.get("readout-row")
+    if row is None and rows > 1:
+        raise TorchImportError(f"readout.weight has {rows} output rows: choose the one to verify with "
+                               "architecture.readout-row")
+    row = row or 0
+    if row >= rows:
+        raise TorchImportError(f"architecture.readout-row {row} is out of range: readout.weight has {rows} rows")
+    weights = _matrix(state, "readout.weight", quantizer, range(row, row + 1), where="readout")[0]
+    if "readout.bias" in state:
+        bias = Fraction(float(state["readout.bias"][row]))
+        if bias != 0 and architecture.get("readout-bias", "refuse") != "drop":
+            raise TorchImportError(f"readout.bias[{row}] = {bias}: the readout q = u·z has no bias. Train with "
+                                   "bias=False, or state architecture.readout-bias: drop to verify q without it "
+                                   "(differences between readouts are unchanged)")
+        if bias != 0:
+            notes.append(f"readout.bias[{row}] = {float(bias):.6g} dropped as stated (architecture.readout-bias: "
+                         "drop): q = u·z is the torch output minus this constant")
+    return weights
 
 
 def import_torch_model(path: str | Path, architecture: dict[str, Any] | None,

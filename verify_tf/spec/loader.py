@@ -164,6 +164,9 @@ TORCH_ARCHITECTURE = Obj({
                         default="relu"),
     "alphabet": Field(ListOf(String(), "symbols of the rows of embedding.weight, in order", min_length=1)),
     "bos": Field(String("a symbol of the alphabet prepended to every input")),
+    "readout-row": Field(Integer("the row of readout.weight to verify (when it has several)", minimum=0)),
+    "readout-bias": Field(String("a non-zero readout.bias is refused unless dropped explicitly", ("refuse", "drop")),
+                          default="refuse"),
 }, "what a torch state dict does not say about the model (docs/import.md)")
 
 QUANTIZE = Obj({
