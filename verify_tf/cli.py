@@ -188,9 +188,20 @@ def check(specs, engine, timeout, json_path, junit_path, unknown_as, fail_on, jo
             for note in spec.model.notes:
                 err_console.print(f"[dim]{spec.path.name}: {note}[/]", highlight=False)
     show_progress = not quiet and err_console.is_terminal
-    verdicts = check_all(
-        loaded, overrides, jobs=jobs, cache=None if no_cache else ProofCache(cache_dir),
-        progress=lambda spec, prop: _Progress(f"{spec.path.name}: {prop.label}", enabled=show_progress))
+    total = sum(len(spec.properties) for spec in loaded)
+    overall = _Progress(f"{total} properties in {jobs} processes", enabled=show_progress and jobs > 1)
+    finished = []
+
+    def arrived(verdict) -> None:
+        finished.append(verdict)
+        overall(len(finished), total)
+
+    try:
+        verdicts = check_all(
+            loaded, overrides, jobs=jobs, cache=None if no_cache else ProofCache(cache_dir), on_verdict=arrived,
+            progress=lambda spec, prop: _Progress(f"{spec.path.name}: {prop.label}", enabled=show_progress))
+    finally:
+        overall.close()
     expectations = [prop.expect for spec in loaded for prop in spec.properties]
     code = combined_exit_code(verdicts, expectations, fail_on)
     if not quiet:
