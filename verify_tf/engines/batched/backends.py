@@ -1,0 +1,198 @@
+"""Array back ends for the batched evaluator: numpy (CPU) and torch (CPU or CUDA), behind one small interface.
+
+The kernels (``kernels.py``) use ordinary operators (``+ - * // >> ==``, indexing), which mean the same on
+numpy int64 arrays and torch int64 tensors (``//`` is floor division in both, ``>>`` is an arithmetic shift),
+and call the methods below for everything else.
+
+Torch is imported only inside ``TorchOps`` so that ``verify-tf --help``, the interpreter and the SMT path
+never pay for it. CUDA has no int64 matmul: there a product whose bound allows it runs as a float64 matmul
+(exact: every partial sum is an integer below 2^53, proven in ``program.py``), otherwise as an elementwise
+product and sum.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .program import Unsupported
+
+BACKENDS = ("auto", "numpy", "torch")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+UNROLL = 8  # contractions this short run as a sum of broadcast products: no dtype conversion, no int matmul
+
+
+def unrolled_matmul(a, b):
+    """a @ b as sum_c a[..., :, c] b[..., c, :] (numpy or torch): fastest for the tiny widths verified here."""
+    inner = a.shape[-1]
+    if inner == 0:
+        return (a[..., :, :1] * 0) * (b[..., :1, :] * 0)  # an empty sum, broadcast to the result's shape
+    out = a[..., 0:1] * b[..., 0:1, :]
+    for c in range(1, inner):
+        out += a[..., c:c + 1] * b[..., c:c + 1, :]
+    return out
+
+
+class NumpyOps:
+    name = "numpy"
+    device = "cpu"
+
+    def constant(self, array: np.ndarray) -> np.ndarray:
+        return array
+
+    def rows(self, rows: Any) -> np.ndarray:
+        return np.asarray(rows, dtype=np.int64)
+
+    def matmul(self, a: np.ndarray, b: np.ndarray, float_ok: bool) -> np.ndarray:
+        if a.shape[-1] <= UNROLL:
+            return unrolled_matmul(a, b)
+        if float_ok:  # BLAS; exact because every partial sum is an integer below 2^53
+            return (a.astype(np.float64) @ b.astype(np.float64)).astype(a.dtype)
+        return a @ b
+
+    def clamp_(self, x: np.ndarray, lo: int, hi: int) -> np.ndarray:
+        return np.clip(x, lo, hi, out=x)
+
+    def relu_(self, x: np.ndarray) -> np.ndarray:
+        return np.maximum(x, 0, out=x)
+
+    def swap_last(self, x: np.ndarray) -> np.ndarray:
+        return np.swapaxes(x, -1, -2)
+
+    def where(self, condition, a, b):
+        return np.where(condition, a, b)
+
+    def max_last(self, x: np.ndarray) -> np.ndarray:
+        return x.max(axis=-1, keepdims=True)
+
+    def sum_last(self, x: np.ndarray) -> np.ndarray:
+        return x.sum(axis=-1, keepdims=True, dtype=x.dtype)  # numpy would widen int32 sums to int64
+
+    def as_int(self, x: np.ndarray, like: np.ndarray) -> np.ndarray:
+        return x.astype(like.dtype)
+
+    def concat_last(self, parts: list) -> np.ndarray:
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
+
+    def prepend_column(self, rows: np.ndarray, value: int) -> np.ndarray:
+        return np.concatenate([np.full((rows.shape[0], 1), value, dtype=np.int64), rows], axis=1)
+
+    def zeros(self, shape: tuple[int, ...]) -> np.ndarray:
+        return np.zeros(shape, dtype=np.int64)
+
+    def widen(self, x: np.ndarray) -> np.ndarray:
+        return x.astype(np.int64, copy=False)
+
+    def to_numpy(self, x: Any) -> np.ndarray:
+        return np.asarray(x)
+
+    def describe(self) -> str:
+        return "numpy (CPU)"
+
+
+class TorchOps:
+    name = "torch"
+
+    def __init__(self, device: str = "cpu"):
+        import torch  # lazily: only the batched engines ever need torch
+
+        if device == "cuda" and not torch.cuda.is_available():
+            raise Unsupported("device cuda requested but torch finds no CUDA device")
+        self.torch = torch
+        self.device = device
+        self._device = torch.device(device)
+
+    def constant(self, array: np.ndarray):
+        return self.torch.from_numpy(np.ascontiguousarray(array)).to(self._device)
+
+    def rows(self, rows: Any):
+        if isinstance(rows, self.torch.Tensor):
+            return rows.to(self._device, self.torch.int64)
+        return self.torch.from_numpy(np.ascontiguousarray(rows, dtype=np.int64)).to(self._device)
+
+    def matmul(self, a, b, float_ok: bool):
+        torch = self.torch
+        if self.device != "cuda":
+            return torch.matmul(a, b)  # torch has integer matmul on the CPU
+        if a.shape[-1] <= UNROLL:
+            return unrolled_matmul(a, b)
+        if float_ok:
+            return torch.matmul(a.to(torch.float64), b.to(torch.float64)).to(a.dtype)
+        return (a.unsqueeze(-1) * b.unsqueeze(-3)).sum(-2)
+
+    def clamp_(self, x, lo: int, hi: int):
+        return x.clamp_(lo, hi)
+
+    def relu_(self, x):
+        return x.clamp_min_(0)
+
+    def swap_last(self, x):
+        return x.transpose(-1, -2)
+
+    def where(self, condition, a, b):
+        return self.torch.where(condition, a, b)
+
+    def max_last(self, x):
+        return x.amax(dim=-1, keepdim=True)
+
+    def sum_last(self, x):
+        return x.sum(dim=-1, keepdim=True, dtype=x.dtype)  # torch would widen int32 sums to int64
+
+    def as_int(self, x, like):
+        return x.to(like.dtype)
+
+    def concat_last(self, parts: list):
+        return parts[0] if len(parts) == 1 else self.torch.cat(parts, dim=-1)
+
+    def prepend_column(self, rows, value: int):
+        column = self.torch.full((rows.shape[0], 1), value, dtype=self.torch.int64, device=self._device)
+        return self.torch.cat([column, rows], dim=1)
+
+    def zeros(self, shape: tuple[int, ...]):
+        return self.torch.zeros(shape, dtype=self.torch.int64, device=self._device)
+
+    def widen(self, x):
+        return x.to(self.torch.int64)
+
+    def to_numpy(self, x: Any) -> np.ndarray:
+        if isinstance(x, self.torch.Tensor):
+            return x.cpu().numpy()
+        return np.asarray(x)
+
+    def describe(self) -> str:
+        if self.device == "cuda":
+            return f"torch {self.torch.__version__} on {self.torch.cuda.get_device_name(0)}"
+        return f"torch {self.torch.__version__} (CPU, {self.torch.get_num_threads()} threads)"
+
+
+def cuda_available() -> bool:
+    """True when torch is installed and sees a CUDA device (imports torch)."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def make_ops(backend: str = "auto", device: str = "auto"):
+    """The array back end for ``backend`` (auto | numpy | torch) and ``device`` (auto | cpu | cuda).
+
+    ``auto`` picks torch on CUDA when a GPU is present, else numpy on the CPU (equal speed on small models,
+    and no torch import). ``device: cuda`` without a GPU raises ``Unsupported`` with a clear message.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    if device == "cuda":
+        if backend == "numpy":
+            raise ValueError("the numpy back end runs on the CPU only; use backend torch for device cuda")
+        return TorchOps("cuda")
+    if device == "auto" and backend in ("auto", "torch") and cuda_available():
+        return TorchOps("cuda")
+    if backend == "torch":
+        return TorchOps("cpu")
+    return NumpyOps()
