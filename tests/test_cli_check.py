@@ -64,7 +64,7 @@ def run(*args):
 
 
 def test_junit_and_json_reports(specs, tmp_path):
-    junit, report = tmp_path / "j.xml", tmp_path / "r.json"
+    junit, report = tmp_path / "reports" / "j.xml", tmp_path / "reports" / "r.json"  # folders are created
     result = run(specs["proved"], specs["refuted"], "--junit", junit, "--json", report)
     assert result.exit_code == 1, result.output
     root = ET.parse(junit).getroot()

@@ -175,8 +175,14 @@ def check(specs, engine, timeout, json_path, junit_path, unknown_as, fail_on, jo
 
     overrides = Overrides(engine=None if engine == "auto" else engine, timeout=timeout, minimize=minimize,
                           smt2_dir=smt2_dir, device=device)
-    if smt2_dir is not None:
-        smt2_dir.mkdir(parents=True, exist_ok=True)
+    try:  # report folders are created up front, so a typo fails before the checks, not after
+        if smt2_dir is not None:
+            smt2_dir.mkdir(parents=True, exist_ok=True)
+        for output in (json_path, junit_path, html_path):
+            if output is not None:
+                output.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _fail_input(f"cannot create an output folder: {exc}")
     loaded = []
     for path in specs:
         try:
@@ -233,6 +239,7 @@ def _show_explained(explained, print_traces: bool, html_path: Path | None, sourc
         for item in explained:
             print_explained(console, item)
     if html_path is not None:
+        html_path.parent.mkdir(parents=True, exist_ok=True)
         write_html(html_path, explained, source)
         err_console.print(f"wrote {html_path} ({len(explained)} counterexample(s))", highlight=False)
 
