@@ -1,0 +1,332 @@
+"""The SMT encoder: the reference interpreter (verify_tf/semantics/interpreter.py) written over z3 terms.
+
+Read the two files side by side: ``encode_affine`` ↔ ``affine``, ``encode_embed`` ↔ ``embed``,
+``encode_attention_head`` ↔ ``attention_head``, ``encode_attention_layer`` ↔ ``attention_layer``,
+``encode_feed_forward`` ↔ ``feed_forward``, ``encode_readout`` ↔ ``readout``, ``encode_model`` ↔
+``evaluate``. Each returns symbolic values (``values.Sym``: an Int term over a constant denominator) with
+the same rounding points as the interpreter, and ``encode_model`` returns a ``SymTrace`` with the same
+fields as the interpreter's ``Trace``, so a property can constrain any layer.
+
+Attention weights are obtained from the arithmetic object itself wherever they do not depend on the
+scores (uniform; hardmax for a given argmax-set size), so the encoder cannot drift from the semantics on
+tie averaging or per-probability rounding. Hardmax: argmax indicators m_ij = ∧_k s_ij ≥ s_ik over the
+candidates that interval bounds cannot rule out; the average over the argmax set is written without a
+symbolic division, as a case split on the argmax count with constants inside the branches
+(../shared/research/smt-encoding.md: "lcm scaling beat cross-multiplication 2-10x"). Softmax (fixed only):
+the exp table as an ite chain over the mantissa difference max − s_j, exact sums, and the one rounded
+division by the symbolic row sum linearised through the bits of the bounded quotient.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Sequence
+
+import z3
+
+from ...ir import AlphabetTokens, AttentionLayer, FeedForward, Head, Matrix, Model, Vector
+from ...semantics.arithmetic import Arithmetic, Exact, Fixed
+from ...semantics.exp_table import exp_table
+from .bounds import interval_hull
+from .inputs import SymbolicInput, SymToken
+from .values import Builder, NotEncodable, Sym, Term, _sum, to_z3
+
+SymVector = tuple[Sym, ...]
+
+
+@dataclass
+class SymHeadTrace:
+    scores: list[list[Sym | None]]  # None where the causal mask hides j
+    weights: list[list[Sym | None]]  # a'_ij; None where not linear (softmax exact-sums: e_ij / Σe)
+    output: list[SymVector]
+
+
+@dataclass
+class SymBlockTrace:
+    heads: list[SymHeadTrace] = field(default_factory=list)
+    attention_output: list[SymVector] | None = None
+    after_attention: list[SymVector] | None = None
+    hidden: list[SymVector] | None = None
+    after_feed_forward: list[SymVector] | None = None
+
+    @property
+    def output(self) -> list[SymVector]:
+        return self.after_feed_forward if self.after_feed_forward is not None else self.after_attention
+
+
+@dataclass
+class SymTrace:
+    embedded: list[SymVector]
+    blocks: list[SymBlockTrace]
+    output: list[SymVector]
+    readout: list[Sym]
+
+
+class Rounding:
+    """The arithmetic's rounding on symbolic values (the interpreter's ``_Counter``)."""
+
+    def __init__(self, arith: Arithmetic, builder: Builder) -> None:
+        self.arith, self.builder = arith, builder
+
+    def round(self, x: Sym) -> Sym:
+        if isinstance(self.arith, Exact):
+            return x
+        return self.saturate(self.builder.floor_to(x, self.arith.scale))
+
+    def saturate(self, x: Sym) -> Sym:
+        if isinstance(self.arith, Exact):
+            return x
+        return self.builder.saturate(x, self.arith.min_value, self.arith.max_value)
+
+
+def encode_affine(weights: Matrix, x: Sequence[Sym], bias: Vector, r: Rounding) -> SymVector:
+    """round(W x + b), one rounding per output coordinate."""
+    return tuple(r.round(r.builder.linear(list(zip(row, x)), b)) for row, b in zip(weights, bias))
+
+
+def encode_embed(model: Model, tokens: Sequence[SymToken], r: Rounding) -> list[SymVector]:
+    """Token vectors (grid coordinates, or the embedding row selected by an ite chain) plus absolute PE."""
+    vectors: list[SymVector] = []
+    for token in tokens:
+        if token.coords is not None:
+            vectors.append(token.coords)
+        elif token.symbol is not None:
+            vectors.append(tuple(Sym.const(c) for c in _embedding(model, token.symbol)))
+        else:
+            rows = [_embedding(model, s) for s in token.alphabet]
+            vectors.append(tuple(
+                r.builder.select([(token.symbol_index == k, Sym.const(row[c])) for k, row in enumerate(rows[:-1])],
+                                 Sym.const(rows[-1][c]))
+                for c in range(model.dim)))
+    pe = model.positional_encoding
+    if pe is None:
+        return vectors
+    if len(tokens) > len(pe):
+        raise NotEncodable(f"input length {len(tokens)} exceeds the positional encoding's {len(pe)} positions")
+    return [tuple(r.saturate(r.builder.add(a, Sym.const(b))) for a, b in zip(v, pe[i]))
+            for i, v in enumerate(vectors)]
+
+
+def _embedding(model: Model, symbol: str) -> Vector:
+    assert isinstance(model.tokens, AlphabetTokens)
+    return model.tokens.embed(symbol)
+
+
+def encode_attention_head(head: Head, z: list[SymVector], r: Rounding) -> SymHeadTrace:
+    b = r.builder
+    n = len(z)
+    queries = [encode_affine(head.query, zi, head.query_bias, r) for zi in z]
+    keys = [encode_affine(head.key, zi, head.key_bias, r) for zi in z]
+    values = [encode_affine(head.value, zi, head.value_bias, r) for zi in z]
+    scores: list[list[Sym | None]] = []
+    weights: list[list[Sym | None]] = []
+    outputs: list[SymVector] = []
+    for i in range(n):
+        row: list[Sym | None] = []
+        for j in range(n):
+            if head.causal and j > i:
+                row.append(None)
+            else:
+                products = [b.mul(qc, kc) for qc, kc in zip(queries[i], keys[j])]
+                dot = b.linear([(Fraction(1), p) for p in products], head.relative_bias(j - i))
+                row.append(r.round(dot))
+        # the value each key contributes, already multiplied by URPE's C[j - i] (a constant)
+        scaled_values = [tuple(b.scale(head.relative_scale(j - i), vc) for vc in values[j]) for j in range(n)]
+        if head.scoring == "softmax":
+            row_weights, pre = _softmax_row(row, scaled_values, head.value_dim, r)
+        else:
+            row_weights, pre = _average_row(row, scaled_values, head.value_dim, head.scoring, r)
+        weights.append([None if w is None else b.scale(head.relative_scale(j - i), w)
+                        for j, w in enumerate(row_weights)])
+        scores.append(row)
+        outputs.append(tuple(r.round(p) for p in pre))
+    return SymHeadTrace(scores, weights, outputs)
+
+
+def _average_row(row: list[Sym | None], scaled_values: list[SymVector], value_dim: int, scoring: str,
+                 r: Rounding) -> tuple[list[Sym | None], list[Sym]]:
+    """hardmax / uniform: weights 1/|set| on the argmax set (or all unmasked keys), as the arithmetic rounds them.
+
+    Returns the row's weights a_ij (before URPE scaling) and the head's pre-rounding output Σ_j a_ij C v_j.
+    """
+    b = r.builder
+    allowed = [j for j, s in enumerate(row) if s is not None]
+    # weight_for[k]: the normalised weight of each member of a k-element averaging set, from the semantics
+    weight_for = {k: r.arith.attention_weights([Fraction(0)] * k, "hardmax")[0] for k in range(1, len(allowed) + 1)}
+    if scoring == "uniform":
+        w = weight_for[len(allowed)]
+        weights = [Sym.const(w if s is not None else 0) for s in row]
+        pre = [b.linear([(w, scaled_values[j][c]) for j in allowed]) for c in range(value_dim)]
+        return weights, pre
+    if scoring != "hardmax":
+        raise NotEncodable(f"unknown scoring {scoring!r}")
+    # candidates: keys whose score can still reach the row maximum (interval bounds)
+    best_lower = max(row[j].lo for j in allowed)
+    candidates = [j for j in allowed if row[j].hi >= best_lower]
+    b.stats.argmax_candidates += len(allowed)
+    b.stats.argmax_pruned += len(allowed) - len(candidates)
+    den = math.lcm(*(row[j].den for j in candidates))
+    mantissa = {j: to_z3(row[j].scaled_num(den)) for j in candidates}
+    if len(candidates) == 1:
+        member = {candidates[0]: z3.BoolVal(True)}
+    else:
+        member = {j: z3.And([mantissa[j] >= mantissa[k] for k in candidates if k != j]) for j in candidates}
+    count = _sum([z3.If(member[j], z3.IntVal(1), z3.IntVal(0)) for j in candidates]) if len(candidates) > 1 else 1
+    sizes = list(range(1, len(candidates) + 1))
+    common = math.lcm(*(weight_for[k].denominator for k in sizes))
+
+    def by_count(scale_of: dict[int, int], base: Term) -> Term:
+        """If(count == 1, base·scale_1, If(count == 2, base·scale_2, ...)): constants inside the branches."""
+        if isinstance(count, int):
+            return base * scale_of[count]
+        term = to_z3(base) * scale_of[sizes[-1]]
+        for k in reversed(sizes[:-1]):
+            term = z3.If(count == k, to_z3(base) * scale_of[k], term)
+        return term
+
+    numerators = {k: int(weight_for[k] * common) for k in sizes}
+    weights: list[Sym | None] = []
+    for j, s in enumerate(row):
+        if j not in member:
+            weights.append(Sym.const(0))
+            continue
+        num = z3.If(member[j], to_z3(by_count(numerators, 1)), z3.IntVal(0))
+        weights.append(Sym(num, common, Fraction(0), max(weight_for.values())))
+    full = all(weight_for[k] * k == 1 for k in sizes)  # weights on the set sum to exactly 1
+    pre: list[Sym] = []
+    for c in range(value_dim):
+        members = [scaled_values[j][c] for j in candidates]
+        vden = math.lcm(*(v.den for v in members))
+        chosen = [z3.If(member[j], to_z3(scaled_values[j][c].scaled_num(vden)), z3.IntVal(0)) for j in candidates]
+        total = _sum(chosen)
+        lo, hi = interval_hull([(v.lo, v.hi) for v in members])
+        if not full:
+            lo, hi = min(lo, Fraction(0)), max(hi, Fraction(0))
+        pre.append(Sym(by_count(numerators, total), vden * common, lo, hi))
+    return weights, pre
+
+
+def _softmax_row(row: list[Sym | None], scaled_values: list[SymVector], value_dim: int,
+                 r: Rounding) -> tuple[list[Sym | None], list[Sym]]:
+    """Fixed-point softmax: E[(max - s_j)·2^f] from the exp table, exact sums, one rounded division."""
+    arith = r.arith
+    if not isinstance(arith, Fixed):
+        raise NotEncodable("softmax needs fixed arithmetic")
+    b = r.builder
+    scale = arith.scale
+    allowed = [j for j, s in enumerate(row) if s is not None]
+    mant = {j: Sym(row[j].scaled_num(scale), 1, row[j].lo * scale, row[j].hi * scale) for j in allowed}
+    top = _maximum(b, [mant[j] for j in allowed])
+    table = exp_table(arith.frac)
+    exps: dict[int, Sym] = {}
+    for j in allowed:
+        diff = b.linear([(Fraction(1), top), (Fraction(-1), mant[j])])  # the mantissa of max - s_j, >= 0
+        exps[j] = _exp_lookup(b, diff, table)
+    total = b.linear([(Fraction(1), exps[j]) for j in allowed])
+    # the maximal key contributes E[0] = 2^f, the others >= 0: the row sum is at least 2^f
+    total = Sym(total.num, total.den, max(total.lo, Fraction(scale)), total.hi)
+    if arith.attention_rounding == "per-probability":
+        probabilities = {j: b.floor_div(b.scale(scale, exps[j]), total, 0, scale) for j in allowed}
+        weights = [Sym(probabilities[j].num, scale, Fraction(0), Fraction(1)) if j in probabilities
+                   else Sym.const(0) for j in range(len(row))]
+        pre = [b.linear([(Fraction(1), b.mul(weights[j], scaled_values[j][c])) for j in allowed])
+               for c in range(value_dim)]
+        return weights, pre
+    # exact sums: head = floor(2^f · Σ_j e_j C v_j / Σ_j e_j) / 2^f, one division by the symbolic row sum
+    pre: list[Sym] = []
+    for c in range(value_dim):
+        members = [scaled_values[j][c] for j in allowed]
+        weighted = b.linear([(Fraction(1), b.mul(exps[j], scaled_values[j][c])) for j in allowed])
+        lo, hi = interval_hull([(v.lo, v.hi) for v in members])  # a convex combination of the values
+        q = b.floor_div(b.scale(scale, weighted), total, math.floor(lo * scale), math.floor(hi * scale))
+        # q is already the floored mantissa; the caller's round() finds nothing left to floor
+        pre.append(Sym(q.num, scale, Fraction(math.floor(lo * scale), scale), Fraction(math.floor(hi * scale), scale)))
+    return [None] * len(row), pre
+
+
+def _maximum(b: Builder, items: list[Sym]) -> Sym:
+    """max of integer-valued symbols (den 1) as an ite fold: a function of the inputs, no fresh variable."""
+    best = items[0]
+    for x in items[1:]:
+        if best.is_const and x.is_const:
+            best = best if best.value >= x.value else x
+            continue
+        term = z3.If(to_z3(best.num) >= to_z3(x.num), to_z3(best.num), to_z3(x.num))
+        best = Sym(term, 1, max(best.lo, x.lo), max(best.hi, x.hi))
+    return best
+
+
+def _exp_lookup(b: Builder, diff: Sym, table: tuple[int, ...]) -> Sym:
+    """E[t] as an ite chain over t in the interval of ``diff`` (0 beyond the table)."""
+    lo, hi = max(0, math.ceil(diff.lo)), math.floor(diff.hi)
+    def entry(t: int) -> int:
+        return table[t] if t < len(table) else 0
+    if diff.is_const:
+        return Sym.const(entry(int(diff.value)))
+    if lo >= len(table):
+        return Sym.const(0)
+    last = min(hi, len(table))  # every t >= len(table) gives 0, as does t == len(table)
+    values = [entry(t) for t in range(lo, last + 1)]
+    term: Term = z3.IntVal(values[-1])
+    for t in range(last - 1, lo - 1, -1):
+        term = z3.If(diff.num == t, z3.IntVal(entry(t)), term)
+    return Sym(term, 1, Fraction(min(values)), Fraction(max(values)))
+
+
+def encode_attention_layer(layer: AttentionLayer, z: list[SymVector], r: Rounding,
+                           trace: SymBlockTrace) -> list[SymVector]:
+    heads = [encode_attention_head(h, z, r) for h in layer.heads]
+    trace.heads = heads
+    projected: list[SymVector] = []
+    for i in range(len(z)):
+        coords = []
+        for c, bias in enumerate(layer.output_bias):
+            pairs = [(w, x) for head, ht in zip(layer.heads, heads) for w, x in zip(head.output[c], ht.output[i])]
+            coords.append(r.round(r.builder.linear(pairs, bias)))
+        projected.append(tuple(coords))
+    trace.attention_output = projected
+    return _residual(z, projected, layer.residual, r)
+
+
+def encode_feed_forward(ff: FeedForward, z: list[SymVector], r: Rounding, trace: SymBlockTrace) -> list[SymVector]:
+    hidden = [tuple(r.builder.relu(h) for h in encode_affine(ff.w1, zi, ff.b1, r)) for zi in z]
+    trace.hidden = hidden
+    out = [encode_affine(ff.w2, h, ff.b2, r) for h in hidden]
+    return _residual(z, out, ff.residual, r)
+
+
+def _residual(z: list[SymVector], update: list[SymVector], residual: bool, r: Rounding) -> list[SymVector]:
+    if not residual:
+        return update
+    return [tuple(r.saturate(r.builder.add(a, u)) for a, u in zip(zi, ui)) for zi, ui in zip(z, update)]
+
+
+def encode_readout(model: Model, z: list[SymVector], builder: Builder) -> list[Sym]:
+    return [builder.linear(list(zip(model.readout, zi))) for zi in z]
+
+
+def encode_model(model: Model, arith: Arithmetic, inp: SymbolicInput, builder: Builder) -> SymTrace:
+    """Encode ``model`` on the symbolic input (BOS prepended here when the model declares one)."""
+    r = Rounding(arith, builder)
+    tokens = list(inp.tokens)
+    if isinstance(model.tokens, AlphabetTokens) and model.tokens.bos is not None:
+        tokens.insert(0, SymToken(symbol=model.tokens.bos))
+    if isinstance(model.tokens, AlphabetTokens) != any(t.coords is None for t in tokens):
+        raise NotEncodable("the input's token kind (grid / alphabet) does not match the model's")
+    z = encode_embed(model, tokens, r)
+    embedded = z
+    blocks: list[SymBlockTrace] = []
+    for block in model.blocks:
+        bt = SymBlockTrace()
+        if block.attention is not None:
+            z = encode_attention_layer(block.attention, z, r, bt)
+            bt.after_attention = z
+        if block.feed_forward is not None:
+            z = encode_feed_forward(block.feed_forward, z, r, bt)
+            bt.after_feed_forward = z
+        if bt.after_attention is None and bt.after_feed_forward is None:
+            bt.after_attention = z
+        blocks.append(bt)
+    return SymTrace(embedded, blocks, z, encode_readout(model, z, builder))
