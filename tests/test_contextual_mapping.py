@@ -278,3 +278,70 @@ properties:
     assert prop.options["margin"] == Fraction(1, 4) and prop.options["exempt-permutations"] is True
     verdict = PROPERTY.run(request(spec.model, spec.domain, **{k: v for k, v in prop.options.items()}))
     assert verdict.status == "proved"
+
+
+# ---------------------------------------------------------------- enumerate (batched) and smt engines
+
+@pytest.mark.parametrize("case", range(len(ORACLE_CASES)))
+def test_enumerate_engine_agrees_with_the_interpreter(case):
+    model, domain, arithmetic, options = ORACLE_CASES[case]
+    exhaustive = PROPERTY.run(request(model, domain, arithmetic=arithmetic, **options))
+    batched = PROPERTY.run(request(model, domain, engine="enumerate", arithmetic=arithmetic, device="cpu",
+                                   **options))
+    assert batched.status == exhaustive.status, batched.detail
+    assert batched.statistics.get("smallest_gap") == exhaustive.statistics.get("smallest_gap")
+    assert batched.statistics.get("min_q") == exhaustive.statistics.get("min_q")
+    if batched.status == "refuted":
+        assert config_of(model, domain, arithmetic, options).gap_violates(Fraction(batched.counterexample["gap"]))
+
+
+def config_of(model, domain, arithmetic, options):
+    return setup(request(model, domain, arithmetic=arithmetic, **options))
+
+
+def test_enumerate_refuses_what_int64_cannot_hold():
+    # Lemma 6's selective shifts compound interval bounds layer by layer: 2^67 for (1, 8, 4), though the
+    # true values stay below n·δ^-(n+1)d (Lemma 10); the engine says so instead of overflowing
+    verdict = PROPERTY.run(request(yun(1, 8, 4), grid(1, 8, 4), engine="enumerate", **YUN))
+    assert verdict.status == "unknown" and "int64" in verdict.detail
+
+
+def test_enumerate_reports_a_pair_it_found_across_chunks():
+    model = yun(1, 4, 3, global_shift_scale=2)
+    verdict = PROPERTY.run(request(model, grid(1, 4, 3), engine="enumerate", device="cpu", **YUN))
+    assert verdict.status == "refuted"
+    _, _, qa, qb = check_replays(model, verdict)
+    assert qa == qb == Fraction(165, 2)
+
+
+def needs_smt_encoder():
+    pytest.importorskip("verify_tf.engines.smt.encoder")  # a separate package; its absence skips only these
+
+
+def test_smt_proves_the_smallest_instance_with_fix0():
+    needs_smt_encoder()
+    verdict = PROPERTY.run(request(yun(1, 2, 2), grid(1, 2, 2), engine="smt", margin=Fraction(1, 2), **YUN))
+    assert verdict.status == "proved" and verdict.method == "smt"
+    assert verdict.statistics["symmetry_breaking"].startswith("fix0")
+
+
+@pytest.mark.parametrize("seed,positional", [(1, "standard"), (2, "standard"), (1, "rpe"), (3, "rpe")])
+def test_smt_agrees_with_exhaustive_on_random_hardmax_models(seed, positional):
+    needs_smt_encoder()
+    model = random_model(RandomConfig(seed=seed, width=2, heads=1, scoring="hardmax", positional=positional,
+                                      max_length=2))
+    domain = grid(2, 2, 2)
+    exhaustive = PROPERTY.run(request(model, domain, **YUN))
+    solved = PROPERTY.run(request(model, domain, engine="smt", timeout=30, **YUN))
+    assert solved.status == exhaustive.status
+    if positional != "standard":
+        assert solved.statistics["symmetry_breaking"].startswith("none")  # fix0 only for equivariant models
+    if solved.status == "refuted":
+        check_replays(model, solved)
+
+
+def test_auto_picks_the_interpreter_for_tiny_instances_and_smt_when_nothing_else_can_finish():
+    assert PROPERTY.pick_engine(request(yun(1, 4, 3), grid(1, 4, 3), engine="auto", **YUN)) == "interpret"
+    # (1, 64, 3): 41,664 multisets × ~2 ms on the interpreter, and int64 cannot hold it: enumeration cannot
+    # finish in 1 s, so only SMT is left
+    assert PROPERTY.pick_engine(request(yun(1, 64, 3), grid(1, 64, 3), engine="auto", timeout=1.0, **YUN)) == "smt"

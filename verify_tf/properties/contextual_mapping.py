@@ -159,9 +159,9 @@ def replay(request: CheckRequest, config: Setup, first: tuple, i: int, second: t
 
 
 def refuted(request: CheckRequest, config: Setup, engine: str, first: tuple, i: int, second: tuple, j: int,
-            started: float, statistics: dict) -> Verdict:
+            started: float, statistics: dict, method: str = "exhaustive") -> Verdict:
     witness = replay(request, config, first, i, second, j)
-    return Verdict(request.label, REFUTED, engine, method="exhaustive", detail=witness["summary"],
+    return Verdict(request.label, REFUTED, engine, method=method, detail=witness["summary"],
                    seconds=time.perf_counter() - started, counterexample=witness, statistics=statistics)
 
 
@@ -335,11 +335,394 @@ def _within_input_clash(config: Setup, q: list[Fraction]) -> tuple[int, int] | N
     return None
 
 
+# ---------------------------------------------------------------- engine: enumerate (batched, exact int64)
+
+KEY_MEMORY_LIMIT = 4 << 30  # bytes for the (value, group) keys kept for the final sort
+
+
+def check_enumerate(request: CheckRequest) -> Verdict:
+    """The exhaustive check on the batched evaluator: the same keys and scan as ``interpret``, int64 throughout.
+
+    The evaluator proves int64 safety of every intermediate before it runs (else ``Unsupported``: unknown).
+    """
+    config = setup(request)
+    if isinstance(config, Verdict):
+        return config
+    from ..engines.batched import BatchedEvaluator, Deadline, Unsupported, input_count, stream_outputs, unrank
+
+    deadline = Deadline(request.timeout)
+    started = deadline.start
+    if config.equivariant and not config.exempt:
+        witness = permutation_witness(config)
+        if witness is not None:
+            return refuted(request, config, "enumerate", *witness, started,
+                           {"reason": "permutation-equivariant model: a permutation of L shares all of L's values"})
+    domain, n = config.domain, config.domain.length
+    order = "sorted" if config.equivariant and config.exempt else "all"
+    mode = "multisets" if order == "sorted" else "sequences"
+    tokens = domain.tokens
+    total = input_count(domain, order)
+    if 8 * total * (n + 1) * 2 > KEY_MEMORY_LIMIT:
+        return Verdict(request.label, UNKNOWN, "enumerate", detail=f"{total} {mode}: too many keys to sort in memory",
+                       tried=[f"enumerate: {total} {mode} × {n} keys exceed {KEY_MEMORY_LIMIT >> 30} GiB"],
+                       statistics=statistics(config, None, 0, total, mode))
+    try:
+        evaluator = BatchedEvaluator(request.model, request.arithmetic, tokens, device=request.device)
+        evaluator.check(n)
+        layer = "readout" if config.readout is None else "output"
+        numerators, groups, den, evaluated = [], [], 1, 0
+        for chunk in stream_outputs(request.model, request.arithmetic, domain, layer=layer, order=order,
+                                    evaluator=evaluator, progress=request.tick):
+            if deadline.expired():
+                return Verdict(request.label, UNKNOWN, "enumerate",
+                               detail=f"timeout after {evaluated} of {total} {mode}",
+                               seconds=deadline.elapsed(),
+                               tried=[f"exhaustive batched enumeration ({evaluated}/{total} {mode})"],
+                               statistics=statistics(config, None, evaluated, total, mode))
+            values, den = _chunk_readout(config, chunk.values)
+            clash = _first_row_clash(config, values, den)
+            if clash is not None:
+                row, i, j = clash
+                found = rows_to_tokens(tokens, chunk.rows[row])
+                return refuted(request, config, "enumerate", found, i, found, j, started,
+                               statistics(config, None, evaluated + row + 1, total, mode))
+            numerators.append(values.reshape(-1))
+            groups.append(_groups(config, chunk, order, len(tokens)))
+            evaluated = chunk.stop
+    except Unsupported as exc:
+        return Verdict(request.label, UNKNOWN, "enumerate", detail=str(exc), seconds=deadline.elapsed(),
+                       tried=[f"enumerate: {exc}"])
+    scaled = np.concatenate(numerators) if numerators else np.zeros(0, dtype=np.int64)
+    result = scan_scaled(scaled, np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64), n, den)
+    stats = statistics(config, result, evaluated, total, mode)
+    stats["backend"] = evaluator.describe()
+    if result.gap is not None and config.gap_violates(result.gap):
+        (a, i), (b, j) = result.pair
+        distinct = domain.distinct_tokens
+        rows = unrank(len(tokens), n, np.array([a, b], dtype=np.int64), distinct=distinct, order=order)
+        return refuted(request, config, "enumerate", rows_to_tokens(tokens, rows[0]), i,
+                       rows_to_tokens(tokens, rows[1]), j, started, stats)
+    return Verdict(request.label, PROVED, "enumerate", method="exhaustive",
+                   detail=proved_detail(config, result, evaluated, mode), seconds=deadline.elapsed(),
+                   statistics=stats)
+
+
+def rows_to_tokens(tokens: list, row) -> tuple:
+    return tuple(tokens[int(t)] for t in row)
+
+
+def _chunk_readout(config: Setup, values) -> tuple[np.ndarray, int]:
+    """(B, n) exact numerators of q and their denominator (the model's readout, or u·z for the option's u)."""
+    if config.readout is None:
+        return np.asarray(values.numerators), values.den
+    common = math.lcm(*(u.denominator for u in config.readout))
+    weights = [int(u * common) for u in config.readout]
+    stream = np.asarray(values.numerators)  # (B, n, d)
+    bound = int(np.abs(stream).max(initial=0)) * sum(abs(w) for w in weights)
+    if bound >= INT64_SAFE // 2:
+        stream = stream.astype(object)  # exact Python integers where int64 could overflow
+    q = sum(w * stream[..., c] for c, w in enumerate(weights) if w != 0)
+    if isinstance(q, int):  # u = 0
+        q = np.zeros(stream.shape[:2], dtype=np.int64)
+    return q, values.den * common
+
+
+def _first_row_clash(config: Setup, values: np.ndarray, den: int) -> tuple[int, int, int] | None:
+    """Condition (1) within each input of the chunk: (row, i, j) of the first two positions too close."""
+    if values.shape[1] < 2:
+        return None
+    order = np.argsort(values, axis=1, kind="stable")
+    ordered = np.take_along_axis(values, order, axis=1)
+    gaps = ordered[:, 1:] - ordered[:, :-1]
+    if config.margin is None:
+        bad = gaps == 0
+    else:
+        bad = gaps * config.margin.denominator < config.margin.numerator * den
+    hits = np.argwhere(bad)
+    if not len(hits):
+        return None
+    row, k = (int(x) for x in hits[0])
+    return row, int(order[row, k]), int(order[row, k + 1])
+
+
+def _groups(config: Setup, chunk, order: str, vocabulary: int) -> np.ndarray:
+    """Per input: its multiset's code when permutations are exempt (sequences only), else its own index."""
+    index = np.arange(chunk.start, chunk.stop, dtype=np.int64)
+    if not config.exempt or order == "sorted":
+        return index
+    ordered = np.sort(chunk.rows, axis=1)
+    n = ordered.shape[1]
+    if vocabulary ** n < INT64_SAFE:
+        return ordered @ (vocabulary ** np.arange(n, dtype=np.int64))
+    raise NotImplementedError  # unreachable: such a domain has more than 2^62 inputs, refused above
+
+
+# ---------------------------------------------------------------- engine: smt (two-copy query)
+
+def check_smt(request: CheckRequest) -> Verdict:
+    """Condition (1) as a one-copy query, condition (2) as a two-copy query (two symbolic inputs, one model).
+
+    Both unsat (the encoding is exact: verify_tf/engines/smt mirrors the interpreter) proves the property;
+    a model of either is decoded, replayed on the interpreter and reported.
+    """
+    config = setup(request)
+    if isinstance(config, Verdict):
+        return config
+    started = time.perf_counter()
+    deadline = started + request.timeout
+    if config.equivariant and not config.exempt:
+        witness = permutation_witness(config)
+        if witness is not None:
+            return refuted(request, config, "smt", *witness, started, {"reason": "permutation-equivariant model: "
+                           "a permutation of L shares all of L's values"}, method="by equivariance")
+    try:
+        from ..engines.smt.values import NotEncodable
+    except ImportError as exc:  # the encoder package is optional at import time; say what is missing
+        return Verdict(request.label, UNKNOWN, "smt", detail=f"SMT encoder unavailable: {exc}",
+                       tried=["smt: encoder import failed"])
+    tried: list[str] = []
+    stats: dict = {"symmetry_breaking": _symmetry_breaking(config)}
+    queries = [("condition (1): one input, two positions", _one_copy_query),
+               ("condition (2): two inputs", _two_copy_query)]
+    if config.domain.length < 2:
+        queries = queries[1:]
+    for name, build in queries:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            tried.append(f"smt {name}: not started (timeout)")
+            return _smt_unknown(request, started, tried, stats)
+        try:
+            outcome = _solve(request, config, build, remaining, name)
+        except NotEncodable as exc:
+            tried.append(f"smt {name}: not encodable: {exc}")
+            return _smt_unknown(request, started, tried, stats)
+        stats[name] = outcome.statistics
+        if outcome.status == "sat":
+            first, i, second, j = outcome.witness
+            return refuted(request, config, "smt", first, i, second, j, started, stats, method="smt")
+        if outcome.status != "unsat":
+            tried.append(f"smt {name}: {outcome.reason} after {outcome.seconds:.1f} s")
+            return _smt_unknown(request, started, tried, stats)
+    return Verdict(request.label, PROVED, "smt", method="smt",
+                   detail=f"all values {config.requirement()}: no violation exists (both queries unsat, "
+                          f"{stats['symmetry_breaking']})",
+                   seconds=time.perf_counter() - started, statistics=stats)
+
+
+def _smt_unknown(request: CheckRequest, started: float, tried: list[str], stats: dict) -> Verdict:
+    return Verdict(request.label, UNKNOWN, "smt", detail=tried[-1], seconds=time.perf_counter() - started,
+                   tried=tried, statistics=stats)
+
+
+def _symmetry_breaking(config: Setup) -> str:
+    if config.equivariant:
+        return "fix0: colliding positions moved to 0 (and 1), the rest sorted"
+    return f"none: free (i, j), the model is not permutation-equivariant ({config.obstacle})"
+
+
+@dataclass
+class SolveOutcome:
+    status: str  # sat | unsat | unknown
+    seconds: float
+    reason: str = ""
+    witness: tuple | None = None  # (L, i, L', j) for sat
+    statistics: dict = field(default_factory=dict)
+
+
+def _solve(request: CheckRequest, config: Setup, build, seconds: float, name: str) -> SolveOutcome:
+    import z3
+
+    from ..engines.smt.values import Builder
+
+    builder = Builder()
+    start = time.perf_counter()
+    goal, decode = build(request, config, builder)
+    solver = z3.Solver()
+    solver.set("timeout", max(1, int(seconds * 1000)))
+    solver.set("random_seed", request.seed)
+    solver.add(*builder.assertions)
+    solver.add(goal)
+    encoded = time.perf_counter() - start
+    if request.smt2_dir is not None:
+        request.smt2_dir.mkdir(parents=True, exist_ok=True)
+        tag = "one-copy" if name.startswith("condition (1)") else "two-copy"
+        path = request.smt2_dir / f"{_file_label(request.label)}-{tag}.smt2"
+        path.write_text("(set-logic QF_LIA)\n" + solver.to_smt2(), encoding="utf-8")
+    result = solver.check()
+    elapsed = time.perf_counter() - start
+    statistics = {"result": str(result), "encode_seconds": round(encoded, 3),
+                  "solve_seconds": round(elapsed - encoded, 3), **builder.stats.as_dict()}
+    if result == z3.sat:
+        model = solver.model()
+        return SolveOutcome("sat", elapsed, witness=decode(lambda term: model.eval(term, model_completion=True)),
+                            statistics=statistics)
+    if result == z3.unsat:
+        return SolveOutcome("unsat", elapsed, statistics=statistics)
+    return SolveOutcome("unknown", elapsed, reason=solver.reason_unknown(), statistics=statistics)
+
+
+def _file_label(label: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in label)
+
+
+def _symbolic_values(config: Setup, model: Model, arithmetic, inp, builder) -> list:
+    from ..engines.smt.encoder import encode_model
+
+    trace = encode_model(model, arithmetic, inp, builder)
+    if config.readout is None:
+        return list(trace.readout)
+    return [builder.linear(list(zip(config.readout, z))) for z in trace.output]
+
+
+def _too_close(config: Setup, builder, a, b):
+    """|a − b| < margin (or a = b), linear: a − b = num/den, so compare num with margin·den."""
+    import z3
+
+    difference = builder.linear([(Fraction(1), a), (Fraction(-1), b)])
+    if difference.is_const:
+        return z3.BoolVal(config.gap_violates(abs(difference.value)))
+    if config.margin is None:
+        return difference.num == 0
+    bound = config.margin * difference.den  # |num| · q < p with bound = p/q
+    p, q = bound.numerator, bound.denominator
+    return z3.And(difference.num * q < p, -difference.num * q < p)
+
+
+def _token_codes(inp, domain: GridDomain) -> list:
+    """One integer per position identifying its grid token (coordinate indices in base K)."""
+    import z3
+
+    K, d = len(domain.values), domain.dim
+    terms = inp.index_terms
+    return [z3.Sum([terms[p * d + c] * K**c for c in range(d)]) if d > 1 else terms[p] for p in range(domain.length)]
+
+
+def _sorted_from(codes: list, start: int, strict: bool) -> list:
+    return [(a < b) if strict else (a <= b) for a, b in zip(codes[start:], codes[start + 1:])]
+
+
+def _claimed_pair(cases: dict, evaluate_term) -> tuple[int, int]:
+    """The (i, j) whose closeness literal the solver's model makes true (the goal is their disjunction)."""
+    import z3
+
+    return next(pair for pair, literal in cases.items() if z3.is_true(evaluate_term(literal)))
+
+
+def _one_copy_query(request: CheckRequest, config: Setup, builder):
+    """Some input has two positions with values too close: condition (1) fails."""
+    import z3
+
+    from ..engines.smt.inputs import grid_input
+
+    domain = config.domain
+    inp = grid_input(domain, builder, name="x")
+    q = _symbolic_values(config, request.model, request.arithmetic, inp, builder)
+    n = domain.length
+    if config.equivariant:
+        # f(πL) = πf(L): move the two colliding positions to 0 and 1 and sort the others; every violation
+        # has such an image, so fixing (i, j) = (0, 1) keeps the query complete (research notes, "fix0")
+        builder.assertions.extend(_sorted_from(_token_codes(inp, domain), 2, domain.distinct_tokens))
+        pairs = [(0, 1)]
+    else:
+        pairs = list(itertools.combinations(range(n), 2))
+    cases = {pair: _too_close(config, builder, q[pair[0]], q[pair[1]]) for pair in pairs}
+
+    def decode(evaluate_term):
+        tokens = inp.decode(lambda v: evaluate_term(v).as_long())
+        i, j = _claimed_pair(cases, evaluate_term)
+        return tokens, i, tokens, j
+
+    return z3.Or(list(cases.values())), decode
+
+
+def _two_copy_query(request: CheckRequest, config: Setup, builder):
+    """Two inputs L ≠ L′ (not permutations of each other when exempt) with q(L)_i too close to q(L′)_j."""
+    import z3
+
+    from ..engines.smt.inputs import grid_input
+
+    domain = config.domain
+    n = domain.length
+    first = grid_input(domain, builder, name="x")
+    second = grid_input(domain, builder, name="y")
+    q1 = _symbolic_values(config, request.model, request.arithmetic, first, builder)
+    q2 = _symbolic_values(config, request.model, request.arithmetic, second, builder)
+    c1, c2 = _token_codes(first, domain), _token_codes(second, domain)
+    if config.exempt:
+        # not a permutation ⇔ some token w occurs a different number of times (linear, O(n) per token)
+        w = builder.fresh_int("w", 0, len(domain.values) ** domain.dim - 1)
+        count = lambda codes: z3.Sum([z3.If(c == w, 1, 0) for c in codes])  # noqa: E731
+        builder.assertions.append(count(c1) != count(c2))
+    else:
+        builder.assertions.append(z3.Or([a != b for a, b in zip(c1, c2)]))
+    if config.equivariant and config.exempt:
+        # fix0 (equivariance checked in setup): permute L so that i moves to 0 and sort positions 1..n-1,
+        # the same for L′; the images are still non-permutations of each other, so (i, j) = (0, 0) is complete
+        builder.assertions.extend(_sorted_from(c1, 1, domain.distinct_tokens))
+        builder.assertions.extend(_sorted_from(c2, 1, domain.distinct_tokens))
+        pairs = [(0, 0)]
+    else:
+        pairs = [(i, j) for i in range(n) for j in range(n)]
+    cases = {pair: _too_close(config, builder, q1[pair[0]], q2[pair[1]]) for pair in pairs}
+
+    def decode(evaluate_term):
+        i, j = _claimed_pair(cases, evaluate_term)
+        value_of = lambda v: evaluate_term(v).as_long()  # noqa: E731
+        return first.decode(value_of), i, second.decode(value_of), j
+
+    return z3.Or(list(cases.values())), decode
+
+
+# ---------------------------------------------------------------- engine choice (auto)
+
+QUICK = 0.5  # seconds: below this predicted interpreter time nothing else is worth compiling
+
+
+def choose_engine(request: CheckRequest) -> str:
+    """The engine predicted to finish first, from measured rates on this machine.
+
+    Exhaustive enumeration decides every instance it can finish in time, and on every instance we measured
+    (docs/contextual-mapping.md) it beat SMT by orders of magnitude wherever it finished: SMT is chosen only
+    when neither exhaustive engine is predicted to finish within the timeout (it may still find a
+    counterexample there). Between the two exhaustive engines: the interpreter's time per input (timed on two
+    inputs) against the batched evaluator's measured throughput, when the latter can run the model in int64.
+    """
+    config = setup(request)
+    if isinstance(config, Verdict) or (config.equivariant and not config.exempt):
+        return "interpret"  # the error, or the immediate permutation counterexample
+    inputs, total, _ = domain_inputs(config)
+    start = time.perf_counter()
+    sampled = 0
+    for tokens in itertools.islice(inputs, 2):
+        readout_values(request, config, tokens)
+        sampled += 1
+    interpret_seconds = (time.perf_counter() - start) / max(sampled, 1) * total
+    if interpret_seconds <= QUICK:
+        return "interpret"
+    enumerate_seconds = _predicted_enumeration_seconds(request, config, total)
+    best, seconds = min((("interpret", interpret_seconds), ("enumerate", enumerate_seconds)), key=lambda e: e[1])
+    return best if seconds <= request.timeout else "smt"
+
+
+def _predicted_enumeration_seconds(request: CheckRequest, config: Setup, total: int) -> float:
+    from ..engines.batched import BatchedEvaluator, Unsupported, estimate_throughput
+
+    try:
+        evaluator = BatchedEvaluator(request.model, request.arithmetic, config.domain.tokens, device=request.device)
+        evaluator.check(config.domain.length)
+        return total / estimate_throughput(evaluator, config.domain.length)
+    except Unsupported:
+        return math.inf
+
+
+ENGINES = {"interpret": check_interpret, "enumerate": check_enumerate, "smt": check_smt}
+
 PROPERTY = PropertyDef(
     name="contextual-mapping",
     summary="Yun et al. Def 3.1: the readout values of every input are distinct, and differ from every value "
             "of every other input (optionally at least a margin apart; permutations optionally exempt)",
     options=OPTIONS,
-    engines=("interpret",),
-    run=check_interpret,
+    engines=("interpret", "enumerate", "smt"),
+    run=lambda request: ENGINES[request.engine](request),
+    choose_engine=choose_engine,
 )
