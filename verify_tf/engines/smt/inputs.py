@@ -133,13 +133,12 @@ def string_input(alphabet: Sequence[str], length: int, builder: Builder, fixed: 
     return SymbolicInput(tuple(tokens), index_terms, decoders)
 
 
-def domain_inputs(domain: GridDomain | StringDomain, builder: Builder, name: str = "x"):
-    """(length, SymbolicInput) for each input length of the domain (one per length for string domains)."""
+def input_for_length(domain: GridDomain | StringDomain, length: int, builder: Builder,
+                     name: str = "x") -> SymbolicInput:
+    """Every input of ``domain`` with this length (grid domains have one length)."""
     if isinstance(domain, GridDomain):
-        yield domain.length, grid_input(domain, builder, name=name)
-    else:
-        for n in domain.lengths:
-            yield n, string_input(domain.alphabet, n, builder, name=name)
+        return grid_input(domain, builder, name=name)
+    return string_input(domain.alphabet, length, builder, name=name)
 
 
 def permuted(inp: SymbolicInput, k: int) -> SymbolicInput:

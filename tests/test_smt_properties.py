@@ -1,0 +1,109 @@
+"""Properties on the SMT engine: real verdicts and witnesses, replay, minimisation, export, solvers, and
+agreement with the exhaustive ``interpret`` engine on domains small enough to enumerate."""
+
+from __future__ import annotations
+
+import importlib.util
+from fractions import Fraction as F
+
+import pytest
+
+from verify_tf.properties import CheckRequest, registry
+from verify_tf.semantics import Exact, Fixed
+from verify_tf.spec.loader import load_spec_text
+from verify_tf.runner import Overrides, check_property
+
+from helpers import head, one_layer, ffn_only
+
+
+def check(text: str, **overrides):
+    spec = load_spec_text(text)
+    return [check_property(spec, p, Overrides(**overrides)) for p in spec.properties]
+
+
+FFN = """
+model:
+  layers:
+    - feed-forward: {w1: [[2], [-1]], b1: [0, 1], w2: [[1, 1]], b2: [0]}
+  tokens: {grid: 1}
+arithmetic: ARITHMETIC
+domain: {grid: {step: 1/4, lo: -1, hi: 1}, length: 2}
+properties:
+  - output-bounds: {lo: LO, hi: HI, engine: ENGINE}
+"""
+
+
+def ffn_spec(lo, hi, engine, arithmetic="exact") -> str:
+    return (FFN.replace("ARITHMETIC", arithmetic).replace("LO", str(lo)).replace("HI", str(hi))
+            .replace("ENGINE", engine))
+
+
+def test_output_bounds_proved_by_smt_and_by_enumeration() -> None:
+    # q = z + relu(2z) + relu(1 - z) on z in [-1, 1]: 1 for z <= 0, 2z + 1 for z >= 0; range [1, 3]
+    for engine in ("smt", "interpret"):
+        (verdict,) = check(ffn_spec(1, 3, engine))
+        assert verdict.status == "proved", verdict
+    (tight,) = check(ffn_spec(F(1), F(11, 4), "smt"))
+    assert tight.status == "refuted"
+    assert tight.counterexample["value"] == "3"
+    assert tight.counterexample["input"][tight.counterexample["position"]] == ["1"]
+
+
+def test_output_bounds_statistics_report_bounds_decisions() -> None:
+    (verdict,) = check(ffn_spec(1, 3, "smt"))
+    stats = verdict.statistics
+    assert stats["theory"] == "QF_LIA" and stats["solver"] == "z3"
+    assert stats["queries"] == 1 and stats["variables"] == 2  # one grid index per position, no auxiliaries
+    # relu(2z) needs a case split; relu(1 - z) >= 0 on z in [-1, 1] is decided by the bounds (2 positions)
+    assert stats["relus_total"] == 4 and stats["relus_fixed"] == 2
+
+
+def test_minimised_witness_is_lexicographically_smallest() -> None:
+    # q = 2z + 1 > 2 exactly when z >= 3/4 (index 7 or 8 of the grid -1..1 step 1/4)
+    (verdict,) = check(ffn_spec(1, 2, "smt"), minimize=True)
+    cx = verdict.counterexample
+    assert verdict.status == "refuted"
+    assert cx["minimal"] is True
+    assert cx["index_vector"] == [0, 7]  # position 0 as small as possible (-1), then the first violating z
+    assert cx["input"] == [["-1"], ["3/4"]]
+
+
+def test_smt2_export_writes_one_file_per_query(tmp_path) -> None:
+    check(ffn_spec(1, 3, "smt"), smt2_dir=tmp_path)
+    (path,) = tmp_path.glob("*.smt2")
+    text = path.read_text()
+    assert text.startswith("(set-logic QF_LIA)") and "(check-sat)" in text
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cvc5") is None, reason="cvc5 not installed (optional extra)")
+def test_cvc5_agrees_and_its_model_is_replayed() -> None:
+    text = ffn_spec(1, 3, "smt").replace("engine: smt}", "engine: smt, solver: cvc5}")
+    (verdict,) = check(text)
+    assert verdict.status == "proved" and verdict.statistics["answered_by"] == "cvc5"
+    (refuted,) = check(ffn_spec(1, F(5, 2), "smt").replace("engine: smt}", "engine: smt, solver: cvc5}"))
+    assert refuted.status == "refuted" and refuted.counterexample["value"] == "3"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("bitwuzla") is None, reason="bitwuzla not installed (optional extra)")
+def test_bitwuzla_on_the_bit_vector_translation() -> None:
+    text = ffn_spec(1, F(5, 2), "smt", "{mode: fixed, bits: 8, frac: 2}")
+    (refuted,) = check(text.replace("engine: smt}", "engine: smt, solver: bitwuzla}"))
+    assert refuted.status == "refuted" and refuted.statistics["theory"].startswith("QF_BV")
+    (proved,) = check(ffn_spec(1, 3, "smt", "{mode: fixed, bits: 8, frac: 2}")
+                      .replace("engine: smt}", "engine: smt, solver: bitwuzla}"))
+    assert proved.status == "proved"
+
+
+def test_missing_foreign_solver_gives_unknown(monkeypatch) -> None:
+    from verify_tf.engines.smt import foreign
+
+    monkeypatch.setattr(foreign, "available", lambda: [])
+    (verdict,) = check(ffn_spec(1, 3, "smt").replace("engine: smt}", "engine: smt, solver: cvc5}"))
+    assert verdict.status == "unknown" and "not installed" in verdict.detail
+
+
+def test_timeout_gives_unknown_with_reason() -> None:
+    text = ffn_spec(1, 3, "smt").replace("engine: smt}", "engine: smt, rlimit: 1}")
+    (verdict,) = check(text)
+    assert verdict.status == "unknown"
+    assert verdict.tried and "unknown" in verdict.tried[0]
