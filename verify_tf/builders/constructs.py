@@ -20,7 +20,8 @@ class Construction:
 
 
 def constructions() -> dict[str, Construction]:
-    from ..spec.schema import Field, Integer, Number
+    from ..crasp.compiler import build_construction
+    from ..spec.schema import Field, FilePath, Integer, ListOf, Number, String
     from .yun import yun_contextual_mapping
 
     def yun(params: dict[str, Any]) -> Model:
@@ -40,6 +41,16 @@ def constructions() -> dict[str, Construction]:
                 "drop-layer": Field(Integer("remove the selective-shift layer with this index", minimum=0)),
             },
             yun,
+        ),
+        Construction(
+            "crasp-program",
+            "the C-RASP compiler (docs/crasp.md): fixed point, exact-sums; accepts at i iff readout q_i > 0",
+            {
+                "program": Field(FilePath("the C-RASP program (.cr), relative to the spec's folder"), required=True),
+                "frac": Field(Integer("fractional bits the model is compiled for (default 0)", minimum=0, maximum=32)),
+                "set": Field(ListOf(String(), "then change weights: 'PARAMETER=VALUE' items (mutated models)")),
+            },
+            build_construction,
         ),
     ]
     return {c.name: c for c in entries}

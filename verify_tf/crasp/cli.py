@@ -1,8 +1,9 @@
 """Command-line interface for C-RASP programs: the ``crasp`` click group.
 
 ``crasp depth FILE`` prints the depth of a program, ``crasp run FILE STRING``
-prints its trace on a word.  Invalid programs or inputs print
-``error: <message>`` on stderr and exit with status 2.
+prints its trace on a word, ``crasp compile FILE -o MODEL`` writes the compiled
+transformer.  Invalid programs or inputs print ``error: <message>`` on stderr
+and exit with status 2.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from verify_tf.builders.files import ModelFileError, save_model
 from verify_tf.crasp.ast import CraspError, Program
+from verify_tf.crasp.compiler import apply_settings, compile_program
 from verify_tf.crasp.depth import definition_depths
 from verify_tf.crasp.interpreter import Trace, Vector, run_program
 from verify_tf.crasp.parser import load_program
@@ -80,6 +83,33 @@ def run(file: Path, string: str, prefix: bool) -> None:
     if prefix:
         click.echo("per-prefix output: " + " ".join("1" if value else "0" for value in trace.output))
     click.echo("accepted" if trace.accepted else "rejected")
+
+
+@crasp.command(name="compile")
+@click.argument("file", type=_FILE)
+@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The model file to write (.safetensors, .npz or .pt).")
+@click.option("--frac", type=click.IntRange(0, 32), default=0, show_default=True,
+              help="Fractional bits f of the fixed-point arithmetic.")
+@click.option("--bits", type=click.IntRange(2, 64), default=None,
+              help="Total bits p (default: the fewest that never saturate); fewer than needed is an error.")
+@click.option("--set", "settings", multiple=True, metavar="PARAMETER=VALUE",
+              help="Then change one weight, e.g. 'layers[0].attention.heads[0].value-bias[0]=0' (a mutated model).")
+def compile_command(file: Path, output: Path, frac: int, bits: int | None, settings: tuple[str, ...]) -> None:
+    """Compile the C-RASP program in FILE into a transformer (fixed point, exact-sums attention)."""
+    program = _load(file)
+    with _reporting_errors():
+        compiled = compile_program(program, frac=frac, bits=bits, name=f"C-RASP {file.name}")
+        model = apply_settings(compiled.model, settings)
+    try:
+        save_model(model, output)
+    except (ModelFileError, OSError) as error:
+        raise _UsageError(f"cannot write {output}: {error}") from None
+    click.echo(f"wrote {output}: " + compiled.describe()[0])
+    for line in compiled.describe()[1:]:
+        click.echo("  " + line)
+    for setting in settings:
+        click.echo(f"  changed {setting}")
 
 
 def _trace_table(trace: Trace, title: str) -> Table:
