@@ -482,27 +482,31 @@ def check_smt(request: CheckRequest) -> Verdict:
                        tried=["smt: encoder import failed"])
     tried: list[str] = []
     stats: dict = {"symmetry_breaking": _symmetry_breaking(config)}
-    queries = [("condition (1): one input, two positions", _one_copy_query),
-               ("condition (2): two inputs", _two_copy_query)]
+    # the two-copy query first: on Lemma 6 it was usually the faster of the two (measured; z3's times vary a
+    # lot); it gets 2/3 of the time, so that a timeout there still leaves time to find a counterexample to (1)
+    queries = [("condition (2): two inputs", _two_copy_query),
+               ("condition (1): one input, two positions", _one_copy_query)]
     if config.domain.length < 2:
-        queries = queries[1:]
-    for name, build in queries:
+        queries = queries[:1]
+    for index, (name, build) in enumerate(queries):
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
             tried.append(f"smt {name}: not started (timeout)")
-            return _smt_unknown(request, started, tried, stats)
+            continue
+        share = remaining if index == len(queries) - 1 else remaining * 2 / 3
         try:
-            outcome = _solve(request, config, build, remaining, name)
+            outcome = _solve(request, config, build, share, name)
         except NotEncodable as exc:
             tried.append(f"smt {name}: not encodable: {exc}")
-            return _smt_unknown(request, started, tried, stats)
+            continue
         stats[name] = outcome.statistics
         if outcome.status == "sat":
             first, i, second, j = outcome.witness
             return refuted(request, config, "smt", first, i, second, j, started, stats, method="smt")
         if outcome.status != "unsat":
             tried.append(f"smt {name}: {outcome.reason} after {outcome.seconds:.1f} s")
-            return _smt_unknown(request, started, tried, stats)
+    if tried:
+        return _smt_unknown(request, started, tried, stats)
     return Verdict(request.label, PROVED, "smt", method="smt",
                    detail=f"all values {config.requirement()}: no violation exists (both queries unsat, "
                           f"{stats['symmetry_breaking']})",
