@@ -18,17 +18,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..spec.errors import SpecError
+from ..verdict import EXIT_INPUT_ERROR
 from .common import ExperimentError
 from .runner import run_experiment, write_outputs
 from .spec import PRESETS, load_experiment
 
 __all__ = ["experiment"]
 
-_INPUT_ERROR = 2
-
-
 class _InputError(click.ClickException):
-    exit_code = _INPUT_ERROR
+    exit_code = EXIT_INPUT_ERROR
 
     def show(self, file=None) -> None:  # noqa: ANN001 - signature of click.ClickException.show
         click.echo(f"error: {self.format_message()}", err=True, file=file)
@@ -57,7 +55,8 @@ class _ProgressBars:
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="auto uses CUDA when torch sees a GPU.")
 @click.option("--seed", type=int, help="Override the spec's seed.")
-@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True, help="CPU threads for torch.")
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
+              help="CPU threads for torch (the small models gain little from more).")
 def experiment(spec: Path, out_dir: Path, preset: str, device: str, seed: int | None, threads: int) -> None:
     """Float training experiments (Luo et al. RPE/URPE, Yang et al. depth staircase): evidence, not verdicts."""
     try:
@@ -75,7 +74,8 @@ def experiment(spec: Path, out_dir: Path, preset: str, device: str, seed: int | 
     console = Console()
     console.print(_summary_table(result))
     console.print(f"[dim]{result['evidence']}[/]")
-    console.print(f"{result['wall_seconds']:.1f} s on {result['device']} ({result['device_name']}); "
+    console.print(f"{result['wall_seconds']:.1f} s wall, {result['cpu_seconds']:.1f} s CPU on {result['device']} "
+                  f"({result['device_name']}); "
                   f"wrote {json_path} and {png_path}", highlight=False)
 
 
@@ -86,35 +86,32 @@ def _summary_table(result: dict[str, Any]) -> Table:
 
 
 def _luo_table(result: dict[str, Any]) -> Table:
-    table = Table(title=f"{result['title']} (best over training)")
-    table.add_column("task")
-    table.add_column("variant")
-    table.add_column("random inputs", justify="right")
-    table.add_column("constant inputs", justify="right")
-    table.add_column("ε* = (n−1)/2", justify="right")
+    table = Table(title=f"{result['title']}\nbest over training, on random and on constant inputs: sup-error "
+                        "(position-index) or accuracy; ε* = (n−1)/2")
+    for name in ("task", "variant", "random", "constant", "ε*", "< ε*"):
+        table.add_column(name, justify="left" if name in ("task", "variant") else "right", no_wrap=True)
     for run in result["runs"]:
         best = run["best"]
         if run["task"] == "position-index":
-            side = "below" if run["below_epsilon_star"] else "not below"
-            cells = (f"sup-err {best['sup_error_random']:.3f}", f"sup-err {best['sup_error_constant']:.3f}",
-                     f"{run['epsilon_star']:g} ({side})")
+            cells = (f"{best['sup_error_random']:.3f}", f"{best['sup_error_constant']:.3f}", f"{run['epsilon_star']:g}",
+                     "yes" if run["below_epsilon_star"] else "no")
         else:
             constant = best.get("accuracy_constant")
-            cells = (f"acc {100 * best['accuracy_random']:.1f}%",
-                     "—" if constant is None else f"acc {100 * constant:.1f}%", "")
+            cells = (f"{100 * best['accuracy_random']:.1f}%", "—" if constant is None else f"{100 * constant:.1f}%",
+                     "", "")
         table.add_row(run["task"], run["variant"], *cells)
     return table
 
 
 def _yang_table(result: dict[str, Any]) -> Table:
     depths = result["table"]["depths"]
-    table = Table(title=f"{result['title']}: % exact match on longer test strings")
-    table.add_column("language")
+    table = Table(title=f"{result['title']}\n% exact match on the longer test strings, by depth")
+    table.add_column("L_k", no_wrap=True)
     for depth in depths:
-        table.add_column(f"depth {depth}", justify="right")
+        table.add_column(f"d={depth}", justify="right", no_wrap=True)
     table.add_column("C-RASP depth", justify="right")
-    table.add_column("paper (k−2)", justify="right")
-    table.add_column(f"measured (≥{100 * result['solved_threshold']:.0f}%)", justify="right")
+    table.add_column("paper k−2", justify="right")
+    table.add_column(f"first d ≥ {100 * result['solved_threshold']:.0f}%", justify="right")
     for k, row in zip(result["table"]["languages"], result["table"]["test_exact"]):
         stairs = result["staircase"][f"L{k}"]
         measured = stairs["smallest_depth_solved"]

@@ -189,6 +189,6 @@ def plot_luo(result: dict[str, Any], title: str):
                 axis.set_ylabel("accuracy (solid: random, dotted: constant inputs)")
             axis.set_title({"position-identification": "Position Identification",
                             "even-token-prediction": "Even Token Prediction"}[task])
-        axis.legend(fontsize=8)
+        axis.legend(fontsize=8, loc="best")
     figure.suptitle(f"{title}\nfloat training — evidence, not a verdict", fontsize=10)
     return figure

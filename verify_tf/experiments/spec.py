@@ -30,7 +30,7 @@ LUO_VARIANTS = ("ape", "rpe", "urpe")
 # (Luo et al.: 3 layers, long training; Yang et al.: d=256, 1 head, post-LN, longer strings).
 LUO_DEFAULTS: dict[str, dict[str, Any]] = {
     "small": {"length": 16, "vocab": 16, "width": 32, "heads": 2, "layers": 2, "ffn-width": 64,
-              "layernorm": "none", "steps": 1200, "batch": 32, "learning-rate": 0.003, "eval-every": 50,
+              "layernorm": "none", "steps": 1500, "batch": 32, "learning-rate": 0.003, "eval-every": 50,
               "constant-fraction": 0.5, "eval-samples": 256},
     "gpu": {"length": 32, "vocab": 64, "width": 128, "heads": 4, "layers": 3, "ffn-width": 512,
             "layernorm": "none", "steps": 20000, "batch": 256, "learning-rate": 0.001, "eval-every": 250,
@@ -39,7 +39,7 @@ LUO_DEFAULTS: dict[str, dict[str, Any]] = {
 YANG_DEFAULTS: dict[str, dict[str, Any]] = {
     "small": {"languages": [1, 2, 3, 4, 5], "depths": [1, 2, 3, 4], "train-lengths": [8, 16],
               "test-lengths": [17, 32], "width": 32, "heads": 1, "ffn-width": 64, "layernorm": "post",
-              "steps": 800, "batch": 32, "learning-rate": 0.003, "train-size": 2000, "test-size": 256},
+              "steps": 1000, "batch": 32, "learning-rate": 0.003, "train-size": 2000, "test-size": 256},
     "gpu": {"languages": [3, 4, 5, 6, 7, 8, 9, 10], "depths": [1, 2, 3, 4, 5, 6, 7, 8], "train-lengths": [20, 60],
             "test-lengths": [61, 120], "width": 256, "heads": 1, "ffn-width": 1024, "layernorm": "post",
             "steps": 6000, "batch": 128, "learning-rate": 0.0003, "train-size": 20000, "test-size": 2000},
