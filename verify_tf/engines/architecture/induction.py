@@ -1,0 +1,306 @@
+"""Architecture-level position-blindness: induction over layers with every weight unknown (Luo et al. 2022).
+
+The claim, for one sequence length n: for EVERY model of the architecture class (every choice of weights, RPE
+biases, URPE tables) and every constant input (x, x, ..., x), all user positions carry the same column after
+every layer, hence the same output. Luo et al.'s argument: on equal columns every attention row is a convex
+combination of identical value vectors, and token-wise maps keep columns equal.
+
+Induction: a base case (the embedding) and one step per sublayer ("if the user columns are equal before it,
+they are equal after it"), plus the token-wise readout. Each step is one z3 query: hypothesis, negated
+conclusion; ``unsat`` means the step holds for every weight choice. The class is read off the model's
+architecture only (token kind, BOS, absolute PE, per head: scoring, causal mask, positional flavour and
+table radius, residual flags); its weights are never looked at.
+
+The encoding over-approximates the class, so ``unsat`` is a proof for the class:
+  * token-wise maps (W_Q, W_K, W_V with their rounding, the output projection W_O + b_O, the feed-forward
+    sublayer, the embedding table) are arbitrary functions of the column: a fresh variable per column plus
+    functional consistency z_j = z_j' -> f(z_j) = f(z_j') (Ackermann's reduction of an uninterpreted function);
+  * attention scores are an arbitrary function of (q_i, k_j, B[j-i]); attention rows an arbitrary function of
+    the score row (per mask pattern), non-negative, zero on masked keys, and summing to exactly 1: true for
+    hardmax and uniform (1/|set|) and for fixed-point softmax with ``exact-sums`` (E_j / sum_k E_k);
+  * URPE multiplies a_ij by a free table C[clip(j-i)] (no renormalisation);
+  * the head output is round(sum_j a'_ij v_j) and the residual saturate(z + o): the weighted sum is exact,
+    round and saturate are uninterpreted functions in fixed arithmetic (any function keeps equal values
+    equal) and the identity in exact arithmetic.
+With ``per-probability`` rounding each weight is floored to f bits first, so a row sums to some value in
+[1 - (k-1)·2^-f, 1] (k live keys): the "rows sum to 1" premise is false, the step query becomes satisfiable,
+and no architecture-level proof is claimed (the model-level deviation ε is the meaningful number there).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Sequence
+
+import z3
+
+from ...ir import AlphabetTokens, AttentionLayer, Model
+from ...semantics import Arithmetic, Fixed
+
+# Measured (2-core machine, z3 4.x/5.x): every step that holds is proved in < 1 s up to n = 16
+# (RPE/causal/BOS, d = 4, two heads); beyond that the T^3 consistency constraints grow quickly.
+MAX_LENGTH = 16
+
+HOLDS, FAILS, UNDECIDED = "holds", "fails", "unknown"
+
+
+@dataclass(frozen=True)
+class StepResult:
+    name: str  # "embedding", "layers[0].attention", "layers[0].feed-forward", "readout"
+    sublayer: str  # embedding | attention | feed-forward | readout
+    block: int | None
+    status: str  # holds | fails | unknown
+    seconds: float
+    note: str = ""  # why a step fails or what it assumed
+
+    def to_json(self) -> dict:
+        return {"step": self.name, "status": self.status, "seconds": round(self.seconds, 4), "note": self.note}
+
+
+@dataclass(frozen=True)
+class InductionResult:
+    length: int
+    steps: tuple[StepResult, ...]
+    rows_sum_to_one: bool  # False for per-probability rounding: the induction premise is false
+
+    @property
+    def proved(self) -> bool:
+        return all(s.status == HOLDS for s in self.steps)
+
+    @property
+    def failing(self) -> list[StepResult]:
+        return [s for s in self.steps if s.status != HOLDS]
+
+    @property
+    def seconds(self) -> float:
+        return sum(s.seconds for s in self.steps)
+
+
+def describe_class(model: Model) -> str:
+    """The architecture class in words (weights irrelevant)."""
+    parts = []
+    if isinstance(model.tokens, AlphabetTokens):
+        parts.append(f"alphabet tokens, d = {model.dim}" + (", BOS" if model.tokens.bos is not None else ""))
+    else:
+        parts.append(f"grid tokens, d = {model.dim}")
+    if model.positional_encoding is not None:
+        parts.append(f"absolute PE ({len(model.positional_encoding)} positions)")
+    for index, block in enumerate(model.blocks):
+        kinds = []
+        if block.attention is not None:
+            heads = ", ".join(_head_kind(h) for h in block.attention.heads)
+            kinds.append(f"attention ({heads})" + ("" if block.attention.residual else " without residual"))
+        if block.feed_forward is not None:
+            kinds.append(f"feed-forward (width {block.feed_forward.width})"
+                         + ("" if block.feed_forward.residual else " without residual"))
+        parts.append(f"layer {index}: " + " + ".join(kinds or ["empty"]))
+    return "; ".join(parts)
+
+
+def _head_kind(head) -> str:
+    text = head.scoring + (" causal" if head.causal else "")
+    if head.positional == "rpe":
+        text += " RPE"
+    elif head.positional == "urpe":
+        radius = head.urpe_c.radius if head.urpe_c is not None else 0
+        text += f" URPE (C radius {radius})"
+    return text
+
+
+def _bos(model: Model) -> int:
+    return 1 if isinstance(model.tokens, AlphabetTokens) and model.tokens.bos is not None else 0
+
+
+class _Query:
+    """One step query: columns, the hypothesis, helpers for token-wise maps, and the negated conclusion."""
+
+    def __init__(self, model: Model, arithmetic: Arithmetic, length: int, tag: str):
+        self.solver = z3.Solver()
+        self.fixed = isinstance(arithmetic, Fixed)
+        self.per_probability = self.fixed and arithmetic.attention_rounding == "per-probability"
+        self.frac = arithmetic.frac if self.fixed else 0
+        self.bos = _bos(model)
+        self.total = length + self.bos  # columns the network sees
+        self.users = list(range(self.bos, self.total))  # the compared positions (BOS excluded)
+        self.tag = tag
+        real = z3.RealSort()
+        self._round = z3.Function("round", real, real) if self.fixed else None
+        self._saturate = z3.Function("saturate", real, real) if self.fixed else None
+
+    def round(self, x):
+        return self._round(x) if self._round is not None else x
+
+    def saturate(self, x):
+        return self._saturate(x) if self._saturate is not None else x
+
+    def columns(self, name: str, width: int) -> list[list[z3.ArithRef]]:
+        return [[z3.Real(f"{name}[{j}][{c}]") for c in range(width)] for j in range(self.total)]
+
+    def assume_equal_users(self, cols: Sequence[Sequence[z3.ArithRef]]) -> None:
+        first = self.users[0]
+        self.solver.add([cols[j][c] == cols[first][c] for j in self.users[1:] for c in range(len(cols[first]))])
+
+    def tokenwise(self, name: str, width: int, inputs: Sequence[Sequence[z3.ArithRef]]) -> list[list[z3.ArithRef]]:
+        """f(column) for an arbitrary function f: fresh outputs plus functional consistency (Ackermann)."""
+        out = self.columns(name, width)
+        for j, k in itertools.combinations(range(self.total), 2):
+            self.solver.add(z3.Implies(_same(inputs[j], inputs[k]), _same(out[j], out[k])))
+        return out
+
+    def refute_equal_users(self, cols: Sequence[Sequence[z3.ArithRef]]) -> None:
+        first = self.users[0]
+        self.solver.add(z3.Or([cols[j][c] != cols[first][c] for j in self.users[1:] for c in range(len(cols[first]))]))
+
+
+def _same(a: Sequence, b: Sequence):
+    return z3.And([x == y for x, y in zip(a, b)]) if len(a) else z3.BoolVal(True)
+
+
+def _attention_step(query: _Query, layer: AttentionLayer, dim: int) -> None:
+    z = query.columns("z", dim)
+    query.assume_equal_users(z)
+    total = query.total
+    head_outputs: list[list] = [[] for _ in range(total)]
+    for h, head in enumerate(layer.heads):
+        q = query.tokenwise(f"q{h}", head.key_dim, z)
+        k = query.tokenwise(f"k{h}", head.key_dim, z)
+        v = query.tokenwise(f"v{h}", head.value_dim, z)
+        allowed = {i: [j for j in range(total) if not (head.causal and j > i)] for i in range(total)}
+        bias_radius = head.rpe_bias.radius if head.rpe_bias is not None else 0
+        bias = {o: z3.Real(f"B{h}[{o}]") for o in range(-bias_radius, bias_radius + 1)}
+
+        def bias_at(offset: int):
+            if head.positional == "standard" or head.rpe_bias is None:
+                return z3.RealVal(0)
+            return bias[max(-bias_radius, min(bias_radius, offset))]
+
+        scores = {(i, j): z3.Real(f"s{h}[{i}][{j}]") for i in range(total) for j in allowed[i]}
+        for j in range(total):  # the score is a function of (q_i, k_j, B[j-i])
+            rows = [i for i in range(total) if j in allowed[i]]
+            for i, i2 in itertools.combinations(rows, 2):
+                query.solver.add(z3.Implies(z3.And(_same(q[i], q[i2]), bias_at(j - i) == bias_at(j - i2)),
+                                            scores[i, j] == scores[i2, j]))
+        weights = {(i, j): z3.Real(f"a{h}[{i}][{j}]") for i in range(total) for j in allowed[i]}
+        for i in range(total):
+            live = allowed[i]
+            query.solver.add([weights[i, j] >= 0 for j in live])
+            row_sum = z3.Sum([weights[i, j] for j in live])
+            if query.per_probability:
+                deficit = Fraction(len(live) - 1, 1 << query.frac)  # each floor loses < 2^-f; the sum is on the grid
+                query.solver.add(row_sum <= 1, row_sum >= z3.RealVal(1 - deficit))
+            else:
+                query.solver.add(row_sum == 1)
+        for i, i2 in itertools.combinations(range(total), 2):  # the row is a function of the score row
+            if allowed[i] == allowed[i2]:
+                query.solver.add(z3.Implies(z3.And([scores[i, j] == scores[i2, j] for j in allowed[i]]),
+                                            z3.And([weights[i, j] == weights[i2, j] for j in allowed[i]])))
+        c_radius = head.urpe_c.radius if head.urpe_c is not None else 0
+        c_table = {o: z3.Real(f"C{h}[{o}]") for o in range(-c_radius, c_radius + 1)}
+        for i in range(total):
+            for c in range(head.value_dim):
+                terms = []
+                for j in allowed[i]:
+                    a = weights[i, j]
+                    if head.positional == "urpe":
+                        a = a * c_table[max(-c_radius, min(c_radius, j - i))]  # Luo et al.: softmax ⊙ C, no renormalisation
+                    terms.append(a * v[j][c])
+                head_outputs[i].append(query.round(z3.Sum(terms)))
+    projected = query.tokenwise("o", dim, head_outputs)  # W_O, b_O and their rounding act per position
+    after = [[query.saturate(z[i][c] + projected[i][c]) if layer.residual else projected[i][c] for c in range(dim)]
+             for i in range(total)]
+    query.refute_equal_users(after)
+
+
+def _feed_forward_step(query: _Query, residual: bool, dim: int) -> None:
+    z = query.columns("z", dim)
+    query.assume_equal_users(z)
+    update = query.tokenwise("f", dim, z)
+    after = [[query.saturate(z[i][c] + update[i][c]) if residual else update[i][c] for c in range(dim)]
+             for i in range(query.total)]
+    query.refute_equal_users(after)
+
+
+def _embedding_step(query: _Query, model: Model) -> None:
+    dim = model.dim
+    token = [z3.Real(f"e[{c}]") for c in range(dim)]  # the embedding of x (every user position holds x)
+    bos = [z3.Real(f"bos[{c}]") for c in range(dim)]
+    cols = [bos if j < query.bos else token for j in range(query.total)]
+    if model.positional_encoding is not None:
+        pe = query.columns("pe", dim)
+        cols = [[query.saturate(cols[j][c] + pe[j][c]) for c in range(dim)] for j in range(query.total)]
+    query.refute_equal_users(cols)
+
+
+def _readout_step(query: _Query, dim: int) -> None:
+    z = query.columns("z", dim)
+    query.assume_equal_users(z)
+    query.refute_equal_users(query.tokenwise("q", 1, z))
+
+
+def _steps(model: Model) -> list[tuple[str, str, int | None]]:
+    steps: list[tuple[str, str, int | None]] = [("embedding", "embedding", None)]
+    for index, block in enumerate(model.blocks):
+        if block.attention is not None:
+            steps.append((f"layers[{index}].attention", "attention", index))
+        if block.feed_forward is not None:
+            steps.append((f"layers[{index}].feed-forward", "feed-forward", index))
+    steps.append(("readout", "readout", None))
+    return steps
+
+
+def _failure_note(model: Model, sublayer: str, block: int | None, query: _Query) -> str:
+    if sublayer == "embedding":
+        return "absolute positional encoding: x + p_i differs across positions"
+    if sublayer != "attention":
+        return ""
+    heads = model.blocks[block].attention.heads
+    reasons = []
+    if query.per_probability:
+        reasons.append("per-probability rounding: rows need not sum to 1")
+    if any(h.positional == "urpe" and h.urpe_c is not None and h.urpe_c.radius > 0 for h in heads):
+        reasons.append("URPE: rows times C[j-i] need not sum to the same value")
+    if query.bos and any(h.causal or h.positional != "standard" for h in heads):
+        reasons.append("BOS column differs and rows weigh it by position")
+    return "; ".join(reasons)
+
+
+def prove_position_blind(model: Model, arithmetic: Arithmetic, length: int, timeout: float = 60.0,
+                         seed: int = 0, smt2_dir: Path | None = None, label: str = "position-blind") -> InductionResult:
+    """Run every step query of the induction for sequences of ``length`` user tokens."""
+    if length > MAX_LENGTH:
+        raise ValueError(f"architecture-level queries are supported up to n = {MAX_LENGTH} (got {length})")
+    per_probability = isinstance(arithmetic, Fixed) and arithmetic.attention_rounding == "per-probability"
+    results = []
+    for name, sublayer, block in _steps(model):
+        query = _Query(model, arithmetic, length, name)
+        if length < 2:
+            results.append(StepResult(name, sublayer, block, HOLDS, 0.0, "a single position is trivially blind"))
+            continue
+        if sublayer == "embedding":
+            _embedding_step(query, model)
+        elif sublayer == "attention":
+            _attention_step(query, model.blocks[block].attention, model.dim)
+        elif sublayer == "feed-forward":
+            _feed_forward_step(query, model.blocks[block].feed_forward.residual, model.dim)
+        else:
+            _readout_step(query, model.dim)
+        query.solver.set("timeout", max(1, int(timeout * 1000)))
+        query.solver.set("random_seed", seed)
+        if smt2_dir is not None:
+            path = Path(smt2_dir) / f"{label}-n{length}-{name.replace('[', '').replace(']', '')}.smt2"
+            path.write_text(query.solver.to_smt2())
+        start = time.perf_counter()
+        answer = query.solver.check()
+        seconds = time.perf_counter() - start
+        if answer == z3.unsat:
+            status, note = HOLDS, ""
+        elif answer == z3.sat:
+            status, note = FAILS, _failure_note(model, sublayer, block, query)
+        else:
+            status, note = UNDECIDED, f"z3: {query.solver.reason_unknown()}"
+        results.append(StepResult(name, sublayer, block, status, seconds, note))
+    return InductionResult(length, tuple(results), rows_sum_to_one=not per_probability)
