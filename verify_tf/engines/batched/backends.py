@@ -22,7 +22,7 @@ BACKENDS = ("auto", "numpy", "torch")
 DEVICES = ("auto", "cpu", "cuda")
 
 
-UNROLL = 8  # contractions this short run as a sum of broadcast products: no dtype conversion, no int matmul
+UNROLL = 8  # contractions up to this length skip the float64 round trip (integer matmul / unrolled sums)
 
 
 def unrolled_matmul(a, b):
@@ -47,11 +47,9 @@ class NumpyOps:
         return np.asarray(rows, dtype=np.int64)
 
     def matmul(self, a: np.ndarray, b: np.ndarray, float_ok: bool) -> np.ndarray:
-        if a.shape[-1] <= UNROLL:
-            return unrolled_matmul(a, b)
-        if float_ok:  # BLAS; exact because every partial sum is an integer below 2^53
+        if float_ok and a.shape[-1] > UNROLL:  # BLAS pays off; exact: every partial sum is an integer < 2^53
             return (a.astype(np.float64) @ b.astype(np.float64)).astype(a.dtype)
-        return a @ b
+        return a @ b  # numpy's integer matmul: fastest for short contractions
 
     def clamp_(self, x: np.ndarray, lo: int, hi: int) -> np.ndarray:
         return np.clip(x, lo, hi, out=x)
@@ -66,10 +64,15 @@ class NumpyOps:
         return np.where(condition, a, b)
 
     def max_last(self, x: np.ndarray) -> np.ndarray:
-        return x.max(axis=-1, keepdims=True)
+        if x.shape[-1] > 16:
+            return x.max(axis=-1, keepdims=True)
+        top = x[..., :1].copy()  # short rows: elementwise maxima beat numpy's per-row reduction 4-7x
+        for j in range(1, x.shape[-1]):
+            np.maximum(top, x[..., j:j + 1], out=top)
+        return top
 
     def sum_last(self, x: np.ndarray) -> np.ndarray:
-        return x.sum(axis=-1, keepdims=True, dtype=x.dtype)  # numpy would widen int32 sums to int64
+        return x @ np.ones((x.shape[-1], 1), dtype=x.dtype)  # keeps int32 (a reduction would widen it)
 
     def as_int(self, x: np.ndarray, like: np.ndarray) -> np.ndarray:
         return x.astype(like.dtype)
