@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from verify_tf.builders.random_model import RandomConfig, random_model
-from verify_tf.ir import Block
+from verify_tf.ir import Block, FeedForward
 from verify_tf.engines.batched import BatchedEvaluator, NumpyOps, TorchOps, Unsupported, compile_program, make_ops
 from verify_tf.engines.batched.program import FLOAT_EXACT
 from verify_tf.semantics import Exact, Fixed, UnsupportedInMode, evaluate
@@ -116,3 +116,15 @@ def test_numpy_path_does_not_import_torch():
 
 def test_float_exact_threshold_is_2_to_53():
     assert FLOAT_EXACT == 2 ** 53 and float(2 ** 53 - 1) == 2 ** 53 - 1
+
+
+def test_empty_contraction_feed_forward_of_width_zero():
+    model = random_model(RandomConfig(seed=2, width=2, max_length=3))
+    empty = FeedForward(w1=(), b1=(), w2=((), ()), b2=(F(1, 3), F(-5, 2)))
+    model = dataclasses.replace(model, blocks=(Block(model.blocks[0].attention, empty),))
+    tokens = [(F(0), F(1)), (F(-1), F(1, 2))]
+    emulated = TorchOps("cpu")
+    emulated.device = "cuda"
+    for ops in (NumpyOps(), TorchOps("cpu"), emulated):
+        _check_against_interpreter(BatchedEvaluator(model, Fixed(12, 4), tokens, ops=ops), model, Fixed(12, 4),
+                                   tokens, np.array([[0, 1, 1], [1, 0, 0]]))

@@ -25,17 +25,6 @@ DEVICES = ("auto", "cpu", "cuda")
 UNROLL = 8  # contractions up to this length skip the float64 round trip (integer matmul / unrolled sums)
 
 
-def unrolled_matmul(a, b):
-    """a @ b as sum_c a[..., :, c] b[..., c, :] (numpy or torch): fastest for the tiny widths verified here."""
-    inner = a.shape[-1]
-    if inner == 0:
-        return (a[..., :, :1] * 0) * (b[..., :1, :] * 0)  # an empty sum, broadcast to the result's shape
-    out = a[..., 0:1] * b[..., 0:1, :]
-    for c in range(1, inner):
-        out += a[..., c:c + 1] * b[..., c:c + 1, :]
-    return out
-
-
 class NumpyOps:
     name = "numpy"
     device = "cpu"
@@ -120,8 +109,15 @@ class TorchOps:
         torch = self.torch
         if self.device != "cuda":
             return torch.matmul(a, b)  # torch has integer matmul on the CPU
-        if a.shape[-1] <= UNROLL:
-            return unrolled_matmul(a, b)
+        inner = a.shape[-1]
+        if inner == 0:  # an empty sum
+            batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+            return torch.zeros((*batch, a.shape[-2], b.shape[-1]), dtype=a.dtype, device=a.device)
+        if inner <= UNROLL:  # sum_c a[..., :, c] b[..., c, :] as broadcast products
+            out = a[..., 0:1] * b[..., 0:1, :]
+            for c in range(1, inner):
+                out += a[..., c:c + 1] * b[..., c:c + 1, :]
+            return out
         if float_ok:
             return torch.matmul(a.to(torch.float64), b.to(torch.float64)).to(a.dtype)
         return (a.unsqueeze(-1) * b.unsqueeze(-3)).sum(-2)
