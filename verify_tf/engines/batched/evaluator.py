@@ -99,8 +99,8 @@ class BatchedEvaluator:
         program = self.program(length)
         n, width = program.positions, program.largest_width
         elements = 8 * n * width + 6 * program.heads * n * n
-        if self.ops.device == "cuda":  # elementwise products replace int64 matmul
-            elements += n * n * width
+        if self.ops.device == "cuda":  # elementwise products (B, n, k, m) replace int64 matmul
+            elements += n * width * max(width, n)
         return 8 * max(elements, 1)
 
     def chunk_size(self, length: int, memory: int = DEFAULT_MEMORY) -> int:
