@@ -74,9 +74,10 @@ def experiment(spec: Path, out_dir: Path, preset: str, device: str, seed: int | 
     console = Console()
     console.print(_summary_table(result))
     console.print(f"[dim]{result['evidence']}[/]")
+    wrote = f"wrote {json_path} and {png_path}" if png_path else (
+        f"wrote {json_path} (no plot: matplotlib is not installed; pip install 'verify-tf[plots]')")
     console.print(f"{result['wall_seconds']:.1f} s wall, {result['cpu_seconds']:.1f} s CPU on {result['device']} "
-                  f"({result['device_name']}); "
-                  f"wrote {json_path} and {png_path}", highlight=False)
+                  f"({result['device_name']}); {wrote}", highlight=False, markup=False)
 
 
 def _summary_table(result: dict[str, Any]) -> Table:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import platform
@@ -59,11 +60,15 @@ def run_experiment(spec: ExperimentSpec, *, preset: str = "small", device: str =
     }
 
 
-def write_outputs(result: dict[str, Any], out_dir: Path, stem: str) -> tuple[Path, Path]:
-    """Write ``<stem>.json`` and ``<stem>.png`` (matplotlib's Agg renderer, no display needed) under out_dir."""
+def write_outputs(result: dict[str, Any], out_dir: Path, stem: str) -> tuple[Path, Path | None]:
+    """Write ``<stem>.json`` and ``<stem>.png`` (matplotlib's Agg renderer, no display needed) under out_dir.
+
+    The PNG path is None when matplotlib is not installed (it is the optional ``plots`` extra)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path, png_path = out_dir / f"{stem}.json", out_dir / f"{stem}.png"
     json_path.write_text(json.dumps(_finite(result), indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    if importlib.util.find_spec("matplotlib") is None:
+        return json_path, None
     plot = plot_luo if result["experiment"] == "luo-position-index" else plot_yang
     plot(result, result["title"]).savefig(png_path, dpi=110)
     return json_path, png_path
