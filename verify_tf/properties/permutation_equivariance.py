@@ -14,6 +14,7 @@ import time
 from fractions import Fraction
 
 import numpy as np
+import z3
 
 from ..domain import format_input
 from ..numbers import fmt_vector
@@ -22,12 +23,14 @@ from ..spec.schema import Field, Integer, Obj, String
 from ..verdict import PROVED, REFUTED, UNKNOWN, Verdict
 from ..witness import ReplayMismatch, input_to_json, vectors_to_json
 from .base import CheckRequest, PropertyDef
+from .output_bounds import solver_fields
 
 OPTIONS = Obj({
     "on": Field(String("compare the full final stream ('output') or only the readout q ('readout')",
                        ("output", "readout")), default="output"),
     "samples": Field(Integer("search engine: how many inputs to try (seeded by the spec's seed)", minimum=1),
                      default=100_000),
+    **solver_fields(),
 })
 
 
@@ -117,10 +120,11 @@ def _batched_evaluator(request: CheckRequest):
     return evaluator
 
 
-def _batched_outputs(evaluator, request: CheckRequest, rows) -> np.ndarray:
-    """Exact observed values as numerators (B, positions, coordinates) over one denominator."""
+def _batched_outputs(evaluator, request: CheckRequest, rows) -> tuple[np.ndarray, int]:
+    """Exact observed values: numerators (B, positions, coordinates) and their common denominator."""
     values = evaluator.values(rows, "readout" if request.options.get("on") == "readout" else "output")
-    return values.numerators if values.numerators.ndim == 3 else values.numerators[..., None]
+    numerators = values.numerators if values.numerators.ndim == 3 else values.numerators[..., None]
+    return numerators, values.den
 
 
 def _sorting_violations(request: CheckRequest, evaluator, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -134,7 +138,7 @@ def _sorting_violations(request: CheckRequest, evaluator, rows: np.ndarray) -> t
     off = _offset(request)
     order = np.argsort(rows, axis=1, kind="stable")
     sorted_rows = np.take_along_axis(rows, order, axis=1)
-    both = _batched_outputs(evaluator, request, np.concatenate([rows, sorted_rows]))
+    both, _ = _batched_outputs(evaluator, request, np.concatenate([rows, sorted_rows]))
     f_x, f_s = both[: len(rows)], both[len(rows):]
     rank = np.argsort(order, axis=1)  # X's position p holds S's token at position rank[p]
     expected = np.take_along_axis(f_s[:, off:], rank[..., None], axis=1)
@@ -207,8 +211,8 @@ def check_enumerate(request: CheckRequest) -> Verdict:
 
 
 def _transposition_gaps(request: CheckRequest, evaluator, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Search objective: max over τ_k, positions, coordinates of |f(τ_k X) - τ_k f(X)| (a float, for guidance
-    only), and whether it is nonzero (exact integer comparison)."""
+    """Search objective: max over τ_k, positions, coordinates of |f(τ_k X) - τ_k f(X)| (float64, guidance
+    only), and whether f(τ_k X) != τ_k f(X) for some k (exact integer comparison)."""
     count, n = rows.shape
     if n < 2:
         return np.zeros(count), np.zeros(count, dtype=bool)
@@ -218,17 +222,17 @@ def _transposition_gaps(request: CheckRequest, evaluator, rows: np.ndarray) -> t
         swapped = rows.copy()
         swapped[:, [k, k + 1]] = swapped[:, [k + 1, k]]
         variants.append(swapped)
-    values = evaluator.values(np.concatenate(variants), "readout" if request.options.get("on") == "readout"
-                              else "output")
-    outputs = values.numerators if values.numerators.ndim == 3 else values.numerators[..., None]
+    outputs, den = _batched_outputs(evaluator, request, np.concatenate(variants))
     base = outputs[:count]
-    gap = np.zeros(count, dtype=np.int64)
+    gap = np.zeros(count)
+    violated = np.zeros(count, dtype=bool)
     for k in range(n - 1):
         expected = base.copy()
         expected[:, [off + k, off + k + 1]] = expected[:, [off + k + 1, off + k]]
-        difference = np.abs(outputs[(k + 1) * count:(k + 2) * count] - expected)
-        gap = np.maximum(gap, difference.max(axis=(1, 2)))
-    return gap / values.den, gap != 0
+        permuted = outputs[(k + 1) * count:(k + 2) * count]
+        violated |= (permuted != expected).any(axis=(1, 2))
+        gap = np.maximum(gap, np.abs(permuted.astype(np.float64) - expected).max(axis=(1, 2)) / den)
+    return gap, violated
 
 
 def check_search(request: CheckRequest) -> Verdict:
@@ -293,7 +297,43 @@ def choose_engine(request: CheckRequest) -> str:
     return fallback or "search"
 
 
-ENGINES = {"interpret": check_interpret, "enumerate": check_enumerate, "search": check_search}
+# -- engine smt: X and τ_k X encoded on the same symbolic variables (verify_tf.engines.smt) ------------------
+
+def _smt_queries(request: CheckRequest):
+    """One QF_LIA query per length and adjacent transposition τ_k: "f(τ_k X) != τ_k f(X) at some position"."""
+    from ..engines.smt.encoder import encode_model
+    from ..engines.smt.inputs import input_for_length, permuted
+    from ..engines.smt.query import Query
+    from ..engines.smt.values import Builder
+
+    off = _offset(request)
+    for length in request.domain.lengths:
+        for k in range(length - 1):
+            start = time.perf_counter()
+            builder = Builder()
+            inp = input_for_length(request.domain, length, builder)
+            f_x = encode_model(request.model, request.arithmetic, inp, builder)
+            f_y = encode_model(request.model, request.arithmetic, permuted(inp, k), builder)
+            if request.options.get("on") == "readout":
+                obs_x, obs_y = [(q,) for q in f_x.readout], [(q,) for q in f_y.readout]
+            else:
+                obs_x, obs_y = f_x.output, f_y.output
+            expected = list(obs_x)
+            expected[off + k], expected[off + k + 1] = expected[off + k + 1], expected[off + k]
+            differs = [builder.ne(a, b) for va, vb in zip(obs_y, expected) for a, b in zip(va, vb)]
+            yield Query(name=f"length {length}, swap {k},{k + 1}", inputs=[inp],
+                        assertions=builder.assertions + [z3.Or(differs)],
+                        replay=lambda inputs, k=k: violation(request, inputs[0], k), stats=builder.stats,
+                        encode_seconds=time.perf_counter() - start)
+
+
+def check_smt(request: CheckRequest) -> Verdict:
+    from ..engines.smt.query import run_queries
+
+    return run_queries(request, _smt_queries(request))
+
+
+ENGINES = {"interpret": check_interpret, "enumerate": check_enumerate, "search": check_search, "smt": check_smt}
 
 
 def run(request: CheckRequest) -> Verdict:
@@ -304,7 +344,7 @@ PROPERTY = PropertyDef(
     name="permutation-equivariance",
     summary="f(πX) = πf(X) for every input X in the domain (checked on adjacent transpositions)",
     options=OPTIONS,
-    engines=("interpret", "enumerate", "search"),
+    engines=("interpret", "enumerate", "search", "smt"),
     run=run,
     choose_engine=choose_engine,
 )
