@@ -189,6 +189,8 @@ def check_architecture(request: CheckRequest, model_scope: bool = False) -> Verd
     model, arith = request.model, request.arithmetic
     lengths = [n for n in request.domain.lengths if n >= 1]
     klass = describe_class(model)
+    if not lengths:
+        return Verdict(request.label, PROVED, "smt", method="trivial", detail="the domain has no non-empty input")
     if max(lengths) > MAX_LENGTH:
         return Verdict(request.label, UNKNOWN, "smt", detail=f"architecture-level queries are measured up to n = "
                        f"{MAX_LENGTH}; the domain has length {max(lengths)}", tried=["induction over layers (z3)"])
