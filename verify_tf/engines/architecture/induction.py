@@ -262,7 +262,7 @@ def _failure_note(model: Model, sublayer: str, block: int | None, query: _Query)
     if query.per_probability:
         reasons.append("per-probability rounding: rows need not sum to 1")
     if any(h.positional == "urpe" and h.urpe_c is not None and h.urpe_c.radius > 0 for h in heads):
-        reasons.append("URPE: rows times C[j-i] need not sum to the same value")
+        reasons.append("URPE: rows times C(j - i) need not sum to the same value")  # no [..]: rich markup
     if query.bos and any(h.causal or h.positional != "standard" for h in heads):
         reasons.append("BOS column differs and rows weigh it by position")
     return "; ".join(reasons)
