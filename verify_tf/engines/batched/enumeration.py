@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from ...domain import Domain, GridDomain, StringDomain
+from ...domain import Domain, GridDomain
 from ...ir import Model, Token
 from ...semantics.arithmetic import Arithmetic
 from .evaluator import DEFAULT_MEMORY, BatchedEvaluator, Values
