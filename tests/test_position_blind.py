@@ -5,7 +5,6 @@ from __future__ import annotations
 from decimal import ROUND_CEILING, Context, Decimal, localcontext
 from fractions import Fraction as F
 
-import pytest
 from hypothesis import given, settings, strategies as st
 
 from helpers import alphabet_model, head, one_layer, seq

@@ -31,7 +31,7 @@ from ..engines.architecture import (MAX_LENGTH, describe_class, prove_position_b
                                     separate_positions)
 from ..ir import Token
 from ..numbers import NotANumber, fmt, fmt_vector, to_fraction
-from ..semantics import Fixed, evaluate
+from ..semantics import evaluate
 from ..spec.schema import Either, Field, ListOf, Number, Obj, String
 from ..verdict import ERROR, PROVED, REFUTED, UNKNOWN, Verdict
 from ..witness import ReplayMismatch, input_to_json, values_to_json

@@ -30,7 +30,7 @@ from ..domain import format_input
 from ..engines.architecture import MAX_LENGTH, describe_class, prove_position_blind, separate_positions
 from ..ir import AlphabetTokens, Model, Vector
 from ..numbers import fmt, fmt_vector
-from ..semantics import Arithmetic, Fixed, Trace, evaluate
+from ..semantics import Fixed, Trace, evaluate
 from ..spec.schema import Field, Number, Obj, String
 from ..verdict import PROVED, REFUTED, UNKNOWN, Verdict
 from ..witness import ReplayMismatch, input_to_json, vectors_to_json
