@@ -128,3 +128,18 @@ def test_yun_lemma6_worked_example():
 
     model = yun_contextual_mapping(1, F(1, 2), 2)
     assert evaluate(model, EXACT, seq(0, F(1, 2))).readout == [49, F(99, 2)]
+
+
+def test_equivariance_checks_transpositions_of_equal_tokens():
+    # Regression: with X = (1, 1), τX = X, yet absolute PE makes f(X)_0 != f(X)_1; that is a violation.
+    from verify_tf.domain import GridDomain
+    from verify_tf.properties import CheckRequest, registry
+
+    model = one_layer(head(0, 0, v=0), pe=[[0], [1]])
+    domain = GridDomain(1, (F(1),), 2)
+    request = CheckRequest(model=model, arithmetic=EXACT, domain=domain, options={"on": "output"},
+                           label="permutation-equivariance", engine="interpret")
+    verdict = registry()["permutation-equivariance"].run(request)
+    assert verdict.status == "refuted"
+    assert verdict.counterexample["input"] == [["1"], ["1"]]
+    assert verdict.counterexample["f_of_permuted"] == [["1"], ["2"]]

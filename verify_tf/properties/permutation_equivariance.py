@@ -88,8 +88,7 @@ def check_interpret(request: CheckRequest) -> Verdict:
         request.tick(index + 1, total)
     for tokens, out_x in outputs.items():
         for k in range(len(tokens) - 1):
-            if tokens[k] == tokens[k + 1]:
-                continue
+            # no skip when X_k = X_{k+1}: then τX = X and the property still demands f(X)_k = f(X)_{k+1}
             swapped = tokens[:k] + (tokens[k + 1], tokens[k]) + tokens[k + 2:]
             expected = list(out_x)
             expected[off + k], expected[off + k + 1] = expected[off + k + 1], expected[off + k]
