@@ -4,16 +4,20 @@ agreement with the exhaustive ``interpret`` engine on domains small enough to en
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import replace
+from fractions import Fraction
 from fractions import Fraction as F
+from pathlib import Path
 
 import pytest
 
+from verify_tf.domain import GridDomain
 from verify_tf.properties import CheckRequest, registry
-from verify_tf.semantics import Exact, Fixed
-from verify_tf.spec.loader import load_spec_text
 from verify_tf.runner import Overrides, check_property
+from verify_tf.semantics import Exact
+from verify_tf.spec.loader import load_spec, load_spec_text
 
-from helpers import head, one_layer, ffn_only
+from helpers import head, one_layer
 
 
 def check(text: str, **overrides):
@@ -107,3 +111,62 @@ def test_timeout_gives_unknown_with_reason() -> None:
     (verdict,) = check(text)
     assert verdict.status == "unknown"
     assert verdict.tried and "unknown" in verdict.tried[0]
+
+
+# ---------------------------------------------------------------- shipped specs, both engines
+
+SPECS = sorted((Path(__file__).resolve().parent.parent / "specs").glob("smt-*.yaml"))
+
+
+def _small(spec):
+    """The spec on a domain small enough to enumerate (<= ~2,000 inputs): shorter, then a coarser grid."""
+    domain = spec.domain
+    if isinstance(domain, GridDomain):
+        if domain.size() > 2000:
+            domain = replace(domain, length=2)
+        while domain.size() > 2000:
+            domain = replace(domain, values=domain.values[::2])
+    return replace(spec, domain=domain)
+
+
+@pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
+def test_shipped_smt_specs_get_their_expected_verdicts(path) -> None:
+    spec = load_spec(path)
+    for prop in spec.properties:
+        verdict = check_property(spec, prop, Overrides())
+        assert prop.expect is not None and verdict.status == prop.expect, (prop.label, verdict)
+
+
+@pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
+def test_smt_and_exhaustive_enumeration_agree_on_shipped_specs(path) -> None:
+    spec = _small(load_spec(path))
+    for prop in spec.properties:
+        by_smt = check_property(spec, prop, Overrides(engine="smt"))
+        by_enumeration = check_property(spec, prop, Overrides(engine="interpret"))
+        assert by_smt.status in ("proved", "refuted"), by_smt
+        assert by_smt.status == by_enumeration.status, (prop.label, by_smt, by_enumeration)
+
+
+# ---------------------------------------------------------------- equivalent-to and permutation-equivariance
+
+def test_equivalence_miter_witness_shows_both_values() -> None:
+    spec = load_spec(SPECS[[p.stem for p in SPECS].index("smt-equivalence-refuted")])
+    (verdict,) = [check_property(spec, p, Overrides(minimize=True)) for p in spec.properties]
+    cx = verdict.counterexample
+    # b1[1] = -1/2 vs -1/4 differ exactly where relu(x1 + x2 - 1/4) > 0 reaches the readout; the smallest
+    # index vector moves position 0 as low as possible
+    assert verdict.status == "refuted" and cx["minimal"] is True
+    assert cx["value"] != cx["other_value"]
+    assert Fraction(cx["other_value"][0]) - Fraction(cx["value"][0]) == Fraction(1, 4)
+
+
+def test_permutation_equivariance_smt_matches_the_interpreter_on_rpe() -> None:
+    model = one_layer(head(q=1, k=1, v=1, positional="rpe", rpe=[0, 0, 1]), residual=False)
+    domain = GridDomain(1, (Fraction(0), Fraction(1)), 2)
+    for engine in ("smt", "interpret"):
+        request = CheckRequest(model=model, arithmetic=Exact(), domain=domain, options={"on": "output"},
+                               label="pe", engine=engine)
+        verdict = registry()["permutation-equivariance"].run(request)
+        assert verdict.status == "refuted", verdict
+    # X = [0, 1]: row 0 sees scores (0, 0 + B[1] = 1) and picks 1; swapping gives a different f at position 0
+    assert verdict.counterexample["transposition"] == [0, 1]

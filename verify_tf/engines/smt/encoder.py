@@ -172,7 +172,8 @@ def _average_row(row: list[Sym | None], scaled_values: list[SymVector], value_di
     if len(candidates) == 1:
         member = {candidates[0]: z3.BoolVal(True)}
     else:
-        member = {j: z3.And([mantissa[j] >= mantissa[k] for k in candidates if k != j]) for j in candidates}
+        member = {j: z3.And(sorted((mantissa[j] >= mantissa[k] for k in candidates if k != j), key=lambda e: e.get_id()))
+                  for j in candidates}
     count = _sum([z3.If(member[j], z3.IntVal(1), z3.IntVal(0)) for j in candidates]) if len(candidates) > 1 else 1
     sizes = list(range(1, len(candidates) + 1))
     common = math.lcm(*(weight_for[k].denominator for k in sizes))
@@ -248,6 +249,8 @@ def _softmax_row(row: list[Sym | None], scaled_values: list[SymVector], value_di
 
 def _maximum(b: Builder, items: list[Sym]) -> Sym:
     """max of integer-valued symbols (den 1) as an ite fold: a function of the inputs, no fresh variable."""
+    # canonical order (constants first, then by AST id), so permuted rows give the same term
+    items = sorted(items, key=lambda x: (not x.is_const, x.num if x.is_const else x.num.get_id()))
     best = items[0]
     for x in items[1:]:
         if best.is_const and x.is_const:

@@ -93,6 +93,9 @@ def _sum(terms: Sequence[Term]) -> Term:
     symbolic = [t for t in terms if not isinstance(t, int)]
     if not symbolic:
         return constant
+    # canonical operand order (by AST id): sums over the same terms in another order are the *same* term,
+    # so encodings of permuted inputs of a position-blind model coincide syntactically (docs/smt.md)
+    symbolic.sort(key=lambda t: t.get_id())
     if constant != 0:
         symbolic.append(z3.IntVal(constant))
     return symbolic[0] if len(symbolic) == 1 else z3.Sum(symbolic)
