@@ -25,9 +25,9 @@ from ..verdict import PROVED, REFUTED, UNKNOWN, Verdict
 from ..witness import input_to_json
 from .base import CheckRequest, PropertyDef
 
-# below this many interpreter evaluations (inputs x positions x model size), enumeration is faster than
+# below this many interpreter evaluations (inputs x length x layers), enumeration is faster than
 # encoding + solving (bench/bench_smt.py, docs/smt.md)
-ENUMERATION_BUDGET = 20_000
+ENUMERATION_BUDGET = 5_000
 
 
 def _check_options(options: dict, node, ctx, path) -> dict:

@@ -141,10 +141,9 @@ def translate(lia_text: str) -> str:
             r = bv(kids[0]) == bv(kids[1])
         elif kind == z3.Z3_OP_DISTINCT:
             r = z3.Distinct([bv(c) for c in kids])
-        elif kind == z3.Z3_OP_AND:
-            r = z3.And([bv(c) for c in kids])
-        elif kind == z3.Z3_OP_OR:
-            r = z3.Or([bv(c) for c in kids])
+        elif kind in (z3.Z3_OP_AND, z3.Z3_OP_OR):
+            parts = [bv(c) for c in kids]  # bitwuzla rejects (and x) / (or x) with a single argument
+            r = parts[0] if len(parts) == 1 else (z3.And(parts) if kind == z3.Z3_OP_AND else z3.Or(parts))
         elif kind == z3.Z3_OP_NOT:
             r = z3.Not(bv(kids[0]))
         elif kind == z3.Z3_OP_IMPLIES:
