@@ -170,3 +170,26 @@ def test_permutation_equivariance_smt_matches_the_interpreter_on_rpe() -> None:
         assert verdict.status == "refuted", verdict
     # X = [0, 1]: row 0 sees scores (0, 0 + B[1] = 1) and picks 1; swapping gives a different f at position 0
     assert verdict.counterexample["transposition"] == [0, 1]
+
+
+def test_output_bounds_on_strings_with_bos_and_negative_positions() -> None:
+    text = """
+model:
+  tokens: {alphabet: [a, b], embedding: [[1], [0]], bos: "^", bos-embedding: [0]}
+  layers:
+    - attention:
+        heads: [{scoring: uniform, causal: true, query: [[0]], key: [[0]], value: [[1]], output: [[1]]}]
+        residual: false
+  readout: [1]
+arithmetic: exact
+domain: {strings: {max-length: 4}}
+properties:
+  - output-bounds: {lo: 0, hi: 4/5, positions: [-1], engine: ENGINE}
+  - output-bounds: {lo: 0, hi: 3/4, positions: [-1], engine: ENGINE}
+"""
+    # the last position averages BOS (0) and n symbols: the fraction of a's among n + 1 entries, at most n/(n+1)
+    for engine in ("smt", "interpret"):
+        proved, refuted = check(text.replace("ENGINE", engine))
+        assert proved.status == "proved", proved
+        assert refuted.status == "refuted" and refuted.counterexample["value"] == "4/5"
+        assert refuted.counterexample["input"] == ["a", "a", "a", "a"]
