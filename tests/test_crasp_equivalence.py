@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from verify_tf.crasp import lk_program, load_program, run_program
-from verify_tf.crasp.compiler import compile_program
+from verify_tf.crasp import Definition, Program, lk_program, load_program, run_program
+from verify_tf.crasp.compiler import apply_settings, compile_program
 from verify_tf.domain import StringDomain
 from verify_tf.ir import AttentionLayer, Block
 from verify_tf.properties import CheckRequest, registry
+from verify_tf.properties.crasp_equivalence import program_outputs_batched, program_outputs_symbolic
 from verify_tf.runner import Overrides, check_property
 from verify_tf.semantics import Fixed, evaluate
 from verify_tf.spec import SpecError, load_spec_text
+
+from test_crasp_compiler import boolean_expressions
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "crasp"
@@ -128,7 +135,7 @@ def test_timeout_gives_unknown_saying_what_was_tried() -> None:
                            options={"program": EXAMPLES / "L6.cr", "mode": "accept", "threshold": Fraction(0)},
                            label="crasp-equivalence", engine="interpret", timeout=0.5)
     verdict = registry()["crasp-equivalence"].run(request)
-    assert verdict.status == "unknown" and verdict.tried[0].startswith("exhaustive enumeration on the interpreter")
+    assert verdict.status == "unknown" and verdict.tried[0].startswith("exhaustive enumeration (interpret: ")
 
 
 def test_program_and_domain_mismatches_are_clear(tmp_path: Path) -> None:
@@ -157,3 +164,63 @@ def test_majority_counterexample_names_both_outputs_at_every_position(tmp_path: 
     assert witness["trace"] == [{"position": 1, "letter": "a", "program": {"na": 1, "nb": 0, "majority": True},
                                  "program_output": True, "model_readout": "0", "model_output": False}]
     assert program.names == ("na", "nb", "majority")
+
+
+# ---------------------------------------------------------------- the three engines
+
+
+def request_for(program: str, max_length: int, engine: str, *, settings: tuple[str, ...] = (), mode: str = "accept",
+                queries: str = "one") -> CheckRequest:
+    compiled = compile_program(load_program(EXAMPLES / program))
+    return CheckRequest(model=apply_settings(compiled.model, settings), arithmetic=compiled.arithmetic,
+                        domain=StringDomain(("a", "b"), 1, max_length),
+                        options={"program": EXAMPLES / program, "mode": mode, "threshold": Fraction(0),
+                                 "queries": queries, "solver": "z3", "rlimit": None},
+                        label="crasp-equivalence", engine=engine, timeout=60)
+
+
+@pytest.mark.parametrize("engine", ["interpret", "enumerate", "smt"])
+def test_every_engine_proves_l3_and_refutes_the_mutant(engine: str) -> None:
+    proved = registry()["crasp-equivalence"].run(request_for("L3.cr", 6, engine))
+    assert (proved.status, proved.engine) == ("proved", engine)
+    refuted = registry()["crasp-equivalence"].run(request_for("L3.cr", 6, engine, settings=(f"{FIRST_COUNT}=1",)))
+    assert refuted.status == "refuted"
+    witness = refuted.counterexample
+    if engine == "smt":  # any disagreeing string, cut to its first wrong position
+        assert witness["string"].endswith("a") and (witness["program_output"], witness["model_output"]) == (True, False)
+    else:
+        assert (witness["string"], witness["position"]) == ("aba", 3)
+
+
+def test_smt_per_length_queries_agree_with_one_query() -> None:
+    one = registry()["crasp-equivalence"].run(request_for("L2.cr", 6, "smt"))
+    per_length = registry()["crasp-equivalence"].run(request_for("L2.cr", 6, "smt", queries="per-length"))
+    assert one.status == per_length.status == "proved"
+    assert (one.statistics["queries"], per_length.statistics["queries"]) == (1, 6)
+
+
+def test_enumerate_is_the_automatic_engine_and_reaches_length_14_for_l6() -> None:
+    request = request_for("L6.cr", 14, "auto")
+    assert registry()["crasp-equivalence"].pick_engine(request) == "enumerate"
+    request.engine = "enumerate"
+    verdict = registry()["crasp-equivalence"].run(request)
+    assert verdict.status == "proved" and verdict.statistics["strings_evaluated"] == 2 ** 14
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_batched_and_symbolic_programs_agree_with_the_interpreter(data: st.DataObject) -> None:
+    import z3
+
+    from verify_tf.engines.smt.inputs import string_input
+    from verify_tf.engines.smt.values import Builder
+
+    program = Program((Definition("out", data.draw(boolean_expressions(3))),), "out", ("a", "b"))
+    words = ["".join(letters) for letters in itertools.product("ab", repeat=4)]
+    rows = np.array([["ab".index(c) for c in word] for word in words])
+    batched = program_outputs_batched(program, ("a", "b"), rows)
+    for word, row in zip(words, batched):
+        expected = run_program(program, word).output
+        assert tuple(bool(x) for x in row) == (False, *expected), word
+        symbolic = program_outputs_symbolic(program, string_input(("a", "b"), 4, Builder(), dict(enumerate(word))))
+        assert tuple(z3.is_true(z3.simplify(x)) for x in symbolic) == expected, word
