@@ -210,8 +210,8 @@ def _refutation(request: CheckRequest, program: Program, engine: str, method: st
 def _proof_detail(request: CheckRequest, evaluated: int, causal: bool) -> str:
     domain: StringDomain = request.domain  # type: ignore[assignment]
     shortcut = causal and len(domain.lengths) > 1
-    how = (f"evaluated the {evaluated} of length {domain.max_length}: every head is causal, so shorter strings "
-           f"are their prefixes" if shortcut else f"evaluated {evaluated}")
+    how = f"{evaluated} of length {domain.max_length} evaluated, causal: shorter ones are prefixes" if shortcut \
+        else f"{evaluated} evaluated"
     where = "the last position" if request.options["mode"] == "accept" else "every position"
     return (f"{domain.size()} strings of length {domain.min_length}..{domain.max_length} agree with "
             f"{Path(request.options['program']).name} at {where} ({how})")
