@@ -176,6 +176,16 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def _nvidia_driver_present() -> bool:
+    """A cheap probe (no torch import): is an NVIDIA driver loaded on this machine?
+
+    ``device: auto`` must not import torch (about a second) on machines without a GPU, such as CI.
+    """
+    import os
+
+    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")
+
+
 def make_ops(backend: str = "auto", device: str = "auto"):
     """The array back end for ``backend`` (auto | numpy | torch) and ``device`` (auto | cpu | cuda).
 
@@ -190,7 +200,7 @@ def make_ops(backend: str = "auto", device: str = "auto"):
         if backend == "numpy":
             raise ValueError("the numpy back end runs on the CPU only; use backend torch for device cuda")
         return TorchOps("cuda")
-    if device == "auto" and backend in ("auto", "torch") and cuda_available():
+    if device == "auto" and backend in ("auto", "torch") and _nvidia_driver_present() and cuda_available():
         return TorchOps("cuda")
     if backend == "torch":
         return TorchOps("cpu")
