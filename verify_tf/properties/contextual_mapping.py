@@ -7,10 +7,17 @@ Options: ``readout`` (u, default the model's readout), ``margin`` m (all those v
 instead of merely distinct), ``exempt-permutations`` (pairs where L′ is a permutation of L are exempt from
 (2): Yun's setting for models without positions, used with ``domain.distinct-tokens: true``, i.e. G̃_δ).
 
-Engine ``interpret`` (exhaustive): evaluate every input on the reference interpreter, scale all values by
-their common denominator to exact integers, sort the (value, input, position) keys and compare each key with
-its nearest non-exempt neighbour. For exactly permutation-equivariant models (decided from the IR) only
-sorted multisets are evaluated: the values of a permutation πL are q(L) permuted, so they add nothing.
+Engines (docs/contextual-mapping.md has measurements):
+* ``interpret`` (exhaustive): every input on the reference interpreter; all values scaled by their common
+  denominator to exact integers; the (value, input, position) keys sorted and each compared with its nearest
+  non-exempt neighbour.
+* ``enumerate`` (exhaustive): the same keys from the batched evaluator (exact int64, bounds proven first).
+* ``smt``: condition (2) as a two-copy query (two symbolic inputs, one model), condition (1) as a one-copy
+  query; both unsat proves the property (the encoder mirrors the interpreter exactly).
+* ``auto``: the engine predicted to finish first from rates measured on the spot (``choose_engine``).
+For exactly permutation-equivariant models (decided from the IR) with permutations exempt, the exhaustive
+engines evaluate one sorted representative per multiset (q(πL) is q(L) permuted, so it adds nothing) and the
+SMT queries fix the colliding positions ("fix0"); other models get every sequence and free positions.
 
 A counterexample is the pair (L, L′), the positions (i, j) (0-based) and the two values; it is re-evaluated on
 the interpreter before ``refuted`` is reported.
