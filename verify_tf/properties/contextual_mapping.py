@@ -459,9 +459,8 @@ def _groups(config: Setup, chunk, order: str, vocabulary: int) -> np.ndarray:
         return index
     ordered = np.sort(chunk.rows, axis=1)
     n = ordered.shape[1]
-    if vocabulary ** n < INT64_SAFE:
-        return ordered @ (vocabulary ** np.arange(n, dtype=np.int64))
-    raise NotImplementedError  # unreachable: such a domain has more than 2^62 inputs, refused above
+    dtype = np.int64 if vocabulary ** n < INT64_SAFE else object  # object: exact Python integers
+    return ordered.astype(dtype) @ np.array([vocabulary ** p for p in range(n)], dtype=dtype)
 
 
 # ---------------------------------------------------------------- engine: smt (two-copy query)
