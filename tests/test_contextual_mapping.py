@@ -345,3 +345,16 @@ def test_auto_picks_the_interpreter_for_tiny_instances_and_smt_when_nothing_else
     # (1, 64, 3): 41,664 multisets × ~2 ms on the interpreter, and int64 cannot hold it: enumeration cannot
     # finish in 1 s, so only SMT is left
     assert PROPERTY.pick_engine(request(yun(1, 64, 3), grid(1, 64, 3), engine="auto", timeout=1.0, **YUN)) == "smt"
+
+
+@pytest.mark.parametrize("seed,causal,expected", [(24, False, "proved"), (10, False, "proved"),
+                                                  (3, True, "refuted")])
+def test_smt_agrees_with_exhaustive_in_fixed_point_softmax(seed, causal, expected):
+    needs_smt_encoder()
+    model = random_model(RandomConfig(seed=seed, width=2, scoring="softmax", causal=causal, max_length=3))
+    arithmetic = Fixed(12, 4)
+    exhaustive = PROPERTY.run(request(model, grid(2, 2, 2), arithmetic=arithmetic, **YUN))
+    solved = PROPERTY.run(request(model, grid(2, 2, 2), engine="smt", arithmetic=arithmetic, timeout=60, **YUN))
+    assert exhaustive.status == solved.status == expected, solved.detail
+    if expected == "refuted":
+        check_replays(model, solved, arithmetic)
