@@ -47,6 +47,14 @@ OPTIONS = Obj({
 })
 
 
+def domain_constant_inputs(domain) -> list[tuple]:
+    """The constant inputs (x, ..., x) of length >= 1 that belong to the domain: with distinct tokens only length 1
+    (``Domain.constant_inputs`` lists (x, x) even there; quantifying over it would prove or refute a statement
+    about inputs the domain excludes)."""
+    distinct = getattr(domain, "distinct_tokens", False)
+    return [t for t in domain.constant_inputs() if len(t) >= 1 and not (distinct and len(t) > 1)]
+
+
 def bos_offset(model: Model) -> int:
     return 1 if isinstance(model.tokens, AlphabetTokens) and model.tokens.bos is not None else 0
 
@@ -101,7 +109,7 @@ def _witness(request: CheckRequest, tokens, epsilon: Fraction, first: int, secon
 def model_epsilon(request: CheckRequest, deadline: float) -> tuple[Fraction, tuple | None, int, int, int] | None:
     """Largest deviation over all constant inputs: (ε, worst input, its two positions, inputs checked)."""
     on = request.options.get("on", "output")
-    constant = [t for t in request.domain.constant_inputs() if len(t) >= 1]
+    constant = domain_constant_inputs(request.domain)
     best: tuple[Fraction, tuple | None, int, int] = (Fraction(0), None, 0, 0)
     for index, tokens in enumerate(constant):
         if time.perf_counter() > deadline:
@@ -187,10 +195,12 @@ def check_architecture(request: CheckRequest, model_scope: bool = False) -> Verd
     """Every weight choice of the architecture: induction over layers, one z3 query per step and length."""
     start = time.perf_counter()
     model, arith = request.model, request.arithmetic
-    lengths = [n for n in request.domain.lengths if n >= 1]
+    constant = domain_constant_inputs(request.domain)
+    lengths = sorted({len(t) for t in constant})
     klass = describe_class(model)
     if not lengths:
-        return Verdict(request.label, PROVED, "smt", method="trivial", detail="the domain has no non-empty input")
+        return Verdict(request.label, PROVED, "smt", method="trivial",
+                       detail="the domain has no constant input of length >= 1")
     if max(lengths) > MAX_LENGTH:
         return Verdict(request.label, UNKNOWN, "smt", detail=f"architecture-level queries are measured up to n = "
                        f"{MAX_LENGTH}; the domain has length {max(lengths)}", tried=["induction over layers (z3)"])
@@ -221,7 +231,7 @@ def check_architecture(request: CheckRequest, model_scope: bool = False) -> Verd
                                   f"model's own weights may still be: use engine interpret",
                            seconds=time.perf_counter() - start, statistics=stats,
                            tried=[f"induction over layers, n = {n}"])
-        candidates = [t for t in request.domain.constant_inputs() if len(t) == n]
+        candidates = [t for t in constant if len(t) == n]
         for step in failing:
             left = request.timeout - (time.perf_counter() - start)
             member = separate_positions(model, arith, step.block if step.sublayer == "attention" else None,
