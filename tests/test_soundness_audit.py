@@ -60,3 +60,12 @@ def test_position_blind_has_no_constant_input_of_length_two_in_a_distinct_domain
         verdict = check("position-blind", model, DISTINCT_PAIRS, engine=engine, scope=scope, on="output",
                         tolerance=F(0))
         assert verdict.status == "proved", scope  # vacuous: (x, x) is not an input of the domain
+
+
+# -- the empty input ------------------------------------------------------------------------------------------
+
+def test_enumerate_handles_the_empty_input_of_an_exact_uniform_model():
+    model = one_layer(head(scoring="uniform"))
+    domain = GridDomain(1, (F(0), F(1)), 0)
+    for name, options in (("permutation-equivariance", {"on": "output", "samples": 10}),):
+        assert check(name, model, domain, engine="enumerate", **options).status == "proved"

@@ -361,7 +361,8 @@ class _Planner:
                     self.check(b * out_mul, f"{where} scaled head sum")
                 self.check(total_max * out_div, f"{where} head divisor")
         else:
-            counts = [n] if head.scoring == "uniform" and not head.causal else range(1, n + 1)
+            # the empty input has no row to average over (lcm([0]) would be a zero denominator)
+            counts = [n] if head.scoring == "uniform" and not head.causal and n > 0 else range(1, n + 1)
             common = self.check(_lcm(counts), f"{where} lcm of the tie counts")
             count_multiplier = np.array([0] + [common // c for c in range(1, n + 1)], dtype=np.int64)
             out = Stage(common * c_den * v.den,
