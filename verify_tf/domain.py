@@ -52,6 +52,9 @@ class GridDomain:
         return itertools.product(tokens, repeat=self.length)
 
     def constant_inputs(self) -> Iterator[tuple[Vector, ...]]:
+        """The inputs (x, ..., x) that belong to this domain (none of length >= 2 when tokens must differ)."""
+        if self.distinct_tokens and self.length > 1:
+            return
         for t in self.tokens:
             yield (t,) * self.length
 
@@ -84,7 +87,10 @@ class StringDomain:
             yield from itertools.product(self.alphabet, repeat=n)
 
     def constant_inputs(self) -> Iterator[tuple[str, ...]]:
+        """(a, ..., a) for every symbol and every length in range (the empty string is not an input)."""
         for n in self.lengths:
+            if n == 0:
+                continue
             for a in self.alphabet:
                 yield (a,) * n
 
