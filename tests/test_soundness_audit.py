@@ -69,3 +69,21 @@ def test_enumerate_handles_the_empty_input_of_an_exact_uniform_model():
     domain = GridDomain(1, (F(0), F(1)), 0)
     for name, options in (("permutation-equivariance", {"on": "output", "samples": 10}),):
         assert check(name, model, domain, engine="enumerate", **options).status == "proved"
+
+
+# -- interval bounds: per-probability tie weights lose mass ---------------------------------------------------
+
+def test_per_probability_head_output_below_the_value_hull_feeds_a_product_exactly():
+    """A three-way hardmax tie at f = 2 weighs each value 1/4: the head output (3/4 of the mean) lies below every
+    value, so an interval taken as the hull of the values would be too tight; layer 2 multiplies it (q·k
+    through a bit decomposition based on that interval). The random differential tests do not reach this."""
+    from test_smt_differential import assert_encoding_matches
+
+    tie = head(q=0, k=0, v=1, o=1, scoring="hardmax")
+    square = head(q=1, k=1, v=1, o=1, scoring="hardmax")
+    model = Model(GridTokens(1), 1, (Block(AttentionLayer((tie,), zeros(1), residual=False)),
+                                     Block(AttentionLayer((square,), zeros(1)))), vector([1]))
+    arith = Fixed(8, 2, "per-probability")
+    tokens = ((F(2),), (F(3),), (F(2),))
+    assert evaluate(model, arith, tokens).blocks[0].heads[0].output[0] == (F(7, 4),)  # below min value 2
+    assert_encoding_matches(model, arith, tokens, {0, 1, 2})
