@@ -8,6 +8,7 @@ before its fix.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from fractions import Fraction as F
 
 import pytest
@@ -23,10 +24,10 @@ from helpers import head, one_layer
 EXACT = Exact()
 
 
-def check(name, model, domain, arith=EXACT, engine="interpret", timeout=60, **options):
+def check(name, subject, domain, arith=EXACT, engine="interpret", timeout=60, **options):
     base = {"solver": "z3", "rlimit": None}
     base.update(options)
-    request = CheckRequest(model=model, arithmetic=arith, domain=domain, options=base, label=name, engine=engine,
+    request = CheckRequest(model=subject, arithmetic=arith, domain=domain, options=base, label=name, engine=engine,
                            timeout=timeout)
     return registry()[name].run(request)
 
@@ -87,3 +88,88 @@ def test_per_probability_head_output_below_the_value_hull_feeds_a_product_exactl
     tokens = ((F(2),), (F(3),), (F(2),))
     assert evaluate(model, arith, tokens).blocks[0].heads[0].output[0] == (F(7, 4),)  # below min value 2
     assert_encoding_matches(model, arith, tokens, {0, 1, 2})
+
+
+# -- engines against the brute-force oracle on random tiny models ---------------------------------------------
+
+def _random_case(seed: int):
+    """A tiny random model (every scoring, causal, RPE/URPE, absolute PE, BOS, exact and fixed incl. per-probability
+    and saturating widths) and a small domain (grids with negative values, distinct tokens, strings of several
+    lengths including the empty one)."""
+    rng = random.Random(seed)
+    scoring = rng.choice(["hardmax", "uniform", "softmax"])
+    arith = EXACT
+    if scoring == "softmax" or rng.random() < 0.5:
+        arith = Fixed(rng.choice([6, 8, 10]), rng.choice([2, 3]), rng.choice(["exact-sums", "per-probability"]))
+    alphabet = rng.random() < 0.5
+    config = RandomConfig(seed=seed, width=rng.choice([1, 2]), layers=rng.choice([1, 2]), heads=rng.choice([1, 2]),
+                          ffn_width=rng.choice([0, 2]), scoring=scoring,
+                          positional=rng.choice(["standard", "standard", "rpe", "urpe"]), causal=rng.random() < 0.3,
+                          absolute_pe=rng.random() < 0.15, max_length=5, weight_range=F(rng.choice([1, 2])),
+                          denominator=rng.choice([1, 2, 4]), alphabet=("a", "b", "c") if alphabet else None,
+                          bos="^" if alphabet and rng.random() < 0.6 else None)
+    if alphabet:
+        top = rng.choice([2, 3])
+        domain = StringDomain(("a", "b", "c")[: rng.choice([2, 3])], min(rng.choice([0, 1, 2]), top), top)
+    else:
+        values = (F(0), F(1, 2), F(1)) if rng.random() < 0.5 else (F(-1), F(0), F(1, 4))
+        domain = GridDomain(config.width, values[: rng.choice([2, 3])], rng.choice([2, 3]),
+                            distinct_tokens=rng.random() < 0.3)
+    return random_model(config), arith, domain
+
+
+def _equivariant(model, arith, domain, on) -> bool:
+    """The definition, brute force: f(τ_k X) = τ_k f(X) for every X of the domain and every adjacent τ_k."""
+    off = 1 if getattr(model.tokens, "bos", None) is not None else 0
+    traces = {x: evaluate(model, arith, x) for x in domain.inputs()}
+
+    def observed(trace):
+        return [(q,) for q in trace.readout] if on == "readout" else list(trace.output)
+
+    for x, trace in traces.items():
+        for k in range(len(x) - 1):
+            expected = observed(trace)
+            expected[off + k], expected[off + k + 1] = expected[off + k + 1], expected[off + k]
+            if observed(traces[x[:k] + (x[k + 1], x[k]) + x[k + 2:]]) != expected:
+                return False
+    return True
+
+
+def _agree(verdict, truth: bool) -> bool:
+    return verdict.status == "unknown" or verdict.status == ("proved" if truth else "refuted")
+
+
+def _oracle_checks(seed: int, engines_bounds, engines_equivariance, timeout):
+    model, arith, domain = _random_case(seed)
+    readouts = [q for x in domain.inputs() for q in evaluate(model, arith, x).readout]
+    if not readouts:
+        return
+    lo, hi = min(readouts), max(readouts)
+    tiny = F(1, 1000)
+    for engine in engines_bounds:
+        for bounds, truth in (((lo, hi), True), ((lo, hi - tiny), False), ((lo + tiny, None), False)):
+            verdict = check("output-bounds", model, domain, arith, engine, timeout, lo=bounds[0], hi=bounds[1],
+                            positions=None)
+            assert _agree(verdict, truth), (seed, engine, bounds, verdict.status, verdict.detail)
+    for on in ("output", "readout"):
+        truth = _equivariant(model, arith, domain, on)
+        for engine in engines_equivariance:
+            verdict = check("permutation-equivariance", model, domain, arith, engine, timeout, on=on, samples=500)
+            assert _agree(verdict, truth), (seed, engine, on, truth, verdict.status, verdict.detail)
+    bumped = replace(model, readout=(model.readout[0] + F(1, 4),) + model.readout[1:])  # one weight changed
+    for other in (model, bumped):
+        truth = all(evaluate(model, arith, x).readout == evaluate(other, arith, x).readout for x in domain.inputs())
+        for engine in engines_bounds:
+            verdict = check("equivalent-to", model, domain, arith, engine, timeout, model=other, on="readout")
+            assert _agree(verdict, truth), (seed, engine, other is model, truth, verdict.status, verdict.detail)
+
+
+@pytest.mark.parametrize("chunk", range(4))
+def test_exhaustive_engines_agree_with_the_oracle(chunk):
+    for seed in range(chunk * 12, chunk * 12 + 12):
+        _oracle_checks(seed, ("interpret",), ("interpret", "enumerate", "search"), 60)
+
+
+@pytest.mark.parametrize("seed", [3, 8, 17, 42])
+def test_smt_agrees_with_the_oracle(seed):
+    _oracle_checks(seed, ("smt",), ("smt",), 10)
