@@ -217,6 +217,16 @@ def run(request: CheckRequest) -> Verdict:
                     + (" < ε*: the class beats the bound" if sup[0] < eps else ""))
         cex["summary"] = (f"{member.active} chosen by the solver ({parameters_text(member.parameters)}) on "
                           f"x* = {format_input(witness)}: {how}")
+        if sup is None or sup[0] >= eps:
+            # The claim is "no member gets sup-error below ε*"; its violation is a member that does. A member
+            # that merely separates positions refutes premise (b), not the claim: report it as evidence only.
+            stats["member_separating_positions"] = cex
+            measured = "not measured (domain too large or time up)" if sup is None else f"{fmt(sup[0])} ≥ ε*"
+            return Verdict(request.label, UNKNOWN, "smt", method="induction + solver-chosen member",
+                           detail=f"ε* = {fmt(eps)} at {shown}; (b) fails ({step.name}): {cex['summary']}; its "
+                                  f"sup-error is {measured}, so the bound is neither certified nor beaten",
+                           seconds=time.perf_counter() - start, statistics=stats,
+                           tried=[f"induction over layers, n = {n}", "solver-chosen member: sup-error " + measured])
         return Verdict(request.label, REFUTED, "smt", method="induction + solver-chosen member",
                        detail=f"certificate refuted for ε* = {fmt(eps)}: the class is not position-blind "
                               f"(induction step {step.name} fails: {step.note or step.status}); " + cex["summary"],
