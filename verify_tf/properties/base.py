@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any, Callable
 from ..domain import Domain
 from ..ir import Model
 from ..semantics import Arithmetic
-from ..verdict import Verdict
+from ..verdict import PROVED, REFUTED, UNKNOWN, Verdict
 
 
 @dataclass
@@ -53,6 +54,31 @@ class PropertyDef:
         if self.choose_engine is not None:
             return self.choose_engine(request)
         return self.engines[0]
+
+
+def check_each_input(request: CheckRequest, violation: Callable[[CheckRequest, tuple], dict | None]) -> Verdict:
+    """The exhaustive ``interpret`` engine for properties of one input at a time.
+
+    ``violation(request, tokens)`` evaluates one input on the interpreter and returns the (replayed) witness
+    or None. Every input of the domain is visited in ``domain.inputs()`` order, so the first witness is the
+    smallest in that order; a timeout gives ``unknown`` with how far it got.
+    """
+    start = time.perf_counter()
+    deadline = start + request.timeout
+    total = request.domain.size()
+    for index, tokens in enumerate(request.domain.inputs()):
+        if time.perf_counter() > deadline:
+            return Verdict(request.label, UNKNOWN, "interpret", detail=f"timeout after {index} of {total} inputs",
+                           seconds=time.perf_counter() - start, tried=[f"exhaustive enumeration ({index}/{total})"],
+                           statistics={"inputs_checked": index, "domain_size": total})
+        witness = violation(request, tokens)
+        if witness is not None:
+            return Verdict(request.label, REFUTED, "interpret", method="exhaustive", detail=witness["summary"],
+                           seconds=time.perf_counter() - start, counterexample=witness,
+                           statistics={"inputs_checked": index + 1, "domain_size": total})
+        request.tick(index + 1, total)
+    return Verdict(request.label, PROVED, "interpret", method="exhaustive", detail=f"all {total} inputs",
+                   seconds=time.perf_counter() - start, statistics={"domain_size": total})
 
 
 @lru_cache(maxsize=None)

@@ -22,9 +22,9 @@ from ..numbers import fmt, fmt_vector
 from ..semantics import evaluate
 from ..spec.loader import model_schema
 from ..spec.schema import Field, Obj, String
-from ..verdict import ERROR, PROVED, REFUTED, UNKNOWN, Verdict
+from ..verdict import ERROR, Verdict
 from ..witness import input_to_json
-from .base import CheckRequest, PropertyDef
+from .base import CheckRequest, PropertyDef, check_each_input
 from .output_bounds import ENUMERATION_BUDGET, solver_fields
 
 OPTIONS = Obj({
@@ -84,22 +84,7 @@ def check_interpret(request: CheckRequest) -> Verdict:
     problem = _incompatible(request)
     if problem:
         return _error(request, problem)
-    start = time.perf_counter()
-    deadline = start + request.timeout
-    total = request.domain.size()
-    for index, tokens in enumerate(request.domain.inputs()):
-        if time.perf_counter() > deadline:
-            return Verdict(request.label, UNKNOWN, "interpret", detail=f"timeout after {index} of {total} inputs",
-                           seconds=time.perf_counter() - start, tried=[f"exhaustive enumeration ({index}/{total})"],
-                           statistics={"inputs_checked": index, "domain_size": total})
-        witness = violation(request, tokens)
-        if witness is not None:
-            return Verdict(request.label, REFUTED, "interpret", method="exhaustive", detail=witness["summary"],
-                           seconds=time.perf_counter() - start, counterexample=witness,
-                           statistics={"inputs_checked": index + 1, "domain_size": total})
-        request.tick(index + 1, total)
-    return Verdict(request.label, PROVED, "interpret", method="exhaustive", detail=f"all {total} inputs",
-                   seconds=time.perf_counter() - start, statistics={"domain_size": total})
+    return check_each_input(request, violation)
 
 
 def _queries(request: CheckRequest):

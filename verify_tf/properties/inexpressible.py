@@ -165,7 +165,7 @@ def run(request: CheckRequest) -> Verdict:
     shown = f"x* = {format_input(witness)}, f(x*) = {fmt_vector(values)}"
     if eps == 0:
         return Verdict(request.label, PROVED, "smt", method="trivial",
-                       detail=f"ε* = 0: the target is constant on every constant input, so the bound is vacuous",
+                       detail="ε* = 0: the target is constant on every constant input, so the bound is vacuous",
                        seconds=time.perf_counter() - start, statistics=stats)
     n = len(witness)
     if n > MAX_LENGTH:

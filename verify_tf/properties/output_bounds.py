@@ -21,9 +21,9 @@ from ..domain import format_input
 from ..numbers import fmt
 from ..semantics import evaluate
 from ..spec.schema import Field, Integer, ListOf, Number, Obj, String
-from ..verdict import PROVED, REFUTED, UNKNOWN, Verdict
+from ..verdict import Verdict
 from ..witness import input_to_json
-from .base import CheckRequest, PropertyDef
+from .base import CheckRequest, PropertyDef, check_each_input
 
 # below this many interpreter evaluations (inputs x length x layers), enumeration is faster than
 # encoding + solving (bench/bench_smt.py, docs/smt.md)
@@ -84,22 +84,7 @@ def violation(request: CheckRequest, tokens: tuple) -> dict[str, Any] | None:
 
 
 def check_interpret(request: CheckRequest) -> Verdict:
-    start = time.perf_counter()
-    deadline = start + request.timeout
-    total = request.domain.size()
-    for index, tokens in enumerate(request.domain.inputs()):
-        if time.perf_counter() > deadline:
-            return Verdict(request.label, UNKNOWN, "interpret", detail=f"timeout after {index} of {total} inputs",
-                           seconds=time.perf_counter() - start, tried=[f"exhaustive enumeration ({index}/{total})"],
-                           statistics={"inputs_checked": index, "domain_size": total})
-        witness = violation(request, tokens)
-        if witness is not None:
-            return Verdict(request.label, REFUTED, "interpret", method="exhaustive", detail=witness["summary"],
-                           seconds=time.perf_counter() - start, counterexample=witness,
-                           statistics={"inputs_checked": index + 1, "domain_size": total})
-        request.tick(index + 1, total)
-    return Verdict(request.label, PROVED, "interpret", method="exhaustive", detail=f"all {total} inputs",
-                   seconds=time.perf_counter() - start, statistics={"domain_size": total})
+    return check_each_input(request, violation)
 
 
 def _queries(request: CheckRequest):

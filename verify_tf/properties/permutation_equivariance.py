@@ -11,7 +11,6 @@ refuted for absolute PE, RPE and URPE models with generic weights.
 from __future__ import annotations
 
 import time
-from fractions import Fraction
 
 import numpy as np
 import z3
