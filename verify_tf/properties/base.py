@@ -81,6 +81,16 @@ def check_each_input(request: CheckRequest, violation: Callable[[CheckRequest, t
                    seconds=time.perf_counter() - start, statistics={"domain_size": total})
 
 
+def batched_evaluator(request: CheckRequest):
+    """The exact batched evaluator for this request, compiled for every length (raises ``Unsupported``)."""
+    from ..engines.batched import BatchedEvaluator
+
+    evaluator = BatchedEvaluator(request.model, request.arithmetic, request.domain.tokens, device=request.device)
+    for length in request.domain.lengths:
+        evaluator.check(length)
+    return evaluator
+
+
 @lru_cache(maxsize=None)
 def registry() -> dict[str, PropertyDef]:
     found: dict[str, PropertyDef] = {}

@@ -21,7 +21,7 @@ from ..semantics import evaluate
 from ..spec.schema import Field, Integer, Obj, String
 from ..verdict import PROVED, REFUTED, UNKNOWN, Verdict
 from ..witness import ReplayMismatch, input_to_json, vectors_to_json
-from .base import CheckRequest, PropertyDef
+from .base import CheckRequest, PropertyDef, batched_evaluator
 from .output_bounds import solver_fields
 
 OPTIONS = Obj({
@@ -108,16 +108,6 @@ def check_interpret(request: CheckRequest) -> Verdict:
 
 # -- engines enumerate and search: batched exact evaluation (verify_tf.engines.batched) ------------------------
 
-def _batched_evaluator(request: CheckRequest):
-    """The batched evaluator for this request, compiled for every length (raises Unsupported)."""
-    from ..engines.batched import BatchedEvaluator
-
-    evaluator = BatchedEvaluator(request.model, request.arithmetic, request.domain.tokens, device=request.device)
-    for length in request.domain.lengths:
-        evaluator.check(length)
-    return evaluator
-
-
 def _batched_outputs(evaluator, request: CheckRequest, rows) -> tuple[np.ndarray, int]:
     """Exact observed values: numerators (B, positions, coordinates) and their common denominator."""
     values = evaluator.values(rows, "readout" if request.options.get("on") == "readout" else "output")
@@ -168,7 +158,7 @@ def check_enumerate(request: CheckRequest) -> Verdict:
 
     domain = request.domain
     deadline = Deadline(request.timeout)
-    evaluator = _batched_evaluator(request)
+    evaluator = batched_evaluator(request)
     total = domain.size()
     chunk = max(1, min(evaluator.chunk_size(n) for n in domain.lengths) // 2)  # X and sort(X) together
     checked = 0
@@ -243,7 +233,7 @@ def check_search(request: CheckRequest) -> Verdict:
     tokens = domain.tokens
     space = SearchSpace(len(tokens), domain.lengths, getattr(domain, "distinct_tokens", False))
     try:
-        evaluator = _batched_evaluator(request)
+        evaluator = batched_evaluator(request)
         objective, how, batch = (lambda rows: _transposition_gaps(request, evaluator, rows)), \
             evaluator.describe(), 1024
     except Unsupported as exc:  # slower but always exact: score each row on the interpreter
@@ -283,7 +273,7 @@ def choose_engine(request: CheckRequest) -> str:
 
     fallback = "smt" if "smt" in PROPERTY.engines else None
     try:
-        evaluator = _batched_evaluator(request)
+        evaluator = batched_evaluator(request)
     except Unsupported:
         return fallback or "interpret"
     if request.domain.size() <= 1 << 16:

@@ -1,0 +1,30 @@
+"""output-bounds on the `enumerate` engine agrees with a brute-force oracle computed on the interpreter."""
+
+from fractions import Fraction
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10_000), st.sampled_from(["exact", "fixed"]), st.booleans())
+def test_output_bounds_enumerate_matches_the_brute_force_oracle(seed, mode, causal):
+    from verify_tf.builders.random_model import RandomConfig, random_model
+    from verify_tf.domain import GridDomain
+    from verify_tf.properties import CheckRequest, registry
+    from verify_tf.semantics import Exact, Fixed, evaluate
+
+    scoring = "softmax" if mode == "fixed" else "hardmax"
+    model = random_model(RandomConfig(seed=seed, width=1, layers=1, ffn_width=2, scoring=scoring, causal=causal,
+                                      max_length=3))
+    arith = Exact() if mode == "exact" else Fixed(16, 4)
+    domain = GridDomain(1, (Fraction(-1, 2), Fraction(0), Fraction(1, 2)), 3)
+    values = [q for x in domain.inputs() for q in evaluate(model, arith, x).readout]
+    lo, hi = min(values), max(values)
+    for bounds, expected in (({"lo": lo, "hi": hi}, "proved"), ({"lo": lo + Fraction(1, 16), "hi": hi}, "refuted"),
+                             ({"lo": lo, "hi": hi - Fraction(1, 16)}, "refuted")):
+        request = CheckRequest(model=model, arithmetic=arith, domain=domain, options=dict(bounds),
+                               label="output-bounds", engine="enumerate")
+        verdict = registry()["output-bounds"].run(request)
+        assert verdict.status == expected, verdict.detail
+        if expected == "proved":
+            assert Fraction(verdict.statistics["readout_min"]) == lo and Fraction(verdict.statistics["readout_max"]) == hi
