@@ -7,6 +7,7 @@ Exit codes: 0 all proved, 1 something refuted, 2 input error, 3 nothing refuted 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -17,8 +18,19 @@ from rich.console import Console
 from . import __version__
 from .verdict import EXIT_INPUT_ERROR, EXIT_INTERNAL
 
-console = Console()
-err_console = Console(stderr=True)
+LOG_WIDTH = 160  # columns for tables when the output is not a terminal (CI logs, pipes) and COLUMNS is unset
+
+
+def _make_console(stderr: bool = False) -> Console:
+    """A console for this invocation; reads COLUMNS now, so tables in logs do not wrap at 80 columns."""
+    made = Console(stderr=stderr)
+    if not made.is_terminal and "COLUMNS" not in os.environ:
+        made = Console(stderr=stderr, width=LOG_WIDTH)
+    return made
+
+
+console = _make_console()
+err_console = _make_console(stderr=True)
 
 
 def _fail_input(message: str) -> None:
@@ -129,6 +141,8 @@ def main() -> None:
     Write a spec (model, arithmetic, domain, properties) and run `verify-tf check spec.yaml`.
     Exit codes: 0 proved, 1 refuted, 2 input error, 3 unknown, 4 internal error (docs/cli.md).
     """
+    global console, err_console
+    console, err_console = _make_console(), _make_console(stderr=True)
 
 
 @main.command()
