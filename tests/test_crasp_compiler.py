@@ -242,8 +242,6 @@ def test_cli_compile_refuses_too_few_bits_and_bad_settings(tmp_path: Path) -> No
     assert result.returncode == 2 and "no parameter 'x'" in result.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="builders.files.save_model reads an alphabet (a list of symbols) as "
-                                      "numbers, so no alphabet model can be saved yet; reported to the lead")
 def test_cli_compile_writes_the_model_it_describes(tmp_path: Path) -> None:
     target = tmp_path / "L3.safetensors"
     result = run_cli("compile", str(EXAMPLES / "L3.cr"), "-o", str(target))

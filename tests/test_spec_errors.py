@@ -164,3 +164,14 @@ def test_model_files_round_trip_exactly(tmp_path: Path, suffix: str):
         path = tmp_path / f"m{suffix}"
         save_model(model, path)
         assert load_model(path) == model
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".npz", ".pt"])
+def test_alphabet_models_round_trip_exactly(tmp_path: Path, suffix: str):
+    from verify_tf.builders.files import load_model
+
+    model = random_model(RandomConfig(seed=6, width=2, alphabet=("a", "b", "1"), bos="^", causal=True,
+                                      scoring="uniform"))
+    path = tmp_path / f"m{suffix}"
+    save_model(model, path)
+    assert load_model(path) == model

@@ -21,6 +21,7 @@ from ..ir import (AlphabetTokens, AttentionLayer, Block, FeedForward, GridTokens
 
 FORMAT = "verify-tf-model/1"
 ARCH_KEY = "__verify_tf__"
+NON_NUMERIC_KEYS = frozenset({"alphabet"})  # lists of symbols: kept in the JSON, never turned into tensors
 
 
 class ModelFileError(ValueError):
@@ -117,7 +118,8 @@ def model_from_dict(data: dict[str, Any]) -> Model:
 def _split_tensors(data: Any, prefix: str, tensors: dict[str, np.ndarray]) -> Any:
     """Replace numeric lists by '@name' references, collecting the arrays."""
     if isinstance(data, dict):
-        return {k: _split_tensors(v, f"{prefix}.{k}" if prefix else k, tensors) for k, v in data.items()}
+        return {k: v if k in NON_NUMERIC_KEYS else _split_tensors(v, f"{prefix}.{k}" if prefix else k, tensors)
+                for k, v in data.items()}
     if isinstance(data, list) and data and _is_numeric(data):
         values = [[Fraction(x) for x in row] for row in data] if isinstance(data[0], list) else [Fraction(x) for x in data]
         flat = [x for row in values for x in row] if isinstance(values[0], list) else values
