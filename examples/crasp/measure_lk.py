@@ -5,7 +5,7 @@ For each k, compile examples/crasp/L<k>.cr and prove it equivalent to its progra
 jobs on a shared machine do not distort it). Prints one row per k: k, depth, attention layers, feed-forward
 layers, width, bits, the largest N proved within the budget and its CPU seconds.
 
-    python examples/crasp/measure_lk.py [--budget 60] [--engine interpret] [--ks 1 2 3]
+    python examples/crasp/measure_lk.py [--budget 60] [--engine enumerate|interpret|smt] [--ks 1 2 3] [--start N]
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ def prove(k: int, length: int, engine: str, budget: float) -> tuple[str, float]:
     compiled = compile_program(load_program(path))
     request = CheckRequest(model=compiled.model, arithmetic=compiled.arithmetic,
                            domain=StringDomain(("a", "b"), 1, length),
-                           options={"program": path, "mode": "accept", "threshold": 0}, label="crasp-equivalence",
+                           options={"program": path, "mode": "accept", "threshold": 0, "queries": "one",
+                                    "solver": "z3", "rlimit": None}, label="crasp-equivalence",
                            engine=engine, timeout=4 * budget)  # wall clock: a shared machine is slower
     start = time.process_time()
     verdict = registry()["crasp-equivalence"].run(request)
@@ -37,13 +38,14 @@ def prove(k: int, length: int, engine: str, budget: float) -> tuple[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=float, default=60.0, help="CPU seconds per proof")
-    parser.add_argument("--engine", default="interpret")
+    parser.add_argument("--engine", default="enumerate", choices=["enumerate", "interpret", "smt"])
+    parser.add_argument("--start", type=int, default=1, help="first N to try")
     parser.add_argument("--ks", type=int, nargs="*", default=[1, 2, 3, 4, 5, 6])
     args = parser.parse_args()
     print("k  depth  attention  feed-forward  width  bits  N  seconds")
     for k in args.ks:
         compiled = compile_program(load_program(HERE / f"L{k}.cr"))
-        best, seconds, length = 0, 0.0, 1
+        best, seconds, length = 0, 0.0, args.start
         while True:
             status, spent = prove(k, length, args.engine, args.budget)
             if status != "proved" or spent > args.budget:
