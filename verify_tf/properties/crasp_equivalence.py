@@ -177,6 +177,14 @@ def _setup(request: CheckRequest) -> tuple[Program | None, str | None]:
     return program, None
 
 
+def _exhaustive_plan(request: CheckRequest) -> tuple[StringDomain, bool, list[tuple[int, range]], int]:
+    """What the exhaustive engines walk: (domain, all heads causal, _plan(...), number of strings evaluated)."""
+    domain: StringDomain = request.domain  # type: ignore[assignment]
+    causal = _all_causal(request.model)
+    plan = _plan(domain, request.options["mode"], causal)
+    return domain, causal, plan, sum(len(domain.alphabet) ** length for length, _ in plan)
+
+
 def _all_causal(model: Model) -> bool:
     return all(head.causal for _, _, head in model.heads())
 
@@ -238,10 +246,7 @@ def check_interpret(request: CheckRequest) -> Verdict:
     program, problem = _setup(request)
     if program is None:
         return Verdict(request.label, ERROR, "interpret", detail=problem)
-    domain: StringDomain = request.domain  # type: ignore[assignment]
-    causal = _all_causal(request.model)
-    plan = _plan(domain, request.options["mode"], causal)
-    total = sum(len(domain.alphabet) ** length for length, _ in plan)
+    domain, causal, plan, total = _exhaustive_plan(request)
     deadline = start + request.timeout
 
     def least(lowest: int, found: str) -> str | None:
@@ -338,10 +343,7 @@ def check_enumerate(request: CheckRequest) -> Verdict:
     program, problem = _setup(request)
     if program is None:
         return Verdict(request.label, ERROR, "enumerate", detail=problem)
-    domain: StringDomain = request.domain  # type: ignore[assignment]
-    causal = _all_causal(request.model)
-    plan = _plan(domain, request.options["mode"], causal)
-    total = sum(len(domain.alphabet) ** length for length, _ in plan)
+    domain, causal, plan, total = _exhaustive_plan(request)
     deadline = start + request.timeout
     evaluator = BatchedEvaluator(request.model, request.arithmetic, domain.tokens, device=request.device)
     try:
