@@ -70,10 +70,6 @@ def check_property(spec: Spec, prop: PropertySpec, overrides: Overrides,
     return verdict
 
 
-def expectation_met(verdict: Verdict, expect: str | None) -> bool | None:
-    """None when the property states no expectation."""
-    return None if expect is None else verdict.status == expect
-
 
 def check_job(spec_path: str, index: int, overrides: Overrides) -> Verdict:
     """One unit of work for a worker process: re-load the spec and check its property number ``index``."""

@@ -145,7 +145,7 @@ RANDOM = Obj({
 }, "a seeded random model with exact dyadic weights")
 
 
-def _construct_schema() -> Obj:
+def _construct_schema() -> dict[str, Field]:
     fields: dict[str, Field] = {"construct": Field(String("built-in construction", tuple(constructions())), required=True)}
     for c in constructions().values():
         for key, f in c.parameters.items():

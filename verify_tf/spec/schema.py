@@ -319,15 +319,3 @@ class TaggedUnion(Schema):
             alts.append({"type": "object", "properties": {name: schema.json()}, "required": [name],
                          "additionalProperties": False})
         return self._doc({"anyOf": alts})
-
-
-class Any_(Schema):
-    """Free-form data (returned as plain Python)."""
-
-    what = "any value"
-
-    def validate(self, node: Node, ctx: Context, path: str) -> Any:
-        return node
-
-    def json(self) -> dict:
-        return self._doc({})
