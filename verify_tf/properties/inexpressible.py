@@ -36,7 +36,7 @@ from ..spec.schema import Either, Field, ListOf, Number, Obj, String
 from ..verdict import ERROR, PROVED, REFUTED, UNKNOWN, Verdict
 from ..witness import ReplayMismatch, input_to_json, values_to_json
 from .base import CheckRequest, PropertyDef
-from .position_blind import bos_offset, deviation, domain_constant_inputs, parameters_text, row_sum_note
+from .position_blind import bos_offset, deviation, parameters_text, row_sum_note
 
 TOKEN = Either([(lambda n: n.kind == "seq", ListOf(Number(), "a grid token: one number per coordinate")),
                 (lambda n: n.kind == "scalar", String("an alphabet symbol, or a number for 1-dimensional grids"))],
@@ -64,8 +64,8 @@ def targets(request: CheckRequest) -> list[tuple[tuple[Token, ...], list[Fractio
     """(constant input, target readouts) pairs: every constant input for position-index, else the table's."""
     domain, target = request.domain, request.options.get("target", "position-index")
     if target == "position-index" or target is None:
-        return [(x, [Fraction(i + 1) for i in range(len(x))]) for x in domain_constant_inputs(domain)]
-    pairs, seen = [], set()
+        return [(x, [Fraction(i + 1) for i in range(len(x))]) for x in domain.constant_inputs()]
+    pairs, seen, members = [], set(), set(domain.constant_inputs())
     for index, entry in enumerate(target["table"]):
         token = _token(domain, entry["token"], index)
         n = len(entry["outputs"])
@@ -73,7 +73,7 @@ def targets(request: CheckRequest) -> list[tuple[tuple[Token, ...], list[Fractio
             raise TargetError(f"target table entry {index}: {n} outputs, but the domain's lengths are "
                               f"{', '.join(map(str, domain.lengths))}")
         tokens = (token,) * n
-        if tokens not in domain_constant_inputs(domain):
+        if tokens not in members:
             raise TargetError(f"target table entry {index}: the constant input {format_input(tokens)} is not an input "
                               f"of the domain ({domain.describe()})")
         if tokens in seen:

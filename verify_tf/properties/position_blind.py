@@ -47,14 +47,6 @@ OPTIONS = Obj({
 })
 
 
-def domain_constant_inputs(domain) -> list[tuple]:
-    """The constant inputs (x, ..., x) of length >= 1 that belong to the domain: with distinct tokens only length 1
-    (``Domain.constant_inputs`` lists (x, x) even there; quantifying over it would prove or refute a statement
-    about inputs the domain excludes)."""
-    distinct = getattr(domain, "distinct_tokens", False)
-    return [t for t in domain.constant_inputs() if len(t) >= 1 and not (distinct and len(t) > 1)]
-
-
 def bos_offset(model: Model) -> int:
     return 1 if isinstance(model.tokens, AlphabetTokens) and model.tokens.bos is not None else 0
 
@@ -109,7 +101,7 @@ def _witness(request: CheckRequest, tokens, epsilon: Fraction, first: int, secon
 def model_epsilon(request: CheckRequest, deadline: float) -> tuple[Fraction, tuple | None, int, int, int] | None:
     """Largest deviation over all constant inputs: (ε, worst input, its two positions, inputs checked)."""
     on = request.options.get("on", "output")
-    constant = domain_constant_inputs(request.domain)
+    constant = list(request.domain.constant_inputs())
     best: tuple[Fraction, tuple | None, int, int] = (Fraction(0), None, 0, 0)
     for index, tokens in enumerate(constant):
         if time.perf_counter() > deadline:
@@ -195,7 +187,7 @@ def check_architecture(request: CheckRequest, model_scope: bool = False) -> Verd
     """Every weight choice of the architecture: induction over layers, one z3 query per step and length."""
     start = time.perf_counter()
     model, arith = request.model, request.arithmetic
-    constant = domain_constant_inputs(request.domain)
+    constant = list(request.domain.constant_inputs())
     lengths = sorted({len(t) for t in constant})
     klass = describe_class(model)
     if not lengths:
