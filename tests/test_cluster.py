@@ -1,0 +1,415 @@
+"""`--cluster`: work units on Dask distributed, on 127.0.0.1 only.
+
+Two clusters: a LocalCluster started by the executor (`local:2`), and a scheduler plus two workers started with
+the Dask command line (`dask scheduler`, `dask worker`), both bound to 127.0.0.1 with their HTTP servers on
+127.0.0.1 and their folders under the test's tmp path; every process is stopped by the test. Verdicts are
+compared with the in-process run of the same check (the reference), and faults are injected by
+`tests/cluster_units.py` (a unit that raises, one that kills its worker, one that blocks until the test has
+killed the worker running it).
+
+The tests that need Dask are skipped when the `cluster` extra is not installed; those about a missing extra,
+address syntax and lazy imports run everywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from verify_tf.cli import main
+from verify_tf.engines.base import Run
+from verify_tf.runner import DRIVERS, Overrides, check_all, check_property
+from verify_tf.spec import load_spec
+from verify_tf.work import CONTINUE, STOP, Deadline, WorkUnit, schedule
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = ROOT / "specs"
+HAVE_DASK = importlib.util.find_spec("distributed") is not None
+needs_dask = pytest.mark.skipif(not HAVE_DASK, reason="the cluster extra is not installed: pip install "
+                                                      "'verify-tf[cluster]'")
+# fast shipped specs covering the engines: enumerate (refuted with a witness that is the least input, so it
+# must be the same on any executor; and proved), interpret, smt, architecture
+SAME_VERDICT_SPECS = ["crasp-L2-mutated.yaml", "equivariance-fixed-softmax.yaml", "yun-lemma6-d1-k8-n5.yaml",
+                      "luo-rpe-blind-fixed.yaml", "smt-equivalence-refuted.yaml"]
+RECORDED = {(row["spec"], row["index"]): row["verdict"]
+            for row in json.loads((ROOT / "tests" / "data" / "shipped-verdicts.json").read_text())["verdicts"]}
+
+
+def environment() -> dict[str, str]:
+    """Child processes import this checkout's verify_tf (the fingerprint must match) and tests/cluster_units."""
+    paths = [str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
+
+
+def wait_for(condition, what: str, seconds: float = 60.0) -> None:
+    """Poll ``condition`` (a bound, not a timing assertion: the tests only need it to become true)."""
+    end = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.02)
+
+
+def faulty_task(mode: str, folder: Path):
+    """output-bounds (hi = 3/2, true: the readout is at most 1) over 3 positions of {0, 1/2, 1} (27 inputs),
+    whose input (1/2, 1/2, 1/2) misbehaves as ``mode`` says (tests/cluster_units.py)."""
+    from cluster_units import Faulty
+    from helpers import head, one_layer, task
+
+    from verify_tf.domain import GridDomain
+    from verify_tf.semantics import Exact
+
+    domain = GridDomain(1, (Fraction(0), Fraction(1, 2), Fraction(1)), 3)
+    base = task(one_layer(head(), residual=False), Exact(), domain, "output-bounds", {"lo": 0, "hi": Fraction(3, 2)})
+    at = ((Fraction(1, 2),),) * 3  # input 13 of 27 in the domain's order (index 1 in each of 3 base-3 digits)
+    return dataclasses.replace(base, prop=Faulty(mode, at, str(folder))), base
+
+
+def no_children_left() -> list[int]:
+    import psutil
+
+    return [c.pid for c in psutil.Process().children(recursive=True)
+            if c.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(c.cmdline())]
+
+
+# ---------------------------------------------------------------- runs everywhere (no Dask needed)
+
+
+def test_cluster_without_the_extra_is_an_input_error_naming_it(tmp_path):
+    """As if Dask were not installed: `None` in sys.modules makes `import dask` fail."""
+    code = ("import sys; sys.modules['dask'] = None; sys.modules['distributed'] = None\n"
+            "from verify_tf.cli import main; main()")
+    spec = SPECS / "equivariance-fixed-softmax.yaml"
+    result = subprocess.run([sys.executable, "-c", code, "check", str(spec), "--no-cache", "--cluster", "local:2"],
+                            capture_output=True, text=True, env=environment(), cwd=tmp_path, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "needs the 'cluster' extra" in result.stderr and "pip install 'verify-tf[cluster]'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_check_without_cluster_never_imports_dask(tmp_path):
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom verify_tf.cli import main\n"
+            f"r = CliRunner().invoke(main, ['check', '--no-cache', {str(SPECS / 'crasp-L1.yaml')!r}])\n"
+            "print(r.exit_code, sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment(),
+                            cwd=tmp_path, timeout=120)
+    assert result.stdout.split() == ["0", "[]"], result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--cluster", "local:0"], "N in local:N must be a positive number"),
+    (["--cluster", "localhost:8786"], "expected local:N"),
+    (["--cluster", "tcp://127.0.0.1"], "expected local:N"),
+    (["--cluster", "local:2", "-j", "2"], "--cluster and -j N cannot be combined"),
+])
+def test_malformed_cluster_options_are_input_errors(arguments, message):
+    result = CliRunner().invoke(main, ["check", "--no-cache", str(SPECS / "crasp-L1.yaml"), *arguments])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "hint:" in result.output
+
+
+# ---------------------------------------------------------------- a LocalCluster (local:2)
+
+
+@pytest.fixture(scope="module")
+def local():
+    if not HAVE_DASK:
+        pytest.skip("the cluster extra is not installed")
+    from verify_tf.executors import open_cluster
+
+    executor = open_cluster("local:2")
+    yield executor
+    executor.close()
+    wait_for(lambda: not no_children_left(), "the local cluster's processes to exit", 30)
+    assert executor.scratch is not None and not Path(executor.scratch).exists()
+
+
+@needs_dask
+def test_local_cluster_gives_the_in_process_verdicts(local):
+    """The verdicts recorded for the shipped specs (tests/data/shipped-verdicts.json, in process)."""
+    specs = [load_spec(SPECS / name) for name in SAME_VERDICT_SPECS]
+    distributed = check_all(specs, Overrides(), executor=local)
+    assert [v.status for v in distributed] == [RECORDED[(Path(v.spec).name, v.index)] for v in distributed]
+    assert [v.status for v in distributed] == ["refuted", "proved", "proved", "proved", "proved", "refuted"]
+    assert {v.statistics.get("executor") for v in distributed if "executor" in v.statistics} == {"dask"}
+    # the least counterexample of an exhaustive scan does not depend on where its chunks ran
+    reference = check_property(specs[0], specs[0].properties[0], Overrides())
+    assert distributed[0].counterexample == reference.counterexample
+    assert distributed[0].counterexample["summary"].startswith("string 'aba' at position 3")
+
+
+@needs_dask
+def test_small_units_travel_in_batches(local):
+    """3,000 units of microseconds: one Dask task each would cost 2-5 ms apiece (docs/distributed.md)."""
+    from cluster_units import echo
+
+    tasks_before, units_before = local.tasks_sent, local.units_sent
+    seen = []
+    summary = schedule(local, (WorkUnit(f"echo {i}", echo, (i,), order=i) for i in range(3000)), Deadline(300),
+                       lambda unit, value: (seen.append((unit.order, value)), CONTINUE)[1])
+    assert summary.finished == 3000 and not summary.errors
+    assert sorted(seen) == [(i, i) for i in range(3000)]
+    assert local.units_sent - units_before == 3000
+    assert local.tasks_sent - tasks_before < 3000 / 10  # batches of up to 256 once the first results are in
+
+
+@needs_dask
+def test_a_unit_that_raises_is_an_error_naming_it(local, tmp_path):
+    task, _ = faulty_task("raise", tmp_path)
+    verdict = DRIVERS["interpret"](task, Run(local, Deadline(120)))
+    assert verdict.status == "error"
+    # chunks of 16 inputs (scan.chunk_size for 27 inputs on 2 workers): input 13 is in the first
+    assert "work unit failed: interpret: inputs 0..15: ValueError: deliberate failure" in verdict.detail
+    assert "cluster_units.py" in verdict.statistics["traceback"]  # the worker's traceback travels back
+
+
+@needs_dask
+@pytest.mark.slow
+def test_a_unit_that_keeps_killing_its_worker_is_an_error_naming_it(local, tmp_path):
+    from cluster_units import echo
+
+    task, _ = faulty_task("crash", tmp_path)
+    verdict = DRIVERS["interpret"](task, Run(local, Deadline(120)))
+    assert verdict.status == "error"
+    assert "work unit failed: interpret: inputs 0..15: the worker running it died repeatedly" in verdict.detail
+    local.client.wait_for_workers(2, timeout=60)  # the nannies restart the workers: the cluster still works
+    handle = local.submit(WorkUnit("after the crashes", echo, (42,)), Deadline(60))
+    assert local.completed([handle], 60) == [handle] and handle.result() == 42
+
+
+@needs_dask
+def test_a_killed_worker_changes_nothing(local, tmp_path):
+    from cluster_units import attempts
+
+    task, base = faulty_task("block", tmp_path)
+    outcome = {}
+    runner = threading.Thread(target=lambda: outcome.update(v=DRIVERS["interpret"](task, Run(local, Deadline(300)))))
+    runner.start()
+    try:
+        wait_for(lambda: list(tmp_path.glob("waiting-*")), "a worker to reach the blocking input")
+        victim = int(next(tmp_path.glob("waiting-*")).name.split("-")[1])
+        os.kill(victim, signal.SIGKILL)
+    finally:
+        (tmp_path / "go").write_text("")
+        runner.join(300)
+    verdict, reference = outcome["v"], DRIVERS["interpret"](base, Run(local, Deadline(300)))
+    assert verdict.status == reference.status == "proved"
+    assert verdict.statistics["inputs_checked"] == 27 and verdict.statistics["complete"]
+    assert verdict.detail == reference.detail == "all 27 inputs"
+    # the blocking input was evaluated by the killed worker and again, by another process, for the rerun
+    evaluated_by = attempts(tmp_path)[repr(((Fraction(1, 2),),) * 3)]
+    assert victim in evaluated_by and len(evaluated_by) >= 2
+    local.client.wait_for_workers(2, timeout=60)
+
+
+@needs_dask
+def test_a_refutation_cancels_a_running_solver(local, tmp_path):
+    from cluster_units import long_solve, refute_when
+
+    marker = str(tmp_path / "solver")
+    units = [WorkUnit("refuter", refute_when, (marker,), order=0), WorkUnit("pigeonhole", long_solve, (marker,), order=1)]
+    summary = schedule(local, units, Deadline(600), lambda unit, value: STOP if value == "refuted" else CONTINUE)
+    assert (summary.finished, summary.cancelled) == (1, 1)
+    # the solver had a 600 s budget; it ends because cancelled() turned true on its worker
+    wait_for(lambda: Path(marker).exists(), "the cancelled solver to return")
+    assert Path(marker).read_text() == "unknown cancelled"
+
+
+@needs_dask
+def test_the_deadline_holds_on_the_cluster(local):
+    """smt-output-bounds' proof takes 3.4 s in process on the 2-core test machine (7 s under load)."""
+    spec = load_spec(SPECS / "smt-output-bounds.yaml")
+    verdict = check_property(spec, spec.properties[0], Overrides(timeout=0.5), executor=local)
+    assert verdict.status == "unknown"
+    assert "timeout" in " ".join(verdict.tried) or "timeout" in verdict.detail
+
+
+@needs_dask
+def test_large_first_arguments_travel_once(local, monkeypatch):
+    """A first argument above the threshold is scattered once and shared by the units (verdict unchanged)."""
+    spec = load_spec(SPECS / "crasp-L2.yaml")
+    monkeypatch.setattr(local, "ship_once_bytes", 1)  # every Task counts as large
+    scattered = []
+    monkeypatch.setattr(local, "_ship", lambda value, ship=local._ship: scattered.append(ship(value)) or scattered[-1])
+    verdict = check_property(spec, spec.properties[0], Overrides(), executor=local)
+    assert verdict.status == "proved" and verdict.statistics["units"] == 16
+    assert len(scattered) == 1 and scattered[0] is not None  # one scatter for the 16 units of the property
+
+
+# ---------------------------------------------------------------- a scheduler and workers from the Dask CLI
+
+
+class CliCluster:
+    """``dask scheduler`` + ``dask worker`` processes on 127.0.0.1, in their own process groups."""
+
+    def __init__(self, folder: Path, workers: int = 2):
+        self.folder = folder
+        self.scheduler_file = folder / "scheduler.json"
+        self.processes: list[subprocess.Popen] = []
+        self.scheduler = self.spawn("scheduler", ["scheduler", "--host", "127.0.0.1", "--port", "0",
+                                                  "--dashboard-address", "127.0.0.1:0",
+                                                  "--scheduler-file", str(self.scheduler_file)])
+        wait_for(self.read_address, "the scheduler's address")
+        self.workers = [self.worker(f"w{i}") for i in range(workers)]
+
+    def read_address(self) -> bool:
+        try:  # the file exists empty for a moment
+            self.address = json.loads(self.scheduler_file.read_text())["address"]
+            return True
+        except (OSError, ValueError, KeyError):
+            assert self.scheduler.poll() is None, (self.folder / "scheduler.log").read_text()
+            return False
+
+    def worker(self, name: str, env: dict | None = None) -> subprocess.Popen:
+        return self.spawn(name, ["worker", "--scheduler-file", str(self.scheduler_file), "--nthreads", "1",
+                                 "--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0", "--name", name,
+                                 "--local-directory", str(self.folder / name), "--death-timeout", "60s"], env)
+
+    def spawn(self, name: str, arguments: list[str], env: dict | None = None) -> subprocess.Popen:
+        log = open(self.folder / f"{name}.log", "w")
+        process = subprocess.Popen([sys.executable, "-m", "dask", *arguments], stdout=log, stderr=subprocess.STDOUT,
+                                   env=env or environment(), cwd=self.folder, start_new_session=True)
+        self.processes.append(process)
+        return process
+
+    def stop(self) -> None:
+        """SIGTERM the workers (each nanny closes its worker), then the scheduler; SIGKILL what is left."""
+        for group in (self.processes[1:], self.processes[:1]):
+            for process in group:
+                if process.poll() is None:
+                    process.send_signal(signal.SIGTERM)
+            for process in group:
+                try:
+                    process.wait(20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+        for process in self.processes:  # the worker processes the nannies started
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture(scope="module")
+def cli_cluster(tmp_path_factory):
+    if not HAVE_DASK:
+        pytest.skip("the cluster extra is not installed")
+    from distributed import Client
+
+    cluster = CliCluster(tmp_path_factory.mktemp("cli-cluster"))
+    try:
+        with Client(cluster.address, timeout=60, set_as_default=False) as client:
+            client.wait_for_workers(2, timeout=120)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@needs_dask
+def test_cli_cluster_gives_the_in_process_verdicts_and_witness(cli_cluster, tmp_path):
+    names = ("crasp-L2-mutated.yaml", "yun-lemma6-d1-k8-n5.yaml")
+    result = subprocess.run([sys.executable, "-m", "verify_tf", "check", *(str(SPECS / n) for n in names),
+                             "--no-cache", "--json", str(tmp_path / "cluster.json"), "--cluster", cli_cluster.address],
+                            capture_output=True, text=True, env=environment(), cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "cluster: Dask" in result.stderr and "2 workers" in result.stderr
+    report = json.loads((tmp_path / "cluster.json").read_text())["results"]
+    reference = check_all([load_spec(SPECS / n) for n in names], Overrides())
+    assert [(r["verdict"], r["method"], r["counterexample"]) for r in report] == \
+        [(v.status, v.method, v.counterexample) for v in reference]
+    assert [r["verdict"] for r in report] == ["refuted", "proved"]
+    assert report[0]["statistics"]["executor"] == "dask"
+
+
+@needs_dask
+def test_a_worker_with_another_version_is_refused_by_name(cli_cluster, tmp_path):
+    """A worker importing a copy of verify_tf that says it is version 0.0.1 (and so has other source)."""
+    from distributed import Client
+
+    from verify_tf import __version__
+    from verify_tf.executors import open_cluster
+
+    stale = tmp_path / "stale"
+    shutil.copytree(ROOT / "verify_tf", stale / "verify_tf", ignore=shutil.ignore_patterns("__pycache__"))
+    init = stale / "verify_tf" / "__init__.py"
+    init.write_text(init.read_text().replace(f'__version__ = "{__version__}"', '__version__ = "0.0.1"'))
+    env = dict(environment(), PYTHONPATH=os.pathsep.join([str(stale), str(ROOT / "tests")]))
+    worker = cli_cluster.worker("stale-worker", env)
+    with Client(cli_cluster.address, timeout=60, set_as_default=False) as client:
+        client.wait_for_workers(3, timeout=120)
+    executor = open_cluster(cli_cluster.address)
+    try:
+        assert executor.workers == 2
+        [refused] = executor.refused
+        assert refused.startswith("worker 'stale-worker' (tcp://127.0.0.1:")
+        assert f"verify-tf {__version__} here, 0.0.1 there" in refused and "verify-tf source" in refused
+        worker.wait(60)  # the guard closed it together with its nanny
+        spec = load_spec(SPECS / "equivariance-fixed-softmax.yaml")
+        assert check_property(spec, spec.properties[0], Overrides(), executor=executor).status == "proved"
+    finally:
+        executor.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@needs_dask
+def test_an_unreachable_scheduler_is_an_input_error(tmp_path):
+    import dask
+
+    address = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there any more
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        result = CliRunner().invoke(main, ["check", "--no-cache", str(SPECS / "crasp-L1.yaml"), "--cluster", address])
+    assert result.exit_code == 2, result.output
+    assert f"cannot reach the Dask scheduler at {address}" in result.output
+    assert "hint: start one with `dask scheduler" in result.output
+
+
+@needs_dask
+@pytest.mark.slow
+def test_a_scheduler_lost_mid_run_gives_an_error_verdict_not_a_hang(tmp_path):
+    from verify_tf.executors import open_cluster
+
+    from cluster_units import echo
+
+    (tmp_path / "lost").mkdir()
+    cluster = CliCluster(tmp_path / "lost", workers=1)
+    try:
+        executor = open_cluster(cluster.address)
+        task, _ = faulty_task("block", tmp_path)
+        outcome = {}
+        runner = threading.Thread(target=lambda: outcome.update(v=DRIVERS["interpret"](task, Run(executor, Deadline(120)))))
+        runner.start()
+        wait_for(lambda: list(tmp_path.glob("waiting-*")), "a worker to reach the blocking input")
+        cluster.scheduler.send_signal(signal.SIGKILL)
+        runner.join(120)
+        assert not runner.is_alive()
+        verdict = outcome["v"]
+        assert verdict.status == "error"
+        assert f"the connection to the Dask scheduler at {cluster.address} was lost" in verdict.detail
+        later = executor.submit(WorkUnit("after the loss", echo, (1,)), Deadline(10))  # fails at once
+        assert executor.completed([later], 10) == [later]
+        with pytest.raises(Exception, match="was lost"):
+            later.result()
+        executor.close()
+    finally:
+        (tmp_path / "go").write_text("")
+        cluster.stop()
