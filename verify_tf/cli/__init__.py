@@ -270,7 +270,7 @@ def check(specs, engine, timeout, json_path, junit_path, unknown_as, fail_on, jo
     if not quiet:
         console.print(verdict_table(verdicts, expectations))
         for v in verdicts:
-            if v.status == "error" and "traceback" in v.statistics:
+            if v.status == "error" and v.statistics.get("traceback"):
                 err_console.print(f"[magenta]{v.property}[/]: {v.statistics['traceback']}", highlight=False)
     if json_path is not None:
         write_json(json_path, verdicts, expectations, fail_on)
@@ -289,8 +289,12 @@ def check(specs, engine, timeout, json_path, junit_path, unknown_as, fail_on, jo
 
 def _open_cluster(address: str, quiet: bool):
     """The Dask executor for ``--cluster`` (Dask is imported only here); a cluster that cannot be used is exit 2."""
+    import logging
+
     from ..executors import ClusterUnavailable, open_cluster
 
+    # a lost scheduler is reported in the verdicts; Dask's client would also log each reconnection attempt
+    logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
     try:
         executor = open_cluster(address)
     except ClusterUnavailable as exc:

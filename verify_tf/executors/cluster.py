@@ -64,6 +64,7 @@ TARGET_BATCH_SECONDS = 0.25  # about 100 times the per-task cost of Dask measure
 MAX_BATCH = 256
 SHIP_ONCE_BYTES = 1 << 20
 RPC_SECONDS = 5.0  # the most any call to the scheduler may take before we give up on it
+CANCEL_WAIT_SECONDS = 0.25  # how long cancel() waits for its push (about 10 ms when the scheduler answers)
 LOCAL_SETTINGS = {
     "distributed.scheduler.allowed-failures": 1,  # a unit that kills its worker twice is reported, not retried
     "distributed.worker.daemon": False,  # units may start child processes (foreign solvers)
@@ -205,16 +206,17 @@ def _run_batch(expected: str, blob: bytes, shipped: list) -> tuple:
 class _Group:
     """The units of one driver call (same function, same first argument): batched together, timed together."""
 
-    batch: int = 1  # units per Dask task
+    batch: int = 1  # units per Dask task, from the units' measured times
+    outstanding: int = 0  # units submitted and not yet finished or cancelled
     buffer: list = field(default_factory=list)  # submitted, not yet sent
     times: deque = field(default_factory=lambda: deque(maxlen=64))  # seconds of recent units
     shipped: Any = None  # the scattered first argument (a distributed.Future)
 
-    def learn(self, seconds: list[float]) -> None:
+    def learn(self, seconds: list[float], largest: int) -> None:
         self.times.extend(seconds)
         ordered = sorted(self.times)
         slow = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
-        self.batch = max(1, min(MAX_BATCH, math.floor(TARGET_BATCH_SECONDS / max(slow, 1e-6))))
+        self.batch = max(1, min(largest, math.floor(TARGET_BATCH_SECONDS / max(slow, 1e-6))))
 
 
 @dataclass(eq=False)
@@ -236,6 +238,7 @@ class _DaskHandle:
         self.index = 0
         self.failed: UnitError | None = None
         self.cancelled = False
+        self.settled = False  # no longer counted in its group's outstanding units
 
     def result(self) -> Any:
         return self.executor._result(self)
@@ -247,19 +250,22 @@ class DaskExecutor:
     name = "dask"
 
     def __init__(self, client: Client, address: str, workers: int, *, cluster: Any = None,
-                 scratch: str | None = None, refused: list[str] | None = None, ship_once_bytes: int = SHIP_ONCE_BYTES):
+                 scratch: str | None = None, refused: list[str] | None = None, ship_once_bytes: int = SHIP_ONCE_BYTES,
+                 max_batch: int = MAX_BATCH):
         self.client, self.address, self.workers = client, address, workers
         self.cluster, self.scratch = cluster, scratch
         self.refused = list(refused or [])
-        self.ship_once_bytes = ship_once_bytes
+        self.ship_once_bytes, self.max_batch = ship_once_bytes, max_batch
         self.expected = fingerprint_digest(fingerprint())
-        self.tasks_sent = 0  # Dask tasks (batches) submitted, for statistics
-        self.units_sent = 0
+        # statistics (bench/bench_cluster.py): Dask tasks (batches) and units sent, units timed on the workers
+        self.tasks_sent = self.units_sent = self.units_timed = 0
+        self.unit_seconds = 0.0
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._groups: dict[tuple, _Group] = {}
         self._current = threading.local()  # the group this thread (one property's driver) submitted last
         self._lost = ""  # why the scheduler is gone, once it is
+        self._calls: list[threading.Thread] = []  # scheduler calls that had not answered when we stopped waiting
 
     # ---- what schedule() asks
 
@@ -269,6 +275,16 @@ class DaskExecutor:
         group = getattr(self._current, "group", None)
         return 2 * self.workers * (group.batch if group is not None else 1)
 
+    def _batch_now(self, group: _Group) -> int:
+        """The group's batch size, but never so large that its outstanding units leave workers idle (at the
+        start, while ``schedule`` raises the number in flight, and at the end of a driver's units)."""
+        return max(1, min(group.batch, group.outstanding // (2 * self.workers)))
+
+    def _settle(self, handle: _DaskHandle) -> None:
+        if not handle.settled:
+            handle.settled = True
+            handle.group.outstanding -= 1
+
     def submit(self, unit: WorkUnit, deadline: Deadline) -> _DaskHandle:
         with self._lock:
             group = self._current.group = self._group_of(unit)
@@ -277,9 +293,11 @@ class DaskExecutor:
                 self._lost = f"the Dask client is {self.client.status}: the scheduler at {self.address} is gone"
             if self._lost:
                 handle.failed = UnitError(unit.key, self._lost)
+                handle.settled = True
                 return handle
             group.buffer.append(handle)
-            if len(group.buffer) >= group.batch:
+            group.outstanding += 1
+            if len(group.buffer) >= self._batch_now(group):
                 self._send(group)
         return handle
 
@@ -312,6 +330,7 @@ class DaskExecutor:
                 if h.cancelled or h.failed is not None:
                     continue
                 h.cancelled = True
+                self._settle(h)
                 if h.batch is None:
                     h.group.buffer.remove(h)
                     continue
@@ -322,7 +341,8 @@ class DaskExecutor:
                 if h.batch.cancelled == len(h.batch.handles):
                     whole.append(h.batch.future)
         if keys and not self._lost:
-            self._bounded(self._push_cancel, keys, whole)
+            # schedule() cancels at the deadline too: wait briefly, never past the property's timeout by much
+            self._bounded(self._push_cancel, keys, whole, wait=CANCEL_WAIT_SECONDS)
 
     def _push_cancel(self, keys: list[str], whole: list) -> None:
         self.client.run(_cancel_here, keys, on_error="ignore")  # running units stop, queued ones never start
@@ -330,10 +350,11 @@ class DaskExecutor:
             self.client.cancel(whole, force=True)  # and leave the scheduler's queue
 
     def close(self) -> None:
+        unresponsive = any(call.is_alive() for call in self._calls)  # a frozen scheduler: do not wait for it
         try:
-            if not self._lost:
+            if not self._lost and not unresponsive:
                 self._bounded(self.client.unregister_worker_plugin, VersionGuard.name)
-            self.client.close(timeout=RPC_SECONDS)
+            self.client.close(timeout=1 if self._lost or unresponsive else RPC_SECONDS)
         except Exception:  # a scheduler that is gone: nothing left to close there
             pass
         finally:
@@ -353,8 +374,9 @@ class DaskExecutor:
 
     # ---- internals
 
-    def _bounded(self, call: Any, *args: Any) -> None:
-        """Run a scheduler RPC for at most RPC_SECONDS (a frozen scheduler must not hang the run)."""
+    def _bounded(self, call: Any, *args: Any, wait: float = RPC_SECONDS) -> None:
+        """Run a scheduler RPC in a thread and wait at most ``wait`` seconds for it: a frozen scheduler (it
+        keeps its connections open) must not hang the run. The call may still complete later."""
 
         def guarded() -> None:
             try:
@@ -364,7 +386,9 @@ class DaskExecutor:
 
         thread = threading.Thread(target=guarded, daemon=True, name="verify-tf-dask-rpc")
         thread.start()
-        thread.join(RPC_SECONDS)
+        thread.join(wait)
+        if thread.is_alive():
+            self._calls.append(thread)
 
     def _group_of(self, unit: WorkUnit) -> _Group:
         first = unit.args[0] if unit.args else None
@@ -410,6 +434,7 @@ class DaskExecutor:
         except Exception as exc:
             for h in handles:
                 h.failed = UnitError(h.unit.key, f"cannot be sent to the cluster: {type(exc).__name__}: {exc}")
+                self._settle(h)
             return
         priority = max(h.unit.priority * (1 << 40) - h.unit.order for h in handles)
         try:
@@ -420,6 +445,7 @@ class DaskExecutor:
             self._lost = self._lost or f"the Dask client cannot submit ({type(exc).__name__}: {exc})"
             for h in handles:
                 h.failed = UnitError(h.unit.key, self._lost)
+                self._settle(h)
             return
         batch = _Batch(key, future, handles)
         for h in handles:
@@ -457,12 +483,15 @@ class DaskExecutor:
         with batch.lock:
             if batch.outcome is None:
                 batch.outcome = self._fetch(batch, deadline)
-                if batch.outcome[0] == "done":
-                    seconds = [o[-1] for o in batch.outcome[1] if o[0] in ("ok", "error")]
-                    group = batch.handles[0].group
-                    if seconds and group is not None:
-                        with self._lock:
-                            group.learn(seconds)
+                done = batch.outcome[0] == "done"
+                seconds = [o[-1] for o in batch.outcome[1] if o[0] in ("ok", "error")] if done else []
+                with self._lock:
+                    for h in batch.handles:
+                        self._settle(h)
+                    self.units_timed += len(seconds)
+                    self.unit_seconds += sum(seconds)
+                    if seconds:
+                        batch.handles[0].group.learn(seconds, self.max_batch)
             return batch.outcome
 
     def _fetch(self, batch: _Batch, deadline: Deadline) -> tuple:
@@ -508,7 +537,8 @@ def connect_timeout() -> float:
     return float(dask.utils.parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="seconds"))
 
 
-def connect(address: str, *, timeout: float | None = None, ship_once_bytes: int = SHIP_ONCE_BYTES) -> DaskExecutor:
+def connect(address: str, *, timeout: float | None = None, ship_once_bytes: int = SHIP_ONCE_BYTES,
+            max_batch: int = MAX_BATCH) -> DaskExecutor:
     """``local:N`` starts a LocalCluster of N single-threaded worker processes bound to 127.0.0.1 (mutual TLS
     with throw-away certificates when ``cryptography`` is installed), with its directories in a temporary
     folder; anything else is the address of a running scheduler. Raises ``ClusterUnavailable``."""
@@ -522,10 +552,10 @@ def connect(address: str, *, timeout: float | None = None, ship_once_bytes: int 
                 cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True, host="127.0.0.1",
                                        dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
                                        local_directory=scratch, security=_local_security(),
-                                       silence_logs=logging.ERROR)
+                                       silence_logs=logging.CRITICAL)  # problems are reported in verdicts
                 client = Client(cluster, timeout=timeout, set_as_default=False)
             return _prepare(client, cluster.scheduler_address, cluster=cluster, scratch=scratch,
-                            timeout=timeout, ship_once_bytes=ship_once_bytes)
+                            timeout=timeout, ship_once_bytes=ship_once_bytes, max_batch=max_batch)
         except BaseException as exc:
             if cluster is not None:
                 cluster.close(timeout=10)
@@ -543,7 +573,7 @@ def connect(address: str, *, timeout: float | None = None, ship_once_bytes: int 
             " (docs/distributed.md), check host, port and firewall, or use --cluster local:N on this machine; "
             "Dask waits distributed.comm.timeouts.connect (DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT) for it") from None
     try:
-        return _prepare(client, address, timeout=timeout, ship_once_bytes=ship_once_bytes)
+        return _prepare(client, address, timeout=timeout, ship_once_bytes=ship_once_bytes, max_batch=max_batch)
     except BaseException:
         client.close(timeout=RPC_SECONDS)
         raise
@@ -558,7 +588,7 @@ def _local_security() -> Any:
 
 
 def _prepare(client: Client, address: str, *, cluster: Any = None, scratch: str | None = None, timeout: float,
-             ship_once_bytes: int) -> DaskExecutor:
+             ship_once_bytes: int, max_batch: int) -> DaskExecutor:
     """Check every worker (refusing mismatches by name), guard later ones, and build the executor."""
     try:
         client.wait_for_workers(1, timeout=timeout)
@@ -592,4 +622,4 @@ def _prepare(client: Client, address: str, *, cluster: Any = None, scratch: str 
             "install the same verify-tf, z3-solver and Python on the scheduler's workers as here, and start them "
             "with --nthreads 1 (docs/distributed.md: version matching)")
     return DaskExecutor(client, address, usable, cluster=cluster, scratch=scratch, refused=refused,
-                        ship_once_bytes=ship_once_bytes)
+                        ship_once_bytes=ship_once_bytes, max_batch=max_batch)
