@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ...symbolic.solve import DRIVER_Z3_LOCK
 from ...verdict import Verdict
 from ...work import CONTINUE, Deadline, WorkUnit, schedule
 from ..base import ProgressEvent, Run, Task, error, verdict
@@ -81,7 +82,9 @@ def check(task: Task, run: Run) -> Verdict:
                                                            "not attempted: timeout")
                 for k, (m, (name, sublayer, block)) in enumerate(plan) if m == n]
         results[n] = InductionResult(n, tuple(done), rows_sum_to_one(task.arithmetic))
-    return _verdict(task, run, prop.conclude(task, results, run.deadline))
+    with DRIVER_Z3_LOCK:  # conclude may ask z3 for a concrete member, in this thread (not a unit)
+        conclusion = prop.conclude(task, results, run.deadline)
+    return _verdict(task, run, conclusion)
 
 
 def _verdict(task: Task, run: Run, conclusion: Conclusion) -> Verdict:
