@@ -303,7 +303,7 @@ class DaskExecutor:
 
     def completed(self, handles: list, timeout: float) -> list:
         end = time.monotonic() + max(0.0, timeout)
-        self._flush()
+        self._flush({id(h.group): h.group for h in handles if h.batch is None and h.failed is None}.values())
         while True:
             with self._changed:  # done callbacks notify under this lock: none is missed between look and wait
                 ready, broken = [], []
@@ -413,11 +413,15 @@ class DaskExecutor:
             return None  # it will fail, with its unit's name, when the batch is pickled
         if size < self.ship_once_bytes:
             return None
-        return self.client.scatter(value, hash=False, timeout=max(RPC_SECONDS, size / 10e6))
+        try:
+            return self.client.scatter(value, hash=False, timeout=max(RPC_SECONDS, size / 10e6))
+        except Exception:  # it then travels with each batch; a lost scheduler shows when they are sent
+            return None
 
-    def _flush(self) -> None:
+    def _flush(self, groups: Any) -> None:
+        """Send what these groups hold back (``completed`` is about to wait for their units)."""
         with self._lock:
-            for group in list(self._groups.values()):
+            for group in groups:
                 if group.buffer:
                     self._send(group)
 
