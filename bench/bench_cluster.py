@@ -215,24 +215,32 @@ def enumeration(folder: Path, seconds: float, worker_counts: list[int], repeat: 
     out = {"spec": path.read_text(), **calibration, "inputs": verdict.statistics["space_size"],
            "verdict": verdict.status, "in_process": {**m.row(), "units": verdict.statistics["units"]},
            "clusters": []}
-    for workers in worker_counts:
-        with Measured() as started:
-            executor = open_cluster(f"local:{workers}")
-        try:
-            runs = []
-            for _ in range(repeat):
+    executors, started = {}, {}
+    try:
+        for workers in worker_counts:  # all clusters first, then the runs interleaved: they see the same load
+            with Measured() as m:
+                executors[workers] = open_cluster(f"local:{workers}")
+            started[workers] = m.row()
+        runs: dict[int, list[dict]] = {w: [] for w in worker_counts}
+        for _ in range(repeat):
+            for workers, executor in executors.items():
                 before = (executor.units_timed, executor.unit_seconds, executor.tasks_sent)
                 found, m = run_spec(path, executor)
                 if found.status != verdict.status or found.detail != verdict.detail:
                     raise SystemExit(f"local:{workers} gave {found.status}: {found.detail}, in process "
                                      f"{verdict.status}: {verdict.detail}")
                 units = executor.units_timed - before[0]
-                runs.append({**m.row(), "units": units, "tasks": executor.tasks_sent - before[2],
-                             "unit_seconds_mean": round((executor.unit_seconds - before[1]) / max(1, units), 4)})
-        finally:
+                runs[workers].append({**m.row(), "units": units, "tasks": executor.tasks_sent - before[2],
+                                      "unit_seconds_mean": round((executor.unit_seconds - before[1]) / max(1, units),
+                                                                 4)})
+                print(f"  local:{workers}: {m.seconds:.1f} s, other processes {m.foreign_cores} cores", flush=True)
+    finally:
+        for executor in executors.values():
             executor.close()
-        best = min(runs, key=lambda r: r["seconds"])
-        out["clusters"].append({"workers": workers, "cluster_start": started.row(), "runs": runs, "best": best})
+    for workers in worker_counts:
+        best = min(runs[workers], key=lambda r: r["seconds"])
+        out["clusters"].append({"workers": workers, "cluster_start": started[workers], "runs": runs[workers],
+                                "best": best})
     one = next((c["best"]["seconds"] for c in out["clusters"] if c["workers"] == 1), None)
     for c in out["clusters"]:
         c["speedup_vs_1_worker"] = round(one / c["best"]["seconds"], 3) if one else None
