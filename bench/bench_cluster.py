@@ -122,13 +122,15 @@ class Measured:
         ticks = os.sysconf("SC_CLK_TCK")
         cores = os.cpu_count() or 1
         busy_cores = (busy1 - self.busy0) / ticks / self.seconds if self.seconds else 0.0
-        own_cores = (own_cpu_seconds() - self.own0) / self.seconds if self.seconds else 0.0
+        self.own_cpu = own_cpu_seconds() - self.own0
+        own_cores = self.own_cpu / self.seconds if self.seconds else 0.0
         self.foreign_cores = round(max(0.0, busy_cores - own_cores), 2)
         self.busy_cores = round(min(cores, busy_cores), 2)
 
     def row(self) -> dict:
-        return {"seconds": round(self.seconds, 3), "foreign_cores": self.foreign_cores,
-                "busy_cores": self.busy_cores, "load_average": [round(x, 2) for x in os.getloadavg()]}
+        return {"seconds": round(self.seconds, 3), "cpu_seconds": round(self.own_cpu, 2),
+                "foreign_cores": self.foreign_cores, "busy_cores": self.busy_cores,
+                "load_average": [round(x, 2) for x in os.getloadavg()]}
 
 
 # ---------------------------------------------------------------- 1. Dask's cost per task
@@ -241,10 +243,18 @@ def enumeration(folder: Path, seconds: float, worker_counts: list[int], repeat: 
         best = min(runs[workers], key=lambda r: r["seconds"])
         out["clusters"].append({"workers": workers, "cluster_start": started[workers], "runs": runs[workers],
                                 "best": best})
-    one = next((c["best"]["seconds"] for c in out["clusters"] if c["workers"] == 1), None)
+    one = next((c for c in out["clusters"] if c["workers"] == 1), None)
     for c in out["clusters"]:
-        c["speedup_vs_1_worker"] = round(one / c["best"]["seconds"], 3) if one else None
+        c["speedup_vs_1_worker"] = round(one["best"]["seconds"] / c["best"]["seconds"], 3) if one else None
         c["speedup_vs_in_process"] = round(out["in_process"]["seconds"] / c["best"]["seconds"], 3)
+        # where other processes take cores, wall-clock speedups say little; the CPU seconds of this process tree
+        # say how much work distributing added. CPU(1 worker) / (CPU(W workers) / W) is the speedup if CPU were
+        # the only limit (W idle cores, perfect balance): an upper estimate for an idle machine
+        if one:
+            cpu_one = statistics.median(r["cpu_seconds"] for r in one["runs"])
+            cpu_here = statistics.median(r["cpu_seconds"] for r in c["runs"])
+            c["cpu_seconds_median"] = round(cpu_here, 2)
+            c["cpu_bound_speedup"] = round(cpu_one / (cpu_here / min(c["workers"], os.cpu_count() or 1)), 2)
     return out
 
 
@@ -363,12 +373,16 @@ def markdown(result: dict) -> str:
     e, lines = result["enumeration"], []
     lines.append(f"enumeration: {e['inputs']:,} inputs, {e['verdict']}; in process {e['in_process']['seconds']:.1f} s "
                  f"(other processes used {e['in_process']['foreign_cores']} cores)")
-    lines.append("| workers | seconds (best) | units | tasks | unit time | speedup vs 1 worker | other processes (cores) |")
-    lines.append("|---|---|---|---|---|---|---|")
+    lines.append("| workers | seconds (each run) | units | tasks | unit time | speedup vs 1 worker (best runs) | "
+                 "CPU seconds (median) | CPU-bound speedup | other processes (cores) |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
     for c in e["clusters"]:
         b = c["best"]
-        lines.append(f"| {c['workers']} | {b['seconds']:.1f} | {b['units']} | {b['tasks']} | "
-                     f"{1000 * b['unit_seconds_mean']:.0f} ms | {c['speedup_vs_1_worker']} | {b['foreign_cores']} |")
+        each = ", ".join(f"{r['seconds']:.1f}" for r in c["runs"])
+        others = ", ".join(str(r["foreign_cores"]) for r in c["runs"])
+        lines.append(f"| {c['workers']} | {each} | {b['units']} | {b['tasks']} | {1000 * b['unit_seconds_mean']:.0f} ms | "
+                     f"{c['speedup_vs_1_worker']} | {c.get('cpu_seconds_median')} | {c.get('cpu_bound_speedup')} | "
+                     f"{others} |")
     if "sweep" in result:
         s = result["sweep"]
         lines.append(f"sweep of {s['specs']} specs, median seconds: " +
