@@ -36,9 +36,10 @@ from ..crasp.arrays import program_outputs_batched
 from ..crasp.ast import CraspError, Program, format_alphabet
 from ..crasp.formulas import program_outputs_symbolic
 from ..crasp.interpreter import run_program
+from ..crasp.machine import ProgramMachine
 from ..crasp.parser import load_program
 from ..domain import Domain, StringDomain
-from ..engines.base import QueryPlan, Task, Witness
+from ..engines.base import CountingGoal, QueryPlan, Task, Witness
 from ..ir import AlphabetTokens, Model
 from ..schema.dsl import Context, Field, FilePath, Number, Obj, String
 from ..schema.yamlnodes import Node
@@ -52,6 +53,7 @@ from ..witness import input_to_json
 from .base import Property, bos_offset, require, typed
 
 MODES = ("accept", "prefix")
+LENGTHS = ("domain", "all")
 
 
 class ProgramFile(FilePath):
@@ -74,6 +76,7 @@ class Options:
     mode: str = "accept"
     threshold: Fraction = Fraction(0)
     queries: str = "one"
+    lengths: str = "domain"
 
 
 def all_causal(model: Model) -> bool:
@@ -101,8 +104,14 @@ class CraspEquivalence(Property):
         "queries": Field(String("smt engine, causal models: one query on the longest strings covering every "
                                 "position (measured faster), or one query per length", ("one", "per-length")),
                          default="one"),
+        "lengths": Field(String("domain: the strings of the domain; all: every length (engine counting: the "
+                                "domain's lengths by counting, then induction over positions)", LENGTHS),
+                         default="domain"),
     }, check=typed(Options))
-    engines = ("enumerate", "interpret", "smt")
+    engines = ("enumerate", "interpret", "smt", "counting")
+
+    def engines_for(self, options: Options) -> tuple[str, ...]:
+        return ("counting",) if options.lengths == "all" else self.engines
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         require(isinstance(model.tokens, AlphabetTokens) and isinstance(domain, StringDomain), "",
@@ -221,10 +230,24 @@ class CraspEquivalence(Property):
     def replay_query(self, task: Task, plan: QueryPlan, decoded: Any) -> Witness | None:
         return self.violation(task, decoded[0])
 
+    # -- counting: the program as a counter machine over its counts (crasp.machine)
+    def counting_goal(self, task: Task) -> CountingGoal:
+        """Model and program agree at every checked position: in accept mode, the positions p >= min-length
+        (each the last position of the prefix of length p, a word of the domain: the counting class is
+        causal); in prefix mode every position p >= 1."""
+        domain: StringDomain = task.domain
+        first = 1 if task.options.mode == "prefix" else domain.min_length
+        return CountingGoal(_machine(task.options.program), domain.alphabet, task.options.threshold, first,
+                            domain.max_length, task.options.lengths == "all")
+
     def describe_proof(self, task: Task, engine: str, default: str, statistics: dict) -> str:
         domain: StringDomain = task.domain
         where = "the last position" if task.options.mode == "accept" else "every position"
-        if engine == "smt":
+        if engine == "counting" and task.options.lengths == "all":
+            first = 1 if task.options.mode == "prefix" else max(domain.min_length, 0)
+            return (f"every string over {{{', '.join(domain.alphabet)}}} of every length >= {first} agrees with "
+                    f"{Path(task.options.program).name} at {where} ({default})")
+        if engine in ("smt", "counting"):
             how = default
         elif all_causal(task.model) and len(domain.lengths) > 1:
             how = f"{statistics.get('space_size')} of length {domain.max_length} evaluated, causal: shorter ones " \
@@ -238,6 +261,11 @@ class CraspEquivalence(Property):
 @lru_cache(maxsize=32)
 def _program(path: Path) -> Program:
     return load_program(path)
+
+
+@lru_cache(maxsize=32)
+def _machine(path: Path) -> ProgramMachine:
+    return ProgramMachine(_program(path))
 
 
 def _plain(value: Any) -> Any:
