@@ -33,7 +33,7 @@ from .stream import CountingModel, NotApplicable, value_bounds
 ENGINE = "counting"
 INFERENCE_LENGTH = 8  # the exact exploration the invariant is inferred from: lengths 0..8 ...
 INFERENCE_STATES = 4000  # ... or this many states, whichever comes first
-BOUNDS_SHARE = 0.25  # of the remaining time, at most, for the value bounds (z3)
+BOUNDS_SHARE, BOUNDS_SECONDS = 0.25, 3.0  # the value bounds (z3) may use this share of the time, at most this
 EXTENSION_FLOOR = 64  # when the induction fails: explore at least to this length (and 4x the domain's)
 
 
@@ -58,7 +58,7 @@ def bounded_unit(task: Task, max_length: int, *, deadline: Deadline, cancelled: 
         return Bounded(not_applicable=str(exc))
     report("value bounds")
     start, _, _ = counting.start()
-    increments = value_bounds(counting, goal.alphabet, start, BOUNDS_SHARE * deadline.remaining())
+    increments = value_bounds(counting, goal.alphabet, start, min(BOUNDS_SECONDS, BOUNDS_SHARE * deadline.remaining()))
     report(f"exploring lengths up to {max_length}")
     exploration = explore(counting, goal, max_length, increments, deadline=deadline, cancelled=cancelled)
     return Bounded("", exploration, increments, len(counting.coordinates), len(goal.machine.names))

@@ -34,6 +34,7 @@ from typing import Any, Callable, Sequence
 
 import z3
 
+from ...semantics.arithmetic import Fixed
 from ...symbolic.values import Builder, NotEncodable, Sym, to_z3
 from ...work import Deadline
 from ..base import CountingGoal
@@ -55,6 +56,12 @@ class InductionResult:
     queries: int = 0
     solver_seconds: float = 0.0
     counterexample: dict[str, Any] | None = None  # failed: the state and letter of the failing step
+
+
+def word_position(letters_before: int) -> str:
+    """How a witness names the position after ``letters_before`` letters (positions of the word count from 1,
+    BOS excluded; the one place to change if that numbering changes)."""
+    return f"position {letters_before + 1}"
 
 
 # ---------------------------------------------------------------- exact linear algebra
@@ -125,6 +132,11 @@ class _Step:
 
 def _encode_step(counting: CountingModel, goal: CountingGoal, layout: _Layout, pre: list, symbol: str) -> _Step:
     arith = counting.arith
+    if not isinstance(arith, Fixed):
+        raise NotEncodable("exact arithmetic: a head's average S/n is not on a grid")
+    if arith.attention_rounding != "exact-sums":
+        raise NotEncodable("per-probability rounding: a head's weight floor(1/n) times its sum is a product of "
+                           "two unknowns")
     builder = Builder()
     i = pre[0]
     keys = i + (1 if counting.bos is not None else 0) + 1  # stream positions up to and including the new one
@@ -170,9 +182,18 @@ def _candidate_bounds(layout: _Layout, start: Point, increments: Sequence[tuple[
         for offset, (lo, hi) in enumerate(increments):
             k = layout.sums.start + offset
             s0 = start[k]
-            bounds.append(_Bound(((k, 1), (0, -lo)), -s0, f"{names[k]} >= {s0} + {lo}·i"))
-            bounds.append(_Bound(((k, -1), (0, hi)), s0, f"{names[k]} <= {s0} + {hi}·i"))
+            bounds.append(_Bound(((k, 1), (0, -lo)), -s0, f"{names[k]} >= {_line(s0, lo)}"))
+            bounds.append(_Bound(((k, -1), (0, hi)), s0, f"{names[k]} <= {_line(s0, hi)}"))
     return [b for b in bounds if b.holds(start)]
+
+
+def _line(constant: int, slope: int) -> str:
+    if slope == 0:
+        return str(constant)
+    step = "i" if abs(slope) == 1 else f"{abs(slope)}·i"
+    if constant == 0:
+        return step if slope > 0 else f"-{step}"
+    return f"{constant} {'+' if slope > 0 else '-'} {step}"
 
 
 def _relation_text(relation: tuple[int, ...], names: list[str]) -> str:
@@ -189,6 +210,9 @@ def prove_all_lengths(counting: CountingModel, goal: CountingGoal, points: list[
     """Base, step and decisions (module docstring); ``points``: every state the exact exploration reached."""
     layout = _layout(counting, goal)
     result = InductionResult(UNDECIDED)
+    if not points:
+        result.detail = "no reachable state to infer an invariant from"
+        return result
     names = layout.names
     pre = [z3.Int(f"p{k}") for k in range(len(names))]  # p0 = i
     try:
@@ -262,9 +286,9 @@ def prove_all_lengths(counting: CountingModel, goal: CountingGoal, points: list[
             verb = {True: "accepts", False: "rejects"}
             result.status = FAILED
             shown = ", ".join(f"{n} = {v}" for n, v in zip(names, state))
-            result.detail = (f"the induction step fails: from a state satisfying the invariant ({shown}), the "
-                             f"letter {symbol!r} makes the model {verb[accepts]} and the program "
-                             f"{verb[not accepts]} at position {state[0] + 1} (the state may be unreachable)")
+            result.detail = (f"the induction step fails: in a state that satisfies the invariant ({shown}), "
+                             f"reading {symbol!r} at {word_position(state[0])} the model {verb[accepts]} and the "
+                             f"program {verb[not accepts]} (the state may be unreachable)")
             result.counterexample = {"state": dict(zip(names, state)), "letter": symbol,
                                      "model_accepts": accepts}
             return _finish(result, relations, bounds, names, began)

@@ -41,6 +41,9 @@ from ...symbolic.encoder import Rounding, SymBlockTrace, encode_affine, encode_f
 from ...symbolic.values import Builder, NotEncodable, Sym, to_z3
 
 
+QUERY_SECONDS = 0.5  # the most one z3 optimisation of a value bound may take
+
+
 class NotApplicable(Exception):
     """The model is outside the class whose positions are functions of running sums (reason in the message)."""
 
@@ -118,7 +121,7 @@ class CountingModel:
 
     def start(self) -> tuple[Sums, int, Fraction | None]:
         """(sums, stream positions, readout at BOS) before the first letter: after BOS, or empty."""
-        empty: Sums = tuple(0 if self.fast is not None else Fraction(0) for _ in self.coordinates)
+        empty: Sums = tuple(0 if isinstance(self.arith, Fixed) else Fraction(0) for _ in self.coordinates)
         if self.bos is None:
             return empty, 0, None
         sums, readout = self.step(empty, 0, self.bos)
@@ -128,13 +131,16 @@ class CountingModel:
              increments: Sequence[tuple[int, int] | None] | None = None) -> tuple[Sums, Fraction]:
         """The sums and the readout after one more position holding ``symbol`` (``positions`` before it).
 
-        Sums are integer mantissas (multiples of 2^-f) in fixed arithmetic, Fractions in exact arithmetic.
+        Sums are integer mantissas (sums of values on the 2^-f grid) in fixed arithmetic, Fractions in exact
+        arithmetic.
         ``increments``: per coordinate the mantissa range of its value at word positions (or None), which
         enables freezing (module docstring); the readout does not depend on it.
         """
         if self.fast is not None:
             return self.fast.step(self, sums, positions, symbol, increments)
+        # the interpreter's own functions, one position (exact arithmetic, or token vectors off the grid)
         r = _Counter(self.arith)
+        scale = self.arith.scale if isinstance(self.arith, Fixed) else 1
         z = self.model.tokens.embed(symbol)
         new = list(sums)
         keys = positions + 1
@@ -147,9 +153,18 @@ class CountingModel:
                     weight = self.weight(head.scoring, keys)
                     out = []
                     for c in range(head.value_dim):
-                        total = new[k] + value[c]
-                        new[k] = total
-                        out.append(r.round(weight * total))
+                        total = new[k]
+                        if isinstance(total, Frozen):
+                            out.append(Fraction(total.output, scale))
+                        else:
+                            total = total + value[c] * scale
+                            y = r.round(weight * total / scale)
+                            out.append(y)
+                            bounds = increments[k] if increments is not None else None
+                            if isinstance(self.arith, Fixed) and self.frozen(int(total), int(y * scale), weight,
+                                                                              keys, bounds):
+                                total = Frozen(int(y * scale))
+                            new[k] = total
                         k += 1
                     outputs.append(tuple(out))
                 projected = []
@@ -169,7 +184,8 @@ class CountingModel:
         """Whether a coordinate with mantissa sum ``mantissa`` over ``keys`` keys outputs ``output`` forever."""
         if weight == 0:  # per-probability: floor_f(1/n) = 0 stays 0 for every larger n
             return True
-        if increments is None or weight * keys != 1:
+        # the argument needs weight 1/n' at every later n' too: exact sums (per-probability floors them)
+        if increments is None or self.arith.attention_rounding != "exact-sums" or weight * keys != 1:
             return False
         lo, hi = increments
         c = mantissa // keys
@@ -347,7 +363,7 @@ def value_bounds(machine: CountingModel, letters: Sequence[str], bos_values: Seq
     the greatest value. An over-approximation of what inputs reach, hence sound for freezing and as bounds.
     """
     arith = machine.arith
-    if machine.fast is None:
+    if not isinstance(arith, Fixed):
         return None
     count = len(machine.coordinates)
     bounds: list[tuple[int, int] | None] = [None] * count
@@ -370,21 +386,7 @@ def value_bounds(machine: CountingModel, letters: Sequence[str], bos_values: Seq
 
             _, values = machine.encode_position(builder, symbol, output)
             for k in members:
-                mantissa = values[k].scaled_num(arith.scale)  # every value is on the 2^-f grid
-                found = []
-                for sense in ("min", "max"):
-                    if time.perf_counter() > until:
-                        return None
-                    if isinstance(mantissa, int):
-                        found.append(mantissa)
-                        continue
-                    optimizer = z3.Optimize()
-                    optimizer.set("timeout", max(1, int(1000 * (until - time.perf_counter()))))
-                    optimizer.add(*builder.assertions)
-                    goal = optimizer.minimize(mantissa) if sense == "min" else optimizer.maximize(mantissa)
-                    if optimizer.check() != z3.sat:
-                        return None
-                    found.append((goal.lower() if sense == "min" else goal.upper()).as_long())
+                found = _tightest(values[k], arith.scale, builder.assertions, until)
                 old = bounds[k]
                 bounds[k] = (found[0], found[1]) if old is None else (min(old[0], found[0]), max(old[1], found[1]))
         for k in members:
@@ -394,6 +396,45 @@ def value_bounds(machine: CountingModel, letters: Sequence[str], bos_values: Seq
                 lo, hi = min(lo, 0), max(hi, 0)
             ranges[k] = (max(lo, arith.min_mantissa), min(hi, arith.max_mantissa))
     return bounds  # type: ignore[return-value]
+
+
+def _tightest(value: Sym, scale: int, assertions: list, until: float) -> tuple[int, int]:
+    """(least, greatest) mantissa of ``value`` under ``assertions``: its interval bound, narrowed by z3 only when
+    the value then lies within three neighbouring grid points (only such a narrow range can let a coordinate
+    freeze), and only by answers z3 proved (unsat); anything else keeps the interval, which is sound."""
+    mantissa = value.scaled_num(scale)  # every value is on the 2^-f grid
+    if isinstance(mantissa, int):
+        return mantissa, mantissa
+    interval = (math.ceil(value.lo * scale), math.floor(value.hi * scale))
+    if interval[1] - interval[0] <= 1:
+        return interval
+    solver = z3.Solver()
+    solver.add(*assertions)
+
+    def answer(*extra) -> z3.CheckSatResult:
+        left = until - time.perf_counter()
+        if left <= 0:
+            return z3.unknown
+        solver.set("timeout", max(1, int(1000 * min(left, QUERY_SECONDS))))
+        solver.push()
+        solver.add(*extra)
+        try:
+            return solver.check()
+        finally:
+            solver.pop()
+
+    left = until - time.perf_counter()
+    if left <= 0:
+        return interval
+    solver.set("timeout", max(1, int(1000 * min(left, QUERY_SECONDS))))
+    if solver.check() != z3.sat:
+        return interval
+    seen = solver.model().eval(mantissa, model_completion=True).as_long()
+    if answer(z3.Or(mantissa <= seen - 2, mantissa >= seen + 2)) != z3.unsat:
+        return interval  # wider than three grid points (or undecided): nothing to gain
+    lo = seen if answer(mantissa <= seen - 1) == z3.unsat else seen - 1
+    hi = seen if answer(mantissa >= seen + 1) == z3.unsat else seen + 1
+    return max(lo, interval[0]), min(hi, interval[1])
 
 
 __all__ = ["Coordinate", "CountingModel", "Frozen", "NotApplicable", "Sums", "rounded_average", "value_bounds"]
