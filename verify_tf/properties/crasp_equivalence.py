@@ -1,7 +1,7 @@
 """Property ``crasp-equivalence``: the model decides exactly what a C-RASP program decides, on every string.
 
-Options: ``program`` (a ``.cr`` file, relative to the spec), ``mode``, ``threshold`` (and, for ``smt``,
-``queries``). The model **accepts at position i iff its readout q_i = u·z_i exceeds ``threshold``** (default 0;
+Options: ``program`` (a ``.cr`` file, relative to the spec), ``mode``, ``threshold``, ``lengths`` (and, for
+``smt``, ``queries``). The model **accepts at position i iff its readout q_i = u·z_i exceeds ``threshold``** (default 0;
 the C-RASP compiler builds models with q ≥ 1 on acceptance and q ≤ 0 otherwise). Positions are those of the
 word, 1..n; with a BOS token, position i of the word is position i of the model's stream (BOS is 0).
 
@@ -18,6 +18,12 @@ length are examined, each standing for all its prefixes, and a disagreement is r
 disagreeing string (the scan of the shorter strings is the driver's minimisation). A counterexample names the
 string, the position, both outputs, and a trace with the program's definitions and the model's readout side
 by side at every position.
+
+``lengths: all`` claims the same for strings of every length (the domain's alphabet and min-length; its
+max-length bounds the first, exhaustive part only) and is decided by the ``counting`` engine, which also decides
+the domain alone (``lengths: domain``) over count vectors instead of strings. It sees the program as a counter
+machine (``crasp.machine``) through ``counting_goal``; its counterexamples are replayed by ``violation`` like every
+other engine's.
 """
 
 from __future__ import annotations

@@ -42,6 +42,13 @@ from ...symbolic.values import Builder, NotEncodable, Sym, to_z3
 
 
 QUERY_SECONDS = 0.5  # the most one z3 optimisation of a value bound may take
+ASKED_KEYS = 64  # up to this many keys the arithmetic itself computes the weights (see CountingModel.weight)
+
+
+def _closed_form_weight(arith: Arithmetic, keys: int) -> Fraction:
+    weight = Fraction(1, keys)
+    return arith.floor(weight) if isinstance(arith, Fixed) and arith.attention_rounding == "per-probability" \
+        else weight
 
 
 class NotApplicable(Exception):
@@ -108,12 +115,22 @@ class CountingModel:
                                     "are not a function of counts")
             if head.scoring == "softmax" and isinstance(arith, Exact):
                 raise NotApplicable(f"{where} is softmax, which exact arithmetic cannot evaluate")
-        return CountingModel(model, arith)
+        counting = CountingModel(model, arith)
+        for scoring in {head.scoring for _, _, head in model.heads()}:
+            if any(counting.weight(scoring, n) != _closed_form_weight(arith, n) for n in range(1, ASKED_KEYS + 1)):
+                raise NotApplicable(f"{scoring} weights of equal scores are not 1/n in {arith.describe()}")
+        return counting
 
     # ---------------------------------------------------------------- the concrete machine
 
     def weight(self, scoring: str, keys: int) -> Fraction:
-        """The weight of each of ``keys`` keys with equal scores, as the arithmetic normalises them."""
+        """The weight of each of ``keys`` keys with equal scores, as the arithmetic normalises them.
+
+        Asking the arithmetic costs O(keys); beyond ``ASKED_KEYS`` keys the closed form 1/keys (floored with
+        per-probability) is used, which ``of`` has checked against the arithmetic for 1..ASKED_KEYS keys.
+        """
+        if keys > ASKED_KEYS:
+            return _closed_form_weight(self.arith, keys)
         cache_key = (scoring, keys)
         if cache_key not in self._weights:
             self._weights[cache_key] = self.arith.attention_weights([Fraction(0)] * keys, scoring)[0]
