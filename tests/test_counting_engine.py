@@ -26,7 +26,7 @@ from verify_tf.crasp.machine import ProgramMachine
 from verify_tf.domain import StringDomain
 from verify_tf.engines.base import CountingGoal
 from verify_tf.engines.counting.explore import explore
-from verify_tf.engines.counting.induction import null_space
+from verify_tf.engines.counting.induction import null_space, prove_all_lengths
 from verify_tf.engines.counting.stream import CountingModel, NotApplicable, rounded_average, value_bounds
 from verify_tf.ir import AlphabetTokens, matrix, vector
 from verify_tf.ir.edit import apply_settings
@@ -195,6 +195,17 @@ def test_the_symbolic_rounded_average_is_the_arithmetic(arith: Fixed) -> None:
             assert got.as_long() == expected, (m, n)
 
 
+@pytest.mark.parametrize("arith", [Fixed(4, 0), Fixed(6, 2)], ids=str)
+def test_z3_derives_the_sign_lemma_from_the_encoding(arith: Fixed) -> None:
+    """The compiler's sign lemma, L >= 0 <=> sat(floor(L·2^f/(i + 1))) >= 0, is not given to z3 anywhere: from the
+    encoding of the rounded average alone it is valid over unbounded integers (its negation is unsat)."""
+    total, keys = z3.Int("total"), z3.Int("keys")
+    average = rounded_average(Builder(), arith, total, keys).num
+    solver = z3.Solver()
+    solver.add(keys >= 1, (total >= 0) != (average >= 0))
+    assert solver.check() == z3.unsat
+
+
 def test_null_space_of_hand_points() -> None:
     # points (x, y, z) on the plane z = 2x - y + 3 (and nothing else): one relation, 3 + 2x - y - z = 0
     points = [(0, 0, 3), (1, 0, 5), (0, 1, 2), (2, 2, 5)]
@@ -296,6 +307,18 @@ def test_compiled_lk_is_proved_for_every_length(k: int) -> None:
     # the compiled head coordinate of each count #X is -#X (value -X(j), 0 at BOS): S + #X = 0 is inferred
     invariant = result.statistics["induction"]["invariant"]
     assert 'S[layers[0].heads[0][0]] + #"a" = 0' in invariant
+
+
+def test_refinement_recovers_the_invariant_from_too_few_states() -> None:
+    """From the 3 states of lengths 0 and 1 the inferred equalities include false ones (e.g. #("a" && has_ab) = 0);
+    counterexamples to the step remove them (refinement rounds) and the inductive ones remain: still proved."""
+    model, arith = compiled("L3.cr")
+    counting = CountingModel.of(model, arith)
+    goal = CountingGoal(ProgramMachine(load_program(EXAMPLES / "L3.cr")), ("a", "b"), Fraction(0), 1, 1, True)
+    few = explore(counting, goal, 1, None, deadline=Deadline(60), exact=True)
+    assert len(few.points) == 3
+    result = prove_all_lengths(counting, goal, few.points, few.points[0], None, deadline=Deadline(60))
+    assert result.status == "proved" and result.rounds >= 1
 
 
 def test_dyck1_prefix_and_majority_are_proved_for_every_length() -> None:

@@ -11,7 +11,7 @@ Every length (``--lengths all``): the CPU seconds of the proof for every length 
 domain's N (``--start``, default 14) as the bounded part.
 
     python examples/crasp/measure_lk.py [--budget 60] [--engine enumerate|interpret|smt|counting]
-        [--programs L1 L2 ... dyck1] [--start N] [--lengths domain|all]
+        [--programs L1 L2 ... dyck1] [--start N] [--once] [--lengths domain|all]
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ def main() -> None:
     parser.add_argument("--start", type=int, default=None, help="first N to try (every length: the bounded N)")
     parser.add_argument("--programs", nargs="*", default=PROGRAMS)
     parser.add_argument("--lengths", default="domain", choices=["domain", "all"])
+    parser.add_argument("--once", action="store_true", help="only time N = --start (no growth)")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f} at start")
     if args.lengths == "all":
@@ -69,6 +70,8 @@ def main() -> None:
             if status != "proved" or spent > args.budget:
                 break
             best, seconds = length, spent
+            if args.once:
+                break
             length = 2 * length if counting else length + 1
         print(f"{name}  {compiled.program_depth}  {compiled.attention_layers}  {compiled.feed_forward_layers}  "
               f"{compiled.model.dim}  {compiled.bits}  {best}  {seconds:.1f}", flush=True)

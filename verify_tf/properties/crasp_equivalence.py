@@ -1,9 +1,10 @@
 """Property ``crasp-equivalence``: the model decides exactly what a C-RASP program decides, on every string.
 
 Options: ``program`` (a ``.cr`` file, relative to the spec), ``mode``, ``threshold``, ``lengths`` (and, for
-``smt``, ``queries``). The model **accepts at position i iff its readout q_i = u·z_i exceeds ``threshold``** (default 0;
-the C-RASP compiler builds models with q ≥ 1 on acceptance and q ≤ 0 otherwise). Positions are those of the
-word, 1..n; with a BOS token, position i of the word is position i of the model's stream (BOS is 0).
+``smt``, ``queries``). The model **accepts at position i iff its readout q_i = u·z_i exceeds ``threshold``**
+(default 0; the C-RASP compiler builds models with q ≥ 1 on acceptance and q ≤ 0 otherwise). Positions are
+those of the word, 1..n; with a BOS token, position i of the word is position i of the model's stream (BOS
+is 0).
 
 * ``mode: accept``: for every string w of the domain, the model accepts at the last position of w iff the
   program accepts w. The empty word (``min-length: 0``) is rejected by the program; a model with BOS decides
@@ -129,7 +130,7 @@ class CraspEquivalence(Property):
                 f"alphabet {format_alphabet(program.alphabet)}")
 
     def statistics(self, task: Task) -> dict:
-        return {"domain_size": task.domain.size(), "causal_prefixes": all_causal(task.model)}
+        return {"domain_size": _size(task.domain), "causal_prefixes": all_causal(task.model)}
 
     def program(self, task: Task) -> Program:
         return _program(task.options.program)
@@ -260,8 +261,17 @@ class CraspEquivalence(Property):
                   "are prefixes"
         else:
             how = f"{statistics.get('space_size')} evaluated"
-        return (f"{domain.size()} strings of length {domain.min_length}..{domain.max_length} agree with "
+        return (f"{_size(domain)} strings of length {domain.min_length}..{domain.max_length} agree with "
                 f"{Path(task.options.program).name} at {where} ({how})")
+
+
+def _size(domain: StringDomain) -> int | str:
+    """The number of strings; beyond 18 digits "about 10^k" (the counting engine reaches lengths whose
+    string counts have thousands of digits, more than Python prints or JSON holds)."""
+    size = domain.size()
+    if size < 10 ** 18:
+        return size
+    return f"about 10^{int(size.bit_length() * math.log10(2))}"
 
 
 @lru_cache(maxsize=32)

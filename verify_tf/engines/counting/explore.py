@@ -4,8 +4,9 @@ Both decisions at a position are functions of the joint state before it and its 
 property's counter machine), so two prefixes of the same length that reach the same state agree on every
 continuation: the exploration keeps one prefix per state — the shortlex-least, because parents are extended
 in the order of their own least prefixes and letters in the domain's order — and checks the decisions of
-every (state, letter) transition. Up to length N this decides exactly what checking all |Σ|^N strings decides, and a disagreement
-is found on the shortlex-least string that shows it (a parent pointer per state gives the string back).
+every (state, letter) transition. Up to length N this decides exactly what checking all |Σ|^N strings
+decides, and a disagreement is found on the shortlex-least string that shows it (a parent pointer per state
+gives the string back).
 
 ``exact=True`` keeps every distinct (sums, counts, letter counts) without freezing or capping: the points
 from which the induction infers its affine invariant.
@@ -14,7 +15,6 @@ from which the induction infers its affine invariant.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Callable, Sequence
 
 from ...work import Deadline
@@ -31,14 +31,13 @@ class Exploration:
     complete_up_to: int = -1  # every length 0..complete_up_to was explored
     states: int = 0
     widest: int = 0  # the most states of one length
-    frozen: int = 0  # states of the last length with at least one frozen coordinate
     disagreement: tuple[str, ...] | None = None  # the shortlex-least string whose last position disagrees
     stopped: str = ""  # "", "timeout", "cancelled", "state limit"
     points: list[Point] = field(default_factory=list)  # exact=True: every reachable point
 
 
-def explore(counting: CountingModel, goal: CountingGoal, max_length: int, increments: Sequence[tuple[int, int] | None] | None,
-            *, deadline: Deadline, cancelled: Callable[[], bool] = lambda: False, exact: bool = False,
+def explore(counting: CountingModel, goal: CountingGoal, max_length: int,
+            increments: Sequence[tuple[int, int] | None] | None, *, deadline: Deadline, cancelled: Callable[[], bool] = lambda: False, exact: bool = False,
             state_limit: int | None = None) -> Exploration:
     machine, alphabet = goal.machine, goal.alphabet
     result = Exploration()
@@ -53,7 +52,7 @@ def explore(counting: CountingModel, goal: CountingGoal, max_length: int, increm
     history: list[list[tuple[int, int]]] = [[(-1, -1)]]  # per length: (parent index, letter index) per state
     result.complete_up_to, result.states, result.widest = 0, 1, 1
     if exact:
-        result.points.append((0, *_plain(sums), *counts, *letters0))
+        result.points.append((0, *sums, *counts, *letters0))
     for length in range(1, max_length + 1):
         seen: dict[tuple, int] = {}
         states: list[tuple] = []
@@ -84,22 +83,17 @@ def explore(counting: CountingModel, goal: CountingGoal, max_length: int, increm
                 states.append((new_sums, new_counts, new_letters))
                 parents.append((index, a))
                 if exact:
-                    result.points.append((length, *_plain(new_sums), *new_counts, *new_letters))
+                    result.points.append((length, *new_sums, *new_counts, *new_letters))
         frontier = states
         history.append(parents)
         positions += 1
         result.complete_up_to = length
         result.states += len(states)
         result.widest = max(result.widest, len(states))
-        result.frozen = sum(1 for s, _, _ in states if any(not isinstance(x, (int, Fraction)) for x in s))
         if state_limit is not None and result.states > state_limit:
             result.stopped = "state limit"
             return result
     return result
-
-
-def _plain(sums: tuple) -> tuple:
-    return tuple(sums)
 
 
 def _word(history: list[list[tuple[int, int]]], alphabet: tuple[str, ...]) -> tuple[str, ...]:

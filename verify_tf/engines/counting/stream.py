@@ -246,12 +246,11 @@ class CountingModel:
         readout = builder.linear(list(zip(self.model.readout, z)))
         return readout, values
 
-    def mantissa_range(self) -> tuple[int, int]:
-        assert isinstance(self.arith, Fixed)
-        return self.arith.min_mantissa, self.arith.max_mantissa
+
+_Row = tuple[tuple[tuple[int, int], ...], int, int]  # (sparse integer coefficients, constant, divisor)
 
 
-def _sparse_affine(weights: Sequence[Vector], bias: Vector, scale: int) -> list[tuple[tuple[tuple[int, int], ...], int, int]]:
+def _sparse_affine(weights: Sequence[Vector], bias: Vector, scale: int) -> list[_Row]:
     """round(W x + b) on mantissas: per output (sparse integer coefficients, constant, divisor D), so that the
     output mantissa is sat(⌊(Σ coef·m + const) / D⌋) = sat(⌊2^f·(Σ w·m/2^f + b)⌋) exactly."""
     rows = []
