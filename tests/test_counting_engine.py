@@ -158,6 +158,32 @@ def test_the_step_over_value_sums_is_the_interpreter(name: str, model, arith) ->
                 assert value == trace.readout[i + offset], (name, word, i)
 
 
+def test_softmax_heads_with_zero_scores_under_rounded_terms() -> None:
+    """The compiler's softmax heads (zero query and key weights) under Yang et al.'s rounded-terms compute
+    round(Σ round(e^0·v_j) / Σ round(e^0)) = round(S/n): in the class, and L_3 is proved for every length.
+    A softmax head whose equal scores are not 0 rounds e^s·v_j term by term: not a function of the sum."""
+    result = compile_program(load_program(EXAMPLES / "L3.cr"), heads="softmax")
+    arith = Fixed(result.bits, 0, "rounded-terms")
+    counting = CountingModel.of(result.model, arith)
+    start, positions, readout = counting.start()
+    for word in random_words("ab", 20, 10, seed=3):  # the step is the interpreter under this rounding too
+        trace = evaluate(result.model, arith, tuple(word))
+        sums, n = start, positions
+        for i, letter in enumerate(word):
+            sums, value = counting.step(sums, n, letter)
+            n += 1
+            assert value == trace.readout[i + 1], (word, i)
+    proof = check(result.model, arith, EXAMPLES / "L3.cr", 8, "counting", lengths="all")
+    assert proof.label == "proved (all lengths)"
+    head = result.model.blocks[0].attention.heads[0]
+    shifted = dataclasses.replace(head, key_bias=vector([1] * len(head.key_bias)),
+                                  query_bias=vector([1] * len(head.query_bias)))
+    block = dataclasses.replace(result.model.blocks[0], attention=dataclasses.replace(
+        result.model.blocks[0].attention, heads=(shifted,)))
+    with pytest.raises(NotApplicable, match="rounded-terms"):
+        CountingModel.of(dataclasses.replace(result.model, blocks=(block,) + result.model.blocks[1:]), arith)
+
+
 def test_models_outside_the_class_are_named() -> None:
     model, arith = compiled("L1.cr")
     head = model.blocks[0].attention.heads[0]
@@ -348,7 +374,7 @@ def test_a_model_wrong_beyond_the_domain_is_refuted_not_proved() -> None:
     assert check(model, arith, EXAMPLES / "L1.cr", 12, "enumerate").status == "proved"
     result = check(model, arith, EXAMPLES / "L1.cr", 12, "counting", lengths="all")
     assert result.status == "refuted"
-    assert (result.counterexample["string"], result.counterexample["position"]) == ("a" * 14 + "b", 15)
+    assert (result.counterexample["string"], result.counterexample["position"]) == ("a" * 14 + "b", 14)  # from 0
     assert "the induction step fails" in result.statistics["induction"]["failed"]
 
 

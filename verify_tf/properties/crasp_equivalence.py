@@ -2,9 +2,10 @@
 
 Options: ``program`` (a ``.cr`` file, relative to the spec), ``mode``, ``threshold``, ``lengths`` (and, for
 ``smt``, ``queries``). The model **accepts at position i iff its readout q_i = u·z_i exceeds ``threshold``**
-(default 0; the C-RASP compiler builds models with q ≥ 1 on acceptance and q ≤ 0 otherwise). Positions are
-those of the word, 1..n; with a BOS token, position i of the word is position i of the model's stream (BOS
-is 0).
+(default 0; the C-RASP compiler builds models with q ≥ 1 on acceptance and q ≤ 0 otherwise). The decision at
+a position is the decision on the prefix that ends there. Witnesses number positions as everywhere in
+verify-tf: 0 is the word's first letter (the prefix of length 1), and "BOS" names the decision on the empty
+prefix.
 
 * ``mode: accept``: for every string w of the domain, the model accepts at the last position of w iff the
   program accepts w. The empty word (``min-length: 0``) is rejected by the program; a model with BOS decides
@@ -57,7 +58,7 @@ from ..symbolic.inputs import input_for_length
 from ..symbolic.solve import Query
 from ..symbolic.values import Sym
 from ..witness import input_to_json
-from .base import Property, bos_offset, require, typed
+from .base import BOS, Property, bos_offset, require, typed
 
 MODES = ("accept", "prefix")
 LENGTHS = ("domain", "all")
@@ -84,6 +85,15 @@ class Options:
     threshold: Fraction = Fraction(0)
     queries: str = "one"
     lengths: str = "domain"
+
+
+def position_label(prefix: int) -> int | str:
+    """The witness's name for the decision on the prefix of this length: its last letter's position, or BOS."""
+    return BOS if prefix == 0 else prefix - 1
+
+
+def prefix_length(label: int | str) -> int:
+    return 0 if label == BOS else int(label) + 1
 
 
 def all_causal(model: Model) -> bool:
@@ -153,8 +163,8 @@ class CraspEquivalence(Property):
         if task.options.mode == "accept":
             shorter = tuple(range(domain.min_length, len(witness["string"])))
             return InputSpace(domain, only_lengths=shorter) if shorter else None
-        position = witness["position"]
-        return InputSpace(StringDomain(domain.alphabet, 1, position - 1)) if position > 1 else None
+        prefix = prefix_length(witness["position"])
+        return InputSpace(StringDomain(domain.alphabet, 1, prefix - 1)) if prefix > 1 else None
 
     # -- both sides on one word, on the interpreters
     def decisions(self, task: Task, program: Program, word: str) -> tuple[list[bool], list[bool], Any, Any]:
@@ -182,18 +192,19 @@ class CraspEquivalence(Property):
         model_side, program_side, trace, program_trace = self.decisions(task, program, word)
         offset = bos_offset(task.model)
         readout = [trace.readout[i - 1 + offset] if i - 1 + offset >= 0 else None for i in range(len(word) + 1)]
-        rows = [{"position": i, "letter": word[i - 1],
+        rows = [{"position": i - 1, "letter": word[i - 1],
                  "program": {name: _plain(program_trace.values[name][i - 1]) for name in program.names},
                  "program_output": program_side[i], "model_readout": str(readout[i]), "model_output": model_side[i]}
                 for i in range(1, len(word) + 1)]
         verb = {True: "accepts", False: "rejects"}
         shown = readout[position] if readout[position] is not None else "none (no BOS)"
         threshold = task.options.threshold
-        return {"string": word, "input": input_to_json(tuple(word)), "position": position,
+        label = position_label(position)
+        return {"string": word, "input": input_to_json(tuple(word)), "position": label,
                 "mode": task.options.mode, "program_output": program_side[position],
                 "model_output": model_side[position], "model_readout": str(shown), "threshold": str(threshold),
                 "trace": rows,
-                "summary": f"string {word!r} at position {position}: the program {verb[program_side[position]]}, "
+                "summary": f"string {word!r} at position {label}: the program {verb[program_side[position]]}, "
                            f"the model {verb[model_side[position]]} (readout {shown}, accepts iff > {threshold})"}
 
     # -- enumerate: the model's decisions and the program's arrays on the same rows

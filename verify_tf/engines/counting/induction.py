@@ -59,9 +59,9 @@ class InductionResult:
 
 
 def word_position(letters_before: int) -> str:
-    """How a witness names the position after ``letters_before`` letters (positions of the word count from 1,
-    BOS excluded; the one place to change if that numbering changes)."""
-    return f"position {letters_before + 1}"
+    """How a witness names the position of the letter read after ``letters_before`` letters: positions count
+    the word's letters from 0, BOS excluded (as crasp-equivalence's witnesses do)."""
+    return f"position {letters_before}"
 
 
 # ---------------------------------------------------------------- exact linear algebra
@@ -134,7 +134,7 @@ def _encode_step(counting: CountingModel, goal: CountingGoal, layout: _Layout, p
     arith = counting.arith
     if not isinstance(arith, Fixed):
         raise NotEncodable("exact arithmetic: a head's average S/n is not on a grid")
-    if arith.attention_rounding != "exact-sums":
+    if arith.attention_rounding == "per-probability":
         raise NotEncodable("per-probability rounding: a head's weight floor(1/n) times its sum is a product of "
                            "two unknowns")
     builder = Builder()

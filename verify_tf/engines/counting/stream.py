@@ -3,7 +3,8 @@
 **The class** (``CountingModel.of`` checks it on the IR and says why not): alphabet tokens, no absolute
 positional encoding, and every head causal, with standard positions (no RPE/URPE) and weights that do not
 depend on the keys: ``uniform`` scoring, or ``hardmax``/``softmax`` whose scores are equal for every key
-(query weights and bias all zero, or key weights all zero; softmax needs fixed arithmetic). Then the
+(query weights and bias all zero, or key weights all zero; softmax needs fixed arithmetic, and under
+``rounded-terms``, where each term round(e^s·v_j) is rounded on its own, scores exactly 0). Then the
 interpreter gives every allowed key the same weight w(n) = ``arith.attention_weights`` of n equal scores
 (1/n; floored with ``per-probability``), so head h at stream position n − 1 outputs
 round(w(n)·S^h) with S^h = Σ_{j<n} v^h_j, its value vectors summed over the prefix (BOS included). The stream
@@ -12,7 +13,7 @@ whose state is (n, S), and ``step`` is one position of the interpreter (``semant
 written with the interpreter's own ``affine``, ``feed_forward`` and rounding so that the two cannot drift.
 
 **Freezing (exact).** A head coordinate whose output can no longer change is replaced by its constant
-output (``Frozen``), so that states differing only in such sums merge. With ``exact-sums`` and fixed point
+output (``Frozen``), so that states differing only in such sums merge. With weights 1/n and fixed point
 (mantissas: y = sat(⌊M/n⌋) for the mantissa sum M), if every value the coordinate can take at a word
 position lies in [c, c + 1] (mantissas; ``increments``, from ``value_bounds``) and c·n ≤ M < (c + 1)·n now,
 then c·n' ≤ M' < (c + 1)·n' for every later n' (add at most c + 1 and at least c per position): the output
@@ -77,6 +78,14 @@ class Coordinate:
 Sums = tuple  # one entry per Coordinate: the running sum (Fraction) or Frozen
 
 
+def _zero_scores(head: Head) -> bool:
+    """Scores exactly 0 for every key: q = 0 or k = 0 (weights and bias), standard positions."""
+    def zero(weights, bias) -> bool:
+        return all(w == 0 for row in weights for w in row) and all(b == 0 for b in bias)
+
+    return zero(head.query, head.query_bias) or zero(head.key, head.key_bias)
+
+
 def _key_independent(head: Head) -> bool:
     """Scores equal for every key: q = round(0) = 0, or every key round(b_K)."""
     zero_query = all(w == 0 for row in head.query for w in row) and all(b == 0 for b in head.query_bias)
@@ -115,6 +124,11 @@ class CountingModel:
                                     "are not a function of counts")
             if head.scoring == "softmax" and isinstance(arith, Exact):
                 raise NotApplicable(f"{where} is softmax, which exact arithmetic cannot evaluate")
+            if head.scoring == "softmax" and isinstance(arith, Fixed) and arith.rounded_terms and \
+                    not (_zero_scores(head) and arith.rounded_term(Fraction(0), Fraction(1)) == 1):
+                # round(Σ round(e^s·v_j) / Σ round(e^s)) is round(S/n) only for s = 0 and 1 representable
+                raise NotApplicable(f"{where} is softmax under rounded-terms with scores that are not all 0 (or "
+                                    "1 not representable): each term is rounded on its own, not their sum")
         counting = CountingModel(model, arith)
         for scoring in {head.scoring for _, _, head in model.heads()}:
             if any(counting.weight(scoring, n) != _closed_form_weight(arith, n) for n in range(1, ASKED_KEYS + 1)):
@@ -201,8 +215,8 @@ class CountingModel:
         """Whether a coordinate with mantissa sum ``mantissa`` over ``keys`` keys outputs ``output`` forever."""
         if weight == 0:  # per-probability: floor_f(1/n) = 0 stays 0 for every larger n
             return True
-        # the argument needs weight 1/n' at every later n' too: exact sums (per-probability floors them)
-        if increments is None or self.arith.attention_rounding != "exact-sums" or weight * keys != 1:
+        # the argument needs weight 1/n' at every later n' too (per-probability floors them)
+        if increments is None or self.arith.attention_rounding == "per-probability" or weight * keys != 1:
             return False
         lo, hi = increments
         c = mantissa // keys
