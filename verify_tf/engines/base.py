@@ -162,15 +162,16 @@ class CounterMachine(Protocol):
 
 @dataclass(frozen=True)
 class CountingGoal:
-    """Engine counting: what the property asks. At every word position p >= ``first_position`` of every string
-    over ``alphabet`` (of length <= ``max_length``, or of every length when ``all_lengths``), the model accepts
-    (readout > ``threshold``) iff ``machine`` does. Position 0 is the empty prefix (BOS, when the model has
-    one). The property returns it from ``counting_goal(task)`` and replays witnesses with ``violation``."""
+    """Engine counting: what the property asks. On every prefix of length p >= ``first_position`` of every
+    string over ``alphabet`` (of length <= ``max_length``, or of every length when ``all_lengths``), the model's
+    decision at the prefix's last position (readout > ``threshold``; for p = 0 at BOS, when the model has one)
+    equals ``machine``'s output. The property returns it from ``counting_goal(task)`` and replays witnesses
+    with ``violation``."""
 
     machine: Any  # a CounterMachine (pickled with the task's property)
     alphabet: tuple[str, ...]
     threshold: Fraction
-    first_position: int
+    first_position: int  # a prefix length
     max_length: int
     all_lengths: bool = False
 

@@ -250,9 +250,9 @@ class CraspEquivalence(Property):
 
     # -- counting: the program as a counter machine over its counts (crasp.machine)
     def counting_goal(self, task: Task) -> CountingGoal:
-        """Model and program agree at every checked position: in accept mode, the positions p >= min-length
-        (each the last position of the prefix of length p, a word of the domain: the counting class is
-        causal); in prefix mode every position p >= 1."""
+        """Model and program agree on every checked prefix: in accept mode those of length p >= min-length
+        (each a word of the domain, decided at its last position: the counting class is causal); in prefix
+        mode every prefix of length p >= 1."""
         domain: StringDomain = task.domain
         first = 1 if task.options.mode == "prefix" else domain.min_length
         return CountingGoal(_machine(task.options.program), domain.alphabet, task.options.threshold, first,

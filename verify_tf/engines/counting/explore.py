@@ -37,7 +37,8 @@ class Exploration:
 
 
 def explore(counting: CountingModel, goal: CountingGoal, max_length: int,
-            increments: Sequence[tuple[int, int] | None] | None, *, deadline: Deadline, cancelled: Callable[[], bool] = lambda: False, exact: bool = False,
+            increments: Sequence[tuple[int, int] | None] | None, *, deadline: Deadline,
+            cancelled: Callable[[], bool] = lambda: False, exact: bool = False,
             state_limit: int | None = None) -> Exploration:
     machine, alphabet = goal.machine, goal.alphabet
     result = Exploration()

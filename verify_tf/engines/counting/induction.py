@@ -11,11 +11,11 @@ is proved inductive with z3 over unbounded integers (QF_LIA):
   linearly (``stream.rounded_average``: the quotient's bits against (n+1)·constant), so facts such as the
   compiler's sign lemma (L ≥ 0 ⇔ ⌊L·2^f/(i+1)⌋ ≥ 0) are not assumed anywhere: z3 derives what it needs
   from the definition of the floor;
-* **decisions**: Inv(p) ∧ p' = T_σ(p) ∧ i + 1 ≥ first position ⇒ the model accepts at i + 1 iff the machine
-  does.
+* **decisions**: Inv(p) ∧ p' = T_σ(p) ∧ i + 1 ≥ the first checked prefix length ⇒ the model accepts after
+  reading σ iff the machine does.
 
-Together: at every reachable state of every length the decisions agree (position 0 is checked concretely by
-the exploration). **The invariant is inferred, then checked**: the affine equalities that hold on every
+Together: at every reachable state of every length the decisions agree (the empty prefix is checked
+concretely by the exploration). **The invariant is inferred, then checked**: the affine equalities that hold on every
 state the exact exploration reached (a basis of the null space of those points, exact linear algebra over
 Fractions; for a compiled model they say S = A·C + d), plus the bounds 0 ≤ C, L ≤ i and the sums' ranges
 S − S_0 ∈ [lo·i, hi·i] from the value bounds. Houdini-style refinement keeps only what is inductive: a
