@@ -19,7 +19,7 @@ feed_forward, _residual, readout); read them side by side with ``verify_tf/seman
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Sequence
 
@@ -293,6 +293,8 @@ class _Planner:
     # -- interpreter.attention_head -------------------------------------------------------------------
     def head(self, head: Head, z: Stage, where: str) -> tuple[HeadPlan, Stage]:
         n, dens = self.n, [z.den] * len(z.bound)
+        if head.scoring == "uniform":  # its weights ignore the scores: no q and k (docs/semantics.md)
+            head = replace(head, query=(), key=(), query_bias=(), key_bias=())
         query, q = self.affine(head.query, head.query_bias, dens, z.bound, f"{where} query")
         key, k = self.affine(head.key, head.key_bias, dens, z.bound, f"{where} key")
         value, v = self.affine(head.value, head.value_bias, dens, z.bound, f"{where} value")
@@ -322,6 +324,9 @@ class _Planner:
             if not self.fixed:
                 raise Unsupported("softmax is not exactly representable in exact arithmetic; use arithmetic: "
                                   "fixed, or hardmax/uniform scoring")
+            if self.arith.attention_rounding == "rounded-terms":
+                raise Unsupported("rounded-terms softmax (Yang et al.'s rounding) is evaluated by the interpreter "
+                                  "and the smt engine only")
             self.check(2 * score.bound[0], f"{where} softmax score difference")
             exp = np.array(exp_table(self.arith.frac) + (0,), dtype=np.int64)
             weight_max, total_max = self.scale, n * self.scale
