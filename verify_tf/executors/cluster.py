@@ -542,14 +542,15 @@ def connect_timeout() -> float:
 
 
 def connect(address: str, *, timeout: float | None = None, ship_once_bytes: int = SHIP_ONCE_BYTES,
-            max_batch: int = MAX_BATCH) -> DaskExecutor:
+            max_batch: int = MAX_BATCH, directory: str | Path | None = None) -> DaskExecutor:
     """``local:N`` starts a LocalCluster of N single-threaded worker processes bound to 127.0.0.1 (mutual TLS
     with throw-away certificates when ``cryptography`` is installed), with its directories in a temporary
-    folder; anything else is the address of a running scheduler. Raises ``ClusterUnavailable``."""
+    folder (made in ``directory``, default the system's temporary folder) that ``close`` removes; anything else
+    is the address of a running scheduler. Raises ``ClusterUnavailable``."""
     timeout = connect_timeout() if timeout is None else timeout
     if address.startswith("local:"):
         count = int(address.split(":", 1)[1])
-        scratch = tempfile.mkdtemp(prefix="verify-tf-dask-")
+        scratch = tempfile.mkdtemp(prefix="verify-tf-dask-", dir=directory)
         cluster = None
         try:
             with dask.config.set(LOCAL_SETTINGS):
