@@ -438,12 +438,7 @@ def test_a_worker_with_another_version_is_refused_by_name(cli_cluster, tmp_path)
     from verify_tf import __version__
     from verify_tf.executors import open_cluster
 
-    stale = tmp_path / "stale"
-    shutil.copytree(ROOT / "verify_tf", stale / "verify_tf", ignore=shutil.ignore_patterns("__pycache__"))
-    init = stale / "verify_tf" / "__init__.py"
-    init.write_text(init.read_text().replace(f'__version__ = "{__version__}"', '__version__ = "0.0.1"'))
-    env = dict(environment(), PYTHONPATH=os.pathsep.join([str(stale), str(ROOT / "tests")]))
-    worker = cli_cluster.worker("stale-worker", env)
+    worker = cli_cluster.worker("stale-worker", stale_copy(tmp_path / "stale"))
     with Client(cli_cluster.address, timeout=60, set_as_default=False) as client:
         client.wait_for_workers(3, timeout=120)
     executor = open_cluster(cli_cluster.address)
@@ -457,6 +452,49 @@ def test_a_worker_with_another_version_is_refused_by_name(cli_cluster, tmp_path)
         assert check_property(spec, spec.properties[0], Overrides(), executor=executor).status == "proved"
     finally:
         executor.close()
+
+
+def stale_copy(folder: Path) -> dict[str, str]:
+    """The environment of a process that imports a copy of verify_tf saying it is version 0.0.1."""
+    from verify_tf import __version__
+
+    shutil.copytree(ROOT / "verify_tf", folder / "verify_tf", ignore=shutil.ignore_patterns("__pycache__"))
+    init = folder / "verify_tf" / "__init__.py"
+    init.write_text(init.read_text().replace(f'__version__ = "{__version__}"', '__version__ = "0.0.1"'))
+    return dict(environment(), PYTHONPATH=os.pathsep.join([str(folder), str(ROOT / "tests")]))
+
+
+@needs_dask
+def test_a_cluster_without_a_matching_worker_is_an_input_error_naming_them(tmp_path):
+    from verify_tf import __version__
+
+    (tmp_path / "cluster").mkdir()
+    cluster = CliCluster(tmp_path / "cluster", workers=0)
+    try:
+        cluster.worker("stale-worker", stale_copy(tmp_path / "stale"))
+        result = CliRunner().invoke(main, ["check", "--no-cache", str(SPECS / "crasp-L1.yaml"), "--cluster",
+                                           cluster.address])
+        assert result.exit_code == 2, result.output
+        assert f"no usable worker on the Dask cluster at {cluster.address}: worker 'stale-worker'" in result.output
+        assert f"verify-tf {__version__} here, 0.0.1 there" in result.output
+        assert "hint: install the same verify-tf, z3-solver and Python" in result.output
+    finally:
+        cluster.stop()
+
+
+@needs_dask
+def test_a_scheduler_with_another_dask_is_refused(cli_cluster, monkeypatch):
+    """As if this machine ran another distributed than the scheduler (the CLI scheduler runs the real one)."""
+    import distributed
+
+    from verify_tf.executors import ClusterUnavailable, open_cluster
+
+    real = distributed.__version__
+    monkeypatch.setattr(distributed, "__version__", "0.0.1")
+    with pytest.raises(ClusterUnavailable, match=f"the Dask scheduler at {cli_cluster.address} runs other versions: "
+                                                 f"distributed 0.0.1 here, {real} there") as refused:
+        open_cluster(cli_cluster.address)
+    assert "install the same verify-tf[cluster] on the scheduler" in refused.value.hint
 
 
 def free_port() -> int:
@@ -505,5 +543,38 @@ def test_a_scheduler_lost_mid_run_gives_an_error_verdict_not_a_hang(tmp_path):
             later.result()
         executor.close()
     finally:
+        (tmp_path / "go").write_text("")
+        cluster.stop()
+
+
+@needs_dask
+@pytest.mark.slow
+def test_a_frozen_scheduler_ends_the_property_at_its_timeout(tmp_path):
+    """A scheduler that stops answering (SIGSTOP: its connections stay open, nothing tells it is gone): the
+    property ends at its deadline as unknown, and closing the executor does not wait for the scheduler."""
+    from verify_tf.executors import open_cluster
+
+    (tmp_path / "frozen").mkdir()
+    cluster = CliCluster(tmp_path / "frozen", workers=1)
+    try:
+        executor = open_cluster(cluster.address)
+        task, _ = faulty_task("block", tmp_path)
+        outcome = {}
+        runner = threading.Thread(target=lambda: outcome.update(v=DRIVERS["interpret"](task, Run(executor, Deadline(10)))))
+        runner.start()
+        wait_for(lambda: list(tmp_path.glob("waiting-*")), "a worker to reach the blocking input")
+        cluster.scheduler.send_signal(signal.SIGSTOP)
+        assert runner.is_alive()  # the scheduler froze while the property was waiting for it
+        runner.join(120)
+        assert not runner.is_alive()
+        verdict = outcome["v"]
+        assert verdict.status == "unknown"
+        assert "timeout" in verdict.detail or "timeout" in " ".join(verdict.tried)
+        closer = threading.Thread(target=executor.close)
+        closer.start()
+        closer.join(120)
+        assert not closer.is_alive()
+    finally:
+        cluster.scheduler.send_signal(signal.SIGCONT)
         (tmp_path / "go").write_text("")
         cluster.stop()

@@ -87,7 +87,19 @@ def fingerprint() -> tuple[tuple[str, str], ...]:
     for path in sorted(package.rglob("*.py"), key=lambda p: p.relative_to(package).as_posix()):
         digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return (("verify-tf", __version__), ("verify-tf source", digest.hexdigest()[:12]),
-            ("z3", z3.get_full_version()), ("python", f"{sys.version_info.major}.{sys.version_info.minor}"))
+            ("z3", z3.get_full_version()), ("python", f"{sys.version_info.major}.{sys.version_info.minor}"),
+            *_dask_versions())
+
+
+def _dask_versions() -> tuple[tuple[str, str], ...]:
+    """Dask's own versions: client, scheduler and workers exchange its messages and pickles."""
+    return ("dask", dask.__version__), ("distributed", distributed.__version__)
+
+
+def _scheduler_versions() -> tuple[tuple[str, str], ...]:
+    """Runs on the scheduler (``client.run_on_scheduler``): it unpickles every task's function reference, so it
+    must import this module (the same verify-tf) and speak the same Dask."""
+    return (("verify-tf", __version__), *_dask_versions())
 
 
 def fingerprint_digest(values: tuple[tuple[str, str], ...]) -> str:
@@ -600,6 +612,7 @@ def _prepare(client: Client, address: str, *, cluster: Any = None, scratch: str 
     except (TimeoutError, distributed.TimeoutError):
         raise ClusterUnavailable(f"the Dask scheduler at {address} has no workers (waited {timeout:g} s)",
                                  "start workers with `dask worker ADDRESS --nthreads 1` (docs/distributed.md)") from None
+    _check_scheduler(client, address)
     expected = fingerprint()
     problems = client.run(_describe_worker, expected, on_error="return")
     workers = client.scheduler_info(n_workers=-1)["workers"]
@@ -610,7 +623,13 @@ def _prepare(client: Client, address: str, *, cluster: Any = None, scratch: str 
         if problem:
             name = workers.get(worker_address, {}).get("name", worker_address)
             refused.append(f"worker {name!r} ({worker_address}): {problem}")
-    try:  # refuses mismatched workers now (closing them) and any that join later
+    usable = len(problems) - len(refused)
+    if usable <= 0:  # nothing is registered or closed on a cluster this run does not use
+        raise ClusterUnavailable(
+            f"no usable worker on the Dask cluster at {address}: " + "; ".join(refused),
+            "install the same verify-tf, z3-solver and Python on the scheduler's workers as here, and start them "
+            "with --nthreads 1 (docs/distributed.md: version matching)")
+    try:  # refuses mismatched workers now (closing them) and any that join later; close() unregisters it
         client.register_plugin(VersionGuard(expected))
     except Exception:
         pass  # the workers it refused are listed in `refused` already
@@ -620,11 +639,19 @@ def _prepare(client: Client, address: str, *, cluster: Any = None, scratch: str 
             client.retire_workers(workers=stubborn, close_workers=True)
         except Exception:
             pass
-    usable = len(problems) - len(refused)
-    if usable <= 0:
-        raise ClusterUnavailable(
-            f"no usable worker on the Dask cluster at {address}: " + "; ".join(refused),
-            "install the same verify-tf, z3-solver and Python on the scheduler's workers as here, and start them "
-            "with --nthreads 1 (docs/distributed.md: version matching)")
     return DaskExecutor(client, address, usable, cluster=cluster, scratch=scratch, refused=refused,
                         ship_once_bytes=ship_once_bytes, max_batch=max_batch)
+
+
+def _check_scheduler(client: Client, address: str) -> None:
+    """A scheduler with another verify-tf or Dask is refused (exit 2), by what differs."""
+    hint = ("install the same verify-tf[cluster] on the scheduler, the workers and here (docs/distributed.md: "
+            "version matching)")
+    try:
+        theirs = client.run_on_scheduler(_scheduler_versions)
+    except Exception as exc:  # e.g. verify-tf missing there: it cannot unpickle the function
+        raise ClusterUnavailable(f"the Dask scheduler at {address} cannot run verify-tf's version check "
+                                 f"({type(exc).__name__}: {exc})", hint) from None
+    problem = differences(_scheduler_versions(), theirs)
+    if problem:
+        raise ClusterUnavailable(f"the Dask scheduler at {address} runs other versions: {problem}", hint)
