@@ -17,6 +17,7 @@ import dataclasses
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -418,9 +419,13 @@ def test_cli_cluster_gives_the_in_process_verdicts_and_witness(cli_cluster, tmp_
     names = ("crasp-L2-mutated.yaml", "yun-lemma6-d1-k8-n5.yaml")
     result = subprocess.run([sys.executable, "-m", "verify_tf", "check", *(str(SPECS / n) for n in names),
                              "--no-cache", "--json", str(tmp_path / "cluster.json"), "--cluster", cli_cluster.address],
-                            capture_output=True, text=True, env=environment(), cwd=tmp_path, timeout=300)
+                            capture_output=True, text=True, env=dict(environment(), VERIFY_TF_PROGRESS_SECONDS="0.05"),
+                            cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "cluster: Dask" in result.stderr and "2 workers" in result.stderr
+    # progress in a log (not a terminal): one line for the run, counting the properties finished on the cluster
+    assert re.search(r"\] 3 properties, on the Dask cluster \(2 workers\): .*: (refuted|proved) \([12]/3 properties\)",
+                     result.stderr), result.stderr
     report = json.loads((tmp_path / "cluster.json").read_text())["results"]
     reference = check_all([load_spec(SPECS / n) for n in names], Overrides())
     assert [(r["verdict"], r["method"], r["counterexample"]) for r in report] == \
