@@ -1,8 +1,11 @@
 """Benchmark of ``--cluster`` (Dask distributed): speedup, overhead, and the scaling model of docs/distributed.md.
 
     python bench/bench_cluster.py                              # this machine: 1 and 2 workers
-    python bench/bench_cluster.py --workers 1,2,4,8,16         # a 16-core machine
+    python bench/bench_cluster.py --workers 1,2,4,8,16 --out-dir DIR        # a 16-core machine
     python bench/bench_cluster.py --workers 1,2 --skip-sweep --seconds 10   # quicker
+
+Writes ``cluster-HOST-DATE.json``, ``.md`` (the tables of docs/performance.md) and ``.png`` (the plot, when
+matplotlib is installed) to ``--out-dir`` (default: ``$VERIFY_TF_BENCH_DIR``, else ``bench/results``).
 
 Measures, on local clusters bound to 127.0.0.1 (``--cluster local:W``):
 
@@ -19,8 +22,7 @@ Measures, on local clusters bound to 127.0.0.1 (``--cluster local:W``):
    about 64 units per worker, batched by the executor) and for split-engine cubes (``--cube-seconds``,
    ``--cubes``; that engine does not exist yet), with the worker count where efficiency falls below 50 %.
 
-Writes a JSON (``--out``) and, when matplotlib is installed, a PNG next to it (measured speedup per worker
-count, ideal and model). The host is reported (cores, load average, and how much CPU other processes used
+The PNG shows the measured speedup per worker count, ideal and model. The host is reported (cores, load average, and how much CPU other processes used
 during each measurement, from /proc/stat): on a shared machine the speedups are lower bounds.
 """
 
@@ -63,6 +65,7 @@ properties:
   - output-bounds: {{lo: -1000000, hi: 1000000}}
 """
 LENGTH = 6
+OUT_DIR_VARIABLE = "VERIFY_TF_BENCH_DIR"
 
 
 def no_op(value, *, deadline, cancelled, report):
@@ -411,8 +414,12 @@ def main() -> None:
     parser.add_argument("--skip-sweep", action="store_true")
     parser.add_argument("--cube-seconds", type=float, default=1.0, help="split-engine cube time for the model")
     parser.add_argument("--cubes", type=int, default=4096, help="split-engine cubes for the model")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / f"cluster-{platform.node()}.json")
+    parser.add_argument("--out-dir", type=Path, default=Path(os.environ.get(OUT_DIR_VARIABLE, ROOT / "bench" / "results")),
+                        help=f"where the JSON, the markdown table and the plot go (default: ${OUT_DIR_VARIABLE}, else "
+                             "bench/results)")
     args = parser.parse_args()
+    stem = f"cluster-{platform.node()}-{time.strftime('%Y%m%d-%H%M')}"
+    out, table = args.out_dir / f"{stem}.json", args.out_dir / f"{stem}.md"
     worker_counts = sorted({int(w) for w in args.workers.split(",")})
     result: dict = {"date": time.strftime("%Y-%m-%d %H:%M"), "host": {
         "cores": os.cpu_count(), "cpu": platform.processor() or platform.machine(), "python": platform.python_version(),
@@ -430,11 +437,13 @@ def main() -> None:
     serial = one["best"]["seconds"] if one else result["enumeration"]["in_process"]["seconds"]
     result["model"] = scaling_model(result, result["enumeration"]["inputs"], serial, args.cube_seconds, args.cubes)
     result["host"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1))
-    drawn = plot(result, args.out.with_suffix(".png"))
-    print(markdown(result))
-    print(f"wrote {args.out}" + (f" and {args.out.with_suffix('.png')}" if drawn else " (no matplotlib: no plot)"))
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    drawn = plot(result, out.with_suffix(".png"))
+    text = markdown(result)
+    table.write_text(text + "\n")
+    print(text)
+    print(f"wrote {out}, {table}" + (f" and {out.with_suffix('.png')}" if drawn else " (no matplotlib: no plot)"))
 
 
 if __name__ == "__main__":

@@ -158,6 +158,15 @@ def test_check_without_cluster_never_imports_dask(tmp_path):
     assert result.stdout.split() == ["0", "[]"], result.stdout + result.stderr
 
 
+def test_the_readme_test_install_brings_the_cluster_extra():
+    """CI installs `.[test]` (README, .ci/run): the cluster tests must run on a real Dask, not skip."""
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert "verify-tf[cluster]" in extras["test"]
+    assert {"dask[distributed]==2026.8.0", "distributed==2026.8.0"} <= set(extras["cluster"])
+    assert 'pip install -e ".[test]"' in (ROOT / ".ci" / "run").read_text()
+
+
 @pytest.mark.parametrize("arguments, message", [
     (["--cluster", "local:0"], "N in local:N must be a positive number"),
     (["--cluster", "localhost:8786"], "expected local:N"),
