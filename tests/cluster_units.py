@@ -47,6 +47,11 @@ def refute_when(marker: str, *, deadline, cancelled, report) -> str:
     return "refuted"
 
 
+def environment_variable(name: str):
+    """Runs on a worker (``client.run``)."""
+    return os.environ.get(name)
+
+
 def echo(value, *, deadline, cancelled, report):
     return value
 

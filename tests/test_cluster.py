@@ -250,6 +250,16 @@ def test_local_cluster_gives_the_in_process_verdicts(local):
 
 
 @needs_dask
+def test_local_workers_keep_the_adaptive_malloc_threshold(local):
+    """Dask's nannies would set MALLOC_TRIM_THRESHOLD_=65536 (1.55x the CPU for an enumeration); local:N removes
+    it, and keeps one BLAS/OpenMP thread per single-threaded worker."""
+    from cluster_units import environment_variable
+
+    assert set(local.client.run(environment_variable, "MALLOC_TRIM_THRESHOLD_").values()) == {None}
+    assert set(local.client.run(environment_variable, "OMP_NUM_THREADS").values()) == {"1"}
+
+
+@needs_dask
 def test_small_units_travel_in_batches(local):
     """3,000 units of microseconds: one Dask task each would cost 2-5 ms apiece (docs/distributed.md)."""
     from cluster_units import echo

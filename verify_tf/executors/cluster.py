@@ -69,6 +69,10 @@ LOCAL_SETTINGS = {
     "distributed.scheduler.allowed-failures": 1,  # a unit that kills its worker twice is reported, not retried
     "distributed.worker.daemon": False,  # units may start child processes (foreign solvers)
     "distributed.diagnostics.nvml": False,
+    # Dask's nannies start workers with MALLOC_TRIM_THRESHOLD_=65536, which turns off glibc's adaptive mmap
+    # threshold: numpy's large temporaries are then mapped and unmapped every time. Enumeration took 1.55x
+    # the CPU with it (bench/bench_cluster.py; docs/distributed.md). None removes the variable.
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
     # nothing is downloaded or executed from configuration on a local cluster
     "distributed.scheduler.preload": [], "distributed.worker.preload": [], "distributed.nanny.preload": [],
     "distributed.client.preload": [],
