@@ -413,3 +413,19 @@ def test_lengths_all_needs_the_counting_engine(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as raised:
         load_spec_text(text, "spec.yaml", tmp_path)
     assert "engine" in str(raised.value) and "counting" in str(raised.value)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_paper_rounding_specs_agree_with_string_enumeration(k: int) -> None:
+    """specs/crasp-L<k>-paper-rounding.yaml proves the compiled softmax-head L_k model under rounded-terms on
+    the counting engine; the reference interpreter on every string up to length 7 gives the same verdict, and the mutant (one value bias raised) is refuted by both with the same
+    least string as under exact sums (specs/crasp-L<k>-mutated.yaml: 'ab', 'aba', 'abab')."""
+    result = compile_program(load_program(EXAMPLES / f"L{k}.cr"), heads="softmax")
+    arith = Fixed(result.bits, 0, "rounded-terms")
+    program = EXAMPLES / f"L{k}.cr"
+    assert check(result.model, arith, program, 7, "counting").status == "proved"
+    assert check(result.model, arith, program, 7, "interpret").status == "proved"
+    mutant = apply_settings(result.model, (f"{LAST_COUNT.format(layer=k - 1)}=1",))
+    found = {engine: check(mutant, arith, program, 7, engine) for engine in ("counting", "interpret")}
+    assert {v.status for v in found.values()} == {"refuted"}
+    assert {v.counterexample["string"] for v in found.values()} == {"abab"[: k + 1]}
