@@ -11,12 +11,11 @@ from __future__ import annotations
 from fractions import Fraction as F
 
 import numpy as np
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
+from verify_tf.batched import BatchedEvaluator, NumpyOps, TorchOps, Unsupported
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.domain import GridDomain, StringDomain
-from verify_tf.batched import BatchedEvaluator, NumpyOps, TorchOps, Unsupported
 from verify_tf.semantics import Exact, Fixed, evaluate
 
 MODELS = 300

@@ -16,7 +16,7 @@ from verify_tf.semantics import Exact, Fixed
 from verify_tf.witness import input_from_json
 
 sys.path.insert(0, str(Path(__file__).parent))
-from helpers import head, one_layer, task, verdict as check  # noqa: E402
+from helpers import head, one_layer, task, verdict as check
 
 
 def request(model, arith, domain, on="output"):

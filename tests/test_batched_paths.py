@@ -11,10 +11,10 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
-from verify_tf.builders.random_model import RandomConfig, random_model
-from verify_tf.ir import Block, FeedForward
 from verify_tf.batched import BatchedEvaluator, NumpyOps, TorchOps, Unsupported, compile_program, make_ops
 from verify_tf.batched.program import FLOAT_EXACT
+from verify_tf.builders.random_model import RandomConfig, random_model
+from verify_tf.ir import Block, FeedForward
 from verify_tf.semantics import Exact, Fixed, UnsupportedInMode, evaluate
 
 # wide values: grid points up to 2^26 in a 48-bit format with 20 fractional bits saturate (max 2^27) and push

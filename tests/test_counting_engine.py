@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 import z3
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
+from helpers import verdict
+from test_crasp_compiler import boolean_expressions
 from verify_tf.builders.crasp_compiler import compile_program
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.crasp import Definition, Program, load_program, run_program
@@ -28,16 +29,13 @@ from verify_tf.engines.base import CountingGoal
 from verify_tf.engines.counting.explore import explore
 from verify_tf.engines.counting.induction import null_space, prove_all_lengths
 from verify_tf.engines.counting.stream import CountingModel, NotApplicable, rounded_average, value_bounds
-from verify_tf.ir import AlphabetTokens, matrix, vector
+from verify_tf.ir import matrix, vector
 from verify_tf.ir.edit import apply_settings
 from verify_tf.schema.errors import SpecError
 from verify_tf.semantics import Exact, Fixed, evaluate
 from verify_tf.spec import load_spec_text
 from verify_tf.symbolic.values import Builder
 from verify_tf.work import Deadline
-
-from helpers import verdict
-from test_crasp_compiler import boolean_expressions
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "crasp"
@@ -165,7 +163,7 @@ def test_softmax_heads_with_zero_scores_under_rounded_terms() -> None:
     result = compile_program(load_program(EXAMPLES / "L3.cr"), heads="softmax")
     arith = Fixed(result.bits, 0, "rounded-terms")
     counting = CountingModel.of(result.model, arith)
-    start, positions, readout = counting.start()
+    start, positions, _readout = counting.start()
     for word in random_words("ab", 20, 10, seed=3):  # the step is the interpreter under this rounding too
         trace = evaluate(result.model, arith, tuple(word))
         sums, n = start, positions
@@ -418,8 +416,9 @@ def test_lengths_all_needs_the_counting_engine(tmp_path: Path) -> None:
 @pytest.mark.parametrize("k", [1, 2, 3])
 def test_paper_rounding_specs_agree_with_string_enumeration(k: int) -> None:
     """specs/crasp-L<k>-paper-rounding.yaml proves the compiled softmax-head L_k model under rounded-terms on
-    the counting engine; the reference interpreter on every string up to length 7 gives the same verdict, and the mutant (one value bias raised) is refuted by both with the same
-    least string as under exact sums (specs/crasp-L<k>-mutated.yaml: 'ab', 'aba', 'abab')."""
+    the counting engine; the reference interpreter on every string up to length 7 gives the same verdict, and
+    the mutant (one value bias raised) is refuted by both with the same least string as under exact sums
+    (specs/crasp-L<k>-mutated.yaml: 'ab', 'aba', 'abab')."""
     result = compile_program(load_program(EXAMPLES / f"L{k}.cr"), heads="softmax")
     arith = Fixed(result.bits, 0, "rounded-terms")
     program = EXAMPLES / f"L{k}.cr"

@@ -14,9 +14,9 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
+from verify_tf.builders.crasp_compiler import BOS, compile_program, required_bits
 from verify_tf.builders.files import load_model
 from verify_tf.crasp import (
     ArithOp,
@@ -41,7 +41,6 @@ from verify_tf.crasp import (
     run_program,
 )
 from verify_tf.crasp.ast import COMPARISON_OPERATORS
-from verify_tf.builders.crasp_compiler import BOS, compile_program, required_bits
 from verify_tf.ir.edit import EditError, apply_settings, with_parameter
 from verify_tf.semantics import Fixed, evaluate
 from verify_tf.spec import load_spec_text

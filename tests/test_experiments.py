@@ -11,14 +11,14 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from verify_tf.crasp import in_lk
 from verify_tf.cli.experiment import experiment
+from verify_tf.crasp import in_lk
 from verify_tf.experiments.luo import epsilon_star
 from verify_tf.experiments.modules import Attention, TinyTransformer
 from verify_tf.experiments.runner import TIMING_KEYS, run_experiment, write_outputs
 from verify_tf.experiments.spec import parse_experiment
-from verify_tf.schema.errors import SpecError
 from verify_tf.experiments.yang import encode, sample_lk_words
+from verify_tf.schema.errors import SpecError
 
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None  # the optional `plots` extra
 

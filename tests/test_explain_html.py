@@ -15,7 +15,8 @@ from click.testing import CliRunner
 from verify_tf.cli import main
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (apt-get install -y chromium)")
+pytestmark = pytest.mark.skipif(CHROMIUM is None,
+                                reason="headless Chromium is not installed (apt-get install -y chromium)")
 
 SPEC = """
 model:

@@ -9,9 +9,9 @@ from hypothesis import given, settings, strategies as st
 
 from helpers import alphabet_model, head, one_layer, seq
 from verify_tf.api import check as api_check
-from verify_tf.ir.plain import model_from_dict
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.domain import GridDomain, StringDomain
+from verify_tf.ir.plain import model_from_dict
 from verify_tf.semantics import Exact, Fixed, evaluate
 
 EXACT = Exact()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import task, verdict
 from verify_tf.builders.tracr_import import TracrImportError, import_tracr, parse_export, read_export
 from verify_tf.domain import StringDomain
 from verify_tf.explain import explain_report
@@ -24,8 +25,6 @@ from verify_tf.ir import Block, FeedForward
 from verify_tf.runner import Overrides, check_property
 from verify_tf.semantics import Exact
 from verify_tf.spec import SpecError, load_spec_text
-
-from helpers import task, verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPORTS = ROOT / "examples" / "tracr"
@@ -101,8 +100,9 @@ def test_a_tie_between_output_coordinates_is_a_finding_of_its_own():
                          {"program": str(EXPORTS / "length.json")}, engine=engine)
         assert result.status == "refuted", engine
         assert result.counterexample["summary"].startswith(
-            "input a at position 0: the model's output is a tie between 0, 1, 2, 3, 4, 5, 6, 7, 8 (each 0), the program "
-            "gives 1")  # the output space of length at max_seq_len 8 is 0..8, every coordinate 0 without the MLP
+            "input a at position 0: the model's output is a tie between 0, 1, 2, 3, 4, 5, 6, 7, 8 (each 0), "
+            "the program gives 1")
+        # the output space of length at max_seq_len 8 is 0..8, every coordinate 0 without the MLP
         assert result.counterexample["tie"] == [str(k) for k in range(9)]
 
 

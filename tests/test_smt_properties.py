@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import replace
-from fractions import Fraction
-from fractions import Fraction as F
+from fractions import Fraction, Fraction as F
 from pathlib import Path
 
 import pytest
 
+from helpers import head, one_layer, verdict
 from verify_tf.domain import GridDomain
-from verify_tf.properties import registry
 from verify_tf.runner import Overrides, check_property
 from verify_tf.semantics import Exact
 from verify_tf.spec.loader import load_spec, load_spec_text
-
-from helpers import head, one_layer, verdict
 
 
 def check(text: str, **overrides):

@@ -13,13 +13,12 @@ from fractions import Fraction as F
 
 import pytest
 
+from helpers import head, one_layer, verdict
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.domain import GridDomain, StringDomain
 from verify_tf.ir import AttentionLayer, Block, FeedForward, GridTokens, Head, Model, matrix, vector, zeros
 from verify_tf.schema.errors import SpecError
 from verify_tf.semantics import Exact, Fixed, evaluate
-
-from helpers import head, one_layer, verdict
 
 EXACT = Exact()
 

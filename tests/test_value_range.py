@@ -18,11 +18,10 @@ import pytest
 from verify_tf.builders.yun import yun_contextual_mapping
 from verify_tf.domain import GridDomain
 from verify_tf.properties.value_range import yun_lemma6_interval
-from verify_tf.semantics import Exact, evaluate
-from verify_tf.spec.loader import load_spec_text
 from verify_tf.runner import Overrides, check_property
 from verify_tf.schema.errors import SpecError
-
+from verify_tf.semantics import Exact, evaluate
+from verify_tf.spec.loader import load_spec_text
 
 EXACT = Exact()
 

@@ -21,9 +21,10 @@ The exact rounding rules per arithmetic mode are in docs/semantics.md and verify
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Iterator, Literal, Sequence, Union
+from typing import Literal
 
 Vector = tuple[Fraction, ...]
 Matrix = tuple[Vector, ...]
@@ -73,7 +74,7 @@ class RelativeTable:
         return self.values[max(-r, min(r, offset)) + r]
 
     @staticmethod
-    def constant(value: Fraction, radius: int = 0) -> "RelativeTable":
+    def constant(value: Fraction, radius: int = 0) -> RelativeTable:
         return RelativeTable(tuple(Fraction(value) for _ in range(2 * radius + 1)))
 
 
@@ -159,8 +160,8 @@ class AlphabetTokens:
         return self.embedding[self.symbols.index(symbol)]
 
 
-Tokens = Union[GridTokens, AlphabetTokens]
-Token = Union[Vector, str]
+Tokens = GridTokens | AlphabetTokens
+Token = Vector | str
 
 
 @dataclass(frozen=True)

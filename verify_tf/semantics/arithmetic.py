@@ -12,9 +12,9 @@ of 2^-f), so the interpreter is written once for both modes.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence, Union
 
 from .exp_table import exp_mantissa, floor_exp_times
 
@@ -162,7 +162,7 @@ class Fixed:
         return f"fixed point, {self.bits} bits, {self.frac} fractional, attention {self.attention_rounding}"
 
 
-Arithmetic = Union[Exact, Fixed]
+Arithmetic = Exact | Fixed
 
 
 def _average_weights(scores: Sequence[Fraction | None], scoring: str) -> list[Fraction]:

@@ -15,9 +15,9 @@ The readout q_i = u . z_i is an exact measurement of the final stream, never rou
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Sequence
 
 from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Head, Matrix, Model, Token, Vector
 from .arithmetic import Arithmetic, Fixed
