@@ -35,11 +35,11 @@ SCORINGS: tuple[str, ...] = ("hardmax", "softmax", "uniform")
 POSITIONALS: tuple[str, ...] = ("standard", "rpe", "urpe")
 
 
-def vector(values: Sequence) -> Vector:
+def vector(values: Sequence[Fraction | int | str]) -> Vector:
     return tuple(Fraction(v) for v in values)
 
 
-def matrix(rows: Sequence[Sequence]) -> Matrix:
+def matrix(rows: Sequence[Sequence[Fraction | int | str]]) -> Matrix:
     return tuple(vector(row) for row in rows)
 
 
