@@ -68,6 +68,7 @@ def test_too_large_space_is_refused():
         unrank(1 << 20, 4, np.array([0]))
 
 
+@pytest.mark.slow
 def test_stream_outputs_matches_interpreter_with_progress():
     model = random_model(RandomConfig(seed=5, width=2, positional="rpe", ffn_width=2, max_length=3))
     arith = Fixed(12, 4)

@@ -118,6 +118,7 @@ def test_float_exact_threshold_is_2_to_53():
     assert FLOAT_EXACT == 2 ** 53 and float(2 ** 53 - 1) == 2 ** 53 - 1
 
 
+@pytest.mark.slow
 def test_empty_contraction_feed_forward_of_width_zero():
     model = random_model(RandomConfig(seed=2, width=2, max_length=3))
     empty = FeedForward(w1=(), b1=(), w2=((), ()), b2=(F(1, 3), F(-5, 2)))

@@ -366,6 +366,7 @@ def test_auto_picks_an_exhaustive_engine_for_tiny_instances_and_smt_when_nothing
     assert big.statistics["auto"]["chosen"] == "smt"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,causal,expected", [(24, False, "proved"), (10, False, "proved"),
                                                   (3, True, "refuted")])
 def test_smt_agrees_with_exhaustive_in_fixed_point_softmax(seed, causal, expected):

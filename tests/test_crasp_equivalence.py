@@ -173,6 +173,7 @@ def run_crasp(program: str, max_length: int, engine: str, *, settings: tuple[str
                    engine=engine)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["interpret", "enumerate", "smt"])
 def test_every_engine_proves_l3_and_refutes_the_mutant(engine: str) -> None:
     proved = run_crasp("L3.cr", 6, engine)
@@ -186,6 +187,7 @@ def test_every_engine_proves_l3_and_refutes_the_mutant(engine: str) -> None:
         assert (witness["string"], witness["position"]) == ("aba", 2)  # its last letter
 
 
+@pytest.mark.slow
 def test_smt_per_length_queries_agree_with_one_query() -> None:
     one = run_crasp("L2.cr", 6, "smt")
     per_length = run_crasp("L2.cr", 6, "smt", queries="per-length")
@@ -193,12 +195,14 @@ def test_smt_per_length_queries_agree_with_one_query() -> None:
     assert (one.statistics["queries"], per_length.statistics["queries"]) == (1, 6)
 
 
+@pytest.mark.slow
 def test_enumerate_is_the_automatic_engine_and_reaches_length_14_for_l6() -> None:
     result = run_crasp("L6.cr", 14, "auto")
     assert result.engine == "enumerate" and result.statistics["auto"]["chosen"] == "enumerate"
     assert result.status == "proved" and result.statistics["inputs_checked"] == 2 ** 14
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_batched_and_symbolic_programs_agree_with_the_interpreter(data: st.DataObject) -> None:

@@ -298,6 +298,7 @@ def programs(draw: st.DrawFn) -> Program:
     return Program(tuple(definitions), output, alphabet)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(programs())
 def test_pretty_printed_programs_parse_back_to_themselves(program: Program) -> None:
@@ -307,6 +308,7 @@ def test_pretty_printed_programs_parse_back_to_themselves(program: Program) -> N
         assert format_expr(definition.expr) in source
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(st.data())
 def test_hash_is_the_prefix_count(data: st.DataObject) -> None:
@@ -319,6 +321,7 @@ def test_hash_is_the_prefix_count(data: st.DataObject) -> None:
             assert counts == tuple(sum(trace.values[name][: i + 1]) for i in range(len(word)))
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(st.data())
 def test_values_on_a_prefix_are_a_prefix_of_the_values(data: st.DataObject) -> None:

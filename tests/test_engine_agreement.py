@@ -13,6 +13,8 @@ from verify_tf.properties import registry
 from verify_tf.runner import Overrides, check_property
 from verify_tf.spec import load_spec
 
+pytestmark = pytest.mark.slow  # differential: SMT against exhaustive enumeration on every shipped spec
+
 ROOT = Path(__file__).resolve().parent.parent
 ENUMERABLE = 50_000  # inputs; above this the exhaustive engines are too slow for CI
 SMT_TIMEOUT = 8.0  # an smt `unknown` compares with nothing; a definite answer must agree
@@ -64,13 +66,16 @@ def test_smt_and_exhaustive_enumeration_agree(path, index, exhaustive, case):
     prop = spec.properties[index]
     timeout = DECIDED_TIMEOUT if case in SMT_DECIDED else SMT_TIMEOUT
     by_smt = check_property(spec, prop, Overrides(engine="smt", timeout=timeout))
+    assert by_smt.status != "error", by_smt.detail
+    if case in SMT_DECIDED:
+        assert by_smt.status != "unknown", f"SMT decided {case} when this test was written; now: {by_smt.detail}"
+    elif by_smt.status == "unknown":
+        # nothing to compare (the shipped verdict itself is tests/test_shipped_specs.py's); the interpreter would
+        # need far more than 120 s on e.g. the 16,384 strings of crasp-L6-paper-rounding under rounded terms
+        pytest.skip(f"smt unknown within {SMT_TIMEOUT} s: {by_smt.detail}")
     for engine in exhaustive:  # the batched evaluator may refuse (int64 bounds); the interpreter never does
         by_enumeration = check_property(spec, prop, Overrides(engine=engine, timeout=120))
         if by_enumeration.status != "unknown":
             break
     assert by_enumeration.status in ("proved", "refuted"), by_enumeration.detail
-    assert by_smt.status != "error", by_smt.detail
-    if case in SMT_DECIDED:
-        assert by_smt.status != "unknown", f"SMT decided {case} when this test was written; now: {by_smt.detail}"
-    if by_smt.status != "unknown":
-        assert by_smt.status == by_enumeration.status, (by_smt.detail, by_enumeration.detail)
+    assert by_smt.status == by_enumeration.status, (by_smt.detail, by_enumeration.detail)

@@ -108,6 +108,7 @@ def test_urpe_with_lower_triangular_c_counts_positions():
     assert distances.min() > 1e-3  # every position gets its own output
 
 
+@pytest.mark.slow
 def test_micro_luo_run_writes_json_and_png(tmp_path):
     spec = parse_experiment(LUO_MICRO, "luo.yaml")
     result = run_experiment(spec, device="cpu", threads=1)
@@ -156,6 +157,7 @@ def _without_timing(value):
     return value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text", [LUO_MICRO, YANG_MICRO])
 def test_same_seed_same_numbers(text):
     spec = parse_experiment(text, "spec.yaml")

@@ -97,6 +97,7 @@ def _last_column(model, arithmetic, word):
     return evaluate(model, arithmetic, tuple(word)).output[-1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scoring,arithmetic", [("hardmax", Exact()), ("uniform", Exact()),
                                                 ("softmax", Fixed(16, 6, "exact-sums")),
                                                 ("softmax", Fixed(16, 6, "rounded-terms")),

@@ -88,6 +88,7 @@ def test_urpe_certificate_is_refuted_by_a_synthesised_position_index_layer():
     assert "the class beats the bound" in verdict.detail
 
 
+@pytest.mark.slow
 def test_urpe_in_fixed_point_and_absolute_pe_are_refuted():
     arith = Fixed(16, 8)
     urpe = one_layer(head(scoring="softmax", positional="urpe", rpe=[0] * 5, urpe=[1] * 5))

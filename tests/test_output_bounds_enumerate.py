@@ -2,9 +2,11 @@
 
 from fractions import Fraction
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 10_000), st.sampled_from(["exact", "fixed"]), st.booleans())
 def test_output_bounds_enumerate_matches_the_brute_force_oracle(seed, mode, causal):

@@ -235,6 +235,7 @@ def test_position_blind_deviation_is_the_largest_coordinate_range():
     assert (epsilon, first, second) == (F(1, 2), 0, 1)
 
 
+@pytest.mark.slow
 def test_timeout_bounds_the_whole_property_not_each_query():
     from helpers import verdict as check
     from verify_tf.builders.random_model import RandomConfig, random_model

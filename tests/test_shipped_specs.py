@@ -9,6 +9,8 @@ import pytest
 from verify_tf.runner import Overrides, check_property
 from verify_tf.spec import load_spec
 
+pytestmark = pytest.mark.slow  # end to end: every shipped spec through the runner and the CLI
+
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = sorted((ROOT / "specs").glob("*.yaml"))
 

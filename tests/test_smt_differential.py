@@ -31,6 +31,8 @@ from verify_tf.symbolic.encoder import SymTrace, encode_model
 from verify_tf.symbolic.inputs import grid_input, string_input
 from verify_tf.symbolic.values import Builder, Sym
 
+pytestmark = pytest.mark.slow  # differential: the z3 encoding against the interpreter on random models
+
 SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -126,6 +126,7 @@ def _small(spec):
     return replace(spec, domain=domain)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
 def test_shipped_smt_specs_get_their_expected_verdicts(path) -> None:
     spec = load_spec(path)
@@ -134,6 +135,7 @@ def test_shipped_smt_specs_get_their_expected_verdicts(path) -> None:
         assert prop.expect is not None and verdict.status == prop.expect, (prop.label, verdict)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
 def test_smt_and_exhaustive_enumeration_agree_on_shipped_specs(path) -> None:
     spec = _small(load_spec(path))

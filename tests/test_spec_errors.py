@@ -112,12 +112,14 @@ def _never_crashes(text: str) -> None:
         assert isinstance(result, Spec)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(documents)
 def test_fuzzed_documents_never_raise_anything_but_spec_errors(doc):
     _never_crashes(yaml.safe_dump(doc))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.data())
 def test_mutations_of_a_valid_spec_never_crash(data):

@@ -55,6 +55,7 @@ def test_in_proj_and_out_proj_split_per_head_with_exact_scale():
     assert not any("quantize" in note for note in model.notes)
 
 
+@pytest.mark.slow
 def test_imported_model_tracks_torch_float_forward():
     torch.manual_seed(0)
     net = ExactEncoder(d_model=4, nhead=2, num_layers=2, dim_feedforward=6, max_length=4).eval()
@@ -213,6 +214,7 @@ def test_stray_torch_keys_on_other_sources(tmp_path):
         load_spec(spec_path)
 
 
+@pytest.mark.slow
 def test_shipped_example_trains_saves_and_checks(tmp_path):
     script = ROOT / "examples" / "torch_import" / "train_tiny.py"
     trained = subprocess.run([sys.executable, str(script), "--out", str(tmp_path), "--steps", "60"],

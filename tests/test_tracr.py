@@ -22,6 +22,8 @@ from verify_tf.semantics import Exact, evaluate
 from verify_tf.spec import load_spec_text
 from verify_tf.tracr_export import check_against_rasp, compile_and_export, tabulate
 
+pytestmark = pytest.mark.slow  # end to end: compiles real RASP programs with tracr and jax
+
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY_SCRIPT = ROOT / "examples" / "tracr" / "export_library.py"
 
