@@ -132,6 +132,7 @@ def test_micro_luo_run_writes_json_and_png(tmp_path):
         assert png_path is None
 
 
+@pytest.mark.slow
 def test_cli_yang_micro_run(tmp_path):
     spec_path = tmp_path / "yang-micro.yaml"
     spec_path.write_text(YANG_MICRO)
