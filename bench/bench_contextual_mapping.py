@@ -5,8 +5,8 @@ exempt, margin δ, exact arithmetic) within a time limit. Prints the markdown ta
 
 Each engine is warmed up once on the smallest instance first (torch / z3 imports are not counted).
 Instances grow in the number of multisets C(δ^-d, n) the exhaustive engines evaluate; an engine that runs out
-of time (or is refused) on two instances in a row is not tried on larger ones ("–"). Times are wall-clock seconds of the whole check
-(enumeration, scan and replay, or SMT encoding and solving) on whatever machine runs it.
+of time (or is refused) on two instances in a row is not tried on larger ones ("–"). Times are wall-clock
+seconds of the whole check (enumeration, scan and replay, or SMT encoding and solving) on whatever machine runs it.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from verify_tf.domain import GridDomain
 from verify_tf.properties.base import CheckRequest
 from verify_tf.properties.contextual_mapping import PROPERTY
 from verify_tf.semantics import Exact
+
 
 def multisets(d: int, k: int, n: int) -> int:
     return math.comb(k**d, n)

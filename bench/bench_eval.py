@@ -22,9 +22,9 @@ from fractions import Fraction as F
 
 import numpy as np
 
+from verify_tf.batched import BatchedEvaluator, NumpyOps, TorchOps
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.domain import GridDomain
-from verify_tf.batched import BatchedEvaluator, NumpyOps, TorchOps
 from verify_tf.semantics import Fixed, evaluate
 
 

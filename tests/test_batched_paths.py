@@ -11,10 +11,10 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
-from verify_tf.builders.random_model import RandomConfig, random_model
-from verify_tf.ir import Block, FeedForward
 from verify_tf.batched import BatchedEvaluator, NumpyOps, TorchOps, Unsupported, compile_program, make_ops
 from verify_tf.batched.program import FLOAT_EXACT
+from verify_tf.builders.random_model import RandomConfig, random_model
+from verify_tf.ir import Block, FeedForward
 from verify_tf.semantics import Exact, Fixed, UnsupportedInMode, evaluate
 
 # wide values: grid points up to 2^26 in a 48-bit format with 20 fractional bits saturate (max 2^27) and push
@@ -118,6 +118,7 @@ def test_float_exact_threshold_is_2_to_53():
     assert FLOAT_EXACT == 2 ** 53 and float(2 ** 53 - 1) == 2 ** 53 - 1
 
 
+@pytest.mark.slow
 def test_empty_contraction_feed_forward_of_width_zero():
     model = random_model(RandomConfig(seed=2, width=2, max_length=3))
     empty = FeedForward(w1=(), b1=(), w2=((), ()), b2=(F(1, 3), F(-5, 2)))

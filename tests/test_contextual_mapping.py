@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from helpers import task, verdict as check
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.builders.yun import yun_contextual_mapping
 from verify_tf.domain import GridDomain, StringDomain
-from helpers import task, verdict as check
 from verify_tf.engines.scan import closest_pair
 from verify_tf.properties.contextual_mapping import PROPERTY as CONTEXTUAL_MAPPING, equivariance_obstacle
 from verify_tf.schema.errors import SpecError
@@ -30,7 +30,7 @@ def request(model, domain, engine="interpret", arithmetic=None, timeout=60.0, de
                 timeout=timeout)
 
 
-class PROPERTY:  # noqa: N801 - reads like the property: PROPERTY.run(request(...))
+class PROPERTY:  # reads like the property: PROPERTY.run(request(...))
     @staticmethod
     def run(req):
         return check(req["model"], req["arith"], req["domain"], "contextual-mapping", req["options"],
@@ -64,7 +64,7 @@ def definition_oracle(model, arithmetic, domain, readout=None, margin=None, exem
                           else [sum((u * x for u, x in zip(readout, z)), Fraction(0)) for z in stream])
     keys = [(tokens, i, q) for tokens, qs in values.items() for i, q in enumerate(qs)]
     smallest = None
-    for (l1, i, a), (l2, j, b) in itertools.combinations(keys, 2):
+    for (l1, _i, a), (l2, _j, b) in itertools.combinations(keys, 2):
         if l1 != l2 and exempt and sorted(l1) == sorted(l2):
             continue
         gap = abs(a - b)
@@ -366,6 +366,7 @@ def test_auto_picks_an_exhaustive_engine_for_tiny_instances_and_smt_when_nothing
     assert big.statistics["auto"]["chosen"] == "smt"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,causal,expected", [(24, False, "proved"), (10, False, "proved"),
                                                   (3, True, "refuted")])
 def test_smt_agrees_with_exhaustive_in_fixed_point_softmax(seed, causal, expected):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from fractions import Fraction as F
 
+from helpers import task, verdict as check
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.domain import GridDomain, StringDomain
-from helpers import task, verdict as check
 from verify_tf.properties.permutation_equivariance import PROPERTY
 from verify_tf.semantics import Fixed
 from verify_tf.witness import input_from_json

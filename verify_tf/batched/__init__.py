@@ -16,8 +16,22 @@ from .evaluator import DEFAULT_MEMORY, LAYERS, BatchedEvaluator, Values
 from .program import LIMIT, Program, Unsupported, compile_program
 
 __all__ = [
-    "BACKENDS", "DEVICES", "NumpyOps", "TorchOps", "cuda_available", "make_ops",
-    "OutputChunk", "estimate_throughput", "evaluator_for", "stream_outputs",
-    "DEFAULT_MEMORY", "LAYERS", "BatchedEvaluator", "Values",
-    "LIMIT", "Program", "Unsupported", "compile_program",
+    "BACKENDS",
+    "DEFAULT_MEMORY",
+    "DEVICES",
+    "LAYERS",
+    "LIMIT",
+    "BatchedEvaluator",
+    "NumpyOps",
+    "OutputChunk",
+    "Program",
+    "TorchOps",
+    "Unsupported",
+    "Values",
+    "compile_program",
+    "cuda_available",
+    "estimate_throughput",
+    "evaluator_for",
+    "make_ops",
+    "stream_outputs",
 ]

@@ -8,9 +8,10 @@ program is compiled (and its int64 bounds proven) once per input length, then ca
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

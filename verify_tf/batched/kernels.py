@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .program import AffinePlan, AttentionPlan, EmbedPlan, FeedForwardPlan, HeadPlan, Program, Requantize, \
-    ResidualPlan
+from .program import AffinePlan, AttentionPlan, EmbedPlan, FeedForwardPlan, HeadPlan, Program, Requantize, ResidualPlan
 
 
 def requantize_(x, plan: Requantize, ops):

@@ -19,9 +19,9 @@ feed_forward, _residual, readout); read them side by side with ``verify_tf/seman
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Sequence
 
 import numpy as np
 

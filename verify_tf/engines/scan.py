@@ -14,10 +14,12 @@ Two forms of property are scanned:
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -326,7 +328,7 @@ def _join(parts: list[np.ndarray]) -> np.ndarray:
 def within_input_clash(task: Task, q: list[Fraction]) -> tuple[int, int] | None:
     """Condition (1) on one input: two positions whose values are too close (in position order)."""
     order = sorted(range(len(q)), key=q.__getitem__)
-    for a, b in zip(order, order[1:]):
+    for a, b in itertools.pairwise(order):
         if task.prop.too_close(task, abs(q[a] - q[b])):
             return a, b
     return None

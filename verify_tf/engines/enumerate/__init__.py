@@ -8,8 +8,8 @@ run exactly (``Unsupported``: int64 bounds, softmax in exact mode) gives ``unkno
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Callable
 
 import numpy as np
 
@@ -19,8 +19,15 @@ from ...verdict import Verdict
 from ...work import Deadline
 from ..base import Run, Task, unknown
 from ..evaluators import Evaluators
-from ..scan import ChunkResult, ValuesResult, check_distinct_values, check_each_input, chunk_size, \
-    fold_measures, groups_for
+from ..scan import (
+    ChunkResult,
+    ValuesResult,
+    check_distinct_values,
+    check_each_input,
+    chunk_size,
+    fold_measures,
+    groups_for,
+)
 
 ENGINE = "enumerate"
 

@@ -9,8 +9,8 @@ against it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Callable
 
 import numpy as np
 
@@ -18,8 +18,16 @@ from ...spaces import InputSpace
 from ...verdict import Verdict
 from ...work import Deadline
 from ..base import Run, Task
-from ..scan import ChunkResult, ValuesResult, check_distinct_values, check_each_input, chunk_size, \
-    fold_measures, groups_for, within_input_clash
+from ..scan import (
+    ChunkResult,
+    ValuesResult,
+    check_distinct_values,
+    check_each_input,
+    chunk_size,
+    fold_measures,
+    groups_for,
+    within_input_clash,
+)
 
 ENGINE = "interpret"
 
