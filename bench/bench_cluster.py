@@ -12,23 +12,25 @@ Measures, on local clusters bound to 127.0.0.1 (``--cluster local:W``):
 1. **Dask's cost per task** with no-op units: the round trip of one unit at a time, the cost per task on a
    worker's timeline and the scheduler's throughput (batching off), and the cost per unit with batching on.
 2. **An exhaustive enumeration** (engine ``enumerate``: output-bounds of a seeded random model over a grid
-   domain of length 6, its grid sized by calibration to take about ``--seconds`` in process): in process, then on a local cluster of each
-   worker count in ``--workers``; the speedup is against the 1-worker cluster (same code path), and the
-   verdict must be the same everywhere.
-3. **A sweep** of the shipped specs (``specs/*.yaml``, 40 files): ``-j 2`` against ``--cluster local:2``, as
+   domain of length 6, its grid sized by calibration to take about ``--seconds`` in process): in process,
+   then on a local cluster of each worker count in ``--workers``; the speedup is against the 1-worker
+   cluster (same code path), and the verdict must be the same everywhere.
+3. **A sweep** of the shipped specs (``specs/*.yaml``): ``-j 2`` against ``--cluster local:2``, as
    command lines (process and cluster start included), alternating, median of ``--sweep-repeat`` runs.
 4. **The scaling model**: measured inputs (units, unit time, cost per task, scheduler throughput) and the
    predicted speedup at 8, 64, 512 workers for the enumeration's unit sizes (``engines/scan.chunk_size``:
    about 64 units per worker, batched by the executor) and for split-engine cubes (``--cube-seconds``,
    ``--cubes``; that engine does not exist yet), with the worker count where efficiency falls below 50 %.
 
-The PNG shows the measured speedup per worker count, ideal and model. The host is reported (cores, load average, and how much CPU other processes used
-during each measurement, from /proc/stat): on a shared machine the speedups are lower bounds.
+The PNG shows the measured speedup per worker count, ideal and model. The host is reported (cores, load
+average, and how much CPU other processes used during each measurement, from /proc/stat): on a shared
+machine the speedups are lower bounds.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -43,9 +45,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import verify_tf.executors.cluster as dask_executor  # noqa: E402
 from verify_tf.engines.scan import chunk_size  # noqa: E402
 from verify_tf.executors import open_cluster  # noqa: E402
-from verify_tf.executors import cluster as dask_executor  # noqa: E402
 from verify_tf.runner import Overrides, check_property  # noqa: E402
 from verify_tf.spec import load_spec  # noqa: E402
 from verify_tf.work import CONTINUE, Deadline, WorkUnit, schedule  # noqa: E402
@@ -102,10 +104,8 @@ def own_cpu_seconds() -> float:
     me = psutil.Process()
     total = sum(me.cpu_times()[:2])
     for child in me.children(recursive=True):
-        try:
+        with contextlib.suppress(psutil.Error):
             total += sum(child.cpu_times()[:2])
-        except psutil.Error:
-            pass
     reaped = os.times()
     return total + reaped.children_user + reaped.children_system
 
@@ -113,7 +113,7 @@ def own_cpu_seconds() -> float:
 class Measured:
     """Wall time of a block, plus the cores used by other processes meanwhile (a shared machine)."""
 
-    def __enter__(self) -> "Measured":
+    def __enter__(self) -> Measured:
         self.busy0, self.total0 = cpu_busy()
         self.own0 = own_cpu_seconds()
         self.start = time.perf_counter()
@@ -121,7 +121,7 @@ class Measured:
 
     def __exit__(self, *exc) -> None:
         self.seconds = time.perf_counter() - self.start
-        busy1, total1 = cpu_busy()
+        busy1, _ = cpu_busy()
         ticks = os.sysconf("SC_CLK_TCK")
         cores = os.cpu_count() or 1
         busy_cores = (busy1 - self.busy0) / ticks / self.seconds if self.seconds else 0.0
@@ -383,7 +383,8 @@ def markdown(result: dict) -> str:
         b = c["best"]
         each = ", ".join(f"{r['seconds']:.1f}" for r in c["runs"])
         others = ", ".join(str(r["foreign_cores"]) for r in c["runs"])
-        lines.append(f"| {c['workers']} | {each} | {b['units']} | {b['tasks']} | {1000 * b['unit_seconds_mean']:.0f} ms | "
+        lines.append(f"| {c['workers']} | {each} | {b['units']} | {b['tasks']} | "
+                     f"{1000 * b['unit_seconds_mean']:.0f} ms | "
                      f"{c['speedup_vs_1_worker']} | {c.get('cpu_seconds_median')} | {c.get('cpu_bound_speedup')} | "
                      f"{others} |")
     if "sweep" in result:
@@ -414,7 +415,8 @@ def main() -> None:
     parser.add_argument("--skip-sweep", action="store_true")
     parser.add_argument("--cube-seconds", type=float, default=1.0, help="split-engine cube time for the model")
     parser.add_argument("--cubes", type=int, default=4096, help="split-engine cubes for the model")
-    parser.add_argument("--out-dir", type=Path, default=Path(os.environ.get(OUT_DIR_VARIABLE, ROOT / "bench" / "results")),
+    parser.add_argument("--out-dir", type=Path,
+                        default=Path(os.environ.get(OUT_DIR_VARIABLE, ROOT / "bench" / "results")),
                         help=f"where the JSON, the markdown table and the plot go (default: ${OUT_DIR_VARIABLE}, else "
                              "bench/results)")
     args = parser.parse_args()

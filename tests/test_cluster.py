@@ -13,6 +13,7 @@ address syntax and lazy imports run everywhere.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import json
@@ -70,7 +71,6 @@ def faulty_task(mode: str, folder: Path):
     whose input (1/2, 1/2, 1/2) misbehaves as ``mode`` says (tests/cluster_units.py)."""
     from cluster_units import Faulty
     from helpers import head, one_layer, task
-
     from verify_tf.domain import GridDomain
     from verify_tf.semantics import Exact
 
@@ -328,7 +328,8 @@ def test_a_refutation_cancels_a_running_solver(local, tmp_path):
     from cluster_units import long_solve, refute_when
 
     marker = str(tmp_path / "solver")
-    units = [WorkUnit("refuter", refute_when, (marker,), order=0), WorkUnit("pigeonhole", long_solve, (marker,), order=1)]
+    units = [WorkUnit("refuter", refute_when, (marker,), order=0),
+             WorkUnit("pigeonhole", long_solve, (marker,), order=1)]
     summary = schedule(local, units, Deadline(600), lambda unit, value: STOP if value == "refuted" else CONTINUE)
     assert (summary.finished, summary.cancelled) == (1, 1)
     # the solver had a 600 s budget; it ends because cancelled() turned true on its worker
@@ -387,9 +388,10 @@ class CliCluster:
                                  "--local-directory", str(self.folder / name), "--death-timeout", "60s"], env)
 
     def spawn(self, name: str, arguments: list[str], env: dict | None = None) -> subprocess.Popen:
-        log = open(self.folder / f"{name}.log", "w")
-        process = subprocess.Popen([sys.executable, "-m", "dask", *arguments], stdout=log, stderr=subprocess.STDOUT,
-                                   env=env or environment(), cwd=self.folder, start_new_session=True)
+        with open(self.folder / f"{name}.log", "w") as log:  # the child keeps its own copy of the descriptor
+            process = subprocess.Popen([sys.executable, "-m", "dask", *arguments], stdout=log,
+                                       stderr=subprocess.STDOUT, env=env or environment(), cwd=self.folder,
+                                       start_new_session=True)
         self.processes.append(process)
         return process
 
@@ -412,10 +414,8 @@ class CliCluster:
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
         for process in self.processes:  # the worker processes the nannies started
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 @pytest.fixture(scope="module")
@@ -542,9 +542,8 @@ def test_an_unreachable_scheduler_is_an_input_error(tmp_path):
 @needs_dask
 @pytest.mark.slow
 def test_a_scheduler_lost_mid_run_gives_an_error_verdict_not_a_hang(tmp_path):
-    from verify_tf.executors import open_cluster
-
     from cluster_units import echo
+    from verify_tf.executors import open_cluster
 
     (tmp_path / "lost").mkdir()
     cluster = CliCluster(tmp_path / "lost", workers=1)
@@ -552,7 +551,8 @@ def test_a_scheduler_lost_mid_run_gives_an_error_verdict_not_a_hang(tmp_path):
         executor = open_cluster(cluster.address)
         task, _ = faulty_task("block", tmp_path)
         outcome = {}
-        runner = threading.Thread(target=lambda: outcome.update(v=DRIVERS["interpret"](task, Run(executor, Deadline(120)))))
+        run = Run(executor, Deadline(120))
+        runner = threading.Thread(target=lambda: outcome.update(v=DRIVERS["interpret"](task, run)))
         runner.start()
         wait_for(lambda: list(tmp_path.glob("waiting-*")), "a worker to reach the blocking input")
         cluster.scheduler.send_signal(signal.SIGKILL)
@@ -584,7 +584,8 @@ def test_a_frozen_scheduler_ends_the_property_at_its_timeout(tmp_path):
         executor = open_cluster(cluster.address)
         task, _ = faulty_task("block", tmp_path)
         outcome = {}
-        runner = threading.Thread(target=lambda: outcome.update(v=DRIVERS["interpret"](task, Run(executor, Deadline(10)))))
+        run = Run(executor, Deadline(10))
+        runner = threading.Thread(target=lambda: outcome.update(v=DRIVERS["interpret"](task, run)))
         runner.start()
         wait_for(lambda: list(tmp_path.glob("waiting-*")), "a worker to reach the blocking input")
         cluster.scheduler.send_signal(signal.SIGSTOP)

@@ -207,8 +207,8 @@ def main() -> None:
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="Device for the torch path.")
 @click.option("--quiet", "-q", is_flag=True, help="No table; only the exit code and errors.")
-def check(specs, engine, timeout, json_path, junit_path, unknown_as, fail_on, jobs, cluster_address, cache_dir, no_cache,
-          explain, html_path, minimize, smt2_dir, device, quiet) -> None:
+def check(specs, engine, timeout, json_path, junit_path, unknown_as, fail_on, jobs, cluster_address, cache_dir,
+          no_cache, explain, html_path, minimize, smt2_dir, device, quiet) -> None:
     """Check every property of every SPEC and print a verdict table.
 
     Exit codes: 0 every property proved (or got its `expect:` verdict), 1 something refuted (or a definite

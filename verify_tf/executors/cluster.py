@@ -32,6 +32,7 @@ Design (measurements in docs/distributed.md):
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
@@ -65,7 +66,7 @@ MAX_BATCH = 256
 SHIP_ONCE_BYTES = 1 << 20
 RPC_SECONDS = 5.0  # the most any call to the scheduler may take before we give up on it
 CANCEL_WAIT_SECONDS = 0.25  # how long cancel() waits for its push (about 10 ms when the scheduler answers)
-LOCAL_SETTINGS = {
+LOCAL_SETTINGS: dict[str, Any] = {
     "distributed.scheduler.allowed-failures": 1,  # a unit that kills its worker twice is reported, not retried
     "distributed.worker.daemon": False,  # units may start child processes (foreign solvers)
     "distributed.diagnostics.nvml": False,
@@ -151,7 +152,7 @@ def _describe_worker(expected: tuple[tuple[str, str], ...], dask_worker: Any = N
 
 _LOCK = threading.Lock()
 _RUNNING: dict[str, threading.Event] = {}  # unit key -> its cancel flag, while the unit runs here
-_CANCELLED_EARLY: "OrderedDict[str, None]" = OrderedDict()  # cancelled before they started (here or anywhere)
+_CANCELLED_EARLY: OrderedDict[str, None] = OrderedDict()  # cancelled before they started (here or anywhere)
 _REMEMBER = 100_000
 
 
@@ -247,7 +248,7 @@ class _Batch:
 
 
 class _DaskHandle:
-    def __init__(self, unit: WorkUnit, executor: "DaskExecutor", deadline: Deadline, group: _Group | None):
+    def __init__(self, unit: WorkUnit, executor: DaskExecutor, deadline: Deadline, group: _Group | None):
         self.unit, self.executor, self.deadline, self.group = unit, executor, deadline, group
         self.key = ""  # the cancellation key, set when sent
         self.batch: _Batch | None = None
@@ -299,7 +300,8 @@ class DaskExecutor:
     def _settle(self, handle: _DaskHandle) -> None:
         if not handle.settled:
             handle.settled = True
-            handle.group.outstanding -= 1
+            if handle.group is not None:
+                handle.group.outstanding -= 1
 
     def submit(self, unit: WorkUnit, deadline: Deadline) -> _DaskHandle:
         with self._lock:
@@ -322,7 +324,8 @@ class DaskExecutor:
         self._flush({id(h.group): h.group for h in handles if h.batch is None and h.failed is None}.values())
         while True:
             with self._changed:  # done callbacks notify under this lock: none is missed between look and wait
-                ready, broken = [], []
+                ready: list[_DaskHandle] = []
+                broken: list[_DaskHandle] = []
                 for h in handles:
                     if h.failed is not None:
                         ready.append(h)
@@ -375,10 +378,8 @@ class DaskExecutor:
             pass
         finally:
             if self.cluster is not None:
-                try:
+                with contextlib.suppress(Exception):
                     self.cluster.close(timeout=10)
-                except Exception:
-                    pass
             if self.scratch is not None:
                 shutil.rmtree(self.scratch, ignore_errors=True)
 
@@ -553,7 +554,8 @@ class DaskExecutor:
 
 
 def connect_timeout() -> float:
-    """Dask's own connect timeout (``distributed.comm.timeouts.connect``, env DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT)."""
+    """Dask's own connect timeout (``distributed.comm.timeouts.connect``, env
+    DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT)."""
     return float(dask.utils.parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="seconds"))
 
 
@@ -615,7 +617,8 @@ def _prepare(client: Client, address: str, *, cluster: Any = None, scratch: str 
         client.wait_for_workers(1, timeout=timeout)
     except (TimeoutError, distributed.TimeoutError):
         raise ClusterUnavailable(f"the Dask scheduler at {address} has no workers (waited {timeout:g} s)",
-                                 "start workers with `dask worker ADDRESS --nthreads 1` (docs/distributed.md)") from None
+                                 "start workers with `dask worker ADDRESS --nthreads 1` (docs/distributed.md)"
+                                 ) from None
     _check_scheduler(client, address)
     expected = fingerprint()
     problems = client.run(_describe_worker, expected, on_error="return")
@@ -633,16 +636,14 @@ def _prepare(client: Client, address: str, *, cluster: Any = None, scratch: str 
             f"no usable worker on the Dask cluster at {address}: " + "; ".join(refused),
             "install the same verify-tf, z3-solver and Python on the scheduler's workers as here, and start them "
             "with --nthreads 1 (docs/distributed.md: version matching)")
-    try:  # refuses mismatched workers now (closing them) and any that join later; close() unregisters it
+    # refuses mismatched workers now (closing them) and any that join later; close() unregisters it. An error
+    # here names a worker it refused, which `refused` lists already
+    with contextlib.suppress(Exception):
         client.register_plugin(VersionGuard(expected))
-    except Exception:
-        pass  # the workers it refused are listed in `refused` already
     stubborn = [a for a, p in problems.items() if isinstance(p, BaseException)]
     if stubborn:
-        try:
+        with contextlib.suppress(Exception):
             client.retire_workers(workers=stubborn, close_workers=True)
-        except Exception:
-            pass
     return DaskExecutor(client, address, usable, cluster=cluster, scratch=scratch, refused=refused,
                         ship_once_bytes=ship_once_bytes, max_batch=max_batch)
 
