@@ -4,6 +4,10 @@ Random models over every variant the IR has: hardmax/uniform/softmax, exact-sums
 causal masks, RPE and URPE, absolute PE, alphabet models with BOS, non-residual layers, tie-prone integer
 weights, non-dyadic weights and grids (den 3), negative values, and narrow fixed-point formats that
 saturate. Inputs include constant and repeated-token rows (hardmax ties).
+
+Every path runs on every model: the program as compiled (int32/int64), every step forced onto Python integers
+(the wide path), every step forced to be checked per chunk (the guarded path, torch emulating CUDA's
+matmuls), and in exact arithmetic the tie-free variant whose flagged rows are recomputed on the full program.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from verify_tf.semantics import Exact, Fixed, evaluate
 MODELS = 300
 TORCH_CPU = TorchOps("cpu")
 NUMPY = NumpyOps()
+CUDA_EMULATED = TorchOps("cpu")
+CUDA_EMULATED.device = "cuda"  # the matmul branch CUDA takes (no integer matmul), on CPU tensors
 
 
 @st.composite
@@ -41,7 +47,7 @@ def cases(draw):
     absolute_pe = draw(st.booleans())
     config = RandomConfig(
         seed=draw(st.integers(0, 10 ** 6)), width=draw(st.integers(1, 3)), layers=draw(st.integers(1, 2)),
-        heads=draw(st.integers(1, 2)), ffn_width=draw(st.sampled_from([0, 0, 2, 3])), scoring=scoring,
+        heads=draw(st.integers(1, 2)), key_dim=draw(st.sampled_from([None, None, 1])), ffn_width=draw(st.sampled_from([0, 0, 2, 3])), scoring=scoring,
         positional=draw(st.sampled_from(["standard", "rpe", "urpe"])), causal=draw(st.booleans()),
         absolute_pe=absolute_pe,
         # short tables clip relative offsets (RelativeTable.at); absolute PE needs one row per position
@@ -89,12 +95,18 @@ def _assert_same(model, arith, domain, rows, stream, readout) -> None:
 def test_batched_matches_interpreter(case):
     model, arith, domain, length, seed, narrow = case
     rows = _rows(len(domain.tokens), length, seed)
-    for ops in (NUMPY, TORCH_CPU):
-        evaluator = BatchedEvaluator(model, arith, domain.tokens, ops=ops, narrow=narrow)
+    paths = [(NUMPY, {}), (TORCH_CPU, {}), (NUMPY, {"force": "wide"}), (CUDA_EMULATED, {"force": "guarded"})]
+    if isinstance(arith, Exact):
+        paths.append((TORCH_CPU, {"variant": "tie-free", "force": "guarded"}))
+    for ops, how in paths:
+        evaluator = BatchedEvaluator(model, arith, domain.tokens, ops=ops, narrow=narrow, **how)
         try:
             stream, readout = evaluator.run(rows)
         except Unsupported:
-            event("unsupported (int64 bound)")
+            event("unsupported (softmax in exact mode)")
             return
-        event(f"int{'32' if evaluator.program(length).small and narrow else '64'}")
+        if not how:
+            event(f"int{'32' if evaluator.program(length).small and narrow else '64'}")
+        if evaluator.fallback_rows:
+            event("tie-free rows recomputed on the full program")
         _assert_same(model, arith, domain, rows, stream, readout)

@@ -14,8 +14,9 @@ interpreter's value at that stage for **every** input of the cube:
 =====================================  ==================================================================
 ``Bounds``                              ``embedded``, ``blocks[b]``, ``output`` (final stream), ``readout``
 ``BlockBounds``                         ``heads[h]``, ``attention_output`` (o_i before the residual),
-                                        ``after_attention``, ``hidden`` (after the ReLU), ``after_feed_forward``,
-                                        ``output``
+                                        ``after_attention``, ``hidden`` (after the ReLU),
+                                        ``feed_forward_output`` (W2 h + b2 before the residual),
+                                        ``after_feed_forward``, ``output``
 ``HeadBounds``                          ``query``, ``key``, ``value`` (per position), ``scores[i][j]`` (None where
                                         the mask hides j), ``winners[i]`` (the keys that can get a nonzero weight
                                         for query i: hardmax's possible argmax set, softmax's keys within the exp
@@ -116,6 +117,7 @@ class BlockBounds:
     attention_output: list[IVector] | None = None
     after_attention: list[IVector] | None = None
     hidden: list[IVector] | None = None
+    feed_forward_output: list[IVector] | None = None  # W2 h + b2 (rounded), before the residual
     after_feed_forward: list[IVector] | None = None
 
     @property
@@ -392,6 +394,7 @@ def feed_forward(ff: FeedForward, z: list[IVector], r: _Rounding, memo: _Memo, b
     hidden = [tuple((max(lo, ZERO), max(hi, ZERO)) for lo, hi in affine(ff.w1, ff.b1, zi, r, memo)) for zi in z]
     block.hidden = hidden
     out = [affine(ff.w2, ff.b2, h, r, memo) for h in hidden]
+    block.feed_forward_output = out
     return residual(z, out, ff.residual, r)
 
 
