@@ -48,6 +48,7 @@ Soundness is the only contract: every interval may be wider than the true range,
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import product
@@ -76,8 +77,9 @@ class Cube:
 
     @classmethod
     def whole(cls, tokens: Sequence[Token], length: int) -> "Cube":
-        """Every input of ``length`` tokens drawn from ``tokens``."""
-        return cls(tuple(tuple(tokens) for _ in range(length)))
+        """Every input of ``length`` tokens drawn from ``tokens`` (one shared token tuple)."""
+        shared = tuple(tokens)
+        return cls(tuple(shared for _ in range(length)))
 
     @classmethod
     def point(cls, tokens: Sequence[Token]) -> "Cube":
@@ -177,18 +179,30 @@ def multiply(a: Interval, b: Interval) -> Interval:
 
 
 def affine_interval(weights: Matrix, bias: Vector, x: IVector) -> IVector:
-    """The exact W x + b (before any rounding) for every x in the box ``x``."""
+    """The exact W x + b (before any rounding) for every x in the box ``x``.
+
+    Computed on integers over one common denominator (weights times box ends), one Fraction per result: the
+    same exact values as summing Fractions term by term, without a gcd per term.
+    """
+    if not weights:
+        return ()
+    w_den = math.lcm(*(Fraction(w).denominator for row in weights for w in row), 1)
+    x_den = math.lcm(*(end.denominator for iv in x for end in iv), 1)
+    lows = [(end[0] * x_den).numerator for end in x]
+    highs = [(end[1] * x_den).numerator for end in x]
+    den = w_den * x_den
     out = []
     for row, b in zip(weights, bias):
-        lo = hi = Fraction(b)
-        for w, (xl, xh) in zip(row, x):
-            if w > 0:
-                lo += w * xl
-                hi += w * xh
-            elif w < 0:
-                lo += w * xh
-                hi += w * xl
-        out.append((lo, hi))
+        lo = hi = 0
+        for w, xl, xh in zip(row, lows, highs):
+            wi = (Fraction(w) * w_den).numerator
+            if wi > 0:
+                lo += wi * xl
+                hi += wi * xh
+            elif wi < 0:
+                lo += wi * xh
+                hi += wi * xl
+        out.append((Fraction(lo, den) + b, Fraction(hi, den) + b))
     return tuple(out)
 
 
@@ -245,21 +259,31 @@ class _Memo:
 
 def affine(weights: Matrix, bias: Vector, x: IVector, r: _Rounding, memo: _Memo) -> IVector:
     """round(W x + b) (interpreter.affine)."""
-    return memo.get(("affine", memo.hold(weights), memo.hold(bias), x),
-                    lambda: r.round_vector(affine_interval(weights, bias, x)))
+    # by identity first (positions share interval objects), then by value
+    return memo.get(("affine", memo.hold(weights), memo.hold(bias), memo.hold(x)),
+                    lambda: memo.get(("affine", id(weights), id(bias), x),
+                                     lambda: r.round_vector(affine_interval(weights, bias, x))))
 
 
 def embed(model: Model, cube: Cube, r: _Rounding) -> list[IVector]:
     """interpreter.embed over each position's token set (BOS as a one-token set)."""
     sets: list[tuple[Token, ...]] = list(cube.positions)
-    if isinstance(model.tokens, AlphabetTokens):
-        if model.tokens.bos is not None:
-            sets = [(model.tokens.bos,)] + sets
-        vector_sets = [[model.tokens.embed(t) for t in tokens] for tokens in sets]
-    else:
-        vector_sets = [[tuple(Fraction(c) for c in t) for t in tokens] for tokens in sets]
-    boxes = [tuple((min(v[c] for v in vectors), max(v[c] for v in vectors)) for c in range(model.dim))
-             for vectors in vector_sets]
+    if isinstance(model.tokens, AlphabetTokens) and model.tokens.bos is not None:
+        sets = [(model.tokens.bos,)] + sets
+    computed: dict[int, IVector] = {}  # positions sharing one token tuple (the whole domain): one box
+
+    def box(tokens: tuple[Token, ...]) -> IVector:
+        if isinstance(model.tokens, AlphabetTokens):
+            vectors = [model.tokens.embed(t) for t in tokens]
+        else:
+            vectors = [tuple(Fraction(c) for c in t) for t in tokens]
+        return tuple((min(v[c] for v in vectors), max(v[c] for v in vectors)) for c in range(model.dim))
+
+    boxes = []
+    for tokens in sets:
+        if id(tokens) not in computed:
+            computed[id(tokens)] = box(tokens)
+        boxes.append(computed[id(tokens)])
     pe = model.positional_encoding
     if pe is None:
         return boxes
@@ -289,8 +313,8 @@ def _candidates(head: Head, r: _Rounding, queries: list[IVector], keys: list[IVe
     for j in candidates:
         dominated = False
         for other in candidates:
-            if other == j:
-                continue
+            if other == j or keys[other] == keys[j] and head.relative_bias(j - i) == head.relative_bias(other - i):
+                continue  # the same interval (the whole domain: every key alike) never dominates
             difference = (keys[j][0][0] - keys[other][0][1], keys[j][0][1] - keys[other][0][0])
             shift = head.relative_bias(j - i) - head.relative_bias(other - i)
             if multiply(q, difference)[1] + shift < 0:
@@ -314,8 +338,10 @@ def attention_head(head: Head, z: list[IVector], r: _Rounding, memo: _Memo) -> H
             if head.causal and j > i:
                 row.append(None)
             else:
-                dot = memo.get(("dot", queries[i], keys[j]), lambda: dot_interval(queries[i], keys[j]))
-                row.append(r.round(add(dot, point(head.relative_bias(j - i)))))
+                # q_i, k_j are shared objects (the affine memo): key by identity, not by value
+                bias = head.relative_bias(j - i)
+                row.append(memo.get(("score", id(queries[i]), id(keys[j]), bias.numerator, bias.denominator),
+                                    lambda: r.round(add(dot_interval(queries[i], keys[j]), point(bias)))))
         scores.append(row)
 
     winners, weights, outputs = [], [], []
@@ -330,7 +356,9 @@ def attention_head(head: Head, z: list[IVector], r: _Rounding, memo: _Memo) -> H
             weights.append([point(w) for w in a])
             outputs.append(tuple(r.round(_weighted(a, values, c)) for c in range(head.value_dim)))
             continue
-        chosen = _candidates(head, r, queries, keys, scores, i)
+        live_keys = tuple((j, id(keys[j]), id(scores[i][j]), head.relative_bias(j - i)) for j in live)
+        chosen = memo.get(("winners", head.scoring, id(queries[i]), live_keys),
+                          lambda: _candidates(head, r, queries, keys, scores, i))
         winners.append(chosen)
         if len(chosen) == 1:
             # a sole possible winner takes all the mass (hardmax: |M| = 1; softmax: w_j / W = 1), before and
@@ -345,13 +373,13 @@ def attention_head(head: Head, z: list[IVector], r: _Rounding, memo: _Memo) -> H
         if r.fixed and r.arith.attention_rounding == "per-probability":
             # each floored weight loses less than 2^-f, and their sum is a multiple of 2^-f
             least_mass = max(ZERO, ONE - Fraction(len(chosen) - 1, r.arith.scale))
-        out = []
-        for c in range(head.value_dim):
-            # sum_j a_j C_j v_j with a_j >= 0, sum_j a_j in [least_mass, 1]: between least_mass and 1 times the
-            # hull of the scaled values C_j v_j of the winners
-            lo, hi = hull(scale(head.relative_scale(j - i), values[j][c]) for j in chosen)
-            out.append(r.round((min(lo, least_mass * lo), max(hi, least_mass * hi))))
-        outputs.append(tuple(out))
+        # sum_j a_j C_j v_j with a_j >= 0, sum_j a_j in [least_mass, 1]: between least_mass and 1 times the
+        # hull of the scaled values C_j v_j of the winners (each distinct (C_j, v_j) once)
+        distinct = {(head.relative_scale(j - i), id(values[j])): values[j] for j in chosen}
+        outputs.append(memo.get(("hull", tuple(distinct), least_mass), lambda: tuple(
+            r.round((min(lo, least_mass * lo), max(hi, least_mass * hi)))
+            for lo, hi in (hull(scale(c_j, v[c]) for (c_j, _), v in distinct.items())
+                           for c in range(head.value_dim)))))
     return HeadBounds(queries, keys, values, scores, winners, weights, outputs)
 
 
@@ -414,7 +442,7 @@ def cube_bounds(model: Model, arith: Arithmetic, cube: Cube) -> Bounds:
     """Interval bounds of every stage of ``semantics.evaluate`` over every input of ``cube`` (module docstring)."""
     r = _Rounding(arith)
     memo = _Memo()
-    z = embed(model, cube, r)
+    z = [memo.get(("box", box), lambda: box) for box in embed(model, cube, r)]  # equal positions: one object
     embedded = z
     blocks: list[BlockBounds] = []
     for block in model.blocks:

@@ -342,7 +342,8 @@ def _pow2_shift(divisor: int) -> int | None:
 
 def _magnitudes(vectors: Sequence[IVector], den: int, width: int) -> tuple[int, ...]:
     """Per coordinate, the largest |numerator| over ``den`` of any position's interval."""
-    return tuple(max((math.ceil(magnitude(v[c]) * den) for v in vectors), default=0) for c in range(width))
+    distinct = list({id(v): v for v in vectors}.values())  # positions often share one interval object
+    return tuple(math.ceil(max((magnitude(v[c]) for v in distinct), default=0) * den) for c in range(width))
 
 
 class _Planner:
@@ -389,8 +390,10 @@ class _Planner:
         self.largest = max(self.largest, rows)
         acc_den = _lcm([Fraction(w).denominator * dens[c] for row in weights for c, w in enumerate(row)]
                        + [Fraction(b).denominator for b in bias] + [self.scale])
-        scaled = [[_exact_int(Fraction(w) * acc_den / dens[c]) for c, w in enumerate(row)] for row in weights]
-        scaled_bias = [_exact_int(Fraction(b) * acc_den) for b in bias]
+        # w = p/q: w * acc_den / den_c = p * (acc_den // (q * den_c)), exact (acc_den is a multiple of q * den_c)
+        scaled = [[Fraction(w).numerator * (acc_den // (Fraction(w).denominator * dens[c])) for c, w in enumerate(row)]
+                  for row in weights]
+        scaled_bias = [Fraction(b).numerator * (acc_den // Fraction(b).denominator) for b in bias]
         abs_weight = tuple(tuple(abs(w) for w in row) for row in scaled)
         abs_bias = tuple(abs(b) for b in scaled_bias)
         bound = max((sum(w * m for w, m in zip(row, mags)) + b for row, b in zip(abs_weight, abs_bias)), default=0)

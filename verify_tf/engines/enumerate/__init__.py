@@ -37,10 +37,27 @@ def check(task: Task, run: Run) -> Verdict:
                        [f"enumerate: {exc}"])
     size = chunk_size(space.count(), run.executor.workers, smallest=1024, largest=1 << 20)
     if getattr(task.prop, "form", "each-input") == "distinct-values":
-        return check_distinct_values(task, run, ENGINE, values_chunk, size)
-    verdict = check_each_input(task, run, ENGINE, violation_chunk, size)
-    verdict.statistics["backend"] = evaluators.of().describe()
+        verdict = check_distinct_values(task, run, ENGINE, values_chunk, size)
+    else:
+        verdict = check_each_input(task, run, ENGINE, violation_chunk, size)
+    verdict.statistics.update(widths(evaluators, space))
     return verdict
+
+
+def widths(evaluators: Evaluators, space: InputSpace) -> dict:
+    """How wide the exact integers had to be: proven int64 on the whole domain, or checked per chunk."""
+    evaluator = evaluators.of()
+    programs = [evaluator.program(n) for n in space.lengths]
+    stats = {"backend": evaluator.describe(),
+             "widest_step_bits": max((p.steps_bits for p in programs), default=0),
+             "static_int64": not any(p.guarded for p in programs)}
+    if any(p.tie_free for p in programs):
+        stats["tie_free"] = True
+    if evaluator.wide_steps:  # in this process (the in-process executor): steps that ran on Python integers
+        stats["wide_steps"] = evaluator.wide_steps
+    if evaluator.fallback_rows:
+        stats["tie_fallback_rows"] = evaluator.fallback_rows
+    return stats
 
 
 def violation_chunk(task: Task, space: InputSpace, start: int, stop: int, *, deadline: Deadline,
