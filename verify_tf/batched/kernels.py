@@ -160,10 +160,11 @@ def _argmax1d(plan: HeadPlan, q, k, v, ops):
                 hits = key == ends[side]  # (B, 1)
                 sums[side] = sums[side] + hits * value
                 counts[side] = counts[side] + hits
+        # one of the three cases per query, selected by multiplying with 0/1 (a broadcast where is slower)
         positive, negative = (sign > 0)[..., None], (sign < 0)[..., None]
-        total = ops.where(positive, sums[0][:, None, :], ops.where(negative, sums[1][:, None, :],
-                                                                    everything[:, None, :]))
-        count = ops.where(positive, counts[0][:, None, :], ops.where(negative, counts[1][:, None, :], n))
+        zero = ~(positive | negative)
+        total = positive * sums[0][:, None, :] + negative * sums[1][:, None, :] + zero * everything[:, None, :]
+        count = positive * counts[0][:, None, :] + negative * counts[1][:, None, :] + zero * n
         return total, count
     totals, counts = [], []
     for i in range(n):

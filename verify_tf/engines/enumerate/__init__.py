@@ -35,7 +35,8 @@ def check(task: Task, run: Run) -> Verdict:
     except Unsupported as exc:
         return unknown(task, run, ENGINE, f"not evaluable exactly by the batched evaluator: {exc}",
                        [f"enumerate: {exc}"])
-    size = chunk_size(space.count(), run.executor.workers, smallest=1024, largest=1 << 20)
+    # units of at least 8192 inputs: a deep model pays its per-step overhead once per sub-chunk of a unit
+    size = chunk_size(space.count(), run.executor.workers, smallest=8192, largest=1 << 20)
     if getattr(task.prop, "form", "each-input") == "distinct-values":
         verdict = check_distinct_values(task, run, ENGINE, values_chunk, size)
     else:
