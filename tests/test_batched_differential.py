@@ -95,7 +95,8 @@ def _assert_same(model, arith, domain, rows, stream, readout) -> None:
 def test_batched_matches_interpreter(case):
     model, arith, domain, length, seed, narrow = case
     rows = _rows(len(domain.tokens), length, seed)
-    paths = [(NUMPY, {}), (TORCH_CPU, {}), (NUMPY, {"force": "wide"}), (CUDA_EMULATED, {"force": "guarded"})]
+    paths = [(NUMPY, {}), (TORCH_CPU, {}), (CUDA_EMULATED, {}), (NUMPY, {"force": "wide"}),
+             (CUDA_EMULATED, {"force": "guarded"})]
     if isinstance(arith, Exact):
         paths.append((TORCH_CPU, {"variant": "tie-free", "force": "guarded"}))
     for ops, how in paths:

@@ -399,8 +399,9 @@ class _Planner:
         bound = max((sum(w * m for w, m in zip(row, mags)) + b for row, b in zip(abs_weight, abs_bias)), default=0)
         requantize, den = self.round_to_grid(acc_den)
         native = _fits(*(w for row in scaled for w in row), *scaled_bias, requantize.divisor)
-        if native:
-            self.note(bound)
+        if native:  # int32 programs need the constants below 2^31 too (a weight may meet only zeros)
+            self.note(max([bound, requantize.divisor, *abs_bias, *(w for row in abs_weight for w in row),
+                           *(abs(c) for c in requantize.clamp or ())]))
         weight = _array([[scaled[r][c] for r in range(rows)] for c in range(cols)], (cols, rows), native)
         stage = Stage(den, _magnitudes(out, den, rows))
         plan = AffinePlan(weight, _array(scaled_bias, (rows,), native), bound < FLOAT_EXACT, requantize,
@@ -439,7 +440,7 @@ class _Planner:
             clamp = self.saturation(den)
         native = _fits(bound, *(clamp or ())) and bound <= LIMIT
         if native:
-            self.note(bound)
+            self.note(max([bound, *(abs(c) for c in clamp or ())]))
         if pe is not None:
             positional = _array(pe_table, (self.n, d), native)
         stage = Stage(den, _magnitudes(self.bounds.embedded, den, d))
@@ -458,7 +459,7 @@ class _Planner:
         clamp = self.saturation(den) if self.fixed else None
         native = _fits(s, u, *(clamp or ()))
         if native:
-            self.note(bound)
+            self.note(max([bound, s, u, *(abs(c) for c in clamp or ())]))
         stage = Stage(den, _magnitudes(out, den, len(stream.bound)))
         return ResidualPlan(True, s, u, clamp, bound, native, stage.bound), stage
 
@@ -558,7 +559,8 @@ class _Planner:
         native = _fits(dot_scale, bias_bound, score_requantize.divisor, c_max, out_mul, out_div,
                        total_max * out_div, common) and (score_limit is None or _fits(2 * score_limit))
         if native:
-            self.note(bound)
+            self.note(max(bound, dot_scale, bias_bound, score_requantize.divisor, c_max, out_mul, out_div, common,
+                          *(abs(c) for c in score_requantize.clamp or ()), *(abs(c) for c in out_clamp or ())))
         plan = _replace(plan, bound=bound, native=native,
                         score_bias=_array(bias_num, (n, n), native) if has_bias else None,
                         relative_scale=_array(c_num, (n, n), native) if urpe else None,
@@ -597,7 +599,7 @@ class _Planner:
         bound = sum(w * b for w, b in zip(abs_weight, z.bound))
         native = _fits(*weights)
         if native:
-            self.note(bound)
+            self.note(max([bound, *abs_weight]))
         stage = Stage(den * z.den, (_magnitudes([[iv] for iv in self.bounds.readout], den * z.den, 1)[0],))
         plan = ReadoutPlan(_array(weights, (len(weights), 1), native), abs_weight, bound, native, stage.bound[0])
         return plan, stage
