@@ -59,9 +59,9 @@ def test_mutated_l3_is_refuted_with_the_least_distinguishing_string(tmp_path: Pa
     verdict = check(text, tmp_path)
     assert verdict.status == "refuted"
     witness = verdict.counterexample
-    assert (witness["string"], witness["position"]) == ("aba", 3)
+    assert (witness["string"], witness["position"]) == ("aba", 2)  # its last letter
     assert (witness["program_output"], witness["model_output"], witness["model_readout"]) == (True, False, "0")
-    assert witness["summary"] == ("string 'aba' at position 3: the program accepts, the model rejects "
+    assert witness["summary"] == ("string 'aba' at position 2: the program accepts, the model rejects "
                                   "(readout 0, accepts iff > 0)")
     last = witness["trace"][-1]
     assert last["program"]["has_aba"] is True and last["program"]["has_bab"] is False
@@ -80,14 +80,14 @@ def test_prefix_mode_proves_every_position_and_refutes_at_the_first_wrong_one(tm
     refuted = check(spec_text("dyck1.cr", 6, settings=f", set: ['{FIRST_COUNT}=-1']", options=", mode: prefix"),
                     tmp_path)
     assert refuted.status == "refuted"
-    assert (refuted.counterexample["string"], refuted.counterexample["position"]) == (")", 1)
+    assert (refuted.counterexample["string"], refuted.counterexample["position"]) == (")", 0)
     assert (refuted.counterexample["program_output"], refuted.counterexample["model_output"]) == (False, True)
 
 
 def test_prefix_mode_witness_is_padded_into_the_domain(tmp_path: Path) -> None:
     text = spec_text("L3.cr", 5, settings=f", set: ['{FIRST_COUNT}=1']", options=", mode: prefix", min_length=4)
     witness = check(text, tmp_path).counterexample
-    assert (witness["string"], witness["position"]) == ("abaa", 3)
+    assert (witness["string"], witness["position"]) == ("abaa", 2)
 
 
 def test_the_empty_word_is_rejected_by_both(tmp_path: Path) -> None:
@@ -124,7 +124,7 @@ def test_non_causal_head_agrees_at_the_last_position_but_not_on_prefixes() -> No
     assert accept.status == "proved" and accept.statistics["inputs_checked"] == 14
     prefix = run("prefix")  # position 1 of "ab" sees the b
     assert prefix.status == "refuted"
-    assert (prefix.counterexample["string"], prefix.counterexample["position"]) == ("ab", 1)
+    assert (prefix.counterexample["string"], prefix.counterexample["position"]) == ("ab", 0)
 
 
 def test_timeout_gives_unknown_saying_what_was_tried() -> None:
@@ -157,7 +157,7 @@ def test_majority_counterexample_names_both_outputs_at_every_position(tmp_path: 
     verdict = check(spec_text("majority.cr", 4, settings=", set: ['readout[1]=-1']"), tmp_path)
     witness = verdict.counterexample
     assert verdict.status == "refuted" and witness["string"] == "a"
-    assert witness["trace"] == [{"position": 1, "letter": "a", "program": {"na": 1, "nb": 0, "majority": True},
+    assert witness["trace"] == [{"position": 0, "letter": "a", "program": {"na": 1, "nb": 0, "majority": True},
                                  "program_output": True, "model_readout": "0", "model_output": False}]
     assert program.names == ("na", "nb", "majority")
 
@@ -183,7 +183,7 @@ def test_every_engine_proves_l3_and_refutes_the_mutant(engine: str) -> None:
     if engine == "smt":  # any disagreeing string, cut to its first wrong position
         assert witness["string"].endswith("a") and (witness["program_output"], witness["model_output"]) == (True, False)
     else:
-        assert (witness["string"], witness["position"]) == ("aba", 3)
+        assert (witness["string"], witness["position"]) == ("aba", 2)  # its last letter
 
 
 def test_smt_per_length_queries_agree_with_one_query() -> None:

@@ -141,3 +141,48 @@ def test_equivariance_checks_transpositions_of_equal_tokens():
     assert verdict.status == "refuted"
     assert verdict.counterexample["input"] == [["1"], ["1"]]
     assert verdict.counterexample["f_of_permuted"] == [["1"], ["2"]]
+
+
+def test_yang_et_al_rounded_terms_differ_from_exact_sums_on_a_hand_example():
+    """Issue 16's example, f = 1: scores (0, 2), values (4, 0) (query 1, keys x = (0, 2), v = 4 - 2x).
+
+    exact-sums (max-stabilised): w = (E[(2-0)·2], E[0]) = (floor(2e^-2), 2) = (0, 2): head = round(0/2) = 0.
+    rounded-terms (Yang et al.): Σ round(e^s) = 1 + floor(2e^2)/2 = 1 + 14/2 = 8 and Σ round(e^s·v) = 4 + 0,
+    scores exact: head = round(4/8) = 1/2.
+    """
+    from verify_tf.ir import AttentionLayer, Block, GridTokens, Head, Model, matrix, vector, zeros
+
+    h = Head(query=matrix([[0]]), key=matrix([[1]]), value=matrix([[-2]]), output=matrix([[1]]),
+             query_bias=vector([1]), key_bias=zeros(1), value_bias=vector([4]), scoring="softmax")
+    model = Model(GridTokens(1), 1, (Block(AttentionLayer((h,), zeros(1), residual=False)),), vector([1]))
+    tokens = seq(0, 2)
+    ours = evaluate(model, Fixed(5, 1, "exact-sums"), tokens)
+    theirs = evaluate(model, Fixed(5, 1, "rounded-terms"), tokens)
+    assert ours.blocks[0].heads[0].weights[0] == [F(0), F(1)] and ours.readout == [0, 0]
+    assert theirs.blocks[0].heads[0].scores[0] == [F(0), F(2)]
+    assert theirs.blocks[0].heads[0].weights[0] == [F(1, 8), F(7, 8)]  # round(e^s) / Σ: 1/8, (14/2)/8
+    assert theirs.readout == [F(1, 2), F(1, 2)]
+
+
+# ---------------------------------------------------------------- floor(e^s · x) for Yang et al.'s rounded terms
+
+
+def _floor_exp_times_by_decimal(s: F, x: F, digits: int) -> int:
+    """An independent computation: Python's decimal exp at ``digits`` digits (no caching, no margin check)."""
+    from decimal import ROUND_FLOOR, Context, Decimal, localcontext
+
+    with localcontext(Context(prec=digits)):
+        value = (Decimal(s.numerator) / Decimal(s.denominator)).exp() * Decimal(x.numerator) / Decimal(x.denominator)
+        return int(value.to_integral_value(rounding=ROUND_FLOOR))
+
+
+@pytest.mark.parametrize("s,x", [
+    (F(324241, 2048), F(64)),  # e^158.3·64 ≈ 3.66·10^70: refused as "too close to an integer" before the fix
+    (F(-349881, 4096), F(64)),  # e^-85.4·64 ≈ 10^-35: a positive value below 1 floors to 0
+    (F(-349881, 4096), F(-64)),  # ... and its negative to -1
+    (F(1, 3), F(5, 7)), (F(-7, 2), F(1000)), (F(199), F(-3, 4)),
+])
+def test_floor_exp_times_agrees_with_an_independent_decimal_computation(s, x):
+    from verify_tf.semantics.exp_table import floor_exp_times
+
+    assert floor_exp_times(s, x) == _floor_exp_times_by_decimal(s, x, 400)

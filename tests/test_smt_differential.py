@@ -230,3 +230,25 @@ def test_causal_urpe_hardmax_with_bos() -> None:
     model = alphabet_model(head(q=1, k=1, v=1, causal=True, positional="urpe", rpe=[0, 0, 0], urpe=[2, 1, 3]))
     assert_encoding_matches(model, Exact(), ("a", "b", "a"), {0, 1, 2})
     assert_encoding_matches(model, Fixed(8, 2), ("b", "b", "a"), {2})
+
+
+@st.composite
+def rounded_terms_cases(draw):
+    """Softmax models small enough that every exact score takes few values (the encoding's limit)."""
+    config = RandomConfig(seed=draw(st.integers(0, 10_000)), width=1, layers=1,
+                          heads=draw(st.integers(1, 2)), key_dim=1, ffn_width=draw(st.integers(0, 2)),
+                          scoring="softmax", positional=draw(st.sampled_from(["standard", "rpe", "urpe"])),
+                          causal=draw(st.booleans()), max_length=4, weight_range=F(1), denominator=2)
+    n = draw(st.integers(1, 3))
+    tokens = tuple((draw(st.sampled_from(GRID)),) for _ in range(n))
+    symbolic = set(draw(st.lists(st.integers(0, n - 1), unique=True, min_size=1)))
+    return random_model(config), tokens, symbolic
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(rounded_terms_cases(), st.sampled_from([Fixed(6, 1, "rounded-terms"), Fixed(7, 2, "rounded-terms")]))
+def test_rounded_terms_softmax_models(case, arith) -> None:
+    """Yang et al.'s rounding: exact scores, each exponential term floored; the floor of e^s·x is encoded by a
+    60-digit bracket, so the encoding must still pin every value to the interpreter's."""
+    model, tokens, symbolic = case
+    assert_encoding_matches(model, arith, tokens, symbolic)

@@ -20,9 +20,15 @@ from .ir import Token, Vector
 @dataclass(frozen=True)
 class GridDomain:
     dim: int
-    values: tuple[Fraction, ...]  # the coordinate values (same for every coordinate)
+    values: tuple[Fraction, ...]  # the coordinate values (same for every coordinate), ``outside`` included
     length: int
     distinct_tokens: bool = False
+    # values added outside the regular grid, e.g. the large negative value of Yun et al.'s G⁺_δ (their
+    # quantisation maps every coordinate outside [0, 1) to it); ``in_grid`` tells the two kinds apart
+    outside: tuple[Fraction, ...] = ()
+
+    def in_grid(self, token: Vector) -> bool:
+        return not any(c in self.outside for c in token)
 
     @staticmethod
     def regular(dim: int, step: Fraction, length: int, lo: Fraction = Fraction(0), hi: Fraction | None = None,
@@ -61,6 +67,8 @@ class GridDomain:
     def describe(self) -> str:
         vals = self.values
         text = f"grid {len(vals)}^{self.dim} tokens" + (f" ({vals[0]}..{vals[-1]})" if vals else "")
+        if self.outside:
+            text += f" plus {', '.join(str(v) for v in self.outside)} (G⁺)"
         text += f", length {self.length}"
         return text + (", distinct tokens" if self.distinct_tokens else "")
 

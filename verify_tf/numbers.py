@@ -74,3 +74,69 @@ def fmt(value: Fraction | int) -> str:
 
 def fmt_vector(values) -> str:
     return "[" + ", ".join(fmt(v) for v in values) + "]"
+
+
+# ---------------------------------------------------------------- binary floats read as the rationals they stand for
+
+def simplest_between(lo: Fraction, hi: Fraction) -> Fraction:
+    """The simplest rational in the closed interval [lo, hi]: the smallest denominator, then the smallest |numerator|.
+
+    The Stern-Brocot (continued fraction) descent: exact, no bound on the denominator needed.
+    """
+    if lo > hi:
+        raise ValueError(f"empty interval [{lo}, {hi}]")
+    if lo <= 0 <= hi:
+        return Fraction(0)
+    if hi < 0:
+        return -simplest_between(-hi, -lo)
+    whole = lo.numerator // lo.denominator
+    if whole == lo or whole + 1 <= hi:
+        return Fraction(whole) if whole == lo else Fraction(whole + 1)
+    # lo and hi share the integer part: recurse on the reciprocals of the fractional parts
+    return whole + 1 / simplest_between(1 / (hi - whole), 1 / (lo - whole))
+
+
+def float32_from_bits(bits: int) -> Fraction:
+    """The exact value of the IEEE-754 binary32 number with this bit pattern (finite numbers only)."""
+    sign = -1 if bits >> 31 else 1
+    exponent = (bits >> 23) & 0xFF
+    mantissa = bits & 0x7FFFFF
+    if exponent == 0xFF:
+        raise NotANumber(f"float32 0x{bits:08x} is not finite")
+    if exponent == 0:  # subnormal
+        return sign * Fraction(mantissa, 1 << 149)
+    return sign * Fraction((1 << 23) | mantissa) * Fraction(2) ** (exponent - 150)
+
+
+def float32_interval(bits: int) -> tuple[Fraction, Fraction]:
+    """The closed interval of reals that round (to nearest) to this float32: halfway to each neighbour."""
+    value = float32_from_bits(bits)
+    exponent = (bits >> 23) & 0xFF
+    ulp = Fraction(2) ** (max(exponent, 1) - 150)
+    below = ulp / 2 if (bits & 0x7FFFFF) == 0 and exponent > 1 else ulp  # the gap halves below a power of two
+    if value < 0:  # mirror: the smaller gap lies above (toward zero) for a negative power of two
+        return value - ulp / 2, value + below / 2
+    return value - below / 2, value + ulp / 2
+
+
+def snap_float32(bits: int) -> Fraction:
+    """The simplest rational that rounds to this float32: the value a compiler meant when it stored p/q as a float.
+
+    A weight meant as p/q with a small q lies inside its float32 rounding interval and no simpler rational does
+    (two rationals with denominators <= q differ by at least 1/q^2, far more than the interval's width).
+    """
+    if bits & 0x7FFFFFFF == 0:
+        return Fraction(0)
+    return simplest_between(*float32_interval(bits))
+
+
+def snap_float64(value: float) -> Fraction:
+    """The simplest rational that rounds to this float64 (0.1 -> 1/10, 1/3 as a float -> 1/3)."""
+    if not math.isfinite(value):
+        raise NotANumber(f"{value!r} is not finite")
+    if value == 0:
+        return Fraction(0)
+    exact = Fraction(value)
+    up = Fraction(math.nextafter(value, math.inf))
+    down = Fraction(math.nextafter(value, -math.inf))
+    return simplest_between((exact + down) / 2, (exact + up) / 2)

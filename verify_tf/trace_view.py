@@ -36,48 +36,59 @@ def parse_input(model: Model, text: str) -> tuple[Token, ...]:
     return tuple(tuple(r) for r in rows)
 
 
-def _vectors_table(title: str, tokens, vectors) -> Table:
+def position_labels(model: Model, trace: Trace) -> list[str]:
+    """The one numbering of docs/semantics.md: "BOS" for a model's BOS position, then the user's 0, 1, ..."""
+    offset = 1 if isinstance(model.tokens, AlphabetTokens) and model.tokens.bos is not None else 0
+    return ["BOS"] * offset + [str(i) for i in range(len(trace.tokens) - offset)]
+
+
+def _vectors_table(title: str, labels: list[str], tokens, vectors) -> Table:
     table = Table(title=title, title_justify="left", header_style="bold")
     table.add_column("pos", justify="right")
     table.add_column("token")
     table.add_column("value")
-    for i, (t, v) in enumerate(zip(tokens, vectors)):
-        table.add_row(str(i), t if isinstance(t, str) else fmt_vector(t), fmt_vector(v))
+    for label, t, v in zip(labels, tokens, vectors):
+        table.add_row(label, t if isinstance(t, str) else fmt_vector(t), fmt_vector(v))
     return table
 
 
 def print_trace(console: Console, model: Model, arith: Arithmetic, trace: Trace) -> None:
+    labels = position_labels(model, trace)
     console.print(f"[bold]{model.name}[/] — {arith.describe()}")
-    console.print(_vectors_table("embedding", trace.tokens, trace.embedded))
+    console.print(_vectors_table("embedding", labels, trace.tokens, trace.embedded))
     for index, block in enumerate(trace.blocks):
         for h, head in enumerate(block.heads):
             table = Table(title=f"layer {index} head {h}: attention weights (rows: query i, cols: key j)",
                           title_justify="left", header_style="bold")
             table.add_column("i\\j", justify="right")
-            for j in range(len(trace.tokens)):
-                table.add_column(str(j), justify="right")
-            for i, row in enumerate(head.weights):
-                table.add_row(str(i), *[fmt(w) if head.scores[i][j] is not None else "·" for j, w in enumerate(row)])
+            for label in labels:
+                table.add_column(label, justify="right")
+            for label, scores, row in zip(labels, head.scores, head.weights):
+                table.add_row(label, *[fmt(w) if scores[j] is not None else "·" for j, w in enumerate(row)])
             console.print(table)
         if block.after_attention is not None:
-            console.print(_vectors_table(f"layer {index}: after attention", trace.tokens, block.after_attention))
+            console.print(_vectors_table(f"layer {index}: after attention", labels, trace.tokens,
+                                         block.after_attention))
         if block.after_feed_forward is not None:
-            console.print(_vectors_table(f"layer {index}: after feed-forward", trace.tokens, block.after_feed_forward))
+            console.print(_vectors_table(f"layer {index}: after feed-forward", labels, trace.tokens,
+                                         block.after_feed_forward))
     table = Table(title="readout q = u·z", title_justify="left", header_style="bold")
     table.add_column("pos", justify="right")
     table.add_column("q")
-    for i, q in enumerate(trace.readout):
-        table.add_row(str(i), fmt(q))
+    for label, q in zip(labels, trace.readout):
+        table.add_row(label, fmt(q))
     console.print(table)
     if trace.saturations:
         console.print(f"[yellow]{trace.saturations} value(s) saturated to the fixed-point range[/]")
 
 
-def trace_to_json(trace: Trace) -> dict[str, Any]:
+def trace_to_json(trace: Trace, model: Model | None = None) -> dict[str, Any]:
     def vecs(vs):
         return [[str(c) for c in v] for v in vs] if vs is not None else None
 
+    labels = position_labels(model, trace) if model is not None else [str(i) for i in range(len(trace.tokens))]
     return {
+        "positions": [label if label == "BOS" else int(label) for label in labels],
         "tokens": [t if isinstance(t, str) else [str(c) for c in t] for t in trace.tokens],
         "embedded": vecs(trace.embedded),
         "layers": [{

@@ -471,6 +471,9 @@ class _Planner:
         if head.scoring == "softmax" and not self.fixed:
             raise Unsupported("softmax is not exactly representable in exact arithmetic; use arithmetic: "
                               "fixed, or hardmax/uniform scoring")
+        if head.scoring == "softmax" and self.arith.attention_rounding == "rounded-terms":
+            raise Unsupported("rounded-terms softmax (Yang et al.'s rounding) is evaluated by the interpreter "
+                              "and the smt engine only")
         has_bias = head.positional != "standard" and head.rpe_bias is not None
         urpe = head.positional == "urpe" and head.urpe_c is not None
         if head.scoring == "uniform":

@@ -9,13 +9,16 @@ from ..ir import (AlphabetTokens, AttentionLayer, Block, FeedForward, GridTokens
                   matrix, vector, zeros)
 
 
-def relative_table(value: Any) -> RelativeTable | None:
-    """A list [b_-r..b_r] or a mapping {offset: value} (missing offsets inside the radius are 0)."""
+def relative_table(value: Any, neutral: Fraction) -> RelativeTable | None:
+    """A list [t_-r, ..., t_0, ..., t_r] (2r + 1 entries, offsets -r..r), or a mapping {offset: value} whose
+    radius is the largest |offset| given; offsets inside the radius that it leaves out get the table's
+    neutral value (0 for the RPE bias B, 1 for the URPE table C). Offsets beyond the radius clip to the
+    nearest end (docs/semantics.md, "Relative tables")."""
     if value is None:
         return None
     if isinstance(value, dict):
         radius = max((abs(k) for k in value), default=0)
-        return RelativeTable(tuple(Fraction(value.get(k, 0)) for k in range(-radius, radius + 1)))
+        return RelativeTable(tuple(Fraction(value.get(k, neutral)) for k in range(-radius, radius + 1)))
     return RelativeTable(vector(value))
 
 
@@ -28,7 +31,7 @@ def build_head(h: dict[str, Any]) -> Head:
         key_bias=vector(h["key-bias"]) if h["key-bias"] is not None else zeros(key_dim),
         value_bias=vector(h["value-bias"]) if h["value-bias"] is not None else zeros(value_dim),
         scoring=h["scoring"], causal=h["causal"], positional=h["positional"],
-        rpe_bias=relative_table(h["rpe-bias"]), urpe_c=relative_table(h["urpe-c"]),
+        rpe_bias=relative_table(h["rpe-bias"], Fraction(0)), urpe_c=relative_table(h["urpe-c"], Fraction(1)),
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -42,31 +43,34 @@ def _fail_input(message: str, hint: str | None = None) -> None:
 
 
 class _Progress:
-    """Progress of one check: a bar on a terminal (after the first second), a plain line every ``LOG_EVERY``
-    seconds otherwise (CI logs), and nothing with ``--quiet``. Receives ``engines.base.ProgressEvent``s."""
-
-    LOG_EVERY = 10.0
+    """Progress of one check, from ``engines.base.ProgressEvent``s: a bar on a terminal (after the first second),
+    a plain line every 10 seconds otherwise (``VERIFY_TF_PROGRESS_SECONDS``) (CI logs; a heartbeat thread keeps printing the current
+    phase while a long solver query runs), nothing with ``--quiet``."""
 
     def __init__(self, label: str, mode: str):
         self.label, self.mode = label, mode  # mode: bar | log | off
+        self.every = float(os.environ.get("VERIFY_TF_PROGRESS_SECONDS", "10"))  # seconds between log lines
         self.start = time.perf_counter()
-        self.last_line = self.start
         self.progress = None
         self.task = None
-        self.phase = ""
+        self.phase, self.amount = "", ""
+        self.stopped = threading.Event()
+        self.heartbeat = None
+        if mode == "log":
+            self.heartbeat = threading.Thread(target=self._beat, daemon=True)
+            self.heartbeat.start()
+
+    def _beat(self) -> None:
+        while not self.stopped.wait(self.every):
+            if self.phase:
+                err_console.print(f"[{time.perf_counter() - self.start:6.0f} s] {self.label}: {self.phase}"
+                                  f"{self.amount}", highlight=False, markup=False, soft_wrap=True)
 
     def __call__(self, event) -> None:
-        now = time.perf_counter()
         if event.phase:
             self.phase = event.phase
-        if self.mode == "log":
-            if now - self.last_line >= self.LOG_EVERY:
-                self.last_line = now
-                amount = "" if not event.total else f" {event.done:g}/{event.total:g} {event.unit}".rstrip()
-                err_console.print(f"[{now - self.start:6.0f} s] {self.label}: {self.phase}{amount}", highlight=False,
-                                  markup=False, soft_wrap=True)
-            return
-        if self.mode != "bar" or now - self.start < 1.0:
+        self.amount = "" if not event.total else f" ({event.done:g}/{event.total:g} {event.unit})".replace(" )", ")")
+        if self.mode != "bar" or time.perf_counter() - self.start < 1.0:
             return
         if self.progress is None:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -79,6 +83,9 @@ class _Progress:
                              description=f"{self.label}: {self.phase}"[:100])
 
     def close(self) -> None:
+        self.stopped.set()
+        if self.heartbeat is not None:
+            self.heartbeat.join()
         if self.progress is not None:
             self.progress.stop()
 
@@ -166,7 +173,8 @@ def main() -> None:
 
 @main.command()
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--engine", type=click.Choice(["auto", "interpret", "enumerate", "smt", "search", "architecture"]),
+@click.option("--engine", type=click.Choice(["auto", "interpret", "enumerate", "smt", "search", "architecture",
+                                              "counting"]),
               help="Override every property's engine (properties that cannot use it keep their own choice).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
               help="Seconds per property, encoding and solving included (overrides the spec).")
@@ -334,7 +342,7 @@ def run(spec_path, input_text, as_json) -> None:
     except (UnsupportedInMode, ValueError) as exc:
         _fail_input(str(exc))
     if as_json:
-        click.echo(json.dumps(trace_to_json(trace), indent=2))
+        click.echo(json.dumps(trace_to_json(trace, spec.model), indent=2))
     else:
         print_trace(console, spec.model, spec.arithmetic, trace)
 

@@ -17,7 +17,7 @@ from typing import Sequence
 from .. import __version__
 from ..numbers import fmt, fmt_vector
 from .replay import (Explained, RoleTrace, differing_cells, differing_weights, focus_collision, focus_rows, stages,
-                     trace_alignment)
+                     trace_alignment, witness_table)
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5rem; color: #1d1d1f; }
@@ -116,7 +116,8 @@ def _stage_table(role: RoleTrace, vectors, marked: set[tuple[int, int]], collisi
         else:
             value = _vector_html(vector, i, marked)
         css = ' class="focus"' if i in focus else ""
-        rows.append(f"<tr{css}><td>{i}</td><td class=\"token\">{_e(_token_text(token))}</td><td>{value}</td></tr>")
+        label = role.labels[i] if i < len(role.labels) else str(i)
+        rows.append(f"<tr{css}><td>{label}</td><td class=\"token\">{_e(_token_text(token))}</td><td>{value}</td></tr>")
     rows.append("</table>")
     return "".join(rows)
 
@@ -130,6 +131,13 @@ def _section(item: Explained, number: int) -> str:
            f"<h2>{_e(item.spec_path)}: {_e(item.property)} — refuted</h2>",
            f'<p class="summary">{_e(item.summary)}</p>']
     out += [f'<p class="note">{_e(note)}</p>' for note in item.notes]
+    table = witness_table(item.counterexample)
+    if table is not None:
+        columns, rows = table
+        out.append("<h3>the property's trace (from the witness)</h3><table><tr>"
+                   + "".join(f"<th>{_e(c)}</th>" for c in columns) + "</tr>"
+                   + "".join("<tr>" + "".join(f"<td>{_e(x)}</td>" for x in row) + "</tr>" for row in rows)
+                   + "</table>")
     replayed = [r for r in item.roles if r.trace is not None]
     out += [f'<p class="note">{_e(r.problem)}</p>' for r in item.roles if r.problem is not None]
     if replayed:
@@ -191,7 +199,7 @@ def _heatmaps_html(roles: list[RoleTrace], mappings: list[dict[int, int]], layer
         for role, mapping in zip(roles, mappings):
             head = role.trace.blocks[layer].heads[h]
             differs = differing_weights(first_weights, head.weights, mapping) if role is not first else set()
-            labels = [str(i) for i in range(len(role.trace.tokens))]
+            labels = role.labels
             svg = heatmap_svg(head.scores, head.weights, labels, differs,
                               f"{role.role}: layer {layer} head {h} attention weights")
             out.append(f'<div class="role"><h4>{_e(role.role)}</h4>{svg}</div>')

@@ -41,6 +41,12 @@ class RoleTrace:
         """Trace positions before the first user token (1 with a BOS token)."""
         return len(self.trace.tokens) - len(self.tokens) if self.trace is not None and self.tokens is not None else 0
 
+    @property
+    def labels(self) -> list[str]:
+        """Each trace position's name in the one numbering (docs/semantics.md): "BOS", then 0, 1, ..."""
+        total = len(self.trace.tokens) if self.trace is not None else 0
+        return ["BOS"] * self.offset + [str(i) for i in range(total - self.offset)]
+
 
 @dataclass
 class Explained:
@@ -181,6 +187,32 @@ def _unreplayed(verdict: Verdict, problem: str) -> Explained:
     return Explained(spec_path=verdict.spec, property=verdict.property, index=verdict.index,
                      summary=str(counterexample.get("summary") or verdict.detail), counterexample=counterexample,
                      notes=[problem])
+
+
+# ---------------------------------------------------------------- the property's own trace (both renderers)
+
+def witness_table(counterexample: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
+    """The witness's ``trace`` rows (a property's own per-position table, e.g. the RASP or C-RASP program's
+    values beside the model's decoded output) as columns and text rows; nested mappings become
+    ``key.sub`` columns. None when the witness has no such table."""
+    rows = counterexample.get("trace")
+    if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
+        return None
+    flat = []
+    for row in rows:
+        cells: dict[str, str] = {}
+        for key, value in row.items():
+            if isinstance(value, dict):
+                cells.update({f"{key}.{sub}": _text(v) for sub, v in value.items()})
+            else:
+                cells[str(key)] = _text(value)
+        flat.append(cells)
+    columns = list(dict.fromkeys(key for cells in flat for key in cells))
+    return columns, [[cells.get(c, "") for c in columns] for cells in flat]
+
+
+def _text(value: Any) -> str:
+    return "None" if value is None else str(value)
 
 
 # ---------------------------------------------------------------- comparing aligned traces (both renderers)

@@ -11,7 +11,8 @@ from rich.table import Table
 
 from ..numbers import fmt, fmt_vector
 from ..trace_view import print_trace
-from .replay import Explained, RoleTrace, differing_cells, focus_collision, focus_rows, stages, trace_alignment
+from .replay import (Explained, RoleTrace, differing_cells, focus_collision, focus_rows, stages, trace_alignment,
+                     witness_table)
 
 
 def _token_text(token) -> str:
@@ -71,6 +72,15 @@ def print_explained(console: Console, item: Explained) -> None:
     console.print(f"[bold]witness:[/] {item.summary}", highlight=False)
     for note in item.notes:
         console.print(f"[yellow]note:[/] {note}", highlight=False)
+    table = witness_table(item.counterexample)
+    if table is not None:
+        columns, rows = table
+        shown = Table(title="the property's trace (from the witness)", title_justify="left", header_style="bold")
+        for column in columns:
+            shown.add_column(column)
+        for row in rows:
+            shown.add_row(*row)
+        console.print(shown)
     if item.model is None or not item.roles:
         console.print(json.dumps(item.counterexample, indent=2, default=str), highlight=False)
         return

@@ -21,7 +21,7 @@ import dataclasses
 import importlib
 import pkgutil
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..domain import Domain
 from ..engines.base import Task
@@ -77,6 +77,23 @@ class Property:
 def bos_offset(model: Model) -> int:
     """1 when the model prepends a BOS token (stream position 0), else 0."""
     return 1 if isinstance(model.tokens, AlphabetTokens) and model.tokens.bos is not None else 0
+
+
+BOS = "BOS"  # how witnesses name the BOS position (user positions are 0, 1, ... as the user wrote the input)
+
+
+def compared_positions(model: Model, length: int, include_bos: bool,
+                       chosen: Sequence[int] | None = None) -> list[tuple[int | str, int]]:
+    """(witness label, stream index) of the positions a property compares, in stream order.
+
+    The one numbering of docs/semantics.md ("Positions"): user positions 0..length-1 as the user wrote the input
+    (``chosen`` may pick some, negative ones counting from the end: -1 is the last), and the BOS position,
+    named "BOS", only when ``include_bos`` (and the model has one).
+    """
+    offset = bos_offset(model)
+    users = range(length) if chosen is None else sorted({p % length for p in chosen if -length <= p < length})
+    labelled: list[tuple[int | str, int]] = [(BOS, 0)] if include_bos and offset else []
+    return labelled + [(p, p + offset) for p in users]
 
 
 def require(condition: bool, key: str, message: str, hint: str | None = None) -> None:

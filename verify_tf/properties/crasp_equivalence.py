@@ -1,9 +1,11 @@
 """Property ``crasp-equivalence``: the model decides exactly what a C-RASP program decides, on every string.
 
-Options: ``program`` (a ``.cr`` file, relative to the spec), ``mode``, ``threshold`` (and, for ``smt``,
-``queries``). The model **accepts at position i iff its readout q_i = u·z_i exceeds ``threshold``** (default 0;
-the C-RASP compiler builds models with q ≥ 1 on acceptance and q ≤ 0 otherwise). Positions are those of the
-word, 1..n; with a BOS token, position i of the word is position i of the model's stream (BOS is 0).
+Options: ``program`` (a ``.cr`` file, relative to the spec), ``mode``, ``threshold``, ``lengths`` (and, for
+``smt``, ``queries``). The model **accepts at position i iff its readout q_i = u·z_i exceeds ``threshold``**
+(default 0; the C-RASP compiler builds models with q ≥ 1 on acceptance and q ≤ 0 otherwise). The decision at
+a position is the decision on the prefix that ends there. Witnesses number positions as everywhere in
+verify-tf: 0 is the word's first letter (the prefix of length 1), and "BOS" names the decision on the empty
+prefix.
 
 * ``mode: accept``: for every string w of the domain, the model accepts at the last position of w iff the
   program accepts w. The empty word (``min-length: 0``) is rejected by the program; a model with BOS decides
@@ -18,6 +20,12 @@ length are examined, each standing for all its prefixes, and a disagreement is r
 disagreeing string (the scan of the shorter strings is the driver's minimisation). A counterexample names the
 string, the position, both outputs, and a trace with the program's definitions and the model's readout side
 by side at every position.
+
+``lengths: all`` claims the same for strings of every length (the domain's alphabet and min-length; its
+max-length bounds the first, exhaustive part only) and is decided by the ``counting`` engine, which also decides
+the domain alone (``lengths: domain``) over count vectors instead of strings. It sees the program as a counter
+machine (``crasp.machine``) through ``counting_goal``; its counterexamples are replayed by ``violation`` like every
+other engine's.
 """
 
 from __future__ import annotations
@@ -36,9 +44,10 @@ from ..crasp.arrays import program_outputs_batched
 from ..crasp.ast import CraspError, Program, format_alphabet
 from ..crasp.formulas import program_outputs_symbolic
 from ..crasp.interpreter import run_program
+from ..crasp.machine import ProgramMachine
 from ..crasp.parser import load_program
 from ..domain import Domain, StringDomain
-from ..engines.base import QueryPlan, Task, Witness
+from ..engines.base import CountingGoal, QueryPlan, Task, Witness
 from ..ir import AlphabetTokens, Model
 from ..schema.dsl import Context, Field, FilePath, Number, Obj, String
 from ..schema.yamlnodes import Node
@@ -49,9 +58,10 @@ from ..symbolic.inputs import input_for_length
 from ..symbolic.solve import Query
 from ..symbolic.values import Sym
 from ..witness import input_to_json
-from .base import Property, bos_offset, require, typed
+from .base import BOS, Property, bos_offset, require, typed
 
 MODES = ("accept", "prefix")
+LENGTHS = ("domain", "all")
 
 
 class ProgramFile(FilePath):
@@ -74,6 +84,16 @@ class Options:
     mode: str = "accept"
     threshold: Fraction = Fraction(0)
     queries: str = "one"
+    lengths: str = "domain"
+
+
+def position_label(prefix: int) -> int | str:
+    """The witness's name for the decision on the prefix of this length: its last letter's position, or BOS."""
+    return BOS if prefix == 0 else prefix - 1
+
+
+def prefix_length(label: int | str) -> int:
+    return 0 if label == BOS else int(label) + 1
 
 
 def all_causal(model: Model) -> bool:
@@ -101,8 +121,14 @@ class CraspEquivalence(Property):
         "queries": Field(String("smt engine, causal models: one query on the longest strings covering every "
                                 "position (measured faster), or one query per length", ("one", "per-length")),
                          default="one"),
+        "lengths": Field(String("domain: the strings of the domain; all: every length (engine counting: the "
+                                "domain's lengths by counting, then induction over positions)", LENGTHS),
+                         default="domain"),
     }, check=typed(Options))
-    engines = ("enumerate", "interpret", "smt")
+    engines = ("enumerate", "interpret", "smt", "counting")
+
+    def engines_for(self, options: Options) -> tuple[str, ...]:
+        return ("counting",) if options.lengths == "all" else self.engines
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         require(isinstance(model.tokens, AlphabetTokens) and isinstance(domain, StringDomain), "",
@@ -114,7 +140,7 @@ class CraspEquivalence(Property):
                 f"alphabet {format_alphabet(program.alphabet)}")
 
     def statistics(self, task: Task) -> dict:
-        return {"domain_size": task.domain.size(), "causal_prefixes": all_causal(task.model)}
+        return {"domain_size": _size(task.domain), "causal_prefixes": all_causal(task.model)}
 
     def program(self, task: Task) -> Program:
         return _program(task.options.program)
@@ -137,8 +163,8 @@ class CraspEquivalence(Property):
         if task.options.mode == "accept":
             shorter = tuple(range(domain.min_length, len(witness["string"])))
             return InputSpace(domain, only_lengths=shorter) if shorter else None
-        position = witness["position"]
-        return InputSpace(StringDomain(domain.alphabet, 1, position - 1)) if position > 1 else None
+        prefix = prefix_length(witness["position"])
+        return InputSpace(StringDomain(domain.alphabet, 1, prefix - 1)) if prefix > 1 else None
 
     # -- both sides on one word, on the interpreters
     def decisions(self, task: Task, program: Program, word: str) -> tuple[list[bool], list[bool], Any, Any]:
@@ -166,18 +192,19 @@ class CraspEquivalence(Property):
         model_side, program_side, trace, program_trace = self.decisions(task, program, word)
         offset = bos_offset(task.model)
         readout = [trace.readout[i - 1 + offset] if i - 1 + offset >= 0 else None for i in range(len(word) + 1)]
-        rows = [{"position": i, "letter": word[i - 1],
+        rows = [{"position": i - 1, "letter": word[i - 1],
                  "program": {name: _plain(program_trace.values[name][i - 1]) for name in program.names},
                  "program_output": program_side[i], "model_readout": str(readout[i]), "model_output": model_side[i]}
                 for i in range(1, len(word) + 1)]
         verb = {True: "accepts", False: "rejects"}
         shown = readout[position] if readout[position] is not None else "none (no BOS)"
         threshold = task.options.threshold
-        return {"string": word, "input": input_to_json(tuple(word)), "position": position,
+        label = position_label(position)
+        return {"string": word, "input": input_to_json(tuple(word)), "position": label,
                 "mode": task.options.mode, "program_output": program_side[position],
                 "model_output": model_side[position], "model_readout": str(shown), "threshold": str(threshold),
                 "trace": rows,
-                "summary": f"string {word!r} at position {position}: the program {verb[program_side[position]]}, "
+                "summary": f"string {word!r} at position {label}: the program {verb[program_side[position]]}, "
                            f"the model {verb[model_side[position]]} (readout {shown}, accepts iff > {threshold})"}
 
     # -- enumerate: the model's decisions and the program's arrays on the same rows
@@ -221,23 +248,51 @@ class CraspEquivalence(Property):
     def replay_query(self, task: Task, plan: QueryPlan, decoded: Any) -> Witness | None:
         return self.violation(task, decoded[0])
 
+    # -- counting: the program as a counter machine over its counts (crasp.machine)
+    def counting_goal(self, task: Task) -> CountingGoal:
+        """Model and program agree on every checked prefix: in accept mode those of length p >= min-length
+        (each a word of the domain, decided at its last position: the counting class is causal); in prefix
+        mode every prefix of length p >= 1."""
+        domain: StringDomain = task.domain
+        first = 1 if task.options.mode == "prefix" else domain.min_length
+        return CountingGoal(_machine(task.options.program), domain.alphabet, task.options.threshold, first,
+                            domain.max_length, task.options.lengths == "all")
+
     def describe_proof(self, task: Task, engine: str, default: str, statistics: dict) -> str:
         domain: StringDomain = task.domain
         where = "the last position" if task.options.mode == "accept" else "every position"
-        if engine == "smt":
+        if engine == "counting" and task.options.lengths == "all":
+            first = 1 if task.options.mode == "prefix" else max(domain.min_length, 0)
+            return (f"every string over {{{', '.join(domain.alphabet)}}} of every length >= {first} agrees with "
+                    f"{Path(task.options.program).name} at {where} ({default})")
+        if engine in ("smt", "counting"):
             how = default
         elif all_causal(task.model) and len(domain.lengths) > 1:
             how = f"{statistics.get('space_size')} of length {domain.max_length} evaluated, causal: shorter ones " \
                   "are prefixes"
         else:
             how = f"{statistics.get('space_size')} evaluated"
-        return (f"{domain.size()} strings of length {domain.min_length}..{domain.max_length} agree with "
+        return (f"{_size(domain)} strings of length {domain.min_length}..{domain.max_length} agree with "
                 f"{Path(task.options.program).name} at {where} ({how})")
+
+
+def _size(domain: StringDomain) -> int | str:
+    """The number of strings; beyond 18 digits "about 10^k" (the counting engine reaches lengths whose
+    string counts have thousands of digits, more than Python prints or JSON holds)."""
+    size = domain.size()
+    if size < 10 ** 18:
+        return size
+    return f"about 10^{int(size.bit_length() * math.log10(2))}"
 
 
 @lru_cache(maxsize=32)
 def _program(path: Path) -> Program:
     return load_program(path)
+
+
+@lru_cache(maxsize=32)
+def _machine(path: Path) -> ProgramMachine:
+    return ProgramMachine(_program(path))
 
 
 def _plain(value: Any) -> Any:

@@ -2,8 +2,8 @@
 
 Option ``model:`` is a second model section (inline, file, random or construct, exactly as the top-level
 ``model:``); ``on: output`` compares the full final streams (same width needed), ``on: readout`` only the
-readouts q. Both models run in the spec's arithmetic. Witness: the input, the first differing position and
-both values. The SMT query is a miter: both networks encoded on the same symbolic input, "some observed value
+readouts q, at the user's positions (and at the BOS position with ``include-bos: true``). Both models run in
+the spec's arithmetic. Witness: the input, the first differing position and both values. The SMT query is a miter: both networks encoded on the same symbolic input, "some observed value
 differs"; unsat proves equivalence.
 """
 
@@ -20,13 +20,13 @@ from ..domain import Domain, format_input
 from ..engines.base import QueryPlan, Task, Witness
 from ..ir import AlphabetTokens, Model
 from ..numbers import fmt, fmt_vector
-from ..schema.dsl import Field, ModelSection, Obj, String
+from ..schema.dsl import Boolean, Field, ModelSection, Obj, String
 from ..semantics import Arithmetic, evaluate
 from ..symbolic.encoder import encode_model
 from ..symbolic.inputs import input_for_length
 from ..symbolic.solve import Query
 from ..witness import input_to_json
-from .base import Property, require, typed
+from .base import Property, compared_positions, require, typed
 
 ON = ("output", "readout")
 
@@ -35,10 +35,16 @@ ON = ("output", "readout")
 class Options:
     model: Model
     on: str = "output"
+    include_bos: bool = False
 
 
 def observed(options: Options, trace) -> list[tuple]:
+    """Per stream position (BOS included): the readout as a 1-vector, or the final stream column."""
     return [(q,) for q in trace.readout] if options.on == "readout" else list(trace.output)
+
+
+def compared(task: Task, length: int) -> list[tuple[int | str, int]]:
+    return compared_positions(task.model, length, task.options.include_bos)
 
 
 def cross_scaled(values: Any, other_den: int) -> np.ndarray:
@@ -59,6 +65,8 @@ class EquivalentTo(Property):
         "model": Field(ModelSection("the model to compare with (inline, file, random or construct)"), required=True),
         "on": Field(String("compare the full final stream ('output') or only the readout q ('readout')", ON),
                     default="output"),
+        "include-bos": Field(Boolean("also compare the BOS position (the user's positions are always compared)"),
+                             default=False),
     }, check=typed(Options))
     engines = ("enumerate", "interpret", "search", "smt")
 
@@ -75,7 +83,8 @@ class EquivalentTo(Property):
                     "alphabet" if missing else "")
         else:
             require(other.tokens.dim == model.tokens.dim, "model",
-                    f"grid tokens of dimension {model.tokens.dim} and {other.tokens.dim}")
+                    f"grid tokens of dimension {model.tokens.dim} and {other.tokens.dim}",
+                    "both models must read the same inputs")
         require(options.on != "output" or model.dim == other.dim, "on",
                 f"on: output compares streams of width {model.dim} and {other.dim}", "use on: readout")
         longest = len(other.prepare_input(["?"] * max(domain.lengths)))
@@ -86,14 +95,15 @@ class EquivalentTo(Property):
         options: Options = task.options
         ours = observed(options, evaluate(task.model, task.arithmetic, tokens))
         theirs = observed(options, evaluate(options.model, task.arithmetic, tokens))
-        if ours == theirs:
+        differing = [(label, p) for label, p in compared(task, len(tokens)) if ours[p] != theirs[p]]
+        if not differing:
             return None
-        p = next(i for i in range(len(ours)) if ours[i] != theirs[i])
+        label, p = differing[0]
         a, b = (fmt(ours[p][0]), fmt(theirs[p][0])) if options.on == "readout" else \
             (fmt_vector(ours[p]), fmt_vector(theirs[p]))
-        return {"input": input_to_json(tokens), "position": p, "value": [str(x) for x in ours[p]],
+        return {"input": input_to_json(tokens), "position": label, "value": [str(x) for x in ours[p]],
                 "other_value": [str(x) for x in theirs[p]],
-                "summary": f"X = {format_input(tokens)}: at position {p} the model gives {a}, the other model {b}"}
+                "summary": f"X = {format_input(tokens)}: at position {label} the model gives {a}, the other model {b}"}
 
     # -- enumerate / search: both models on the same rows, compared exactly
     def batched_check(self, task: Task, evaluators: Any, length: int) -> None:
@@ -104,8 +114,9 @@ class EquivalentTo(Property):
         layer = task.options.on
         ours = evaluators.of().values(rows, layer)
         theirs = evaluators.of(task.options.model).values(rows, layer)
-        differs = (cross_scaled(ours, theirs.den) != cross_scaled(theirs, ours.den)).reshape(len(rows), -1)
-        return differs.any(axis=1), {}
+        columns = [p for _, p in compared(task, rows.shape[1])]
+        differs = cross_scaled(ours, theirs.den)[:, columns] != cross_scaled(theirs, ours.den)[:, columns]
+        return differs.reshape(len(rows), -1).any(axis=1), {}
 
     # -- smt: a miter per length
     def smt_queries(self, task: Task) -> list[QueryPlan]:
@@ -116,11 +127,10 @@ class EquivalentTo(Property):
         inp = input_for_length(task.domain, plan.key[0], builder)
         ours = encode_model(task.model, task.arithmetic, inp, builder)
         theirs = encode_model(options.model, task.arithmetic, inp, builder)
-        if options.on == "readout":
-            differs = [builder.ne(a, b) for a, b in zip(ours.readout, theirs.readout)]
-        else:
-            differs = [builder.ne(a, b) for va, vb in zip(ours.output, theirs.output) for a, b in zip(va, vb)]
-        return Query(builder.assertions + [z3.Or(differs)], [inp], builder.stats)
+        a_side = [(q,) for q in ours.readout] if options.on == "readout" else ours.output
+        b_side = [(q,) for q in theirs.readout] if options.on == "readout" else theirs.output
+        differs = [builder.ne(a, b) for _, p in compared(task, plan.key[0]) for a, b in zip(a_side[p], b_side[p])]
+        return Query(builder.assertions + [z3.Or(differs) if differs else z3.BoolVal(False)], [inp], builder.stats)
 
     def replay_query(self, task: Task, plan: QueryPlan, decoded: Any) -> Witness | None:
         return self.violation(task, decoded[0])

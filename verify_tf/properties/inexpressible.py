@@ -176,8 +176,9 @@ class Inexpressible(Property):
         tried = [f"induction over layers, n = {len(witness)}: {failed}"]
         if not result.rows_sum_to_one:
             return Conclusion(UNKNOWN, "induction", f"ε* = {fmt(eps)} at {shown}, but (b) is not provable with "
-                              f"per-probability rounding (rows need not sum to 1: {failed}); see position-blind "
-                              "(scope: model) for this model's ε", statistics=stats, tried=tried)
+                              f"{task.arithmetic.attention_rounding} rounding (a head output is no average of its "
+                              f"values: {failed}); see position-blind (scope: model) for this model's ε",
+                              statistics=stats, tried=tried)
         for step in result.failing:
             member, exact = self.member(task, step, witness, values, deadline)
             if member is None:

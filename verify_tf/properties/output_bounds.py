@@ -1,8 +1,10 @@
 """Property ``output-bounds``: for every input of the domain, the readout q_i = u·z_i lies in [lo, hi].
 
-``positions`` index the stream the network sees (with a BOS token, position 0 is BOS); negative positions
-count from the end (-1 = last), so one spec covers every length of a string domain. Witness: the input, the
-position and the value found there. The exhaustive engines also report the exact readout range they saw.
+``positions`` are the user's positions (0 = the first token of the input; negative positions count from the
+end, -1 = the last, so one spec covers every length of a string domain). A model's BOS position is checked
+only with ``include-bos: true`` (witnesses name it "BOS"). The empty input has no user position: it satisfies
+any bound unless its BOS is included. Witness: the input, the position and the value found there. The
+exhaustive engines also report the exact readout range they saw.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import z3
 from ..domain import format_input
 from ..engines.base import QueryPlan, Task, Witness
 from ..numbers import fmt
-from ..schema.dsl import Field, Integer, ListOf, Number, Obj
+from ..schema.dsl import Boolean, Field, Integer, ListOf, Number, Obj
 from ..schema.errors import OptionError
 from ..semantics import evaluate
 from ..symbolic.encoder import encode_model
@@ -26,7 +28,7 @@ from ..symbolic.inputs import input_for_length
 from ..symbolic.solve import Query
 from ..symbolic.values import Sym
 from ..witness import input_to_json
-from .base import Property, typed
+from .base import Property, bos_offset, compared_positions, typed
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class Options:
     lo: Fraction | None = None
     hi: Fraction | None = None
     positions: tuple[int, ...] | None = None
+    include_bos: bool = False
 
     def __post_init__(self) -> None:
         if self.lo is None and self.hi is None:
@@ -48,11 +51,9 @@ class Options:
         return f"[{fmt(self.lo) if self.lo is not None else '-inf'}, {fmt(self.hi) if self.hi is not None else 'inf'}]"
 
 
-def checked_positions(options: Options, length: int) -> list[int]:
-    """Positions of the network's stream (BOS included) that the property constrains."""
-    if options.positions is None:
-        return list(range(length))
-    return sorted({p % length for p in options.positions if -length <= p < length})
+def checked(task: Task, length: int) -> list[tuple[int | str, int]]:
+    """(witness label, stream index) of the positions the bound constrains on inputs of ``length`` tokens."""
+    return compared_positions(task.model, length, task.options.include_bos, task.options.positions)
 
 
 def _threshold(threshold: int, numerators: np.ndarray) -> int:
@@ -69,19 +70,20 @@ class OutputBounds(Property):
     options = Obj({
         "lo": Field(Number("smallest allowed readout value")),
         "hi": Field(Number("largest allowed readout value")),
-        "positions": Field(ListOf(Integer("a position; negative counts from the end"),
+        "positions": Field(ListOf(Integer("a user position (0 = the first token); negative counts from the end"),
                                   "positions to check (default: all)")),
+        "include-bos": Field(Boolean("also bound the readout at the model's BOS position"), default=False),
     }, "readout bounds", check=typed(Options))
     engines = ("enumerate", "interpret", "search", "smt")
 
     def violation(self, task: Task, tokens: tuple) -> Witness | None:
         options: Options = task.options
         readout = evaluate(task.model, task.arithmetic, tokens).readout
-        for p in checked_positions(options, len(readout)):
+        for label, p in checked(task, len(tokens)):
             if options.outside(readout[p]):
-                return {"input": input_to_json(tokens), "position": p, "value": str(readout[p]),
-                        "readout": [str(q) for q in readout],
-                        "summary": f"X = {format_input(tokens)}: q at position {p} is {fmt(readout[p])}, "
+                return {"input": input_to_json(tokens), "position": label, "value": str(readout[p]),
+                        "readout": [str(q) for q in readout[bos_offset(task.model):]],
+                        "summary": f"X = {format_input(tokens)}: q at position {label} is {fmt(readout[p])}, "
                                    f"outside {options.shown()}"}
         return None
 
@@ -92,7 +94,7 @@ class OutputBounds(Property):
     def batched_violations(self, task: Task, evaluators: Any, rows: np.ndarray) -> tuple[np.ndarray, dict]:
         options: Options = task.options
         values = evaluators.of().values(rows, "readout")
-        columns = checked_positions(options, values.numerators.shape[1])
+        columns = [p for _, p in checked(task, rows.shape[1])]
         if not columns:
             return np.zeros(len(rows), dtype=bool), {}
         picked = values.numerators[:, columns]
@@ -114,12 +116,12 @@ class OutputBounds(Property):
         inp = input_for_length(task.domain, plan.key[0], builder)
         readout = encode_model(task.model, task.arithmetic, inp, builder).readout
         outside = []
-        for p in checked_positions(options, len(readout)):
+        for _, p in checked(task, plan.key[0]):
             if options.lo is not None:
                 outside.append(z3.Not(builder.ge(readout[p], Sym.const(options.lo))))
             if options.hi is not None:
                 outside.append(z3.Not(builder.ge(Sym.const(options.hi), readout[p])))
-        return Query(builder.assertions + [z3.Or(outside)], [inp], builder.stats)
+        return Query(builder.assertions + [z3.Or(outside) if outside else z3.BoolVal(False)], [inp], builder.stats)
 
     def replay_query(self, task: Task, plan: QueryPlan, decoded: Any) -> Witness | None:
         return self.violation(task, decoded[0])

@@ -2,7 +2,8 @@
 
 Adjacent transpositions generate the symmetric group, so f(τX) = τ f(X) for every adjacent transposition τ
 and every X (the domain is closed under permutation) is equivalent. With a BOS token the BOS position stays
-first; only the user's positions are permuted.
+first; only the user's positions are permuted, and the outputs compared are the user's (the BOS output too with
+``include-bos: true``: it must then not depend on the order of the tokens).
 
 Per input the check needs two evaluations, not n: with S = sort(X) and X = ρS, the property holds on the
 whole domain iff for every X both (a) f(X) = ρ f(S) and (b) f(S)_k = f(S)_{k+1} wherever S_k = S_{k+1}.
@@ -25,18 +26,19 @@ import z3
 from ..domain import format_input
 from ..engines.base import QueryPlan, Task, Witness
 from ..numbers import fmt_vector
-from ..schema.dsl import Field, Obj, String
+from ..schema.dsl import Boolean, Field, Obj, String
 from ..semantics import evaluate
 from ..symbolic.encoder import encode_model
 from ..symbolic.inputs import input_for_length, permuted
 from ..symbolic.solve import Query
 from ..witness import input_to_json, vectors_to_json
-from .base import Property, bos_offset, typed
+from .base import Property, bos_offset, compared_positions, typed
 
 
 @dataclass(frozen=True)
 class Options:
     on: str = "output"
+    include_bos: bool = False
 
 
 def swap(tokens: tuple, k: int) -> tuple:
@@ -50,12 +52,18 @@ def transposed(values: list, k: int, offset: int) -> list:
     return out
 
 
+def compared(task: Task, length: int) -> list[tuple[int | str, int]]:
+    return compared_positions(task.model, length, task.options.include_bos)
+
+
 class PermutationEquivariance(Property):
     name = "permutation-equivariance"
     summary = "f(πX) = πf(X) for every input X in the domain (checked on adjacent transpositions)"
     options = Obj({
         "on": Field(String("compare the full final stream ('output') or only the readout q ('readout')",
                            ("output", "readout")), default="output"),
+        "include-bos": Field(Boolean("also require the BOS output to be the same for every order of the tokens"),
+                             default=False),
     }, check=typed(Options))
     engines = ("enumerate", "interpret", "search", "smt")
 
@@ -68,13 +76,14 @@ class PermutationEquivariance(Property):
         offset = bos_offset(task.model)
         swapped = swap(tokens, k)
         out_y, expected = self.observed(task, swapped), transposed(self.observed(task, tokens), k, offset)
-        if out_y == expected:
+        differing = [(label, p) for label, p in compared(task, len(tokens)) if out_y[p] != expected[p]]
+        if not differing:
             return None
-        p = next(i for i in range(len(out_y)) if out_y[i] != expected[i])
+        label, p = differing[0]
         return {"input": input_to_json(tokens), "transposition": [k, k + 1], "permuted_input": input_to_json(swapped),
-                "position": p - offset, "f_of_permuted": vectors_to_json(out_y),
-                "permuted_f": vectors_to_json(expected),
-                "summary": f"X = {format_input(tokens)}, swap positions {k},{k + 1}: at position {p - offset} "
+                "position": label, "f_of_permuted": vectors_to_json(out_y[offset:]),
+                "permuted_f": vectors_to_json(expected[offset:]),
+                "summary": f"X = {format_input(tokens)}, swap positions {k},{k + 1}: at position {label} "
                            f"f(τX) = {fmt_vector(out_y[p])} but τf(X) = {fmt_vector(expected[p])}"}
 
     def violation(self, task: Task, tokens: tuple) -> Witness | None:
@@ -88,7 +97,7 @@ class PermutationEquivariance(Property):
                 return self.swap_violation(task, ordered, k)
         f_x = self.observed(task, tokens)
         expected = f_s[:offset] + [f_s[offset + order.index(p)] for p in range(len(tokens))]
-        if f_x == expected:
+        if all(f_x[p] == expected[p] for _, p in compared(task, len(tokens))):
             return None
         current, ranks = tuple(tokens), [order.index(p) for p in range(len(tokens))]
         for _ in range(len(ranks)):  # (a): some swap on the bubble-sort path from X to S breaks equivariance
@@ -111,7 +120,9 @@ class PermutationEquivariance(Property):
         f_x, f_s = both[: len(rows)], both[len(rows):]
         rank = np.argsort(order, axis=1)  # X's position p holds S's token at position rank[p]
         expected = np.take_along_axis(f_s[:, offset:], rank[..., None], axis=1)
-        mismatch = (f_x[:, offset:] != expected).any(axis=(1, 2)) | (f_x[:, :offset] != f_s[:, :offset]).any(axis=(1, 2))
+        mismatch = (f_x[:, offset:] != expected).any(axis=(1, 2))
+        if task.options.include_bos:
+            mismatch |= (f_x[:, :offset] != f_s[:, :offset]).any(axis=(1, 2))
         equal_tokens = sorted_rows[:, 1:] == sorted_rows[:, :-1]
         changed = (f_s[:, offset + 1:] != f_s[:, offset:-1]).any(axis=2)
         return mismatch | (equal_tokens & changed).any(axis=1), {}
@@ -128,12 +139,14 @@ class PermutationEquivariance(Property):
         outputs = values.numerators if values.numerators.ndim == 3 else values.numerators[..., None]
         base = outputs[:count]
         gap, violated = np.zeros(count), np.zeros(count, dtype=bool)
+        columns = [p for _, p in compared(task, n)]
         for k in range(n - 1):
             expected = base.copy()
             expected[:, [offset + k, offset + k + 1]] = expected[:, [offset + k + 1, offset + k]]
             permuted_out = outputs[(k + 1) * count:(k + 2) * count]
-            violated |= (permuted_out != expected).any(axis=(1, 2))
-            gap = np.maximum(gap, np.abs(permuted_out.astype(np.float64) - expected).max(axis=(1, 2)) / values.den)
+            violated |= (permuted_out[:, columns] != expected[:, columns]).any(axis=(1, 2))
+            gap = np.maximum(gap, np.abs(permuted_out[:, columns].astype(np.float64) - expected[:, columns])
+                             .max(axis=(1, 2)) / values.den)
         return gap, violated
 
     # -- smt: X and τ_k X on the same symbolic variables, one query per length and transposition
@@ -151,7 +164,7 @@ class PermutationEquivariance(Property):
         else:
             obs_x, obs_y = f_x.output, f_y.output
         expected = transposed(obs_x, k, offset)
-        differs = [builder.ne(a, b) for va, vb in zip(obs_y, expected) for a, b in zip(va, vb)]
+        differs = [builder.ne(a, b) for _, p in compared(task, length) for a, b in zip(obs_y[p], expected[p])]
         return Query(builder.assertions + [z3.Or(differs)], [inp], builder.stats)
 
     def replay_query(self, task: Task, plan: QueryPlan, decoded: Any) -> Witness | None:

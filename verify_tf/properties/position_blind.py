@@ -28,7 +28,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..domain import Domain, format_input
-from ..engines.architecture import MAX_LENGTH, Conclusion, InductionResult, describe_class, separate_positions
+from ..engines.architecture import (MAX_LENGTH, Conclusion, InductionResult, deeper_layers_add_no_query,
+                                    describe_class, separate_positions)
 from ..engines.base import Task, Witness
 from ..ir import Model, Vector
 from ..ir.plain import model_to_dict
@@ -207,12 +208,20 @@ class PositionBlind(Property):
                 continue
             stats["length"] = n
             failed = "; ".join(f"{s.name}: {s.status}" + (f" ({s.note})" if s.note else "") for s in result.failing)
+            own = None if model_scope else self.own_separation(task, n)
+            if own is not None and not result.rows_sum_to_one:
+                # the solver cannot build members for this rounding, but the spec's own model is a member of the
+                # class: when it separates positions, so does the class
+                return Conclusion(REFUTED, "induction + this model", f"the class is not position-blind: this model, "
+                                  f"a member of it, separates positions (induction: {failed}); " + own["summary"],
+                                  own, stats)
             if not result.rows_sum_to_one:
                 epsilon = self.model_epsilon(task, deadline)
                 if epsilon is not None:
                     stats["model_epsilon"] = str(epsilon)
-                return Conclusion(UNKNOWN, "induction", "not applicable: with per-probability rounding attention rows "
-                                  f"need not sum to 1, so the induction step fails (n = {n}: {failed})"
+                rounding = task.arithmetic.attention_rounding
+                return Conclusion(UNKNOWN, "induction", f"not applicable: with {rounding} rounding a head output is "
+                                  f"no average of its values, so the induction step fails (n = {n}: {failed})"
                                   + (f"; for this model (scope: model) ε = {fmt(epsilon)}" if epsilon is not None
                                      else ""), statistics=stats, tried=[f"induction over layers, n = {n}: {failed}"])
             if model_scope:
@@ -231,6 +240,10 @@ class PositionBlind(Property):
                 return Conclusion(REFUTED, "induction + solver-chosen member",
                                   f"the class is not position-blind: induction step {step.name} fails "
                                   f"({step.note or step.status}); " + witness["summary"], witness, stats)
+            if own is not None:
+                return Conclusion(REFUTED, "induction + this model", f"the class is not position-blind: this model, "
+                                  f"a member of it, separates positions (induction: {failed}); " + own["summary"],
+                                  own, stats)
             return Conclusion(UNKNOWN, "induction", f"induction step fails (n = {n}: {failed}) but the solver found "
                               "no concrete member of the class that separates positions", statistics=stats,
                               tried=[f"induction over layers, n = {n}",
@@ -239,9 +252,27 @@ class PositionBlind(Property):
         span = f"n = {lengths[0]}" if len(lengths) == 1 else f"n = {lengths[0]}..{lengths[-1]}"
         subject = "this model's architecture class" if model_scope else "every weight choice"
         total = sum(len(r.steps) for r in results.values())
-        return Conclusion(PROVED, "induction", f"{subject} ({klass}): columns stay equal through every layer, {span} "
-                          f"({total} step queries unsat)", statistics={**stats, "lengths": lengths,
-                                                                        "rows_sum_to_one": True})
+        # the induction is per sublayer: when a layer's queries do not change one layer deeper, the proof covers
+        # any number of layers of these kinds (checked for every length proved)
+        any_depth = all(deeper_layers_add_no_query(task.model, task.arithmetic, n) for n in lengths if n >= 2)
+        depth = (f"any number of layers, each like one of these {len(task.model.blocks)}, in any order (each layer's "
+                 "step queries are unchanged one layer deeper)" if any_depth
+                 else f"these {len(task.model.blocks)} layers only")
+        return Conclusion(PROVED, "induction", f"{subject} ({klass}): columns stay equal through every layer, {span}, "
+                          f"{depth} ({total} step queries unsat)",
+                          statistics={**stats, "lengths": lengths, "rows_sum_to_one": True, "any_depth": any_depth})
+
+    def own_separation(self, task: Task, length: int) -> Witness | None:
+        """The spec's model's worst constant input of this length, as a witness, if it separates positions."""
+        worst = None
+        for tokens in InputSpace(task.domain, order="constant", only_lengths=(length,)).inputs():
+            epsilon = self.measure(task, tokens)["epsilon"]
+            if epsilon > task.options.tolerance and (worst is None or epsilon > worst[0]):
+                worst = (epsilon, tokens)
+        if worst is None:
+            return None
+        witness = self.violation(task, worst[1])
+        return dict(witness, layer="this model", model=model_to_dict(task.model), lengths=f"n = {length}")
 
     def model_epsilon(self, task: Task, deadline: Any) -> Fraction | None:
         """This model's ε over the constant inputs (few), or None when time runs out."""

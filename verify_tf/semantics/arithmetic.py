@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Sequence, Union
 
-from .exp_table import exp_mantissa
+from .exp_table import exp_mantissa, floor_exp_times
 
-ATTENTION_ROUNDINGS = ("exact-sums", "per-probability")
+ATTENTION_ROUNDINGS = ("exact-sums", "per-probability", "rounded-terms")
+SATURATING_EXPONENT = 200  # e^200 > 2^288: beyond it a term saturates whatever the format
 
 
 class UnsupportedInMode(ValueError):
@@ -121,6 +122,41 @@ class Fixed:
         raw = [0 if s is None else exp_mantissa(self.mantissa(top - s), self.frac) for s in scores]
         total = sum(raw)  # >= 2^f: the maximal score contributes E[0] = 2^f
         return [Fraction(w, total) for w in raw]
+
+    @property
+    def rounded_terms(self) -> bool:
+        return self.attention_rounding == "rounded-terms"
+
+    def rounded_term(self, s: Fraction, x: Fraction) -> Fraction:
+        """round(e^s · x) = sat(floor(e^s · x · 2^f) / 2^f): one term of Yang et al.'s attention sums."""
+        if x == 0:
+            return Fraction(0)
+        if s > SATURATING_EXPONENT:
+            return self.max_value if x > 0 else self.min_value
+        return self.saturate(Fraction(floor_exp_times(s, x * self.scale), self.scale))
+
+    def rounded_terms_row(self, scores: Sequence[Fraction | None],
+                          contributions: Sequence[Sequence[Fraction]]) -> tuple[list[Fraction], list[Fraction]]:
+        """Yang, Cadilhac & Chiang's head output for one query row (``attention-rounding: rounded-terms``):
+
+            c = round( Σ_j round(e^{s_j} · x_j) / Σ_j round(e^{s_j}) ),  sums exact, scores s_j exact,
+
+        x_j the key's contribution (C[j-i] · v_j); a zero denominator falls back to the uniform average
+        round(Σ_j x_j / count). Returns the weights shown in traces (round(e^{s_j}) / Σ, or 1/count) and the
+        head output per value coordinate.
+        """
+        live = [j for j, s in enumerate(scores) if s is not None]
+        width = len(contributions[live[0]]) if live else 0
+        exps = {j: self.rounded_term(scores[j], Fraction(1)) for j in live}
+        total = sum(exps.values(), Fraction(0))
+        if total == 0:
+            weights = [Fraction(1, len(live)) if s is not None else Fraction(0) for s in scores]
+            return weights, [self.round(sum((contributions[j][c] for j in live), Fraction(0)) / len(live))
+                             for c in range(width)]
+        weights = [exps[j] / total if j in exps else Fraction(0) for j in range(len(scores))]
+        sums = [sum((self.rounded_term(scores[j], contributions[j][c]) for j in live), Fraction(0))
+                for c in range(width)]
+        return weights, [self.round(x / total) for x in sums]
 
     def describe(self) -> str:
         return f"fixed point, {self.bits} bits, {self.frac} fractional, attention {self.attention_rounding}"

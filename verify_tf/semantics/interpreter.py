@@ -20,7 +20,7 @@ from fractions import Fraction
 from typing import Sequence
 
 from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Head, Matrix, Model, Token, Vector
-from .arithmetic import Arithmetic
+from .arithmetic import Arithmetic, Fixed
 
 
 @dataclass
@@ -92,8 +92,11 @@ def embed(model: Model, tokens: Sequence[Token], r: _Counter) -> list[Vector]:
 
 def attention_head(head: Head, z: list[Vector], r: _Counter) -> HeadTrace:
     n = len(z)
-    queries = [affine(head.query, zi, head.query_bias, r) for zi in z]
-    keys = [affine(head.key, zi, head.key_bias, r) for zi in z]
+    uniform = head.scoring == "uniform"  # its weights ignore the scores: q and k are not computed at all
+    # Yang et al.'s rounding keeps softmax scores exact and rounds each exponential term instead
+    rounded_terms = head.scoring == "softmax" and isinstance(r.arith, Fixed) and r.arith.rounded_terms
+    queries = [] if uniform else [affine(head.query, zi, head.query_bias, r) for zi in z]
+    keys = [] if uniform else [affine(head.key, zi, head.key_bias, r) for zi in z]
     values = [affine(head.value, zi, head.value_bias, r) for zi in z]
     scores: list[list[Fraction | None]] = []
     weights: list[list[Fraction]] = []
@@ -103,9 +106,18 @@ def attention_head(head: Head, z: list[Vector], r: _Counter) -> HeadTrace:
         for j in range(n):
             if head.causal and j > i:
                 row.append(None)
+            elif uniform:
+                row.append(Fraction(0))  # equal logits: the trace shows 0 for every allowed key
             else:
-                dot = sum((a * b for a, b in zip(queries[i], keys[j])), Fraction(0))
-                row.append(r.round(dot + head.relative_bias(j - i)))
+                dot = sum((a * b for a, b in zip(queries[i], keys[j])), Fraction(0)) + head.relative_bias(j - i)
+                row.append(dot if rounded_terms else r.round(dot))
+        if rounded_terms:
+            contributions = [tuple(head.relative_scale(j - i) * x for x in values[j]) for j in range(n)]
+            shown, out = r.arith.rounded_terms_row(row, contributions)
+            scores.append(row)
+            weights.append(shown)
+            outputs.append(tuple(r.saturate(x) for x in out))
+            continue
         normalised = r.arith.attention_weights(row, head.scoring)
         scaled = [a * head.relative_scale(j - i) for j, a in enumerate(normalised)]  # URPE: softmax ⊙ C
         out = tuple(

@@ -25,7 +25,7 @@ from ..schema.dsl import (Boolean, Context, Either, Field, FilePath, Integer, Li
 from ..schema.errors import OptionError
 from ..schema.yamlnodes import Node, parse_yaml
 
-ENGINES = ("auto", "interpret", "enumerate", "smt", "search", "architecture")
+ENGINES = ("auto", "interpret", "enumerate", "smt", "search", "architecture", "counting")
 SOLVERS = ("z3", "cvc5", "bitwuzla", "portfolio")
 VERDICT_NAMES = ("proved", "refuted", "unknown")
 
@@ -159,7 +159,8 @@ def _construct_schema() -> dict[str, Field]:
     return fields
 
 
-MODEL_SOURCES = ("layers", "file", "random", "construct", "torch")
+MODEL_SOURCES = ("layers", "file", "random", "construct", "torch", "tracr")
+TRACR_KEYS = ("snap", "attention")
 
 TORCH_ARCHITECTURE = Obj({
     "heads": Field(Integer("attention heads per layer (a state dict does not store it)", minimum=1, maximum=64),
@@ -187,10 +188,15 @@ def _build_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
     if not present:
         raise ctx.error(node, path, "expected one model source", f"give one of: {', '.join(MODEL_SOURCES)}")
     source = present[0]
-    stray = [k for k in ("architecture", "quantize") if section.get(k) is not None]
+    stray = [k for k in ("architecture", "quantize") if section.get(k) is not None
+             and not (source == "tracr" and k == "quantize")]
     if source != "torch" and stray:
         raise ctx.error(node, join(path, stray[0]), f"'{stray[0]}' applies only to a torch source",
                         "write model: {torch: model.pt, architecture: {heads: N}, quantize: {bits: 16, frac: 8}}")
+    stray = [k for k in TRACR_KEYS if section.get(k) is not None]
+    if source != "tracr" and stray:
+        raise ctx.error(node, join(path, stray[0]), f"'{stray[0]}' applies only to a tracr source",
+                        "write model: {tracr: export.json, snap: true, attention: hardmax} (docs/tracr.md)")
     try:
         if source == "file":
             model = load_model(section["file"])
@@ -211,6 +217,20 @@ def _build_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
                 raise ctx.error(quantize["__node__"], join(path, "quantize.frac"), "expected fewer fractional bits "
                                 f"than bits ({quantize['bits']}), got {quantize['frac']}")
             model = import_torch_model(section["torch"], section["architecture"], quantize)
+        elif source == "tracr":
+            from ..builders.tracr_import import TracrImportError, import_tracr
+
+            quantize = section["quantize"]
+            if quantize is not None and quantize["frac"] >= quantize["bits"]:
+                raise ctx.error(quantize["__node__"], join(path, "quantize.frac"), "expected fewer fractional bits "
+                                f"than bits ({quantize['bits']}), got {quantize['frac']}")
+            try:
+                model = import_tracr(section["tracr"], snap=section["snap"] is not False,
+                                     attention=section["attention"] or "hardmax", quantize=quantize,
+                                     name=section["name"] or None)
+            except TracrImportError as exc:
+                raise ctx.error(node, join(path, "tracr"), str(exc), "export files are written by "
+                                "verify_tf.tracr_export.write_export (docs/tracr.md)") from None
         elif source == "construct":
             construction = constructions()[section["construct"]]
             params = {}
@@ -255,6 +275,11 @@ def model_schema(description: str = "the transformer") -> Obj:
         "construct": Field(String("built-in construction", tuple(constructions()))),
         "torch": Field(FilePath("a PyTorch state dict (.pt) of MultiheadAttention layers (docs/import.md)")),
         "architecture": Field(TORCH_ARCHITECTURE),
+        "tracr": Field(FilePath("a tracr model exported by verify_tf.tracr_export (docs/tracr.md)")),
+        "snap": Field(Boolean("tracr: read each float32 weight as the simplest rational inside its rounding "
+                              "interval (false: the float32 value exactly)")),
+        "attention": Field(String("tracr: how to read its softmax attention (hardmax is exact; softmax is the "
+                                  "fixed-point reading and needs quantize)", ("hardmax", "softmax"))),
         "quantize": Field(QUANTIZE),
     }
     for key, f in _construct_schema().items():
@@ -297,6 +322,12 @@ DOMAIN = Obj({
         "lo": Field(Number("smallest coordinate value"), default=Fraction(0)),
         "hi": Field(Number("largest coordinate value (default 1 - step)")),
         "values": Field(ListOf(Number(), "explicit coordinate values", min_length=1)),
+        "plus": Field(Either([(lambda n: n.kind == "scalar" and n.scalar_kind == "bool",
+                               Boolean("true: add Yun et al.'s -δ^-nd (n = length, d = dim)")),
+                              (lambda n: n.kind == "scalar", Number("the coordinate value to add"))],
+                             what="true (Yun et al.'s -δ^-nd) or a number",
+                             description="G⁺_δ: add one coordinate value outside the grid (Yun et al. 2020, Lemma 6: "
+                                         "the value their quantisation gives coordinates outside [0, 1))")),
     }, "grid tokens {lo, lo+step, ..., hi}^dim", exclusive=[("step", "values")])),
     "length": Field(Integer("sequence length n", minimum=1, maximum=4096)),
     "distinct-tokens": Field(Boolean("only inputs with no repeated token (Yun's G~)"), default=False),
@@ -341,9 +372,23 @@ def _domain(value: dict, model: Model, arith: Arithmetic, ctx: Context) -> Domai
             hi = g["hi"] if g["hi"] is not None else 1 - g["step"]
             if hi < g["lo"]:
                 raise ctx.error(g["__node__"], "domain.grid", f"hi ({hi}) is below lo ({g['lo']})")
+            if ((hi - g["lo"]) / g["step"]).denominator != 1:
+                below = g["lo"] + ((hi - g["lo"]) // g["step"]) * g["step"]
+                raise ctx.error(g["__node__"].value.get("hi", g["__node__"]), "domain.grid.hi",
+                                f"hi ({hi}) is not lo + k·step (lo {g['lo']}, step {g['step']})",
+                                f"the grid's largest value would be {below}: write hi: {below}, or list the values")
             domain = GridDomain.regular(dim, g["step"], value["length"], g["lo"], hi, value["distinct-tokens"])
         else:
             raise ctx.error(g["__node__"], "domain.grid", "expected 'step' or 'values'")
+        if g["plus"] is not None and g["plus"] is not False:
+            if g["plus"] is True and g["step"] is None:
+                raise ctx.error(g["__node__"], "domain.grid.plus", "plus: true needs a regular grid (step)",
+                                "write the value explicitly: plus: -16")
+            extra = -(1 / g["step"]) ** (value["length"] * dim) if g["plus"] is True else g["plus"]
+            if extra in domain.values:
+                raise ctx.error(g["__node__"], "domain.grid.plus", f"{extra} is already a grid value")
+            domain = GridDomain(dim, tuple(sorted(domain.values + (extra,))), domain.length, domain.distinct_tokens,
+                                (extra,))
         bad = [v for v in domain.values if not arith.representable(v)]
         if bad:
             raise ctx.error(g["__node__"], "domain.grid", f"grid value {bad[0]} is not representable in "
@@ -483,6 +528,8 @@ def _check_model_in_arithmetic(model: Model, arith: Arithmetic, node: Node, ctx:
                                 "use arithmetic: fixed (an exp table, docs/semantics.md), or hardmax/uniform scoring")
         return
     for name, value in model.parameters():
+        if name.startswith("readout["):
+            continue  # the readout is an exact measurement of the stream, not a stored value (docs/semantics.md)
         if not arith.representable(value):
             reason = (f"is not a multiple of 2^-{arith.frac}" if (value * arith.scale).denominator != 1
                       else f"is outside the {arith.bits}-bit range [{arith.min_value}, {arith.max_value}]")

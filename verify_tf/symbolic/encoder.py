@@ -28,7 +28,8 @@ import z3
 
 from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Head, Matrix, Model, Vector
 from ..semantics.arithmetic import Arithmetic, Exact, Fixed
-from ..semantics.exp_table import exp_table
+from ..semantics.arithmetic import SATURATING_EXPONENT
+from ..semantics.exp_table import exp_bracket, exp_table
 from .bounds import interval_hull
 from .inputs import SymbolicInput, SymToken
 from .values import Builder, NotEncodable, Sym, Term, _sum, to_z3
@@ -117,8 +118,10 @@ def _embedding(model: Model, symbol: str) -> Vector:
 def encode_attention_head(head: Head, z: list[SymVector], r: Rounding) -> SymHeadTrace:
     b = r.builder
     n = len(z)
-    queries = [encode_affine(head.query, zi, head.query_bias, r) for zi in z]
-    keys = [encode_affine(head.key, zi, head.key_bias, r) for zi in z]
+    uniform = head.scoring == "uniform"  # its weights ignore the scores: q and k are not computed at all
+    rounded_terms = head.scoring == "softmax" and isinstance(r.arith, Fixed) and r.arith.rounded_terms
+    queries = [] if uniform else [encode_affine(head.query, zi, head.query_bias, r) for zi in z]
+    keys = [] if uniform else [encode_affine(head.key, zi, head.key_bias, r) for zi in z]
     values = [encode_affine(head.value, zi, head.value_bias, r) for zi in z]
     scores: list[list[Sym | None]] = []
     weights: list[list[Sym | None]] = []
@@ -128,13 +131,17 @@ def encode_attention_head(head: Head, z: list[SymVector], r: Rounding) -> SymHea
         for j in range(n):
             if head.causal and j > i:
                 row.append(None)
+            elif uniform:
+                row.append(Sym.const(0))
             else:
                 products = [b.mul(qc, kc) for qc, kc in zip(queries[i], keys[j])]
                 dot = b.linear([(Fraction(1), p) for p in products], head.relative_bias(j - i))
-                row.append(r.round(dot))
+                row.append(dot if rounded_terms else r.round(dot))
         # the value each key contributes, already multiplied by URPE's C[j - i] (a constant)
         scaled_values = [tuple(b.scale(head.relative_scale(j - i), vc) for vc in values[j]) for j in range(n)]
-        if head.scoring == "softmax":
+        if rounded_terms:
+            row_weights, pre = _rounded_terms_row(row, scaled_values, head.value_dim, r)
+        elif head.scoring == "softmax":
             row_weights, pre = _softmax_row(row, scaled_values, head.value_dim, r)
         else:
             row_weights, pre = _average_row(row, scaled_values, head.value_dim, head.scoring, r)
@@ -247,6 +254,99 @@ def _softmax_row(row: list[Sym | None], scaled_values: list[SymVector], value_di
     return [None] * len(row), pre
 
 
+ROUNDED_TERMS_VALUES = 2048  # distinct values one exact score may take before the encoding gives up
+
+
+def _rounded_terms_row(row: list[Sym | None], scaled_values: list[SymVector], value_dim: int,
+                       r: Rounding) -> tuple[list[Sym | None], list[Sym]]:
+    """Yang et al.'s head output c = round(Σ_j round(e^{s_j}·x_j) / Σ_j round(e^{s_j})) (arithmetic.py).
+
+    Each exact score takes finitely many values (its interval over its denominator); per value the terms are
+    constants or a floor of e^s times a symbolic contribution x. That floor of an irrational multiple is
+    over-approximated soundly: a fresh integer t with t <= hi·X and t + 1 > lo·X for X >= 0 (lo < e^s < hi,
+    60 digits; mirrored for X < 0), which admits only the true floor unless e^s·X lies within 10^-60 of an
+    integer. An ``unsat`` remains a proof, and a ``sat`` is replayed (the builder is marked inexact, so a spurious one is unknown,
+    never an error or a refutation). The division by the symbolic row sum is the bounded quotient of
+    ``Builder.floor_div``; a zero row sum falls back to the uniform average, as the semantics says.
+    """
+    arith = r.arith
+    assert isinstance(arith, Fixed)
+    b = r.builder
+    scale = arith.scale
+    allowed = [j for j, s in enumerate(row) if s is not None]
+    cases = {j: _score_values(row[j]) for j in allowed}
+    exp_terms = {j: _choose(b, row[j], cases[j], lambda value: arith.rounded_term(value, Fraction(1)) * scale)
+                 for j in allowed}  # round(e^{s_j}) as a mantissa over 2^f
+    total = b.linear([(Fraction(1), exp_terms[j]) for j in allowed])
+    zero_total = total.num == 0 if not total.is_const else z3.BoolVal(total.value == 0)
+    safe_total = Sym(z3.If(zero_total, z3.IntVal(1), to_z3(total.num)) if not total.is_const
+                     else max(total.num, 1), total.den, max(Fraction(1), total.lo), max(Fraction(1), total.hi))
+    pre: list[Sym] = []
+    for c in range(value_dim):
+        terms = [_rounded_product(b, arith, row[j], cases[j], scaled_values[j][c]) for j in allowed]
+        summed = b.linear([(Fraction(1), t) for t in terms])  # Σ round(e^s x) as a mantissa over 2^f
+        bound = max(abs(summed.lo), abs(summed.hi)) * scale
+        quotient = b.floor_div(b.scale(scale, summed), safe_total, -math.ceil(bound), math.ceil(bound))
+        uniform = r.round(b.linear([(Fraction(1, len(allowed)), scaled_values[j][c]) for j in allowed]))
+        lo, hi = min(quotient.lo / scale, uniform.lo), max(quotient.hi / scale, uniform.hi)
+        den = math.lcm(scale, uniform.den)
+        chosen = z3.If(zero_total, to_z3(uniform.scaled_num(den)), to_z3(quotient.num) * (den // scale))
+        pre.append(Sym(chosen, den, lo, hi))
+    return [None] * len(row), pre
+
+
+def _score_values(score: Sym) -> list[Fraction]:
+    low, high = score.num_bounds
+    if high - low + 1 > ROUNDED_TERMS_VALUES:
+        raise NotEncodable(f"rounded-terms attention: a score ranges over {high - low + 1} values "
+                           f"(more than {ROUNDED_TERMS_VALUES})")
+    return [Fraction(k, score.den) for k in range(low, high + 1)]
+
+
+def _choose(b: Builder, score: Sym, values: list[Fraction], constant) -> Sym:
+    """The integer ``constant(s)`` for the score's actual value s: an ite chain over its possible values."""
+    if score.is_const:
+        return Sym.const(constant(score.value))
+    pairs = [(score.num == int(v * score.den), Sym.const(constant(v))) for v in values[:-1]]
+    return b.select(pairs, Sym.const(constant(values[-1])))
+
+
+def _rounded_product(b: Builder, arith: Fixed, score: Sym, values: list[Fraction], x: Sym) -> Sym:
+    """round(e^s · x) as a mantissa over 2^f (saturated), s ranging over ``values``."""
+    scale = arith.scale
+    low, high = arith.min_mantissa, arith.max_mantissa
+    if x.is_const or score.is_const:
+        if x.is_const and score.is_const:
+            return Sym.const(arith.rounded_term(score.value, x.value) * scale)
+        if x.is_const:
+            return _choose(b, score, values, lambda value: arith.rounded_term(value, x.value) * scale)
+    # X = x · 2^f as num/den; t = floor(e^s · X) with lo_s·X <= e^s·X <= hi_s·X (X >= 0; reversed for X < 0)
+    b.inexact = True
+    t = b.fresh_int("rounded-term", -(1 << 400), 1 << 400)
+    numerator = to_z3(x.scaled_num(x.den))
+    upper, lower = [], []
+    for value in values:
+        if value > SATURATING_EXPONENT:
+            continue
+        lo, hi = exp_bracket(value)
+        # t <= e^s·X < t + 1 with e^s·X in [lo·X, hi·X] (X >= 0) or [hi·X, lo·X] (X < 0), X = num·2^f / den,
+        # cross-multiplied so every inequality is linear
+        matches = score.num == int(value * score.den) if not score.is_const else z3.BoolVal(True)
+        hi_num, hi_den = (hi * scale).numerator, (hi * scale).denominator * x.den
+        lo_num, lo_den = (lo * scale).numerator, (lo * scale).denominator * x.den
+        upper.append(z3.Implies(matches, z3.If(numerator >= 0, t * hi_den <= hi_num * numerator,
+                                               t * lo_den <= lo_num * numerator)))
+        lower.append(z3.Implies(matches, z3.If(numerator >= 0, (t + 1) * lo_den > lo_num * numerator,
+                                               (t + 1) * hi_den > hi_num * numerator)))
+    b.assertions.extend(upper + lower)
+    saturate_high = [score.num == int(v * score.den) for v in values if v > SATURATING_EXPONENT]
+    term = z3.If(t > high, z3.IntVal(high), z3.If(t < low, z3.IntVal(low), t))
+    if saturate_high:
+        huge = z3.If(numerator > 0, z3.IntVal(high), z3.If(numerator < 0, z3.IntVal(low), z3.IntVal(0)))
+        term = z3.If(z3.Or(saturate_high), huge, term)
+    return Sym(term, 1, Fraction(low), Fraction(high))
+
+
 def _maximum(b: Builder, items: list[Sym]) -> Sym:
     """max of integer-valued symbols (den 1) as an ite fold: a function of the inputs, no fresh variable."""
     # canonical order (constants first, then by AST id), so permuted rows give the same term
@@ -317,7 +417,7 @@ def encode_model(model: Model, arith: Arithmetic, inp: SymbolicInput, builder: B
     tokens = list(inp.tokens)
     if isinstance(model.tokens, AlphabetTokens) and model.tokens.bos is not None:
         tokens.insert(0, SymToken(symbol=model.tokens.bos))
-    if isinstance(model.tokens, AlphabetTokens) != any(t.coords is None for t in tokens):
+    if tokens and isinstance(model.tokens, AlphabetTokens) != any(t.coords is None for t in tokens):
         raise NotEncodable("the input's token kind (grid / alphabet) does not match the model's")
     z = encode_embed(model, tokens, r)
     embedded = z

@@ -119,6 +119,8 @@ class Builder:
     stats: BoundStats = field(default_factory=BoundStats)
     bounded_ints: dict = field(default_factory=dict)  # name -> (lo, hi): every Int variable's declared range
     deadline: Deadline | None = None  # encoding stops with DeadlineExpired once this passes
+    # True once a step was over-approximated (rounded-terms softmax): unsat still proves, a sat may be spurious
+    inexact: bool = False
     _counter: int = 0
     _bits: dict = field(default_factory=dict)  # term id -> (term, lo, bits); the term is kept so ids stay unique
     _steps: int = 0

@@ -29,9 +29,10 @@ and no architecture-level proof is claimed (the model-level deviation ε is the 
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Sequence
 
@@ -121,6 +122,7 @@ class _Query:
         self.solver = z3.Solver()
         self.fixed = isinstance(arithmetic, Fixed)
         self.per_probability = self.fixed and arithmetic.attention_rounding == "per-probability"
+        self.rounded_terms = self.fixed and arithmetic.attention_rounding == "rounded-terms"
         self.frac = arithmetic.frac if self.fixed else 0
         self.bos = _bos(model)
         self.total = length + self.bos  # columns the network sees
@@ -199,6 +201,17 @@ def _attention_step(query: _Query, layer: AttentionLayer, dim: int) -> None:
                                             z3.And([weights[i, j] == weights[i2, j] for j in allowed[i]])))
         c_radius = head.urpe_c.radius if head.urpe_c is not None else 0
         c_table = {o: z3.Real(f"C{h}[{o}]") for o in range(-c_radius, c_radius + 1)}
+        if query.rounded_terms and head.scoring == "softmax":
+            # Yang et al.'s rounding floors each term e^s·v on its own: the output is no weighted average of the
+            # values, only some function of the row (its scores; the values are the same columns for equal rows)
+            outputs = [[z3.Real(f"r{h}[{i}][{c}]") for c in range(head.value_dim)] for i in range(total)]
+            for i, i2 in itertools.combinations(range(total), 2):
+                if allowed[i] == allowed[i2]:
+                    query.solver.add(z3.Implies(z3.And([scores[i, j] == scores[i2, j] for j in allowed[i]]),
+                                                _same(outputs[i], outputs[i2])))
+            for i in range(total):
+                head_outputs[i].extend(outputs[i])
+            continue
         for i in range(total):
             for c in range(head.value_dim):
                 terms = []
@@ -260,6 +273,8 @@ def _failure_note(model: Model, sublayer: str, block: int | None, query: _Query)
     reasons = []
     if query.per_probability:
         reasons.append("per-probability rounding: rows need not sum to 1")
+    if query.rounded_terms and any(h.scoring == "softmax" for h in heads):
+        reasons.append("rounded-terms rounding: each term e^s·v is floored, so the output is no average of the values")
     if any(h.positional == "urpe" and h.urpe_c is not None and h.urpe_c.radius > 0 for h in heads):
         reasons.append("URPE: rows times C(j - i) need not sum to the same value")  # no [..]: rich markup
     if query.bos and any(h.causal or h.positional != "standard" for h in heads):
@@ -272,13 +287,7 @@ def steps(model: Model) -> list[tuple[str, str, int | None]]:
     return _steps(model)
 
 
-def run_step(model: Model, arithmetic: Arithmetic, length: int, name: str, sublayer: str, block: int | None, *,
-             seconds: float, seed: int = 0, cancelled=lambda: False) -> tuple[StepResult, str]:
-    """One step query of the induction for sequences of ``length`` user tokens: its result and SMT-LIB text."""
-    if length > MAX_LENGTH:
-        raise ValueError(f"architecture-level queries are supported up to n = {MAX_LENGTH} (got {length})")
-    if length < 2:
-        return StepResult(name, sublayer, block, HOLDS, 0.0, "a single position is trivially blind"), ""
+def _build(model: Model, arithmetic: Arithmetic, length: int, name: str, sublayer: str, block: int | None) -> _Query:
     query = _Query(model, arithmetic, length, name)
     if sublayer == "embedding":
         _embedding_step(query, model)
@@ -288,6 +297,17 @@ def run_step(model: Model, arithmetic: Arithmetic, length: int, name: str, subla
         _feed_forward_step(query, model.blocks[block].feed_forward.residual, model.dim)
     else:
         _readout_step(query, model.dim)
+    return query
+
+
+def run_step(model: Model, arithmetic: Arithmetic, length: int, name: str, sublayer: str, block: int | None, *,
+             seconds: float, seed: int = 0, cancelled=lambda: False) -> tuple[StepResult, str]:
+    """One step query of the induction for sequences of ``length`` user tokens: its result and SMT-LIB text."""
+    if length > MAX_LENGTH:
+        raise ValueError(f"architecture-level queries are supported up to n = {MAX_LENGTH} (got {length})")
+    if length < 2:
+        return StepResult(name, sublayer, block, HOLDS, 0.0, "a single position is trivially blind"), ""
+    query = _build(model, arithmetic, length, name, sublayer, block)
     if seconds <= 0:
         return StepResult(name, sublayer, block, UNDECIDED, 0.0, "not attempted: timeout"), ""
     query.solver.set("timeout", max(1, int(seconds * 1000)))
@@ -304,9 +324,36 @@ def run_step(model: Model, arithmetic: Arithmetic, length: int, name: str, subla
     return StepResult(name, sublayer, block, status, elapsed, note), query.solver.to_smt2()
 
 
-def rows_sum_to_one(arithmetic: Arithmetic) -> bool:
-    """The induction's premise about attention rows (false for per-probability rounding)."""
-    return not (isinstance(arithmetic, Fixed) and arithmetic.attention_rounding == "per-probability")
+def query_digest(model: Model, arithmetic: Arithmetic, length: int, sublayer: str, block: int | None) -> str:
+    """A digest of a step query's assertions as full terms (no solver-numbered shared subterms)."""
+    query = _build(model, arithmetic, length, "", sublayer, block)
+    text = "\n".join(a.sexpr() for a in query.solver.assertions())
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def deeper_layers_add_no_query(model: Model, arithmetic: Arithmetic, length: int) -> bool:
+    """Whether every layer's step queries stay the same when the layer is copied one position deeper (appended
+    after the last block): then an induction that proved each layer's steps proves any number of layers of
+    these kinds, in any order, because a layer's steps do not depend on where it sits."""
+    for index, block in enumerate(model.blocks):
+        deeper = replace(model, blocks=model.blocks + (block,))
+        for sublayer, present in (("attention", block.attention), ("feed-forward", block.feed_forward)):
+            if present is not None and (query_digest(model, arithmetic, length, sublayer, index)
+                                        != query_digest(deeper, arithmetic, length, sublayer, len(model.blocks))):
+                return False
+    return True
+
+
+def rows_sum_to_one(arithmetic: Arithmetic, model: Model | None = None) -> bool:
+    """The induction's premise about attention rows: each head output is a convex combination of the values.
+    False for per-probability rounding, and for Yang et al.'s rounded-terms rounding on softmax heads."""
+    if not isinstance(arithmetic, Fixed):
+        return True
+    if arithmetic.attention_rounding == "per-probability":
+        return False
+    if arithmetic.attention_rounding == "rounded-terms":
+        return model is None or not any(head.scoring == "softmax" for _, _, head in model.heads())
+    return True
 
 
 def prove_position_blind(model: Model, arithmetic: Arithmetic, length: int, timeout: float = 60.0,
@@ -321,4 +368,4 @@ def prove_position_blind(model: Model, arithmetic: Arithmetic, length: int, time
             with open(path, "w", encoding="utf-8") as out:
                 out.write(text)
         results.append(result)
-    return InductionResult(length, tuple(results), rows_sum_to_one(arithmetic))
+    return InductionResult(length, tuple(results), rows_sum_to_one(arithmetic, model))

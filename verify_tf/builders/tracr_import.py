@@ -1,0 +1,371 @@
+"""Import a tracr-compiled transformer (``model: {tracr: export.json, snap: true, attention: hardmax}``).
+
+The file is written by ``verify_tf.tracr_export`` (format ``verify-tf-tracr/1``, docs/tracr.md). tracr's
+model is read into the IR exactly as haiku runs it (tracr/compiler/assemble.py, tracr/transformer/model.py):
+
+* tokens: the vocabulary's symbols and BOS, each embedding row ``token_embed[id]`` (it carries the constant
+  coordinate ``one``); positions: ``pos_embed`` as the absolute positional table, row 0 for BOS (all zero);
+* one IR block per tracr layer: the attention sublayer (head h reads columns ``[h·key_size, (h+1)·key_size)``
+  of query/key/value and the same rows of the output projection), then the ReLU MLP; both residual; no layer
+  norm (a model with one is refused). Heads and hidden units that contribute exactly zero are left out (tracr
+  pads every layer to the same number of heads and hidden units), as are key/value columns that are zero;
+* the readout: the numerical output coordinate (categorical outputs are decoded by ``rasp-equivalence``
+  from the output space's coordinates; the readout is then zero).
+
+Weights: ``snap: true`` (default) takes each weight as the simplest rational inside its float32 rounding
+interval (the value tracr meant: -125/3, not -41.66666793823242), after checking that the rational does round
+to the stored float32 bits; the largest change and the denominators that occur go into the model's notes.
+``snap: false`` takes every float32 exactly (dyadic rationals with large denominators: the int64 batched
+evaluator may refuse them, and the engines then say so).
+
+Attention: ``hardmax`` (default) reads tracr's softmax exactly: its logits are 100 where the selector holds,
+0 elsewhere and 50 for the BOS key, times 1/sqrt(key_size) > 0, so the argmax set and the uniform average over
+ties do not depend on the scale. ``softmax`` reads it as the fixed-point softmax of docs/semantics.md; it needs
+``quantize: {bits, frac}`` (every weight rounded to the grid, 1/sqrt(key_size) folded into the queries) and a
+matching ``arithmetic: {mode: fixed, ...}``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..ir import AlphabetTokens, AttentionLayer, Block, FeedForward, Head, Model, zeros
+from ..numbers import float32_from_bits, float32_interval, fmt
+from ..rasp.program import ProgramError, RaspProgram, Value, program_from_json, value_from_json
+
+FORMAT = "verify-tf-tracr/1"
+ATTENTION_READINGS = ("hardmax", "softmax")
+
+
+class TracrImportError(ValueError):
+    """The export file cannot be read into the IR exactly (the message names the part and what is wrong)."""
+
+
+@dataclass(frozen=True)
+class TracrExport:
+    """The parts of an export file that the importer and ``rasp-equivalence`` read."""
+
+    path: str
+    document: dict
+    program: RaspProgram
+    symbols: tuple[str, ...]  # the vocabulary's alphabet symbols, in vocabulary order
+    ids: tuple[int, ...]  # their rows of token_embed
+    bos: str
+    bos_id: int
+    max_seq_len: int
+    output_kind: str  # categorical | numerical
+    output_space: tuple[tuple[Value, int], ...]  # categorical: (value, residual index), in output order
+    output_index: int | None  # numerical: the residual index
+    residual_labels: tuple[str, ...]
+
+    @property
+    def d_model(self) -> int:
+        return len(self.residual_labels)
+
+
+def read_export(path: str | Path) -> TracrExport:
+    """Read and check an export file (cached per path and modification time)."""
+    path = Path(path)
+    try:
+        stamp = os.stat(path).st_mtime_ns
+    except OSError as exc:
+        raise TracrImportError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return _read_export(str(path.resolve()), stamp)
+
+
+@lru_cache(maxsize=16)
+def _read_export(path: str, stamp: int) -> TracrExport:
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TracrImportError(f"{Path(path).name} is not a JSON export: {exc}") from None
+    return parse_export(document, path)
+
+
+def parse_export(document: Any, path: str = "<export>") -> TracrExport:
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise TracrImportError(f"{Path(path).name}: not a tracr export (expected format {FORMAT!r}; write one with "
+                               "verify_tf.tracr_export.write_export)")
+    try:
+        program = program_from_json(document.get("program"))
+        labels = document["residual_labels"]
+        inp, out = document["input"], document["output"]
+        vocabulary = inp["vocabulary"]
+        symbols = tuple(str(entry["symbol"]) for entry in vocabulary)
+        values = tuple(value_from_json(entry["value"]) for entry in vocabulary)
+        ids = tuple(int(entry["id"]) for entry in vocabulary)
+        bos, bos_id, max_seq_len = str(inp["bos"]), int(inp["bos_id"]), int(inp["max_seq_len"])
+        kind = out["kind"]
+        if kind == "categorical":
+            space = tuple((value_from_json(e["value"]), int(e["residual_index"])) for e in out["space"])
+            index = None
+        elif kind == "numerical":
+            space, index = (), int(out["residual_index"])
+        else:
+            raise TracrImportError(f"output.kind: expected categorical or numerical, got {kind!r}")
+    except ProgramError as exc:
+        raise TracrImportError(f"{Path(path).name}: program: {exc}") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TracrImportError(f"{Path(path).name}: malformed export ({type(exc).__name__}: {exc})") from None
+    if tuple(values) != program.vocabulary:
+        raise TracrImportError(f"{Path(path).name}: the model's vocabulary {list(values)} is not the program's "
+                               f"{list(program.vocabulary)}")
+    if len(set(symbols)) != len(symbols) or bos in symbols:
+        raise TracrImportError(f"{Path(path).name}: the vocabulary's symbols {list(symbols)} and BOS {bos!r} are not "
+                               "distinct")
+    d = len(labels)
+    indices = [i for _, i in space] + ([index] if index is not None else [])
+    if any(not 0 <= i < d for i in indices):
+        raise TracrImportError(f"{Path(path).name}: an output coordinate is outside the residual stream of width {d}")
+    if program.max_length != max_seq_len:
+        raise TracrImportError(f"{Path(path).name}: the program is tabulated up to length {program.max_length}, the "
+                               f"model takes {max_seq_len}")
+    if kind != program.output_node.encoding:
+        raise TracrImportError(f"{Path(path).name}: the program's output is {program.output_node.encoding}, the "
+                               f"model's {kind}")
+    return TracrExport(path, document, program, symbols, ids, bos, bos_id, max_seq_len, kind, space, index,
+                       tuple(str(x) for x in labels))
+
+
+# ---------------------------------------------------------------- weights
+
+class _Weights:
+    """Dense exact matrices from the export's sparse entries, snapped or not, and what snapping changed."""
+
+    def __init__(self, params: dict, snap: bool, quantize: dict | None):
+        self.params, self.snap, self.quantize = params, snap, quantize
+        self.count, self.worst, self.worst_where, self.denominators = 0, Fraction(0), "", set()
+        self.q_worst, self.q_where = Fraction(0), ""
+
+    def matrix(self, module: str, name: str, shape: tuple[int, ...]) -> list:
+        try:
+            entry = self.params[module][name]
+        except KeyError:
+            raise TracrImportError(f"params: missing {module}/{name}") from None
+        if tuple(entry.get("shape", ())) != shape:
+            raise TracrImportError(f"params: {module}/{name} has shape {entry.get('shape')}, expected {list(shape)}")
+        dense: Any = [Fraction(0)] * shape[0] if len(shape) == 1 else [[Fraction(0)] * shape[1] for _ in range(shape[0])]
+        for item in entry["nonzero"]:
+            *index, text, bits_text = item
+            if len(index) != len(shape) or any(not 0 <= i < n for i, n in zip(index, shape)):
+                raise TracrImportError(f"params: {module}/{name}: entry {item} is outside the shape {list(shape)}")
+            value = self._value(text, bits_text, f"{module}/{name}{index}")
+            if len(shape) == 1:
+                dense[index[0]] = value
+            else:
+                dense[index[0]][index[1]] = value
+        return dense
+
+    def _value(self, text: str, bits_text: str, where: str) -> Fraction:
+        try:
+            bits = int(bits_text, 16)
+            exact = float32_from_bits(bits)
+            snapped = Fraction(text)
+        except (ValueError, ZeroDivisionError):
+            raise TracrImportError(f"params: {where}: malformed entry {text!r} {bits_text!r}") from None
+        lo, hi = float32_interval(bits)
+        if not lo <= snapped <= hi:
+            raise TracrImportError(f"params: {where}: {text} does not round to its float32 {float(exact)!r} "
+                                   f"({bits_text}); the export was edited or is corrupt")
+        self.count += 1
+        value = snapped if self.snap else exact
+        if abs(snapped - exact) > self.worst:
+            self.worst, self.worst_where = abs(snapped - exact), where
+        self.denominators.add(value.denominator)
+        return value
+
+    def grid(self, value: Fraction, where: str, divisor_square: int = 1) -> Fraction:
+        """``value / sqrt(divisor_square)`` rounded to the nearest multiple of 2^-frac (integer square roots)."""
+        if self.quantize is None:
+            return value
+        scale = 1 << self.quantize["frac"]
+        target = value * scale  # the grid point nearest target / sqrt(divisor_square)
+        root = math.isqrt(divisor_square)
+        if root * root == divisor_square:
+            mantissa = round(target / root)
+        else:
+            square = target * target / divisor_square
+            floor = math.isqrt(square.numerator // square.denominator)
+            mantissa = floor + (1 if square >= (Fraction(2 * floor + 1, 2)) ** 2 else 0)
+            mantissa = mantissa if value >= 0 else -mantissa
+        bound = 1 << (self.quantize["bits"] - 1)
+        if not -bound <= mantissa <= bound - 1:
+            raise TracrImportError(f"{where} = {fmt(value)} is outside the {self.quantize['bits']}-bit range of quantize")
+        result = Fraction(mantissa, scale)
+        if root * root == divisor_square and abs(result - value / root) > self.q_worst:
+            self.q_worst, self.q_where = abs(result - value / root), where
+        return result
+
+
+# ---------------------------------------------------------------- the IR
+
+def import_tracr(path: str | Path, snap: bool = True, attention: str = "hardmax", quantize: dict | None = None,
+                 name: str | None = None) -> Model:
+    """The IR of the tracr model in an export file (see the module docstring)."""
+    export = read_export(path)
+    return model_from_export(export, snap=snap, attention=attention, quantize=quantize,
+                             name=name or Path(path).stem)
+
+
+def import_tracr_model(model: Any, program: Any, *, snap: bool = True, attention: str = "hardmax",
+                       quantize: dict | None = None, name: str = "tracr", check: bool = True) -> Model:
+    """For notebooks: the IR of a compiled tracr model object (``AssembledTransformerModel``) directly.
+
+    Needs ``tracr`` (``pip install 'verify-tf[tracr]'``): the program is tabulated as ``tracr_export`` does.
+    """
+    from ..tracr_export import export
+
+    return model_from_export(parse_export(export(model, program, check=check)), snap=snap, attention=attention,
+                             quantize=quantize, name=name)
+
+
+def model_from_export(export: TracrExport, *, snap: bool = True, attention: str = "hardmax",
+                      quantize: dict | None = None, name: str = "tracr") -> Model:
+    if attention not in ATTENTION_READINGS:
+        raise TracrImportError(f"attention: expected one of {', '.join(ATTENTION_READINGS)}, got {attention!r}")
+    if attention == "softmax" and quantize is None:
+        raise TracrImportError("attention: softmax is read as the fixed-point softmax: it needs quantize: {bits, frac} "
+                               "(and arithmetic: {mode: fixed} with the same bits and frac)")
+    doc = export.document
+    try:
+        config = doc["config"]
+        layers, heads, key_size = int(config["num_layers"]), int(config["num_heads"]), int(config["key_size"])
+        hidden, layer_norm, causal = int(config["mlp_hidden_size"]), config["layer_norm"], bool(config["causal"])
+        activation = config.get("activation", "relu")
+        params = doc["params"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TracrImportError(f"config: malformed ({type(exc).__name__}: {exc})") from None
+    if layer_norm:
+        raise TracrImportError("config.layer_norm: the model uses layer norm, which the IR cannot express exactly "
+                               "(tracr compiles without it)")
+    if activation != "relu":
+        raise TracrImportError(f"config.activation: {activation!r}: only ReLU MLPs are exact")
+    d = export.d_model
+    expected = {"token_embed", "pos_embed"} | {f"transformer/layer_{l}/{part}" for l in range(layers) for part in
+                                               ("attn/query", "attn/key", "attn/value", "attn/linear",
+                                                "mlp/linear_1", "mlp/linear_2")}
+    if set(params) != expected:
+        extra, missing = sorted(set(params) - expected), sorted(expected - set(params))
+        raise TracrImportError(f"params: {'unexpected ' + extra[0] if extra else 'missing ' + missing[0]} "
+                               f"(a tracr model of {layers} layers has exactly {len(expected)} modules)")
+    weights = _Weights(params, snap, quantize)
+    width = heads * key_size
+    vocab_rows = len(params["token_embed"]["embeddings"]["shape"]) and params["token_embed"]["embeddings"]["shape"][0]
+    token_embed = weights.matrix("token_embed", "embeddings", (vocab_rows, d))
+    pos_embed = weights.matrix("pos_embed", "embeddings", (export.max_seq_len + 1, d))
+    if any(not 0 <= i < vocab_rows for i in export.ids + (export.bos_id,)):
+        raise TracrImportError(f"input: a token id is outside token_embed's {vocab_rows} rows")
+    blocks, dropped_heads, dropped_units = [], 0, 0
+    for l in range(layers):
+        prefix = f"transformer/layer_{l}"
+        mats = {part: (weights.matrix(f"{prefix}/attn/{part}", "w", (d, width) if part != "linear" else (width, d)),
+                       weights.matrix(f"{prefix}/attn/{part}", "b", (width,) if part != "linear" else (d,)))
+                for part in ("query", "key", "value", "linear")}
+        w1, b1 = weights.matrix(f"{prefix}/mlp/linear_1", "w", (d, hidden)), weights.matrix(
+            f"{prefix}/mlp/linear_1", "b", (hidden,))
+        w2, b2 = weights.matrix(f"{prefix}/mlp/linear_2", "w", (hidden, d)), weights.matrix(
+            f"{prefix}/mlp/linear_2", "b", (d,))
+        layer_heads = []
+        for h in range(heads):
+            head = _head(mats, h, key_size, d, attention, causal, weights, f"layers[{l}].heads[{h}]")
+            if head is None:
+                dropped_heads += 1
+            else:
+                layer_heads.append(head)
+        output_bias = tuple(weights.grid(x, f"layers[{l}].attention.output-bias") for x in mats["linear"][1])
+        if not layer_heads and any(output_bias):
+            layer_heads.append(_head(mats, 0, key_size, d, attention, causal, weights, f"layers[{l}].heads[0]",
+                                     keep=True))
+        attention_layer = AttentionLayer(tuple(layer_heads), output_bias) if layer_heads else None
+        units = [u for u in range(hidden) if (any(w1[r][u] for r in range(d)) or b1[u]) and any(w2[u])]
+        dropped_units += hidden - len(units)
+        feed_forward = None
+        if units or any(b2):
+            units = units or [0]
+            g = weights.grid
+            feed_forward = FeedForward(
+                tuple(tuple(g(w1[r][u], f"layers[{l}].w1") for r in range(d)) for u in units),
+                tuple(g(b1[u], f"layers[{l}].b1") for u in units),
+                tuple(tuple(g(w2[u][r], f"layers[{l}].w2") for u in units) for r in range(d)),
+                tuple(g(x, f"layers[{l}].b2") for x in b2))
+        blocks.append(Block(attention_layer, feed_forward))
+    g = weights.grid
+    embedding = tuple(tuple(g(x, "embedding") for x in token_embed[i]) for i in export.ids)
+    bos_embedding = tuple(g(x, "bos-embedding") for x in token_embed[export.bos_id])
+    tokens = AlphabetTokens(export.symbols + (export.bos,), embedding + (bos_embedding,), export.bos, bos_embedding)
+    positional = tuple(tuple(g(x, "positional-encoding") for x in row) for row in pos_embed)
+    readout = zeros(d)
+    if export.output_index is not None:
+        readout = tuple(Fraction(1 if i == export.output_index else 0) for i in range(d))
+    notes = _notes(export, weights, attention, quantize, key_size, dropped_heads, dropped_units, layers, heads,
+                   hidden)
+    return Model(tokens=tokens, dim=d, blocks=tuple(blocks), readout=readout, positional_encoding=positional,
+                 name=name, notes=tuple(notes))
+
+
+def _head(mats: dict, h: int, key_size: int, d: int, attention: str, causal: bool, weights: _Weights, where: str,
+          keep: bool = False) -> Head | None:
+    cols = range(h * key_size, (h + 1) * key_size)
+    (wq, bq), (wk, bk), (wv, bv), (wo, _) = mats["query"], mats["key"], mats["value"], mats["linear"]
+
+    def used(w: list, b: list, c: int) -> bool:
+        return any(w[r][c] for r in range(d)) or bool(b[c])
+
+    key_cols = [c for c in cols if used(wq, bq, c) and used(wk, bk, c)]
+    value_cols = [c for c in cols if used(wv, bv, c) and any(wo[c])]
+    if keep:
+        key_cols, value_cols = list(cols), list(cols)
+    if not value_cols:
+        return None  # its output is exactly zero: every value it averages is projected to nothing
+    key_cols = key_cols or [cols[0]]  # all logits zero: uniform attention, kept with one zero column
+    g = weights.grid
+    square = key_size if attention == "softmax" else 1  # softmax: haiku's 1/sqrt(key_size), folded into W_Q
+    query = tuple(tuple(g(wq[r][c], f"{where}.query", square) for r in range(d)) for c in key_cols)
+    query_bias = tuple(g(bq[c], f"{where}.query-bias", square) for c in key_cols)
+    key = tuple(tuple(g(wk[r][c], f"{where}.key") for r in range(d)) for c in key_cols)
+    value = tuple(tuple(g(wv[r][c], f"{where}.value") for r in range(d)) for c in value_cols)
+    output = tuple(tuple(g(wo[c][r], f"{where}.output") for c in value_cols) for r in range(d))
+    return Head(query=query, key=key, value=value, output=output, query_bias=query_bias,
+                key_bias=tuple(g(bk[c], f"{where}.key-bias") for c in key_cols),
+                value_bias=tuple(g(bv[c], f"{where}.value-bias") for c in value_cols),
+                scoring=attention, causal=causal)
+
+
+def _notes(export: TracrExport, weights: _Weights, attention: str, quantize: dict | None, key_size: int,
+           dropped_heads: int, dropped_units: int, layers: int, heads: int, hidden: int) -> list[str]:
+    name = Path(export.path).name
+    notes = [f"tracr model {name}: {layers} layer(s) of {heads} head(s) (key size {key_size}) and a ReLU MLP of "
+             f"{hidden} units, residual width {export.d_model}; vocabulary {{{', '.join(export.symbols)}}}, BOS "
+             f"{export.bos!r} at position 0, inputs of length 1..{export.max_seq_len} (never padded: tracr does not "
+             f"mask PAD); {export.output_kind} output"]
+    dens = sorted(weights.denominators)
+    shown = ", ".join(str(x) for x in dens[:8]) + (f", ... ({len(dens)} in all)" if len(dens) > 8 else "")
+    worst = f"{fmt(weights.worst)} (about {float(weights.worst):.3g}, at {weights.worst_where})" if weights.worst \
+        else "0"
+    if weights.snap:
+        notes.append(f"snap: {weights.count} non-zero weights read as the simplest rationals inside their float32 "
+                     f"rounding intervals; denominators {{{shown}}}; largest |snapped - float32| = {worst}")
+    else:
+        notes.append(f"snap: false: {weights.count} non-zero weights taken as their exact float32 values "
+                     f"(denominators {{{shown}}}); snapping would move them by at most {worst}")
+    if attention == "hardmax":
+        notes.append(f"attention read as hardmax: tracr's softmax logits (100 where selected, 50 for the BOS "
+                     f"default, 0 elsewhere) times 1/sqrt({key_size}) > 0 have the same argmax set and tie "
+                     "averages at every scale")
+    else:
+        notes.append(f"attention read as the fixed-point softmax of the spec's arithmetic, with 1/sqrt({key_size}) "
+                     "folded into W_Q")
+    if quantize is not None:
+        notes.append(f"quantize: every weight rounded to the nearest multiple of 2^-{quantize['frac']}; largest "
+                     f"rounding error (rational weights) {fmt(weights.q_worst)}")
+    if dropped_heads or dropped_units:
+        notes.append(f"left out as exactly zero: {dropped_heads} head(s) and {dropped_units} hidden unit(s) tracr "
+                     "pads layers with")
+    return notes

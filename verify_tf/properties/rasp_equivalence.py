@@ -1,0 +1,278 @@
+"""Property ``rasp-equivalence``: a tracr-compiled model computes what its RASP program computes, on every input.
+
+Option ``program``: the export file the model was imported from (``verify_tf.tracr_export``; docs/tracr.md).
+It holds the RASP program, tabulated, and the model's output space; ``fit`` checks that it matches the model
+(vocabulary, BOS, maximum length, residual width) and the domain (every string over the vocabulary up to the
+maximum length, BOS prepended by the model).
+
+For every input and every position p where the program's output is defined (RASP's ``None`` is "don't
+care": tracr gives no guarantee there), the model's decoded output equals the program's:
+
+* categorical: the argmax of the final residual stream over the output space's coordinates (tracr's
+  decoding). A tie between the largest coordinates is a finding of its own (the model names no value), never
+  broken by a guess;
+* numerical: the exact value of the output coordinate, compared with the program's exact rational value.
+
+A counterexample names the input (the least in shortlex order over the vocabulary's order: the drivers scan
+the domain in that order), the position, both outputs at every position, and the program's intermediate values
+beside the model's decoded output (``trace``); ``verify-tf explain`` replays the model's side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import z3
+
+from ..builders.tracr_import import TracrExport, TracrImportError, read_export
+from ..domain import Domain, StringDomain, format_input
+from ..engines.base import QueryPlan, Task, Witness
+from ..ir import AlphabetTokens, Model, Vector
+from ..numbers import fmt
+from ..rasp.batched import outputs_batched
+from ..rasp.interpreter import run, tokens_from_symbols
+from ..rasp.program import RaspError, Value, show
+from ..rasp.symbolic import program_outputs_symbolic
+from ..schema.dsl import Context, Field, FilePath, Obj
+from ..schema.yamlnodes import Node
+from ..semantics import Arithmetic, evaluate
+from ..symbolic.encoder import encode_model
+from ..symbolic.inputs import input_for_length
+from ..symbolic.solve import Query
+from ..symbolic.values import Sym
+from ..witness import input_to_json
+from .base import Property, bos_offset, require, typed
+
+
+class ExportFile(FilePath):
+    """A tracr export file: it must exist and read (errors point at the spec line)."""
+
+    what = "a path to a tracr export (.json)"
+
+    def validate(self, node: Node, ctx: Context, path: str) -> Path:
+        resolved = super().validate(node, ctx, path)
+        try:
+            read_export(resolved)
+        except TracrImportError as error:
+            raise ctx.error(node, path, str(error), "export files are written by verify_tf.tracr_export") from None
+        return resolved
+
+
+@dataclass(frozen=True)
+class Options:
+    program: Path
+
+
+def witness_position(user_index: int) -> int:
+    """How a witness numbers a position: the user's input positions from 0, the BOS not counted."""
+    return user_index
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """The model's output at one position: a value, or a tie between the largest output coordinates."""
+
+    value: Value = None
+    tie: tuple[Value, ...] = ()
+    score: Fraction | None = None  # categorical: the largest coordinate; numerical: the value
+
+    def text(self) -> str:
+        if self.tie:
+            return "tie(" + "|".join(show(v) for v in self.tie) + ")"
+        return show(self.value)
+
+
+def decode(export: TracrExport, vector: Vector) -> Decoded:
+    if export.output_kind == "numerical":
+        value = vector[export.output_index]
+        return Decoded(value, (), value)
+    scores = [vector[i] for _, i in export.output_space]
+    best = max(scores)
+    winners = tuple(v for (v, _), s in zip(export.output_space, scores) if s == best)
+    if len(winners) > 1:
+        return Decoded(None, winners, best)
+    return Decoded(winners[0], (), best)
+
+
+def agrees(expected: Value, got: Decoded) -> bool:
+    return not got.tie and got.value == expected
+
+
+class RaspEquivalence(Property):
+    name = "rasp-equivalence"
+    summary = "a tracr-compiled model's decoded output equals its RASP program's at every defined position"
+    options = Obj({
+        "program": Field(ExportFile("the tracr export (the model and its tabulated RASP program), relative to the "
+                                    "spec's folder"), required=True),
+    }, check=typed(Options))
+    engines = ("enumerate", "interpret", "smt")
+
+    def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
+        require(isinstance(model.tokens, AlphabetTokens) and model.tokens.bos is not None
+                and isinstance(domain, StringDomain), "",
+                "rasp-equivalence needs a tracr model (alphabet tokens with BOS) and a strings domain",
+                "model: {tracr: export.json} and domain: {strings: {max-length: N}}")
+        export = _export(options.program)
+        symbols = [s for s in model.tokens.symbols if s != model.tokens.bos]
+        require(model.tokens.bos == export.bos and sorted(symbols) == sorted(export.symbols), "program",
+                f"the model's alphabet {symbols} (BOS {model.tokens.bos!r}) is not the program's vocabulary "
+                f"{list(export.symbols)} (BOS {export.bos!r})", "name the export the model was imported from")
+        require(model.dim == export.d_model and model.max_length == export.max_seq_len + 1, "program",
+                f"the model (width {model.dim}, {model.max_length} positions) is not the export's (width "
+                f"{export.d_model}, {export.max_seq_len + 1} positions)", "name the export the model was imported from")
+        require(domain.max_length <= export.max_seq_len, "program",
+                f"the domain's strings of length {domain.max_length} exceed the program's maximum length "
+                f"{export.max_seq_len}", f"domain: {{strings: {{max-length: {export.max_seq_len}}}}}")
+
+    def statistics(self, task: Task) -> dict:
+        return {"domain_size": task.domain.size()}
+
+    # -- both sides on one input, on the interpreters
+    def sides(self, task: Task, tokens: Sequence[str]) -> tuple[list[Value], list[Decoded], Any, Any]:
+        """(program outputs, model outputs) at the user's positions, with both traces."""
+        export = _export(task.options.program)
+        try:
+            program_trace = run(export.program, tokens_from_symbols(export.program, tokens))
+        except RaspError as exc:
+            raise RaspError(f"the RASP program is undefined on {format_input(tuple(tokens))!r}: {exc}") from None
+        trace = evaluate(task.model, task.arithmetic, tuple(tokens))
+        offset = bos_offset(task.model)
+        model_side = [decode(export, trace.output[p + offset]) for p in range(len(tokens))]
+        return program_trace.output, model_side, trace, program_trace
+
+    def violation(self, task: Task, tokens: tuple) -> Witness | None:
+        expected, got, _, program_trace = self.sides(task, tokens)
+        for p, (want, have) in enumerate(zip(expected, got)):
+            if want is not None and not agrees(want, have):
+                return self.witness(task, tokens, p, expected, got, program_trace)
+        return None
+
+    def witness(self, task: Task, tokens: Sequence[str], p: int, expected: list[Value], got: list[Decoded],
+                program_trace: Any) -> Witness:
+        export = _export(task.options.program)
+        word = format_input(tuple(tokens))
+        program_text = "[" + ", ".join(show(v) for v in expected) + "]"
+        model_text = "[" + ", ".join(g.text() for g in got) + "]"
+        position = witness_position(p)
+        if got[p].tie:
+            finding = (f"the model's output is a tie between {', '.join(show(v) for v in got[p].tie)} (each "
+                       f"{fmt(got[p].score)}), the program gives {show(expected[p])}")
+        else:
+            finding = f"the program gives {show(expected[p])}, the model {show(got[p].value)}"
+        rows = [{"position": witness_position(i), "token": t,
+                 "program": {n.label: show(program_trace.values(n.label)[i]) for n in export.program.sops},
+                 "program_output": show(expected[i]), "model_output": got[i].text(),
+                 "checked": expected[i] is not None} for i, t in enumerate(tokens)]
+        witness: Witness = {
+            "input": input_to_json(tuple(tokens)), "string": word, "position": position,
+            "program_output": [None if v is None else show(v) for v in expected],
+            "model_output": [g.text() for g in got], "trace": rows,
+            "summary": f"input {word} at position {position}: {finding} (RASP {program_text}, model {model_text}; "
+                       "None: don't care)"}
+        if got[p].tie:
+            witness["tie"] = [show(v) for v in got[p].tie]
+        return witness
+
+    # -- enumerate: the model's final stream and the program's codes on the same rows
+    def batched_violations(self, task: Task, evaluators: Any, rows: np.ndarray) -> tuple[np.ndarray, dict]:
+        export = _export(task.options.program)
+        length = rows.shape[1]
+        if length == 0:
+            return np.zeros(len(rows), dtype=bool), {}
+        program = export.program
+        token_code = np.array([program.tokens_node.code_of[v] for v in
+                               tokens_from_symbols(program, task.domain.alphabet)], dtype=np.int64)
+        codes, undefined = outputs_batched(program, token_code[rows])
+        output = program.output_node
+        none_code = output.code_of.get(None, -1)
+        defined = codes != none_code
+        stream = evaluators.of().values(rows, "output")
+        offset = bos_offset(task.model)
+        numerators = np.asarray(stream.numerators)[:, offset:offset + length, :]
+        if export.output_kind == "categorical":
+            scores = numerators[:, :, [i for _, i in export.output_space]]
+            best = scores.max(axis=2)
+            tie = (scores == best[:, :, None]).sum(axis=2) > 1
+            space_index = {v: k for k, (v, _) in enumerate(export.output_space)}
+            wanted = np.array([space_index.get(v, -1) for v in output.values], dtype=np.int64)[codes]
+            wrong = tie | (scores.argmax(axis=2) != wanted)
+        else:
+            wrong = self._numerical_wrong(export, numerators[:, :, export.output_index], stream.den, codes, defined)
+        return (defined & wrong).any(axis=1) | undefined, {}
+
+    @staticmethod
+    def _numerical_wrong(export: TracrExport, numerators: np.ndarray, den: int, codes: np.ndarray,
+                         defined: np.ndarray) -> np.ndarray:
+        """Exact comparison per distinct (model numerator, program code) pair."""
+        values = export.program.output_node.values
+        pairs, inverse = np.unique(np.stack([numerators.reshape(-1), codes.reshape(-1)]), axis=1,
+                                   return_inverse=True)
+        differs = np.array([values[int(c)] is not None and Fraction(int(m), den) != values[int(c)]
+                            for m, c in pairs.T], dtype=bool)
+        return differs[np.asarray(inverse).reshape(-1)].reshape(codes.shape) & defined
+
+    # -- smt: the program as z3 terms over the same symbolic input
+    def smt_queries(self, task: Task) -> list[QueryPlan]:
+        return [QueryPlan(f"length {n}", (n,)) for n in task.domain.lengths if n > 0]
+
+    def build_query(self, task: Task, plan: QueryPlan, builder: Any) -> Query:
+        export = _export(task.options.program)
+        length = plan.key[0]
+        inp = input_for_length(task.domain, length, builder)
+        stream = encode_model(task.model, task.arithmetic, inp, builder).output
+        program = export.program
+        codes, undefined = program_outputs_symbolic(program, inp, tokens_from_symbols(program, task.domain.alphabet),
+                                                    builder.tick)
+        output = program.output_node
+        offset = bos_offset(task.model)
+        differences = []
+        for p in range(length):
+            z = stream[p + offset]
+            code = z3.IntVal(codes[p]) if isinstance(codes[p], int) else codes[p]
+            if export.output_kind == "categorical":
+                bad = self._categorical_wrong(export, output, code, z, builder)
+            else:
+                bad = z3.Or([z3.And(code == c, builder.ne(z[export.output_index], Sym.const(v)))
+                             for c, v in enumerate(output.values) if v is not None] or [z3.BoolVal(False)])
+            differences.append(bad)
+        # an input on which the program is undefined is an answer too: its replay reports the program's error
+        return Query(builder.assertions + [z3.Or(differences + [undefined])], [inp], builder.stats)
+
+    @staticmethod
+    def _categorical_wrong(export: TracrExport, output: Any, code: Any, z: Sequence[Any], builder: Any) -> Any:
+        """Defined here and the model does not name the program's value with a strict maximum."""
+        coordinates = [z[i] for _, i in export.output_space]
+        wrong = []
+        for c, value in enumerate(output.values):
+            if value is None:
+                continue
+            k = next((k for k, (v, _) in enumerate(export.output_space) if v == value), None)
+            if k is None:
+                wrong.append(code == c)  # the program's value is not in the output space: never named
+                continue
+            strict = z3.And([z3.Not(builder.ge(coordinates[j], coordinates[k])) for j in range(len(coordinates))
+                             if j != k])
+            wrong.append(z3.And(code == c, z3.Not(strict)))
+        return z3.Or(wrong) if wrong else z3.BoolVal(False)
+
+    def replay_query(self, task: Task, plan: QueryPlan, decoded: Any) -> Witness | None:
+        return self.violation(task, decoded[0])
+
+    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict) -> str:
+        domain: StringDomain = task.domain
+        export = _export(task.options.program)
+        how = default if engine == "smt" else f"{statistics.get('space_size', domain.size())} evaluated"
+        return (f"{domain.size()} strings of length {domain.min_length}..{domain.max_length} over "
+                f"{{{', '.join(domain.alphabet)}}}: the model's {export.output_kind} output equals the RASP "
+                f"program's at every position where it is defined ({how})")
+
+
+def _export(path: Path) -> TracrExport:
+    return read_export(path)
+
+
+PROPERTY = RaspEquivalence()
