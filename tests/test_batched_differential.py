@@ -1,6 +1,7 @@
 """Batched evaluation (numpy and torch on the CPU) against the reference interpreter, bit for bit.
 
-Random models over every variant the IR has: hardmax/uniform/softmax, exact-sums and per-probability,
+Random models over every variant the IR has: hardmax/uniform/softmax, exact-sums, per-probability and
+rounded-terms (Yang et al.'s rounding; a second test draws only rounded-terms softmax models),
 causal masks, RPE and URPE, absolute PE, alphabet models with BOS, non-residual layers, tie-prone integer
 weights, non-dyadic weights and grids (den 3), negative values, and narrow fixed-point formats that
 saturate. Inputs include constant and repeated-token rows (hardmax ties).
@@ -31,16 +32,20 @@ CUDA_EMULATED.device = "cuda"  # the matmul branch CUDA takes (no integer matmul
 
 
 @st.composite
-def cases(draw):
+def cases(draw, rounded_terms: bool = False):
     alphabet = draw(st.booleans())
     scoring = draw(st.sampled_from(["hardmax", "hardmax", "uniform", "softmax"]))
-    if draw(st.booleans()):
+    if rounded_terms:
+        scoring = "softmax"
+        bits = draw(st.sampled_from([6, 8, 12, 16, 24]))
+        arith = Fixed(bits, draw(st.integers(0, min(bits - 2, 8))), "rounded-terms")
+    elif draw(st.booleans()):
         arith = Exact()
         scoring = "hardmax" if scoring == "softmax" else scoring  # softmax in exact mode: tested elsewhere
     else:
         bits = draw(st.sampled_from([6, 8, 12, 16, 24]))
         arith = Fixed(bits, draw(st.integers(0, min(bits - 2, 8))),
-                      draw(st.sampled_from(["exact-sums", "per-probability"])))
+                      draw(st.sampled_from(["exact-sums", "per-probability", "rounded-terms"])))
     length = draw(st.integers(1, 4))
     bos = "^" if alphabet and draw(st.booleans()) else None
     positions = length + (1 if bos else 0)
@@ -93,8 +98,21 @@ def _assert_same(model, arith, domain, rows, stream, readout) -> None:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(cases())
 def test_batched_matches_interpreter(case):
+    _check_every_path(case)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(cases(rounded_terms=True))
+def test_rounded_terms_heads_match_the_interpreter(case):
+    _check_every_path(case)
+
+
+def _check_every_path(case) -> None:
     model, arith, domain, length, seed, narrow = case
     rows = _rows(len(domain.tokens), length, seed)
+    if isinstance(arith, Fixed) and arith.rounded_terms and any(h.scoring == "softmax" for _, _, h in model.heads()):
+        event("rounded-terms softmax head")
     paths = [(NUMPY, {}), (TORCH_CPU, {}), (CUDA_EMULATED, {}), (NUMPY, {"force": "wide"}),
              (CUDA_EMULATED, {"force": "guarded"})]
     if isinstance(arith, Exact):
@@ -111,3 +129,24 @@ def test_batched_matches_interpreter(case):
         if evaluator.fallback_rows:
             event("tie-free rows recomputed on the full program")
         _assert_same(model, arith, domain, rows, stream, readout)
+
+
+def test_rounded_terms_head_leaves_the_values_hull():
+    """Hand computation (f = 0, so round is floor): one RPE softmax head, W_Q = W_K = 0, B[0] = -1/100 and
+    B[±1] = 0, value = x, on the input (100, 100). At position 0 the key at offset 0 has e^-0.01 = 0.99005 ...:
+    round(e^s) = 0 but round(e^s·100) = 99; the key at offset 1 has round(e^0) = 1 and round(100) = 100. So
+    c = round((99 + 100) / (0 + 1)) = 199, outside the values' hull [100, 100]; position 1 is the mirror image.
+    Every path (int64, Python integers, guarded) gives 199, as the interpreter does."""
+    from verify_tf.ir import AttentionLayer, Block, GridTokens, Head, Model, RelativeTable
+
+    zero, one = ((F(0),),), ((F(1),),)
+    head = Head(query=zero, key=zero, value=one, output=one, query_bias=(F(0),), key_bias=(F(0),),
+                value_bias=(F(0),), scoring="softmax", positional="rpe",
+                rpe_bias=RelativeTable((F(0), F(-1, 100), F(0))))
+    model = Model(GridTokens(1), 1, (Block(AttentionLayer((head,), (F(0),), residual=False)),), (F(1),))
+    arith = Fixed(10, 0, "rounded-terms")
+    tokens = [(F(100),)]
+    assert evaluate(model, arith, ((F(100),),) * 2).readout == [F(199), F(199)]
+    for ops, how in [(NUMPY, {}), (TORCH_CPU, {}), (NUMPY, {"force": "wide"}), (CUDA_EMULATED, {"force": "guarded"})]:
+        stream, readout = BatchedEvaluator(model, arith, tokens, ops=ops, **how).run(np.zeros((1, 2), dtype=np.int64))
+        assert [F(int(x), readout.den) for x in readout.numerators[0]] == [F(199), F(199)], how

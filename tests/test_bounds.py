@@ -30,7 +30,7 @@ def cases(draw):
     else:
         bits = draw(st.sampled_from([6, 8, 12, 16]))
         arith = Fixed(bits, draw(st.integers(0, min(bits - 2, 6))),
-                      draw(st.sampled_from(["exact-sums", "per-probability"])))
+                      draw(st.sampled_from(["exact-sums", "per-probability", "rounded-terms"])))
     length = draw(st.integers(1, 4))
     bos = "^" if alphabet and draw(st.booleans()) else None
     positions = length + (1 if bos else 0)

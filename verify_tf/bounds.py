@@ -20,8 +20,9 @@ interpreter's value at that stage for **every** input of the cube:
 ``HeadBounds``                          ``query``, ``key``, ``value`` (per position), ``scores[i][j]`` (None where
                                         the mask hides j), ``winners[i]`` (the keys that can get a nonzero weight
                                         for query i: hardmax's possible argmax set, softmax's keys within the exp
-                                        table, uniform's live keys), ``weights[i][j]`` (a'_ij, after
-                                        per-probability flooring and URPE's C), ``output`` (head_i)
+                                        table, uniform's live keys; rounded-terms: every live key),
+                                        ``weights[i][j]`` (a'_ij, after per-probability flooring and URPE's
+                                        C; rounded-terms: the shown weights), ``output`` (head_i)
 =====================================  ==================================================================
 
 Each ``IVector`` is a tuple of ``(lo, hi)`` pairs, one per coordinate. What makes them tighter than plain
@@ -328,26 +329,34 @@ def _candidates(head: Head, r: _Rounding, queries: list[IVector], keys: list[IVe
 def attention_head(head: Head, z: list[IVector], r: _Rounding, memo: _Memo) -> HeadBounds:
     """interpreter.attention_head: q/k/v, scores, the keys that can win, weights and the head output."""
     n = len(z)
+    # the interpreter computes no q and k for a uniform head; their bounds here are unused (the scores are 0)
     queries = [affine(head.query, head.query_bias, zi, r, memo) for zi in z]
     keys = [affine(head.key, head.key_bias, zi, r, memo) for zi in z]
     values = [affine(head.value, head.value_bias, zi, r, memo) for zi in z]
+    rounded_terms = head.scoring == "softmax" and r.fixed and r.arith.rounded_terms
+    round_score = (lambda iv: iv) if rounded_terms else r.round  # Yang et al.'s scores stay exact
     scores: list[list[Interval | None]] = []
     for i in range(n):
         row: list[Interval | None] = []
         for j in range(n):
             if head.causal and j > i:
                 row.append(None)
+            elif head.scoring == "uniform":
+                row.append(point(ZERO))  # the interpreter's trace shows 0 for every allowed key
             else:
                 # q_i, k_j are shared objects (the affine memo): key by identity, not by value
                 bias = head.relative_bias(j - i)
                 row.append(memo.get(("score", id(queries[i]), id(keys[j]), bias.numerator, bias.denominator),
-                                    lambda: r.round(add(dot_interval(queries[i], keys[j]), point(bias)))))
+                                    lambda: round_score(add(dot_interval(queries[i], keys[j]), point(bias)))))
         scores.append(row)
 
     winners, weights, outputs = [], [], []
     for i in range(n):
         row = scores[i]
         live = [j for j, s in enumerate(row) if s is not None]
+        if rounded_terms:
+            _rounded_terms_row(head, r, row, live, values, i, winners, weights, outputs)
+            continue
         if head.scoring == "uniform" or all(is_point(row[j]) for j in live):
             # the weights are known exactly: the arithmetic's own rule on the (point) scores
             exact = r.arith.attention_weights([None if s is None else s[0] for s in row], head.scoring)
@@ -381,6 +390,27 @@ def attention_head(head: Head, z: list[IVector], r: _Rounding, memo: _Memo) -> H
             for lo, hi in (hull(scale(c_j, v[c]) for (c_j, _), v in distinct.items())
                            for c in range(head.value_dim)))))
     return HeadBounds(queries, keys, values, scores, winners, weights, outputs)
+
+
+def _rounded_terms_row(head: Head, r: _Rounding, row: list[Interval | None], live: list[int], values: list[IVector],
+                       i: int, winners: list, weights: list, outputs: list) -> None:
+    """One query row of a rounded-terms softmax head (``Fixed.rounded_terms_row``).
+
+    Its terms round(e^s·x) are floored one by one, so the output is no convex combination of the values (a
+    total of 2^-f over terms that each floor just below their share can exceed the largest value): outside
+    the point case, the bound is the format's range, which the interpreter saturates the output to.
+    """
+    if all(is_point(row[j]) for j in live) and all(is_point(values[j][c]) for j in live
+                                                   for c in range(head.value_dim)):
+        contributions = [tuple(head.relative_scale(j - i) * iv[0] for iv in values[j]) for j in range(len(row))]
+        shown, out = r.arith.rounded_terms_row([None if s is None else s[0] for s in row], contributions)
+        winners.append(tuple(j for j in live if shown[j] != 0))
+        weights.append([point(w) for w in shown])
+        outputs.append(tuple(point(r.arith.saturate(x)) for x in out))
+        return
+    winners.append(tuple(live))
+    weights.append([(ZERO, ONE) if s is not None else point(ZERO) for s in row])
+    outputs.append(tuple((r.arith.min_value, r.arith.max_value) for _ in range(head.value_dim)))
 
 
 def _point_winners(head: Head, r: _Rounding, row: list[Interval | None], live: list[int]) -> tuple[int, ...]:

@@ -116,17 +116,54 @@ def embed(plan: EmbedPlan, rows, ctx: Context):
     return (z, plan.out_bound) if ops is ctx.ops else ctx.narrow(z)
 
 
-def _weights_and_totals(plan: HeadPlan, q, k, ops, dot_float_ok: bool, like):
-    """a_ij >= 0 and the row totals T_i: the weight of key j is a_ij / T_i (before per-probability rounding)."""
-    if plan.mode == "uniform":
-        weights = ops.as_int(plan.live, like)
-        return weights, ops.sum_last(weights), None
+def _score_accumulator(plan: HeadPlan, q, k, ops, dot_float_ok: bool):
+    """acc_ij: the exact score q_i . k_j + B[j - i] over the plan's accumulator denominator."""
     acc = ops.matmul(q, ops.swap_last(k), dot_float_ok)
     if plan.dot_scale != 1:
         acc *= plan.dot_scale
     if plan.score_bias is not None:
         acc += plan.score_bias
-    scores = requantize_(acc, plan.score_requantize, ops)
+    return acc
+
+
+def _rounded_terms(plan: HeadPlan, q, k, v, ops, dot_float_ok: bool):
+    """Yang et al.'s head (``Fixed.rounded_terms_row``): c_i = round(S_i / T_i) with S_i = sum_j round(e^{s_ij} x_ij)
+    and T_i = sum_j round(e^{s_ij}) over the live keys, s exact, x_ij = C[j - i] v_j; T_i = 0 falls back to
+    round(sum_j x_ij / count). The exponential terms are the interpreter's own (``RoundedTerms``), on the host."""
+    def host(x):  # int64 (int32 programs too: the host sums below widen anyway) or Python integers
+        x = x if ops is WIDE else ops.to_numpy(x)
+        return x if x.dtype == object or x.dtype == bool else x.astype(np.int64)
+
+    like = v
+    acc, v = host(_score_accumulator(plan, q, k, ops, dot_float_ok)), host(v)  # (B, n, n), (B, n, c)
+    live = np.asarray(host(plan.live), dtype=bool)  # (n, n)
+    x = v[:, None, :, :]  # (B, 1, n, c) -> (B, n, n, c) with C
+    if plan.relative_scale is not None:
+        x = x * host(plan.relative_scale)[None, :, :, None]
+    x = np.broadcast_to(x, acc.shape + v.shape[-1:])
+    acc = np.where(live, acc, 0)  # masked keys: no exponential to compute
+    x = np.where(live[None, :, :, None], x, 0)
+    terms = plan.terms
+    sums = terms.mantissas(np.broadcast_to(acc[..., None], x.shape), x).sum(axis=2)  # (B, n, c)
+    one = np.full(acc.shape, terms.value_den, dtype=acc.dtype)  # x = 1
+    totals = np.where(live, terms.mantissas(acc, one), 0).sum(axis=2, keepdims=True)  # (B, n, 1)
+    if acc.dtype == object or x.dtype == object:
+        sums, totals = sums.astype(object), totals.astype(object)
+    counts = live.sum(axis=1).astype(np.int64)[None, :, None]  # (1, n, 1)
+    shifted = sums << plan.frac
+    ratio = shifted // np.where(totals > 0, totals, 1)
+    fallback = (x.sum(axis=2) << plan.frac) // (plan.out_div * counts)
+    out = np.where(totals > 0, ratio, fallback)
+    out = np.minimum(np.maximum(out, plan.out_clamp[0]), plan.out_clamp[1])
+    return out if ops is WIDE else ops.as_int(ops.from_int64(out.astype(np.int64)), like)
+
+
+def _weights_and_totals(plan: HeadPlan, q, k, ops, dot_float_ok: bool, like):
+    """a_ij >= 0 and the row totals T_i: the weight of key j is a_ij / T_i (before per-probability rounding)."""
+    if plan.mode == "uniform":
+        weights = ops.as_int(plan.live, like)
+        return weights, ops.sum_last(weights), None
+    scores = requantize_(_score_accumulator(plan, q, k, ops, dot_float_ok), plan.score_requantize, ops)
     # key 0 is visible from every query: standing in for the masked keys it cannot change the row maximum
     visible = ops.where(plan.live, scores, scores[..., :, 0:1]) if plan.causal else scores
     top = ops.max_last(visible)
@@ -189,6 +226,8 @@ def _argmax1d(plan: HeadPlan, q, k, v, ops):
 
 def _head(plan: HeadPlan, q, k, v, ops, dot_float_ok: bool, mix_float_ok: bool):
     """The scores-to-output part of a head: (head output, rows flagged by a tie-free division or None)."""
+    if plan.mode == "rounded-terms":
+        return _rounded_terms(plan, q, k, v, ops, dot_float_ok), None
     if plan.mode == "argmax1d":
         mixed, totals = _argmax1d(plan, q, k, v, ops)
     else:

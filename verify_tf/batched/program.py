@@ -121,7 +121,9 @@ class HeadPlan:
     query: AffinePlan | None  # None for uniform heads (no scores)
     key: AffinePlan | None
     value: AffinePlan
-    mode: str  # "general" (score matmul) | "argmax1d" (exact 1-D hardmax, no products) | "uniform"
+    mode: str  # "general" (score matmul) | "argmax1d" (exact 1-D hardmax, no products) | "uniform" |
+    # "rounded-terms" (Yang et al.'s softmax: exact scores, each term's exponential floored by the interpreter's
+    # own function, RoundedTerms)
     dot_scale: int  # acc_ij = dot_scale * (q_i . k_j) + bias[i, j]
     score_bias: np.ndarray | None  # (n, n) RPE bias numerators, None for standard heads
     scores_float_ok: bool
@@ -154,9 +156,12 @@ class HeadPlan:
     bound: int
     native: bool
     out_bound: tuple[int, ...]
+    terms: "RoundedTerms | None" = None  # rounded-terms softmax: the interpreter's exponential terms
 
     def output_bound(self, mv: Sequence[int]) -> tuple[int, ...]:
         """The bound of head_i per coordinate for values within ``mv``: a'-weighted averages of the values."""
+        if self.mode == "rounded-terms":  # no average (verify_tf/bounds.py): the format's range
+            return self.out_bound
         out = []
         for m, static in zip(mv, self.out_bound):
             if self.score_limit is None:  # exact: sum / T over the (tie-free or common) denominator
@@ -183,6 +188,13 @@ class HeadPlan:
             mixed = self.positions * top_v
             bounds.append(mixed * max(self.common, 1))
             return max(bounds)
+        if self.mode == "rounded-terms":
+            # exact scores; x_ij = C v_j; S_i = sum of term mantissas, times 2^f; the zero-total fallback
+            # sum_j x_ij times 2^f over x's denominator times the count
+            acc, _ = self.score_bound(mq, mk)
+            x = self.c_max * top_v
+            return max(acc, x, self.total_max << self.frac, (self.positions * x) << self.frac,
+                       self.out_div * self.positions)
         if self.mode == "general":
             acc, score = self.score_bound(mq, mk)
             bounds += [acc, score + 1]
@@ -203,6 +215,40 @@ class HeadPlan:
     @property
     def guarded(self) -> bool:
         return self.bound > LIMIT
+
+
+class RoundedTerms:
+    """The transcendental part of a rounded-terms head: mantissa(s, x) = round(e^s·x)·2^f, computed by the
+    interpreter's own ``Fixed.rounded_term`` once per distinct (score, contribution) pair of numerators.
+
+    Scores are ``s / score_den``, contributions ``x / value_den`` (exact integers from the kernels); every result
+    is a saturated mantissa of the format, so it fits the native integers whatever the operands' width.
+    """
+
+    def __init__(self, arith: Fixed, score_den: int, value_den: int):
+        self.arith, self.score_den, self.value_den = arith, score_den, value_den
+        self.known: dict[tuple[int, int], int] = {}
+
+    def mantissa(self, s: int, x: int) -> int:
+        key = (s, x)
+        value = self.known.get(key)
+        if value is None:
+            if len(self.known) >= 1 << 20:  # bounded memory: distinct pairs are usually few, never unbounded
+                self.known.clear()
+            term = self.arith.rounded_term(Fraction(s, self.score_den), Fraction(x, self.value_den))
+            value = self.known[key] = _exact_int(term * self.arith.scale)
+        return value
+
+    def mantissas(self, s: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """``mantissa`` elementwise over two same-shape integer arrays (int64, or object where wide)."""
+        if s.size == 0:
+            return np.zeros(s.shape, dtype=np.int64)
+        if s.dtype != object and x.dtype != object:
+            pairs, inverse = np.unique(np.stack([s.ravel(), x.ravel()], 1), axis=0, return_inverse=True)
+            found = np.array([self.mantissa(int(a), int(b)) for a, b in pairs], dtype=np.int64)
+            return found[inverse.reshape(-1)].reshape(s.shape)
+        return np.array([self.mantissa(int(a), int(b)) for a, b in zip(s.ravel(), x.ravel())],
+                        dtype=np.int64).reshape(s.shape)
 
 
 @dataclass(frozen=True)
@@ -471,13 +517,13 @@ class _Planner:
         if head.scoring == "softmax" and not self.fixed:
             raise Unsupported("softmax is not exactly representable in exact arithmetic; use arithmetic: "
                               "fixed, or hardmax/uniform scoring")
-        if head.scoring == "softmax" and self.arith.attention_rounding == "rounded-terms":
-            raise Unsupported("rounded-terms softmax (Yang et al.'s rounding) is evaluated by the interpreter "
-                              "and the smt engine only")
         has_bias = head.positional != "standard" and head.rpe_bias is not None
         urpe = head.positional == "urpe" and head.urpe_c is not None
+        rounded_terms = head.scoring == "softmax" and self.fixed and self.arith.rounded_terms
         if head.scoring == "uniform":
             mode = "uniform"
+        elif rounded_terms:
+            mode = "rounded-terms"
         elif head.scoring == "hardmax" and not self.fixed and head.key_dim == 1 and not has_bias and not urpe:
             mode = "argmax1d"
         else:
@@ -503,7 +549,10 @@ class _Planner:
         # weights: numerators a_ij >= 0 with row total T_i (indicator/count, or exp-table entries/sum)
         exp = None
         most_winners = max((len(w) for w in hb.winners), default=1)
-        if head.scoring == "softmax":
+        if rounded_terms:  # mantissas of round(e^s·x) and round(e^s): saturated to the format
+            weight_max = max(-self.arith.min_mantissa, self.arith.max_mantissa)
+            total_max = n * weight_max
+        elif head.scoring == "softmax":
             exp = np.array(exp_table(self.arith.frac) + (0,), dtype=np.int64)
             weight_max, total_max = self.scale, n * self.scale
         elif head.scoring == "hardmax":
@@ -526,8 +575,8 @@ class _Planner:
         if self.fixed:
             out_clamp = (self.arith.min_mantissa, self.arith.max_mantissa)
             out_den = self.scale
-            if per_probability:
-                out_div = c_den * v.den  # w_ij already carries 2^f
+            if per_probability or rounded_terms:
+                out_div = c_den * v.den  # w_ij already carries 2^f; rounded-terms: x_ij's denominator
             else:
                 g = math.gcd(self.scale, c_den * v.den)
                 out_mul, out_div = self.scale // g, (c_den * v.den) // g
@@ -557,7 +606,7 @@ class _Planner:
             count_multiplier=count_multiplier, tie_free=tie_free, out_clamp=out_clamp, positions=n,
             total_max=total_max, weight_max=weight_max, c_max=c_max, bias_bound=bias_bound,
             score_divisor=score_requantize.divisor, score_limit=score_limit, common=common, bound=0, native=True,
-            out_bound=out.bound)
+            out_bound=out.bound, terms=RoundedTerms(self.arith, acc_den, c_den * v.den) if rounded_terms else None)
         bound = plan.intermediate_bound(q.bound, k.bound, v.bound)
         native = _fits(dot_scale, bias_bound, score_requantize.divisor, c_max, out_mul, out_div,
                        total_max * out_div, common) and (score_limit is None or _fits(2 * score_limit))
