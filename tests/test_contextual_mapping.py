@@ -76,7 +76,10 @@ def definition_oracle(model, arithmetic, domain, readout=None, margin=None, exem
 
 # ---------------------------------------------------------------- Yun et al.'s construction
 
-PROVED = [  # (d, 1/δ, n) -> smallest gap, min q, max q (exact, G~_δ, permutations exempt)
+# (d, 1/δ, n) -> smallest gap, min q, max q (exact, G~_δ, permutations exempt). Not numbers printed in the paper:
+# derived by hand from Yun et al. Lemma 6's construction; cross-checked by paper_q in tests/test_value_range.py
+# (test_figures_agree_with_paper_q below recomputes all three from paper_q's equations).
+PROVED = [
     ((1, 2, 2), Fraction(1, 2), Fraction(49), Fraction(99, 2)),
     ((1, 3, 3), Fraction(10, 3), Fraction(10694), Fraction(32120, 3)),
     ((2, 2, 2), Fraction(9, 2), Fraction(1666), Fraction(10023, 2)),
@@ -97,8 +100,27 @@ def test_lemma6_network_is_a_contextual_mapping_with_margin_delta(instance, gap,
 
 
 def test_paper_example_range():
+    # (1, 1/2, 2): [0, 1/2] gives q = (49, 99/2), derived by hand from Yun et al. Lemma 6's construction;
+    # cross-checked by paper_q in tests/test_value_range.py (not a number the paper prints)
     verdict = PROPERTY.run(request(yun(1, 2, 2), grid(1, 2, 2), **YUN))
     assert "q in [49, 49.5]" in verdict.detail and "smallest gap 0.5" in verdict.detail
+
+
+@pytest.mark.parametrize("instance,gap,low,high", PROVED, ids=[str(p[0]) for p in PROVED])
+def test_figures_agree_with_paper_q(instance, gap, low, high):
+    """The PROVED figures from the independent paper_q (Yun et al.'s equations, not the builder): min and max q
+    over G~_δ, and the smallest gap between two values that are not the same value of permuted inputs."""
+    from test_value_range import paper_q
+
+    d, k, n = instance
+    delta = Fraction(1, k)
+    keyed = {}
+    for tokens in grid(d, k, n).inputs():
+        keyed.setdefault(tuple(sorted(tokens)), set()).update(paper_q(tokens, d, delta, n))
+    values = sorted((q, multiset) for multiset, qs in keyed.items() for q in qs)
+    assert (values[0][0], values[-1][0]) == (low, high)
+    # every two distinct (value, multiset) entries: other multisets and other positions of the same one
+    assert min(b - a for (a, _), (b, _) in zip(values, values[1:])) == gap
 
 
 def check_replays(model, verdict, arithmetic=None):
@@ -144,7 +166,7 @@ def test_without_the_exemption_an_equivariant_model_fails_on_a_permutation():
     verdict = PROPERTY.run(request(model, grid(1, 2, 2)))
     assert verdict.status == "refuted"
     first, second, qa, qb = check_replays(model, verdict)
-    assert sorted(first) == sorted(second) and first != second and qa == qb == 49
+    assert sorted(first) == sorted(second) and first != second and qa == qb == 49  # q of [0, 1/2], as above
 
 
 def test_repeated_tokens_refute_condition_one():
