@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.domain import GridDomain, StringDomain
-from verify_tf.batched import BatchedEvaluator, NumpyOps, TorchOps, Unsupported
+from verify_tf.batched import BatchedEvaluator, NumpyOps, TorchOps, Unsupported, cuda_available
 from verify_tf.semantics import Exact, Fixed, evaluate
 
 MODELS = 300
@@ -29,6 +29,8 @@ TORCH_CPU = TorchOps("cpu")
 NUMPY = NumpyOps()
 CUDA_EMULATED = TorchOps("cpu")
 CUDA_EMULATED.device = "cuda"  # the matmul branch CUDA takes (no integer matmul), on CPU tensors
+# on a machine with a GPU every model also runs on the device itself, as compiled and guarded (CI has none)
+CUDA_PATHS = [(TorchOps("cuda"), {}), (TorchOps("cuda"), {"force": "guarded"})] if cuda_available() else []
 
 
 @st.composite
@@ -114,7 +116,7 @@ def _check_every_path(case) -> None:
     if isinstance(arith, Fixed) and arith.rounded_terms and any(h.scoring == "softmax" for _, _, h in model.heads()):
         event("rounded-terms softmax head")
     paths = [(NUMPY, {}), (TORCH_CPU, {}), (CUDA_EMULATED, {}), (NUMPY, {"force": "wide"}),
-             (CUDA_EMULATED, {"force": "guarded"})]
+             (CUDA_EMULATED, {"force": "guarded"})] + CUDA_PATHS
     if isinstance(arith, Exact):
         paths.append((TORCH_CPU, {"variant": "tie-free", "force": "guarded"}))
     for ops, how in paths:
