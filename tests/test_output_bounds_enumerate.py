@@ -31,3 +31,21 @@ def test_output_bounds_enumerate_matches_the_brute_force_oracle(seed, mode, caus
         if expected == "proved":
             assert Fraction(verdict.statistics["readout_min"]) == lo
             assert Fraction(verdict.statistics["readout_max"]) == hi
+
+
+def test_output_bounds_beyond_int64_are_compared_exactly():
+    """Lemma 6 (1, 1/4, 3) with a global shift of 3^45: every readout value exceeds 2^63, so the thresholds are
+    compared as Python integers (an int64 clamp would make every bound look satisfied)."""
+    from helpers import verdict as check
+    from verify_tf.builders.yun import yun_contextual_mapping
+    from verify_tf.domain import GridDomain
+    from verify_tf.semantics import Exact, evaluate
+
+    model = yun_contextual_mapping(1, Fraction(1, 4), 3, global_shift_scale=3 ** 45)
+    domain = GridDomain.regular(1, Fraction(1, 4), 3, distinct_tokens=True)
+    values = [q for x in domain.inputs() for q in evaluate(model, Exact(), x).readout]
+    lo, hi = min(values), max(values)
+    assert lo > 2 ** 63
+    assert check(model, Exact(), domain, "output-bounds", {"lo": lo, "hi": hi}, engine="enumerate").status == "proved"
+    for bounds in ({"lo": lo + 1, "hi": hi}, {"lo": lo, "hi": hi - 1}):
+        assert check(model, Exact(), domain, "output-bounds", bounds, engine="enumerate").status == "refuted"

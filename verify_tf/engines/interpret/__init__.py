@@ -71,14 +71,16 @@ def values_chunk(task: Task, space: InputSpace, start: int, stop: int, *, deadli
     values = []
     for offset, row in enumerate(rows):
         if deadline.expired() or cancelled():
-            return ValuesResult(start, stop, None, 1, None, stopped="timeout")
+            return ValuesResult(start, stop, None, stopped="timeout")
         q = task.prop.values(task, space.decode(row))
         clash = within_input_clash(task, q)
         if clash is not None:
-            return ValuesResult(start, stop, None, 1, None, clash=(start + offset, *clash))
+            return ValuesResult(start, stop, None, clash=(start + offset, *clash))
         values.append(q)
     den = math.lcm(*(v.denominator for q in values for v in q)) if values else 1
     integers = [[int(v * den) for v in q] for q in values]
     bound = max((abs(x) for q in integers for x in q), default=0)
     array = np.array(integers, dtype=np.int64 if 2 * bound < (1 << 62) else object)
-    return ValuesResult(start, stop, array, den, groups_for(task, space, start, rows))
+    if not values:
+        array = np.zeros((0, max(space.lengths, default=0)), dtype=np.int64)
+    return ValuesResult.of(start, stop, array, den, groups_for(task, space, start, rows))
