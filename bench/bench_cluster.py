@@ -323,7 +323,7 @@ def scaling_model(measured: dict, inputs: int, serial_seconds: float, cube_secon
               "target_batch_seconds": dask_executor.TARGET_BATCH_SECONDS, "max_batch": dask_executor.MAX_BATCH}
 
     def enumeration_at(workers: int) -> dict:
-        size = chunk_size(inputs, workers, smallest=1024, largest=1 << 20)  # the enumerate driver's rule
+        size = chunk_size(inputs, workers, smallest=8192, largest=1 << 20)  # as engines/enumerate.check
         units = math.ceil(inputs / size)
         return predict(workers, units, serial_seconds / units, per_task, per_unit_client, throughput, round_trip)
 
