@@ -44,7 +44,7 @@ HAVE_DASK = importlib.util.find_spec("distributed") is not None
 needs_dask = pytest.mark.skipif(not HAVE_DASK, reason="the cluster extra is not installed: pip install "
                                                       "'verify-tf[cluster]'")
 # fast shipped specs covering the engines: enumerate (refuted with a witness that is the least input, so it
-# must be the same on any executor; and proved), counting, interpret, smt, architecture
+# must be the same on any executor; and proved), counting, smt, architecture
 SAME_VERDICT_SPECS = ["crasp-L2-mutated.yaml", "equivariance-fixed-softmax.yaml", "yun-lemma6-d1-k8-n5.yaml",
                       "luo-rpe-blind-fixed.yaml", "smt-equivalence-refuted.yaml"]
 RECORDED = {(row["spec"], row["index"]): row["verdict"]
@@ -243,7 +243,7 @@ def test_local_cluster_gives_the_in_process_verdicts(local):
     # and they are the verdicts recorded for the shipped specs (tests/data/shipped-verdicts.json)
     assert [v.status for v in distributed] == [RECORDED[(Path(v.spec).name, v.index)] for v in distributed]
     assert [(v.status, v.engine) for v in distributed] == [
-        ("refuted", "enumerate"), ("refuted", "counting"), ("proved", "enumerate"), ("proved", "interpret"),
+        ("refuted", "enumerate"), ("refuted", "counting"), ("proved", "enumerate"), ("proved", "enumerate"),
         ("proved", "enumerate"), ("proved", "architecture"), ("refuted", "smt")]
     assert {v.statistics.get("executor") for v in distributed if "executor" in v.statistics} == {"dask"}
     assert distributed[0].counterexample["summary"].startswith("string 'aba' at position 2")
@@ -354,8 +354,8 @@ def test_large_first_arguments_travel_once(local, monkeypatch):
     scattered = []
     monkeypatch.setattr(local, "_ship", lambda value, ship=local._ship: scattered.append(ship(value)) or scattered[-1])
     verdict = check_property(spec, spec.properties[0], Overrides(), executor=local)
-    assert verdict.status == "proved" and verdict.statistics["units"] == 16
-    assert len(scattered) == 1 and scattered[0] is not None  # one scatter for the 16 units of the property
+    assert verdict.status == "proved" and verdict.statistics["units"] >= 2  # the driver's chunks of the strings
+    assert len(scattered) == 1 and scattered[0] is not None  # one scatter for all units of the property
 
 
 # ---------------------------------------------------------------- a scheduler and workers from the Dask CLI
@@ -450,7 +450,7 @@ def test_cli_cluster_gives_the_in_process_verdicts_and_witness(cli_cluster, tmp_
     assert [(r["verdict"], r["method"], r["counterexample"]) for r in report] == \
         [(v.status, v.method, v.counterexample) for v in reference]
     assert [(r["verdict"], r["engine"]) for r in report] == [("refuted", "enumerate"), ("refuted", "counting"),
-                                                             ("proved", "interpret")]
+                                                             ("proved", "enumerate")]
     assert report[0]["statistics"]["executor"] == "dask"
 
 

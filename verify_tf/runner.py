@@ -17,7 +17,7 @@ import dataclasses
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -179,9 +179,9 @@ def check_all(specs: Sequence[Spec], overrides: Overrides, *, jobs: int = 1, cac
         parallel = shared is not None and shared.workers > 1 and len(pending) > 1
         if parallel:
             with ThreadPoolExecutor(max_workers=shared.workers) as threads:
-                futures = {slot: threads.submit(one, slot, shared) for slot in pending}
-                for slot in pending:
-                    finish(slot, futures[slot].result())
+                futures = {threads.submit(one, slot, shared): slot for slot in pending}
+                for future in as_completed(futures):  # on_verdict as each property finishes, in any order
+                    finish(futures[future], future.result())
         else:
             for slot in pending:
                 finish(slot, one(slot, shared))
