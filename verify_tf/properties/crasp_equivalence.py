@@ -102,7 +102,7 @@ class CraspEquivalence(Property):
                                 "position (measured faster), or one query per length", ("one", "per-length")),
                          default="one"),
     }, check=typed(Options))
-    engines = ("enumerate", "interpret", "smt")
+    engines = ("enumerate", "interpret", "smt", "split")
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         require(isinstance(model.tokens, AlphabetTokens) and isinstance(domain, StringDomain), "",

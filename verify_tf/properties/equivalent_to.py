@@ -60,7 +60,7 @@ class EquivalentTo(Property):
         "on": Field(String("compare the full final stream ('output') or only the readout q ('readout')", ON),
                     default="output"),
     }, check=typed(Options))
-    engines = ("enumerate", "interpret", "search", "smt")
+    engines = ("enumerate", "interpret", "search", "smt", "split")
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         other = options.model
@@ -106,6 +106,23 @@ class EquivalentTo(Property):
         theirs = evaluators.of(task.options.model).values(rows, layer)
         differs = (cross_scaled(ours, theirs.den) != cross_scaled(theirs, ours.den)).reshape(len(rows), -1)
         return differs.any(axis=1), {}
+
+    # -- split: both models' intervals on a cube
+    def decide_on_bounds(self, task: Task, bounds_of: Any) -> tuple[str, float]:
+        """``holds`` when both models' observed values are the same single point at every position (intervals
+        cannot show more), ``violated`` when some coordinate's two intervals are disjoint (they differ on every
+        input of the cube), else ``open``; the score is the widest interval (a float that only orders cubes)."""
+        options: Options = task.options
+        ours, theirs = bounds_of(), bounds_of(options.model)
+        if options.on == "readout":
+            pairs = list(zip(ours.readout, theirs.readout))
+        else:
+            pairs = [(a, b) for va, vb in zip(ours.output, theirs.output) for a, b in zip(va, vb)]
+        if any(a[1] < b[0] or b[1] < a[0] for a, b in pairs):
+            return "violated", 0.0
+        if all(a[0] == a[1] == b[0] == b[1] for a, b in pairs):
+            return "holds", 0.0
+        return "open", max(float(max(a[1], b[1]) - min(a[0], b[0])) for a, b in pairs)
 
     # -- smt: a miter per length
     def smt_queries(self, task: Task) -> list[QueryPlan]:

@@ -57,7 +57,7 @@ class PermutationEquivariance(Property):
         "on": Field(String("compare the full final stream ('output') or only the readout q ('readout')",
                            ("output", "readout")), default="output"),
     }, check=typed(Options))
-    engines = ("enumerate", "interpret", "search", "smt")
+    engines = ("enumerate", "interpret", "search", "smt", "split")
 
     def observed(self, task: Task, tokens: tuple) -> list:
         trace = evaluate(task.model, task.arithmetic, tokens)
