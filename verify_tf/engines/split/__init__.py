@@ -108,11 +108,14 @@ def cube_batch(task: Task, space: InputSpace, cubes: list[SplitCube], limits: Li
                 split_rows.append((len(outcomes) - 1, row))
     if split_rows and not deadline.expired():
         start = time.perf_counter()
-        candidates = np.concatenate([row for _, row in split_rows])
-        flagged = _flag(task, space, evaluators, candidates)
-        for (index, _), hit, row in zip(split_rows, flagged, candidates):
-            if hit:
-                outcomes[index] = Outcome(outcomes[index].cube, "refuted", candidate=space.decode(row),
+        for length in sorted({row.shape[1] for _, row in split_rows}):  # one batched call per input length
+            same = [(index, row) for index, row in split_rows if row.shape[1] == length]
+            candidates = np.concatenate([row for _, row in same])
+            flagged = _flag(task, space, evaluators, candidates)
+            hit = next((k for k in range(len(same)) if flagged[k]), None)
+            if hit is not None:
+                index = same[hit][0]
+                outcomes[index] = Outcome(outcomes[index].cube, "refuted", candidate=space.decode(candidates[hit]),
                                           claim="the center of a cube violates the property")
                 break
         seconds["candidates"] += time.perf_counter() - start
