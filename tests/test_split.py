@@ -194,3 +194,16 @@ def test_rows_are_numbered_like_the_space():
     assert [space.decode(r) for r in rows(space, cube)] == [((F(1), F(0)), (F(0), F(0))),
                                                           ((F(1), F(1)), (F(0), F(0)))]
     assert np.array_equal(rows(space, cube), np.array([[2, 0], [3, 0]]))
+
+
+def test_auto_picks_split_when_the_domains_bounds_decide():
+    """|q| <= 10^6 on a 2-layer model over 25^8 ≈ 1.5·10^11 inputs: far beyond enumeration, decided by the root
+    cube's bounds, so auto's cost model predicts split finishes first; a tight bound is left to the others."""
+    from helpers import verdict
+
+    model = random_model(RandomConfig(seed=5, width=2, layers=2, ffn_width=2, scoring="hardmax",
+                                      weight_range=F(1), denominator=4))
+    domain = GridDomain.regular(2, F(1, 2), 8, lo=F(-1), hi=F(1))
+    result = verdict(model, Exact(), domain, "output-bounds", {"lo": -10**6, "hi": 10**6}, timeout=30)
+    assert (result.status, result.engine) == ("proved", "split")
+    assert result.statistics["auto"]["chosen"] == "split"
