@@ -19,8 +19,8 @@ Measures, on local clusters bound to 127.0.0.1 (``--cluster local:W``):
    command lines (process and cluster start included), alternating, median of ``--sweep-repeat`` runs.
 4. **The scaling model**: measured inputs (units, unit time, cost per task, scheduler throughput) and the
    predicted speedup at 8, 64, 512 workers for the enumeration's unit sizes (``engines/scan.chunk_size``:
-   about 64 units per worker, batched by the executor) and for split-engine cubes (``--cube-seconds``,
-   ``--cubes``; that engine does not exist yet), with the worker count where efficiency falls below 50 %.
+   about 64 units per worker, batched by the executor) and for split-engine units (batches of cubes, their
+   time assumed: ``--cube-seconds``, ``--cubes``), with the worker count where efficiency falls below 50 %.
 
 The PNG shows the measured speedup per worker count, ideal and model. The host is reported (cores, load
 average, and how much CPU other processes used during each measurement, from /proc/stat): on a shared
@@ -413,8 +413,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="enumeration runs per worker count (best kept)")
     parser.add_argument("--sweep-repeat", type=int, default=2)
     parser.add_argument("--skip-sweep", action="store_true")
-    parser.add_argument("--cube-seconds", type=float, default=1.0, help="split-engine cube time for the model")
-    parser.add_argument("--cubes", type=int, default=4096, help="split-engine cubes for the model")
+    parser.add_argument("--cube-seconds", type=float, default=1.0, help="split-engine unit time for the model")
+    parser.add_argument("--cubes", type=int, default=4096, help="split-engine units for the model")
     parser.add_argument("--out-dir", type=Path,
                         default=Path(os.environ.get(OUT_DIR_VARIABLE, ROOT / "bench" / "results")),
                         help=f"where the JSON, the markdown table and the plot go (default: ${OUT_DIR_VARIABLE}, else "
