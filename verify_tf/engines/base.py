@@ -42,6 +42,12 @@ class Settings:
     rlimit: int | None = None
     samples: int = 100_000
     smt2_dir: str | None = None
+    certify: bool = False  # keep what a certificate needs (queries asked, outputs digest) in the statistics
+
+
+# Statistics keys the certificate module (verify_tf/certify) reads and removes before the report is written
+CERTIFY_QUERIES = "certify_queries"  # [{"name", "smt2", "answer"}]: every solver query a proof asked
+OUTPUTS_DIGEST = "outputs_sha256"  # exhaustive runs: sha256 over the evaluated outputs, in input order
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ Two forms of property are scanned:
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -25,7 +26,8 @@ from ..numbers import fmt
 from ..spaces import InputSpace
 from ..verdict import Verdict
 from ..work import CONTINUE, STOP, STOP_AFTER, WorkUnit, iter_chunks, schedule
-from .base import ProgressEvent, Run, Task, describe_proof, error, proved, refuted, replayed, unknown
+from .base import (OUTPUTS_DIGEST, ProgressEvent, Run, Task, describe_proof, error, proved, refuted, replayed,
+                   unknown)
 
 # ---------------------------------------------------------------- each input
 
@@ -42,6 +44,48 @@ class ChunkResult:
     stopped: str = ""  # "timeout" | "cancelled" when the unit gave up early
     measures: dict[str, tuple[Fraction, int]] = field(default_factory=dict)  # name -> (extreme, input index)
     note: str = ""
+    digests: list = field(default_factory=list)  # with --certify: (start, stop, outputs_digest) per piece
+
+
+# Where the chunk digests of an exhaustive run go for the certificate (popped before the report is written)
+CERTIFY_CHUNKS = "certify_chunks"
+
+
+def outputs_digest(numerators: Any, den: int) -> str:
+    """A canonical sha256 of exact values ``numerators / den`` (one row per input, in input order).
+
+    Canonical whoever computed them: the fraction is reduced first (a batched evaluator's fixed denominator and
+    the interpreter's least common denominator give the same digest), values fitting int64 are hashed as
+    little-endian bytes, larger ones as decimal text.
+    """
+    rows = np.asarray(numerators, dtype=object) if not isinstance(numerators, np.ndarray) else numerators
+    flat = [int(v) for v in rows.reshape(-1)] if rows.dtype == object else None
+    common = math.gcd(den, *flat) if flat is not None else math.gcd(den, int(np.gcd.reduce(rows.reshape(-1)))
+                                                                     if rows.size else 0)
+    common = common or 1
+    digest = hashlib.sha256(f"{den // common};{rows.shape}".encode())
+    if flat is None:
+        digest.update((rows // common).astype("<i8").tobytes())
+    elif all(-(1 << 63) <= v < (1 << 63) for v in flat):
+        digest.update(np.array([v // common for v in flat], dtype="<i8").tobytes())
+    else:
+        digest.update(",".join(str(v // common) for v in flat).encode())
+    return digest.hexdigest()
+
+
+def fractions_digest(rows: list[list[Fraction]]) -> str:
+    """``outputs_digest`` of exact Fractions (the interpreter's values), one list per input."""
+    den = math.lcm(*(v.denominator for row in rows for v in row)) if rows and rows[0] else 1
+    numerators = np.empty((len(rows), len(rows[0]) if rows else 0), dtype=object)
+    for k, row in enumerate(rows):
+        for i, v in enumerate(row):
+            numerators[k, i] = v.numerator * (den // v.denominator)
+    return outputs_digest(numerators, den)
+
+
+def combined_digest(chunks: list[tuple[int, int, str]]) -> str:
+    """One digest over the chunk digests of a whole space, in input order."""
+    return hashlib.sha256("".join(f"{a}-{b}:{d}\n" for a, b, d in sorted(chunks)).encode()).hexdigest()
 
 
 def fold_measures(kinds: dict[str, str], into: dict[str, tuple[Fraction, int]],
@@ -78,10 +122,12 @@ def first_violation(task: Task, run: Run, space: InputSpace, engine: str, evalua
     best: ChunkResult | None = None
     incomplete: list[str] = []
     measures: dict[str, tuple[Fraction, int]] = {}
+    chunks: list[tuple[int, int, str]] = []
 
     def on_result(unit: WorkUnit, result: ChunkResult) -> str:
         nonlocal done, best
         done += result.checked
+        chunks.extend(tuple(piece) for piece in result.digests)
         run.progress(ProgressEvent(engine, f"{engine}: {space.describe()}", done, total, "inputs"))
         fold_measures(kinds, measures, result.measures)
         if result.violation is not None:
@@ -107,6 +153,9 @@ def first_violation(task: Task, run: Run, space: InputSpace, engine: str, evalua
     complete = best is None and not summary.errors and not incomplete and not summary.expired \
         and not summary.not_started and not summary.cancelled
     stats["complete"] = complete
+    if task.settings.certify and complete:
+        stats[OUTPUTS_DIGEST] = combined_digest(chunks)
+        stats[CERTIFY_CHUNKS] = sorted(chunks)
     return best, stats, summary
 
 
@@ -282,6 +331,10 @@ def check_distinct_values(task: Task, run: Run, engine: str, values_chunk: Calla
         return unknown(task, run, engine, f"timeout: {what}", [f"exhaustive {engine}: {what} ({summary.describe()})"],
                        stats)
     ordered = [parts[k] for k in sorted(parts)]
+    if task.settings.certify:
+        chunks = [(p.start, p.stop, outputs_digest(p.numerators, p.den)) for p in ordered]
+        stats[OUTPUTS_DIGEST] = combined_digest(chunks)
+        stats[CERTIFY_CHUNKS] = chunks
     den = math.lcm(*(p.den for p in ordered)) if ordered else 1
     n = max(space.lengths) if space.lengths else 0
     scaled = _join([_rescale(p.numerators, den // p.den).reshape(-1) for p in ordered])

@@ -20,7 +20,7 @@ from ...work import Deadline
 from ..base import Run, Task, unknown
 from ..evaluators import Evaluators
 from ..scan import ChunkResult, ValuesResult, check_distinct_values, check_each_input, chunk_size, \
-    fold_measures, groups_for
+    fold_measures, groups_for, outputs_digest
 
 ENGINE = "enumerate"
 
@@ -52,11 +52,15 @@ def violation_chunk(task: Task, space: InputSpace, start: int, stop: int, *, dea
     size = min(evaluators.chunk_size(n) for n in space.lengths) if space.lengths else 1
     whole = getattr(prop, "witness_measure", None) is not None  # refuted at the extreme measure: see every input
     checked, first = 0, None
+    digests: list[tuple[int, int, str]] = []  # with --certify: the readout of every input, for the certificate
     for piece in space.chunks(size, start, stop):
         if deadline.expired() or cancelled():
             return ChunkResult(start, stop, checked, violation=first,
                                stopped="timeout" if deadline.expired() else "cancelled", measures=measures)
         flagged, found = prop.batched_violations(task, evaluators, piece.rows)
+        if task.settings.certify:
+            readout = evaluators.of().values(piece.rows, "readout")
+            digests.append((piece.start, piece.stop, outputs_digest(readout.numerators, readout.den)))
         for name, (numerators, den) in found.items():
             pick = int(np.argmax(numerators) if kinds[name] == "max" else np.argmin(numerators))
             fold_measures(kinds, measures, {name: (Fraction(int(numerators[pick]), den), piece.start + pick)})
@@ -68,7 +72,7 @@ def violation_chunk(task: Task, space: InputSpace, start: int, stop: int, *, dea
                 return ChunkResult(start, stop, checked + row + 1, violation=first,
                                    claim="the batched evaluator flags a violation", measures=measures)
         checked += piece.stop - piece.start
-    return ChunkResult(start, stop, checked, violation=first, measures=measures)
+    return ChunkResult(start, stop, checked, violation=first, measures=measures, digests=digests)
 
 
 def values_chunk(task: Task, space: InputSpace, start: int, stop: int, *, deadline: Deadline,

@@ -14,12 +14,13 @@ from typing import Callable
 
 import numpy as np
 
+from ...semantics import evaluate
 from ...spaces import InputSpace
 from ...verdict import Verdict
 from ...work import Deadline
 from ..base import Run, Task
 from ..scan import ChunkResult, ValuesResult, check_distinct_values, check_each_input, chunk_size, \
-    fold_measures, groups_for, within_input_clash
+    fold_measures, fractions_digest, groups_for, within_input_clash
 
 ENGINE = "interpret"
 
@@ -41,6 +42,7 @@ def violation_chunk(task: Task, space: InputSpace, start: int, stop: int, *, dea
     measures: dict[str, tuple[Fraction, int]] = {}
     whole = getattr(prop, "witness_measure", None) is not None  # refuted at the extreme measure: see every input
     first = None
+    readouts: list[list[Fraction]] = []  # with --certify: every readout, for the certificate's digest
     for offset, tokens in enumerate(space.inputs(start, stop)):
         index = start + offset
         if deadline.expired() or cancelled():
@@ -48,12 +50,15 @@ def violation_chunk(task: Task, space: InputSpace, start: int, stop: int, *, dea
                                else "cancelled", measures=measures)
         if measure is not None:
             fold_measures(kinds, measures, {k: (v, index) for k, v in measure(task, tokens).items()})
+        if task.settings.certify:
+            readouts.append(list(evaluate(task.model, task.arithmetic, tokens).readout))
         if first is None and prop.violation(task, tokens) is not None:
             first = index
             if not whole:
                 return ChunkResult(start, stop, offset + 1, violation=index,
                                    claim="the interpreter finds a violation", measures=measures)
-    return ChunkResult(start, stop, stop - start, violation=first, measures=measures)
+    digests = [(start, stop, fractions_digest(readouts))] if task.settings.certify else []
+    return ChunkResult(start, stop, stop - start, violation=first, measures=measures, digests=digests)
 
 
 def values_chunk(task: Task, space: InputSpace, start: int, stop: int, *, deadline: Deadline,
