@@ -25,7 +25,7 @@ from ..schema.dsl import (Boolean, Context, Either, Field, FilePath, Integer, Li
 from ..schema.errors import OptionError
 from ..schema.yamlnodes import Node, parse_yaml
 
-ENGINES = ("auto", "interpret", "enumerate", "smt", "search", "architecture")
+ENGINES = ("auto", "interpret", "enumerate", "smt", "search", "architecture", "counting")
 SOLVERS = ("z3", "cvc5", "bitwuzla", "portfolio")
 VERDICT_NAMES = ("proved", "refuted", "unknown")
 
