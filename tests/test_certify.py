@@ -77,7 +77,7 @@ def _check(tmp_path: Path, *specs: str) -> Path:
 
 def _audit(report: Path) -> tuple[int, str]:
     result = CliRunner().invoke(main, ["audit", str(report)])
-    return result.exit_code, result.output
+    return result.exit_code, " ".join(result.output.split())  # rich wraps lines at the terminal's width
 
 
 def _entry(report: Path, verdict: str) -> dict:
