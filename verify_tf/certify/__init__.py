@@ -116,6 +116,8 @@ def recheck(task: Task, path: Path, recorded_sha256: str | None, seconds: float)
     if body.get("kind") == "exhaustive":
         problems += [f"exhaustive: {p}" for p in recheck_exhaustive(task, body)]
     elif body.get("kind") == "smt":
+        if not any(r.get("ok") is True for q in body.get("queries", []) for r in q.get("evidence", [])):
+            partial.append("no solver query of this proof was certified (it asked none, or none could be)")
         for query in body.get("queries", []):
             name = query["name"]
             if not query.get("evidence"):
