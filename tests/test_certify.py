@@ -58,6 +58,13 @@ def test_bit_width_comes_from_the_encoder_bounds():
     assert "(_ BitVec 10)" in result.text and translation(text).text == result.text  # same text every run
 
 
+def test_negative_bounds_written_as_unary_minus_are_bounds():
+    # z3 prints -5 as (- 5): x ∈ [-5, -2], 3x ∈ [-15, -6]; 15 needs 4 bits, + sign + spare = 6 (by hand)
+    text = "(declare-fun x () Int)(assert (>= x (- 5)))(assert (<= x (- 2)))(assert (> (* 3 x) (- 7)))"
+    result = translation(text)
+    assert (result.width, result.widest, result.bounded_variables) == (6, (-15, -6), 1)
+
+
 def test_domain_size_two_ways():
     # 3 symbols, lengths 1..3: 3 + 9 + 27 = 39 sequences; multisets C(3,1) + C(4,2) + C(5,3) = 3 + 6 + 10 = 19
     assert closed_form_size(3, (1, 2, 3), "all", False) == listed_size(3, (1, 2, 3), "all", False) == 39

@@ -37,6 +37,15 @@ class Translation:
                 f"with integers modulo 2^{self.width}, so no comparison, division or ite sees a wrapped value")
 
 
+def _literal(e) -> int | None:
+    """The integer a numeral denotes: ``5``, or ``(- 5)`` as z3 prints a negative constant; else None."""
+    if z3.is_int_value(e):
+        return e.as_long()
+    if e.decl().kind() == z3.Z3_OP_UMINUS and e.num_args() == 1 and z3.is_int_value(e.arg(0)):
+        return -e.arg(0).as_long()
+    return None
+
+
 def _variable_bounds(assertions) -> dict[str, tuple[int, int]]:
     bounds: dict[str, list] = {}
 
@@ -45,10 +54,10 @@ def _variable_bounds(assertions) -> dict[str, tuple[int, int]]:
             for c in e.children():
                 visit(c)
             return
-        if (z3.is_ge(e) or z3.is_le(e)) and z3.is_const(e.arg(0)) and z3.is_int_value(e.arg(1)) \
+        if (z3.is_ge(e) or z3.is_le(e)) and z3.is_const(e.arg(0)) and _literal(e.arg(1)) is not None \
                 and e.arg(0).decl().kind() == z3.Z3_OP_UNINTERPRETED:
             entry = bounds.setdefault(e.arg(0).decl().name(), [None, None])
-            entry[0 if z3.is_ge(e) else 1] = e.arg(1).as_long()
+            entry[0 if z3.is_ge(e) else 1] = _literal(e.arg(1))
 
     for a in assertions:
         visit(a)
