@@ -19,12 +19,14 @@ import re
 import time
 from pathlib import Path
 
-from ..engines.base import CERTIFY_QUERIES, OUTPUTS_DIGEST, Task
+from ..engines.base import CERTIFY_COUNTING, CERTIFY_QUERIES, OUTPUTS_DIGEST, Task
 from ..engines.scan import CERTIFY_CHUNKS
 from ..verdict import PROVED, Verdict
 from ..work import Deadline
+from .conclusion import conclusion_checks
+from .counting import counting_evidence, recheck_counting
 from .exhaustive import exhaustive_evidence, recheck_exhaustive
-from .smt import cvc5_reprove, lrat_evidence, recheck_lrat, sha256
+from .smt import LRAT_RECORD, cvc5_reprove, lrat_evidence, recheck_lrat, sha256
 
 FORMAT = "verify-tf-certificate/1"
 TRUSTED = {
@@ -33,6 +35,10 @@ TRUSTED = {
             "the LRAT checker (verify_tf.certify.lrat, ~120 lines)"],
     "exhaustive": ["the input space's numbering (verify_tf.spaces) beyond the sampled inputs",
                    "the batched evaluator on inputs outside the sample (differential tests cover it)"],
+    "counting": ["that strings reaching the same joint state agree on every continuation (engines.counting.explore)",
+                 "the counting model on strings outside the sample (the engine's differential tests cover it)",
+                 "for every length: the encoder of one position (engines.counting.induction) and z3's answers as "
+                 "re-proved by cvc5 (unbounded integers: no LRAT chain)"],
 }
 
 
@@ -46,16 +52,23 @@ def certify(task: Task, verdict: Verdict, directory: Path, seconds: float) -> No
     from the statistics whatever the verdict."""
     queries = verdict.statistics.pop(CERTIFY_QUERIES, None)
     chunks = verdict.statistics.pop(CERTIFY_CHUNKS, None)
+    covered = verdict.statistics.pop(CERTIFY_COUNTING, None)
     if verdict.status != PROVED:
         return
     start = time.perf_counter()
-    deadline = Deadline(seconds)
     folder = directory / slug(verdict)
     folder.mkdir(parents=True, exist_ok=True)
     body: dict = {"format": FORMAT, "property": verdict.property, "kind_of_property": verdict.kind,
                   "spec": verdict.spec, "index": verdict.index, "engine": verdict.engine, "method": verdict.method}
-    if queries is not None:
-        body.update(_smt_certificate(queries, folder, deadline))
+    if covered is not None:  # engine counting: its exploration, and for every length its induction queries
+        body.update(counting_evidence(task, covered, task.settings.seed))
+        body["trusted"] = TRUSTED["counting"]
+        if queries is not None:
+            body["queries"] = _smt_certificate(queries, folder, seconds)["queries"]
+    elif queries is not None:
+        body.update(_smt_certificate(queries, folder, seconds))
+        if not any(q.get("z3_answer") == "unsat" for q in body["queries"]):
+            body["checks"] = conclusion_checks(task, verdict.statistics)
     elif verdict.statistics.get(OUTPUTS_DIGEST) is not None:
         body.update(exhaustive_evidence(task, {**verdict.statistics, CERTIFY_CHUNKS: chunks or []},
                                         task.settings.seed))
@@ -77,7 +90,10 @@ def certify(task: Task, verdict: Verdict, directory: Path, seconds: float) -> No
                                          "seconds": body["seconds"]}
 
 
-def _smt_certificate(queries: list[dict], folder: Path, deadline: Deadline) -> dict:
+def _smt_certificate(queries: list[dict], folder: Path, seconds: float) -> dict:
+    """Each kind of evidence has its own budget of ``seconds`` over all the queries: a second solver that runs
+    out of time does not keep the LRAT chain from being tried."""
+    solver_budget, lrat_budget = Deadline(seconds), Deadline(seconds)
     out = []
     for k, query in enumerate(queries, 1):
         entry = {"name": query["name"], "z3_answer": query["answer"]}
@@ -91,9 +107,12 @@ def _smt_certificate(queries: list[dict], folder: Path, deadline: Deadline) -> d
         entry.update(file=file.name, sha256=sha256(text))
         if query["answer"] != "unsat":  # not a proof obligation: a failing step the property concluded from
             entry.update(evidence=[], note=f"z3 answered {query['answer']}: not a step of the proof")
+        elif query.get("no_bit_vector_form"):
+            entry["evidence"] = [cvc5_reprove(text, solver_budget), {**LRAT_RECORD, "ok": None,
+                                                                      "note": query["no_bit_vector_form"]}]
         else:
-            entry["evidence"] = [cvc5_reprove(text, deadline),
-                                 lrat_evidence(text, deadline, folder / f"query-{k}.lrat.gz")]
+            entry["evidence"] = [cvc5_reprove(text, solver_budget),
+                                 lrat_evidence(text, lrat_budget, folder / f"query-{k}.lrat.gz")]
         out.append(entry)
     return {"kind": "smt", "queries": out, "trusted": TRUSTED["smt"]}
 
@@ -115,37 +134,50 @@ def recheck(task: Task, path: Path, recorded_sha256: str | None, seconds: float)
     problems, partial = [], []
     if body.get("kind") == "exhaustive":
         problems += [f"exhaustive: {p}" for p in recheck_exhaustive(task, body)]
+    elif body.get("kind") == "counting":
+        problems += [f"counting: {p}" for p in recheck_counting(task, body)]
+        _recheck_queries(body, path.parent, deadline, problems, partial)
     elif body.get("kind") == "smt":
         if not any(r.get("ok") is True for q in body.get("queries", []) for r in q.get("evidence", [])):
             partial.append("no solver query of this proof was certified (it asked none, or none could be)")
-        for query in body.get("queries", []):
-            name = query["name"]
-            if not query.get("evidence"):
-                if query.get("z3_answer") == "unsat":
-                    partial.append(f"{name}: no evidence recorded")
-                continue
-            file = path.parent / query["file"]
-            if not file.is_file():
-                problems.append(f"{name}: query file {query['file']} missing")
-                continue
-            text = file.read_text()
-            if sha256(text) != query.get("sha256"):
-                problems.append(f"{name}: query file {query['file']} does not match its sha256")
-                continue
-            if not any(record.get("ok") is True for record in query["evidence"]):
-                problems.append(f"{name}: no independent check passed when certified")
-            for record in query["evidence"]:
-                if record.get("ok") is False:
-                    problems.append(f"{name}: {record['check']} failed when certified: {record.get('note', '')}")
-                elif record.get("ok") is None:
-                    partial.append(f"{name}: {record['check']}: {record.get('note', 'not checked')}")
-                elif record["check"].startswith("second solver"):
-                    again = cvc5_reprove(text, deadline)
-                    if again["ok"] is not True:
-                        problems.append(f"{name}: cvc5 re-proof: {again.get('note', again.get('answer'))}")
-                else:
-                    problems += [f"{name}: {p}" for p in
-                                 recheck_lrat(text, record, path.parent / record["proof"], deadline.expired)]
+            for check in body.get("checks", []):
+                again = conclusion_checks(task, check) if check.get("pair") else [check]
+                if check.get("ok") is False or again[0].get("ok") is False:
+                    problems.append(f"{check['check']}: does not check")
+                elif check.get("ok") is None:
+                    partial.append(f"{check['check']}: {check.get('note', 'not checked')}")
+        _recheck_queries(body, path.parent, deadline, problems, partial)
     else:
         partial.append(body.get("note", "no certificate"))
     return problems, partial
+
+
+def _recheck_queries(body: dict, folder: Path, deadline: Deadline, problems: list[str], partial: list[str]) -> None:
+    for query in body.get("queries", []):
+        name = query["name"]
+        if not query.get("evidence"):
+            if query.get("z3_answer") == "unsat":
+                partial.append(f"{name}: no evidence recorded")
+            continue
+        file = folder / query["file"]
+        if not file.is_file():
+            problems.append(f"{name}: query file {query['file']} missing")
+            continue
+        text = file.read_text()
+        if sha256(text) != query.get("sha256"):
+            problems.append(f"{name}: query file {query['file']} does not match its sha256")
+            continue
+        if not any(record.get("ok") is True for record in query["evidence"]):
+            problems.append(f"{name}: no independent check passed when certified")
+        for record in query["evidence"]:
+            if record.get("ok") is False:
+                problems.append(f"{name}: {record['check']} failed when certified: {record.get('note', '')}")
+            elif record.get("ok") is None:
+                partial.append(f"{name}: {record['check']}: {record.get('note', 'not checked')}")
+            elif record["check"].startswith("second solver"):
+                again = cvc5_reprove(text, deadline)
+                if again["ok"] is not True:
+                    problems.append(f"{name}: cvc5 re-proof: {again.get('note', again.get('answer'))}")
+            else:
+                problems += [f"{name}: {p}" for p in
+                             recheck_lrat(text, record, folder / record["proof"], deadline.expired)]

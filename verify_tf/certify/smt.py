@@ -179,11 +179,14 @@ def _cadical_lrat(clauses: list[tuple[int, ...]], seconds: float) -> tuple[bool 
     return status, proof
 
 
+LRAT_RECORD = {"check": "LRAT proof of the bit-blasted query checked by verify_tf.certify.lrat",
+               "tool": f"z3 {version_of('z3-solver')} bit-blaster; CaDiCaL 1.9.5 (python-sat "
+                       f"{version_of('python-sat')}); verify-tf LRAT checker"}
+
+
 def lrat_evidence(text: str, deadline: Deadline, proof_path: Path | None) -> dict:
     """The bit-blast + LRAT chain; writes the gzipped proof to ``proof_path`` when it checks."""
-    record = {"check": "LRAT proof of the bit-blasted query checked by verify_tf.certify.lrat",
-              "tool": f"z3 {version_of('z3-solver')} bit-blaster; CaDiCaL 1.9.5 (python-sat "
-                      f"{version_of('python-sat')}); verify-tf LRAT checker"}
+    record = dict(LRAT_RECORD)
     try:
         import pysolvers  # noqa: F401
     except ImportError:
