@@ -73,8 +73,8 @@ def test_domain_size_two_ways():
 
 
 def _check(tmp_path: Path, *specs: str) -> Path:
-    for name in specs:
-        shutil.copy(SPECS / name, tmp_path / name)
+    for name in specs:  # relative paths in the spec still name the repository's files
+        (tmp_path / name).write_text((SPECS / name).read_text().replace("../examples", str(SPECS.parent / "examples")))
     report = tmp_path / "report.json"
     result = CliRunner().invoke(main, ["check", *[str(tmp_path / n) for n in specs], "--no-cache", "-q",
                                        "--json", str(report), "--certify", str(tmp_path / "certificates")])
@@ -179,3 +179,61 @@ def test_proved_without_certificate_fails_audit(tmp_path):
                               "--json", str(report)])
     items = audit_report(report)
     assert [i.outcome for i in items] == [FAILED] and "proved without a certificate" in items[0].problems[0]
+
+
+def _counting_spec(tmp_path: Path) -> str:
+    """crasp-L1 on strings up to length 6 (64 strings of length 6: the sample is all of them), engine counting."""
+    text = (SPECS / "crasp-L1.yaml").read_text().replace("../examples", str(SPECS.parent / "examples"))
+    text = text.replace("max-length: 14", "max-length: 6").replace("expect: proved}", "engine: counting, expect: proved}")
+    (tmp_path / "l1.yaml").write_text(text)
+    return "l1.yaml"
+
+
+def test_counting_certificates_audit_and_tampering_fails(tmp_path):
+    report = tmp_path / "report.json"
+    name = _counting_spec(tmp_path)
+    result = CliRunner().invoke(main, ["check", str(tmp_path / name), "--no-cache", "-q", "--json", str(report),
+                                       "--certify", str(tmp_path / "certificates")])
+    assert result.exit_code == 0, result.output
+    entries = json.loads(report.read_text())["results"]
+    assert [(e["engine"], e["verdict"]) for e in entries] == [("counting", "proved")] * 2
+    bounded, every = (Path(e["statistics"]["certificate"]["path"]) for e in entries)
+    body = json.loads(bounded.read_text())
+    count, sample = body["checks"]
+    # strings of length 0..6 over {a, b}: 1, 2, 4, ..., 64 by the closed form and by the exploration's merges
+    assert count["ok"] and count["closed_form"] == count["explored"] == [1, 2, 4, 8, 16, 32, 64]
+    assert sample["ok"] and sample["sample_size"] == 64 and "queries" not in body
+    # every length: the last refinement round's two step queries and the two decision queries (letters a, b),
+    # each re-proved by cvc5; no LRAT (unbounded integers), recorded as such: audit says partial, exit 0
+    every_body = json.loads(every.read_text())
+    assert [q["name"] for q in every_body["queries"]] == ["induction step, letter 'a'", "induction step, letter 'b'",
+                                                          "decisions, letter 'a'", "decisions, letter 'b'"]
+    assert all(q["evidence"][0]["ok"] is True and q["evidence"][1]["ok"] is None for q in every_body["queries"])
+    items = audit_report(report)
+    assert [i.outcome for i in items] == ["ok", "partial"]
+    assert any("unbounded integers" in p for p in items[1].partial)
+
+    # tampering: the exploration's string count and the sample's interpreter digest (both re-sealed)
+    def change_count(body, folder):
+        body["checks"][0]["explored"][6] = 63
+        body["checks"][1]["interpreter_sha256"] = "0" * 64
+    _rewrite_certificate(report, "proved", change_count)
+    code, output = _audit(report)
+    assert code == 1 and "strings counted two ways" in output and "interpreter's outputs on the sample differ" in output
+
+
+def test_query_free_depth_zero_proof_is_partial_and_its_pair_is_rechecked(tmp_path):
+    # depth 0 asks no solver query: the pair a / ba (a in L_1 = a+, ba not; same last letter) is re-checked and
+    # the class-wide step is recorded as trusted, so audit says partial (exit 0) until the pair is tampered with
+    report = _check(tmp_path, "depth-lower-bound-L1.yaml")
+    body = json.loads(Path(_entry(report, "proved")["statistics"]["certificate"]["path"]).read_text())
+    pair, argument = body["checks"]
+    assert pair["ok"] is True and pair["pair"] == ["a", "ba"] and pair["in_language"] == [True, False]
+    assert argument["ok"] is None and "trusted" in argument["note"]
+    assert [i.outcome for i in audit_report(report)] == ["partial"] and _audit(report)[0] == 0
+
+    def other_pair(body, folder):  # ab and bb: both end in b, both outside L_1: the language does not separate them
+        body["checks"][0]["pair"] = ["ab", "bb"]
+    _rewrite_certificate(report, "proved", other_pair)
+    code, output = _audit(report)
+    assert code == 1 and "does not check" in output
