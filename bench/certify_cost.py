@@ -1,9 +1,10 @@
 """Cost of certification on the shipped specs: `check --certify` then `audit`, per spec, in child processes.
 
 Usage: python bench/certify_cost.py [--out DIR] [--cap SECONDS] [SPEC ...]   (default: every specs/*.yaml)
-Writes DIR/results.jsonl (one line per spec) and prints the markdown table of docs/trust.md. Times are wall
-seconds on whatever machine runs it: proof = the verdicts' own seconds, certify = the certificates' seconds,
-audit = the whole `verify-tf audit` run.
+       python bench/certify_cost.py --table RESULTS.jsonl ...     (the markdown table of docs/trust.md)
+Writes DIR/results.jsonl (one line per spec, printed as it goes). Times are wall seconds on whatever machine
+runs it: proof = the proved verdicts' own seconds, certify = their certificates' seconds, audit = the whole
+`verify-tf audit` run.
 """
 
 from __future__ import annotations
@@ -52,12 +53,50 @@ def run_spec(spec: Path, out: Path, cap: float) -> dict:
     return row
 
 
+SHORT = [("second solver", "cvc5"), ("LRAT", "LRAT (CaDiCaL + our checker)"), ("domain size", "count 2 ways"),
+         ("digest", "digest"), ("strings counted", "strings 2 ways"), ("the pair", "pair re-checked")]
+
+
+def short(check: str) -> str:
+    if check.startswith("seeded sample of"):
+        return "interpreter sample " + check.split()[3]
+    return next((label for prefix, label in SHORT if check.startswith(prefix)), check)
+
+
+def table(paths: list[Path]) -> str:
+    rows = {}
+    for path in paths:
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            rows[row["spec"]] = row  # the last run of a spec wins
+    lines = ["| spec | proved (complete) | certificate: checked by | proof s | certify s | ratio | audit |",
+             "|---|---|---|---|---|---|---|"]
+    for name in sorted(rows):
+        row = rows[name]
+        if "error" in row:
+            lines.append(f"| {name[:-5]} | ? | {row['error']} | | | | |")
+            continue
+        kinds = ", ".join(row["kinds"]) or "—"
+        checked = ", ".join(sorted({short(c) for c in row["checked_by"]})) or ("nothing proved" if not row["proved"] else "none passed")
+        ratio = f"{row['certify_seconds'] / row['proof_seconds']:.0f}×" if row["proof_seconds"] >= 0.01 and \
+            row["proved"] else "—"
+        audit = row.get("audit_summary", "").split(": ", 1)[-1] if row.get("audit_rc") != "timeout" else "timeout"
+        lines.append(f"| {name[:-5]} | {row['proved']} ({row['complete']}) | {kinds}: {checked} | "
+                     f"{row['proof_seconds']} | {row['certify_seconds']} | {ratio} | {audit} (exit "
+                     f"{row.get('audit_rc')}) |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("specs", nargs="*", type=Path)
+    parser.add_argument("--table", nargs="+", type=Path, help="print the table of these results.jsonl files")
     parser.add_argument("--out", type=Path, default=Path("/tmp/verify-tf-certify-bench"))
     parser.add_argument("--cap", type=float, default=900.0, help="seconds per spec for check and for audit")
     args = parser.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
     specs = args.specs or sorted((ROOT / "specs").glob("*.yaml"))
     args.out.mkdir(parents=True, exist_ok=True)
     with open(args.out / "results.jsonl", "a") as log:
