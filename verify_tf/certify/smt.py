@@ -16,9 +16,10 @@ from __future__ import annotations
 import gzip
 import hashlib
 import importlib.metadata
+import multiprocessing
+import os
 import re
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -148,35 +149,43 @@ def bitblast(text: str) -> tuple[str, dict]:
 
 
 def _cadical_lrat(clauses: list[tuple[int, ...]], seconds: float) -> tuple[bool | None, bytes]:
-    """CaDiCaL 1.9.5 (python-sat) with an LRAT trace; (False, proof) when unsat, None when interrupted."""
+    """CaDiCaL 1.9.5 (python-sat) with an LRAT trace; (False, proof) when unsat, None when out of time.
+
+    It runs in a child process, killed at the deadline: python-sat's CaDiCaL 1.9.5 keeps the GIL and ignores
+    an interrupt from another thread, so an in-process solve could overrun the budget by any amount."""
+    context = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory(prefix="verify-tf-lrat-") as folder:
+        trace = Path(folder) / "proof.lrat"
+        child = context.Process(target=_cadical_child, args=(clauses, str(trace)), daemon=True)
+        child.start()
+        child.join(max(0.01, seconds))
+        if child.is_alive():
+            child.kill()
+            child.join()
+            return None, b""
+        if child.exitcode not in (10, 20):
+            raise RuntimeError(f"the CaDiCaL child process ended with exit code {child.exitcode}")
+        if child.exitcode == 10:
+            return True, b""
+        size = trace.stat().st_size
+        return False, (trace.read_bytes() if size <= LRAT_MAX_BYTES else b"too large: %d" % size)
+
+
+def _cadical_child(clauses: list[tuple[int, ...]], trace_path: str) -> None:
+    """In the child: solve, write the LRAT trace to ``trace_path``, exit 10 (sat) or 20 (unsat)."""
     import pysolvers
     from pysat.solvers import Cadical195
 
     solver = Cadical195()
     solver.configure({"binary": 0, "lrat": 1})
-    trace = tempfile.TemporaryFile()
-    # python-sat's with_proof installs its tracer before configure() could switch LRAT on: install our own
-    solver.prfile, solver.prfp = trace, pysolvers.cadical195_tracepr(solver.cadical, trace)
-    for clause in clauses:
-        solver.add_clause(list(clause))
-    timer = threading.Timer(max(0.01, seconds), solver.interrupt)
-    timer.start()
-    try:
-        status = solver.solve_limited(expect_interrupt=True)
-    finally:
-        timer.cancel()
-    pysolvers.flushpr(solver.prfp)
-    trace.seek(0, 2)
-    size = trace.tell()
-    proof = b""
-    if status is False and size <= LRAT_MAX_BYTES:
-        trace.seek(0)
-        proof = trace.read()
-    elif status is False:
-        proof = b"too large: %d" % size
-    solver.delete()
-    trace.close()
-    return status, proof
+    with open(trace_path, "w+b") as trace:
+        # python-sat's with_proof installs its tracer before configure() could switch LRAT on: install our own
+        solver.prfile, solver.prfp = trace, pysolvers.cadical195_tracepr(solver.cadical, trace)
+        for clause in clauses:
+            solver.add_clause(list(clause))
+        status = solver.solve()
+        pysolvers.flushpr(solver.prfp)
+    os._exit(10 if status else 20)  # no interpreter teardown: the parent only reads the exit code and the file
 
 
 LRAT_RECORD = {"check": "LRAT proof of the bit-blasted query checked by verify_tf.certify.lrat",
