@@ -22,12 +22,12 @@ import z3
 
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.domain import GridDomain
+from verify_tf.semantics import Exact, Fixed, evaluate
 from verify_tf.symbolic import foreign
 from verify_tf.symbolic.encoder import encode_model
 from verify_tf.symbolic.inputs import grid_input
 from verify_tf.symbolic.solve import smt2_text, solve
 from verify_tf.symbolic.values import Builder, Sym
-from verify_tf.semantics import Exact, Fixed, evaluate
 
 LADDER = [
     # name, width, layers, ffn, length, grid step, arithmetic

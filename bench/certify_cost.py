@@ -77,7 +77,8 @@ def table(paths: list[Path]) -> str:
             lines.append(f"| {name[:-5]} | ? | {row['error']} | | | | |")
             continue
         kinds = ", ".join(row["kinds"]) or "—"
-        checked = ", ".join(sorted({short(c) for c in row["checked_by"]})) or ("nothing proved" if not row["proved"] else "none passed")
+        checked = ", ".join(sorted({short(c) for c in row["checked_by"]}))
+        checked = checked or ("nothing proved" if not row["proved"] else "none passed")
         ratio = f"{row['certify_seconds'] / row['proof_seconds']:.0f}×" if row["proof_seconds"] >= 0.01 and \
             row["proved"] else "—"
         audit = row.get("audit_summary", "").split(": ", 1)[-1] if row.get("audit_rc") != "timeout" else "timeout"

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from fractions import Fraction as F
 
-from verify_tf.ir import (AlphabetTokens, AttentionLayer, Block, FeedForward, GridTokens, Head, Model, RelativeTable,
-                          matrix, vector, zeros)
+from verify_tf.ir import (
+    AlphabetTokens,
+    AttentionLayer,
+    Block,
+    FeedForward,
+    GridTokens,
+    Head,
+    Model,
+    RelativeTable,
+    matrix,
+    vector,
+    zeros,
+)
 
 
 def head(q=0, k=0, v=1, o=1, *, scoring="hardmax", causal=False, positional="standard", rpe=None, urpe=None,

@@ -184,7 +184,8 @@ def test_proved_without_certificate_fails_audit(tmp_path):
 def _counting_spec(tmp_path: Path) -> str:
     """crasp-L1 on strings up to length 6 (64 strings of length 6: the sample is all of them), engine counting."""
     text = (SPECS / "crasp-L1.yaml").read_text().replace("../examples", str(SPECS.parent / "examples"))
-    text = text.replace("max-length: 14", "max-length: 6").replace("expect: proved}", "engine: counting, expect: proved}")
+    text = text.replace("max-length: 14", "max-length: 6")
+    text = text.replace("expect: proved}", "engine: counting, expect: proved}")
     (tmp_path / "l1.yaml").write_text(text)
     return "l1.yaml"
 

@@ -71,7 +71,8 @@ def test_junit_and_json_reports(specs, tmp_path):
     root = ET.parse(junit).getroot()
     assert (root.get("tests"), root.get("failures")) == ("3", "2")
     failure = root.find("testsuite[2]/testcase[1]/failure")
-    assert "refuted: X = [0, 1], swap positions 0,1: at position 0 f(τX) = [4] but τf(X) = [7]" == failure.get("message")
+    assert failure.get("message") == ("refuted: X = [0, 1], swap positions 0,1: "
+                                      "at position 0 f(τX) = [4] but τf(X) = [7]")
     data = json.loads(report.read_text())
     assert data["format"] == "verify-tf-report/1" and data["exit_code"] == 1 and data["fail_on"] == "unknown"
     statuses = [(r["property"], r["verdict"], r["index"], r["counts_as"]) for r in data["results"]]

@@ -120,9 +120,9 @@ def _replay(item: Audited, entry: dict[str, Any], spec, prop, task) -> None:
             item.checked.append("counterexample replayed on the interpreter")
         return
     # another witness shape (pairs, architecture members): the check again must give the same counterexample
-    again: Verdict = check_property(spec, prop, Overrides(engine=entry.get("engine")))
-    if again.status != REFUTED or again.counterexample != witness:
-        item.problems.append(f"counterexample: re-running the check gives {again.status} with a different "
+    rerun: Verdict = check_property(spec, prop, Overrides(engine=entry.get("engine")))
+    if rerun.status != REFUTED or rerun.counterexample != witness:
+        item.problems.append(f"counterexample: re-running the check gives {rerun.status} with a different "
                              "counterexample")
     else:
         item.checked.append("counterexample re-derived by re-running the check")

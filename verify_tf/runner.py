@@ -16,15 +16,16 @@ from __future__ import annotations
 import dataclasses
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from . import auto
-from .engines import architecture, counting, enumerate as enumerate_engine, interpret, search, smt
-from .engines.base import ProgressEvent, Run, Settings, Task, no_progress
 from .cache import key_material, key_of, served_from_cache
 from .certify import certify
+from .engines import architecture, counting, enumerate as enumerate_engine, interpret, search, smt
+from .engines.base import ProgressEvent, Run, Settings, Task, no_progress
 from .executors import InProcess, ProcessPool
 from .properties import registry
 from .semantics import UnsupportedInMode
@@ -80,7 +81,8 @@ def make_task(spec: Spec, prop: PropertySpec, overrides: Overrides) -> Task:
 
 
 def check_property(spec: Spec, prop: PropertySpec, overrides: Overrides,
-                   progress: Callable[[ProgressEvent], None] | None = None, executor: Executor | None = None) -> Verdict:
+                   progress: Callable[[ProgressEvent], None] | None = None,
+                   executor: Executor | None = None) -> Verdict:
     deadline = Deadline(timeout_of(spec, prop, overrides))
     engine = requested_engine(spec, prop, overrides)
     run = Run(executor or InProcess(), deadline, progress or no_progress)
@@ -102,7 +104,8 @@ def check_property(spec: Spec, prop: PropertySpec, overrides: Overrides,
     verdict.spec = str(spec.path)
     verdict.index = prop.index
     verdict.kind = prop.name
-    if overrides.certify_dir is not None and task is not None:  # its own budget, as long as the proof's; reported separately
+    # certification: its own budget, as long as the proof's; its time is reported separately
+    if overrides.certify_dir is not None and task is not None:
         try:
             certify(task, verdict, overrides.certify_dir, timeout_of(spec, prop, overrides))
         except Exception as exc:  # a certification bug must not turn a proof into a crash: say so instead
@@ -121,7 +124,8 @@ def run_engine(task: Task, run: Run, engine: str, cache_dir: Path | None = None)
         share = auto.falsify_seconds(run.deadline.remaining())
         quick = Run(run.executor, Deadline(share), run.progress)
         found = search.check(task, quick, samples=max(1024, min(task.settings.samples, 1 << 16)))
-        notes["falsification"] = f"search, {found.statistics.get('samples', 0)} samples in {quick.deadline.elapsed():.2f} s"
+        notes["falsification"] = (f"search, {found.statistics.get('samples', 0)} samples "
+                                  f"in {quick.deadline.elapsed():.2f} s")
         if found.status in (REFUTED, ERROR):
             found.statistics["auto"] = notes
             return found

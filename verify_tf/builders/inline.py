@@ -5,8 +5,19 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from ..ir import (AlphabetTokens, AttentionLayer, Block, FeedForward, GridTokens, Head, Model, RelativeTable,
-                  matrix, vector, zeros)
+from ..ir import (
+    AlphabetTokens,
+    AttentionLayer,
+    Block,
+    FeedForward,
+    GridTokens,
+    Head,
+    Model,
+    RelativeTable,
+    matrix,
+    vector,
+    zeros,
+)
 
 
 def relative_table(value: Any, neutral: Fraction) -> RelativeTable | None:

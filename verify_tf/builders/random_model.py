@@ -11,8 +11,18 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..ir import (AlphabetTokens, AttentionLayer, Block, FeedForward, GridTokens, Head, Model, RelativeTable, Vector,
-                  Matrix)
+from ..ir import (
+    AlphabetTokens,
+    AttentionLayer,
+    Block,
+    FeedForward,
+    GridTokens,
+    Head,
+    Matrix,
+    Model,
+    RelativeTable,
+    Vector,
+)
 
 
 @dataclass(frozen=True)

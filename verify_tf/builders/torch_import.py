@@ -19,8 +19,9 @@ the IR, exactly:
 
 Anything the IR cannot encode exactly is refused by name, never approximated: LayerNorm (so every
 ``torch.nn.TransformerEncoderLayer``), a GELU activation, ``add_bias_kv``, a non-zero readout bias (unless
-the spec says ``readout-bias: drop``), and any state dict entry the importer does not understand. ``ExactEncoderLayer`` / ``ExactEncoder`` below are small
-LayerNorm-free modules to train models this importer accepts (docs/import.md).
+the spec says ``readout-bias: drop``), and any state dict entry the importer does not understand.
+``ExactEncoderLayer`` / ``ExactEncoder`` below are small LayerNorm-free modules to train models this importer
+accepts (docs/import.md).
 
 The verified model is the imported IR under the spec's arithmetic: with ``scoring: softmax`` that is the
 fixed-point softmax of docs/semantics.md, not torch's float softmax.
@@ -115,8 +116,9 @@ class _Quantizer:
     def _limit(self, mantissa: int, where: str, value: object) -> None:
         bound = 1 << (self.bits - 1)
         if not -bound <= mantissa <= bound - 1:
+            lowest, highest = fmt(Fraction(-bound, 1 << self.frac)), fmt(Fraction(bound - 1, 1 << self.frac))
             raise TorchImportError(f"{where} = {fmt(Fraction(value))} is outside the {self.bits}-bit range "
-                                   f"[{fmt(Fraction(-bound, 1 << self.frac))}, {fmt(Fraction(bound - 1, 1 << self.frac))}]"
+                                   f"[{lowest}, {highest}]"
                                    " of quantize: raise bits or lower frac")
 
     def exact(self, value: float | Fraction, where: str) -> Fraction:

@@ -139,7 +139,8 @@ def recheck(task: Task, path: Path, recorded_sha256: str | None, seconds: float)
     if body.get("format") != FORMAT:
         return [f"certificate {path.name}: unknown format {body.get('format')!r}"], []
     deadline = Deadline(seconds)
-    problems, partial = [], []
+    problems: list[str] = []
+    partial: list[str] = []
     if body.get("kind") == "exhaustive":
         problems += [f"exhaustive: {p}" for p in recheck_exhaustive(task, body)]
     elif body.get("kind") == "counting":

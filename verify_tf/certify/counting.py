@@ -115,11 +115,11 @@ def recheck_counting(task: Task, record: dict) -> list[str]:
     if covered.get("alphabet") != list(goal.alphabet) or covered.get("max_length") != goal.max_length:
         problems.append(f"the certificate covers {covered}, the spec asks lengths up to {goal.max_length} over "
                         f"{list(goal.alphabet)}")
-    count = next((c for c in record.get("checks", []) if c["check"] == "strings counted two ways"), {})
+    count: dict = next((c for c in record.get("checks", []) if c["check"] == "strings counted two ways"), {})
     closed = [len(goal.alphabet) ** n for n in range(goal.max_length + 1)]
     if count.get("closed_form") != closed or count.get("explored") != closed:
         problems.append("strings counted two ways: the exploration's count is not |Σ|^n at every length")
-    sample = next((c for c in record.get("checks", []) if c["check"].startswith("seeded sample")), {})
+    sample: dict = next((c for c in record.get("checks", []) if c["check"].startswith("seeded sample")), {})
     words = sample_words(list(goal.alphabet), goal.max_length, sample.get("seed", 0))
     if len(words) != sample.get("sample_size"):
         problems.append("sample size differs")

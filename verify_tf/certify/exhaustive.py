@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
 
@@ -54,6 +55,7 @@ def listed_size(vocabulary: int, lengths: tuple[int, ...], order: str, distinct:
     count = 0
     symbols = range(vocabulary)
     for n in lengths:
+        source: Iterable[tuple[int, ...]]
         if order == "all":
             source = itertools.permutations(symbols, n) if distinct else itertools.product(symbols, repeat=n)
         elif order == "sorted":
@@ -160,7 +162,7 @@ def recheck_exhaustive(task: Task, record: dict) -> list[str]:
     """Audit: recount, recombine the digest, re-evaluate the sample on the interpreter."""
     problems = []
     space = space_of(task)
-    count = next((c for c in record["checks"] if c["check"].startswith("domain size")), {})
+    count: dict = next((c for c in record["checks"] if c["check"].startswith("domain size")), {})
     closed = closed_form_size(len(space.tokens), space.lengths, space.order, space.distinct)
     if count.get("closed_form") != closed or count.get("evaluated") != closed:
         problems.append(f"input count: the domain has {closed} inputs, the certificate says "
@@ -168,10 +170,10 @@ def recheck_exhaustive(task: Task, record: dict) -> list[str]:
     chunks = [tuple(c) for c in record.get("chunks", [])]
     if sum(b - a for a, b, _ in chunks) != closed:
         problems.append("the chunk digests do not cover the input space")
-    digest = next((c for c in record["checks"] if c["check"].startswith("digest")), {})
+    digest: dict = next((c for c in record["checks"] if c["check"].startswith("digest")), {})
     if combined_digest(chunks) != digest.get("outputs_sha256"):
         problems.append("outputs digest does not match its chunk digests")
-    sample = next((c for c in record["checks"] if c["check"].startswith("seeded sample")), {})
+    sample: dict = next((c for c in record["checks"] if c["check"].startswith("seeded sample")), {})
     indices = sample_indices(closed, sample.get("seed", 0))
     if len(indices) != sample.get("sample_size"):
         problems.append("sample size differs")

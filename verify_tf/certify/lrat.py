@@ -19,7 +19,7 @@ the check fail.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 
 class LratError(ValueError):
@@ -51,7 +51,7 @@ def parse_dimacs(text: str) -> tuple[int, list[tuple[int, ...]]]:
                 current.append(literal)
     if current:
         raise LratError("the last clause is not terminated by 0")
-    if declared is None or declared != len(clauses):
+    if variables is None or declared is None or declared != len(clauses):
         raise LratError(f"the header declares {declared} clauses, the file has {len(clauses)}")
     return variables, clauses
 
@@ -113,9 +113,10 @@ def check_lrat(variables: int, clauses: list[tuple[int, ...]], proof: Iterable[b
             for hint in hints:
                 if hint <= 0:
                     raise LratError(f"proof line {number}: RAT hint {hint} is not supported")
-                clause = database.get(hint)
-                if clause is None:
+                found = database.get(hint)
+                if found is None:
                     raise LratError(f"proof line {number}: hint {hint} is not an active clause")
+                clause = found
                 unit = 0
                 for literal in clause:
                     if -literal in true:

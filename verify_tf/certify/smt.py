@@ -21,8 +21,9 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
 from ..symbolic.bv import NotTranslatable, translation
 from ..work import Deadline
@@ -173,8 +174,8 @@ def _cadical_lrat(clauses: list[tuple[int, ...]], seconds: float) -> tuple[bool 
 
 def _cadical_child(clauses: list[tuple[int, ...]], trace_path: str) -> None:
     """In the child: solve, write the LRAT trace to ``trace_path``, exit 10 (sat) or 20 (unsat)."""
-    import pysolvers
-    from pysat.solvers import Cadical195
+    import pysolvers  # type: ignore[import-not-found]
+    from pysat.solvers import Cadical195  # type: ignore[import-untyped]
 
     solver = Cadical195()
     solver.configure({"binary": 0, "lrat": 1})
@@ -195,7 +196,7 @@ LRAT_RECORD = {"check": "LRAT proof of the bit-blasted query checked by verify_t
 
 def lrat_evidence(text: str, deadline: Deadline, proof_path: Path | None) -> dict:
     """The bit-blast + LRAT chain; writes the gzipped proof to ``proof_path`` when it checks."""
-    record = dict(LRAT_RECORD)
+    record: dict[str, Any] = dict(LRAT_RECORD)
     try:
         import pysolvers  # noqa: F401
     except ImportError:

@@ -44,8 +44,8 @@ def _fail_input(message: str, hint: str | None = None) -> None:
 
 class _Progress:
     """Progress of one check, from ``engines.base.ProgressEvent``s: a bar on a terminal (after the first second),
-    a plain line every 10 seconds otherwise (``VERIFY_TF_PROGRESS_SECONDS``) (CI logs; a heartbeat thread keeps printing the current
-    phase while a long solver query runs), nothing with ``--quiet``."""
+    a plain line every 10 seconds otherwise (``VERIFY_TF_PROGRESS_SECONDS``) (CI logs; a heartbeat thread keeps
+    printing the current phase while a long solver query runs), nothing with ``--quiet``."""
 
     def __init__(self, label: str, mode: str):
         self.label, self.mode = label, mode  # mode: bar | log | off

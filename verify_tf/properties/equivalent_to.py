@@ -3,8 +3,8 @@
 Option ``model:`` is a second model section (inline, file, random or construct, exactly as the top-level
 ``model:``); ``on: output`` compares the full final streams (same width needed), ``on: readout`` only the
 readouts q, at the user's positions (and at the BOS position with ``include-bos: true``). Both models run in
-the spec's arithmetic. Witness: the input, the first differing position and both values. The SMT query is a miter: both networks encoded on the same symbolic input, "some observed value
-differs"; unsat proves equivalence.
+the spec's arithmetic. Witness: the input, the first differing position and both values. The SMT query is a
+miter: both networks encoded on the same symbolic input, "some observed value differs"; unsat proves equivalence.
 """
 
 from __future__ import annotations

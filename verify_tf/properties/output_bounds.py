@@ -56,8 +56,11 @@ def checked(task: Task, length: int) -> list[tuple[int | str, int]]:
     return compared_positions(task.model, length, task.options.include_bos, task.options.positions)
 
 
-def _int64(threshold: int) -> int:
-    """Clamp a comparison threshold into int64; numerators are within ±2^62, so no comparison changes."""
+def _threshold(threshold: int, numerators: np.ndarray) -> int:
+    """A comparison threshold for ``numerators``: clamped into int64 when they are int64 (within ±2^62, so no
+    comparison changes), exact when they are Python integers (values beyond int64)."""
+    if numerators.dtype == object:
+        return threshold
     return max(-(1 << 63), min(threshold, (1 << 63) - 1))
 
 
@@ -98,9 +101,9 @@ class OutputBounds(Property):
         # q = num/den (den > 0), num an integer: q < lo <=> num < ceil(lo·den); q > hi <=> num > floor(hi·den)
         outside = np.zeros(len(rows), dtype=bool)
         if options.lo is not None:
-            outside |= (picked < _int64(math.ceil(options.lo * values.den))).any(axis=1)
+            outside |= (picked < _threshold(math.ceil(options.lo * values.den), picked)).any(axis=1)
         if options.hi is not None:
-            outside |= (picked > _int64(math.floor(options.hi * values.den))).any(axis=1)
+            outside |= (picked > _threshold(math.floor(options.hi * values.den), picked)).any(axis=1)
         return outside, {"readout_min": (picked.min(axis=1), values.den), "readout_max": (picked.max(axis=1),
                                                                                           values.den)}
 

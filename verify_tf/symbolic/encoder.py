@@ -20,15 +20,14 @@ division by the symbolic row sum linearised through the bits of the bounded quot
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Sequence
 
 import z3
 
 from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Head, Matrix, Model, Vector
-from ..semantics.arithmetic import Arithmetic, Exact, Fixed
-from ..semantics.arithmetic import SATURATING_EXPONENT
+from ..semantics.arithmetic import SATURATING_EXPONENT, Arithmetic, Exact, Fixed
 from ..semantics.exp_table import exp_bracket, exp_table
 from .bounds import interval_hull
 from .inputs import SymbolicInput, SymToken
@@ -179,7 +178,8 @@ def _average_row(row: list[Sym | None], scaled_values: list[SymVector], value_di
     if len(candidates) == 1:
         member = {candidates[0]: z3.BoolVal(True)}
     else:
-        member = {j: z3.And(sorted((mantissa[j] >= mantissa[k] for k in candidates if k != j), key=lambda e: e.get_id()))
+        member = {j: z3.And(sorted((mantissa[j] >= mantissa[k] for k in candidates if k != j),
+                                   key=lambda e: e.get_id()))
                   for j in candidates}
     count = _sum([z3.If(member[j], z3.IntVal(1), z3.IntVal(0)) for j in candidates]) if len(candidates) > 1 else 1
     sizes = list(range(1, len(candidates) + 1))
@@ -196,7 +196,7 @@ def _average_row(row: list[Sym | None], scaled_values: list[SymVector], value_di
 
     numerators = {k: int(weight_for[k] * common) for k in sizes}
     weights: list[Sym | None] = []
-    for j, s in enumerate(row):
+    for j, _s in enumerate(row):
         if j not in member:
             weights.append(Sym.const(0))
             continue
@@ -265,8 +265,8 @@ def _rounded_terms_row(row: list[Sym | None], scaled_values: list[SymVector], va
     constants or a floor of e^s times a symbolic contribution x. That floor of an irrational multiple is
     over-approximated soundly: a fresh integer t with t <= hi·X and t + 1 > lo·X for X >= 0 (lo < e^s < hi,
     60 digits; mirrored for X < 0), which admits only the true floor unless e^s·X lies within 10^-60 of an
-    integer. An ``unsat`` remains a proof, and a ``sat`` is replayed (the builder is marked inexact, so a spurious one is unknown,
-    never an error or a refutation). The division by the symbolic row sum is the bounded quotient of
+    integer. An ``unsat`` remains a proof, and a ``sat`` is replayed (the builder is marked inexact, so a spurious
+    one is unknown, never an error or a refutation). The division by the symbolic row sum is the bounded quotient of
     ``Builder.floor_div``; a zero row sum falls back to the uniform average, as the semantics says.
     """
     arith = r.arith

@@ -19,14 +19,26 @@ sums of the heads. The property supplies the other side as a counter machine and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ...verdict import Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, Deadline, WorkUnit, schedule
-from ..base import (CERTIFY_COUNTING, CERTIFY_QUERIES, CountingGoal, ProgressEvent, Run, Task, describe_proof, error,
-                    proved, refuted, unknown)
+from ..base import (
+    CERTIFY_COUNTING,
+    CERTIFY_QUERIES,
+    CountingGoal,
+    ProgressEvent,
+    Run,
+    Task,
+    describe_proof,
+    error,
+    proved,
+    refuted,
+    unknown,
+)
 from .explore import Exploration, explore
 from .induction import FAILED, PROVED, InductionResult, prove_all_lengths
 from .stream import CountingModel, NotApplicable, value_bounds
@@ -186,4 +198,4 @@ def _refuted(task: Task, run: Run, exploration: Exploration, statistics: dict) -
     return refuted(task, run, ENGINE, "counting", witness, statistics)
 
 
-__all__ = ["ENGINE", "check", "bounded_unit", "induction_unit"]
+__all__ = ["ENGINE", "bounded_unit", "check", "induction_unit"]
