@@ -238,3 +238,13 @@ def test_query_free_depth_zero_proof_is_partial_and_its_pair_is_rechecked(tmp_pa
     _rewrite_certificate(report, "proved", other_pair)
     code, output = _audit(report)
     assert code == 1 and "does not check" in output
+
+
+def test_sample_digest_of_inputs_of_several_lengths():
+    # a sample spanning lengths 1 and 2 (tracr specs): ragged rows are digested per run of equal length
+    from fractions import Fraction
+
+    from verify_tf.engines.scan import fractions_digest
+    rows = [[Fraction(1)], [Fraction(1, 2), Fraction(0)]]
+    assert fractions_digest(rows) == fractions_digest([list(r) for r in rows])
+    assert fractions_digest(rows) != fractions_digest([[Fraction(1)], [Fraction(1, 2), Fraction(1)]])

@@ -80,7 +80,11 @@ def outputs_digest(numerators: Any, den: int) -> str:
 
 
 def fractions_digest(rows: list[list[Fraction]]) -> str:
-    """``outputs_digest`` of exact Fractions (the interpreter's values), one list per input."""
+    """``outputs_digest`` of exact Fractions (the interpreter's values), one list per input. Rows of different
+    lengths (inputs of several lengths): the digest of the digests of each run of equal-length rows."""
+    if len({len(row) for row in rows}) > 1:
+        runs = [list(group) for _, group in itertools.groupby(rows, key=len)]
+        return hashlib.sha256("".join(fractions_digest(run) + "\n" for run in runs).encode()).hexdigest()
     den = math.lcm(*(v.denominator for row in rows for v in row)) if rows and rows[0] else 1
     numerators = np.empty((len(rows), len(rows[0]) if rows else 0), dtype=object)
     for k, row in enumerate(rows):
