@@ -108,9 +108,13 @@ def audit_entry(entry: dict[str, Any], report_dir: Path, seconds: float) -> Audi
 def _replay(item: Audited, entry: dict[str, Any], spec, prop, task) -> None:
     witness = entry.get("counterexample") or {}
     if "input" in witness and hasattr(task.prop, "violation"):
+        # a pair witness (equivariance: X and the transposed X) is named by its smaller input; the violation
+        # may show on the other one
+        inputs = [witness["input"]] + [witness[k] for k in ("permuted_input", "other") if k in witness]
         try:
-            tokens = input_from_json(witness["input"])
-            again = task.prop.violation(task, tokens)
+            again = None
+            for data in inputs:
+                again = again or task.prop.violation(task, input_from_json(data))
         except Exception as exc:  # a tampered input the model cannot read
             item.problems.append(f"counterexample: the input cannot be replayed: {type(exc).__name__}: {exc}")
             return
