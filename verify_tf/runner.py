@@ -24,7 +24,7 @@ from typing import Any
 from . import auto
 from .cache import key_material, key_of, served_from_cache
 from .certify import certify
-from .engines import architecture, counting, enumerate as enumerate_engine, interpret, search, smt
+from .engines import architecture, counting, enumerate as enumerate_engine, interpret, search, smt, split
 from .engines.base import ProgressEvent, Run, Settings, Task, no_progress
 from .executors import InProcess, ProcessPool
 from .properties import registry
@@ -42,6 +42,7 @@ DRIVERS: dict[str, Callable[[Task, Run], Verdict]] = {
     "search": search.check,
     "architecture": architecture.check,
     "counting": counting.check,
+    "split": split.check,
 }
 
 

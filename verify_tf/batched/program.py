@@ -657,6 +657,15 @@ class _Planner:
         return plan, stage
 
 
+def unsupported_reason(model: Model, arith: Arithmetic) -> str | None:
+    """Why the batched evaluator cannot run ``model`` under ``arith`` at all, or None (nothing is refused for
+    width any more: this is what ``compile_program`` raises ``Unsupported`` for, without compiling)."""
+    if not isinstance(arith, Fixed) and any(head.scoring == "softmax" for _, _, head in model.heads()):
+        return "softmax is not exactly representable in exact arithmetic; use arithmetic: fixed, or " \
+               "hardmax/uniform scoring"
+    return None
+
+
 def compile_program(model: Model, arith: Arithmetic, tokens: Sequence[Token], length: int,
                     variant: str = "auto", bounds: Bounds | None = None, force: str | None = None) -> Program:
     """The integer program for inputs of ``length`` tokens drawn from ``tokens``.
@@ -671,9 +680,9 @@ def compile_program(model: Model, arith: Arithmetic, tokens: Sequence[Token], le
     if force not in FORCES:
         raise ValueError(f"force must be one of {FORCES}, got {force!r}")
     bos = isinstance(model.tokens, AlphabetTokens) and model.tokens.bos is not None
-    if not isinstance(arith, Fixed) and any(head.scoring == "softmax" for _, _, head in model.heads()):
-        raise Unsupported("softmax is not exactly representable in exact arithmetic; use arithmetic: fixed, or "
-                          "hardmax/uniform scoring")
+    reason = unsupported_reason(model, arith)
+    if reason is not None:
+        raise Unsupported(reason)
     if bounds is None:
         bounds = cube_bounds(model, arith, Cube.whole(tokens, length)) if tokens or length == 0 else None
     full, uses_ties = _compile(model, arith, tokens, length, bos, bounds, tie_free=False)

@@ -91,7 +91,7 @@ class ContextualMapping(Property):
                                              "from condition (2) (Yun's setting for models without positions)"),
                                      default=False),
     }, check=typed(Options))
-    engines = ("enumerate", "interpret", "smt")
+    engines = ("enumerate", "interpret", "smt", "split")
     form = DISTINCT_VALUES
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:

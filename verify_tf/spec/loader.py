@@ -38,7 +38,7 @@ from ..schema.yamlnodes import Node, parse_yaml
 from ..semantics import Arithmetic, Exact, Fixed
 from ..semantics.arithmetic import ATTENTION_ROUNDINGS
 
-ENGINES = ("auto", "interpret", "enumerate", "smt", "search", "architecture", "counting")
+ENGINES = ("auto", "interpret", "enumerate", "smt", "search", "architecture", "counting", "split")
 SOLVERS = ("z3", "cvc5", "bitwuzla", "portfolio")
 VERDICT_NAMES = ("proved", "refuted", "unknown")
 
