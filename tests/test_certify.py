@@ -248,3 +248,23 @@ def test_sample_digest_of_inputs_of_several_lengths():
     rows = [[Fraction(1)], [Fraction(1, 2), Fraction(0)]]
     assert fractions_digest(rows) == fractions_digest([list(r) for r in rows])
     assert fractions_digest(rows) != fractions_digest([[Fraction(1)], [Fraction(1, 2), Fraction(1)]])
+
+
+def test_split_certificate_is_partial_and_tampering_fails(tmp_path):
+    """specs/split-two-layer-output-bounds.yaml proves |q| <= 93/4 by bounds alone: the certificate counts the
+    closed cubes' inputs against the domain ((9^2)^3 = 531,441 inputs: 9 grid points per coordinate, d = 2,
+    length 3) and re-runs a seeded sample on the interpreter; the bounds themselves stay trusted, so audit says partial (exit 0)."""
+    report = _check(tmp_path, "split-two-layer-output-bounds.yaml")
+    summary = _entry(report, "proved")["statistics"]["certificate"]
+    assert summary["kind"] == "split" and not summary["complete"] and not summary["failed"]
+    body = json.loads(Path(summary["path"]).read_text())
+    cover = body["checks"][0]
+    assert cover["ok"] and cover["closed_inputs"] == cover["domain_inputs"] == cover["closed_form"] == 81 ** 3
+    code, output = _audit(report)
+    assert code == 0 and "partial" in output and "interval bounds" in output
+
+    def shrink_cover(body, folder):
+        body["checks"][0]["closed_inputs"] -= 1
+    _rewrite_certificate(report, "proved", shrink_cover)
+    code, output = _audit(report)
+    assert code == 1 and "the closed cubes hold" in output

@@ -27,6 +27,7 @@ from .conclusion import conclusion_checks
 from .counting import counting_evidence, recheck_counting
 from .exhaustive import exhaustive_evidence, recheck_exhaustive
 from .smt import LRAT_RECORD, cvc5_reprove, lrat_evidence, recheck_lrat, sha256
+from .split import recheck_split, split_evidence
 
 FORMAT = "verify-tf-certificate/1"
 TRUSTED = {
@@ -39,6 +40,8 @@ TRUSTED = {
                  "the counting model on strings outside the sample (the engine's differential tests cover it)",
                  "for every length: the encoder of one position (engines.counting.induction) and z3's answers as "
                  "re-proved by cvc5 (unbounded integers: no LRAT chain)"],
+    "split": ["the interval bounds (verify_tf.bounds) that closed cubes without evaluating them",
+              "the batched evaluator on enumerated leaves outside the sample (differential tests cover it)"],
 }
 
 
@@ -69,6 +72,9 @@ def certify(task: Task, verdict: Verdict, directory: Path, seconds: float) -> No
         body.update(_smt_certificate(queries, folder, seconds))
         if not any(q.get("z3_answer") == "unsat" for q in body["queries"]):
             body["checks"] = conclusion_checks(task, verdict.statistics)
+    elif verdict.engine == "split":  # before the exhaustive case: split's enumeration leaves keep no digest
+        body.update(split_evidence(task, verdict.statistics, task.settings.seed))
+        body["trusted"] = TRUSTED["split"]
     elif verdict.statistics.get(OUTPUTS_DIGEST) is not None:
         body.update(exhaustive_evidence(task, {**verdict.statistics, CERTIFY_CHUNKS: chunks or []},
                                         task.settings.seed))
@@ -143,6 +149,9 @@ def recheck(task: Task, path: Path, recorded_sha256: str | None, seconds: float)
     partial: list[str] = []
     if body.get("kind") == "exhaustive":
         problems += [f"exhaustive: {p}" for p in recheck_exhaustive(task, body)]
+    elif body.get("kind") == "split":
+        problems += [f"split: {p}" for p in recheck_split(task, body)]
+        partial += [f"{c['check']}: {c['note']}" for c in body.get("checks", []) if c.get("ok") is None]
     elif body.get("kind") == "counting":
         problems += [f"counting: {p}" for p in recheck_counting(task, body)]
         _recheck_queries(body, path.parent, deadline, problems, partial)
