@@ -17,7 +17,7 @@ import dataclasses
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from .properties import registry
 from .semantics import UnsupportedInMode
 from .spec import PropertySpec, Spec
 from .spec.loader import supported_engines
+from .symbolic.solve import DRIVER_Z3_LOCK
 from .verdict import ERROR, REFUTED, UNKNOWN, Verdict
 from .witness import ReplayMismatch
 from .work import Deadline, Executor
@@ -107,8 +108,9 @@ def check_property(spec: Spec, prop: PropertySpec, overrides: Overrides,
     verdict.kind = prop.name
     # certification: its own budget, as long as the proof's; its time is reported separately
     if overrides.certify_dir is not None and task is not None:
-        try:
-            certify(task, verdict, overrides.certify_dir, timeout_of(spec, prop, overrides))
+        try:  # in this thread, with z3: properties that run side by side (-j N, --cluster) take turns
+            with DRIVER_Z3_LOCK:
+                certify(task, verdict, overrides.certify_dir, timeout_of(spec, prop, overrides))
         except Exception as exc:  # a certification bug must not turn a proof into a crash: say so instead
             verdict.statistics["certificate"] = {"complete": False, "failed": True,
                                                  "error": f"{type(exc).__name__}: {exc}"}
@@ -191,9 +193,9 @@ def check_all(specs: Sequence[Spec], overrides: Overrides, *, jobs: int = 1, cac
         parallel = shared is not None and shared.workers > 1 and len(pending) > 1
         if parallel:
             with ThreadPoolExecutor(max_workers=shared.workers) as threads:
-                futures = {slot: threads.submit(one, slot, shared) for slot in pending}
-                for slot in pending:
-                    finish(slot, futures[slot].result())
+                futures = {threads.submit(one, slot, shared): slot for slot in pending}
+                for future in as_completed(futures):  # on_verdict as each property finishes, in any order
+                    finish(futures[future], future.result())
         else:
             for slot in pending:
                 finish(slot, one(slot, shared))

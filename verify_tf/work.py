@@ -3,7 +3,7 @@
 An engine driver cuts a property check into **work units**: pure, picklable calls of a module-level function
 on plain data (a chunk of the domain, one solver query, one cube). An **executor** runs them: in this
 process (``executors.InProcess``), in a local process pool (``executors.ProcessPool``, ``-j N``) or on a Dask
-cluster (``executors.dask``, ``--cluster``). Engines only see the interface below, so a new executor needs
+cluster (``executors.cluster``, ``--cluster``). Engines only see the interface below, so a new executor needs
 no change in any engine.
 
 ``schedule`` is the loop every driver uses: it keeps a bounded number of units in flight, hands each result
@@ -79,6 +79,9 @@ class WorkUnit:
     order: int = 0  # the driver's order (least witness = lowest order); also the priority
     weight: float = 1.0  # share of the property's work, for progress
     share: float = 1.0  # the fraction of the remaining time this unit may use
+    # executors that queue units of several properties (Dask) start higher priorities first, then lower orders;
+    # cheap falsification (the search engine) uses 1 so it runs before long exhaustive work
+    priority: int = 0
 
 
 class UnitError(Exception):
@@ -101,7 +104,12 @@ class Handle(Protocol):
 
 
 class Executor(Protocol):
-    """Runs work units. ``workers``: how many run at once (drivers size their units by it)."""
+    """Runs work units. ``workers``: how many run at once (drivers size their units by it).
+
+    Optional: ``in_flight`` (how many units ``schedule`` keeps submitted at once; default twice ``workers``),
+    read again before every submission, so an executor that packs small units into batches (Dask) can raise
+    it once it has measured how long units take.
+    """
 
     workers: int
     name: str
@@ -154,9 +162,11 @@ def schedule(executor: Executor, units: Iterable[WorkUnit], deadline: Deadline,
     ``on_result(unit, value)`` returns CONTINUE, STOP_AFTER (units of a higher ``order`` are no longer
     needed: they are cancelled or never submitted) or STOP (cancel everything). A failing unit goes to
     ``on_error`` (default: record it and stop). At most ``in_flight`` units are submitted at a time
-    (default: twice the executor's workers), so a huge domain never floods a scheduler.
+    (default: the executor's ``in_flight``, else twice its workers), so a huge domain never floods a scheduler.
     """
-    limit = in_flight or max(1, 2 * executor.workers)
+
+    def limit() -> int:
+        return in_flight or max(1, getattr(executor, "in_flight", 0) or 2 * executor.workers)
     pending = iter(units)
     running: list[Handle] = []
     summary = Schedule()
@@ -165,7 +175,7 @@ def schedule(executor: Executor, units: Iterable[WorkUnit], deadline: Deadline,
 
     def fill() -> None:
         nonlocal exhausted
-        while not exhausted and len(running) < limit:
+        while not exhausted and len(running) < limit():
             unit = next(pending, None)
             if unit is None:
                 exhausted = True

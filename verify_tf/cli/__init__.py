@@ -190,6 +190,10 @@ def main() -> None:
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes: properties run side by side and each property's work units are spread "
                    "over them.")
+@click.option("--cluster", "cluster_address", metavar="ADDRESS",
+              help="Run the work units on a Dask cluster: 'local:N' starts N worker processes on this machine for "
+                   "this run; 'tcp://HOST:PORT' uses a running Dask scheduler (docs/distributed.md). Needs the "
+                   "cluster extra: pip install 'verify-tf[cluster]'.")
 @click.option("--cache", "cache_dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path(".verify-tf-cache"), show_default=True,
               help="Proof cache folder: unchanged proved/refuted verdicts are not recomputed.")
@@ -206,8 +210,8 @@ def main() -> None:
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="Device for the torch path.")
 @click.option("--quiet", "-q", is_flag=True, help="No table; only the exit code and errors.")
-def check(specs, engine, timeout, json_path, junit_path, unknown_as, fail_on, jobs, cache_dir, no_cache, explain,
-          html_path, minimize, smt2_dir, certify_dir, device, quiet) -> None:
+def check(specs, engine, timeout, json_path, junit_path, unknown_as, fail_on, jobs, cluster_address, cache_dir,
+          no_cache, explain, html_path, minimize, smt2_dir, certify_dir, device, quiet) -> None:
     """Check every property of every SPEC and print a verdict table.
 
     Exit codes: 0 every property proved (or got its `expect:` verdict), 1 something refuted (or a definite
@@ -220,6 +224,14 @@ def check(specs, engine, timeout, json_path, junit_path, unknown_as, fail_on, jo
     from ..spec import SpecError, load_spec
 
     _require_device(device)
+    if cluster_address is not None:
+        from ..executors import cluster_address_problem
+
+        problem = cluster_address_problem(cluster_address)
+        if problem is None and jobs > 1:
+            problem = "--cluster and -j N cannot be combined: the cluster's workers run the units"
+        if problem is not None:
+            _fail_input(problem, hint="--cluster local:4 (four worker processes here) or --cluster tcp://HOST:8786")
     overrides = Overrides(engine=None if engine == "auto" else engine, timeout=timeout, minimize=minimize,
                           smt2_dir=smt2_dir, device=device, cache_dir=None if no_cache else cache_dir,
                           certify_dir=certify_dir)
@@ -244,7 +256,11 @@ def check(specs, engine, timeout, json_path, junit_path, unknown_as, fail_on, jo
                 err_console.print(f"[dim]{spec.path.name}: {note}[/]", highlight=False)
     mode = "off" if quiet else ("bar" if err_console.is_terminal else "log")
     total = sum(len(spec.properties) for spec in loaded)
-    overall = _Progress(f"{total} properties, {jobs} worker processes", mode if jobs > 1 else "off")
+    executor = _open_cluster(cluster_address, quiet) if cluster_address is not None else None
+    workers = executor.workers if executor is not None else jobs
+    side_by_side = workers > 1 and total > 1  # properties run at once: one overall bar, no per-property bars
+    where = f"on the Dask cluster ({workers} workers)" if executor is not None else f"{jobs} worker processes"
+    overall = _Progress(f"{total} properties, {where}", mode if side_by_side else "off")
     finished = []
 
     def arrived(verdict) -> None:
@@ -256,15 +272,18 @@ def check(specs, engine, timeout, json_path, junit_path, unknown_as, fail_on, jo
     try:
         verdicts = check_all(
             loaded, overrides, jobs=jobs, cache=None if no_cache else ProofCache(cache_dir), on_verdict=arrived,
-            progress=lambda spec, prop: _Progress(f"{spec.path.name}: {prop.label}", mode if jobs == 1 else "off"))
+            executor=executor,
+            progress=lambda spec, prop: _Progress(f"{spec.path.name}: {prop.label}", "off" if side_by_side else mode))
     finally:
         overall.close()
+        if executor is not None:
+            executor.close()
     expectations = [prop.expect for spec in loaded for prop in spec.properties]
     code = combined_exit_code(verdicts, expectations, fail_on)
     if not quiet:
         console.print(verdict_table(verdicts, expectations))
         for v in verdicts:
-            if v.status == "error" and "traceback" in v.statistics:
+            if v.status == "error" and v.statistics.get("traceback"):
                 err_console.print(f"[magenta]{v.property}[/]: {v.statistics['traceback']}", highlight=False)
     if json_path is not None:
         write_json(json_path, verdicts, expectations, fail_on)
@@ -279,6 +298,27 @@ def check(specs, engine, timeout, json_path, junit_path, unknown_as, fail_on, jo
         explained = explain_verdicts([(by_path[v.spec], v) for v in verdicts if v.status == "refuted"])
         _show_explained(explained, print_traces=explain, html_path=html_path, source=", ".join(map(str, specs)))
     sys.exit(code)
+
+
+def _open_cluster(address: str, quiet: bool):
+    """The Dask executor for ``--cluster`` (Dask is imported only here); a cluster that cannot be used is exit 2."""
+    import logging
+
+    from ..executors import ClusterUnavailable, open_cluster
+
+    # a lost scheduler is reported in the verdicts; Dask's client would also log each reconnection attempt
+    logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
+    try:
+        executor = open_cluster(address)
+    except ClusterUnavailable as exc:
+        _fail_input(str(exc), hint=exc.hint or None)
+    if not quiet:
+        err_console.print(f"[dim]cluster: {executor.describe()}[/]", highlight=False)
+    from rich.markup import escape
+
+    for refused in executor.refused:
+        err_console.print(f"[yellow]cluster: refused {escape(refused)}[/]", highlight=False, soft_wrap=True)
+    return executor
 
 
 def _require_device(device: str) -> None:

@@ -1,6 +1,7 @@
 """Executors: where work units run. ``InProcess`` (the default: one unit at a time, in this thread) and
 ``ProcessPool`` (``-j N``: N spawned worker processes shared by every property of the run). The Dask
-executor (``--cluster``) lives in ``executors.cluster`` and is imported only when asked for.
+executor (``--cluster``) lives in ``executors.cluster`` and is imported only by ``open_cluster``, so Dask is
+needed only when a cluster is asked for.
 
 All of them implement ``verify_tf.work.Executor``; engine drivers never know which one they run on.
 """
@@ -14,7 +15,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from ..work import CancelFlag, Deadline, UnitError, WorkUnit, budget, describe_exception, run_unit
+from ..work import CancelFlag, Deadline, UnitError, WorkUnit, budget, describe_exception, never_cancelled, run_unit
 
 
 class _LocalHandle:
@@ -79,19 +80,31 @@ class InProcess:
         pass
 
 
-def _pool_call(unit: WorkUnit, seconds: float) -> Any:
+# In a pool's worker process: one byte per slot, set by the parent to cancel the unit running in that slot.
+_CANCEL_FLAGS: Any = None
+
+
+def _pool_init(flags: Any) -> None:
+    global _CANCEL_FLAGS
+    _CANCEL_FLAGS = flags
+
+
+def _pool_call(unit: WorkUnit, seconds: float, slot: int = -1) -> Any:
     """Runs in a worker process: the unit, with exceptions turned into a picklable UnitError."""
+    flags = _CANCEL_FLAGS
+    cancelled = never_cancelled if slot < 0 or flags is None else (lambda: flags[slot] != 0)
     try:
-        return run_unit(unit, seconds)
+        return run_unit(unit, seconds, cancelled=cancelled)
     except Exception as exc:
         message, trace = describe_exception(exc)
         raise UnitError(unit.key, message, trace) from None
 
 
 class _PoolHandle:
-    def __init__(self, unit: WorkUnit, future: Future):
+    def __init__(self, unit: WorkUnit, future: Future, slot: int):
         self.unit = unit
         self.future = future
+        self.slot = slot
 
     def result(self) -> Any:
         try:
@@ -107,30 +120,46 @@ class _PoolHandle:
 class ProcessPool:
     """``workers`` spawned processes (not forked: the parent may hold solver or progress threads).
 
-    A pending unit that is cancelled never runs; a running one finishes within its own budget. A pool whose
-    worker died is replaced for the units submitted after that (the dead unit is reported as an error).
+    A pending unit that is cancelled never runs; a running one is cancelled cooperatively: each unit in flight
+    owns a slot of a shared byte array that its ``cancelled()`` reads (solvers poll it and interrupt z3).
+    Only ``SLOTS`` units can hold a slot at once; one submitted beyond that runs to its own budget. A pool
+    whose worker died is replaced for the units submitted after that (the dead unit is reported as an error).
     """
 
     name = "process pool"
+    SLOTS = 4096
 
     def __init__(self, workers: int):
         self.workers = workers
         self._lock = threading.Lock()
+        self._context = multiprocessing.get_context("spawn")
+        self._flags = self._context.RawArray("b", self.SLOTS)
+        self._free = list(range(self.SLOTS - 1, -1, -1))
         self._pool = self._start()
 
     def _start(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context, initializer=_pool_init,
+                                   initargs=(self._flags,))
+
+    def _release(self, slot: int) -> None:
+        if slot >= 0:
+            with self._lock:
+                self._free.append(slot)
 
     def submit(self, unit: WorkUnit, deadline: Deadline) -> _PoolHandle:
         seconds = budget(unit, deadline)
         with self._lock:
+            slot = self._free.pop() if self._free else -1
+            if slot >= 0:
+                self._flags[slot] = 0
             try:
-                future = self._pool.submit(_pool_call, unit, seconds)
+                future = self._pool.submit(_pool_call, unit, seconds, slot)
             except BrokenProcessPool:
                 self._pool.shutdown(wait=False, cancel_futures=True)
                 self._pool = self._start()
-                future = self._pool.submit(_pool_call, unit, seconds)
-        return _PoolHandle(unit, future)
+                future = self._pool.submit(_pool_call, unit, seconds, slot)
+        future.add_done_callback(lambda _: self._release(slot))
+        return _PoolHandle(unit, future, slot)
 
     def completed(self, handles: list, timeout: float) -> list:
         done, _ = wait([h.future for h in handles], timeout=timeout, return_when=FIRST_COMPLETED)
@@ -138,7 +167,52 @@ class ProcessPool:
 
     def cancel(self, handles: list) -> None:
         for h in handles:
-            h.future.cancel()
+            if h.future.cancel() or h.slot < 0:
+                continue
+            with self._lock:  # a slot is released (and reused) only under the lock, after its future is done
+                if not h.future.done():
+                    self._flags[h.slot] = 1
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class ClusterUnavailable(Exception):
+    """``--cluster`` cannot be honoured: the extra is not installed, the scheduler cannot be reached, no worker
+    is usable. An input error for the CLI (exit 2): ``hint`` says what to do."""
+
+    def __init__(self, message: str, hint: str = ""):
+        super().__init__(message)
+        self.hint = hint
+
+
+CLUSTER_EXTRA_HINT = "pip install 'verify-tf[cluster]'  (Dask distributed; docs/distributed.md)"
+
+
+def cluster_address_problem(address: str) -> str | None:
+    """Why ``--cluster ADDRESS`` is malformed (None when it is ``local:N`` or ``tcp://``/``tls://HOST:PORT``)."""
+    if address.startswith("local:"):
+        count = address.split(":", 1)[1]
+        return None if count.isdigit() and int(count) >= 1 else f"--cluster {address}: N in local:N must be a " \
+                                                                 "positive number of worker processes"
+    scheme, _, rest = address.partition("://")
+    host, _, port = rest.rpartition(":")
+    if scheme in ("tcp", "tls") and host and port.isdigit():
+        return None
+    return f"--cluster {address}: expected local:N (N worker processes on this machine) or the address of a " \
+           "running Dask scheduler, tcp://HOST:PORT"
+
+
+def open_cluster(address: str, **options: Any) -> Any:
+    """The Dask executor for ``--cluster ADDRESS`` (``local:N`` or ``tcp://HOST:PORT``); Dask is imported here.
+
+    Raises ``ClusterUnavailable`` when the ``cluster`` extra is missing or the cluster cannot be used.
+    """
+    try:
+        from . import cluster
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and exc.name.split(".")[0] == "verify_tf":
+            raise
+        raise ClusterUnavailable(f"--cluster needs the 'cluster' extra, which is not installed (no module "
+                                 f"{exc.name!r})", CLUSTER_EXTRA_HINT) from None
+    return cluster.connect(address, **options)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...symbolic.solve import DRIVER_Z3_LOCK
 from ...verdict import Verdict
 from ...work import CONTINUE, Deadline, WorkUnit, schedule
 from ..base import CERTIFY_QUERIES, ProgressEvent, Run, Task, error, verdict
@@ -133,7 +134,9 @@ def check(task: Task, run: Run) -> Verdict:
                 for k, (m, (name, sublayer, block)) in enumerate(plan) if m == n]
         results[n] = InductionResult(n, tuple(done), rows_sum_to_one(task.arithmetic, task.model))
     asked = [(f"n = {plan[k][0]}: {plan[k][1][0]}", found[k]) for k in sorted(found)]
-    return _verdict(task, run, prop.conclude(task, results, run.deadline), asked)
+    with DRIVER_Z3_LOCK:  # conclude may ask z3 for a concrete member, in this thread (not a unit)
+        conclusion = prop.conclude(task, results, run.deadline)
+    return _verdict(task, run, conclusion, asked)
 
 
 def _symmetry(task: Task, run: Run, request: SymmetryCheck) -> Verdict:

@@ -69,7 +69,8 @@ def check(task: Task, run: Run, *, samples: int | None = None) -> Verdict:
     budget = samples if samples is not None else task.settings.samples
     workers = max(1, run.executor.workers)
     seeds = [task.settings.seed + k for k in range(workers)]
-    units = [WorkUnit(f"search: seed {seed}", search_unit, (task, space, seed, max(1, budget // workers)), order=k)
+    units = [WorkUnit(f"search: seed {seed}", search_unit, (task, space, seed, max(1, budget // workers)), order=k,
+                      priority=1)  # cheap falsification runs before other properties' exhaustive units
              for k, seed in enumerate(seeds)]
     found: list[Any] = []
     totals = {"samples": 0, "rounds": 0}

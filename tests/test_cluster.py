@@ -1,0 +1,608 @@
+"""`--cluster`: work units on Dask distributed, on 127.0.0.1 only.
+
+Two clusters: a LocalCluster started by the executor (`local:2`), and a scheduler plus two workers started with
+the Dask command line (`dask scheduler`, `dask worker`), both bound to 127.0.0.1 with their HTTP servers on
+127.0.0.1 and their folders under the test's tmp path; every process is stopped by the test. Verdicts are
+compared with the in-process run of the same check (the reference), and faults are injected by
+`tests/cluster_units.py` (a unit that raises, one that kills its worker, one that blocks until the test has
+killed the worker running it).
+
+The tests that need Dask are skipped when the `cluster` extra is not installed; those about a missing extra,
+address syntax and lazy imports run everywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from verify_tf.cli import main
+from verify_tf.engines.base import Run
+from verify_tf.runner import DRIVERS, Overrides, check_all, check_property
+from verify_tf.spec import load_spec
+from verify_tf.work import CONTINUE, STOP, Deadline, WorkUnit, schedule
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = ROOT / "specs"
+HAVE_DASK = importlib.util.find_spec("distributed") is not None
+needs_dask = pytest.mark.skipif(not HAVE_DASK, reason="the cluster extra is not installed: pip install "
+                                                      "'verify-tf[cluster]'")
+# fast shipped specs covering the engines: enumerate (refuted with a witness that is the least input, so it
+# must be the same on any executor; and proved), counting, smt, architecture, split
+SAME_VERDICT_SPECS = ["crasp-L2-mutated.yaml", "equivariance-fixed-softmax.yaml", "yun-lemma6-d1-k8-n5.yaml",
+                      "luo-rpe-blind-fixed.yaml", "smt-equivalence-refuted.yaml", "split-two-layer-output-bounds.yaml"]
+RECORDED = {(row["spec"], row["index"]): row["verdict"]
+            for row in json.loads((ROOT / "tests" / "data" / "shipped-verdicts.json").read_text())["verdicts"]}
+
+
+def environment() -> dict[str, str]:
+    """Child processes import this checkout's verify_tf (the fingerprint must match) and tests/cluster_units."""
+    paths = [str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
+
+
+def wait_for(condition, what: str, seconds: float = 60.0) -> None:
+    """Poll ``condition`` (a bound, not a timing assertion: the tests only need it to become true)."""
+    end = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.02)
+
+
+def faulty_task(mode: str, folder: Path):
+    """output-bounds (hi = 3/2, true: the readout is at most 1) over 3 positions of {0, 1/2, 1} (27 inputs),
+    whose input (1/2, 1/2, 1/2) misbehaves as ``mode`` says (tests/cluster_units.py)."""
+    from cluster_units import Faulty
+    from helpers import head, one_layer, task
+    from verify_tf.domain import GridDomain
+    from verify_tf.semantics import Exact
+
+    domain = GridDomain(1, (Fraction(0), Fraction(1, 2), Fraction(1)), 3)
+    base = task(one_layer(head(), residual=False), Exact(), domain, "output-bounds", {"lo": 0, "hi": Fraction(3, 2)})
+    at = ((Fraction(1, 2),),) * 3  # input 13 of 27 in the domain's order (index 1 in each of 3 base-3 digits)
+    return dataclasses.replace(base, prop=Faulty(mode, at, str(folder))), base
+
+
+class Footprint:
+    """The processes of a cluster and the addresses they listen on, taken while it runs, so that a test can
+    assert that stopping it left nothing behind: every process exited, every port closed. ``roots``: the
+    cluster's processes started by the test (their descendants count too); ``own_listeners``: this process's
+    listening sockets before the cluster started (a LocalCluster's scheduler runs inside this process)."""
+
+    def __init__(self, roots: list[int], own_listeners: set | None = None):
+        import psutil
+
+        me = psutil.Process()
+        self.processes = []
+        for pid in roots:
+            try:
+                root = psutil.Process(pid)
+                self.processes += [root, *root.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                pass
+        self.addresses = {address for p in self.processes for address in listening(p)}
+        if own_listeners is not None:
+            self.addresses |= listening(me) - own_listeners
+        assert self.processes and self.addresses
+        # on 127.0.0.1 only: no wildcard address, no other interface (the dashboards included)
+        assert {host for host, _ in self.addresses} == {"127.0.0.1"}, self.addresses
+
+    def assert_gone(self, seconds: float = 60.0) -> None:
+        import psutil
+
+        def exited(p) -> bool:
+            try:
+                return p.status() == psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:
+                return True
+
+        wait_for(lambda: all(exited(p) for p in self.processes), "the cluster's processes to exit", seconds)
+        left = [address for address in sorted(self.addresses) if accepts_connections(address)]
+        assert not left, f"still listening after the cluster stopped: {left}"
+
+
+def listening(process) -> set[tuple[str, int]]:
+    import psutil
+
+    try:
+        return {(c.laddr.ip, c.laddr.port) for c in process.net_connections(kind="inet")
+                if c.status == psutil.CONN_LISTEN}
+    except psutil.Error:
+        return set()
+
+
+def accepts_connections(address: tuple[str, int]) -> bool:
+    with socket.socket() as s:
+        s.settimeout(5)
+        return s.connect_ex(address) == 0
+
+
+# ---------------------------------------------------------------- runs everywhere (no Dask needed)
+
+
+def test_cluster_without_the_extra_is_an_input_error_naming_it(tmp_path):
+    """As if Dask were not installed: `None` in sys.modules makes `import dask` fail."""
+    code = ("import sys; sys.modules['dask'] = None; sys.modules['distributed'] = None\n"
+            "from verify_tf.cli import main; main()")
+    spec = SPECS / "equivariance-fixed-softmax.yaml"
+    result = subprocess.run([sys.executable, "-c", code, "check", str(spec), "--no-cache", "--cluster", "local:2"],
+                            capture_output=True, text=True, env=environment(), cwd=tmp_path, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "needs the 'cluster' extra" in result.stderr and "pip install 'verify-tf[cluster]'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_check_without_cluster_never_imports_dask(tmp_path):
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom verify_tf.cli import main\n"
+            f"r = CliRunner().invoke(main, ['check', '--no-cache', {str(SPECS / 'crasp-L1.yaml')!r}])\n"
+            "print(r.exit_code, sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment(),
+                            cwd=tmp_path, timeout=120)
+    assert result.stdout.split() == ["0", "[]"], result.stdout + result.stderr
+
+
+def test_the_readme_test_install_brings_the_cluster_extra():
+    """CI installs `.[test]` (README, .ci/run): the cluster tests must run on a real Dask, not skip."""
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert "verify-tf[cluster]" in extras["test"]
+    assert {"dask[distributed]==2026.8.0", "distributed==2026.8.0"} <= set(extras["cluster"])
+    assert 'pip install -e ".[test]"' in (ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--cluster", "local:0"], "N in local:N must be a positive number"),
+    (["--cluster", "localhost:8786"], "expected local:N"),
+    (["--cluster", "tcp://127.0.0.1"], "expected local:N"),
+    (["--cluster", "local:2", "-j", "2"], "--cluster and -j N cannot be combined"),
+])
+def test_malformed_cluster_options_are_input_errors(arguments, message):
+    result = CliRunner().invoke(main, ["check", "--no-cache", str(SPECS / "crasp-L1.yaml"), *arguments])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "hint:" in result.output
+
+
+@needs_dask
+def test_the_footprint_check_notices_a_process_left_listening(tmp_path):
+    """What the cluster fixtures assert after stopping a cluster, shown to fail on a process left running."""
+    server = subprocess.Popen([sys.executable, "-c", "import socket, time; s = socket.socket(); "
+                               "s.bind(('127.0.0.1', 0)); s.listen(); print(s.getsockname()[1], flush=True); "
+                               "time.sleep(120)"], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline())
+        footprint = Footprint([server.pid])
+        assert footprint.addresses == {("127.0.0.1", port)}
+        with pytest.raises(AssertionError, match="the cluster's processes to exit"):
+            footprint.assert_gone(seconds=0.2)
+    finally:
+        server.kill()
+        server.wait()
+        server.stdout.close()
+    footprint.assert_gone()
+
+
+# ---------------------------------------------------------------- a LocalCluster (local:2)
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory):
+    if not HAVE_DASK:
+        pytest.skip("the cluster extra is not installed")
+    import psutil
+
+    from verify_tf.executors import open_cluster
+
+    me = psutil.Process()
+    before, own_listeners = {c.pid for c in me.children(recursive=True)}, listening(me)
+    folder = tmp_path_factory.mktemp("local-cluster")
+    executor = open_cluster("local:2", directory=folder)
+    assert Path(executor.scratch).parent == folder
+    # multiprocessing's resource tracker, started with the first spawned process, lives as long as this process
+    footprint = Footprint([c.pid for c in me.children() if c.pid not in before
+                           and "resource_tracker" not in " ".join(c.cmdline())], own_listeners)
+    # the scheduler (here), 2 nannies, 2 workers, with an HTTP server each except the nannies: 8 listeners
+    assert len(footprint.addresses) >= 5
+    yield executor
+    executor.close()
+    footprint.assert_gone()
+    assert not Path(executor.scratch).exists()
+
+
+@needs_dask
+def test_local_cluster_gives_the_in_process_verdicts(local):
+    """Every verdict of these shipped specs is the in-process one (the same as -j 1): status, engine, method,
+    detail and the replayed counterexample (for exhaustive scans and counting the least one, wherever its chunk
+    ran; for a solver's or split's witness only that there is one, replayed)."""
+    specs = [load_spec(SPECS / name) for name in SAME_VERDICT_SPECS]
+    distributed = check_all(specs, Overrides(), executor=local)
+    reference = check_all(specs, Overrides())
+
+    def comparable(v):
+        # a solver's model is any witness (z3's choice depends on the process's history); split's cubes are cut
+        # into units by the worker count, so the first cube to refute, and its witness, may differ
+        if v.engine in ("smt", "split"):
+            return v.spec, v.index, v.status, v.engine, v.method, bool(v.counterexample)
+        return v.spec, v.index, v.status, v.engine, v.method, v.detail, v.counterexample
+
+    assert [comparable(v) for v in distributed] == [comparable(v) for v in reference]
+    # and they are the verdicts recorded for the shipped specs (tests/data/shipped-verdicts.json)
+    assert [v.status for v in distributed] == [RECORDED[(Path(v.spec).name, v.index)] for v in distributed]
+    assert [(v.status, v.engine) for v in distributed] == [
+        ("refuted", "enumerate"), ("refuted", "counting"), ("proved", "enumerate"), ("proved", "enumerate"),
+        ("proved", "enumerate"), ("proved", "architecture"), ("refuted", "smt"), ("proved", "split"),
+        ("refuted", "split")]
+    assert {v.statistics.get("executor") for v in distributed if "executor" in v.statistics} == {"dask"}
+    assert distributed[0].counterexample["summary"].startswith("string 'aba' at position 2")
+
+
+@needs_dask
+def test_local_workers_keep_the_adaptive_malloc_threshold(local):
+    """Dask's nannies would set MALLOC_TRIM_THRESHOLD_=65536 (1.55x the CPU for an enumeration); local:N removes
+    it, and keeps one BLAS/OpenMP thread per single-threaded worker."""
+    from cluster_units import environment_variable
+
+    assert set(local.client.run(environment_variable, "MALLOC_TRIM_THRESHOLD_").values()) == {None}
+    assert set(local.client.run(environment_variable, "OMP_NUM_THREADS").values()) == {"1"}
+
+
+@needs_dask
+def test_small_units_travel_in_batches(local):
+    """3,000 units of microseconds: one Dask task each would cost 2-5 ms apiece (docs/distributed.md)."""
+    from cluster_units import echo
+
+    tasks_before, units_before = local.tasks_sent, local.units_sent
+    seen = []
+    summary = schedule(local, (WorkUnit(f"echo {i}", echo, (i,), order=i) for i in range(3000)), Deadline(300),
+                       lambda unit, value: (seen.append((unit.order, value)), CONTINUE)[1])
+    assert summary.finished == 3000 and not summary.errors
+    assert sorted(seen) == [(i, i) for i in range(3000)]
+    assert local.units_sent - units_before == 3000
+    assert local.tasks_sent - tasks_before < 3000 / 10  # batches of up to 256 once the first results are in
+
+
+@needs_dask
+def test_a_unit_that_raises_is_an_error_naming_it(local, tmp_path):
+    task, _ = faulty_task("raise", tmp_path)
+    verdict = DRIVERS["interpret"](task, Run(local, Deadline(120)))
+    assert verdict.status == "error"
+    # chunks of 16 inputs (scan.chunk_size for 27 inputs on 2 workers): input 13 is in the first
+    assert "work unit failed: interpret: inputs 0..15: ValueError: deliberate failure" in verdict.detail
+    assert "cluster_units.py" in verdict.statistics["traceback"]  # the worker's traceback travels back
+
+
+@needs_dask
+@pytest.mark.slow
+def test_a_unit_that_keeps_killing_its_worker_is_an_error_naming_it(local, tmp_path):
+    from cluster_units import echo
+
+    task, _ = faulty_task("crash", tmp_path)
+    verdict = DRIVERS["interpret"](task, Run(local, Deadline(120)))
+    assert verdict.status == "error"
+    assert "work unit failed: interpret: inputs 0..15: the worker running it died repeatedly" in verdict.detail
+    local.client.wait_for_workers(2, timeout=60)  # the nannies restart the workers: the cluster still works
+    handle = local.submit(WorkUnit("after the crashes", echo, (42,)), Deadline(60))
+    assert local.completed([handle], 60) == [handle] and handle.result() == 42
+
+
+@needs_dask
+def test_a_killed_worker_changes_nothing(local, tmp_path):
+    from cluster_units import attempts
+
+    task, base = faulty_task("block", tmp_path)
+    outcome = {}
+    runner = threading.Thread(target=lambda: outcome.update(v=DRIVERS["interpret"](task, Run(local, Deadline(300)))))
+    runner.start()
+    try:
+        wait_for(lambda: list(tmp_path.glob("waiting-*")), "a worker to reach the blocking input")
+        victim = int(next(tmp_path.glob("waiting-*")).name.split("-")[1])
+        os.kill(victim, signal.SIGKILL)
+    finally:
+        (tmp_path / "go").write_text("")
+        runner.join(300)
+    verdict, reference = outcome["v"], DRIVERS["interpret"](base, Run(local, Deadline(300)))
+    assert verdict.status == reference.status == "proved"
+    assert verdict.statistics["inputs_checked"] == 27 and verdict.statistics["complete"]
+    assert verdict.detail == reference.detail == "all 27 inputs"
+    # the blocking input was evaluated by the killed worker and again, by another process, for the rerun
+    evaluated_by = attempts(tmp_path)[repr(((Fraction(1, 2),),) * 3)]
+    assert victim in evaluated_by and len(evaluated_by) >= 2
+    local.client.wait_for_workers(2, timeout=60)
+
+
+@needs_dask
+def test_a_refutation_cancels_a_running_solver(local, tmp_path):
+    from cluster_units import long_solve, refute_when
+
+    marker = str(tmp_path / "solver")
+    units = [WorkUnit("refuter", refute_when, (marker,), order=0),
+             WorkUnit("pigeonhole", long_solve, (marker,), order=1)]
+    summary = schedule(local, units, Deadline(600), lambda unit, value: STOP if value == "refuted" else CONTINUE)
+    assert (summary.finished, summary.cancelled) == (1, 1)
+    # the solver had a 600 s budget; it ends because cancelled() turned true on its worker
+    wait_for(lambda: Path(marker).exists(), "the cancelled solver to return")
+    assert Path(marker).read_text() == "unknown cancelled"
+
+
+@needs_dask
+def test_the_deadline_holds_on_the_cluster(local):
+    """smt-output-bounds' proof takes 3.4 s in process on the 2-core test machine (7 s under load)."""
+    spec = load_spec(SPECS / "smt-output-bounds.yaml")
+    verdict = check_property(spec, spec.properties[0], Overrides(timeout=0.5), executor=local)
+    assert verdict.status == "unknown"
+    assert "timeout" in " ".join(verdict.tried) or "timeout" in verdict.detail
+
+
+@needs_dask
+def test_large_first_arguments_travel_once(local, monkeypatch):
+    """A first argument above the threshold is scattered once and shared by the units (verdict unchanged)."""
+    spec = load_spec(SPECS / "crasp-L2.yaml")
+    monkeypatch.setattr(local, "ship_once_bytes", 1)  # every Task counts as large
+    scattered = []
+    monkeypatch.setattr(local, "_ship", lambda value, ship=local._ship: scattered.append(ship(value)) or scattered[-1])
+    verdict = check_property(spec, spec.properties[0], Overrides(), executor=local)
+    assert verdict.status == "proved" and verdict.statistics["units"] >= 2  # the driver's chunks of the strings
+    assert len(scattered) == 1 and scattered[0] is not None  # one scatter for all units of the property
+
+
+# ---------------------------------------------------------------- a scheduler and workers from the Dask CLI
+
+
+class CliCluster:
+    """``dask scheduler`` + ``dask worker`` processes on 127.0.0.1, in their own process groups."""
+
+    def __init__(self, folder: Path, workers: int = 2):
+        self.folder = folder
+        self.scheduler_file = folder / "scheduler.json"
+        self.processes: list[subprocess.Popen] = []
+        self.scheduler = self.spawn("scheduler", ["scheduler", "--host", "127.0.0.1", "--port", "0",
+                                                  "--dashboard-address", "127.0.0.1:0",
+                                                  "--scheduler-file", str(self.scheduler_file)])
+        wait_for(self.read_address, "the scheduler's address")
+        self.workers = [self.worker(f"w{i}") for i in range(workers)]
+
+    def read_address(self) -> bool:
+        try:  # the file exists empty for a moment
+            self.address = json.loads(self.scheduler_file.read_text())["address"]
+            return True
+        except (OSError, ValueError, KeyError):
+            assert self.scheduler.poll() is None, (self.folder / "scheduler.log").read_text()
+            return False
+
+    def worker(self, name: str, env: dict | None = None) -> subprocess.Popen:
+        return self.spawn(name, ["worker", "--scheduler-file", str(self.scheduler_file), "--nthreads", "1",
+                                 "--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0", "--name", name,
+                                 "--local-directory", str(self.folder / name), "--death-timeout", "60s"], env)
+
+    def spawn(self, name: str, arguments: list[str], env: dict | None = None) -> subprocess.Popen:
+        with open(self.folder / f"{name}.log", "w") as log:  # the child keeps its own copy of the descriptor
+            process = subprocess.Popen([sys.executable, "-m", "dask", *arguments], stdout=log,
+                                       stderr=subprocess.STDOUT, env=env or environment(), cwd=self.folder,
+                                       start_new_session=True)
+        self.processes.append(process)
+        return process
+
+    def stop(self) -> None:
+        """SIGTERM the workers (each nanny closes its worker), then the scheduler; SIGKILL what is left. Then
+        assert that every process of the cluster exited and none of its ports still accepts connections."""
+        footprint = Footprint([p.pid for p in self.processes if p.poll() is None])
+        self.kill()
+        footprint.assert_gone()
+
+    def kill(self) -> None:
+        for group in (self.processes[1:], self.processes[:1]):
+            for process in group:
+                if process.poll() is None:
+                    process.send_signal(signal.SIGTERM)
+            for process in group:
+                try:
+                    process.wait(20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+        for process in self.processes:  # the worker processes the nannies started
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def cli_cluster(tmp_path_factory):
+    if not HAVE_DASK:
+        pytest.skip("the cluster extra is not installed")
+    from distributed import Client
+
+    cluster = CliCluster(tmp_path_factory.mktemp("cli-cluster"))
+    try:
+        with Client(cluster.address, timeout=60, set_as_default=False) as client:
+            client.wait_for_workers(2, timeout=120)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@needs_dask
+def test_cli_cluster_gives_the_in_process_verdicts_and_witness(cli_cluster, tmp_path):
+    names = ("crasp-L2-mutated.yaml", "yun-lemma6-d1-k8-n5.yaml")
+    result = subprocess.run([sys.executable, "-m", "verify_tf", "check", *(str(SPECS / n) for n in names),
+                             "--no-cache", "--json", str(tmp_path / "cluster.json"), "--cluster", cli_cluster.address],
+                            capture_output=True, text=True, env=dict(environment(), VERIFY_TF_PROGRESS_SECONDS="0.05"),
+                            cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "cluster: Dask" in result.stderr and "2 workers" in result.stderr
+    # progress in a log (not a terminal): one line for the run, counting the properties finished on the cluster
+    assert re.search(r"\] 3 properties, on the Dask cluster \(2 workers\): .*: (refuted|proved) \([12]/3 properties\)",
+                     result.stderr), result.stderr
+    report = json.loads((tmp_path / "cluster.json").read_text())["results"]
+    reference = check_all([load_spec(SPECS / n) for n in names], Overrides())
+    assert [(r["verdict"], r["method"], r["counterexample"]) for r in report] == \
+        [(v.status, v.method, v.counterexample) for v in reference]
+    assert [(r["verdict"], r["engine"]) for r in report] == [("refuted", "enumerate"), ("refuted", "counting"),
+                                                             ("proved", "enumerate")]
+    assert report[0]["statistics"]["executor"] == "dask"
+
+
+@needs_dask
+def test_a_worker_with_another_version_is_refused_by_name(cli_cluster, tmp_path):
+    """A worker importing a copy of verify_tf that says it is version 0.0.1 (and so has other source)."""
+    from distributed import Client
+
+    from verify_tf import __version__
+    from verify_tf.executors import open_cluster
+
+    worker = cli_cluster.worker("stale-worker", stale_copy(tmp_path / "stale"))
+    with Client(cli_cluster.address, timeout=60, set_as_default=False) as client:
+        client.wait_for_workers(3, timeout=120)
+    executor = open_cluster(cli_cluster.address)
+    try:
+        assert executor.workers == 2
+        [refused] = executor.refused
+        assert refused.startswith("worker 'stale-worker' (tcp://127.0.0.1:")
+        assert f"verify-tf {__version__} here, 0.0.1 there" in refused and "verify-tf source" in refused
+        worker.wait(60)  # the guard closed it together with its nanny
+        spec = load_spec(SPECS / "equivariance-fixed-softmax.yaml")
+        assert check_property(spec, spec.properties[0], Overrides(), executor=executor).status == "proved"
+    finally:
+        executor.close()
+
+
+def stale_copy(folder: Path) -> dict[str, str]:
+    """The environment of a process that imports a copy of verify_tf saying it is version 0.0.1."""
+    from verify_tf import __version__
+
+    shutil.copytree(ROOT / "verify_tf", folder / "verify_tf", ignore=shutil.ignore_patterns("__pycache__"))
+    init = folder / "verify_tf" / "__init__.py"
+    init.write_text(init.read_text().replace(f'__version__ = "{__version__}"', '__version__ = "0.0.1"'))
+    return dict(environment(), PYTHONPATH=os.pathsep.join([str(folder), str(ROOT / "tests")]))
+
+
+@needs_dask
+def test_a_cluster_without_a_matching_worker_is_an_input_error_naming_them(tmp_path):
+    from verify_tf import __version__
+
+    (tmp_path / "cluster").mkdir()
+    cluster = CliCluster(tmp_path / "cluster", workers=0)
+    try:
+        cluster.worker("stale-worker", stale_copy(tmp_path / "stale"))
+        result = CliRunner().invoke(main, ["check", "--no-cache", str(SPECS / "crasp-L1.yaml"), "--cluster",
+                                           cluster.address])
+        assert result.exit_code == 2, result.output
+        assert f"no usable worker on the Dask cluster at {cluster.address}: worker 'stale-worker'" in result.output
+        assert f"verify-tf {__version__} here, 0.0.1 there" in result.output
+        assert "hint: install the same verify-tf, z3-solver and Python" in result.output
+    finally:
+        cluster.stop()
+
+
+@needs_dask
+def test_a_scheduler_with_another_dask_is_refused(cli_cluster, monkeypatch):
+    """As if this machine ran another distributed than the scheduler (the CLI scheduler runs the real one)."""
+    import distributed
+
+    from verify_tf.executors import ClusterUnavailable, open_cluster
+
+    real = distributed.__version__
+    monkeypatch.setattr(distributed, "__version__", "0.0.1")
+    with pytest.raises(ClusterUnavailable, match=f"the Dask scheduler at {cli_cluster.address} runs other versions: "
+                                                 f"distributed 0.0.1 here, {real} there") as refused:
+        open_cluster(cli_cluster.address)
+    assert "install the same verify-tf[cluster] on the scheduler" in refused.value.hint
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@needs_dask
+def test_an_unreachable_scheduler_is_an_input_error(tmp_path):
+    import dask
+
+    address = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there any more
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        result = CliRunner().invoke(main, ["check", "--no-cache", str(SPECS / "crasp-L1.yaml"), "--cluster", address])
+    assert result.exit_code == 2, result.output
+    assert f"cannot reach the Dask scheduler at {address}" in result.output
+    assert "hint: start one with `dask scheduler" in result.output
+
+
+@needs_dask
+@pytest.mark.slow
+def test_a_scheduler_lost_mid_run_gives_an_error_verdict_not_a_hang(tmp_path):
+    from cluster_units import echo
+    from verify_tf.executors import open_cluster
+
+    (tmp_path / "lost").mkdir()
+    cluster = CliCluster(tmp_path / "lost", workers=1)
+    try:
+        executor = open_cluster(cluster.address)
+        task, _ = faulty_task("block", tmp_path)
+        outcome = {}
+        run = Run(executor, Deadline(120))
+        runner = threading.Thread(target=lambda: outcome.update(v=DRIVERS["interpret"](task, run)))
+        runner.start()
+        wait_for(lambda: list(tmp_path.glob("waiting-*")), "a worker to reach the blocking input")
+        cluster.scheduler.send_signal(signal.SIGKILL)
+        runner.join(120)
+        assert not runner.is_alive()
+        verdict = outcome["v"]
+        assert verdict.status == "error"
+        assert f"the connection to the Dask scheduler at {cluster.address} was lost" in verdict.detail
+        later = executor.submit(WorkUnit("after the loss", echo, (1,)), Deadline(10))  # fails at once
+        assert executor.completed([later], 10) == [later]
+        with pytest.raises(Exception, match="was lost"):
+            later.result()
+        executor.close()
+    finally:
+        (tmp_path / "go").write_text("")
+        cluster.stop()
+
+
+@needs_dask
+@pytest.mark.slow
+def test_a_frozen_scheduler_ends_the_property_at_its_timeout(tmp_path):
+    """A scheduler that stops answering (SIGSTOP: its connections stay open, nothing tells it is gone): the
+    property ends at its deadline as unknown, and closing the executor does not wait for the scheduler."""
+    from verify_tf.executors import open_cluster
+
+    (tmp_path / "frozen").mkdir()
+    cluster = CliCluster(tmp_path / "frozen", workers=1)
+    try:
+        executor = open_cluster(cluster.address)
+        task, _ = faulty_task("block", tmp_path)
+        outcome = {}
+        run = Run(executor, Deadline(10))
+        runner = threading.Thread(target=lambda: outcome.update(v=DRIVERS["interpret"](task, run)))
+        runner.start()
+        wait_for(lambda: list(tmp_path.glob("waiting-*")), "a worker to reach the blocking input")
+        cluster.scheduler.send_signal(signal.SIGSTOP)
+        assert runner.is_alive()  # the scheduler froze while the property was waiting for it
+        runner.join(120)
+        assert not runner.is_alive()
+        verdict = outcome["v"]
+        assert verdict.status == "unknown"
+        assert "timeout" in verdict.detail or "timeout" in " ".join(verdict.tried)
+        closer = threading.Thread(target=executor.close)
+        closer.start()
+        closer.join(120)
+        assert not closer.is_alive()
+    finally:
+        cluster.scheduler.send_signal(signal.SIGCONT)
+        (tmp_path / "go").write_text("")
+        cluster.stop()
