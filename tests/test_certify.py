@@ -253,7 +253,8 @@ def test_sample_digest_of_inputs_of_several_lengths():
 def test_split_certificate_is_partial_and_tampering_fails(tmp_path):
     """specs/split-two-layer-output-bounds.yaml proves |q| <= 93/4 by bounds alone: the certificate counts the
     closed cubes' inputs against the domain ((9^2)^3 = 531,441 inputs: 9 grid points per coordinate, d = 2,
-    length 3) and re-runs a seeded sample on the interpreter; the bounds themselves stay trusted, so audit says partial (exit 0)."""
+    length 3) and re-runs a seeded sample on the interpreter; the bounds themselves stay trusted, so audit says
+    partial (exit 0)."""
     report = _check(tmp_path, "split-two-layer-output-bounds.yaml")
     summary = _entry(report, "proved")["statistics"]["certificate"]
     assert summary["kind"] == "split" and not summary["complete"] and not summary["failed"]
