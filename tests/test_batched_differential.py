@@ -3,7 +3,8 @@
 Random models over every variant the IR has: hardmax/uniform/softmax, exact-sums and per-probability,
 causal masks, RPE and URPE, absolute PE, alphabet models with BOS, non-residual layers, tie-prone integer
 weights, non-dyadic weights and grids (den 3), negative values, and narrow fixed-point formats that
-saturate. Inputs include constant and repeated-token rows (hardmax ties).
+saturate. Inputs include constant and repeated-token rows (hardmax ties). LayerNorm (pre-LN, post-LN, final
+norm) and i-GELU, which the batched evaluator runs in fixed arithmetic only, have their own strategy.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from fractions import Fraction as F
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -98,3 +100,42 @@ def test_batched_matches_interpreter(case):
             return
         event(f"int{'32' if evaluator.program(length).small and narrow else '64'}")
         _assert_same(model, arith, domain, rows, stream, readout)
+
+
+@st.composite
+def norm_cases(draw):
+    """Fixed-point models with LayerNorm on every sublayer (pre or post), maybe a final norm, ReLU or i-GELU."""
+    bits = draw(st.sampled_from([6, 8, 12, 16]))
+    arith = Fixed(bits, draw(st.integers(0, min(bits - 2, 6))), draw(st.sampled_from(["exact-sums", "per-probability"])))
+    length = draw(st.integers(1, 4))
+    config = RandomConfig(
+        seed=draw(st.integers(0, 10 ** 6)), width=draw(st.integers(1, 4)), layers=draw(st.integers(1, 2)),
+        heads=draw(st.integers(1, 2)), ffn_width=draw(st.sampled_from([0, 2, 3])),
+        scoring=draw(st.sampled_from(["hardmax", "uniform", "softmax"])), causal=draw(st.booleans()),
+        weight_range=F(draw(st.sampled_from([1, 2, 4]))), denominator=draw(st.sampled_from([1, 2, 3, 4])),
+        activation=draw(st.sampled_from(["relu", "i-gelu"])), layernorm=draw(st.sampled_from(["pre", "post", "none"])),
+        final_norm=draw(st.booleans()), layernorm_eps=draw(st.sampled_from([F(0), F(1, 100000), F(1, 3), F(5)])))
+    step = F(1, 2) if arith.frac else F(1)
+    domain = GridDomain(config.width, tuple(F(-1) + k * step for k in range(draw(st.integers(1, 4)))), length)
+    return random_model(config), arith, domain, length, draw(st.integers(0, 2 ** 32 - 1)), draw(st.booleans())
+
+
+@settings(max_examples=120, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(norm_cases())
+def test_batched_layernorm_and_igelu_match_interpreter(case):
+    model, arith, domain, length, seed, narrow = case
+    rows = _rows(len(domain.tokens), length, seed)
+    for ops in (NUMPY, TORCH_CPU):
+        evaluator = BatchedEvaluator(model, arith, domain.tokens, ops=ops, narrow=narrow)
+        stream, readout = evaluator.run(rows)  # never Unsupported at these sizes
+        event(f"int{'32' if evaluator.program(length).small and narrow else '64'}")
+        _assert_same(model, arith, domain, rows, stream, readout)
+
+
+def test_batched_refuses_layernorm_and_igelu_in_exact_arithmetic():
+    for config in (RandomConfig(seed=1, ffn_width=2, layernorm="pre"), RandomConfig(seed=1, ffn_width=2,
+                                                                                   activation="i-gelu")):
+        evaluator = BatchedEvaluator(random_model(config), Exact(), [(F(0), F(0)), (F(1), F(0))], ops=NUMPY)
+        with pytest.raises(Unsupported, match="in exact arithmetic is evaluated by the interpreter and the smt"):
+            evaluator.check(2)

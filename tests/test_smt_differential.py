@@ -9,12 +9,16 @@ at every position of every recorded layer (embedding, scores, weights, head outp
 residual streams, hidden ReLU layer, final output, readout). Some positions are pinned as constants (the
 encoder's constant-folding path), the rest are symbolic variables constrained to the input.
 
+LayerNorm (pre-LN, post-LN, a final norm; eps 0, torch's 1e-5 and large) and i-GELU feed-forwards have their
+own strategy (``norm_cases``), in fixed arithmetic (LayerNorm) and exact arithmetic (i-GELU alone).
+
 Sized for CI: 560 models in total across the variants (measured ~75 s on one core, the suite runs under
 ``-n 2``); derandomised so CI failures reproduce.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction as F
 
 import pytest
@@ -58,11 +62,15 @@ def pairs(sym: SymTrace, ref: Trace):
                     if s is not None:  # softmax exact-sums weights are not linear terms
                         yield s, r
             yield from vectors(sh.output, rh.output)
-        for name in ("attention_output", "after_attention", "hidden", "after_feed_forward"):
+        for name in ("attention_norm", "attention_output", "after_attention", "hidden", "feed_forward_norm",
+                     "after_feed_forward"):
             a, b = getattr(sb, name), getattr(rb, name)
             assert (a is None) == (b is None), name
             if a is not None:
                 yield from vectors(a, b)
+    assert (sym.before_final_norm is None) == (ref.before_final_norm is None)
+    if sym.before_final_norm is not None:
+        yield from vectors(sym.before_final_norm, ref.before_final_norm)
     yield from vectors(sym.output, ref.output)
     yield from zip(sym.readout, ref.readout)
 
@@ -179,6 +187,36 @@ def test_alphabet_models(case, arith) -> None:
     if isinstance(arith, Exact) and any(h.scoring == "softmax" for _, _, h in model.heads()):
         arith = Fixed(8, 2)
     assert_encoding_matches(model, arith, tokens, symbolic)
+
+
+@st.composite
+def norm_cases(draw, layernorm=True):
+    """Models with LayerNorm on every sublayer (pre or post), an optional final norm, ReLU or i-GELU."""
+    config = draw(configs(["hardmax", "uniform", "softmax"] if layernorm else ["hardmax", "uniform"]))
+    config = replace(config, width=draw(st.integers(1, 3)), layers=1, ffn_width=draw(st.integers(1, 2)),
+                     activation=draw(st.sampled_from(["relu", "i-gelu"])) if layernorm else "i-gelu",
+                     layernorm=draw(st.sampled_from(["pre", "post"])) if layernorm else "none",
+                     final_norm=layernorm and draw(st.booleans()),
+                     layernorm_eps=draw(st.sampled_from([F(0), F(1, 100000), F(1, 3), F(5)])))
+    n = draw(st.integers(1, 3))
+    tokens = tuple(tuple(draw(st.sampled_from(GRID)) for _ in range(config.width)) for _ in range(n))
+    symbolic = set(draw(st.lists(st.integers(0, n - 1), unique=True, min_size=1)))
+    return random_model(config), tokens, symbolic
+
+
+@settings(max_examples=70, **SETTINGS)
+@given(norm_cases(), st.builds(Fixed, bits=st.integers(6, 12), frac=st.integers(1, 4),
+                               attention_rounding=st.sampled_from(["exact-sums", "per-probability"])))
+def test_fixed_layernorm_and_igelu_models(case, arith) -> None:
+    model, tokens, symbolic = case
+    assert_encoding_matches(model, arith, tokens, symbolic)
+
+
+@settings(max_examples=30, **SETTINGS)
+@given(norm_cases(layernorm=False))
+def test_exact_igelu_models(case) -> None:
+    model, tokens, symbolic = case
+    assert_encoding_matches(model, Exact(), tokens, symbolic)
 
 
 # ---------------------------------------------------------------- hand-written ties and rounding

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import normalization
 from .program import AffinePlan, AttentionPlan, EmbedPlan, FeedForwardPlan, HeadPlan, Program, Requantize, \
     ResidualPlan
 
@@ -84,14 +85,18 @@ def attention_head(plan: HeadPlan, z, ops):
 
 
 def attention_layer(plan: AttentionPlan, z, ops):
-    heads = [attention_head(h, z, ops) for h in plan.heads]
+    normed = normalization.layer_norm(plan.norm, z, ops) if plan.norm is not None and plan.norm_first else z
+    heads = [attention_head(h, normed, ops) for h in plan.heads]
     projected = affine(plan.output, ops.concat_last(heads), ops)
-    return residual(plan.residual, z, projected, ops)
+    out = residual(plan.residual, z, projected, ops)
+    return normalization.layer_norm(plan.norm, out, ops) if plan.norm is not None and not plan.norm_first else out
 
 
 def feed_forward(plan: FeedForwardPlan, z, ops):
-    hidden = ops.relu_(affine(plan.hidden, z, ops))
-    return residual(plan.residual, z, affine(plan.output, hidden, ops), ops)
+    normed = normalization.layer_norm(plan.norm, z, ops) if plan.norm is not None and plan.norm_first else z
+    hidden = normalization.activation(plan.activation, affine(plan.hidden, normed, ops), ops)
+    out = residual(plan.residual, z, affine(plan.output, hidden, ops), ops)
+    return normalization.layer_norm(plan.norm, out, ops) if plan.norm is not None and not plan.norm_first else out
 
 
 def residual(plan: ResidualPlan, z, update, ops):
@@ -117,4 +122,6 @@ def run(program: Program, rows, ops) -> tuple[Any, Any]:
             z = attention_layer(block.attention, z, ops)
         if block.feed_forward is not None:
             z = feed_forward(block.feed_forward, z, ops)
+    if program.final_norm is not None:
+        z = normalization.layer_norm(program.final_norm, z, ops)
     return z, readout(program, z, ops)

@@ -28,6 +28,7 @@ import numpy as np
 from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Head, Matrix, Model, Token, Vector
 from ..semantics.arithmetic import Arithmetic, Fixed, UnsupportedInMode
 from ..semantics.exp_table import exp_table
+from .normalization import IGeluPlan, LayerNormPlan, plan_activation, plan_layer_norm
 
 LIMIT = 1 << 62  # every intermediate numerator stays within ±LIMIT: int64 with a factor-2 margin
 FLOAT_EXACT = 1 << 53  # integers below this are exact in float64, and so are all partial sums
@@ -113,6 +114,8 @@ class AttentionPlan:
     heads: tuple[HeadPlan, ...]
     output: AffinePlan  # over the concatenated head outputs
     residual: ResidualPlan
+    norm: LayerNormPlan | None = None  # normalization.py
+    norm_first: bool = False
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,9 @@ class FeedForwardPlan:
     hidden: AffinePlan
     output: AffinePlan
     residual: ResidualPlan
+    norm: LayerNormPlan | None = None
+    norm_first: bool = False
+    activation: IGeluPlan | None = None  # None: relu
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,7 @@ class Program:
     largest_width: int  # widest per-position tensor (for memory estimates)
     heads: int  # most heads in one layer
     small: bool  # every intermediate fits int32 (twice the throughput of int64)
+    final_norm: LayerNormPlan | None = None
 
 
 def _lcm(values) -> int:
@@ -193,6 +200,15 @@ class _Planner:
                 "use the interpreter or the smt engine for this model")
         self.peak = max(self.peak, bound)
         return bound
+
+    def refuse(self, reason: str) -> None:
+        raise Unsupported(f"batched evaluation: {reason}; use the interpreter or the smt engine for this model")
+
+    def layer_norm(self, norm, z: Stage, where: str) -> tuple[LayerNormPlan | None, Stage]:
+        if norm is None:
+            return None, z
+        plan, den, bounds = plan_layer_norm(self, norm, z.den, z.bound, where)
+        return plan, Stage(den, bounds)
 
     def mantissa_bound(self) -> int:
         return 1 << (self.arith.bits - 1)
@@ -385,8 +401,9 @@ class _Planner:
     # -- interpreter.attention_layer ------------------------------------------------------------------
     def attention(self, layer: AttentionLayer, z: Stage, where: str) -> tuple[AttentionPlan, Stage]:
         heads, outs = [], []
+        pre, normed = self.layer_norm(layer.norm if layer.norm_first else None, z, f"{where}.norm")
         for index, head in enumerate(layer.heads):
-            plan, out = self.head(head, z, f"{where}.heads[{index}]")
+            plan, out = self.head(head, normed, f"{where}.heads[{index}]")
             heads.append(plan)
             outs.append(out)
         self.largest = max(self.largest, sum(len(o.bound) for o in outs))
@@ -395,15 +412,20 @@ class _Planner:
         bounds = [b for o in outs for b in o.bound]
         output, projected = self.affine(weights, layer.output_bias, dens, bounds, f"{where} output projection")
         residual, stage = self.residual(layer.residual, z, projected, f"{where} residual")
-        return AttentionPlan(tuple(heads), output, residual), stage
+        post, stage = self.layer_norm(None if layer.norm_first else layer.norm, stage, f"{where}.norm")
+        return AttentionPlan(tuple(heads), output, residual, pre or post, layer.norm_first), stage
 
     # -- interpreter.feed_forward ---------------------------------------------------------------------
     def feed_forward(self, ff: FeedForward, z: Stage, where: str) -> tuple[FeedForwardPlan, Stage]:
-        dens = [z.den] * len(z.bound)
-        hidden, h = self.affine(ff.w1, ff.b1, dens, z.bound, f"{where} w1")
+        pre, normed = self.layer_norm(ff.norm if ff.norm_first else None, z, f"{where}.norm")
+        dens = [normed.den] * len(normed.bound)
+        hidden, h = self.affine(ff.w1, ff.b1, dens, normed.bound, f"{where} w1")
+        act, act_bounds = plan_activation(self, ff.activation, h.bound, f"{where} activation")
+        h = Stage(h.den, act_bounds)
         output, u = self.affine(ff.w2, ff.b2, [h.den] * len(h.bound), h.bound, f"{where} w2")
         residual, stage = self.residual(ff.residual, z, u, f"{where} residual")
-        return FeedForwardPlan(hidden, output, residual), stage
+        post, stage = self.layer_norm(None if ff.norm_first else ff.norm, stage, f"{where}.norm")
+        return FeedForwardPlan(hidden, output, residual, pre or post, ff.norm_first, act), stage
 
     # -- interpreter.readout --------------------------------------------------------------------------
     def readout(self, z: Stage) -> tuple[np.ndarray, bool, Stage]:
@@ -432,6 +454,7 @@ def compile_program(model: Model, arith: Arithmetic, tokens: Sequence[Token], le
         if block.feed_forward is not None:
             feed_forward, z = planner.feed_forward(block.feed_forward, z, f"layers[{index}].feed-forward")
         blocks.append(BlockPlan(attention, feed_forward))
+    final_norm, z = planner.layer_norm(model.final_norm, z, "final-norm")
     weight, float_ok, readout = planner.readout(z)
     return Program(length, positions, model.dim, embed, tuple(blocks), z, weight, float_ok, readout,
-                   planner.largest, heads, planner.peak < (1 << 31))
+                   planner.largest, heads, planner.peak < (1 << 31), final_norm)
