@@ -5,7 +5,7 @@ Every failure is a ``SpecError`` naming file, line, key path, expectation and a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from ..schema.dsl import (Boolean, Context, Either, Field, FilePath, Integer, Li
                           TaggedUnion, join, locate)
 from ..schema.errors import OptionError
 from ..schema.yamlnodes import Node, parse_yaml
+from ..symbolic.deviation import igelu_deviation_note
 
 ENGINES = ("auto", "interpret", "enumerate", "smt", "search", "architecture")
 SOLVERS = ("z3", "cvc5", "bitwuzla", "portfolio")
@@ -519,6 +520,9 @@ def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None
     arith = _arithmetic(data["arithmetic"], root.value.get("arithmetic", root), ctx)
     _check_model_in_arithmetic(model, arith, root.value["model"], ctx)
     domain = _domain(data["domain"], model, arith, ctx) if data["domain"] is not None else None
+    note = igelu_deviation_note(model, arith, domain)
+    if note is not None:
+        model = replace(model, notes=model.notes + (note,))
     properties = []
     for index, (name, (common, options), node) in enumerate(data["properties"]):
         prop = registry()[name]

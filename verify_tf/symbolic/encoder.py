@@ -55,6 +55,7 @@ class SymBlockTrace:
     after_attention: list[SymVector] | None = None
     hidden: list[SymVector] | None = None
     after_feed_forward: list[SymVector] | None = None
+    hidden_input: list[SymVector] | None = None  # W1 z + b1 rounded: the activation's input (its bounds are reported)
     attention_norm: list[SymVector] | None = None
     feed_forward_norm: list[SymVector] | None = None
 
@@ -483,8 +484,8 @@ def encode_feed_forward(ff: FeedForward, z: list[SymVector], r: Rounding, trace:
     inputs = z
     if ff.norm is not None and ff.norm_first:
         inputs = trace.feed_forward_norm = encode_layer_norm(ff.norm, z, r)
-    hidden = [tuple(encode_activation(ff.activation, h, r) for h in encode_affine(ff.w1, zi, ff.b1, r))
-              for zi in inputs]
+    trace.hidden_input = [encode_affine(ff.w1, zi, ff.b1, r) for zi in inputs]
+    hidden = [tuple(encode_activation(ff.activation, h, r) for h in pre) for pre in trace.hidden_input]
     trace.hidden = hidden
     out = _residual(z, [encode_affine(ff.w2, h, ff.b2, r) for h in hidden], ff.residual, r)
     if ff.norm is not None and not ff.norm_first:
