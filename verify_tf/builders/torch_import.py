@@ -401,7 +401,6 @@ def _norm(state: TorchState, prefix: str | None, d: int, eps: Fraction, quantize
                      _vector(state, prefix + "bias", d, quantizer, where=f"{where}.beta"), eps)
 
 
-
 def _norm_modules(state: TorchState, prefixes: list[str]) -> list[str]:
     return sorted({p[:-1] for p in prefixes if p + "weight" in state or p + "bias" in state}, key=_natural)
 

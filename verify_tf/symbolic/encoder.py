@@ -17,7 +17,9 @@ the exp table as an ite chain over the mantissa difference max − s_j, exact su
 division by the symbolic row sum linearised through the bits of the bounded quotient. LayerNorm (fixed only):
 exact integer sums and squares, the integer square root built bit by bit as a function of the radicand
 (``Builder.isqrt``), and the one floor division by the symbolic d·max(s, 1) like the softmax division.
-i-GELU: the exact piecewise cubic, x² and x³ through the bits of x, cases pruned by interval bounds.
+i-GELU: in fixed arithmetic an ite chain over the mantissa holding the interpreter's own values (at most
+``IGELU_TABLE_ENTRIES`` mantissas inside the clip); otherwise the exact piecewise cubic, x² and x³ through the
+bits of x, cases pruned by interval bounds.
 """
 
 from __future__ import annotations
@@ -426,7 +428,8 @@ def encode_layer_norm(norm: LayerNorm, z: list[SymVector], r: Rounding) -> list[
 
 
 def encode_activation(name: str, h: Sym, r: Rounding) -> Sym:
-    """relu, or i-GELU: If(x >= c, x, If(x <= -c, 0, If(x >= 0, P(x), N(x)))) with the exact cubics P, N, rounded."""
+    """relu, or i-GELU: a table over the mantissa in fixed arithmetic (``_igelu_table``), else
+    If(x >= c, x, If(x <= -c, 0, If(x >= 0, P(x), N(x)))) with the exact cubics P, N, rounded."""
     b = r.builder
     if name == "relu":
         return b.relu(h)
@@ -438,6 +441,10 @@ def encode_activation(name: str, h: Sym, r: Rounding) -> Sym:
         return Sym.const(0)
     if h.lo >= IGELU_CLIP:
         return r.round(h)
+    if isinstance(r.arith, Fixed):
+        table = _igelu_table(h, r)
+        if table is not None:
+            return table
     a, beta, k = IGELU_A, IGELU_B, IGELU_K
     square = b.mul(h, h)
     cube = b.mul(square, h)
@@ -456,6 +463,44 @@ def encode_activation(name: str, h: Sym, r: Rounding) -> Sym:
         value = b.select(cases, positive if h.lo >= 0 else negative)
     lo, hi = igelu_bounds(h.lo, h.hi)
     return r.round(Sym(value.num, value.den, lo, hi))
+
+
+IGELU_TABLE_ENTRIES = 4096  # fixed point: mantissas inside (−c, c) listed as an ite chain up to this many
+
+
+def _igelu_table(h: Sym, r: Rounding) -> Sym | None:
+    """Fixed point: i-GELU of the mantissa m as If(m <= ⌊−c·2^f⌋, 0, If(m == m_0, v_0, ... m)), the values v the
+    interpreter's own (exact polynomial, rounded); far cheaper for the solver than the cubic's bit products.
+    None when more than IGELU_TABLE_ENTRIES mantissas lie inside (−c, c)."""
+    arith = r.arith
+    assert isinstance(arith, Fixed)
+    scale = arith.scale
+    if scale % h.den:
+        return None
+    low, high = math.ceil(h.lo * scale), math.floor(h.hi * scale)
+    zero_below, identity_from = math.floor(-IGELU_CLIP * scale), math.ceil(IGELU_CLIP * scale)
+    first, last = max(low, zero_below + 1), min(high, identity_from - 1)
+    if last - first + 1 > IGELU_TABLE_ENTRIES:
+        return None
+    m = to_z3(h.scaled_num(scale))
+    values = {x: arith.mantissa(arith.round(igelu(Fraction(x, scale)))) for x in range(first, last + 1)}
+    reachable = list(values.values())
+    if high >= identity_from:  # the identity above c: the mantissa itself
+        term: Term = m
+        reachable += [identity_from, high]
+    elif values:
+        term = z3.IntVal(values.pop(last))
+    else:  # every reachable mantissa is at most ⌊−c·2^f⌋
+        term = z3.IntVal(0)
+        reachable.append(0)
+    for x in sorted(values, reverse=True):
+        r.builder.tick()
+        term = z3.If(m == x, z3.IntVal(values[x]), term)
+    if low <= zero_below:
+        term = z3.If(m <= zero_below, z3.IntVal(0), term)
+        reachable.append(0)
+    # the identity region is round(x) = saturate(x): a no-op for a rounded x, kept for any other input
+    return r.saturate(Sym(term, scale, Fraction(min(reachable), scale), Fraction(max(reachable), scale)))
 
 
 def encode_attention_layer(layer: AttentionLayer, z: list[SymVector], r: Rounding,
