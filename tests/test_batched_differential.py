@@ -21,9 +21,11 @@ from verify_tf.domain import GridDomain, StringDomain
 from verify_tf.batched import BatchedEvaluator, NumpyOps, TorchOps, Unsupported
 from verify_tf.semantics import Exact, Fixed, evaluate
 
+from helpers import torch_installed
+
 MODELS = 300
-TORCH_CPU = TorchOps("cpu")
 NUMPY = NumpyOps()
+BACKENDS = (NUMPY, TorchOps("cpu")) if torch_installed() else (NUMPY,)  # torch: the torch extra
 
 
 @st.composite
@@ -91,7 +93,7 @@ def _assert_same(model, arith, domain, rows, stream, readout) -> None:
 def test_batched_matches_interpreter(case):
     model, arith, domain, length, seed, narrow = case
     rows = _rows(len(domain.tokens), length, seed)
-    for ops in (NUMPY, TORCH_CPU):
+    for ops in BACKENDS:
         evaluator = BatchedEvaluator(model, arith, domain.tokens, ops=ops, narrow=narrow)
         try:
             stream, readout = evaluator.run(rows)
@@ -126,7 +128,7 @@ def norm_cases(draw):
 def test_batched_layernorm_and_igelu_match_interpreter(case):
     model, arith, domain, length, seed, narrow = case
     rows = _rows(len(domain.tokens), length, seed)
-    for ops in (NUMPY, TORCH_CPU):
+    for ops in BACKENDS:
         evaluator = BatchedEvaluator(model, arith, domain.tokens, ops=ops, narrow=narrow)
         stream, readout = evaluator.run(rows)  # never Unsupported at these sizes
         event(f"int{'32' if evaluator.program(length).small and narrow else '64'}")

@@ -17,6 +17,8 @@ from verify_tf.batched import BatchedEvaluator, NumpyOps, TorchOps, Unsupported,
 from verify_tf.batched.program import FLOAT_EXACT
 from verify_tf.semantics import Exact, Fixed, UnsupportedInMode, evaluate
 
+from helpers import requires_torch, torch_installed
+
 # wide values: grid points up to 2^26 in a 48-bit format with 20 fractional bits saturate (max 2^27) and push
 # the feed-forward sums past 2^53, so float64 is not exact there and int64 arithmetic must be used
 # (feed-forward only: attention scores q.k of such values would exceed 2^62 and be refused)
@@ -55,11 +57,12 @@ def test_wide_values_use_int64_and_exact_integer_products():
     assert any(not plan.float_ok for plan in _affine_plans(program))
     assert max(program.output.bound) == 2 ** 47  # saturated: the bound is the format's range
     rows = np.array([[0, 2, 1], [2, 2, 2], [0, 0, 0], [1, 0, 2]])
-    for ops in (NumpyOps(), TorchOps("cpu")):
+    for ops in (NumpyOps(), TorchOps("cpu")) if torch_installed() else (NumpyOps(),):
         _check_against_interpreter(BatchedEvaluator(WIDE_MODEL, WIDE_ARITH, tokens, ops=ops), WIDE_MODEL,
                                    WIDE_ARITH, tokens, rows)
 
 
+@requires_torch
 def test_cuda_code_path_emulated_on_cpu():
     """TorchOps with device 'cuda' avoids integer matmul: unrolled sums, float64 below 2^53, else elementwise."""
     emulated = TorchOps("cpu")
@@ -93,9 +96,14 @@ def test_softmax_in_exact_mode_is_unsupported():
 
 def test_backend_selection_and_clear_errors():
     assert make_ops("numpy", "cpu").name == "numpy"
-    assert make_ops("torch", "cpu").name == "torch"
     with pytest.raises(ValueError, match="numpy back end runs on the CPU"):
         make_ops("numpy", "cuda")
+    if not torch_installed():
+        assert make_ops("auto", "auto").name == "numpy"
+        with pytest.raises(Unsupported, match=r"pip install 'verify-tf\[torch\]'"):
+            make_ops("torch", "cpu")
+        return
+    assert make_ops("torch", "cpu").name == "torch"
     import torch
 
     if not torch.cuda.is_available():
@@ -123,8 +131,11 @@ def test_empty_contraction_feed_forward_of_width_zero():
     empty = FeedForward(w1=(), b1=(), w2=((), ()), b2=(F(1, 3), F(-5, 2)))
     model = dataclasses.replace(model, blocks=(Block(model.blocks[0].attention, empty),))
     tokens = [(F(0), F(1)), (F(-1), F(1, 2))]
-    emulated = TorchOps("cpu")
-    emulated.device = "cuda"
-    for ops in (NumpyOps(), TorchOps("cpu"), emulated):
+    backends: list = [NumpyOps()]
+    if torch_installed():
+        emulated = TorchOps("cpu")
+        emulated.device = "cuda"
+        backends += [TorchOps("cpu"), emulated]
+    for ops in backends:
         _check_against_interpreter(BatchedEvaluator(model, Fixed(12, 4), tokens, ops=ops), model, Fixed(12, 4),
                                    tokens, np.array([[0, 1, 1], [1, 0, 0]]))

@@ -9,6 +9,8 @@ from verify_tf.properties import registry
 from verify_tf.runner import Overrides, check_property
 from verify_tf.spec import load_spec
 
+from helpers import needs_torch, torch_installed
+
 ROOT = Path(__file__).resolve().parent.parent
 ENUMERABLE = 50_000  # inputs; above this the exhaustive engines are too slow for CI
 SMT_TIMEOUT = 8.0  # an smt `unknown` compares with nothing; a definite answer must agree
@@ -16,6 +18,8 @@ SMT_TIMEOUT = 8.0  # an smt `unknown` compares with nothing; a definite answer m
 
 def _cases():
     for path in sorted((ROOT / "specs").glob("*.yaml")):
+        if needs_torch(path) and not torch_installed():
+            continue
         spec = load_spec(path)
         if spec.domain is None or spec.domain.size() > ENUMERABLE:
             continue

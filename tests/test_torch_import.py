@@ -9,7 +9,8 @@ from fractions import Fraction as F
 from pathlib import Path
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch", reason="needs the torch extra")
 from click.testing import CliRunner
 
 from verify_tf.builders.torch_import import ExactEncoder, ExactEncoderLayer, import_state_dict

@@ -1,6 +1,6 @@
 """torch is optional (the ``torch`` extra): with its import blocked, every non-torch spec loads, the interpreter,
 SMT, enumeration (numpy), search and architecture paths run, and a spec that needs torch says which extra to
-install (an input error, exit 2) instead of a traceback.
+install (an input error, exit 2) instead of a traceback; the test suite itself skips what needs torch.
 
 Each check runs in a fresh interpreter whose first act is to install a meta-path finder that refuses ``torch``
 (and every ``torch.*``) with the ModuleNotFoundError an uninstalled package gives.
@@ -108,3 +108,26 @@ except Unsupported as exc:
         in result.stdout, result.stderr[-3000:]
     assert "OPS the torch back end needs PyTorch, which is not installed: pip install 'verify-tf[torch]'" \
         in result.stdout
+
+
+def test_the_test_suite_skips_what_needs_torch(tmp_path):
+    """Without torch the suite collects with no error, and the torch-only modules skip instead of failing
+    (the full suite, run this way by hand on 2026-11-24, passed with 7 skips)."""
+    import os
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(BLOCK_TORCH)  # every interpreter started with this path blocks torch
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+    pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    collected = subprocess.run(pytest_cmd + ["--collect-only", "tests"], capture_output=True, text=True, cwd=ROOT,
+                               env=env, timeout=600)
+    assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
+    ran = subprocess.run(pytest_cmd + ["-rs", "tests/test_torch_import.py", "tests/test_experiments.py",
+                                       "tests/test_batched_paths.py"], capture_output=True, text=True, cwd=ROOT,
+                         env=env, timeout=600)
+    assert ran.returncode == 0, ran.stdout[-3000:]
+    skipped = [line.split(":")[0] for line in ran.stdout.splitlines() if line.startswith("SKIPPED")]
+    # the two torch modules whole, and the one test of test_batched_paths that needs torch (CUDA emulation)
+    assert skipped == ["SKIPPED [1] tests/test_torch_import.py", "SKIPPED [1] tests/test_experiments.py",
+                       "SKIPPED [1] tests/test_batched_paths.py"], ran.stdout[-3000:]
