@@ -172,6 +172,17 @@ def test_refusals_say_what_to_write():
     assert "activation: i-gelu" in refused.value.hint
 
 
+def test_a_head_count_the_shapes_cannot_check_is_stated_in_the_notes():
+    """heads: 2 on a one-head layer of width 4 is a well-formed, different model (d_head 2, not 4): nothing in the
+    state dict reveals it, so the notes state the assumption; the outputs differ from torch's."""
+    state = ExactEncoderLayer(4, 1, 8).state_dict()
+    one, two = (import_state_dict(state, {**ARCH, "heads": h}, {"bits": 16, "frac": 8}) for h in (1, 2))
+    assert len(two.blocks[0].attention.heads) == 2
+    assert "heads: 2 as stated (d_head = 2)" in " ".join(two.notes)
+    x = [tuple(F(v) for v in row) for row in X[0].tolist()]
+    assert evaluate(one, Fixed(32, 14), x).output != evaluate(two, Fixed(32, 14), x).output
+
+
 def encoder(norm_first: bool, activation: str, layers: int = 2, final: bool = True, seed: int = 0):
     """A torch TransformerEncoder (d = 4, one head: d_head = 4 folds exactly) with weights moved off their init."""
     torch.manual_seed(seed)
