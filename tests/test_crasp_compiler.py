@@ -84,7 +84,7 @@ def test_lk_attention_layers_equal_depth_in_four_bits(k: int) -> None:
     compiled = compile_program(lk_program(k))
     assert compiled.program_depth == k
     assert compiled.attention_layers == k == sum(block.attention is not None for block in compiled.model.blocks)
-    assert compiled.feed_forward_layers == k and len(compiled.model.blocks) == k  # one block per level
+    assert compiled.feed_forward_layers == k and len(compiled.model.blocks) == k == compiled.blocks  # one per level
     assert (compiled.model.dim, compiled.averages, compiled.thresholds, compiled.gates) == (4 * k + 3, 2 * k, 2 * k, 0)
     assert compiled.bits == (3 if k == 1 else 4) and compiled.frac == 0
     assert compiled.arithmetic == Fixed(compiled.bits, 0, "exact-sums")
@@ -97,7 +97,31 @@ def test_lk_compiled_models_decide_every_prefix_up_to_length_5(k: int) -> None:
     assert_equivalent(lk_program(k), 5)
 
 
-@pytest.mark.parametrize("name, length", [("majority", 7), ("dyck1", 6)])
+def test_nested_gates_add_a_feed_forward_only_block() -> None:
+    # examples/crasp/nested-gates.cr: depth 2 (#both inside #), but `both` conjoins two level-1 thresholds,
+    # which come out of the level-1 feed-forward layer: the conjunction needs a second feed-forward sublayer,
+    # a block without attention between the two attention layers
+    compiled = compile_program(load_program(EXAMPLES / "nested-gates.cr"))
+    assert (compiled.program_depth, compiled.attention_layers, compiled.blocks) == (2, 2, 3)
+    assert [block.attention is not None for block in compiled.model.blocks] == [True, False, True]
+    assert compiled.describe()[1] == "3 blocks: 2 with attention, 1 feed-forward only"
+
+
+@pytest.mark.parametrize("heads", ["uniform", "softmax"])
+def test_softmax_heads_with_zero_scores_equal_uniform_heads_under_yang_et_al_rounding(heads: str) -> None:
+    # under rounded-terms a zero-score softmax head computes round(Σ round(e^0·v_j) / Σ round(e^0)) =
+    # round(Σ v_j / n) (e^0 = 1 exactly, v_j on the grid): the uniform average; checked at every prefix
+    program = lk_program(3)
+    compiled = compile_program(program, heads=heads)
+    assert {head.scoring for _, _, head in compiled.model.heads()} == {heads}
+    arithmetic = Fixed(compiled.bits, 0, "rounded-terms")
+    for letters in itertools.product("ab", repeat=6):
+        word = "".join(letters)
+        trace = evaluate(compiled.model, arithmetic, tuple(word))
+        assert tuple(q > 0 for q in trace.readout[1:]) == run_program(program, word).output, word
+
+
+@pytest.mark.parametrize("name, length", [("majority", 7), ("dyck1", 6), ("nested-gates", 6)])
 def test_example_programs_compile_exactly(name: str, length: int) -> None:
     assert_equivalent(load_program(EXAMPLES / f"{name}.cr"), length)
 

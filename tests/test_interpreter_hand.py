@@ -255,3 +255,27 @@ def test_igelu_feed_forward_rounds_its_output_once():
     assert column(evaluate(model, Fixed(12, 4), seq(1, -1)).output) == [F(13, 16), F(-3, 16)]
     # exact arithmetic keeps the rational polynomial
     assert column(evaluate(model, EXACT, seq(1)).output) == [F(104644762221648839, 124997602500000000)]
+
+
+# ---------------------------------------------------------------- floor(e^s · x) for Yang et al.'s rounded terms
+
+
+def _floor_exp_times_by_decimal(s: F, x: F, digits: int) -> int:
+    """An independent computation: Python's decimal exp at ``digits`` digits (no caching, no margin check)."""
+    from decimal import ROUND_FLOOR, Context, Decimal, localcontext
+
+    with localcontext(Context(prec=digits)):
+        value = (Decimal(s.numerator) / Decimal(s.denominator)).exp() * Decimal(x.numerator) / Decimal(x.denominator)
+        return int(value.to_integral_value(rounding=ROUND_FLOOR))
+
+
+@pytest.mark.parametrize("s,x", [
+    (F(324241, 2048), F(64)),  # e^158.3·64 ≈ 3.66·10^70: refused as "too close to an integer" before the fix
+    (F(-349881, 4096), F(64)),  # e^-85.4·64 ≈ 10^-35: a positive value below 1 floors to 0
+    (F(-349881, 4096), F(-64)),  # ... and its negative to -1
+    (F(1, 3), F(5, 7)), (F(-7, 2), F(1000)), (F(199), F(-3, 4)),
+])
+def test_floor_exp_times_agrees_with_an_independent_decimal_computation(s, x):
+    from verify_tf.semantics.exp_table import floor_exp_times
+
+    assert floor_exp_times(s, x) == _floor_exp_times_by_decimal(s, x, 400)

@@ -219,3 +219,25 @@ def test_architecture_engine_with_model_scope_proves_through_the_class_or_says_u
     urpe = one_layer(head(scoring="hardmax", positional="urpe", rpe=[0, 0, 0], urpe=[1, 1, 1]))
     verdict = check(urpe, engine="architecture")
     assert verdict.status == "unknown" and "use engine interpret" in verdict.detail
+
+
+def test_the_architecture_proof_covers_any_depth_because_deeper_layers_add_no_query(monkeypatch):
+    rpe = random_model(RandomConfig(seed=4, width=2, layers=2, heads=2, ffn_width=2, positional="rpe", causal=True,
+                                    max_length=3))
+    proved = check(rpe, domain=grid_domain(2), scope="architecture")
+    assert proved.statistics["any_depth"] is True and "any number of layers" in proved.detail
+    # a step query that depended on where its layer sits would limit the proof to the spec's own stack
+    from verify_tf.engines.architecture import induction
+
+    original = induction._build
+
+    def depth_dependent(model, arithmetic, length, name, sublayer, block):
+        query = original(model, arithmetic, length, name, sublayer, block)
+        query.solver.add(induction.z3.Real("depth") == (block or 0))  # e.g. a per-layer positional term
+        return query
+
+    monkeypatch.setattr(induction, "_build", depth_dependent)
+    assert induction.deeper_layers_add_no_query(rpe, EXACT, 3) is False
+    limited = check(rpe, domain=grid_domain(2), scope="architecture")
+    assert limited.status == "proved" and limited.statistics["any_depth"] is False
+    assert "these 2 layers only" in limited.detail

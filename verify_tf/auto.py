@@ -171,8 +171,10 @@ def choose(task: Task, engines: tuple[str, ...], remaining: float, calibration: 
         return finishing[0].engine, {"predicted_seconds": shown, "chosen": finishing[0].engine}
     for engine in ("smt", "architecture"):
         if engine in engines:
-            return engine, {"predicted_seconds": shown, "chosen": engine,
-                            "why": "no exhaustive engine is predicted to finish in time"}
+            why = ("no exhaustive engine is predicted to finish in time" if exhaustive
+                   else f"{engine} is the only engine of this property" if len(engines) == 1
+                   else "this property has no exhaustive engine")
+            return engine, {"predicted_seconds": shown, "chosen": engine, "why": why}
     if predictions and min(p.seconds for p in predictions) < float("inf"):
         best = min(predictions, key=lambda p: p.seconds)
         return best.engine, {"predicted_seconds": shown, "chosen": best.engine,

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from . import auto
-from .engines import architecture, enumerate as enumerate_engine, interpret, search, smt
+from .engines import architecture, counting, enumerate as enumerate_engine, interpret, search, smt
 from .engines.base import ProgressEvent, Run, Settings, Task, no_progress
 from .cache import key_material, key_of, served_from_cache
 from .executors import InProcess, ProcessPool
@@ -39,6 +39,7 @@ DRIVERS: dict[str, Callable[[Task, Run], Verdict]] = {
     "smt": smt.check,
     "search": search.check,
     "architecture": architecture.check,
+    "counting": counting.check,
 }
 
 

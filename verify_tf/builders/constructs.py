@@ -48,6 +48,8 @@ def constructions() -> dict[str, Construction]:
             {
                 "program": Field(FilePath("the C-RASP program (.cr), relative to the spec's folder"), required=True),
                 "frac": Field(Integer("fractional bits the model is compiled for (default 0)", minimum=0, maximum=32)),
+                "heads": Field(String("uniform heads, or softmax heads with zero query/key weights (every score 0)",
+                                      ("uniform", "softmax")), default="uniform"),
                 "set": Field(ListOf(String(), "then change weights: 'PARAMETER=VALUE' items (mutated models)")),
             },
             build_construction,

@@ -226,6 +226,7 @@ class Compiled:
     program_depth: int
     attention_layers: int
     feed_forward_layers: int
+    blocks: int  # attention layers + feed-forward-only blocks (the second sublayer nested gates need)
     averages: int  # head value coordinates (atoms L ≥ 0 up to negation)
     thresholds: int
     gates: int
@@ -239,6 +240,8 @@ class Compiled:
         return [
             f"{self.attention_layers} attention layers (program depth {self.program_depth}){depth_note}, "
             f"{self.feed_forward_layers} feed-forward layers, width {self.model.dim}",
+            f"{self.blocks} blocks: {self.attention_layers} with attention, "
+            f"{self.blocks - self.attention_layers} feed-forward only",
             f"{self.averages} counting coordinates, {self.thresholds} thresholds, {self.gates} gates",
             f"arithmetic: {{mode: fixed, bits: {self.bits}, frac: {self.frac}, attention-rounding: exact-sums}}"
             " (exact for every input length)",
@@ -517,9 +520,10 @@ def _leaves(value: CountValue) -> int:
 class _Builder:
     """Lays out the reachable nodes in stream dimensions and emits the blocks."""
 
-    def __init__(self, compiler: _Compiler, output: Form) -> None:
+    def __init__(self, compiler: _Compiler, output: Form, heads: str = "uniform") -> None:
         self.c = compiler
         self.output = output
+        self.heads = heads
         self.reachable = self._reachable(output)
         self.dims: dict[NodeId, int] = {compiler.bos: 0}
         for index, symbol in enumerate(compiler.alphabet):
@@ -592,7 +596,8 @@ class _Builder:
             output[self.dims[node]][column] = Fraction(1)
         head = Head(query=(zeros(self.width),), key=(zeros(self.width),), value=tuple(value_rows),
                     output=tuple(tuple(r) for r in output), query_bias=zeros(1), key_bias=zeros(1),
-                    value_bias=tuple(value_biases), scoring="uniform", causal=True)
+                    value_bias=tuple(value_biases), scoring="uniform" if self.heads == "uniform" else "softmax",
+                    causal=True)  # softmax: zero query and key weights, every score 0 (Yang et al.'s form)
         return AttentionLayer((head,), zeros(self.width))
 
     def feed_forward(self, stage: int, sub: int) -> FeedForward:
@@ -665,17 +670,25 @@ def required_bits(values: list[Fraction], frac: int) -> int:
         bits += 1
 
 
-def compile_program(program: Program, *, frac: int = 0, bits: int | None = None, name: str | None = None) -> Compiled:
+HEADS = ("uniform", "softmax")
+
+
+def compile_program(program: Program, *, frac: int = 0, bits: int | None = None, name: str | None = None,
+                    heads: str = "uniform") -> Compiled:
     """Compile ``program`` for fixed arithmetic with ``frac`` fractional bits.
 
     ``bits``: the total bits to target; an error if fewer than the construction needs (it would saturate).
-    Default: the fewest bits that suffice.
+    Default: the fewest bits that suffice. ``heads``: ``uniform`` heads, or ``softmax`` heads with zero query
+    and key weights (every score 0), which equal them only where a proof says so (e.g. under Yang et al.'s
+    ``rounded-terms`` rounding: specs/crasp-L*-rounded-terms.yaml).
     """
     if frac < 0:
         raise CraspError(f"--frac must be >= 0, got {frac}")
+    if heads not in HEADS:
+        raise CraspError(f"heads must be one of {', '.join(HEADS)}, got {heads!r}")
     compiler = _Compiler(program, frac)
     output = compiler.compile_definitions()
-    builder = _Builder(compiler, output)
+    builder = _Builder(compiler, output, heads)
     model = builder.model(name or "C-RASP program (accepts iff readout > 0)")
     needed = required_bits(builder.extremes + [v for _, v in model.parameters()], frac)
     if bits is not None and bits < needed:
@@ -686,6 +699,7 @@ def compile_program(program: Program, *, frac: int = 0, bits: int | None = None,
         model=model, bits=bits if bits is not None else needed, frac=frac, program_depth=program_depth(program),
         attention_layers=builder.stages(),
         feed_forward_layers=sum(1 for b in model.blocks if b.feed_forward is not None),
+        blocks=len(model.blocks),
         averages=sum(isinstance(n, _Average) for n in nodes),
         thresholds=sum(isinstance(n, _Threshold) for n in nodes),
         gates=sum(isinstance(n, _Gate) for n in nodes),
@@ -698,7 +712,8 @@ def build_construction(params: dict) -> Model:
     """``model: {construct: crasp-program, program: FILE, frac: F, set: [...]}`` in a spec."""
     try:
         program = load_program(params["program"])
-        compiled = compile_program(program, frac=params.get("frac") or 0, name=f"C-RASP {params['program'].name}")
+        compiled = compile_program(program, frac=params.get("frac") or 0, name=f"C-RASP {params['program'].name}",
+                                   heads=params.get("heads") or "uniform")
         return apply_settings(compiled.model, params.get("set") or ())
     except (CraspError, EditError) as error:
         raise ValueError(str(error)) from None

@@ -176,7 +176,8 @@ def main() -> None:
 
 @main.command()
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--engine", type=click.Choice(["auto", "interpret", "enumerate", "smt", "search", "architecture"]),
+@click.option("--engine", type=click.Choice(["auto", "interpret", "enumerate", "smt", "search", "architecture",
+                                              "counting"]),
               help="Override every property's engine (properties that cannot use it keep their own choice).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
               help="Seconds per property, encoding and solving included (overrides the spec).")

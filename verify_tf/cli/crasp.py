@@ -96,13 +96,16 @@ def run(file: Path, string: str, prefix: bool) -> None:
               help="Fractional bits f of the fixed-point arithmetic.")
 @click.option("--bits", type=click.IntRange(2, 64), default=None,
               help="Total bits p (default: the fewest that never saturate); fewer than needed is an error.")
+@click.option("--heads", type=click.Choice(["uniform", "softmax"]), default="uniform", show_default=True,
+              help="Uniform heads, or softmax heads with zero query/key weights (every score 0).")
 @click.option("--set", "settings", multiple=True, metavar="PARAMETER=VALUE",
               help="Then change one weight, e.g. 'layers[0].attention.heads[0].value-bias[0]=0' (a mutated model).")
-def compile_command(file: Path, output: Path, frac: int, bits: int | None, settings: tuple[str, ...]) -> None:
+def compile_command(file: Path, output: Path, frac: int, bits: int | None, heads: str,
+                    settings: tuple[str, ...]) -> None:
     """Compile the C-RASP program in FILE into a transformer (fixed point, exact-sums attention)."""
     program = _load(file)
     with _reporting_errors():
-        compiled = compile_program(program, frac=frac, bits=bits, name=f"C-RASP {file.name}")
+        compiled = compile_program(program, frac=frac, bits=bits, name=f"C-RASP {file.name}", heads=heads)
         model = apply_settings(compiled.model, settings)
     try:
         save_model(model, output)

@@ -143,6 +143,39 @@ class Solvable(Protocol):
         ...
 
 
+class CounterMachine(Protocol):
+    """Engine counting: a reference that reads a word letter by letter with a tuple of integer counts as state
+    (``crasp.machine.ProgramMachine`` is one). Its output at a position is a function of the counts before it
+    and the letter, and ``key`` maps counts to what every later output depends on (exactly)."""
+
+    names: tuple[str, ...]  # one per count, for invariants and counterexamples
+    initial: tuple[int, ...]  # the counts of the empty prefix (whose output is "reject")
+
+    def step(self, counts: tuple[int, ...], letter: str) -> tuple[tuple[int, ...], bool]: ...
+
+    def key(self, counts: tuple[int, ...]) -> tuple: ...
+
+    def encode_step(self, counts: list, letter: str) -> tuple[list, Any]:
+        """``step`` over z3 integer terms: (next counts, output) as z3 terms."""
+        ...
+
+
+@dataclass(frozen=True)
+class CountingGoal:
+    """Engine counting: what the property asks. On every prefix of length p >= ``first_position`` of every
+    string over ``alphabet`` (of length <= ``max_length``, or of every length when ``all_lengths``), the model's
+    decision at the prefix's last position (readout > ``threshold``; for p = 0 at BOS, when the model has one)
+    equals ``machine``'s output. The property returns it from ``counting_goal(task)`` and replays witnesses
+    with ``violation``."""
+
+    machine: Any  # a CounterMachine (pickled with the task's property)
+    alphabet: tuple[str, ...]
+    threshold: Fraction
+    first_position: int  # a prefix length
+    max_length: int
+    all_lengths: bool = False
+
+
 # ---------------------------------------------------------------- verdict assembly
 
 def verdict(task: Task, run: Run, status: str, engine: str, *, method: str = "", detail: str = "",

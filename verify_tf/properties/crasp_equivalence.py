@@ -1,10 +1,11 @@
 """Property ``crasp-equivalence``: the model decides exactly what a C-RASP program decides, on every string.
 
-Options: ``program`` (a ``.cr`` file, relative to the spec), ``mode``, ``threshold`` (and, for ``smt``,
-``queries``). The model **accepts at position i iff its readout q_i = u·z_i exceeds ``threshold``** (default 0;
-the C-RASP compiler builds models with q ≥ 1 on acceptance and q ≤ 0 otherwise). The decision at a position
-is the decision on the prefix that ends there. Witnesses number positions as everywhere in verify-tf: 0 is the
-word's first letter (the prefix of length 1), and "BOS" names the decision on the empty prefix.
+Options: ``program`` (a ``.cr`` file, relative to the spec), ``mode``, ``threshold``, ``lengths`` (and, for
+``smt``, ``queries``). The model **accepts at position i iff its readout q_i = u·z_i exceeds ``threshold``**
+(default 0; the C-RASP compiler builds models with q ≥ 1 on acceptance and q ≤ 0 otherwise). The decision at
+a position is the decision on the prefix that ends there. Witnesses number positions as everywhere in
+verify-tf: 0 is the word's first letter (the prefix of length 1), and "BOS" names the decision on the empty
+prefix.
 
 * ``mode: accept``: for every string w of the domain, the model accepts at the last position of w iff the
   program accepts w. The empty word (``min-length: 0``) is rejected by the program; a model with BOS decides
@@ -19,6 +20,12 @@ length are examined, each standing for all its prefixes, and a disagreement is r
 disagreeing string (the scan of the shorter strings is the driver's minimisation). A counterexample names the
 string, the position, both outputs, and a trace with the program's definitions and the model's readout side
 by side at every position.
+
+``lengths: all`` claims the same for strings of every length (the domain's alphabet and min-length; its
+max-length bounds the first, exhaustive part only) and is decided by the ``counting`` engine, which also decides
+the domain alone (``lengths: domain``) over count vectors instead of strings. It sees the program as a counter
+machine (``crasp.machine``) through ``counting_goal``; its counterexamples are replayed by ``violation`` like every
+other engine's.
 """
 
 from __future__ import annotations
@@ -37,9 +44,10 @@ from ..crasp.arrays import program_outputs_batched
 from ..crasp.ast import CraspError, Program, format_alphabet
 from ..crasp.formulas import program_outputs_symbolic
 from ..crasp.interpreter import run_program
+from ..crasp.machine import ProgramMachine
 from ..crasp.parser import load_program
 from ..domain import Domain, StringDomain
-from ..engines.base import QueryPlan, Task, Witness
+from ..engines.base import CountingGoal, QueryPlan, Task, Witness
 from ..ir import AlphabetTokens, Model
 from ..schema.dsl import Context, Field, FilePath, Number, Obj, String
 from ..schema.yamlnodes import Node
@@ -53,6 +61,7 @@ from ..witness import input_to_json
 from .base import BOS, Property, bos_offset, require, typed
 
 MODES = ("accept", "prefix")
+LENGTHS = ("domain", "all")
 
 
 class ProgramFile(FilePath):
@@ -75,6 +84,7 @@ class Options:
     mode: str = "accept"
     threshold: Fraction = Fraction(0)
     queries: str = "one"
+    lengths: str = "domain"
 
 
 def position_label(prefix: int) -> int | str:
@@ -111,8 +121,14 @@ class CraspEquivalence(Property):
         "queries": Field(String("smt engine, causal models: one query on the longest strings covering every "
                                 "position (measured faster), or one query per length", ("one", "per-length")),
                          default="one"),
+        "lengths": Field(String("domain: the strings of the domain; all: every length (engine counting: the "
+                                "domain's lengths by counting, then induction over positions)", LENGTHS),
+                         default="domain"),
     }, check=typed(Options))
-    engines = ("enumerate", "interpret", "smt")
+    engines = ("enumerate", "interpret", "smt", "counting")
+
+    def engines_for(self, options: Options) -> tuple[str, ...]:
+        return ("counting",) if options.lengths == "all" else self.engines
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         require(isinstance(model.tokens, AlphabetTokens) and isinstance(domain, StringDomain), "",
@@ -124,7 +140,7 @@ class CraspEquivalence(Property):
                 f"alphabet {format_alphabet(program.alphabet)}")
 
     def statistics(self, task: Task) -> dict:
-        return {"domain_size": task.domain.size(), "causal_prefixes": all_causal(task.model)}
+        return {"domain_size": _size(task.domain), "causal_prefixes": all_causal(task.model)}
 
     def program(self, task: Task) -> Program:
         return _program(task.options.program)
@@ -232,23 +248,51 @@ class CraspEquivalence(Property):
     def replay_query(self, task: Task, plan: QueryPlan, decoded: Any) -> Witness | None:
         return self.violation(task, decoded[0])
 
+    # -- counting: the program as a counter machine over its counts (crasp.machine)
+    def counting_goal(self, task: Task) -> CountingGoal:
+        """Model and program agree on every checked prefix: in accept mode those of length p >= min-length
+        (each a word of the domain, decided at its last position: the counting class is causal); in prefix
+        mode every prefix of length p >= 1."""
+        domain: StringDomain = task.domain
+        first = 1 if task.options.mode == "prefix" else domain.min_length
+        return CountingGoal(_machine(task.options.program), domain.alphabet, task.options.threshold, first,
+                            domain.max_length, task.options.lengths == "all")
+
     def describe_proof(self, task: Task, engine: str, default: str, statistics: dict) -> str:
         domain: StringDomain = task.domain
         where = "the last position" if task.options.mode == "accept" else "every position"
-        if engine == "smt":
+        if engine == "counting" and task.options.lengths == "all":
+            first = 1 if task.options.mode == "prefix" else max(domain.min_length, 0)
+            return (f"every string over {{{', '.join(domain.alphabet)}}} of every length >= {first} agrees with "
+                    f"{Path(task.options.program).name} at {where} ({default})")
+        if engine in ("smt", "counting"):
             how = default
         elif all_causal(task.model) and len(domain.lengths) > 1:
             how = f"{statistics.get('space_size')} of length {domain.max_length} evaluated, causal: shorter ones " \
                   "are prefixes"
         else:
             how = f"{statistics.get('space_size')} evaluated"
-        return (f"{domain.size()} strings of length {domain.min_length}..{domain.max_length} agree with "
+        return (f"{_size(domain)} strings of length {domain.min_length}..{domain.max_length} agree with "
                 f"{Path(task.options.program).name} at {where} ({how})")
+
+
+def _size(domain: StringDomain) -> int | str:
+    """The number of strings; beyond 18 digits "about 10^k" (the counting engine reaches lengths whose
+    string counts have thousands of digits, more than Python prints or JSON holds)."""
+    size = domain.size()
+    if size < 10 ** 18:
+        return size
+    return f"about 10^{int(size.bit_length() * math.log10(2))}"
 
 
 @lru_cache(maxsize=32)
 def _program(path: Path) -> Program:
     return load_program(path)
+
+
+@lru_cache(maxsize=32)
+def _machine(path: Path) -> ProgramMachine:
+    return ProgramMachine(_program(path))
 
 
 def _plain(value: Any) -> Any:

@@ -28,7 +28,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..domain import Domain, format_input
-from ..engines.architecture import MAX_LENGTH, Conclusion, InductionResult, describe_class, separate_positions
+from ..engines.architecture import (MAX_LENGTH, Conclusion, InductionResult, deeper_layers_add_no_query,
+                                    describe_class, separate_positions)
 from ..engines.base import Task, Witness
 from ..ir import Model, Vector
 from ..ir.plain import model_to_dict
@@ -251,9 +252,15 @@ class PositionBlind(Property):
         span = f"n = {lengths[0]}" if len(lengths) == 1 else f"n = {lengths[0]}..{lengths[-1]}"
         subject = "this model's architecture class" if model_scope else "every weight choice"
         total = sum(len(r.steps) for r in results.values())
-        return Conclusion(PROVED, "induction", f"{subject} ({klass}): columns stay equal through every layer, {span} "
-                          f"({total} step queries unsat)", statistics={**stats, "lengths": lengths,
-                                                                        "rows_sum_to_one": True})
+        # the induction is per sublayer: when a layer's queries do not change one layer deeper, the proof covers
+        # any number of layers of these kinds (checked for every length proved)
+        any_depth = all(deeper_layers_add_no_query(task.model, task.arithmetic, n) for n in lengths if n >= 2)
+        depth = (f"any number of layers, each like one of these {len(task.model.blocks)}, in any order (each layer's "
+                 "step queries are unchanged one layer deeper)" if any_depth
+                 else f"these {len(task.model.blocks)} layers only")
+        return Conclusion(PROVED, "induction", f"{subject} ({klass}): columns stay equal through every layer, {span}, "
+                          f"{depth} ({total} step queries unsat)",
+                          statistics={**stats, "lengths": lengths, "rows_sum_to_one": True, "any_depth": any_depth})
 
     def own_separation(self, task: Task, length: int) -> Witness | None:
         """The spec's model's worst constant input of this length, as a witness, if it separates positions."""

@@ -96,7 +96,38 @@ def from_plain(value: Any, line: int = 0) -> Node:
     return Node("object", value, line)
 
 
+_MAX_NESTING = 100  # lists/mappings inside each other; real specs use fewer than 10 (PyYAML recurses per level)
+
+
+def _too_deep(text: str) -> int | None:
+    """The line where flow brackets or indentation nest deeper than _MAX_NESTING, if any (quotes and comments
+    are skipped roughly: a false alarm needs 100 brackets inside a string)."""
+    depth = 0
+    for number, line in enumerate(text.splitlines(), start=1):
+        if len(line) - len(line.lstrip(" ")) > 2 * _MAX_NESTING:
+            return number
+        quote = None
+        for char in line:
+            if quote:
+                quote = None if char == quote else quote
+            elif char in "'\"":
+                quote = char
+            elif char == "#":
+                break
+            elif char in "[{":
+                depth += 1
+                if depth > _MAX_NESTING:
+                    return number
+            elif char in "]}":
+                depth = max(0, depth - 1)
+    return None
+
+
 def parse_yaml(text: str, file: str) -> Node:
+    deep = _too_deep(text)
+    if deep is not None:
+        raise SpecError(f"lists or mappings nested more than {_MAX_NESTING} deep", file=file, line=deep,
+                        hint="specs hold shallow plain data; look for unbalanced brackets")
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
@@ -106,22 +137,43 @@ def parse_yaml(text: str, file: str) -> Node:
         raise SpecError(f"malformed YAML: {problem}", file=file, line=line,
                         hint="check indentation and that every 'key: value' has a space after the colon") from None
     except yaml.YAMLError as exc:
-        raise SpecError(f"malformed YAML: {exc}", file=file) from None
+        raise SpecError(f"malformed YAML: {exc}", file=file, line=1) from None
+    except RecursionError:
+        raise SpecError("nested too deeply to read", file=file, line=1,
+                        hint="specs hold shallow plain data; look for unbalanced brackets") from None
     if root is None:
         raise SpecError("the spec is empty", file=file, line=1, hint="run `verify-tf init` for a starter spec")
-    return _convert(root, file, [0])
+    # aliases may repeat values, but an expansion 100 times beyond the distinct values the text holds is an alias
+    # bomb ("billion laughs"), stopped before it costs time
+    return _convert(root, file, [0, min(_MAX_NODES, 100 * _distinct_nodes(root) + 10_000)])
 
 
-_MAX_NODES = 2_000_000  # guards against alias bombs ("billion laughs") expanding without bound
+_MAX_NODES = 2_000_000  # never more values than this, whatever the text
 
 
-def _convert(node: yaml.Node, file: str, count: list[int]) -> Node:
+def _distinct_nodes(root: yaml.Node) -> int:
+    """The values written in the text (an alias counts its anchor's node once)."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            stack.extend(child for pair in node.value for child in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+    return len(seen)
+
+
+def _convert(node: yaml.Node, file: str, count: list[int]) -> Node:  # count: [values so far, budget]
     line = node.start_mark.line + 1
     if node.tag not in _CORE_TAGS:
         raise SpecError(f"YAML tags such as {node.tag!r} are not allowed", file=file, line=line,
                         hint="specs hold plain data: mappings, lists, numbers and strings")
     count[0] += 1
-    if count[0] > _MAX_NODES:
+    if count[0] > count[1]:
         raise SpecError("the spec expands to too many values (recursive or repeated YAML aliases?)",
                         file=file, line=line)
     if isinstance(node, yaml.MappingNode):

@@ -57,23 +57,26 @@ def exp_mantissa(difference_mantissa: int, frac_bits: int) -> int:
 
 # ---------------------------------------------------------------- exp of any rational, floored (rounded-terms)
 
-_RELATIVE_MARGIN = Decimal("1e-70")
 _BIG = 200  # |s| beyond this: e^s·x is far outside every fixed-point range (e^200 > 2^288) or far inside (0, 1)
+_EXP_DIGITS = 200  # significant digits of e^s and of e^s·x: relative error below 10^-198
+_TERM_MARGIN = Decimal("1e-190")  # relative: e^s·x is refused when within 10^-190·|e^s·x| of an integer
 
 
 @lru_cache(maxsize=65536)
 def _exp(s: Fraction) -> Decimal:
-    with localcontext(Context(prec=_PRECISION)):
+    with localcontext(Context(prec=_EXP_DIGITS)):
         return (Decimal(s.numerator) / Decimal(s.denominator)).exp()
 
 
 def floor_exp_times(s: Fraction, x: Fraction) -> int:
     """floor(e^s · x) exactly, for rational s and x (Yang et al.'s rounded attention terms).
 
-    e^s is irrational for rational s != 0 (Lindemann), so e^s·x (x != 0) is never an integer; it is computed
-    with 80 significant digits (relative error below 10^-75) and refused if it lies within 10^-70·|e^s·x|
-    of an integer (never seen; a precision problem can then not silently change a value). |s| > 200: the sign of x and |x|'s size decide alone (the
-    caller saturates large values; e^-200·|x| < 1 for every x a fixed-point format holds).
+    e^s is irrational for rational s != 0 (Lindemann), so e^s·x (x != 0) is never an integer. e^s carries 200
+    significant digits and so does the product (more for long x), so its relative error stays below 10^-198
+    whatever its size; it is refused if it lies within 10^-190·|e^s·x| of an integer (never seen; a precision
+    problem can then not silently change a value). Since e^s·x has at most 87 + 60 integer digits here, the
+    margin is far below 1: a large term is floored exactly too. |s| > 200: the sign of x and |x|'s size decide
+    alone (the caller saturates large values; e^-200·|x| < 1 for every x a fixed-point format holds).
     """
     if x == 0:
         return 0
@@ -83,10 +86,13 @@ def floor_exp_times(s: Fraction, x: Fraction) -> int:
         raise OverflowError("e^s·x is beyond every fixed-point range")  # callers saturate before asking
     if s < -_BIG and abs(x) < 2 ** 200:
         return 0 if x > 0 else -1
-    with localcontext(Context(prec=_PRECISION)):
+    if len(str(abs(x.numerator))) > 60:
+        raise ArithmeticError(f"e^{s}·{x}: x has too many digits for the precision used")
+    digits = _EXP_DIGITS + len(str(abs(x.numerator))) + len(str(x.denominator))
+    with localcontext(Context(prec=digits)):
         value = _exp(s) * Decimal(x.numerator) / Decimal(x.denominator)
         floor = int(value.to_integral_value(rounding=ROUND_FLOOR))
-        margin = abs(value) * _RELATIVE_MARGIN
+        margin = abs(value) * _TERM_MARGIN
         if value - floor < margin or floor + 1 - value < margin:
             raise ArithmeticError(f"e^{s}·{x} too close to an integer to floor safely")
     return floor

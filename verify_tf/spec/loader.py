@@ -28,7 +28,7 @@ from ..schema.errors import OptionError
 from ..schema.yamlnodes import Node, parse_yaml
 from ..symbolic.deviation import igelu_deviation_note
 
-ENGINES = ("auto", "interpret", "enumerate", "smt", "search", "architecture")
+ENGINES = ("auto", "interpret", "enumerate", "smt", "search", "architecture", "counting")
 SOLVERS = ("z3", "cvc5", "bitwuzla", "portfolio")
 VERDICT_NAMES = ("proved", "refuted", "unknown")
 

@@ -1,7 +1,9 @@
 """Engine ``architecture``: statements about every model of an architecture class (weights as unknowns).
 
 ``induction``: position-blindness on constant inputs by induction over layers (Luo et al. 2022), one z3 query
-per sublayer and length; each query is a work unit. ``concrete``: when a step fails, the solver picks the
+per sublayer and length; each query is a work unit. ``symmetry`` and ``signatures``: depth lower bounds (no
+causal transformer without positional information of depth k tells two words apart when their depth-k
+signatures agree); the symmetry queries are the work units. ``concrete``: when a step fails, the solver picks the
 parameters of one sublayer on a concrete constant input, giving a concrete Model of the class that separates
 positions or realises given targets (e.g. position-index with URPE). The property decides what the induction
 means for its claim (``conclude``); the driver replays every concrete member it reports on the interpreter.
@@ -10,20 +12,24 @@ means for its claim (``conclude``); the driver replays every concrete member it 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from ...verdict import Verdict
 from ...work import CONTINUE, Deadline, WorkUnit, schedule
 from ..base import ProgressEvent, Run, Task, error, verdict
 from .concrete import ConcreteMember, realise_targets, separate_positions
-from .induction import (FAILS, HOLDS, MAX_LENGTH, UNDECIDED, InductionResult, StepResult, describe_class,
-                        prove_position_blind, rows_sum_to_one, run_step, steps)
+from .induction import (FAILS, HOLDS, MAX_LENGTH, UNDECIDED, InductionResult, StepResult,
+                        deeper_layers_add_no_query, describe_class, prove_position_blind, rows_sum_to_one, run_step,
+                        steps)
+from .signatures import PairSearch, Signatures, find_pair
+from .symmetry import SymmetryStep, run_symmetry_step, scorings, symmetry_steps
 
 ENGINE = "architecture"
 
 __all__ = ["ConcreteMember", "realise_targets", "separate_positions", "MAX_LENGTH", "InductionResult",
            "StepResult", "describe_class", "prove_position_blind", "Conclusion", "check", "HOLDS", "FAILS",
-           "UNDECIDED"]
+           "UNDECIDED", "deeper_layers_add_no_query", "SymmetryCheck", "PairSearch", "Signatures", "find_pair", "scorings"]
 
 
 @dataclass
@@ -36,6 +42,24 @@ class Conclusion:
     witness: dict | None = None  # refuted: already replayed by the property on the interpreter
     statistics: dict[str, Any] = field(default_factory=dict)
     tried: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SymmetryCheck:
+    """``before_induction``'s request for the symmetry queries of rows up to ``max_keys`` keys (``symmetry.py``)
+    instead of the position-blindness induction; the property's ``conclude_symmetry(task, request, result,
+    deadline)`` receives this request back with the queries as one InductionResult."""
+
+    max_keys: int
+    pair: tuple[str, str]  # the two words whose signatures agree
+    statistics: dict = field(default_factory=dict)
+
+
+def symmetry_unit(task: Task, step: SymmetryStep, *, deadline: Deadline, cancelled: Callable[[], bool],
+                  report: Callable[[str], None]) -> tuple[StepResult, str]:
+    """One symmetry query (a work unit)."""
+    report(step.name)
+    return run_symmetry_step(task.arithmetic, step, seconds=deadline.remaining(), seed=task.settings.seed)
 
 
 def step_unit(task: Task, length: int, name: str, sublayer: str, block: int | None, *, deadline: Deadline,
@@ -51,6 +75,8 @@ def check(task: Task, run: Run) -> Verdict:
     early = prop.before_induction(task, run.deadline)
     if isinstance(early, Conclusion):
         return _verdict(task, run, early)
+    if isinstance(early, SymmetryCheck):
+        return _symmetry(task, run, early)
     lengths: list[int] = early
     plan = [(n, step) for n in lengths for step in steps(task.model)]
     units = [WorkUnit(f"induction n = {n}: {name}", step_unit, (task, n, name, sublayer, block), order=k,
@@ -61,13 +87,8 @@ def check(task: Task, run: Run) -> Verdict:
     def on_result(unit: WorkUnit, value: tuple[StepResult, str]) -> str:
         found[unit.order] = value
         run.progress(ProgressEvent(ENGINE, f"induction: {unit.key}", len(found), len(units), "steps"))
-        if task.settings.smt2_dir is not None and value[1]:
-            from pathlib import Path
-
-            n, (name, _, _) = plan[unit.order]
-            path = Path(task.settings.smt2_dir) / f"{task.label}-n{n}-{name.replace('[', '').replace(']', '')}.smt2"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(value[1])
+        n, (name, _, _) = plan[unit.order]
+        _write_smt2(task, f"n{n}-{name}", value[1])
         return CONTINUE
 
     summary = schedule(run.executor, units, run.deadline, on_result)
@@ -82,6 +103,38 @@ def check(task: Task, run: Run) -> Verdict:
                 for k, (m, (name, sublayer, block)) in enumerate(plan) if m == n]
         results[n] = InductionResult(n, tuple(done), rows_sum_to_one(task.arithmetic, task.model))
     return _verdict(task, run, prop.conclude(task, results, run.deadline))
+
+
+def _symmetry(task: Task, run: Run, request: SymmetryCheck) -> Verdict:
+    plan = symmetry_steps(task.arithmetic, request.max_keys)
+    units = [WorkUnit(f"symmetry: {step.name}", symmetry_unit, (task, step), order=k,
+                      share=min(1.0, run.executor.workers / (len(plan) - k))) for k, step in enumerate(plan)]
+    found: dict[int, StepResult] = {}
+
+    def on_result(unit: WorkUnit, value: tuple[StepResult, str]) -> str:
+        found[unit.order] = value[0]
+        run.progress(ProgressEvent(ENGINE, unit.key, len(found), len(units), "queries"))
+        _write_smt2(task, f"symmetry-{plan[unit.order].name}", value[1])
+        return CONTINUE
+
+    summary = schedule(run.executor, units, run.deadline, on_result)
+    if summary.errors:
+        first = summary.errors[0]
+        return error(task, run, ENGINE, f"work unit failed: {first.key}: {first.message}",
+                     {"traceback": first.remote_traceback})
+    done = tuple(found.get(k, StepResult(step.name, "attention", None, UNDECIDED, 0.0, "not attempted: timeout"))
+                 for k, step in enumerate(plan))
+    result = InductionResult(request.max_keys, done, True)
+    return _verdict(task, run, task.prop.conclude_symmetry(task, request, result, run.deadline))
+
+
+def _write_smt2(task: Task, name: str, text: str) -> None:
+    if task.settings.smt2_dir is None or not text:
+        return
+    safe = name.replace("[", "").replace("]", "").replace(",", "").replace(" ", "-")
+    path = Path(task.settings.smt2_dir) / f"{task.label}-{safe}.smt2"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
 
 
 def _verdict(task: Task, run: Run, conclusion: Conclusion) -> Verdict:

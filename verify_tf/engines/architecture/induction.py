@@ -29,9 +29,10 @@ and no architecture-level proof is claimed (the model-level deviation ε is the 
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Sequence
 
@@ -286,13 +287,7 @@ def steps(model: Model) -> list[tuple[str, str, int | None]]:
     return _steps(model)
 
 
-def run_step(model: Model, arithmetic: Arithmetic, length: int, name: str, sublayer: str, block: int | None, *,
-             seconds: float, seed: int = 0, cancelled=lambda: False) -> tuple[StepResult, str]:
-    """One step query of the induction for sequences of ``length`` user tokens: its result and SMT-LIB text."""
-    if length > MAX_LENGTH:
-        raise ValueError(f"architecture-level queries are supported up to n = {MAX_LENGTH} (got {length})")
-    if length < 2:
-        return StepResult(name, sublayer, block, HOLDS, 0.0, "a single position is trivially blind"), ""
+def _build(model: Model, arithmetic: Arithmetic, length: int, name: str, sublayer: str, block: int | None) -> _Query:
     query = _Query(model, arithmetic, length, name)
     if sublayer == "embedding":
         _embedding_step(query, model)
@@ -302,6 +297,17 @@ def run_step(model: Model, arithmetic: Arithmetic, length: int, name: str, subla
         _feed_forward_step(query, model.blocks[block].feed_forward.residual, model.dim)
     else:
         _readout_step(query, model.dim)
+    return query
+
+
+def run_step(model: Model, arithmetic: Arithmetic, length: int, name: str, sublayer: str, block: int | None, *,
+             seconds: float, seed: int = 0, cancelled=lambda: False) -> tuple[StepResult, str]:
+    """One step query of the induction for sequences of ``length`` user tokens: its result and SMT-LIB text."""
+    if length > MAX_LENGTH:
+        raise ValueError(f"architecture-level queries are supported up to n = {MAX_LENGTH} (got {length})")
+    if length < 2:
+        return StepResult(name, sublayer, block, HOLDS, 0.0, "a single position is trivially blind"), ""
+    query = _build(model, arithmetic, length, name, sublayer, block)
     if seconds <= 0:
         return StepResult(name, sublayer, block, UNDECIDED, 0.0, "not attempted: timeout"), ""
     query.solver.set("timeout", max(1, int(seconds * 1000)))
@@ -316,6 +322,26 @@ def run_step(model: Model, arithmetic: Arithmetic, length: int, name: str, subla
     else:
         status, note = UNDECIDED, f"z3: {query.solver.reason_unknown()}"
     return StepResult(name, sublayer, block, status, elapsed, note), query.solver.to_smt2()
+
+
+def query_digest(model: Model, arithmetic: Arithmetic, length: int, sublayer: str, block: int | None) -> str:
+    """A digest of a step query's assertions as full terms (no solver-numbered shared subterms)."""
+    query = _build(model, arithmetic, length, "", sublayer, block)
+    text = "\n".join(a.sexpr() for a in query.solver.assertions())
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def deeper_layers_add_no_query(model: Model, arithmetic: Arithmetic, length: int) -> bool:
+    """Whether every layer's step queries stay the same when the layer is copied one position deeper (appended
+    after the last block): then an induction that proved each layer's steps proves any number of layers of
+    these kinds, in any order, because a layer's steps do not depend on where it sits."""
+    for index, block in enumerate(model.blocks):
+        deeper = replace(model, blocks=model.blocks + (block,))
+        for sublayer, present in (("attention", block.attention), ("feed-forward", block.feed_forward)):
+            if present is not None and (query_digest(model, arithmetic, length, sublayer, index)
+                                        != query_digest(deeper, arithmetic, length, sublayer, len(model.blocks))):
+                return False
+    return True
 
 
 def rows_sum_to_one(arithmetic: Arithmetic, model: Model | None = None) -> bool:
