@@ -8,6 +8,12 @@ load, so the CPU time of this process is reported as well (rate = inputs / CPU s
     python bench/bench_eval.py                 # full ladder, markdown table on stdout
     python bench/bench_eval.py --quick         # the two smallest models
     python bench/bench_eval.py --json out.json
+    python bench/bench_eval.py --device cuda --gpu-memory 8192   # adds the torch CUDA column (batch sized from
+                                                                # GPU memory, MiB); fails if torch sees no GPU
+    python bench/bench_eval.py --backends numpy,wide             # the wide path (every step on Python integers)
+
+Columns: interpreter, numpy, torch cpu 1/2 threads, torch cuda (with ``--device cuda``, or ``auto`` when a GPU
+is present), and "wide" (numpy with every step forced onto Python integers: what values beyond int64 cost).
 """
 
 from __future__ import annotations
@@ -22,9 +28,9 @@ from fractions import Fraction as F
 
 import numpy as np
 
+from verify_tf.batched import BatchedEvaluator, NumpyOps, TorchOps
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.domain import GridDomain
-from verify_tf.batched import BatchedEvaluator, NumpyOps, TorchOps
 from verify_tf.semantics import Fixed, evaluate
 
 
@@ -69,7 +75,12 @@ def _rate(run, inputs_per_call: int, seconds: float) -> tuple[float, float]:
             return calls * inputs_per_call / wall, calls * inputs_per_call / max(cpu, 1e-9)
 
 
-def measure(case: Case, seconds: float, cuda: bool) -> dict:
+BACKENDS = ("interpreter", "numpy", "int64", "torch1", "torch2", "cuda", "wide")
+LABELS = {"interpreter": "interpreter", "numpy": "numpy", "int64": "numpy int64", "torch1": "torch cpu 1 thread",
+          "torch2": "torch cpu 2 threads", "cuda": "torch cuda", "wide": "wide (Python integers)"}
+
+
+def measure(case: Case, seconds: float, backends: list[str], gpu_memory: int) -> dict:
     rng = np.random.default_rng(0)
     model = random_model(case.config)
     tokens = _tokens(case, 256, rng)
@@ -82,19 +93,33 @@ def measure(case: Case, seconds: float, cuda: bool) -> dict:
         evaluate(model, case.arith, inputs[position[0] % len(inputs)])
         position[0] += 1
 
-    result["interpreter"] = _rate(interpret, 1, seconds)
+    if "interpreter" in backends:
+        result["interpreter"] = _rate(interpret, 1, seconds)
 
-    backends = [("numpy", NumpyOps(), None), ("torch cpu 1 thread", TorchOps("cpu"), 1),
-                ("torch cpu 2 threads", TorchOps("cpu"), 2)]
-    if cuda:
-        backends.append(("torch cuda", TorchOps("cuda"), None))
-    for label, ops, threads in backends:
+    chosen = []
+    for name in backends:
+        if name == "numpy":
+            chosen.append((LABELS[name], NumpyOps(), None, {}))
+        elif name in ("torch1", "torch2"):
+            chosen.append((LABELS[name], TorchOps("cpu"), int(name[-1]), {}))
+        elif name == "cuda":
+            chosen.append((LABELS[name], TorchOps("cuda"), None, {}))
+        elif name == "int64":  # numpy without the int32 narrowing: the baseline of the wide path
+            chosen.append((LABELS[name], NumpyOps(), None, {"narrow": False}))
+        elif name == "wide":
+            chosen.append((LABELS[name], NumpyOps(), None, {"force": "wide"}))
+    for label, ops, threads, how in chosen:
         if threads is not None:
             import torch
 
             torch.set_num_threads(threads)
-        evaluator = BatchedEvaluator(model, case.arith, tokens, ops=ops)
-        batch = evaluator.chunk_size(case.length, 64 << 20)
+        evaluator = BatchedEvaluator(model, case.arith, tokens, ops=ops, **how)
+        if label == "torch cuda":  # a GPU needs far larger batches than the CPU's 64 MiB chunks to be busy
+            batch = max(1, min(1 << 24, (gpu_memory << 20) // evaluator.bytes_per_input(case.length)))
+        elif how.get("force"):
+            batch = 4096  # Python integers: a small batch measures the rate just as well
+        else:
+            batch = evaluator.chunk_size(case.length, 64 << 20)
         rows = ops.rows(rng.integers(0, len(tokens), size=(batch, case.length)))
         if label == "torch cuda":
             import torch
@@ -107,7 +132,10 @@ def measure(case: Case, seconds: float, cuda: bool) -> dict:
                 evaluator.run(rows, native=True)
         result[label] = _rate(run, batch, seconds)
         result[f"{label} batch"] = batch
-        result["int32"] = bool(evaluator.program(case.length).small)
+        if not how:
+            result["int32"] = bool(evaluator.program(case.length).small)
+    if "wide" in backends and "numpy int64" in result:
+        result["wide cost"] = result["numpy int64"][1] / result[LABELS["wide"]][1]
     return result
 
 
@@ -124,15 +152,25 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, {gpu}; numpy {np.__version__}, torch {torch.__version__}"
 
 
-def table(results: list[dict], cuda: bool) -> str:
-    columns = ["interpreter", "numpy", "torch cpu 1 thread", "torch cpu 2 threads"] + (["torch cuda"] if cuda else [])
-    lines = ["| model | n | " + " | ".join(columns) + (" | torch cuda" if not cuda else "") + " |",
-             "|---|---|" + "---|" * (len(columns) + (0 if cuda else 1))]
+def _rate_text(rate: float) -> str:
+    if rate >= 1e5:
+        return f"{rate / 1e6:.3g} M"
+    if rate >= 1e3:
+        return f"{rate / 1e3:.3g} k"
+    return f"{rate:.3g}"
+
+
+def table(results: list[dict], backends: list[str]) -> str:
+    columns = [LABELS[b] for b in backends]
+    lines = ["| model | n | int | " + " | ".join(columns) + " |", "|---|---|---|" + "---|" * len(columns)]
     for r in results:
-        cells = [f"{r[c][0] / 1e6:.3g} M ({r[c][1] / 1e6:.3g} M)" if r[c][0] >= 1e5 else
-                 f"{r[c][0]:.3g} ({r[c][1]:.3g})" for c in columns]
-        lines.append(f"| {r['model']} | {r['length']} | " + " | ".join(cells) + (" | unmeasured" if not cuda else "")
-                     + " |")
+        cells = [f"{_rate_text(r[c][0])} ({_rate_text(r[c][1])})" for c in columns]
+        width = "int32" if r.get("int32") else "int64"
+        lines.append(f"| {r['model']} | {r['length']} | {width} | " + " | ".join(cells) + " |")
+    if any("wide cost" in r for r in results):
+        lines.append("")
+        lines.append("wide path / numpy int64, per CPU second: " + ", ".join(
+            f"{r['model']}: {r['wide cost']:.0f}x" for r in results if "wide cost" in r))
     return "\n".join(lines)
 
 
@@ -141,15 +179,27 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="only the two smallest models")
     parser.add_argument("--seconds", type=float, default=2.0, help="measuring time per cell")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                        help="cuda: add the torch CUDA column (and require a GPU); auto: when torch sees one")
+    parser.add_argument("--backends", default="interpreter,numpy,torch1,torch2",
+                        help=f"columns among {','.join(BACKENDS)} (cuda is added by --device)")
+    parser.add_argument("--gpu-memory", type=int, default=4096, help="MiB of GPU memory per batch")
     args = parser.parse_args()
     import torch
 
-    cuda = torch.cuda.is_available()
+    backends = [b for b in args.backends.split(",") if b in BACKENDS]
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no CUDA device")
+    if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()):
+        backends = [b for b in backends if b != "cuda"] + ["cuda"]
+    else:
+        backends = [b for b in backends if b != "cuda"]
     cases = LADDER[:2] if args.quick else LADDER
-    results = [measure(case, args.seconds, cuda) for case in cases]
-    print(f"machine: {machine()}\n")
+    print(f"load average {os.getloadavg()[0]:.2f} at start", flush=True)
+    results = [measure(case, args.seconds, backends, args.gpu_memory) for case in cases]
+    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.2f} at the end\n")
     print("inputs per second, wall clock (in parentheses: per CPU second of this process)\n")
-    print(table(results, cuda))
+    print(table(results, backends))
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"machine": machine(), "results": results}, out, indent=2)

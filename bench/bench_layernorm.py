@@ -32,7 +32,8 @@ from verify_tf.semantics import Fixed
 
 SMT_BASE = RandomConfig(seed=7, width=2, layers=1, ffn_width=2, scoring="hardmax", weight_range=F(1), denominator=4)
 VARIANTS = [("no norm, ReLU", {}), ("pre-LN", {"layernorm": "pre"}), ("post-LN", {"layernorm": "post"}),
-            ("post-LN + final norm", {"layernorm": "post", "final_norm": True}), ("i-GELU, no norm", {"activation": "i-gelu"})]
+            ("post-LN + final norm", {"layernorm": "post", "final_norm": True}),
+            ("i-GELU, no norm", {"activation": "i-gelu"})]
 
 
 def readout_range(model, arith, domain) -> tuple[F, F]:
@@ -51,7 +52,8 @@ def smt_table(timeout: float) -> list[str]:
         model = random_model(replace(SMT_BASE, **change))
         lo, hi = readout_range(model, arith, domain)
         cells = []
-        for options, expected in (({"lo": lo - step, "hi": hi + step}, "proved"), ({"lo": lo - step, "hi": hi - step}, "refuted")):
+        for options, expected in (({"lo": lo - step, "hi": hi + step}, "proved"),
+                                  ({"lo": lo - step, "hi": hi - step}, "refuted")):
             start = time.perf_counter()
             result = check(model, arith, domain, "output-bounds", options, engine="smt", timeout=timeout, device="cpu")
             seconds = time.perf_counter() - start
@@ -83,7 +85,8 @@ def batched_table() -> list[str]:
     for name, change in [("no norm, ReLU", {}), ("pre-LN", {"layernorm": "pre"}),
                          ("post-LN + final norm", {"layernorm": "post", "final_norm": True}),
                          ("i-GELU", {"activation": "i-gelu"}),
-                         ("pre-LN + final norm, i-GELU", {"layernorm": "pre", "final_norm": True, "activation": "i-gelu"})]:
+                         ("pre-LN + final norm, i-GELU",
+                          {"layernorm": "pre", "final_norm": True, "activation": "i-gelu"})]:
         rate = throughput(random_model(replace(base, **change)), arith, domain, rows)
         reference = reference or rate
         lines.append(f"| {name} | {rate:,.0f} | {rate / reference:.2f} |")

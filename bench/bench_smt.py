@@ -3,7 +3,8 @@
 For a ladder of random hardmax models (growing width, depth, length, grid), the query "some readout leaves
 [-B, B]" with a bound B that holds (so the answer is a proof: the hard case) is encoded and solved by z3
 (QF_LIA), cvc5 (QF_LIA) and bitwuzla (QF_BV translation) where installed, and the same domain is
-enumerated on the reference interpreter (timed on a sample and extrapolated when the domain is large).
+enumerated by the batched evaluator (``enumerate``'s kernel; timed on a sample and extrapolated when the domain is
+large).
 
     python bench/bench_smt.py [--timeout 30] [--quick]
 
@@ -13,21 +14,22 @@ Prints a Markdown table (docs/smt.md holds the measured one).
 from __future__ import annotations
 
 import argparse
-import itertools
 import random
 import time
 from fractions import Fraction
 
 import z3
 
+from verify_tf.batched import BatchedEvaluator
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.domain import GridDomain
+from verify_tf.semantics import Exact, Fixed, evaluate
+from verify_tf.spaces import InputSpace
 from verify_tf.symbolic import foreign
 from verify_tf.symbolic.encoder import encode_model
 from verify_tf.symbolic.inputs import grid_input
 from verify_tf.symbolic.solve import smt2_text, solve
 from verify_tf.symbolic.values import Builder, Sym
-from verify_tf.semantics import Exact, Fixed, evaluate
 
 LADDER = [
     # name, width, layers, ffn, length, grid step, arithmetic
@@ -52,13 +54,15 @@ def bound_query(model, arith, domain, bound):
 
 
 def enumeration_seconds(model, arith, domain, budget_s: float = 3.0) -> tuple[float, bool]:
-    """Seconds to evaluate every input on the interpreter (extrapolated from a sample if it is large)."""
-    size = domain.size()
+    """Seconds for the batched evaluator (``enumerate``'s kernel, numpy on the CPU) to evaluate every input's
+    readout (extrapolated from the chunks done in ``budget_s`` when the domain is larger)."""
+    space = InputSpace(domain)
+    evaluator = BatchedEvaluator(model, arith, space.tokens, backend="numpy", device="cpu")
+    size, done = space.count(), 0
     start = time.perf_counter()
-    done = 0
-    for tokens in itertools.islice(domain.inputs(), size):
-        evaluate(model, arith, tokens)
-        done += 1
+    for chunk in space.chunks(min(evaluator.chunk_size(domain.length), 1 << 16)):
+        evaluator.values(chunk.rows, "readout")
+        done += len(chunk.rows)
         if time.perf_counter() - start > budget_s:
             break
     elapsed = time.perf_counter() - start

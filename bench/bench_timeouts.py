@@ -52,7 +52,8 @@ def main() -> None:
         for name, specs in (("shipped specs", shipped), ("two-layer softmax", budgets)):
             row = {"specs": name, **run(specs, timeout)}
             rows.append(row)
-            print(f"{name:18} T = {timeout:4g} s: {row['properties']:3} properties, worst {row['worst_seconds']:6.2f} s "
+            print(f"{name:18} T = {timeout:4g} s: {row['properties']:3} properties, "
+                  f"worst {row['worst_seconds']:6.2f} s "
                   f"(bound {row['bound']:.2f} s) {row['worst']}; wall {row['wall_seconds']:.1f} s; "
                   f"over the bound: {row['over_bound'] or 'none'}", flush=True)
     meta = {"machine": f"{platform.node()} ({os.cpu_count()} cores)", "load": os.getloadavg(),

@@ -7,8 +7,19 @@ from fractions import Fraction as F
 
 import pytest
 
-from verify_tf.ir import (AlphabetTokens, AttentionLayer, Block, FeedForward, GridTokens, Head, Model, RelativeTable,
-                          matrix, vector, zeros)
+from verify_tf.ir import (
+    AlphabetTokens,
+    AttentionLayer,
+    Block,
+    FeedForward,
+    GridTokens,
+    Head,
+    Model,
+    RelativeTable,
+    matrix,
+    vector,
+    zeros,
+)
 
 
 def head(q=0, k=0, v=1, o=1, *, scoring="hardmax", causal=False, positional="standard", rpe=None, urpe=None,

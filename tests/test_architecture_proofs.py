@@ -9,8 +9,13 @@ import pytest
 
 from helpers import alphabet_model, ffn_only, head, one_layer, seq
 from verify_tf.builders.random_model import RandomConfig, random_model
-from verify_tf.engines.architecture import (MAX_LENGTH, describe_class, prove_position_blind, realise_targets,
-                                            separate_positions)
+from verify_tf.engines.architecture import (
+    MAX_LENGTH,
+    describe_class,
+    prove_position_blind,
+    realise_targets,
+    separate_positions,
+)
 from verify_tf.ir import AttentionLayer, Block, GridTokens, Model, vector, zeros
 from verify_tf.semantics import Exact, Fixed, evaluate
 
@@ -28,6 +33,7 @@ def statuses(result):
     dict(scoring="uniform", positional="rpe", causal=True),
     dict(scoring="hardmax", positional="standard", causal=True),
 ])
+@pytest.mark.slow
 def test_rpe_and_causal_classes_are_blind_for_every_weight_choice(config):
     model = random_model(RandomConfig(seed=0, width=2, layers=2, heads=2, ffn_width=3, max_length=6, **config))
     for n in (2, 3, 4, 6):
@@ -78,6 +84,7 @@ def test_per_probability_rounding_falsifies_the_premise():
     assert prove_position_blind(ffn, PER_PROBABILITY, 3, timeout=30).proved  # no attention: nothing to leak
 
 
+@pytest.mark.slow
 def test_proofs_scale_to_the_stated_bound():
     model = random_model(RandomConfig(seed=2, width=2, layers=1, heads=2, scoring="hardmax", positional="rpe",
                                       causal=True, max_length=MAX_LENGTH))
@@ -137,6 +144,7 @@ def test_solver_chosen_positional_encoding_and_bos_members():
     assert member.parameters["rpe-bias"] != ["0", "0", "0"]  # zero bias gives identical rows: a bump is needed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [3, 4])
 @pytest.mark.parametrize("arith", [EXACT, FIXED], ids=["exact", "fixed"])
 def test_solver_synthesises_urpe_position_index(arith, n):
@@ -178,10 +186,9 @@ def test_no_member_is_built_for_a_class_with_layernorm_or_i_gelu():
     (it did before the guard: output (5/4, 1, 1)). The class description names the norm."""
     import dataclasses
 
+    from helpers import verdict
     from verify_tf.domain import GridDomain
     from verify_tf.ir import FeedForward, LayerNorm
-
-    from helpers import verdict
 
     plain = one_layer(head(scoring="softmax", positional="urpe", rpe=[0] * 5, urpe=[1] * 5))
     block = plain.blocks[0]

@@ -9,11 +9,11 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
+from verify_tf.batched import BatchedEvaluator, stream_outputs
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.domain import GridDomain, StringDomain
-from verify_tf.batched import BatchedEvaluator, stream_outputs
-from verify_tf.spaces import InputSpace, SpaceTooLarge, rows_to_inputs, unrank
 from verify_tf.semantics import Fixed, evaluate
+from verify_tf.spaces import InputSpace, SpaceTooLarge, rows_to_inputs, unrank
 
 
 @pytest.mark.parametrize("vocabulary,length", [(1, 3), (2, 1), (3, 3), (5, 2), (4, 4), (6, 3)])
@@ -68,6 +68,7 @@ def test_too_large_space_is_refused():
         unrank(1 << 20, 4, np.array([0]))
 
 
+@pytest.mark.slow
 def test_stream_outputs_matches_interpreter_with_progress():
     model = random_model(RandomConfig(seed=5, width=2, positional="rpe", ffn_width=2, max_length=3))
     arith = Fixed(12, 4)
@@ -83,7 +84,7 @@ def test_stream_outputs_matches_interpreter_with_progress():
         total += len(chunk.rows)
     assert total == domain.size() == 729
     assert ticks[-1] == (729, 729) and len(ticks) == 8
-    assert all(a[0] < b[0] for a, b in zip(ticks, ticks[1:]))
+    assert all(a[0] < b[0] for a, b in itertools.pairwise(ticks))
 
 
 def test_chunk_size_respects_the_memory_budget():

@@ -16,7 +16,7 @@ from verify_tf.semantics import Exact, Fixed
 from verify_tf.witness import input_from_json
 
 sys.path.insert(0, str(Path(__file__).parent))
-from helpers import head, one_layer, task, verdict as check  # noqa: E402
+from helpers import head, one_layer, task, verdict as check
 
 
 def request(model, arith, domain, on="output"):
@@ -81,6 +81,7 @@ def test_bos_stays_first_and_only_user_positions_permute():
     assert_replays(req, verdict)
 
 
+@pytest.mark.slow
 def test_enumerate_agrees_with_the_interpreter_engine_on_random_models():
     domain = GridDomain.regular(1, F(1, 2), 3, lo=F(-1), hi=F(1))
     statuses = []
@@ -107,6 +108,7 @@ def test_unsupported_models_are_unknown_on_enumerate():
     assert verdict.status == "unknown" and "softmax is not exactly representable" in verdict.detail
 
 
+@pytest.mark.slow
 def test_auto_prefers_enumerate_when_the_domain_fits_the_timeout():
     model = random_model(RandomConfig(seed=1, width=2))
     verdict = check(*request(model, Fixed(), GRID), engine="auto")

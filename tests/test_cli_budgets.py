@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from helpers import torch_installed
 from verify_tf.batched import cuda_available
 from verify_tf.cli import main
-
-from helpers import torch_installed
 
 ROOT = Path(__file__).resolve().parent.parent
 GRID_MODEL = """\

@@ -72,7 +72,8 @@ def test_junit_and_json_reports(specs, tmp_path):
     root = ET.parse(junit).getroot()
     assert (root.get("tests"), root.get("failures")) == ("3", "2")
     failure = root.find("testsuite[2]/testcase[1]/failure")
-    assert "refuted: X = [0, 1], swap positions 0,1: at position 0 f(τX) = [4] but τf(X) = [7]" == failure.get("message")
+    assert failure.get("message") == ("refuted: X = [0, 1], swap positions 0,1: "
+                                      "at position 0 f(τX) = [4] but τf(X) = [7]")
     data = json.loads(report.read_text())
     assert data["format"] == "verify-tf-report/1" and data["exit_code"] == 1 and data["fail_on"] == "unknown"
     statuses = [(r["property"], r["verdict"], r["index"], r["counts_as"]) for r in data["results"]]
@@ -165,7 +166,8 @@ def test_optional_groups_tolerate_only_their_own_absence(tmp_path, monkeypatch):
     with pytest.raises(ImportError, match="a real import error"):
         cli._import_optional("vt_fake_group.broken", "group")
     (package / "needs_torch.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
-    with pytest.raises(click.UsageError, match=r"needs PyTorch, which is not installed: pip install 'verify-tf\[torch\]'"):
+    with pytest.raises(click.UsageError,
+                       match=r"needs PyTorch, which is not installed: pip install 'verify-tf\[torch\]'"):
         cli._import_optional("vt_fake_group.needs_torch", "group")  # an optional dependency: the extra is named
 
 

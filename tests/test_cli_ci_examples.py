@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytestmark = pytest.mark.slow  # end to end: the CI examples through the CLI
+
 ROOT = Path(__file__).resolve().parent.parent
 CI = ROOT / "examples" / "ci"
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from helpers import task, verdict as check
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.builders.yun import yun_contextual_mapping
 from verify_tf.domain import GridDomain, StringDomain
-from helpers import task, verdict as check
 from verify_tf.engines.scan import closest_pair
 from verify_tf.properties.contextual_mapping import PROPERTY as CONTEXTUAL_MAPPING, equivariance_obstacle
 from verify_tf.schema.errors import SpecError
@@ -30,7 +30,7 @@ def request(model, domain, engine="interpret", arithmetic=None, timeout=60.0, de
                 timeout=timeout)
 
 
-class PROPERTY:  # noqa: N801 - reads like the property: PROPERTY.run(request(...))
+class PROPERTY:  # reads like the property: PROPERTY.run(request(...))
     @staticmethod
     def run(req):
         return check(req["model"], req["arith"], req["domain"], "contextual-mapping", req["options"],
@@ -64,7 +64,7 @@ def definition_oracle(model, arithmetic, domain, readout=None, margin=None, exem
                           else [sum((u * x for u, x in zip(readout, z)), Fraction(0)) for z in stream])
     keys = [(tokens, i, q) for tokens, qs in values.items() for i, q in enumerate(qs)]
     smallest = None
-    for (l1, i, a), (l2, j, b) in itertools.combinations(keys, 2):
+    for (l1, _i, a), (l2, _j, b) in itertools.combinations(keys, 2):
         if l1 != l2 and exempt and sorted(l1) == sorted(l2):
             continue
         gap = abs(a - b)
@@ -76,7 +76,10 @@ def definition_oracle(model, arithmetic, domain, readout=None, margin=None, exem
 
 # ---------------------------------------------------------------- Yun et al.'s construction
 
-PROVED = [  # (d, 1/δ, n) -> smallest gap, min q, max q (exact, G~_δ, permutations exempt)
+# (d, 1/δ, n) -> smallest gap, min q, max q (exact, G~_δ, permutations exempt). Not numbers printed in the paper:
+# derived by hand from Yun et al. Lemma 6's construction; cross-checked by paper_q in tests/test_value_range.py
+# (test_figures_agree_with_paper_q below recomputes all three from paper_q's equations).
+PROVED = [
     ((1, 2, 2), Fraction(1, 2), Fraction(49), Fraction(99, 2)),
     ((1, 3, 3), Fraction(10, 3), Fraction(10694), Fraction(32120, 3)),
     ((2, 2, 2), Fraction(9, 2), Fraction(1666), Fraction(10023, 2)),
@@ -97,8 +100,27 @@ def test_lemma6_network_is_a_contextual_mapping_with_margin_delta(instance, gap,
 
 
 def test_paper_example_range():
+    # (1, 1/2, 2): [0, 1/2] gives q = (49, 99/2), derived by hand from Yun et al. Lemma 6's construction;
+    # cross-checked by paper_q in tests/test_value_range.py (not a number the paper prints)
     verdict = PROPERTY.run(request(yun(1, 2, 2), grid(1, 2, 2), **YUN))
     assert "q in [49, 49.5]" in verdict.detail and "smallest gap 0.5" in verdict.detail
+
+
+@pytest.mark.parametrize("instance,gap,low,high", PROVED, ids=[str(p[0]) for p in PROVED])
+def test_figures_agree_with_paper_q(instance, gap, low, high):
+    """The PROVED figures from the independent paper_q (Yun et al.'s equations, not the builder): min and max q
+    over G~_δ, and the smallest gap between two values that are not the same value of permuted inputs."""
+    from test_value_range import paper_q
+
+    d, k, n = instance
+    delta = Fraction(1, k)
+    keyed = {}
+    for tokens in grid(d, k, n).inputs():
+        keyed.setdefault(tuple(sorted(tokens)), set()).update(paper_q(tokens, d, delta, n))
+    values = sorted((q, multiset) for multiset, qs in keyed.items() for q in qs)
+    assert (values[0][0], values[-1][0]) == (low, high)
+    # every two distinct (value, multiset) entries: other multisets and other positions of the same one
+    assert min(b - a for (a, _), (b, _) in itertools.pairwise(values)) == gap
 
 
 def check_replays(model, verdict, arithmetic=None):
@@ -144,7 +166,7 @@ def test_without_the_exemption_an_equivariant_model_fails_on_a_permutation():
     verdict = PROPERTY.run(request(model, grid(1, 2, 2)))
     assert verdict.status == "refuted"
     first, second, qa, qb = check_replays(model, verdict)
-    assert sorted(first) == sorted(second) and first != second and qa == qb == 49
+    assert sorted(first) == sorted(second) and first != second and qa == qb == 49  # q of [0, 1/2], as above
 
 
 def test_repeated_tokens_refute_condition_one():
@@ -316,11 +338,44 @@ def config_of(model, domain, arithmetic, options):
     return setup(request(model, domain, arithmetic=arithmetic, **options))
 
 
-def test_enumerate_refuses_what_int64_cannot_hold():
-    # Lemma 6's selective shifts compound interval bounds layer by layer: 2^67 for (1, 8, 4), though the
-    # true values stay below n·δ^-(n+1)d (Lemma 10); the engine says so instead of overflowing
-    verdict = PROPERTY.run(request(yun(1, 8, 4), grid(1, 8, 4), engine="enumerate", **YUN))
-    assert verdict.status == "unknown" and "int64" in verdict.detail
+def test_enumerate_runs_what_int64_bounds_could_not_hold():
+    # Lemma 6's selective shifts compound interval bounds layer by layer (2^67 for (1, 8, 4)), though the true
+    # values stay below n·δ^-(n+1)d (Lemma 10): the guarded steps run in int64 on the chunks' true values
+    verdict = PROPERTY.run(request(yun(1, 8, 4), grid(1, 8, 4), engine="enumerate", device="cpu", **YUN))
+    reference = PROPERTY.run(request(yun(1, 8, 4), grid(1, 8, 4), engine="interpret", **YUN))
+    assert verdict.status == reference.status == "proved"
+    assert verdict.statistics["smallest_gap"] == reference.statistics["smallest_gap"]
+
+
+def test_enumerate_values_beyond_int64_are_exact():
+    # a global shift of 3^45 (about 2^71) pushes every value past int64: the wide path computes them exactly and
+    # the scan finds the same extremes and gaps as the interpreter
+    model = yun(1, 4, 3, global_shift_scale=3 ** 45)
+    verdict = PROPERTY.run(request(model, grid(1, 4, 3), engine="enumerate", device="cpu", **YUN))
+    reference = PROPERTY.run(request(model, grid(1, 4, 3), engine="interpret", **YUN))
+    assert verdict.status == reference.status
+    for key in ("smallest_gap", "min_q", "max_q"):
+        assert verdict.statistics[key] == reference.statistics[key]
+    assert Fraction(verdict.statistics["max_q"]) > 2 ** 63
+
+
+@pytest.mark.parametrize("engine", ["enumerate", "interpret"])
+def test_a_tiny_scan_memory_spills_every_run_and_changes_nothing(engine, monkeypatch):
+    """Every sorted run spilled to disk and merged back: the same verdicts, gaps and pairs as in memory."""
+    import verify_tf.engines.scan as scan
+
+    cases = [(yun(1, 4, 3, global_shift_scale=2), grid(1, 4, 3), {}),  # refuted (165/2 twice)
+             (yun(2, 2, 3), grid(2, 2, 3), {"margin": Fraction(1, 2)}),  # proved
+             (random_model(RandomConfig(seed=1, width=2)), grid(2, 2, 2, distinct=False), {})]  # sequences, exempt
+    expected = [PROPERTY.run(request(m, d, engine=engine, **YUN, **o)) for m, d, o in cases]
+    assert [v.status for v in expected] == ["refuted", "proved", "refuted"]
+    monkeypatch.setattr(scan, "SCAN_MEMORY", 1)
+    for (model, domain, options), before in zip(cases, expected):
+        after = PROPERTY.run(request(model, domain, engine=engine, **YUN, **options))
+        assert (after.status, after.counterexample) == (before.status, before.counterexample)
+        assert after.statistics.get("smallest_gap") == before.statistics.get("smallest_gap")
+        if "keys" in after.statistics:  # the scan ran (not a clash within one input, found by a unit)
+            assert after.statistics["spilled_bytes"] > 0
 
 
 def test_enumerate_reports_a_pair_it_found_across_chunks():
@@ -366,6 +421,7 @@ def test_auto_picks_an_exhaustive_engine_for_tiny_instances_and_smt_when_nothing
     assert big.statistics["auto"]["chosen"] == "smt"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,causal,expected", [(24, False, "proved"), (10, False, "proved"),
                                                   (3, True, "refuted")])
 def test_smt_agrees_with_exhaustive_in_fixed_point_softmax(seed, causal, expected):

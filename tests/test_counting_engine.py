@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 import z3
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
+from helpers import verdict
+from test_crasp_compiler import boolean_expressions
 from verify_tf.builders.crasp_compiler import compile_program
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.crasp import Definition, Program, load_program, run_program
@@ -28,16 +29,13 @@ from verify_tf.engines.base import CountingGoal
 from verify_tf.engines.counting.explore import explore
 from verify_tf.engines.counting.induction import null_space, prove_all_lengths
 from verify_tf.engines.counting.stream import CountingModel, NotApplicable, rounded_average, value_bounds
-from verify_tf.ir import AlphabetTokens, LayerNorm, matrix, vector
+from verify_tf.ir import LayerNorm, matrix, vector
 from verify_tf.ir.edit import apply_settings
 from verify_tf.schema.errors import SpecError
 from verify_tf.semantics import Exact, Fixed, evaluate
 from verify_tf.spec import load_spec_text
 from verify_tf.symbolic.values import Builder
 from verify_tf.work import Deadline
-
-from helpers import verdict
-from test_crasp_compiler import boolean_expressions
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "crasp"
@@ -63,6 +61,7 @@ def random_words(alphabet: str, count: int, longest: int, seed: int) -> list[str
 # ---------------------------------------------------------------- the program as a counter machine
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_the_counter_machine_is_the_crasp_interpreter(data: st.DataObject) -> None:
@@ -81,6 +80,7 @@ def test_the_counter_machine_is_the_crasp_interpreter(data: st.DataObject) -> No
         assert tuple(outputs) == run_program(program, word).output, word
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_capped_counts_decide_every_continuation(data: st.DataObject) -> None:
@@ -139,6 +139,7 @@ def uniform_models() -> list[tuple[str, object, object]]:
     return models
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, model, arith", uniform_models(), ids=[m[0] for m in uniform_models()])
 def test_the_step_over_value_sums_is_the_interpreter(name: str, model, arith) -> None:
     counting = CountingModel.of(model, arith)
@@ -158,6 +159,7 @@ def test_the_step_over_value_sums_is_the_interpreter(name: str, model, arith) ->
                 assert value == trace.readout[i + offset], (name, word, i)
 
 
+@pytest.mark.slow
 def test_softmax_heads_with_zero_scores_under_rounded_terms() -> None:
     """The compiler's softmax heads (zero query and key weights) under Yang et al.'s rounded-terms compute
     round(Σ round(e^0·v_j) / Σ round(e^0)) = round(S/n): in the class, and L_3 is proved for every length.
@@ -165,7 +167,7 @@ def test_softmax_heads_with_zero_scores_under_rounded_terms() -> None:
     result = compile_program(load_program(EXAMPLES / "L3.cr"), heads="softmax")
     arith = Fixed(result.bits, 0, "rounded-terms")
     counting = CountingModel.of(result.model, arith)
-    start, positions, readout = counting.start()
+    start, positions, _readout = counting.start()
     for word in random_words("ab", 20, 10, seed=3):  # the step is the interpreter under this rounding too
         trace = evaluate(result.model, arith, tuple(word))
         sums, n = start, positions
@@ -203,8 +205,8 @@ def test_models_outside_the_class_are_named() -> None:
         "absolute positional encoding": dataclasses.replace(model, positional_encoding=matrix([[0] * width] * 20)),
         # the machine computes neither (before this check, counting proved L1 for both, compiled at 2 fractional
         # bits, while enumeration refuted the i-GELU one on "a": i-GELU is not the compiled layer's ReLU)
-        "final-norm is a LayerNorm": dataclasses.replace(model, final_norm=LayerNorm((Fraction(1),) * width,
-                                                                                     (Fraction(0),) * width, Fraction(0))),
+        "final-norm is a LayerNorm": dataclasses.replace(
+            model, final_norm=LayerNorm((Fraction(1),) * width, (Fraction(0),) * width, Fraction(0))),
         "feed-forward uses i-gelu": dataclasses.replace(model, blocks=(dataclasses.replace(
             model.blocks[0], feed_forward=dataclasses.replace(model.blocks[0].feed_forward, activation="i-gelu")),)
             + model.blocks[1:]),
@@ -268,6 +270,7 @@ AGREEMENT = [  # (program, settings, mode, min length, max length)
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("program, changes, mode, shortest, longest", AGREEMENT,
                          ids=[f"{a[0]}{'-mutated' if a[1] else ''}-{a[2]}-{a[3]}" for a in AGREEMENT])
 def test_counting_agrees_with_string_enumeration(program, changes, mode, shortest, longest) -> None:
@@ -285,6 +288,7 @@ def test_counting_agrees_with_string_enumeration(program, changes, mode, shortes
         assert by_counts.label == "proved (counting)"
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_counting_agrees_with_enumeration_on_random_programs_and_models(tmp_path_factory, data: st.DataObject) -> None:
@@ -314,6 +318,7 @@ def test_counting_agrees_with_enumeration_on_random_programs_and_models(tmp_path
         assert by_counts.counterexample["string"] == by_strings.counterexample["string"]
 
 
+@pytest.mark.slow
 def test_compiled_lk_keeps_2k_plus_1_states_per_length() -> None:
     """Hand count: after freezing and capping, a state of the compiled L_k is the set of alternating words of
     length <= k that the prefix contains. A prefix with B blocks starting with a contains the ones starting
@@ -331,6 +336,7 @@ def test_compiled_lk_keeps_2k_plus_1_states_per_length() -> None:
 # ---------------------------------------------------------------- every length
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [1, 2, 3])
 def test_compiled_lk_is_proved_for_every_length(k: int) -> None:
     model, arith = compiled(f"L{k}.cr")
@@ -342,6 +348,7 @@ def test_compiled_lk_is_proved_for_every_length(k: int) -> None:
     assert 'S[layers[0].heads[0][0]] + #"a" = 0' in invariant
 
 
+@pytest.mark.slow
 def test_refinement_recovers_the_invariant_from_too_few_states() -> None:
     """From the 3 states of lengths 0 and 1 the inferred equalities include false ones (e.g. #("a" && has_ab) = 0);
     counterexamples to the step remove them (refinement rounds) and the inductive ones remain: still proved."""
@@ -422,11 +429,13 @@ def test_lengths_all_needs_the_counting_engine(tmp_path: Path) -> None:
     assert "engine" in str(raised.value) and "counting" in str(raised.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [1, 2, 3])
 def test_paper_rounding_specs_agree_with_string_enumeration(k: int) -> None:
     """specs/crasp-L<k>-paper-rounding.yaml proves the compiled softmax-head L_k model under rounded-terms on
-    the counting engine; the reference interpreter on every string up to length 7 gives the same verdict, and the mutant (one value bias raised) is refuted by both with the same
-    least string as under exact sums (specs/crasp-L<k>-mutated.yaml: 'ab', 'aba', 'abab')."""
+    the counting engine; the reference interpreter on every string up to length 7 gives the same verdict, and
+    the mutant (one value bias raised) is refuted by both with the same least string as under exact sums
+    (specs/crasp-L<k>-mutated.yaml: 'ab', 'aba', 'abab')."""
     result = compile_program(load_program(EXAMPLES / f"L{k}.cr"), heads="softmax")
     arith = Fixed(result.bits, 0, "rounded-terms")
     program = EXAMPLES / f"L{k}.cr"

@@ -14,9 +14,9 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
+from verify_tf.builders.crasp_compiler import BOS, compile_program, required_bits
 from verify_tf.builders.files import load_model
 from verify_tf.crasp import (
     ArithOp,
@@ -41,7 +41,6 @@ from verify_tf.crasp import (
     run_program,
 )
 from verify_tf.crasp.ast import COMPARISON_OPERATORS
-from verify_tf.builders.crasp_compiler import BOS, compile_program, required_bits
 from verify_tf.ir.edit import EditError, apply_settings, with_parameter
 from verify_tf.semantics import Fixed, evaluate
 from verify_tf.spec import load_spec_text
@@ -66,6 +65,7 @@ def assert_equivalent(program: Program, length: int, **options) -> None:
         assert decisions(compiled, word) == run_program(program, word).output, word
 
 
+@pytest.mark.slow
 def test_l3_compiled_model_accepts_exactly_l3_up_to_length_6() -> None:
     compiled = compile_program(lk_program(3))
     accepted = set()
@@ -92,6 +92,7 @@ def test_lk_attention_layers_equal_depth_in_four_bits(k: int) -> None:
         assert (head.scoring, head.causal, head.value_dim) == ("uniform", True, 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [2, 6])
 def test_lk_compiled_models_decide_every_prefix_up_to_length_5(k: int) -> None:
     assert_equivalent(lk_program(k), 5)
@@ -107,6 +108,7 @@ def test_nested_gates_add_a_feed_forward_only_block() -> None:
     assert compiled.describe()[1] == "3 blocks: 2 with attention, 1 feed-forward only"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("heads", ["uniform", "softmax"])
 def test_softmax_heads_with_zero_scores_equal_uniform_heads_under_yang_et_al_rounding(heads: str) -> None:
     # under rounded-terms a zero-score softmax head computes round(Σ round(e^0·v_j) / Σ round(e^0)) =
@@ -121,6 +123,7 @@ def test_softmax_heads_with_zero_scores_equal_uniform_heads_under_yang_et_al_rou
         assert tuple(q > 0 for q in trace.readout[1:]) == run_program(program, word).output, word
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, length", [("majority", 7), ("dyck1", 6), ("nested-gates", 6)])
 def test_example_programs_compile_exactly(name: str, length: int) -> None:
     assert_equivalent(load_program(EXAMPLES / f"{name}.cr"), length)
@@ -146,6 +149,7 @@ OPERATOR_PROGRAMS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(OPERATOR_PROGRAMS))
 def test_every_operator_compiles_exactly(name: str) -> None:
     program = parse_program("alphabet a b\n" + OPERATOR_PROGRAMS[name] + "\n", f"{name}.cr")
@@ -169,6 +173,7 @@ def test_no_length_bound_majority_at_length_81() -> None:
         assert (trace.readout[-1] > 0) is expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("frac, bits", [(1, 5), (2, 6), (3, 8)])
 def test_fractional_bits_cost_bits_but_stay_exact(frac: int, bits: int) -> None:
     compiled = compile_program(lk_program(2), frac=frac)
@@ -199,6 +204,7 @@ def test_with_parameter_changes_exactly_one_weight() -> None:
         apply_settings(model, ["readout[0]"])
 
 
+@pytest.mark.slow
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_random_programs_compile_exactly(data: st.DataObject) -> None:
@@ -260,6 +266,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "verify_tf", "crasp", *args], capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_cli_compile_refuses_too_few_bits_and_bad_settings(tmp_path: Path) -> None:
     result = run_cli("compile", str(EXAMPLES / "L3.cr"), "-o", str(tmp_path / "m.safetensors"), "--bits", "3")
     assert result.returncode == 2 and "needs at least 4 bits" in result.stderr and "Traceback" not in result.stderr

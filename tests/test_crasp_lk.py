@@ -37,6 +37,7 @@ def test_in_lk_on_hand_picked_words() -> None:
         in_lk(0, "a")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", KS)
 def test_lk_program_is_correct_on_every_word_up_to_length_10(k: int) -> None:
     program = lk_program(k)

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import sys
 import types
 from fractions import Fraction as F
 from pathlib import Path
 
-from verify_tf.api import check
+from helpers import head, one_layer
 from verify_tf.domain import GridDomain
 from verify_tf.engines.base import Run, Task
 from verify_tf.executors import InProcess
 from verify_tf.runner import DRIVERS
 from verify_tf.semantics import Exact, evaluate
 from verify_tf.work import Deadline
-
-from helpers import head, one_layer
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
 
@@ -34,7 +33,7 @@ def test_the_add_a_property_example_works_on_every_engine():
     prop = example_property()
     model = one_layer(head(q=1, k=1, v=1, scoring="hardmax", causal=True))  # causal running maximum: monotone?
     domain = GridDomain(1, (F(0), F(1), F(2)), 3)
-    truth = all(all(b >= a for a, b in zip(q, q[1:]))
+    truth = all(all(b >= a for a, b in itertools.pairwise(q))
                 for q in (evaluate(model, Exact(), x).readout for x in domain.inputs()))
     options = prop.options.check({"strict": "no"})
     task = Task.make("monotone", prop, options, model, Exact(), domain)

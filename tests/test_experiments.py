@@ -12,14 +12,14 @@ import pytest
 torch = pytest.importorskip("torch", reason="needs the torch extra")
 from click.testing import CliRunner
 
-from verify_tf.crasp import in_lk
 from verify_tf.cli.experiment import experiment
+from verify_tf.crasp import in_lk
 from verify_tf.experiments.luo import epsilon_star
 from verify_tf.experiments.modules import Attention, TinyTransformer
 from verify_tf.experiments.runner import TIMING_KEYS, run_experiment, write_outputs
 from verify_tf.experiments.spec import parse_experiment
-from verify_tf.schema.errors import SpecError
 from verify_tf.experiments.yang import encode, sample_lk_words
+from verify_tf.schema.errors import SpecError
 
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None  # the optional `plots` extra
 
@@ -109,6 +109,7 @@ def test_urpe_with_lower_triangular_c_counts_positions():
     assert distances.min() > 1e-3  # every position gets its own output
 
 
+@pytest.mark.slow
 def test_micro_luo_run_writes_json_and_png(tmp_path):
     spec = parse_experiment(LUO_MICRO, "luo.yaml")
     result = run_experiment(spec, device="cpu", threads=1)
@@ -132,6 +133,7 @@ def test_micro_luo_run_writes_json_and_png(tmp_path):
         assert png_path is None
 
 
+@pytest.mark.slow
 def test_cli_yang_micro_run(tmp_path):
     spec_path = tmp_path / "yang-micro.yaml"
     spec_path.write_text(YANG_MICRO)
@@ -157,6 +159,7 @@ def _without_timing(value):
     return value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text", [LUO_MICRO, YANG_MICRO])
 def test_same_seed_same_numbers(text):
     spec = parse_experiment(text, "spec.yaml")

@@ -116,7 +116,9 @@ def test_cli_explain_prints_traces_and_writes_html(refuted_report, tmp_path):
     assert "f(τX) = [4] but τf(X) = [7]" in page
     assert page.count("<svg") == 2  # one heatmap per input for the single layer/head
     assert "<script" not in page and "src=" not in page and 'href="http' not in page
-    assert page.count('class="differs"') > 0
+    # 11 differing cells, counted on the page when this was written (a regression pin, not a derivation): the
+    # hand computation gives f(X) = [1, 7] and f(τX) = [4, 4], so every stage but the uniform average differs
+    assert page.count('class="differs"') == 11
 
 
 def test_check_explain_flag(refuted_report, tmp_path):

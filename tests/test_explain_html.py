@@ -15,7 +15,8 @@ from click.testing import CliRunner
 from verify_tf.cli import main
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (apt-get install -y chromium)")
+pytestmark = pytest.mark.skipif(CHROMIUM is None,
+                                reason="headless Chromium is not installed (apt-get install -y chromium)")
 
 SPEC = """
 model:
@@ -38,6 +39,7 @@ def chromium(*args: str, page: Path) -> subprocess.CompletedProcess:
             capture_output=True, text=True, timeout=90)
 
 
+@pytest.mark.slow
 def test_html_report_loads_in_chromium_and_shows_the_witness(tmp_path):
     spec = tmp_path / "rpe.yaml"
     spec.write_text(SPEC)

@@ -12,14 +12,14 @@ import pytest
 
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.crasp.languages import in_lk
+from verify_tf.engines.architecture import FAILS, HOLDS
 from verify_tf.engines.architecture.signatures import Signatures, find_pair
 from verify_tf.engines.architecture.symmetry import SymmetryStep, run_symmetry_step, symmetry_steps
-from verify_tf.engines.architecture import HOLDS, FAILS
+from verify_tf.properties import indistinguishable
 from verify_tf.runner import Overrides, check_property
 from verify_tf.schema.errors import SpecError
 from verify_tf.semantics import Exact, Fixed, evaluate
 from verify_tf.spec.loader import load_spec_text
-from verify_tf.properties import indistinguishable
 
 ARITHMETICS = [Exact(), Fixed(8, 2, "exact-sums"), Fixed(8, 2, "per-probability"), Fixed(8, 2, "rounded-terms")]
 
@@ -97,6 +97,7 @@ def _last_column(model, arithmetic, word):
     return evaluate(model, arithmetic, tuple(word)).output[-1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scoring,arithmetic", [("hardmax", Exact()), ("uniform", Exact()),
                                                 ("softmax", Fixed(16, 6, "exact-sums")),
                                                 ("softmax", Fixed(16, 6, "rounded-terms")),

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from fractions import Fraction as F
 
-from helpers import alphabet_model, head, one_layer
 import pytest
 
+from helpers import alphabet_model, head, one_layer
 from verify_tf.api import check as api_check
-from verify_tf.ir.plain import model_from_dict
-from verify_tf.schema.errors import SpecError
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.domain import GridDomain, StringDomain
+from verify_tf.ir.plain import model_from_dict
+from verify_tf.schema.errors import SpecError
 from verify_tf.semantics import Exact, Fixed, evaluate
 from verify_tf.witness import input_from_json
 
@@ -88,6 +88,7 @@ def test_urpe_certificate_is_refuted_by_a_synthesised_position_index_layer():
     assert "the class beats the bound" in verdict.detail
 
 
+@pytest.mark.slow
 def test_urpe_in_fixed_point_and_absolute_pe_are_refuted():
     arith = Fixed(16, 8)
     urpe = one_layer(head(scoring="softmax", positional="urpe", rpe=[0] * 5, urpe=[1] * 5))

@@ -22,8 +22,8 @@ def parse(verdicts, expectations, **kwargs):
 
 
 def test_one_case_per_property_grouped_by_spec():
-    root = parse([verdict("proved", "a"), verdict("refuted", "b", index=1), verdict("proved", "c", spec="specs/x.yaml")],
-                 [None, None, None])
+    root = parse([verdict("proved", "a"), verdict("refuted", "b", index=1),
+                  verdict("proved", "c", spec="specs/x.yaml")], [None, None, None])
     suites = root.findall("testsuite")
     assert [s.get("name") for s in suites] == ["specs/a.yaml", "specs/x.yaml"]
     assert [c.get("name") for c in suites[0].findall("testcase")] == ["a [0]", "b [1]"]
@@ -69,4 +69,5 @@ def test_unknown_as_skipped_or_error():
 def test_markup_in_messages_is_escaped():
     v = verdict("refuted", counterexample={"input": [], "summary": 'a < b & "c"'})
     text = junit_xml([v], [None])
-    assert ET.fromstring(text.split("\n", 1)[1]).find("testsuite/testcase/failure").get("message") == 'refuted: a < b & "c"'
+    failure = ET.fromstring(text.split("\n", 1)[1]).find("testsuite/testcase/failure")
+    assert failure.get("message") == 'refuted: a < b & "c"'

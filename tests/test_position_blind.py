@@ -5,13 +5,14 @@ from __future__ import annotations
 from decimal import ROUND_CEILING, Context, Decimal, localcontext
 from fractions import Fraction as F
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from helpers import alphabet_model, head, one_layer, seq
 from verify_tf.api import check as api_check
-from verify_tf.ir.plain import model_from_dict
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.domain import GridDomain, StringDomain
+from verify_tf.ir.plain import model_from_dict
 from verify_tf.semantics import Exact, Fixed, evaluate
 
 EXACT = Exact()
@@ -200,6 +201,7 @@ def test_architecture_scope_proves_rpe_and_refutes_urpe_with_a_solver_chosen_lay
     assert a != b and [list(map(str, a)), list(map(str, b))] == refuted.counterexample["outputs"]
 
 
+@pytest.mark.slow
 def test_architecture_scope_in_fixed_point_and_for_absolute_pe():
     arith = Fixed(16, 8)
     urpe = one_layer(head(scoring="softmax", positional="urpe", rpe=[0] * 5, urpe=[1] * 5))

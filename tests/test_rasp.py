@@ -60,6 +60,7 @@ def test_json_round_trip():
         assert program_to_json(program_from_json(data)) == data
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_batched_and_interpreter_agree_on_every_input(name):
     p = program(name)

@@ -38,6 +38,7 @@ def schema():
     return json.loads(result.output)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SPECS, ids=[p.name for p in SPECS])
 def test_every_shipped_spec_satisfies_the_json_schema(schema, path):
     jsonschema.validate(load12(path.read_text()), schema)

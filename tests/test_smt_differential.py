@@ -24,19 +24,19 @@ from fractions import Fraction as F
 
 import pytest
 import z3
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
+from helpers import alphabet_model, ffn_only, head, one_layer, seq
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.domain import GridDomain
-from verify_tf.symbolic.encoder import SymTrace, encode_model
-from verify_tf.symbolic.inputs import grid_input, string_input
-from verify_tf.symbolic.values import Builder, Sym
 from verify_tf.ir import Model
 from verify_tf.semantics import Exact, Fixed, evaluate
 from verify_tf.semantics.interpreter import Trace
+from verify_tf.symbolic.encoder import SymTrace, encode_model
+from verify_tf.symbolic.inputs import grid_input, string_input
+from verify_tf.symbolic.values import Builder, Sym
 
-from helpers import alphabet_model, ffn_only, head, one_layer, seq
+pytestmark = pytest.mark.slow  # differential: the z3 encoding against the interpreter on random models
 
 SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 

@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import replace
-from fractions import Fraction
-from fractions import Fraction as F
+from fractions import Fraction, Fraction as F
 from pathlib import Path
 
 import pytest
 
+from helpers import head, one_layer, verdict
 from verify_tf.domain import GridDomain
-from verify_tf.properties import registry
 from verify_tf.runner import Overrides, check_property
 from verify_tf.semantics import Exact
 from verify_tf.spec.loader import load_spec, load_spec_text
-
-from helpers import head, one_layer, verdict
 
 
 def check(text: str, **overrides):
@@ -129,6 +126,7 @@ def _small(spec):
     return replace(spec, domain=domain)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
 def test_shipped_smt_specs_get_their_expected_verdicts(path) -> None:
     spec = load_spec(path)
@@ -137,6 +135,7 @@ def test_shipped_smt_specs_get_their_expected_verdicts(path) -> None:
         assert prop.expect is not None and verdict.status == prop.expect, (prop.label, verdict)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
 def test_smt_and_exhaustive_enumeration_agree_on_shipped_specs(path) -> None:
     spec = _small(load_spec(path))

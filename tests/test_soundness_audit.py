@@ -8,18 +8,20 @@ before its fix.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import replace
 from fractions import Fraction as F
 
 import pytest
 
+from helpers import head, one_layer, verdict
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.domain import GridDomain, StringDomain
 from verify_tf.ir import AttentionLayer, Block, FeedForward, GridTokens, Head, Model, matrix, vector, zeros
 from verify_tf.schema.errors import SpecError
 from verify_tf.semantics import Exact, Fixed, evaluate
 
-from helpers import head, one_layer, verdict
+pytestmark = pytest.mark.slow  # oracle: every engine against brute force on random models
 
 EXACT = Exact()
 
@@ -148,11 +150,13 @@ def _agree(verdict, truth: bool) -> bool:
     return verdict.status == ("proved" if truth else "refuted")
 
 
-def _oracle_checks(seed: int, engines_bounds, engines_equivariance, timeout):
+def _oracle_checks(seed: int, engines_bounds, engines_equivariance, timeout) -> Counter:
+    """Checks every engine against the oracle; returns how many verdicts of each (engine, status) it compared."""
+    compared: Counter = Counter()
     model, arith, domain = _random_case(seed)
     readouts = [q for x in domain.inputs() for q in _user(model, evaluate(model, arith, x).readout)]
     if not readouts:
-        return
+        return compared  # seeds 5, 8 and 14 of range(48): no user position in the domain, nothing to compare
     lo, hi = min(readouts), max(readouts)
     tiny = F(1, 1000)
     for engine in engines_bounds:
@@ -162,11 +166,13 @@ def _oracle_checks(seed: int, engines_bounds, engines_equivariance, timeout):
             verdict = check("output-bounds", model, domain, arith, engine, timeout, lo=bounds[0], hi=bounds[1],
                             positions=None)
             assert _agree(verdict, truth), (seed, engine, bounds, verdict.status, verdict.detail)
+            compared[engine, verdict.status] += 1
     for on in ("output", "readout"):
         truth = _equivariant(model, arith, domain, on)
         for engine in engines_equivariance:
             verdict = check("permutation-equivariance", model, domain, arith, engine, timeout, on=on, samples=500)
             assert _agree(verdict, truth), (seed, engine, on, truth, verdict.status, verdict.detail)
+            compared[engine, verdict.status] += 1
     bumped = replace(model, readout=(model.readout[0] + F(1, 4),) + model.readout[1:])  # one weight changed
     for other in (model, bumped):
         truth = all(_user(model, evaluate(model, arith, x).readout) == _user(other, evaluate(other, arith, x).readout)
@@ -174,17 +180,37 @@ def _oracle_checks(seed: int, engines_bounds, engines_equivariance, timeout):
         for engine in engines_bounds:
             verdict = check("equivalent-to", model, domain, arith, engine, timeout, model=other, on="readout")
             assert _agree(verdict, truth), (seed, engine, other is model, truth, verdict.status, verdict.detail)
+            compared[engine, verdict.status] += 1
+    return compared
+
+
+def _decided(compared: Counter, engine: str) -> int:
+    return compared[engine, "proved"] + compared[engine, "refuted"]
+
+
+# Verdicts compared per chunk of 12 seeds, counted when written (2026-11-24): 7 per seed (3 output bounds, 2
+# equivariance, 2 equivalence) less the seeds without user positions and the bounds [lo, hi - 1/1000] skipped
+# where every readout is equal. interpret and enumerate decide every one of them.
+EXHAUSTIVE_COMPARISONS = {0: 66, 1: 76, 2: 81, 3: 81}
+# SMT per seed: (verdicts compared, how many SMT decided within 10 s when written; seed 17's one unknown is a
+# timeout). Seed 9 replaces seed 8, which has no user position and compared nothing.
+SMT_COMPARISONS = {3: (7, 7), 9: (7, 7), 17: (7, 6), 42: (6, 6)}
 
 
 @pytest.mark.parametrize("chunk", range(4))
 def test_exhaustive_engines_agree_with_the_oracle(chunk):
+    compared: Counter = Counter()
     for seed in range(chunk * 12, chunk * 12 + 12):
-        _oracle_checks(seed, ("interpret", "enumerate"), ("interpret", "enumerate", "search"), 60)
+        compared += _oracle_checks(seed, ("interpret", "enumerate"), ("interpret", "enumerate", "search"), 60)
+    assert _decided(compared, "interpret") == _decided(compared, "enumerate") == EXHAUSTIVE_COMPARISONS[chunk]
 
 
-@pytest.mark.parametrize("seed", [3, 8, 17, 42])
+@pytest.mark.parametrize("seed", sorted(SMT_COMPARISONS))
 def test_smt_agrees_with_the_oracle(seed):
-    _oracle_checks(seed, ("smt",), ("smt",), 10)
+    compared = _oracle_checks(seed, ("smt",), ("smt",), 10)
+    comparisons, decided = SMT_COMPARISONS[seed]
+    assert sum(compared.values()) == comparisons
+    assert _decided(compared, "smt") >= decided, compared
 
 
 def test_compiled_evaluators_are_cached_by_content_not_by_task():

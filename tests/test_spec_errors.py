@@ -8,14 +8,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
+from helpers import requires_torch
 from verify_tf.builders.files import save_model
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.spec import Spec, SpecError, load_spec, load_spec_text
-
-from helpers import requires_torch
 
 MODEL_FILE_SUFFIXES = [".safetensors", ".npz", pytest.param(".pt", marks=requires_torch)]
 
@@ -59,7 +57,8 @@ def error_of(text: str) -> str:
     (VALID.replace("permutation-equivariance", "permutation-equivariants"),
      "spec.yaml:8: properties[0]: unknown property 'permutation-equivariants'\n"
      "  hint: did you mean 'permutation-equivariance'?"),
-    (VALID.replace("length: 2", "length: two"), "spec.yaml:6: domain.length: expected an integer >= 1 and <= 4096, got 'two'"),
+    (VALID.replace("length: 2", "length: two"),
+     "spec.yaml:6: domain.length: expected an integer >= 1 and <= 4096, got 'two'"),
     ("model: [\n", "spec.yaml:2: malformed YAML"),
     ("", "the spec is empty"),
     ("model: {}\nmodel: {}\n", "spec.yaml:2: duplicate key 'model'"),
@@ -116,12 +115,14 @@ def _never_crashes(text: str) -> None:
         assert isinstance(result, Spec)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(documents)
 def test_fuzzed_documents_never_raise_anything_but_spec_errors(doc):
     _never_crashes(yaml.safe_dump(doc))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.data())
 def test_mutations_of_a_valid_spec_never_crash(data):

@@ -10,7 +10,6 @@ Every crash found becomes a named regression test at the bottom of this file.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import subprocess
@@ -19,13 +18,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from verify_tf.schema.errors import SpecError
 from verify_tf.builders.crasp_compiler import compile_program
 from verify_tf.builders.files import save_model
 from verify_tf.crasp import lk_program
+from verify_tf.schema.errors import SpecError
 from verify_tf.spec.loader import json_schema, load_spec_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +48,8 @@ def _from_json_schema(schema: dict, root: dict):
     """A hypothesis strategy for the documents that satisfy ``schema``, for the subset of JSON Schema that
     ``verify_tf.schema`` emits ($ref, anyOf, enum, typed objects/arrays/strings/numbers, bounds, patterns).
     hypothesis-jsonschema draws from the same schema too (below), but it re-canonicalises merged anyOf schemas
-    on every draw: 2.5 to 3.4 s per spec on ours (measured 2026-11-24), too slow for 500 draws per CI run (ours: 7 s of CPU per 200 draws)."""
+    on every draw: 2.5 to 3.4 s per spec on ours (measured 2026-11-24), too slow for 500 draws per CI run
+    (this converter: 7 s of CPU per 200 draws)."""
     if "$ref" in schema:
         return st.deferred(lambda: _from_json_schema(root["$defs"][schema["$ref"].split("/")[-1]], root))
     if "anyOf" in schema:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,14 +13,16 @@ import pytest
 pytest.importorskip("tracr")
 pytest.importorskip("jax")
 
-from tracr.compiler import lib  # noqa: E402
-from tracr.rasp import rasp  # noqa: E402
+from tracr.compiler import lib
+from tracr.rasp import rasp
 
-from verify_tf.builders.tracr_import import import_tracr, import_tracr_model, read_export  # noqa: E402
-from verify_tf.runner import Overrides, check_property  # noqa: E402
-from verify_tf.semantics import Exact, evaluate  # noqa: E402
-from verify_tf.spec import load_spec_text  # noqa: E402
-from verify_tf.tracr_export import check_against_rasp, compile_and_export, tabulate  # noqa: E402
+from verify_tf.builders.tracr_import import import_tracr, import_tracr_model, read_export
+from verify_tf.runner import Overrides, check_property
+from verify_tf.semantics import Exact, evaluate
+from verify_tf.spec import load_spec_text
+from verify_tf.tracr_export import check_against_rasp, compile_and_export, tabulate
+
+pytestmark = pytest.mark.slow  # end to end: compiles real RASP programs with tracr and jax
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY_SCRIPT = ROOT / "examples" / "tracr" / "export_library.py"

@@ -18,11 +18,10 @@ import pytest
 from verify_tf.builders.yun import yun_contextual_mapping
 from verify_tf.domain import GridDomain
 from verify_tf.properties.value_range import yun_lemma6_interval
-from verify_tf.semantics import Exact, evaluate
-from verify_tf.spec.loader import load_spec_text
 from verify_tf.runner import Overrides, check_property
 from verify_tf.schema.errors import SpecError
-
+from verify_tf.semantics import Exact, evaluate
+from verify_tf.spec.loader import load_spec_text
 
 EXACT = Exact()
 
@@ -139,6 +138,7 @@ def test_claim_4_needs_an_outside_value_n_plus_1_times_larger(d, inverse, n, mul
     assert _check(spec, "enumerate").status == ("proved" if expected == 0 else "refuted")
 
 
+@pytest.mark.slow
 def test_hu_et_al_outside_value_makes_claim_4_hold():
     # Hu et al.'s corrected value -J, J = n + 3n·δ^-nd (../shared/research/papers.md): d=2, δ=1/2, n=3 → -579
     spec = _yun_spec(2, "1/2", 3, plus="-579", distinct=False,

@@ -73,8 +73,8 @@ for path in {shipped!r}:
     assert "EXIT 0" in result.stdout  # every verdict as its spec expects
     verdicts = json.loads(report.read_text())["results"]
     assert {r["engine"] for r in verdicts} >= {"enumerate", "smt"}
-    run = run_without_torch(cli("run", str(ROOT / "specs" / "smt-equivalence-proved.yaml"), "--input", "[[0, 1], [1, 0]]"),
-                            tmp_path)
+    run = run_without_torch(cli("run", str(ROOT / "specs" / "smt-equivalence-proved.yaml"), "--input",
+                                "[[0, 1], [1, 0]]"), tmp_path)
     assert run.returncode == 0 and "EXIT 0" in run.stdout, run.stderr[-3000:]
 
 

@@ -65,7 +65,7 @@ def test_lemma10_bounds_and_readout_formula_on_every_distinct_input(d, inverse_d
         ids = column_ids(u, trace.blocks[-2].output)
         largest = max(ids)
         assert lower <= largest <= upper, (tokens, largest)
-        assert trace.readout == [l + scale * largest for l in ids]
+        assert trace.readout == [i + scale * largest for i in ids]
         count += 1
     assert count == domain.size()
 
@@ -82,7 +82,7 @@ def test_values_at_least_delta_apart_on_distinct_inputs(d, inverse_delta, n):
             assert owner.setdefault(q, multiset) == multiset, f"value {q} shared by two different multisets"
         assert len(set(values.readout)) == n
     ordered = sorted(owner)
-    assert min(b - a for a, b in zip(ordered, ordered[1:])) >= delta
+    assert min(b - a for a, b in itertools.pairwise(ordered)) >= delta
 
 
 MEASURED_SMALLEST_GAP = {(1, 2, 2): Fraction(1, 2), (1, 3, 3): Fraction(10, 3), (2, 2, 2): Fraction(9, 2),
@@ -95,7 +95,7 @@ def test_smallest_gap_on_distinct_inputs(d, inverse_delta, n):
     model = yun_contextual_mapping(d, delta, n)
     values = sorted({q for tokens in itertools.combinations(GridDomain.regular(d, delta, n).tokens, n)
                      for q in evaluate(model, Exact(), tokens).readout})
-    assert min(b - a for a, b in zip(values, values[1:])) == MEASURED_SMALLEST_GAP[(d, inverse_delta, n)]
+    assert min(b - a for a, b in itertools.pairwise(values)) == MEASURED_SMALLEST_GAP[(d, inverse_delta, n)]
 
 
 def test_repeated_tokens_multisets_with_the_same_support_collide():

@@ -11,8 +11,9 @@ object ``verify-tf check`` reports.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .domain import Domain
 from .engines.base import ProgressEvent, Run, Settings, Task, no_progress
@@ -76,4 +77,4 @@ def check(model: Model, arithmetic: Arithmetic, domain: Domain | None, name: str
     return verdict
 
 
-__all__ = ["check", "make_task", "options_of", "ProgressEvent"]
+__all__ = ["ProgressEvent", "check", "make_task", "options_of"]

@@ -6,7 +6,9 @@
 2. **Cost model**: the time each exhaustive engine would need is *predicted* (never measured on the spot) from
    the size of the input space, the model's multiply-accumulate count per input, and a calibration of this
    machine's interpreter and batched-evaluator rates, measured once and stored under the cache directory
-   (``calibration.json``). The cheapest exhaustive engine predicted to finish in the remaining time runs;
+   (``calibration.json``); ``split`` is predicted to be instant when the interval bounds of the whole domain
+   already decide the property, and is not chosen otherwise. The cheapest exhaustive engine predicted to
+   finish in the remaining time runs;
    when none is predicted to finish, ``smt`` runs if the property has it (it may prove what enumeration
    cannot reach), else the cheapest exhaustive engine (its verdict then says how far it got).
 
@@ -29,6 +31,7 @@ import numpy as np
 
 from . import __version__
 from .batched import BatchedEvaluator, Unsupported
+from .bounds import Cube, cube_bounds
 from .builders.random_model import RandomConfig, random_model
 from .domain import GridDomain
 from .engines.base import Task
@@ -156,12 +159,33 @@ def predict(task: Task, engines: tuple[str, ...], calibration: Calibration) -> l
             seconds = float("inf") if count is None else \
                 count * (macs * calibration.batched_mac + factor * calibration.batched_row)
             out.append(Prediction(engine, seconds))
+        elif engine == "split":
+            out.append(_predict_split(task, space, macs, calibration))
     return out
+
+
+BOUNDS_COST = 20  # interval bounds of a cube cost about this many interpreter evaluations (Fractions, 2 ends)
+
+
+def _predict_split(task: Task, space: InputSpace | None, macs: int, calibration: Calibration) -> Prediction:
+    """``split`` is predicted to finish at once only when the bounds of each whole-length cube already decide the
+    property (an analysis of the model, not a run of the engine); otherwise its cost is not predictable here
+    (it may close cubes by bounds deeper down, or end up enumerating): it is not chosen."""
+    decide = getattr(task.prop, "decide_on_bounds", None)
+    if decide is None or space is None or space.order != "all":
+        return Prediction("split", float("inf"), "no bounds decision for this property")
+    for n in space.lengths:
+        whole = Cube.whole(space.tokens, n)
+        status, _ = decide(task, lambda model=None, whole=whole: cube_bounds(task.model if model is None else model,
+                                                                              task.arithmetic, whole))
+        if status != "holds":
+            return Prediction("split", float("inf"), "the domain's bounds do not decide the property")
+    return Prediction("split", len(space.lengths) * BOUNDS_COST * macs * calibration.interpret_mac)
 
 
 def choose(task: Task, engines: tuple[str, ...], remaining: float, calibration: Calibration) -> tuple[str, dict]:
     """The engine to run after falsification, and the numbers the choice rests on (for the statistics)."""
-    exhaustive = [e for e in engines if e in ("interpret", "enumerate")]
+    exhaustive = [e for e in engines if e in ("interpret", "enumerate", "split")]
     predictions = predict(task, tuple(exhaustive), calibration)
     shown = {p.engine: (round(p.seconds, 4) if p.seconds != float("inf") else "cannot run" + (f": {p.why}" if p.why
                                                                                                 else ""))

@@ -23,7 +23,7 @@ import json
 import os
 import tempfile
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ KEY_FORMAT = "verify-tf-cache/1"
 CACHEABLE = (PROVED, REFUTED)
 
 
-@lru_cache(maxsize=None)
+@cache
 def source_fingerprint() -> str:
     """SHA-256 over the package's .py files (relative path and content), computed once per process."""
     package = Path(__file__).resolve().parent
@@ -49,7 +49,7 @@ def source_fingerprint() -> str:
     return digest.hexdigest()
 
 
-@lru_cache(maxsize=None)
+@cache
 def library_versions() -> dict[str, str | None]:
     from importlib import metadata
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Iterator, Union
 
 from .ir import Token, Vector
 
@@ -32,7 +32,7 @@ class GridDomain:
 
     @staticmethod
     def regular(dim: int, step: Fraction, length: int, lo: Fraction = Fraction(0), hi: Fraction | None = None,
-                distinct_tokens: bool = False) -> "GridDomain":
+                distinct_tokens: bool = False) -> GridDomain:
         hi = 1 - step if hi is None else hi
         count = math.floor((hi - lo) / step) + 1
         return GridDomain(dim, tuple(lo + k * step for k in range(count)), length, distinct_tokens)
@@ -106,7 +106,7 @@ class StringDomain:
         return f"strings over {{{', '.join(self.alphabet)}}} of length {self.min_length}..{self.max_length}"
 
 
-Domain = Union[GridDomain, StringDomain]
+Domain = GridDomain | StringDomain
 
 
 def format_input(tokens: tuple[Token, ...]) -> str:

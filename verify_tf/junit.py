@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from .report import outcome
 from .verdict import ERROR, PROVED, REFUTED, UNKNOWN, Verdict

@@ -16,14 +16,15 @@ from __future__ import annotations
 import dataclasses
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from . import auto
-from .engines import architecture, counting, enumerate as enumerate_engine, interpret, search, smt
-from .engines.base import ProgressEvent, Run, Settings, Task, no_progress
 from .cache import key_material, key_of, served_from_cache
+from .engines import architecture, counting, enumerate as enumerate_engine, interpret, search, smt, split
+from .engines.base import ProgressEvent, Run, Settings, Task, no_progress
 from .executors import InProcess, ProcessPool
 from .properties import registry
 from .semantics import UnsupportedInMode
@@ -40,6 +41,7 @@ DRIVERS: dict[str, Callable[[Task, Run], Verdict]] = {
     "search": search.check,
     "architecture": architecture.check,
     "counting": counting.check,
+    "split": split.check,
 }
 
 
@@ -77,7 +79,8 @@ def make_task(spec: Spec, prop: PropertySpec, overrides: Overrides) -> Task:
 
 
 def check_property(spec: Spec, prop: PropertySpec, overrides: Overrides,
-                   progress: Callable[[ProgressEvent], None] | None = None, executor: Executor | None = None) -> Verdict:
+                   progress: Callable[[ProgressEvent], None] | None = None,
+                   executor: Executor | None = None) -> Verdict:
     deadline = Deadline(timeout_of(spec, prop, overrides))
     engine = requested_engine(spec, prop, overrides)
     run = Run(executor or InProcess(), deadline, progress or no_progress)
@@ -111,7 +114,8 @@ def run_engine(task: Task, run: Run, engine: str, cache_dir: Path | None = None)
         share = auto.falsify_seconds(run.deadline.remaining())
         quick = Run(run.executor, Deadline(share), run.progress)
         found = search.check(task, quick, samples=max(1024, min(task.settings.samples, 1 << 16)))
-        notes["falsification"] = f"search, {found.statistics.get('samples', 0)} samples in {quick.deadline.elapsed():.2f} s"
+        notes["falsification"] = (f"search, {found.statistics.get('samples', 0)} samples "
+                                  f"in {quick.deadline.elapsed():.2f} s")
         if found.status in (REFUTED, ERROR):
             found.statistics["auto"] = notes
             return found

@@ -30,19 +30,34 @@ either). The format is ``verify-tf-tracr/1``.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
+from collections.abc import Callable, Iterable
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 
 from .numbers import float32_from_bits, snap_float32, snap_float64
 from .rasp.interpreter import run
-from .rasp.program import (RAISED, Node, ProgramError, RaspError, RaspProgram, Value, canonical, is_number,
-                           program_to_json, show, sort_key, symbol_of, value_to_json)
+from .rasp.program import (
+    RAISED,
+    Node,
+    ProgramError,
+    RaspError,
+    RaspProgram,
+    Value,
+    canonical,
+    is_number,
+    program_to_json,
+    show,
+    sort_key,
+    symbol_of,
+    value_to_json,
+)
 
 FORMAT = "verify-tf-tracr/1"
 MAX_MEAN_SUMS = 200_000  # distinct partial sums an aggregate's value closure may reach before the export refuses
@@ -146,7 +161,7 @@ def tabulate(program: Any, vocab: Iterable[Any], max_length: int, source: str = 
 def _predicate(predicate: Callable, key: Value, query: Value) -> int:
     try:
         return 1 if predicate(_python_value(key), _python_value(query)) else 0
-    except Exception:  # noqa: BLE001 - a user predicate may raise anything; RASP would raise there too
+    except Exception:
         return RAISED
 
 
@@ -206,7 +221,7 @@ def _apply(function: Callable, args: tuple, numerical: bool, where: str, exact: 
         return None  # RASP does not call the function on an undefined value
     try:
         result = function(*(args if exact else (_python_value(a) for a in args)))
-    except Exception:  # noqa: BLE001 - a user function may raise anything; RASP would raise there too
+    except Exception:
         return _RAISED_MARK
     return _read_result(result, numerical, f"{where} on {', '.join(show(a) for a in args)}")
 
@@ -243,7 +258,7 @@ def check_against_rasp(program: Any, table: RaspProgram, vocab: Iterable[Any], m
             count += 1
             try:
                 expected = rasp.evaluate(program, list(word))
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 expected = exc
             try:
                 got: Any = run(table, [canonical(t) for t in word]).output
@@ -328,7 +343,7 @@ def export(model: Any, program: Any, *, source: str = "", compile_settings: dict
     output_encoder = model.output_encoder
     if output_encoder is not None and hasattr(output_encoder, "encoding_map"):
         space = []
-        for value, index in sorted(output_encoder.encoding_map.items(), key=lambda kv: kv[1]):
+        for value, _index in sorted(output_encoder.encoding_map.items(), key=lambda kv: kv[1]):
             label = str(bases.BasisDirection(sink, value))
             if label not in labels:
                 raise ExportError(f"output direction {label!r} is not a residual coordinate")
@@ -396,8 +411,6 @@ def _versions() -> dict:
 
     out = {}
     for package in ("tracr-pypi", "jax", "jaxlib", "dm-haiku", "numpy", "verify-tf"):
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             out[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            pass
     return out

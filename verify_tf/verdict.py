@@ -46,7 +46,7 @@ class Verdict:
         return data
 
     @staticmethod
-    def from_json(data: dict[str, Any]) -> "Verdict":
+    def from_json(data: dict[str, Any]) -> Verdict:
         data = dict(data)
         data["status"] = data.pop("verdict")
         return Verdict(**data)

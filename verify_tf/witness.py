@@ -6,8 +6,9 @@ property's own violation predicate confirms it. Numbers are written as exact str
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Any
 
 from .ir import Token, Vector
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Protocol
+from typing import Any, Protocol
 
 
 class DeadlineExpired(Exception):
@@ -58,7 +59,7 @@ class Deadline:
         if self.expired():
             raise DeadlineExpired(f"timeout ({self.seconds:g} s) {what}".strip())
 
-    def share(self, fraction: float, at_least: float = 0.0) -> "Deadline":
+    def share(self, fraction: float, at_least: float = 0.0) -> Deadline:
         """A sub-deadline for one phase: ``fraction`` of what is left (never past this deadline)."""
         left = self.remaining()
         return Deadline(min(left, max(at_least, fraction * left)))

@@ -11,8 +11,9 @@ sequence mean of its second (a permutation-equivariant target). The importer rea
 ``architecture: {layernorm: integer, norm-first: false, activation: i-gelu}``: the verified model has the
 fixed-point integer LayerNorm and I-BERT's i-GELU of docs/semantics.md in place of torch's float ones.
 
-A few seconds on one CPU thread (test mse 0.004 against a target variance of 0.108). The committed ``layernorm.pt`` was written by this script (seed 0,
-torch 2.13.0 on the CPU); other torch builds may train slightly different weights.
+A few seconds on one CPU thread (test mse 0.004 against a target variance of 0.108). The committed
+``layernorm.pt`` was written by this script (seed 0, torch 2.13.0 on the CPU); other torch builds may train
+slightly different weights.
 """
 
 from __future__ import annotations

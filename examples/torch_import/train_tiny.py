@@ -48,13 +48,15 @@ def train(positions: bool, steps: int, seed: int = 0) -> ExactEncoder:
         optimiser.step()
     x, target = batch(generator, 1024)
     with torch.no_grad():
-        print(f"{'tiny_positions' if positions else 'tiny'}: test mse {torch.nn.functional.mse_loss(model(x), target):.5f}")
+        mse = torch.nn.functional.mse_loss(model(x), target)
+        print(f"{'tiny_positions' if positions else 'tiny'}: test mse {mse:.5f}")
     return model
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=HERE, help="folder for the .pt files (default: next to this script)")
+    parser.add_argument("--out", type=Path, default=HERE,
+                        help="folder for the .pt files (default: next to this script)")
     parser.add_argument("--steps", type=int, default=300, help="optimiser steps per model")
     args = parser.parse_args()
     torch.set_num_threads(1)

@@ -68,7 +68,8 @@ PROGRAMS = {
     "shuffle-dyck": (lambda: lib.make_shuffle_dyck(pairs=["()"]), PARENS, 5, 'lib.make_shuffle_dyck(pairs=["()"])'),
     "shuffle-dyck2": (lambda: lib.make_shuffle_dyck2(), DYCK2, 5, "lib.make_shuffle_dyck2()"),
     "shift-by-1": (lambda: lib.shift_by(1, rasp.tokens), ABC, 7, "lib.shift_by(1, rasp.tokens)"),
-    "detect-pattern": (lambda: lib.detect_pattern(rasp.tokens, "abc"), ABC, 5, 'lib.detect_pattern(rasp.tokens, "abc")'),
+    "detect-pattern": (lambda: lib.detect_pattern(rasp.tokens, "abc"), ABC, 5,
+                       'lib.detect_pattern(rasp.tokens, "abc")'),
     "count-less-freq": (lambda: lib.make_count_less_freq(n=2), ABC, 5, "lib.make_count_less_freq(n=2)"),
     "count": (lambda: lib.make_count(rasp.tokens, "a"), ABC, 7, 'lib.make_count(rasp.tokens, "a")'),
     "nary-sequencemap": (nary, ABC, 5, "lib.make_nary_sequencemap(lambda t, i, b: (i + (1 if b else 0)) % 3, "

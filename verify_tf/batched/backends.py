@@ -4,6 +4,9 @@ The kernels (``kernels.py``) use ordinary operators (``+ - * // >> ==``, indexin
 numpy int64 arrays and torch int64 tensors (``//`` is floor division in both, ``>>`` is an arithmetic shift),
 and call the methods below for everything else.
 
+``WideOps`` (``WIDE``) runs the same kernels on numpy object arrays of Python integers, for the steps whose
+bounds exceed int64 (``kernels.py`` chooses per step and chunk).
+
 Torch is imported only inside ``TorchOps`` so that ``verify-tf --help``, the interpreter and the SMT path
 never pay for it. CUDA has no int64 matmul: there a product whose bound allows it runs as a float64 matmul
 (exact: every partial sum is an integer below 2^53, proven in ``program.py``), otherwise as an elementwise
@@ -38,6 +41,8 @@ class NumpyOps:
     def matmul(self, a: np.ndarray, b: np.ndarray, float_ok: bool) -> np.ndarray:
         if float_ok and a.shape[-1] > UNROLL:  # BLAS pays off; exact: every partial sum is an integer < 2^53
             return (a.astype(np.float64) @ b.astype(np.float64)).astype(a.dtype)
+        if a.shape[-1] == 1:  # a broadcast product: numpy's batched integer matmul has a large per-matrix cost
+            return a * b
         return a @ b  # numpy's integer matmul: fastest for short contractions
 
     def clamp_(self, x: np.ndarray, lo: int, hi: int) -> np.ndarray:
@@ -59,6 +64,45 @@ class NumpyOps:
         for j in range(1, x.shape[-1]):
             np.maximum(top, x[..., j:j + 1], out=top)
         return top
+
+    def min_last(self, x: np.ndarray) -> np.ndarray:
+        if x.shape[-1] > 16:
+            return x.min(axis=-1, keepdims=True)
+        low = x[..., :1].copy()
+        for j in range(1, x.shape[-1]):
+            np.minimum(low, x[..., j:j + 1], out=low)
+        return low
+
+    def take(self, table: np.ndarray, index: np.ndarray) -> np.ndarray:
+        return table[index]
+
+    def stack(self, parts: list, axis: int) -> np.ndarray:
+        return np.stack(parts, axis=axis)
+
+    def any_rows(self, x: np.ndarray) -> np.ndarray:
+        """(B, ...) bool -> (B,): some entry of the row is set."""
+        flat = x.reshape(x.shape[0], -1)
+        if flat.shape[1] > 16:
+            return flat.any(axis=1)
+        out = flat[:, 0].copy()  # short rows: elementwise beats numpy's per-row reduction
+        for j in range(1, flat.shape[1]):
+            out |= flat[:, j]
+        return out
+
+    def magnitudes(self, x: np.ndarray) -> list[int]:
+        """max |x[..., c]| per last-axis coordinate c, as Python integers."""
+        if x.size == 0:
+            return [0] * x.shape[-1]
+        flat = x.reshape(-1, x.shape[-1])
+        if flat.shape[1] <= 16:  # a few columns: one reduction each beats numpy's strided axis-0 reduction
+            return [max(int(flat[:, c].max()), -int(flat[:, c].min())) for c in range(flat.shape[1])]
+        return [max(int(a), -int(b)) for a, b in zip(flat.max(axis=0), flat.min(axis=0))]
+
+    def from_int64(self, x: np.ndarray) -> np.ndarray:
+        return x
+
+    def from_bool(self, x: np.ndarray) -> np.ndarray:
+        return x
 
     def sum_last(self, x: np.ndarray) -> np.ndarray:
         return x @ np.ones((x.shape[-1], 1), dtype=x.dtype)  # keeps int32 (a reduction would widen it)
@@ -126,7 +170,7 @@ class TorchOps:
             return out
         if float_ok:
             return torch.matmul(a.to(torch.float64), b.to(torch.float64)).to(a.dtype)
-        return (a.unsqueeze(-1) * b.unsqueeze(-3)).sum(-2)
+        return (a.unsqueeze(-1) * b.unsqueeze(-3)).sum(-2, dtype=a.dtype)  # torch would widen int32 sums
 
     def clamp_(self, x, lo: int, hi: int):
         return x.clamp_(lo, hi)
@@ -142,6 +186,30 @@ class TorchOps:
 
     def max_last(self, x):
         return x.amax(dim=-1, keepdim=True)
+
+    def min_last(self, x):
+        return x.amin(dim=-1, keepdim=True)
+
+    def take(self, table, index):
+        return table[index]
+
+    def stack(self, parts: list, axis: int):
+        return self.torch.stack(parts, dim=axis)
+
+    def any_rows(self, x):
+        return x.reshape(x.shape[0], -1).any(dim=1)
+
+    def magnitudes(self, x) -> list[int]:
+        if x.numel() == 0:
+            return [0] * x.shape[-1]
+        flat = x.reshape(-1, x.shape[-1])
+        return [max(int(a), -int(b)) for a, b in zip(flat.amax(dim=0).tolist(), flat.amin(dim=0).tolist())]
+
+    def from_int64(self, x: np.ndarray):
+        return self.torch.from_numpy(np.ascontiguousarray(x, dtype=np.int64)).to(self._device)
+
+    def from_bool(self, x: np.ndarray):
+        return self.torch.from_numpy(np.ascontiguousarray(x, dtype=bool)).to(self._device)
 
     def sum_last(self, x):
         return x.sum(dim=-1, keepdim=True, dtype=x.dtype)  # torch would widen int32 sums to int64
@@ -171,6 +239,51 @@ class TorchOps:
         if self.device == "cuda":
             return f"torch {self.torch.__version__} on {self.torch.cuda.get_device_name(0)}"
         return f"torch {self.torch.__version__} (CPU, {self.torch.get_num_threads()} threads)"
+
+
+class WideOps(NumpyOps):
+    """numpy object arrays of Python integers: exact at any width, for the steps int64 cannot hold.
+
+    The kernels run unchanged on it (Python's ``//``, ``>>``, ``%`` and comparisons are exact and floor like
+    numpy's); only what differs is overridden: no float64 shortcut, integer indices for table lookups.
+    """
+
+    name = "python-int"
+
+    def constant(self, array: np.ndarray) -> np.ndarray:
+        if array.dtype == np.int64 or array.dtype == np.int32:
+            return array.astype(np.int64).astype(object)
+        return array
+
+    def matmul(self, a: np.ndarray, b: np.ndarray, float_ok: bool) -> np.ndarray:
+        if a.shape[-1] == 0:
+            shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+            return np.zeros(shape, dtype=np.int64).astype(object)
+        return np.matmul(a.astype(object), b.astype(object))
+
+    def max_last(self, x: np.ndarray) -> np.ndarray:
+        return x.max(axis=-1, keepdims=True)
+
+    def min_last(self, x: np.ndarray) -> np.ndarray:
+        return x.min(axis=-1, keepdims=True)
+
+    def sum_last(self, x: np.ndarray) -> np.ndarray:
+        return x.sum(axis=-1, keepdims=True)
+
+    def take(self, table: np.ndarray, index: np.ndarray) -> np.ndarray:
+        return table[np.asarray(index).astype(np.int64)]
+
+    def as_int(self, x: np.ndarray, like: np.ndarray) -> np.ndarray:
+        return np.asarray(x).astype(np.int64).astype(object)
+
+    def zeros(self, shape: tuple[int, ...]) -> np.ndarray:
+        return np.zeros(shape, dtype=np.int64).astype(object)
+
+    def describe(self) -> str:
+        return "numpy object arrays of Python integers"
+
+
+WIDE = WideOps()
 
 
 def cuda_available() -> bool:

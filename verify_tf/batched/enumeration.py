@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +63,7 @@ def stream_outputs(evaluator: BatchedEvaluator, space: InputSpace, *, layer: str
         yield OutputChunk(piece, values)
 
 
-_CACHE: "OrderedDict[tuple, BatchedEvaluator]" = OrderedDict()
+_CACHE: OrderedDict[tuple, BatchedEvaluator] = OrderedDict()
 _CACHE_SIZE = 8
 
 

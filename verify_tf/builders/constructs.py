@@ -5,8 +5,9 @@ Each entry: parameter schema fields (spec.schema Fields) and a function params -
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..ir import Model
 
@@ -20,8 +21,8 @@ class Construction:
 
 
 def constructions() -> dict[str, Construction]:
-    from .crasp_compiler import build_construction
     from ..schema.dsl import Field, FilePath, Integer, ListOf, Number, String
+    from .crasp_compiler import build_construction
     from .yun import yun_contextual_mapping
 
     def yun(params: dict[str, Any]) -> Model:

@@ -34,10 +34,9 @@ computed number of bits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
 from itertools import chain
-from typing import Union
 
 from verify_tf.crasp.ast import (
     ArithOp,
@@ -59,8 +58,8 @@ from verify_tf.crasp.ast import (
 )
 from verify_tf.crasp.depth import program_depth
 from verify_tf.crasp.parser import load_program
-from verify_tf.ir.edit import EditError, apply_settings
 from verify_tf.ir import AlphabetTokens, AttentionLayer, Block, FeedForward, Head, Model, vector, zeros
+from verify_tf.ir.edit import EditError, apply_settings, with_parameter
 from verify_tf.semantics import Fixed
 
 __all__ = ["BOS", "Compiled", "apply_settings", "build_construction", "compile_program", "required_bits",
@@ -154,7 +153,7 @@ class Disj:
     items: tuple[BoolValue, ...]
 
 
-BoolValue = Union[Table, Atom, Conj, Disj]
+BoolValue = Table | Atom | Conj | Disj
 
 
 # ---------------------------------------------------------------- counts before normalisation
@@ -179,7 +178,7 @@ class Choice:
     if_false: CountValue
 
 
-CountValue = Union[Leaf, Extremum, Choice]
+CountValue = Leaf | Extremum | Choice
 
 
 # ---------------------------------------------------------------- stream nodes
@@ -213,7 +212,7 @@ class _Gate:
     forms: tuple[Form, ...]
 
 
-_Node = Union[_Input, _Average, _Threshold, _Gate]
+_Node = _Input | _Average | _Threshold | _Gate
 
 
 @dataclass(frozen=True)

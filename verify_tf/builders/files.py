@@ -35,7 +35,8 @@ def _split_tensors(data: Any, prefix: str, tensors: dict[str, np.ndarray]) -> An
         return {k: v if k in NON_NUMERIC_KEYS else _split_tensors(v, f"{prefix}.{k}" if prefix else k, tensors)
                 for k, v in data.items()}
     if isinstance(data, list) and data and _is_numeric(data):
-        values = [[Fraction(x) for x in row] for row in data] if isinstance(data[0], list) else [Fraction(x) for x in data]
+        values = ([[Fraction(x) for x in row] for row in data] if isinstance(data[0], list)
+                  else [Fraction(x) for x in data])
         flat = [x for row in values for x in row] if isinstance(values[0], list) else values
         shape = (len(values), len(values[0])) if isinstance(values[0], list) else (len(values),)
         as_float = np.array([float(x) for x in flat], dtype=np.float64)
@@ -131,7 +132,7 @@ def load_model(path: str | Path) -> Model:
             tensors = {}
             with safe_open(str(path), framework="numpy") as handle:
                 text = (handle.metadata() or {}).get(ARCH_KEY)
-                for key in handle.keys():
+                for key in handle.keys():  # noqa: SIM118 - a safetensors handle, not a dict
                     tensors[key] = handle.get_tensor(key)
         elif suffix == ".npz":
             with np.load(path, allow_pickle=False) as archive:

@@ -5,8 +5,21 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from ..ir import (DEFAULT_LAYERNORM_EPS, AlphabetTokens, AttentionLayer, Block, FeedForward, GridTokens, Head,
-                  LayerNorm, Model, RelativeTable, matrix, vector, zeros)
+from ..ir import (
+    DEFAULT_LAYERNORM_EPS,
+    AlphabetTokens,
+    AttentionLayer,
+    Block,
+    FeedForward,
+    GridTokens,
+    Head,
+    LayerNorm,
+    Model,
+    RelativeTable,
+    matrix,
+    vector,
+    zeros,
+)
 
 
 def relative_table(value: Any, neutral: Fraction) -> RelativeTable | None:

@@ -7,15 +7,25 @@ keeps every other weight of the seed's model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import numpy as np
 
-from dataclasses import replace
-
-from ..ir import (DEFAULT_LAYERNORM_EPS, AlphabetTokens, AttentionLayer, Block, FeedForward, GridTokens, Head,
-                  LayerNorm, Model, RelativeTable, Vector, Matrix)
+from ..ir import (
+    DEFAULT_LAYERNORM_EPS,
+    AlphabetTokens,
+    AttentionLayer,
+    Block,
+    FeedForward,
+    GridTokens,
+    Head,
+    LayerNorm,
+    Matrix,
+    Model,
+    RelativeTable,
+    Vector,
+)
 
 LAYERNORMS = ("none", "pre", "post")
 
@@ -100,7 +110,7 @@ def random_model(config: RandomConfig) -> Model:
         raise ValueError(f"layernorm must be one of {LAYERNORMS}, got {config.layernorm!r}")
     if config.layernorm != "none":
         first = config.layernorm == "pre"
-        blocks = [Block(replace(b.attention, norm=norm(), norm_first=first),
+        blocks = [Block(replace(b.attention, norm=norm(), norm_first=first) if b.attention else None,
                         replace(b.feed_forward, norm=norm(), norm_first=first) if b.feed_forward else None)
                   for b in blocks]
     final = norm() if config.final_norm else None

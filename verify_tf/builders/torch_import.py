@@ -45,8 +45,18 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..ir import (DEFAULT_LAYERNORM_EPS, AlphabetTokens, AttentionLayer, Block, FeedForward, GridTokens, Head,
-                  LayerNorm, Model, RelativeTable)
+from ..ir import (
+    DEFAULT_LAYERNORM_EPS,
+    AlphabetTokens,
+    AttentionLayer,
+    Block,
+    FeedForward,
+    GridTokens,
+    Head,
+    LayerNorm,
+    Model,
+    RelativeTable,
+)
 from ..numbers import fmt
 from ..schema.errors import strip_terminal_codes
 from . import TORCH_ROLE_NAMES
@@ -130,8 +140,9 @@ class _Quantizer:
     def _limit(self, mantissa: int, where: str, value: object) -> None:
         bound = 1 << (self.bits - 1)
         if not -bound <= mantissa <= bound - 1:
+            lowest, highest = fmt(Fraction(-bound, 1 << self.frac)), fmt(Fraction(bound - 1, 1 << self.frac))
             raise TorchImportError(f"{where} = {fmt(Fraction(value))} is outside the {self.bits}-bit range "
-                                   f"[{fmt(Fraction(-bound, 1 << self.frac))}, {fmt(Fraction(bound - 1, 1 << self.frac))}]"
+                                   f"[{lowest}, {highest}]"
                                    " of quantize: raise bits or lower frac")
 
     def exact(self, value: float | Fraction, where: str) -> Fraction:
@@ -385,7 +396,7 @@ def _final_norm_prefix(layers: list[_Layer]) -> str:
     return (match.group(1) if match else "") + "norm."
 
 
-def _norm(state: TorchState, prefix: str | None, d: int, eps: Fraction, quantizer: "_Quantizer", consumed: set[str],
+def _norm(state: TorchState, prefix: str | None, d: int, eps: Fraction, quantizer: _Quantizer, consumed: set[str],
           where: str) -> LayerNorm | None:
     """A LayerNorm's weight (γ) and bias (β, zero when the module has bias=False), or None when absent."""
     if prefix is None or prefix + "weight" not in state:

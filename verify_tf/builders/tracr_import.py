@@ -151,7 +151,8 @@ class _Weights:
             raise TracrImportError(f"params: missing {module}/{name}") from None
         if tuple(entry.get("shape", ())) != shape:
             raise TracrImportError(f"params: {module}/{name} has shape {entry.get('shape')}, expected {list(shape)}")
-        dense: Any = [Fraction(0)] * shape[0] if len(shape) == 1 else [[Fraction(0)] * shape[1] for _ in range(shape[0])]
+        dense: Any = ([Fraction(0)] * shape[0] if len(shape) == 1
+                      else [[Fraction(0)] * shape[1] for _ in range(shape[0])])
         for item in entry["nonzero"]:
             *index, text, bits_text = item
             if len(index) != len(shape) or any(not 0 <= i < n for i, n in zip(index, shape)):
@@ -197,7 +198,8 @@ class _Weights:
             mantissa = mantissa if value >= 0 else -mantissa
         bound = 1 << (self.quantize["bits"] - 1)
         if not -bound <= mantissa <= bound - 1:
-            raise TracrImportError(f"{where} = {fmt(value)} is outside the {self.quantize['bits']}-bit range of quantize")
+            raise TracrImportError(f"{where} = {fmt(value)} is outside the {self.quantize['bits']}-bit range "
+                                   "of quantize")
         result = Fraction(mantissa, scale)
         if root * root == divisor_square and abs(result - value / root) > self.q_worst:
             self.q_worst, self.q_where = abs(result - value / root), where
@@ -248,8 +250,8 @@ def model_from_export(export: TracrExport, *, snap: bool = True, attention: str 
     if activation != "relu":
         raise TracrImportError(f"config.activation: {activation!r}: only ReLU MLPs are exact")
     d = export.d_model
-    expected = {"token_embed", "pos_embed"} | {f"transformer/layer_{l}/{part}" for l in range(layers) for part in
-                                               ("attn/query", "attn/key", "attn/value", "attn/linear",
+    expected = {"token_embed", "pos_embed"} | {f"transformer/layer_{layer}/{part}" for layer in range(layers)
+                                               for part in ("attn/query", "attn/key", "attn/value", "attn/linear",
                                                 "mlp/linear_1", "mlp/linear_2")}
     if set(params) != expected:
         extra, missing = sorted(set(params) - expected), sorted(expected - set(params))
@@ -263,8 +265,8 @@ def model_from_export(export: TracrExport, *, snap: bool = True, attention: str 
     if any(not 0 <= i < vocab_rows for i in export.ids + (export.bos_id,)):
         raise TracrImportError(f"input: a token id is outside token_embed's {vocab_rows} rows")
     blocks, dropped_heads, dropped_units = [], 0, 0
-    for l in range(layers):
-        prefix = f"transformer/layer_{l}"
+    for layer in range(layers):
+        prefix = f"transformer/layer_{layer}"
         mats = {part: (weights.matrix(f"{prefix}/attn/{part}", "w", (d, width) if part != "linear" else (width, d)),
                        weights.matrix(f"{prefix}/attn/{part}", "b", (width,) if part != "linear" else (d,)))
                 for part in ("query", "key", "value", "linear")}
@@ -274,14 +276,14 @@ def model_from_export(export: TracrExport, *, snap: bool = True, attention: str 
             f"{prefix}/mlp/linear_2", "b", (d,))
         layer_heads = []
         for h in range(heads):
-            head = _head(mats, h, key_size, d, attention, causal, weights, f"layers[{l}].heads[{h}]")
+            head = _head(mats, h, key_size, d, attention, causal, weights, f"layers[{layer}].heads[{h}]")
             if head is None:
                 dropped_heads += 1
             else:
                 layer_heads.append(head)
-        output_bias = tuple(weights.grid(x, f"layers[{l}].attention.output-bias") for x in mats["linear"][1])
+        output_bias = tuple(weights.grid(x, f"layers[{layer}].attention.output-bias") for x in mats["linear"][1])
         if not layer_heads and any(output_bias):
-            layer_heads.append(_head(mats, 0, key_size, d, attention, causal, weights, f"layers[{l}].heads[0]",
+            layer_heads.append(_head(mats, 0, key_size, d, attention, causal, weights, f"layers[{layer}].heads[0]",
                                      keep=True))
         attention_layer = AttentionLayer(tuple(layer_heads), output_bias) if layer_heads else None
         units = [u for u in range(hidden) if (any(w1[r][u] for r in range(d)) or b1[u]) and any(w2[u])]
@@ -291,10 +293,10 @@ def model_from_export(export: TracrExport, *, snap: bool = True, attention: str 
             units = units or [0]
             g = weights.grid
             feed_forward = FeedForward(
-                tuple(tuple(g(w1[r][u], f"layers[{l}].w1") for r in range(d)) for u in units),
-                tuple(g(b1[u], f"layers[{l}].b1") for u in units),
-                tuple(tuple(g(w2[u][r], f"layers[{l}].w2") for u in units) for r in range(d)),
-                tuple(g(x, f"layers[{l}].b2") for x in b2))
+                tuple(tuple(g(w1[r][u], f"layers[{layer}].w1") for r in range(d)) for u in units),
+                tuple(g(b1[u], f"layers[{layer}].b1") for u in units),
+                tuple(tuple(g(w2[u][r], f"layers[{layer}].w2") for u in units) for r in range(d)),
+                tuple(g(x, f"layers[{layer}].b2") for x in b2))
         blocks.append(Block(attention_layer, feed_forward))
     g = weights.grid
     embedding = tuple(tuple(g(x, "embedding") for x in token_embed[i]) for i in export.ids)

@@ -51,7 +51,7 @@ def yun_contextual_mapping(d: int, delta: Fraction, n: int, global_shift_scale: 
     for index in range(count):
         if index == drop_layer:
             continue
-        l = index * delta
+        l = index * delta  # noqa: E741 - the paper's name for the left end
         heads = (
             _psi_head(u, l - delta / 2, inv**d),
             _psi_head(u, l + delta / 2, -(inv**d)),

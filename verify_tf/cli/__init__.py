@@ -44,8 +44,8 @@ def _fail_input(message: str, hint: str | None = None) -> None:
 
 class _Progress:
     """Progress of one check, from ``engines.base.ProgressEvent``s: a bar on a terminal (after the first second),
-    a plain line every 10 seconds otherwise (``VERIFY_TF_PROGRESS_SECONDS``) (CI logs; a heartbeat thread keeps printing the current
-    phase while a long solver query runs), nothing with ``--quiet``."""
+    a plain line every 10 seconds otherwise (``VERIFY_TF_PROGRESS_SECONDS``) (CI logs; a heartbeat thread keeps
+    printing the current phase while a long solver query runs), nothing with ``--quiet``."""
 
     def __init__(self, label: str, mode: str):
         self.label, self.mode = label, mode  # mode: bar | log | off
@@ -153,8 +153,8 @@ def _import_optional(module_name: str, attribute: str) -> click.Command | None:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name is not None and exc.name.split(".")[0] == "torch":  # an optional dependency: name the extra
-            raise click.UsageError(f"this command needs PyTorch, which is not installed: pip install "
-                                   f"'verify-tf[torch]'") from None
+            raise click.UsageError("this command needs PyTorch, which is not installed: pip install "
+                                   "'verify-tf[torch]'") from None
         parts = module_name.split(".")
         if exc.name not in {".".join(parts[:i]) for i in range(2, len(parts) + 1)}:
             raise

@@ -16,13 +16,13 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from verify_tf.builders.crasp_compiler import compile_program
 from verify_tf.builders.files import ModelFileError, save_model
 from verify_tf.crasp.ast import CraspError, Program
-from verify_tf.builders.crasp_compiler import compile_program
-from verify_tf.ir.edit import EditError, apply_settings
 from verify_tf.crasp.depth import definition_depths
 from verify_tf.crasp.interpreter import Trace, Vector, run_program
 from verify_tf.crasp.parser import load_program
+from verify_tf.ir.edit import EditError, apply_settings
 
 __all__ = ["crasp"]
 
@@ -34,7 +34,7 @@ class _UsageError(click.ClickException):
 
     exit_code = 2
 
-    def show(self, file=None) -> None:  # noqa: ANN001 - signature of click.ClickException.show
+    def show(self, file=None) -> None:
         click.echo(f"error: {self.format_message()}", err=True, file=file)
 
 

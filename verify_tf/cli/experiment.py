@@ -17,19 +17,19 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ..schema.errors import SpecError
-from .devices import NO_CUDA_HINT, device_problem
-from ..verdict import EXIT_INPUT_ERROR
 from ..experiments.common import ExperimentError
 from ..experiments.runner import run_experiment, write_outputs
 from ..experiments.spec import PRESETS, load_experiment
+from ..schema.errors import SpecError
+from ..verdict import EXIT_INPUT_ERROR
+from .devices import NO_CUDA_HINT, device_problem
 
 __all__ = ["experiment"]
 
 class _InputError(click.ClickException):
     exit_code = EXIT_INPUT_ERROR
 
-    def show(self, file=None) -> None:  # noqa: ANN001 - signature of click.ClickException.show
+    def show(self, file=None) -> None:
         click.echo(f"error: {self.format_message()}", err=True, file=file)
 
 

@@ -8,8 +8,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ast import (ArithOp, BoolConst, BoolOp, Compare, Conditional, Count, CountConst, Expr, Letter, MinMax, Neg,
-                  Not, Program, Ref)
+from .ast import (
+    ArithOp,
+    BoolConst,
+    BoolOp,
+    Compare,
+    Conditional,
+    Count,
+    CountConst,
+    Expr,
+    Letter,
+    MinMax,
+    Neg,
+    Not,
+    Program,
+    Ref,
+)
 
 
 def program_outputs_batched(program: Program, alphabet: tuple[str, ...], rows: np.ndarray) -> np.ndarray:

@@ -10,8 +10,22 @@ from typing import Any
 
 import z3
 
-from .ast import (ArithOp, BoolConst, BoolOp, Compare, Conditional, Count, CountConst, Expr, Letter, MinMax, Neg,
-                  Not, Program, Ref)
+from .ast import (
+    ArithOp,
+    BoolConst,
+    BoolOp,
+    Compare,
+    Conditional,
+    Count,
+    CountConst,
+    Expr,
+    Letter,
+    MinMax,
+    Neg,
+    Not,
+    Program,
+    Ref,
+)
 
 
 def program_outputs_symbolic(program: Program, inp) -> list:

@@ -19,13 +19,30 @@ compare each count with 0 only, so their keys take finitely many values; Dyck-1'
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import z3
 
-from .ast import (ArithOp, BoolConst, BoolOp, Compare, Conditional, Count, CountConst, Expr, Letter, MinMax, Neg,
-                  Not, Program, Ref, Type, format_expr)
+from .ast import (
+    ArithOp,
+    BoolConst,
+    BoolOp,
+    Compare,
+    Conditional,
+    Count,
+    CountConst,
+    Expr,
+    Letter,
+    MinMax,
+    Neg,
+    Not,
+    Program,
+    Ref,
+    Type,
+    format_expr,
+)
 
 Counts = tuple[int, ...]
 

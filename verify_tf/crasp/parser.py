@@ -70,7 +70,7 @@ from verify_tf.crasp.ast import (
     require_type,
 )
 
-__all__ = ["parse_program", "load_program"]
+__all__ = ["load_program", "parse_program"]
 
 
 def parse_program(source: str, filename: str = "<input>") -> Program:

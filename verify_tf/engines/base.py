@@ -14,10 +14,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..domain import Domain
 from ..ir import Model, Token
@@ -59,7 +60,7 @@ class Task:
 
     @staticmethod
     def make(label: str, prop: Any, options: Any, model: Model, arithmetic: Arithmetic, domain: Domain | None,
-             settings: Settings | None = None) -> "Task":
+             settings: Settings | None = None) -> Task:
         digest = hashlib.sha256(json.dumps([model_to_dict(model), repr(arithmetic), repr(domain)],
                                            default=str).encode()).hexdigest()[:16]
         return Task(label, prop, options, model, arithmetic, domain, settings or Settings(), digest)

@@ -8,16 +8,20 @@ Two forms of property are scanned:
   all chunks wins (units after it are cancelled, units before it still finish), so the reported input is the
   first in the space's order whichever executor ran the units;
 * **distinct values** (``DistinctValues``, contextual mapping): units return every value of their inputs as
-  exact integers over one denominator, with a group code per input (inputs of one group are exempt from
-  being compared); the driver sorts all keys and compares each with its nearest non-exempt neighbours.
+  exact integers over one denominator, sorted into a run (``engines.runs``), with a group code per input
+  (inputs of one group are exempt from being compared); the driver keeps the runs within a memory budget
+  (spilling the rest to a temporary folder), merges them k ways and compares each key of the merged stream
+  with its nearest non-exempt neighbours. Memory stays bounded whatever the number of values.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +30,9 @@ from ..spaces import InputSpace
 from ..verdict import Verdict
 from ..work import CONTINUE, STOP, STOP_AFTER, WorkUnit, iter_chunks, schedule
 from .base import ProgressEvent, Run, Task, describe_proof, error, proved, refuted, replayed, unknown
+from .runs import Closest, ClosestPair, Run as SortedRun, RunStore, merged, sorted_run
+
+SCAN_MEMORY = 256 << 20  # bytes of sorted runs held in memory before they are spilled to disk
 
 # ---------------------------------------------------------------- each input
 
@@ -160,26 +167,19 @@ def minimise(task: Task, run: Run, engine: str, evaluate_chunk: Callable, size: 
 
 @dataclass
 class ValuesResult:
-    """Every value of inputs [start, stop): ``numerators[k, i] / den`` is q(x_{start+k})_i."""
+    """Every value of inputs [start, stop), sorted into a run: value = key / den (``engines.runs``)."""
 
     start: int
     stop: int
-    numerators: Any  # (B, n) int64 or object array of Python ints
-    den: int
-    groups: Any  # (B,) int64 / object: inputs with equal codes are exempt from each other
+    run: SortedRun | None
     clash: tuple[int, int, int] | None = None  # (input index, i, j): two positions of one input too close
     stopped: str = ""
 
-
-@dataclass
-class Closest:
-    """The closest non-exempt pair of keys (input indices, positions), or None when there are < 2 keys."""
-
-    gap: Fraction | None
-    pair: tuple[tuple[int, int], tuple[int, int]] | None
-    smallest: Fraction | None
-    largest: Fraction | None
-    keys: int = 0
+    @staticmethod
+    def of(start: int, stop: int, numerators: Any, den: int, groups: Any) -> ValuesResult:
+        """``numerators[k, i] / den`` is q(x_{start+k})_i ((B, n) int64 or Python integers); ``groups``: (B,)
+        codes (inputs with equal codes are exempt from each other) or None (nothing exempt)."""
+        return ValuesResult(start, stop, sorted_run(np.asarray(numerators), den, start, groups))
 
 
 INT64_SAFE = 1 << 62
@@ -239,8 +239,10 @@ def multiset_codes(rows: np.ndarray, vocabulary: int) -> np.ndarray:
 
 
 def check_distinct_values(task: Task, run: Run, engine: str, values_chunk: Callable, size: int,
-                          extra: tuple = ()) -> Verdict:
-    """The exhaustive verdict for a ``DistinctValues`` property (one sort of every key)."""
+                          extra: tuple = (), memory: int | None = None) -> Verdict:
+    """The exhaustive verdict for a ``DistinctValues`` property: sorted runs, a k-way merge, one closest-pair
+    pass, within ``memory`` bytes of runs (default ``SCAN_MEMORY``; the rest is spilled to disk)."""
+    memory = SCAN_MEMORY if memory is None else memory
     prop = task.prop
     for first, i, second, j in getattr(prop, "candidate_pairs", lambda task: [])(task):
         return refuted(task, run, engine, "by equivariance", prop.pair_witness(task, first, i, second, j),
@@ -249,44 +251,52 @@ def check_distinct_values(task: Task, run: Run, engine: str, values_chunk: Calla
     total = space.count()
     units = [WorkUnit(f"{engine}: inputs {a}..{b - 1}", values_chunk, (task, space, a, b, *extra), order=k,
                       weight=b - a) for k, (a, b) in enumerate(iter_chunks(total, size))]
-    parts: dict[int, ValuesResult] = {}
     clashes: list[ValuesResult] = []
     done = 0
-
-    def on_result(unit: WorkUnit, result: ValuesResult) -> str:
-        nonlocal done
-        if result.clash is not None:
-            clashes.append(result)
-            return STOP_AFTER
-        if result.stopped:
-            return STOP
-        parts[unit.order] = result
-        done += result.stop - result.start
-        run.progress(ProgressEvent(engine, f"{engine}: {space.describe()}", done, total, "inputs"))
-        return CONTINUE
-
-    summary = schedule(run.executor, units, run.deadline, on_result)
-    stats: dict[str, Any] = {"inputs_evaluated": done, "space": space.describe(), "space_size": total,
-                             "units": len(units), "executor": run.executor.name, **prop.statistics(task)}
-    if clashes:
-        clash = min(clashes, key=lambda r: r.clash[0])
-        x = space.decode(space.rows(clash.clash[0], clash.clash[0] + 1)[0][0])
-        return refuted(task, run, engine, "exhaustive", prop.pair_witness(task, x, clash.clash[1], x, clash.clash[2]),
-                       stats)
-    if summary.errors:
-        first = summary.errors[0]
-        return error(task, run, engine, f"work unit failed: {first.key}: {first.message}",
-                     {**stats, "traceback": first.remote_traceback})
-    if done < total:
-        what = f"{done} of {total} inputs evaluated"
-        return unknown(task, run, engine, f"timeout: {what}", [f"exhaustive {engine}: {what} ({summary.describe()})"],
-                       stats)
-    ordered = [parts[k] for k in sorted(parts)]
-    den = math.lcm(*(p.den for p in ordered)) if ordered else 1
     n = max(space.lengths) if space.lengths else 0
-    scaled = _join([_rescale(p.numerators, den // p.den).reshape(-1) for p in ordered])
-    groups = _join([np.asarray(p.groups) for p in ordered])
-    found = closest_pair(scaled, groups, n, den)
+    if len(space.lengths) > 1:
+        raise ValueError("the distinct-values scan needs a single input length")
+    with RunStore(memory) as store:
+
+        def on_result(unit: WorkUnit, result: ValuesResult) -> str:
+            nonlocal done
+            if result.clash is not None:
+                clashes.append(result)
+                return STOP_AFTER
+            if result.stopped:
+                return STOP
+            store.add(result.run)
+            done += result.stop - result.start
+            run.progress(ProgressEvent(engine, f"{engine}: {space.describe()}", done, total, "inputs"))
+            return CONTINUE
+
+        summary = schedule(run.executor, units, run.deadline, on_result)
+        stats: dict[str, Any] = {"inputs_evaluated": done, "space": space.describe(), "space_size": total,
+                                 "units": len(units), "executor": run.executor.name, **prop.statistics(task)}
+        if clashes:
+            clash = min(clashes, key=lambda r: r.clash[0])
+            x = space.decode(space.rows(clash.clash[0], clash.clash[0] + 1)[0][0])
+            return refuted(task, run, engine, "exhaustive",
+                           prop.pair_witness(task, x, clash.clash[1], x, clash.clash[2]), stats)
+        if summary.errors:
+            first = summary.errors[0]
+            return error(task, run, engine, f"work unit failed: {first.key}: {first.message}",
+                         {**stats, "traceback": first.remote_traceback})
+        if done < total:
+            what = f"{done} of {total} inputs evaluated"
+            return unknown(task, run, engine, f"timeout: {what}",
+                           [f"exhaustive {engine}: {what} ({summary.describe()})"], stats)
+        den = math.lcm(*store.dens) if store.dens else 1
+        closest = ClosestPair(n)
+        for block in merged(store, max(1 << 20, memory // 4)):
+            if run.deadline.expired():
+                what = f"all {total} inputs evaluated, {closest.keys} of {store.keys} values compared"
+                return unknown(task, run, engine, f"timeout: {what}", [f"exhaustive {engine}: {what}"], stats)
+            closest.add(block)
+        found = closest.result(den)
+        stats["runs"] = len(store.in_memory) + len(store.spilled)
+        if store.spilled:
+            stats["spilled_bytes"] = store.spilled_bytes
     if found.smallest is not None:
         stats.update({"min_q": str(found.smallest), "max_q": str(found.largest), "keys": found.keys,
                       "smallest_gap": None if found.gap is None else str(found.gap)})
@@ -306,34 +316,18 @@ def _noun(space: InputSpace) -> str:
     return {"all": "inputs", "sorted": "multisets", "constant": "constant inputs"}[space.order]
 
 
-def _rescale(numerators: Any, factor: int) -> np.ndarray:
-    array = np.asarray(numerators)
-    if factor == 1:
-        return array
-    if array.dtype != object and int(np.abs(array).max(initial=0)) * factor >= INT64_SAFE:
-        array = array.astype(object)
-    return array * factor
-
-
-def _join(parts: list[np.ndarray]) -> np.ndarray:
-    if not parts:
-        return np.zeros(0, dtype=np.int64)
-    if any(p.dtype == object for p in parts):
-        return np.concatenate([p.astype(object) for p in parts])
-    return np.concatenate(parts)
-
-
 def within_input_clash(task: Task, q: list[Fraction]) -> tuple[int, int] | None:
     """Condition (1) on one input: two positions whose values are too close (in position order)."""
     order = sorted(range(len(q)), key=q.__getitem__)
-    for a, b in zip(order, order[1:]):
+    for a, b in itertools.pairwise(order):
         if task.prop.too_close(task, abs(q[a] - q[b])):
             return a, b
     return None
 
 
-def groups_for(task: Task, space: InputSpace, start: int, rows: np.ndarray) -> np.ndarray:
-    """Per input: its multiset's code when permutations are exempt and the space lists sequences, else its index."""
+def groups_for(task: Task, space: InputSpace, start: int, rows: np.ndarray) -> np.ndarray | None:
+    """Per input: its multiset's code when permutations are exempt and the space lists sequences, else None
+    (every input its own group: nothing is exempt)."""
     if task.prop.exempt_pairs(task) and space.order == "all":
         return multiset_codes(rows, len(space.tokens))
-    return np.arange(start, start + len(rows), dtype=np.int64)
+    return None

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Callable
+from typing import Any
 
 from ..work import CancelFlag, Deadline, UnitError, WorkUnit, budget, describe_exception, run_unit
 

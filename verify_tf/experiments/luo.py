@@ -30,7 +30,7 @@ from .common import Progress, run_seed, train
 from .modules import TinyTransformer
 from .spec import ExperimentSpec
 
-__all__ = ["epsilon_star", "run_luo", "plot_luo"]
+__all__ = ["epsilon_star", "plot_luo", "run_luo"]
 
 VARIANT_LABELS = {"ape": "standard + APE", "rpe": "RPE", "urpe": "URPE"}
 VARIANT_COLOURS = {"ape": "tab:blue", "rpe": "tab:red", "urpe": "tab:green"}
@@ -76,7 +76,8 @@ class _Task:
         if self.task == "position-identification":
             return functional.cross_entropy(logits.reshape(-1, self.length), self.positions.repeat(batch))
         half = self.length // 2
-        return functional.cross_entropy(logits[:, :half].reshape(-1, self.vocab), self._even_targets(tokens).reshape(-1))
+        return functional.cross_entropy(logits[:, :half].reshape(-1, self.vocab),
+                                        self._even_targets(tokens).reshape(-1))
 
     def _even_targets(self, tokens: torch.Tensor) -> torch.Tensor:
         """Target of position i < n/2: the token at position 2i+1."""
@@ -120,7 +121,8 @@ def _train_one(task: str, variant: str, settings: dict[str, Any], device: torch.
     seed_of_run = run_seed(seed, label)
     torch.manual_seed(seed_of_run)
     model = TinyTransformer(vocab=settings["vocab"], width=settings["width"], heads=settings["heads"],
-                            layers=settings["layers"], ffn_width=settings["ffn-width"], outputs=_outputs(task, settings),
+                            layers=settings["layers"], ffn_width=settings["ffn-width"],
+                            outputs=_outputs(task, settings),
                             positional=variant, causal=False, max_length=settings["length"],
                             layernorm=settings["layernorm"]).to(device)
     data = _Task(task, settings, torch.Generator().manual_seed(seed_of_run), device)

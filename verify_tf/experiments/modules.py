@@ -35,7 +35,7 @@ import math
 import torch
 from torch import nn
 
-__all__ = ["POSITIONAL_KINDS", "LAYERNORM_PLACEMENTS", "Attention", "FeedForward", "Block", "TinyTransformer"]
+__all__ = ["LAYERNORM_PLACEMENTS", "POSITIONAL_KINDS", "Attention", "Block", "FeedForward", "TinyTransformer"]
 
 POSITIONAL_KINDS = ("none", "ape", "rpe", "urpe")
 LAYERNORM_PLACEMENTS = ("none", "pre", "post")

@@ -17,7 +17,7 @@ from .luo import plot_luo, run_luo
 from .spec import PRESETS, ExperimentSpec
 from .yang import plot_yang, run_yang
 
-__all__ = ["run_experiment", "write_outputs", "TIMING_KEYS"]
+__all__ = ["TIMING_KEYS", "run_experiment", "write_outputs"]
 
 # Keys whose values differ between otherwise identical runs (clock readings).
 TIMING_KEYS = ("wall_seconds", "cpu_seconds")

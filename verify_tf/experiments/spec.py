@@ -13,13 +13,22 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ..schema.errors import SpecError
 from ..schema.dsl import Context, Field, Integer, ListOf, Number, Obj, String, join
+from ..schema.errors import SpecError
 from ..schema.yamlnodes import Node, parse_yaml
 from .modules import LAYERNORM_PLACEMENTS
 
-__all__ = ["EXPERIMENTS", "LUO_TASKS", "LUO_VARIANTS", "PRESETS", "LUO_DEFAULTS", "YANG_DEFAULTS",
-           "ExperimentSpec", "load_experiment", "parse_experiment"]
+__all__ = [
+    "EXPERIMENTS",
+    "LUO_DEFAULTS",
+    "LUO_TASKS",
+    "LUO_VARIANTS",
+    "PRESETS",
+    "YANG_DEFAULTS",
+    "ExperimentSpec",
+    "load_experiment",
+    "parse_experiment",
+]
 
 EXPERIMENTS = ("luo-position-index", "yang-lk-depth")
 PRESETS = ("small", "gpu")
@@ -143,7 +152,8 @@ def parse_experiment(text: str, file: str = "<experiment>") -> ExperimentSpec:
     root = parse_yaml(text, file)
     ctx = Context(file=file, base_dir=Path(file).parent)
     if root.kind != "map":
-        raise ctx.expected(root, "", "a mapping with an 'experiment' key", "start with e.g. 'experiment: yang-lk-depth'")
+        raise ctx.expected(root, "", "a mapping with an 'experiment' key",
+                           "start with e.g. 'experiment: yang-lk-depth'")
     if "experiment" not in root.value:
         raise ctx.error(root, "", "missing required key 'experiment'", f"one of: {', '.join(EXPERIMENTS)}")
     experiment = _COMMON["experiment"].schema.validate(root.value["experiment"], ctx, "experiment")

@@ -34,7 +34,7 @@ from .common import Progress, run_seed, train
 from .modules import TinyTransformer
 from .spec import ExperimentSpec
 
-__all__ = ["SOLVED_THRESHOLD", "sample_lk_words", "encode", "run_yang", "plot_yang"]
+__all__ = ["SOLVED_THRESHOLD", "encode", "plot_yang", "run_yang", "sample_lk_words"]
 
 BOS, LETTER_A, LETTER_B = 0, 1, 2
 SOLVED_THRESHOLD = 0.9  # test exact match counted as "solved" in the measured staircase
@@ -78,7 +78,8 @@ class _Data:
         generator = torch.Generator().manual_seed(run_seed(seed, f"L{k} data"))
         train_lengths, test_lengths = settings["train-lengths"], settings["test-lengths"]
         size = settings["test-size"]
-        self.train = [t.to(device) for t in encode(sample_lk_words(k, *train_lengths, settings["train-size"], generator), k)]
+        train_words = sample_lk_words(k, *train_lengths, settings["train-size"], generator)
+        self.train = [t.to(device) for t in encode(train_words, k)]
         self.validation = [t.to(device) for t in encode(sample_lk_words(k, *train_lengths, size, generator), k)]
         self.test = [t.to(device) for t in encode(sample_lk_words(k, *test_lengths, size, generator), k)]
 
@@ -87,7 +88,8 @@ def _logits(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
     return model(tokens)[:, 1:, 0]  # drop the BOS position
 
 
-def _scores(model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> tuple[float, float]:
+def _scores(model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Tensor,
+            mask: torch.Tensor) -> tuple[float, float]:
     """(exact match over strings, accuracy over positions)."""
     correct = torch.cat([(_logits(model, chunk) > 0).float() == target
                          for chunk, target in zip(tokens.split(512), labels.split(512))])
@@ -124,8 +126,9 @@ def _train_one(k: int, depth: int, data: _Data, settings: dict[str, Any], device
                     evaluate=evaluate, eval_every=max(1, settings["steps"] // _EVALUATIONS), label=label,
                     progress=progress)
     selected = max(reversed(history), key=lambda entry: entry["validation_exact"])  # ties: the latest
-    return {"language": k, "depth": depth, "seed": seed_of_run, "parameters": sum(p.numel() for p in model.parameters()),
-            "selected": selected, "history": history, "wall_seconds": time.perf_counter() - started}
+    return {"language": k, "depth": depth, "seed": seed_of_run,
+            "parameters": sum(p.numel() for p in model.parameters()), "selected": selected, "history": history,
+            "wall_seconds": time.perf_counter() - started}
 
 
 def predicted_depths(k: int) -> dict[str, int]:
@@ -175,7 +178,7 @@ def plot_yang(result: dict[str, Any], title: str):
     for axis, (metric, subtitle) in zip(axes, panels):
         values = table[metric]
         image = axis.imshow(values, vmin=0, vmax=1, cmap="viridis", aspect="auto")
-        for row, k in enumerate(languages):
+        for row, _language in enumerate(languages):
             for column, _depth in enumerate(depths):
                 value = values[row][column]
                 axis.text(column, row, f"{100 * value:.0f}", ha="center", va="center", fontsize=8,

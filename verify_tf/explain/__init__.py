@@ -7,9 +7,20 @@ HTML page with attention heatmaps (inline SVG). The witness convention they rely
 """
 
 from .html import render_html, write_html
-from .replay import ExplainError, Explained, RoleTrace, explain_report, explain_verdict, explain_verdicts
+from .replay import Explained, ExplainError, RoleTrace, explain_report, explain_verdict, explain_verdicts
 from .terminal import print_explained
 from .witness_roles import WitnessRoles, roles_of
 
-__all__ = ["ExplainError", "Explained", "RoleTrace", "explain_report", "explain_verdict", "explain_verdicts",
-           "print_explained", "render_html", "write_html", "WitnessRoles", "roles_of"]
+__all__ = [
+           "ExplainError",
+           "Explained",
+           "RoleTrace",
+           "WitnessRoles",
+           "explain_report",
+           "explain_verdict",
+           "explain_verdicts",
+           "print_explained",
+           "render_html",
+           "roles_of",
+           "write_html",
+]

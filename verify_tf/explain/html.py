@@ -10,14 +10,23 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Sequence
 
 from .. import __version__
 from ..numbers import fmt, fmt_vector
-from .replay import (Explained, RoleTrace, differing_cells, differing_weights, focus_collision, focus_rows, stages,
-                     trace_alignment, witness_table)
+from .replay import (
+    Explained,
+    RoleTrace,
+    differing_cells,
+    differing_weights,
+    focus_collision,
+    focus_rows,
+    stages,
+    trace_alignment,
+    witness_table,
+)
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5rem; color: #1d1d1f; }

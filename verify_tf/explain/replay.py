@@ -10,10 +10,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from ..ir import AlphabetTokens, Model, Token
 from ..semantics import Arithmetic, UnsupportedInMode, evaluate

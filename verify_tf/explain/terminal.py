@@ -11,8 +11,16 @@ from rich.table import Table
 
 from ..numbers import fmt, fmt_vector
 from ..trace_view import print_trace
-from .replay import (Explained, RoleTrace, differing_cells, focus_collision, focus_rows, stages, trace_alignment,
-                     witness_table)
+from .replay import (
+    Explained,
+    RoleTrace,
+    differing_cells,
+    focus_collision,
+    focus_rows,
+    stages,
+    trace_alignment,
+    witness_table,
+)
 
 
 def _token_text(token) -> str:

@@ -23,9 +23,10 @@ The exact rounding rules per arithmetic mode are in docs/semantics.md and verify
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Iterator, Literal, Sequence, Union
+from typing import Literal
 
 Vector = tuple[Fraction, ...]
 Matrix = tuple[Vector, ...]
@@ -38,11 +39,11 @@ ACTIVATIONS: tuple[str, ...] = ("relu", "i-gelu")
 DEFAULT_LAYERNORM_EPS = Fraction(1, 100000)  # torch.nn.LayerNorm's eps=1e-05, read as the decimal it is written as
 
 
-def vector(values: Sequence) -> Vector:
+def vector(values: Sequence[Fraction | int | str]) -> Vector:
     return tuple(Fraction(v) for v in values)
 
 
-def matrix(rows: Sequence[Sequence]) -> Matrix:
+def matrix(rows: Sequence[Sequence[Fraction | int | str]]) -> Matrix:
     return tuple(vector(row) for row in rows)
 
 
@@ -77,7 +78,7 @@ class RelativeTable:
         return self.values[max(-r, min(r, offset)) + r]
 
     @staticmethod
-    def constant(value: Fraction, radius: int = 0) -> "RelativeTable":
+    def constant(value: Fraction, radius: int = 0) -> RelativeTable:
         return RelativeTable(tuple(Fraction(value) for _ in range(2 * radius + 1)))
 
 
@@ -182,8 +183,8 @@ class AlphabetTokens:
         return self.embedding[self.symbols.index(symbol)]
 
 
-Tokens = Union[GridTokens, AlphabetTokens]
-Token = Union[Vector, str]
+Tokens = GridTokens | AlphabetTokens
+Token = Vector | str
 
 
 @dataclass(frozen=True)

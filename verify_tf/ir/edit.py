@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from fractions import Fraction
+from typing import Any
 
 from ..numbers import NotANumber, parse_rational
 from . import Model
@@ -37,7 +38,7 @@ def with_parameter(model: Model, path: str, value: Fraction) -> Model:
     steps: list[str | int] = [m.group(1) if m.group(1) else int(m.group(2)) for m in _PATH_PART.finditer(path)]
     if steps[0] in ("embedding", "bos-embedding"):
         steps.insert(0, "tokens")
-    container = data
+    container: Any = data  # nested dicts and lists of the plain form
     for step in steps[:-1]:
         container = container[step]
     container[steps[-1]] = str(Fraction(value))

@@ -8,8 +8,21 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from . import (AlphabetTokens, AttentionLayer, Block, FeedForward, GridTokens, Head, LayerNorm, Model, RelativeTable,
-               matrix, vector)
+from . import (
+    AlphabetTokens,
+    AttentionLayer,
+    Block,
+    FeedForward,
+    GridTokens,
+    Head,
+    LayerNorm,
+    Matrix,
+    Model,
+    RelativeTable,
+    Vector,
+    matrix,
+    vector,
+)
 
 FORMAT = "verify-tf-model/1"
 
@@ -17,16 +30,16 @@ FORMAT = "verify-tf-model/1"
 def model_to_dict(model: Model) -> dict[str, Any]:
     """A canonical plain-data form (numbers as 'p/q' strings): used for files and for cache keys."""
 
-    def vec(v):
+    def vec(v: Vector) -> list[str]:
         return [str(x) for x in v]
 
-    def mat(m):
+    def mat(m: Matrix) -> list[list[str]]:
         return [vec(r) for r in m]
 
-    def table(t):
+    def table(t: RelativeTable | None) -> list[str] | None:
         return None if t is None else vec(t.values)
 
-    def norm(n):
+    def norm(n: LayerNorm | None) -> dict[str, Any] | None:
         return None if n is None else {"gamma": vec(n.gamma), "beta": vec(n.beta), "eps": str(n.eps)}
 
     if isinstance(model.tokens, GridTokens):
@@ -71,16 +84,16 @@ def model_to_dict(model: Model) -> dict[str, Any]:
 
 
 def model_from_dict(data: dict[str, Any]) -> Model:
-    def vec(v):
-        return vector(Fraction(x) for x in v)
+    def vec(v: list[str]) -> Vector:
+        return vector([Fraction(x) for x in v])
 
-    def mat(m):
+    def mat(m: list[list[str]]) -> Matrix:
         return matrix([[Fraction(x) for x in r] for r in m])
 
-    def table(t):
+    def table(t: list[str] | None) -> RelativeTable | None:
         return None if t is None else RelativeTable(vec(t))
 
-    def norm(n):
+    def norm(n: dict[str, Any] | None) -> LayerNorm | None:
         return None if n is None else LayerNorm(vec(n["gamma"]), vec(n["beta"]), Fraction(n["eps"]))
 
     tok = data["tokens"]

@@ -20,8 +20,9 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
-from functools import lru_cache
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from functools import cache
+from typing import Any
 
 from ..domain import Domain
 from ..engines.base import Task
@@ -101,7 +102,7 @@ def require(condition: bool, key: str, message: str, hint: str | None = None) ->
         raise OptionError(key, message, hint)
 
 
-@lru_cache(maxsize=None)
+@cache
 def registry() -> dict[str, Property]:
     found: dict[str, Property] = {}
     package = importlib.import_module(__package__)

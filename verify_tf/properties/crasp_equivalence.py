@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from fractions import Fraction
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -125,7 +125,7 @@ class CraspEquivalence(Property):
                                 "domain's lengths by counting, then induction over positions)", LENGTHS),
                          default="domain"),
     }, check=typed(Options))
-    engines = ("enumerate", "interpret", "smt", "counting")
+    engines = ("enumerate", "interpret", "smt", "counting", "split")
 
     def engines_for(self, options: Options) -> tuple[str, ...]:
         return ("counting",) if options.lengths == "all" else self.engines

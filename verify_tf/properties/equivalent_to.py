@@ -3,8 +3,8 @@
 Option ``model:`` is a second model section (inline, file, random or construct, exactly as the top-level
 ``model:``); ``on: output`` compares the full final streams (same width needed), ``on: readout`` only the
 readouts q, at the user's positions (and at the BOS position with ``include-bos: true``). Both models run in
-the spec's arithmetic. Witness: the input, the first differing position and both values. The SMT query is a miter: both networks encoded on the same symbolic input, "some observed value
-differs"; unsat proves equivalence.
+the spec's arithmetic. Witness: the input, the first differing position and both values. The SMT query is a
+miter: both networks encoded on the same symbolic input, "some observed value differs"; unsat proves equivalence.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class EquivalentTo(Property):
         "include-bos": Field(Boolean("also compare the BOS position (the user's positions are always compared)"),
                              default=False),
     }, check=typed(Options))
-    engines = ("enumerate", "interpret", "search", "smt")
+    engines = ("enumerate", "interpret", "search", "smt", "split")
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         other = options.model
@@ -117,6 +117,23 @@ class EquivalentTo(Property):
         columns = [p for _, p in compared(task, rows.shape[1])]
         differs = cross_scaled(ours, theirs.den)[:, columns] != cross_scaled(theirs, ours.den)[:, columns]
         return differs.reshape(len(rows), -1).any(axis=1), {}
+
+    # -- split: both models' intervals on a cube
+    def decide_on_bounds(self, task: Task, bounds_of: Any) -> tuple[str, float]:
+        """``holds`` when both models' observed values are the same single point at every position (intervals
+        cannot show more), ``violated`` when some coordinate's two intervals are disjoint (they differ on every
+        input of the cube), else ``open``; the score is the widest interval (a float that only orders cubes)."""
+        options: Options = task.options
+        ours, theirs = bounds_of(), bounds_of(options.model)
+        if options.on == "readout":
+            pairs = list(zip(ours.readout, theirs.readout))
+        else:
+            pairs = [(a, b) for va, vb in zip(ours.output, theirs.output) for a, b in zip(va, vb)]
+        if any(a[1] < b[0] or b[1] < a[0] for a, b in pairs):
+            return "violated", 0.0
+        if all(a[0] == a[1] == b[0] == b[1] for a, b in pairs):
+            return "holds", 0.0
+        return "open", max(float(max(a[1], b[1]) - min(a[0], b[0])) for a, b in pairs)
 
     # -- smt: a miter per length
     def smt_queries(self, task: Task) -> list[QueryPlan]:

@@ -21,13 +21,20 @@ provable (attention rows need not sum to 1) and the verdict is unknown.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Any
 
 from ..domain import Domain, GridDomain, StringDomain, format_input
-from ..engines.architecture import (MAX_LENGTH, Conclusion, InductionResult, describe_class, realise_targets,
-                                    separate_positions)
+from ..engines.architecture import (
+    MAX_LENGTH,
+    Conclusion,
+    InductionResult,
+    describe_class,
+    realise_targets,
+    separate_positions,
+)
 from ..engines.base import Task
 from ..ir import Model, Token
 from ..ir.plain import model_to_dict
@@ -37,7 +44,7 @@ from ..schema.errors import OptionError
 from ..semantics import Arithmetic, evaluate
 from ..verdict import ERROR, PROVED, REFUTED, UNKNOWN
 from ..witness import ReplayMismatch, input_to_json, values_to_json
-from .base import ARCHITECTURE, Property, bos_offset, typed
+from .base import ARCHITECTURE, Property, bos_offset
 from .position_blind import deviation, parameters_text, row_sum_note
 
 TOKEN = Either([(lambda n: n.kind == "seq", ListOf(Number(), "a grid token: one number per coordinate")),
@@ -145,7 +152,7 @@ class Inexpressible(Property):
         return eps, witness, values, stats, f"x* = {format_input(witness)}, f(x*) = {fmt_vector(values)}"
 
     def before_induction(self, task: Task, deadline: Any) -> list[int] | Conclusion:
-        eps, witness, values, stats, shown = self.setting(task)
+        eps, witness, _values, stats, shown = self.setting(task)
         if eps == 0:
             return Conclusion(PROVED, "trivial", "ε* = 0: the target is constant on every constant input, so the "
                               "bound is vacuous", statistics=stats)

@@ -56,8 +56,11 @@ def checked(task: Task, length: int) -> list[tuple[int | str, int]]:
     return compared_positions(task.model, length, task.options.include_bos, task.options.positions)
 
 
-def _int64(threshold: int) -> int:
-    """Clamp a comparison threshold into int64; numerators are within ±2^62, so no comparison changes."""
+def _threshold(threshold: int, numerators: np.ndarray) -> int:
+    """A comparison threshold for ``numerators``: clamped into int64 when they are int64 (within ±2^62, so no
+    comparison changes), exact when they are Python integers (values beyond int64)."""
+    if numerators.dtype == object:
+        return threshold
     return max(-(1 << 63), min(threshold, (1 << 63) - 1))
 
 
@@ -71,7 +74,7 @@ class OutputBounds(Property):
                                   "positions to check (default: all)")),
         "include-bos": Field(Boolean("also bound the readout at the model's BOS position"), default=False),
     }, "readout bounds", check=typed(Options))
-    engines = ("enumerate", "interpret", "search", "smt")
+    engines = ("enumerate", "interpret", "search", "smt", "split")
 
     def violation(self, task: Task, tokens: tuple) -> Witness | None:
         options: Options = task.options
@@ -98,9 +101,9 @@ class OutputBounds(Property):
         # q = num/den (den > 0), num an integer: q < lo <=> num < ceil(lo·den); q > hi <=> num > floor(hi·den)
         outside = np.zeros(len(rows), dtype=bool)
         if options.lo is not None:
-            outside |= (picked < _int64(math.ceil(options.lo * values.den))).any(axis=1)
+            outside |= (picked < _threshold(math.ceil(options.lo * values.den), picked)).any(axis=1)
         if options.hi is not None:
-            outside |= (picked > _int64(math.floor(options.hi * values.den))).any(axis=1)
+            outside |= (picked > _threshold(math.floor(options.hi * values.den), picked)).any(axis=1)
         return outside, {"readout_min": (picked.min(axis=1), values.den), "readout_max": (picked.max(axis=1),
                                                                                           values.den)}
 
@@ -122,6 +125,26 @@ class OutputBounds(Property):
 
     def replay_query(self, task: Task, plan: QueryPlan, decoded: Any) -> Witness | None:
         return self.violation(task, decoded[0])
+
+    # -- split: the readout intervals of a cube against [lo, hi]
+    def decide_on_bounds(self, task: Task, bounds_of: Any) -> tuple[str, float]:
+        """``holds`` when every checked readout interval lies inside [lo, hi], ``violated`` when one lies wholly
+        outside (every input of the cube violates), else ``open``; the score (how far an interval reaches past
+        the bounds, a float that only orders cubes) sends the most suspicious cubes first."""
+        options: Options = task.options
+        readout = bounds_of().readout
+        inside, outside, excess = True, False, 0.0
+        for _, p in checked(task, len(readout) - bos_offset(task.model)):  # readout: one interval per stream position
+            lo, hi = readout[p]
+            if options.lo is not None:
+                inside &= lo >= options.lo
+                outside |= hi < options.lo
+                excess = max(excess, float(options.lo - lo))
+            if options.hi is not None:
+                inside &= hi <= options.hi
+                outside |= lo > options.hi
+                excess = max(excess, float(hi - options.hi))
+        return ("holds" if inside else "violated" if outside else "open"), excess
 
     def describe_proof(self, task: Task, engine: str, default: str, statistics: dict) -> str:
         if "readout_min" in statistics:

@@ -65,7 +65,7 @@ class PermutationEquivariance(Property):
         "include-bos": Field(Boolean("also require the BOS output to be the same for every order of the tokens"),
                              default=False),
     }, check=typed(Options))
-    engines = ("enumerate", "interpret", "search", "smt")
+    engines = ("enumerate", "interpret", "search", "smt", "split")
 
     def observed(self, task: Task, tokens: tuple) -> list:
         trace = evaluate(task.model, task.arithmetic, tokens)

@@ -21,15 +21,22 @@ replayed on the interpreter.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..domain import Domain, format_input
-from ..engines.architecture import (MAX_LENGTH, Conclusion, InductionResult, deeper_layers_add_no_query,
-                                    describe_class, separate_positions)
+from ..engines.architecture import (
+    MAX_LENGTH,
+    Conclusion,
+    InductionResult,
+    deeper_layers_add_no_query,
+    describe_class,
+    separate_positions,
+)
 from ..engines.base import Task, Witness
 from ..ir import Model, Vector
 from ..ir.plain import model_to_dict

@@ -20,10 +20,11 @@ beside the model's decoded output (``trace``); ``verify-tf explain`` replays the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import z3

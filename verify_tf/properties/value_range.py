@@ -34,7 +34,7 @@ from ..schema.dsl import Boolean, Either, Field, ListOf, Number, Obj, String
 from ..schema.errors import OptionError
 from ..semantics import Arithmetic, evaluate
 from ..witness import input_to_json
-from .base import Property, compared_positions, require, typed
+from .base import Property, compared_positions, require
 
 YUN = "yun-lemma6"
 
@@ -131,7 +131,8 @@ class ValueRange(Property):
         lo, hi = self.interval(task)
         values = evaluators.of().values(rows, "readout")
         num = np.asarray(values.numerators, dtype=object)  # exact comparisons whatever the magnitudes
-        inside = (num * lo.denominator >= lo.numerator * values.den) & (num * hi.denominator <= hi.numerator * values.den)
+        inside = ((num * lo.denominator >= lo.numerator * values.den)
+                  & (num * hi.denominator <= hi.numerator * values.den))
         flagged = (~inside if task.options.inside else inside).any(axis=1)
         if task.options.except_distinct:
             sorted_rows = np.sort(rows, axis=1)

@@ -6,8 +6,20 @@ Loading a program never runs code: the functions were tabulated when the program
 """
 
 from verify_tf.rasp.interpreter import ProgramTrace, run, tokens_from_symbols
-from verify_tf.rasp.program import (RAISED, Node, ProgramError, RaspError, RaspProgram, Value, program_from_json,
-                                    program_to_json, show, symbol_of, value_from_json, value_to_json)
+from verify_tf.rasp.program import (
+                                    RAISED,
+                                    Node,
+                                    ProgramError,
+                                    RaspError,
+                                    RaspProgram,
+                                    Value,
+                                    program_from_json,
+                                    program_to_json,
+                                    show,
+                                    symbol_of,
+                                    value_from_json,
+                                    value_to_json,
+)
 
 __all__ = ["RAISED", "Node", "ProgramError", "ProgramTrace", "RaspError", "RaspProgram", "Value",
            "program_from_json", "program_to_json", "run", "show", "symbol_of", "tokens_from_symbols",

@@ -8,9 +8,9 @@ tracr library program.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence
 
 from .program import RAISED, Node, RaspError, RaspProgram, Value, canonical, is_number, show
 

@@ -22,10 +22,11 @@ form writes each value typed: ``["str", "a"]``, ``["int", 3]``, ``["bool", true]
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from fractions import Fraction
-from typing import Any, Iterable, Sequence
+from functools import cached_property
+from typing import Any
 
 Value = Any  # str | int | bool | Fraction | None | tuple
 RAISED = -1

@@ -11,8 +11,9 @@ whose replay then reports the program's error. Used by the ``smt`` engine of ``r
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Any
 
 import z3
 

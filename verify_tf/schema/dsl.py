@@ -5,10 +5,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..numbers import NotANumber, parse_rational
 from .errors import OptionError, SpecError, closest, describe_found
@@ -20,7 +21,7 @@ class Context:
     file: str
     base_dir: Path
     # builds a whole model section (``ModelSection``); the spec loader provides it
-    model_section: Callable[[Node, "Context", str], Any] | None = None
+    model_section: Callable[[Node, Context, str], Any] | None = None
 
     def error(self, node: Node | None, path: str, message: str, hint: str | None = None) -> SpecError:
         return SpecError(message, file=self.file, line=node.line if node else None, path=path, hint=hint)
@@ -64,7 +65,8 @@ class Number(Schema):
 
     def validate(self, node: Node, ctx: Context, path: str) -> Fraction:
         if node.kind != "scalar" or node.scalar_kind in ("null", "bool"):
-            raise ctx.expected(node, path, self.what, "write an integer, a decimal such as 0.25, or a ratio such as 1/4")
+            raise ctx.expected(node, path, self.what,
+                               "write an integer, a decimal such as 0.25, or a ratio such as 1/4")
         if node.scalar_kind == "float" and node.value.lower().lstrip("+-") in (".inf", ".nan"):
             raise ctx.error(node, path, f"expected a finite number, got {node.value}",
                             "infinities and NaN have no exact value; verify-tf numbers are exact rationals")
@@ -247,7 +249,8 @@ class Obj(Schema):
         if node.is_null:
             node = Node("map", {}, node.line, key_lines={})
         if node.kind != "map":
-            raise ctx.expected(node, path, f"a mapping with keys {', '.join(self.fields)}" if self.fields else "a mapping")
+            wanted = f"a mapping with keys {', '.join(self.fields)}" if self.fields else "a mapping"
+            raise ctx.expected(node, path, wanted)
         for key in node.value:
             if key not in self.fields:
                 guess = closest(key, self.fields)

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import yaml
 
@@ -27,7 +27,7 @@ _CORE_TAGS = {_NULL, _BOOL, _INT, _FLOAT, _STR, "tag:yaml.org,2002:map", "tag:ya
 @dataclass
 class Node:
     kind: str  # "map" | "seq" | "scalar" ("object": a Python value passed through the API)
-    value: Union[dict, list, str, None]  # map: {key text: Node}; seq: [Node]; scalar: source text
+    value: dict | list | str | None  # map: {key text: Node}; seq: [Node]; scalar: source text
     line: int  # 1-based
     tag: str = _STR
     key_lines: dict | None = None  # map only: key text -> line of the key
@@ -53,7 +53,7 @@ class Node:
                 return self.value
         return self.value
 
-    def find(self, path: str) -> "Node":
+    def find(self, path: str) -> Node:
         """The deepest node along a key path like ``layers[0].attention.heads[1].query[0][2]`` (best effort)."""
         node = self
         for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", path):

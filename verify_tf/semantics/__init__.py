@@ -3,4 +3,4 @@
 from .arithmetic import Arithmetic, Exact, Fixed, UnsupportedInMode
 from .interpreter import Trace, evaluate, outputs
 
-__all__ = ["Arithmetic", "Exact", "Fixed", "UnsupportedInMode", "Trace", "evaluate", "outputs"]
+__all__ = ["Arithmetic", "Exact", "Fixed", "Trace", "UnsupportedInMode", "evaluate", "outputs"]

@@ -12,9 +12,9 @@ of 2^-f), so the interpreter is written once for both modes.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence, Union
 
 from .exp_table import exp_mantissa, floor_exp_times
 
@@ -147,14 +147,15 @@ class Fixed:
         """
         live = [j for j, s in enumerate(scores) if s is not None]
         width = len(contributions[live[0]]) if live else 0
-        exps = {j: self.rounded_term(scores[j], Fraction(1)) for j in live}
+        live_scores = {j: s for j, s in enumerate(scores) if s is not None}
+        exps = {j: self.rounded_term(live_scores[j], Fraction(1)) for j in live}
         total = sum(exps.values(), Fraction(0))
         if total == 0:
             weights = [Fraction(1, len(live)) if s is not None else Fraction(0) for s in scores]
             return weights, [self.round(sum((contributions[j][c] for j in live), Fraction(0)) / len(live))
                              for c in range(width)]
         weights = [exps[j] / total if j in exps else Fraction(0) for j in range(len(scores))]
-        sums = [sum((self.rounded_term(scores[j], contributions[j][c]) for j in live), Fraction(0))
+        sums = [sum((self.rounded_term(live_scores[j], contributions[j][c]) for j in live), Fraction(0))
                 for c in range(width)]
         return weights, [self.round(x / total) for x in sums]
 
@@ -162,7 +163,7 @@ class Fixed:
         return f"fixed point, {self.bits} bits, {self.frac} fractional, attention {self.attention_rounding}"
 
 
-Arithmetic = Union[Exact, Fixed]
+Arithmetic = Exact | Fixed
 
 
 def _average_weights(scores: Sequence[Fraction | None], scoring: str) -> list[Fraction]:

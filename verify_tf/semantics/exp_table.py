@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from decimal import ROUND_FLOOR, Context, Decimal, localcontext
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache, lru_cache
 
 _PRECISION = 80
 _MARGIN = Decimal("1e-30")
 
 
-@lru_cache(maxsize=None)
+@cache
 def exp_table(frac_bits: int) -> tuple[int, ...]:
     """Mantissas E[0], E[1], ... (see module docstring); the last entry is the final non-zero one."""
     if frac_bits < 0 or frac_bits > 20:

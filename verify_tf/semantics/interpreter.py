@@ -18,12 +18,13 @@ The readout q_i = u . z_i is an exact measurement of the final stream, never rou
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Sequence
+from typing import cast
 
 from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Head, LayerNorm, Matrix, Model, Token, Vector
-from .arithmetic import Arithmetic, Fixed, UnsupportedInMode
+from .arithmetic import Arithmetic, Exact, Fixed, UnsupportedInMode
 from .nonlinear import igelu, layer_norm_mantissas
 
 
@@ -46,7 +47,9 @@ class BlockTrace:
 
     @property
     def output(self) -> list[Vector]:
-        return self.after_feed_forward if self.after_feed_forward is not None else self.after_attention
+        output = self.after_feed_forward if self.after_feed_forward is not None else self.after_attention
+        assert output is not None, "the block has not been evaluated"  # both sublayer branches set after_attention
+        return output
 
 
 @dataclass
@@ -56,8 +59,8 @@ class Trace:
     blocks: list[BlockTrace]
     output: list[Vector]  # final residual stream, one vector per position
     readout: list[Fraction]  # q_i = u . z_i
-    saturations: int = 0
-    before_final_norm: list[Vector] | None = None  # the last block's output when the model has a final norm  # how many stored values were clipped to the fixed-point range
+    saturations: int = 0  # how many stored values were clipped to the fixed-point range
+    before_final_norm: list[Vector] | None = None  # the last block's output when the model has a final norm
 
 
 class _Counter:
@@ -68,7 +71,7 @@ class _Counter:
         self.saturations = 0
 
     def round(self, x: Fraction) -> Fraction:
-        floored = self.arith.round(x) if self.arith.name == "exact" else self.arith.floor(x)
+        floored = self.arith.round(x) if isinstance(self.arith, Exact) else self.arith.floor(x)
         return self.saturate(floored)
 
     def saturate(self, x: Fraction) -> Fraction:
@@ -86,7 +89,7 @@ def affine(weights: Matrix, x: Vector, bias: Vector, r: _Counter) -> Vector:
 def embed(model: Model, tokens: Sequence[Token], r: _Counter) -> list[Vector]:
     """Token vectors (grid tokens as given, alphabet tokens through the table) plus absolute PE."""
     if isinstance(model.tokens, AlphabetTokens):
-        vectors = [model.tokens.embed(t) for t in tokens]
+        vectors = [model.tokens.embed(cast(str, t)) for t in tokens]
     else:
         vectors = [tuple(Fraction(c) for c in t) for t in tokens]
     pe = model.positional_encoding
@@ -120,10 +123,11 @@ def attention_head(head: Head, z: list[Vector], r: _Counter) -> HeadTrace:
                 row.append(dot if rounded_terms else r.round(dot))
         if rounded_terms:
             contributions = [tuple(head.relative_scale(j - i) * x for x in values[j]) for j in range(n)]
-            shown, out = r.arith.rounded_terms_row(row, contributions)
+            assert isinstance(r.arith, Fixed)  # rounded_terms implies it
+            shown, row_output = r.arith.rounded_terms_row(row, contributions)
             scores.append(row)
             weights.append(shown)
-            outputs.append(tuple(r.saturate(x) for x in out))
+            outputs.append(tuple(r.saturate(x) for x in row_output))
             continue
         normalised = r.arith.attention_weights(row, head.scoring)
         scaled = [a * head.relative_scale(j - i) for j, a in enumerate(normalised)]  # URPE: softmax ⊙ C
@@ -139,7 +143,8 @@ def attention_head(head: Head, z: list[Vector], r: _Counter) -> HeadTrace:
 
 def layer_norm(norm: LayerNorm, z: list[Vector], r: _Counter) -> list[Vector]:
     """LayerNorm per position (fixed arithmetic only): n_c = sat(floor((z_c - mean) / sigma)) on the grid, with
-    sigma = floor(sqrt(var + eps) * 2^2f) / 2^2f (``nonlinear.layer_norm_mantissas``), then round(gamma_c n_c + beta_c)."""
+    sigma = floor(sqrt(var + eps) * 2^2f) / 2^2f (``nonlinear.layer_norm_mantissas``), then
+    round(gamma_c n_c + beta_c)."""
     arith = r.arith
     if not isinstance(arith, Fixed):
         raise UnsupportedInMode("LayerNorm divides by a square root, which is irrational in exact arithmetic; use "

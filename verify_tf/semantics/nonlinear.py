@@ -15,8 +15,8 @@ batched evaluator import the same constants and helpers, so the three cannot dri
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Sequence
 
 IGELU_A = Fraction("-0.2888")
 IGELU_B = Fraction("-1.769")

@@ -1,6 +1,6 @@
 """The spec language: the only code that knows YAML. Parses, validates, resolves files, raises located errors."""
 
 from ..schema.errors import SpecError
-from .loader import Spec, PropertySpec, load_spec, load_spec_text
+from .loader import PropertySpec, Spec, load_spec, load_spec_text
 
-__all__ = ["SpecError", "Spec", "PropertySpec", "load_spec", "load_spec_text"]
+__all__ = ["PropertySpec", "Spec", "SpecError", "load_spec", "load_spec_text"]

@@ -14,21 +14,33 @@ from ..builders import TORCH_ROLE_NAMES
 from ..builders.constructs import constructions
 from ..builders.files import ModelFileError, load_model
 from ..builders.inline import build_inline
-from ..builders.random_model import RandomConfig, random_model
+from ..builders.random_model import LAYERNORMS, RandomConfig, random_model
 from ..domain import Domain, GridDomain, StringDomain
 from ..ir import ACTIVATIONS, POSITIONALS, SCORINGS, AlphabetTokens, GridTokens, Model, validate_shapes
-from ..builders.random_model import LAYERNORMS
+from ..properties import registry
+from ..schema.dsl import (
+    Boolean,
+    Context,
+    Either,
+    Field,
+    FilePath,
+    Integer,
+    ListOf,
+    MatrixOf,
+    Number,
+    Obj,
+    String,
+    TaggedUnion,
+    join,
+    locate,
+)
+from ..schema.errors import OptionError, SpecError
+from ..schema.yamlnodes import Node, parse_yaml
 from ..semantics import Arithmetic, Exact, Fixed
 from ..semantics.arithmetic import ATTENTION_ROUNDINGS
-from ..schema.errors import SpecError
-from ..properties import registry
-from ..schema.dsl import (Boolean, Context, Either, Field, FilePath, Integer, ListOf, MatrixOf, Number, Obj, String,
-                          TaggedUnion, join, locate)
-from ..schema.errors import OptionError
-from ..schema.yamlnodes import Node, parse_yaml
 from ..symbolic.deviation import igelu_deviation_note
 
-ENGINES = ("auto", "interpret", "enumerate", "smt", "search", "architecture", "counting")
+ENGINES = ("auto", "interpret", "enumerate", "smt", "search", "architecture", "counting", "split")
 SOLVERS = ("z3", "cvc5", "bitwuzla", "portfolio")
 VERDICT_NAMES = ("proved", "refuted", "unknown")
 
@@ -82,7 +94,8 @@ class _OffsetMap(Obj):
             try:
                 offset = int(key)
             except ValueError:
-                raise ctx.error(child, join(path, key), f"expected an integer offset j - i as key, got {key!r}") from None
+                raise ctx.error(child, join(path, key),
+                                f"expected an integer offset j - i as key, got {key!r}") from None
             out[offset] = Number().validate(child, ctx, join(path, key))
         return out
 
@@ -171,7 +184,8 @@ RANDOM = Obj({
 
 
 def _construct_schema() -> dict[str, Field]:
-    fields: dict[str, Field] = {"construct": Field(String("built-in construction", tuple(constructions())), required=True)}
+    fields: dict[str, Field] = {
+        "construct": Field(String("built-in construction", tuple(constructions())), required=True)}
     for c in constructions().values():
         for key, f in c.parameters.items():
             fields.setdefault(key, Field(f.schema))
@@ -511,7 +525,8 @@ def load_spec(path: str | Path) -> Spec:
 
 
 def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None) -> Spec:
-    ctx = Context(file, base_dir or Path.cwd(), model_section=lambda node, c, path: model_schema().validate(node, c, path))
+    ctx = Context(file, base_dir or Path.cwd(),
+                  model_section=lambda node, c, path: model_schema().validate(node, c, path))
     root = parse_yaml(text, file)
     if root.kind != "map":
         raise ctx.expected(root, "", "a mapping with keys model, properties, ...")

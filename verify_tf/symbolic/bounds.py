@@ -16,9 +16,9 @@ tests assert "encoding == interpreter" is *satisfiable* for random inputs, which
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from fractions import Fraction
-from typing import Iterable
 
 
 def interval_scale(w: Fraction, lo: Fraction, hi: Fraction) -> tuple[Fraction, Fraction]:
@@ -48,7 +48,7 @@ class BoundStats:
     bits_decomposed: int = 0  # Boolean variables introduced to linearise products / quotients
     roundings: int = 0  # floor-to-grid steps that needed a fresh quotient variable
 
-    def merge(self, other: "BoundStats") -> None:
+    def merge(self, other: BoundStats) -> None:
         for f in fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 

@@ -3,7 +3,8 @@
 A model whose feed-forwards use ``activation: i-gelu`` (I-BERT's integer polynomial, semantics/nonlinear.py)
 stands in for one trained with GELU. ``igelu_deviation_note`` says how large that substitution is: the largest
 |i-GELU(x) − GELU(x)| (in fixed arithmetic, i-GELU's output rounded to the grid as the model computes it) over
-the pre-activation values x the domain can reach, bounded by the SMT encoder's interval bounds.
+the pre-activation values x the domain can reach, bounded by ``verify_tf.bounds`` (the pre-activation intervals
+over the whole domain).
 
 This is a figure for the user, computed in float64 (``math.erf``); it never decides a verdict.
 """
@@ -14,37 +15,32 @@ import math
 
 import numpy as np
 
+from ..bounds import Cube, cube_bounds
 from ..domain import Domain
 from ..ir import Model
-from ..semantics.arithmetic import Arithmetic, Fixed
+from ..semantics.arithmetic import Arithmetic, Fixed, UnsupportedInMode
 from ..semantics.nonlinear import IGELU_A, IGELU_B, IGELU_CLIP, IGELU_K
-from ..work import Deadline, DeadlineExpired
-from .encoder import encode_model
-from .inputs import input_for_length
-from .values import Builder, NotEncodable
 
-SECONDS = 2.0  # the bound computation gives up (and the note says so) after this long
 EXACT_STEP = 2.0 ** -12  # exact arithmetic has no grid: the deviation is scanned at this spacing
 
 
 def _reachable(model: Model, arith: Arithmetic, domain: Domain) -> tuple[float, float] | None:
-    """The hull of every i-GELU input's interval bound over the domain's lengths (None if not computed in time)."""
-    deadline = Deadline(SECONDS)
+    """The hull of every i-GELU input's interval over the domain's lengths (``verify_tf.bounds``; None when the
+    bounds cannot be computed: a model the interpreter refuses)."""
     lo = hi = None
     try:
         for length in domain.lengths:
-            builder = Builder(deadline=deadline)
-            trace = encode_model(model, arith, input_for_length(domain, length, builder), builder)
-            for block, layer in zip(trace.blocks, model.blocks):
-                if layer.feed_forward is None or layer.feed_forward.activation != "i-gelu" or not block.hidden_input:
+            bounds = cube_bounds(model, arith, Cube.whole(domain.tokens, length))
+            for block, layer in zip(bounds.blocks, model.blocks):
+                if layer.feed_forward is None or layer.feed_forward.activation != "i-gelu" or not block.pre_activation:
                     continue
-                for vector in block.hidden_input:
-                    for x in vector:
-                        lo = x.lo if lo is None else min(lo, x.lo)
-                        hi = x.hi if hi is None else max(hi, x.hi)
-    except (DeadlineExpired, NotEncodable, ValueError):
+                for vector in block.pre_activation:
+                    for x_lo, x_hi in vector:
+                        lo = x_lo if lo is None else min(lo, x_lo)
+                        hi = x_hi if hi is None else max(hi, x_hi)
+    except (UnsupportedInMode, ValueError):
         return None
-    return None if lo is None else (float(lo), float(hi))
+    return None if lo is None or hi is None else (float(lo), float(hi))
 
 
 def igelu_float(x: np.ndarray) -> np.ndarray:
@@ -82,7 +78,7 @@ def igelu_deviation_note(model: Model, arith: Arithmetic, domain: Domain | None)
         return None
     reach = _reachable(model, arith, domain) if domain is not None else None
     if reach is None:
-        where = "over all inputs (no domain bounds" + (")" if domain is None else " within 2 s)")
+        where = "over all inputs (no domain bounds)"
         lo, hi = -float(IGELU_CLIP) - 1, float(IGELU_CLIP) + 1
     else:
         lo, hi = reach

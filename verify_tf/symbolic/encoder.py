@@ -3,9 +3,10 @@
 Read the two files side by side: ``encode_affine`` ↔ ``affine``, ``encode_embed`` ↔ ``embed``,
 ``encode_attention_head`` ↔ ``attention_head``, ``encode_attention_layer`` ↔ ``attention_layer``,
 ``encode_feed_forward`` ↔ ``feed_forward``, ``encode_activation`` ↔ ``activation``, ``encode_layer_norm`` ↔
-``layer_norm``, ``encode_readout`` ↔ ``readout``, ``encode_model`` ↔ ``evaluate``. Each returns symbolic values (``values.Sym``: an Int term over a constant denominator) with
-the same rounding points as the interpreter, and ``encode_model`` returns a ``SymTrace`` with the same
-fields as the interpreter's ``Trace``, so a property can constrain any layer.
+``layer_norm``, ``encode_readout`` ↔ ``readout``, ``encode_model`` ↔ ``evaluate``. Each returns symbolic values
+(``values.Sym``: an Int term over a constant denominator) with the same rounding points as the interpreter,
+and ``encode_model`` returns a ``SymTrace`` with the same fields as the interpreter's ``Trace``, so a property
+can constrain any layer.
 
 Attention weights are obtained from the arithmetic object itself wherever they do not depend on the
 scores (uniform; hardmax for a given argmax-set size), so the encoder cannot drift from the semantics on
@@ -25,15 +26,14 @@ bits of x, cases pruned by interval bounds.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Sequence
 
 import z3
 
 from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Head, LayerNorm, Matrix, Model, Vector
-from ..semantics.arithmetic import Arithmetic, Exact, Fixed
-from ..semantics.arithmetic import SATURATING_EXPONENT
+from ..semantics.arithmetic import SATURATING_EXPONENT, Arithmetic, Exact, Fixed
 from ..semantics.exp_table import exp_bracket, exp_table
 from ..semantics.nonlinear import IGELU_A, IGELU_B, IGELU_CLIP, IGELU_K, igelu, igelu_bounds, normalized_bound
 from .bounds import interval_hull
@@ -189,7 +189,8 @@ def _average_row(row: list[Sym | None], scaled_values: list[SymVector], value_di
     if len(candidates) == 1:
         member = {candidates[0]: z3.BoolVal(True)}
     else:
-        member = {j: z3.And(sorted((mantissa[j] >= mantissa[k] for k in candidates if k != j), key=lambda e: e.get_id()))
+        member = {j: z3.And(sorted((mantissa[j] >= mantissa[k] for k in candidates if k != j),
+                                   key=lambda e: e.get_id()))
                   for j in candidates}
     count = _sum([z3.If(member[j], z3.IntVal(1), z3.IntVal(0)) for j in candidates]) if len(candidates) > 1 else 1
     sizes = list(range(1, len(candidates) + 1))
@@ -206,7 +207,7 @@ def _average_row(row: list[Sym | None], scaled_values: list[SymVector], value_di
 
     numerators = {k: int(weight_for[k] * common) for k in sizes}
     weights: list[Sym | None] = []
-    for j, s in enumerate(row):
+    for j, _s in enumerate(row):
         if j not in member:
             weights.append(Sym.const(0))
             continue
@@ -275,8 +276,8 @@ def _rounded_terms_row(row: list[Sym | None], scaled_values: list[SymVector], va
     constants or a floor of e^s times a symbolic contribution x. That floor of an irrational multiple is
     over-approximated soundly: a fresh integer t with t <= hi·X and t + 1 > lo·X for X >= 0 (lo < e^s < hi,
     60 digits; mirrored for X < 0), which admits only the true floor unless e^s·X lies within 10^-60 of an
-    integer. An ``unsat`` remains a proof, and a ``sat`` is replayed (the builder is marked inexact, so a spurious one is unknown,
-    never an error or a refutation). The division by the symbolic row sum is the bounded quotient of
+    integer. An ``unsat`` remains a proof, and a ``sat`` is replayed (the builder is marked inexact, so a spurious
+    one is unknown, never an error or a refutation). The division by the symbolic row sum is the bounded quotient of
     ``Builder.floor_div``; a zero row sum falls back to the uniform average, as the semantics says.
     """
     arith = r.arith

@@ -16,8 +16,8 @@ import importlib.util
 import multiprocessing
 import queue as queue_module
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .bv import NotTranslatable, translate
 
@@ -151,7 +151,7 @@ def race(lia_text: str, names: list[str], solvers: list[str], timeout_s: float, 
                 reasons.append("timeout (solver processes stopped)")
                 break
             try:
-                name, status, values, reason, seconds = out.get(timeout=0.05)
+                name, status, values, reason, _seconds = out.get(timeout=0.05)
             except queue_module.Empty:
                 continue
             pending -= 1

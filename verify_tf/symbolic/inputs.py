@@ -9,10 +9,11 @@ concrete tokens the interpreter replays; ``index_terms`` is the lexicographic or
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Callable, Mapping, Sequence
 
 import z3
 
@@ -53,7 +54,7 @@ def _regular_step(values: Sequence[Fraction]) -> Fraction | None:
     if len(values) < 2:
         return Fraction(1)
     step = values[1] - values[0]
-    return step if all(b - a == step for a, b in zip(values, values[1:])) else None
+    return step if all(b - a == step for a, b in itertools.pairwise(values)) else None
 
 
 def grid_coordinate(builder: Builder, values: Sequence[Fraction], name: str) -> tuple[Sym, z3.ArithRef]:

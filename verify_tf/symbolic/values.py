@@ -23,16 +23,16 @@ guess an auxiliary value):
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Sequence, Union
 
 import z3
 
 from ..work import Deadline
 from .bounds import BoundStats, interval_product, interval_scale
 
-Term = Union[z3.ArithRef, int]
+Term = z3.ArithRef | int
 
 
 class NotEncodable(Exception):
@@ -55,7 +55,7 @@ class Sym:
     hi: Fraction
 
     @staticmethod
-    def const(value: Fraction | int) -> "Sym":
+    def const(value: Fraction | int) -> Sym:
         v = Fraction(value)
         return Sym(v.numerator, v.denominator, v, v)
 

@@ -11,25 +11,55 @@ means for its claim (``conclude``); the driver replays every concrete member it 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ...verdict import Verdict
 from ...work import CONTINUE, Deadline, WorkUnit, schedule
 from ..base import ProgressEvent, Run, Task, error, verdict
 from .concrete import ConcreteMember, realise_targets, separate_positions
-from .induction import (FAILS, HOLDS, MAX_LENGTH, UNDECIDED, InductionResult, StepResult,
-                        deeper_layers_add_no_query, describe_class, prove_position_blind, rows_sum_to_one, run_step,
-                        steps)
+from .induction import (
+    FAILS,
+    HOLDS,
+    MAX_LENGTH,
+    UNDECIDED,
+    InductionResult,
+    StepResult,
+    deeper_layers_add_no_query,
+    describe_class,
+    prove_position_blind,
+    rows_sum_to_one,
+    run_step,
+    steps,
+)
 from .signatures import PairSearch, Signatures, find_pair
 from .symmetry import SymmetryStep, run_symmetry_step, scorings, symmetry_steps
 
 ENGINE = "architecture"
 
-__all__ = ["ConcreteMember", "realise_targets", "separate_positions", "MAX_LENGTH", "InductionResult",
-           "StepResult", "describe_class", "prove_position_blind", "Conclusion", "check", "HOLDS", "FAILS",
-           "UNDECIDED", "deeper_layers_add_no_query", "SymmetryCheck", "PairSearch", "Signatures", "find_pair", "scorings"]
+__all__ = [
+    "FAILS",
+    "HOLDS",
+    "MAX_LENGTH",
+    "UNDECIDED",
+    "Conclusion",
+    "ConcreteMember",
+    "InductionResult",
+    "PairSearch",
+    "Signatures",
+    "StepResult",
+    "SymmetryCheck",
+    "check",
+    "deeper_layers_add_no_query",
+    "describe_class",
+    "find_pair",
+    "prove_position_blind",
+    "realise_targets",
+    "scorings",
+    "separate_positions",
+]
 
 
 @dataclass

@@ -17,7 +17,8 @@ Parameters are integers times 2^-g (g = the fixed-point fractional bits, 0 in ex
 bounded mantissas; the URPE table C holds small integers and enters products through its bits
 (C·x = Σ_b 2^b If(β_b, x, 0) - 8x); fixed-point rounding is encoded exactly (floor = integer division by a
 constant power of two, saturation = a clamp). Every query is linear and its model is a concrete Model of
-exact rationals; among the solutions the solver prefers small parameters (an L1 objective). The caller replays it on the interpreter before use.
+exact rationals; among the solutions the solver prefers small parameters (an L1 objective). The caller replays
+it on the interpreter before use.
 
 Two goals: ``separate_positions`` (two user positions differ by more than a tolerance) and
 ``realise_targets`` (the readout equals given targets at every position, e.g. position-index 1..n).
@@ -26,14 +27,13 @@ Two goals: ``separate_positions`` (two user positions differ by more than a tole
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Callable, Iterator, Sequence
 
 import z3
 
-from ...ir import (AlphabetTokens, AttentionLayer, Block, FeedForward, Head, Model, RelativeTable, Token, Vector,
-                   zeros)
+from ...ir import AlphabetTokens, AttentionLayer, Block, FeedForward, Head, Model, RelativeTable, Token, Vector, zeros
 from ...semantics import Arithmetic, Fixed, evaluate
 
 VALUE_BITS = 3  # parameters lie in [-2^3, 2^3): small, readable witnesses
@@ -135,7 +135,10 @@ def _frac(value: z3.ExprRef) -> Fraction:
 
 def _zero_head(head: Head, dim: int) -> Head:
     k, m = head.key_dim, head.value_dim
-    zero_table = (lambda t: RelativeTable.constant(Fraction(0), t.radius) if t is not None else None)
+
+    def zero_table(table: RelativeTable | None) -> RelativeTable | None:
+        return RelativeTable.constant(Fraction(0), table.radius) if table is not None else None
+
     return replace(head, query=tuple(zeros(dim) for _ in range(k)), key=tuple(zeros(dim) for _ in range(k)),
                    value=tuple(zeros(dim) for _ in range(m)), output=tuple(zeros(m) for _ in range(dim)),
                    query_bias=zeros(k), key_bias=zeros(k), value_bias=zeros(m),
@@ -279,7 +282,7 @@ class _Encoded:
             self.c_bits = {o: [z3.Bool(f"C[{o}].bit{b}") for b in range(TABLE_BITS)]
                            for o in range(-radius, radius + 1)}
             self.c_offset = 1 << (TABLE_BITS - 1)
-            for o, table_bits in self.c_bits.items():  # C is integer-valued: weigh it in mantissa units too
+            for _o, table_bits in self.c_bits.items():  # C is integer-valued: weigh it in mantissa units too
                 self.unit.mantissas.append(unit.scale * (z3.Sum([z3.If(b, 1 << k, 0) for k, b in enumerate(table_bits)])
                                                          - self.c_offset))
         heads_out = []

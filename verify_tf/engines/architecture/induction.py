@@ -35,9 +35,9 @@ from __future__ import annotations
 import hashlib
 import itertools
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Sequence
 
 import z3
 
@@ -182,7 +182,7 @@ def _attention_step(query: _Query, layer: AttentionLayer, dim: int) -> None:
     head_outputs: list[list] = [[] for _ in range(total)]
     for h, head in enumerate(layer.heads):
         q = query.tokenwise(f"q{h}", head.key_dim, z)
-        k = query.tokenwise(f"k{h}", head.key_dim, z)
+        query.tokenwise(f"k{h}", head.key_dim, z)  # the keys: constrained, not referred to again
         v = query.tokenwise(f"v{h}", head.value_dim, z)
         allowed = {i: [j for j in range(total) if not (head.causal and j > i)] for i in range(total)}
         bias_radius = head.rpe_bias.radius if head.rpe_bias is not None else 0
@@ -232,7 +232,8 @@ def _attention_step(query: _Query, layer: AttentionLayer, dim: int) -> None:
                 for j in allowed[i]:
                     a = weights[i, j]
                     if head.positional == "urpe":
-                        a = a * c_table[max(-c_radius, min(c_radius, j - i))]  # Luo et al.: softmax ⊙ C, no renormalisation
+                        # Luo et al.: softmax ⊙ C, no renormalisation
+                        a = a * c_table[max(-c_radius, min(c_radius, j - i))]
                     terms.append(a * v[j][c])
                 head_outputs[i].append(query.round(z3.Sum(terms)))
     projected = query.tokenwise("o", dim, head_outputs)  # W_O, b_O and their rounding act per position

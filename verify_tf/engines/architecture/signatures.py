@@ -20,8 +20,8 @@ all the words of one call so that words can be compared.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
 
 BOS = object()  # the BOS symbol's level-0 signature (never equal to a letter)
 

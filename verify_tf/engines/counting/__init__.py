@@ -19,8 +19,9 @@ sums of the heads. The property supplies the other side as a counter machine and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ...verdict import Verdict
 from ...witness import ReplayMismatch
@@ -179,4 +180,4 @@ def _refuted(task: Task, run: Run, exploration: Exploration, statistics: dict) -
     return refuted(task, run, ENGINE, "counting", witness, statistics)
 
 
-__all__ = ["ENGINE", "check", "bounded_unit", "induction_unit"]
+__all__ = ["ENGINE", "bounded_unit", "check", "induction_unit"]

@@ -14,8 +14,8 @@ from which the induction infers its affine invariant.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from ...work import Deadline
 from ..base import CountingGoal

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import z3
 
@@ -302,4 +303,4 @@ def _finish(result: InductionResult, relations, bounds, names: list[str], began:
     return result
 
 
-__all__ = ["FAILED", "InductionResult", "PROVED", "UNDECIDED", "null_space", "prove_all_lengths"]
+__all__ = ["FAILED", "PROVED", "UNDECIDED", "InductionResult", "null_space", "prove_all_lengths"]

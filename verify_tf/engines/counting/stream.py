@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import z3
 
@@ -39,8 +40,7 @@ from ...ir import AlphabetTokens, Head, Model, Vector
 from ...semantics.arithmetic import Arithmetic, Exact, Fixed
 from ...semantics.interpreter import BlockTrace, _Counter, affine, feed_forward
 from ...symbolic.encoder import Rounding, SymBlockTrace, encode_affine, encode_feed_forward
-from ...symbolic.values import Builder, NotEncodable, Sym, to_z3
-
+from ...symbolic.values import Builder, NotEncodable, Sym
 
 QUERY_SECONDS = 0.5  # the most one z3 optimisation of a value bound may take
 ASKED_KEYS = 64  # up to this many keys the arithmetic itself computes the weights (see CountingModel.weight)
@@ -107,7 +107,7 @@ class CountingModel:
         self.fast = _FixedProgram.of(model, arith)
 
     @staticmethod
-    def of(model: Model, arith: Arithmetic) -> "CountingModel":
+    def of(model: Model, arith: Arithmetic) -> CountingModel:
         """The model as a counting machine, or ``NotApplicable`` naming the first reason it is not one."""
         if not isinstance(model.tokens, AlphabetTokens):
             raise NotApplicable("the model reads grid tokens, not letters")
@@ -310,7 +310,7 @@ class _FixedProgram:
         self.readout = (tuple((k, int(u * den)) for k, u in enumerate(model.readout) if u != 0), den * scale)
 
     @staticmethod
-    def of(model: Model, arith: Arithmetic) -> "_FixedProgram | None":
+    def of(model: Model, arith: Arithmetic) -> _FixedProgram | None:
         """None when the model needs the Fraction path: exact arithmetic, or token vectors off the grid."""
         if not isinstance(arith, Fixed) or not isinstance(model.tokens, AlphabetTokens):
             return None
@@ -332,7 +332,7 @@ class _FixedProgram:
         lo, hi = self.lo, self.hi
         return [lo if a + b < lo else hi if a + b > hi else a + b for a, b in zip(z, update)]
 
-    def step(self, machine: "CountingModel", sums: Sums, positions: int, symbol: str,
+    def step(self, machine: CountingModel, sums: Sums, positions: int, symbol: str,
              increments: Sequence[tuple[int, int] | None] | None) -> tuple[Sums, Fraction]:
         lo, hi = self.lo, self.hi
         z = list(self.embedding[symbol])

@@ -8,8 +8,9 @@ run exactly (``Unsupported``: int64 bounds, softmax in exact mode) gives ``unkno
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Callable
 
 import numpy as np
 
@@ -19,8 +20,15 @@ from ...verdict import Verdict
 from ...work import Deadline
 from ..base import Run, Task, unknown
 from ..evaluators import Evaluators
-from ..scan import ChunkResult, ValuesResult, check_distinct_values, check_each_input, chunk_size, \
-    fold_measures, groups_for
+from ..scan import (
+    ChunkResult,
+    ValuesResult,
+    check_distinct_values,
+    check_each_input,
+    chunk_size,
+    fold_measures,
+    groups_for,
+)
 
 ENGINE = "enumerate"
 
@@ -34,12 +42,30 @@ def check(task: Task, run: Run) -> Verdict:
     except Unsupported as exc:
         return unknown(task, run, ENGINE, f"not evaluable exactly by the batched evaluator: {exc}",
                        [f"enumerate: {exc}"])
-    size = chunk_size(space.count(), run.executor.workers, smallest=1024, largest=1 << 20)
+    # units of at least 8192 inputs: a deep model pays its per-step overhead once per sub-chunk of a unit
+    size = chunk_size(space.count(), run.executor.workers, smallest=8192, largest=1 << 20)
     if getattr(task.prop, "form", "each-input") == "distinct-values":
-        return check_distinct_values(task, run, ENGINE, values_chunk, size)
-    verdict = check_each_input(task, run, ENGINE, violation_chunk, size)
-    verdict.statistics["backend"] = evaluators.of().describe()
+        verdict = check_distinct_values(task, run, ENGINE, values_chunk, size)
+    else:
+        verdict = check_each_input(task, run, ENGINE, violation_chunk, size)
+    verdict.statistics.update(widths(evaluators, space))
     return verdict
+
+
+def widths(evaluators: Evaluators, space: InputSpace) -> dict:
+    """How wide the exact integers had to be: proven int64 on the whole domain, or checked per chunk."""
+    evaluator = evaluators.of()
+    programs = [evaluator.program(n) for n in space.lengths]
+    stats = {"backend": evaluator.describe(),
+             "widest_step_bits": max((p.steps_bits for p in programs), default=0),
+             "static_int64": not any(p.guarded for p in programs)}
+    if any(p.tie_free for p in programs):
+        stats["tie_free"] = True
+    if evaluator.wide_steps:  # in this process (the in-process executor): steps that ran on Python integers
+        stats["wide_steps"] = evaluator.wide_steps
+    if evaluator.fallback_rows:
+        stats["tie_fallback_rows"] = evaluator.fallback_rows
+    return stats
 
 
 def violation_chunk(task: Task, space: InputSpace, start: int, stop: int, *, deadline: Deadline,
@@ -73,24 +99,29 @@ def violation_chunk(task: Task, space: InputSpace, start: int, stop: int, *, dea
 
 def values_chunk(task: Task, space: InputSpace, start: int, stop: int, *, deadline: Deadline,
                  cancelled: Callable[[], bool], report: Callable[[str], None]) -> ValuesResult:
-    """Every value of inputs [start, stop) as exact integers over one denominator (a work unit)."""
+    """Every value of inputs [start, stop), exact integers over one denominator, as a sorted run (a work unit)."""
     evaluators = Evaluators(task, space)
     size = min(evaluators.chunk_size(n) for n in space.lengths)
-    numerators, groups, den = [], [], 1
+    numerators, groups, dens = [], [], []
     for piece in space.chunks(size, start, stop):
         if deadline.expired() or cancelled():
-            return ValuesResult(start, stop, None, 1, None, stopped="timeout")
+            return ValuesResult(start, stop, None, stopped="timeout")
         values, den = task.prop.batched_values(task, evaluators, piece.rows)
         clash = task.prop.batched_clash(task, values, den)
         if clash is not None:
             row, i, j = clash
-            return ValuesResult(start, stop, None, 1, None, clash=(piece.start + row, i, j))
-        numerators.append(values)
+            return ValuesResult(start, stop, None, clash=(piece.start + row, i, j))
+        numerators.append(np.asarray(values))
+        dens.append(den)
         groups.append(groups_for(task, space, piece.start, piece.rows))
     if not numerators:
-        return ValuesResult(start, stop, np.zeros((0, 0), dtype=np.int64), 1, np.zeros(0, dtype=np.int64))
-    joined = np.concatenate(numerators) if all(v.dtype != object for v in numerators) \
-        else np.concatenate([v.astype(object) for v in numerators])
-    group = np.concatenate(groups) if all(g.dtype != object for g in groups) \
-        else np.concatenate([g.astype(object) for g in groups])
-    return ValuesResult(start, stop, joined, den, group)
+        return ValuesResult.of(start, stop, np.zeros((0, max(space.lengths, default=0)), dtype=np.int64), 1, None)
+    common = math.lcm(*dens)  # a tie-free program's fallback rows may refine one chunk's denominator
+    scaled = [v if d == common else v.astype(object) * (common // d) for v, d in zip(numerators, dens)]
+    joined = np.concatenate(scaled) if all(v.dtype != object for v in scaled) \
+        else np.concatenate([v.astype(object) for v in scaled])
+    group = None
+    if groups[0] is not None:
+        group = np.concatenate(groups) if all(g.dtype != object for g in groups) \
+            else np.concatenate([g.astype(object) for g in groups])
+    return ValuesResult.of(start, stop, joined, common, group)

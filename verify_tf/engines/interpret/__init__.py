@@ -9,8 +9,8 @@ against it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Callable
 
 import numpy as np
 
@@ -18,8 +18,16 @@ from ...spaces import InputSpace
 from ...verdict import Verdict
 from ...work import Deadline
 from ..base import Run, Task
-from ..scan import ChunkResult, ValuesResult, check_distinct_values, check_each_input, chunk_size, \
-    fold_measures, groups_for, within_input_clash
+from ..scan import (
+    ChunkResult,
+    ValuesResult,
+    check_distinct_values,
+    check_each_input,
+    chunk_size,
+    fold_measures,
+    groups_for,
+    within_input_clash,
+)
 
 ENGINE = "interpret"
 
@@ -63,14 +71,16 @@ def values_chunk(task: Task, space: InputSpace, start: int, stop: int, *, deadli
     values = []
     for offset, row in enumerate(rows):
         if deadline.expired() or cancelled():
-            return ValuesResult(start, stop, None, 1, None, stopped="timeout")
+            return ValuesResult(start, stop, None, stopped="timeout")
         q = task.prop.values(task, space.decode(row))
         clash = within_input_clash(task, q)
         if clash is not None:
-            return ValuesResult(start, stop, None, 1, None, clash=(start + offset, *clash))
+            return ValuesResult(start, stop, None, clash=(start + offset, *clash))
         values.append(q)
     den = math.lcm(*(v.denominator for q in values for v in q)) if values else 1
     integers = [[int(v * den) for v in q] for q in values]
     bound = max((abs(x) for q in integers for x in q), default=0)
     array = np.array(integers, dtype=np.int64 if 2 * bound < (1 << 62) else object)
-    return ValuesResult(start, stop, array, den, groups_for(task, space, start, rows))
+    if not values:
+        array = np.zeros((0, max(space.lengths, default=0)), dtype=np.int64)
+    return ValuesResult.of(start, stop, array, den, groups_for(task, space, start, rows))

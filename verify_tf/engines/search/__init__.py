@@ -9,7 +9,8 @@ the reference interpreter before it is reported.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

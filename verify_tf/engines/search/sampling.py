@@ -16,8 +16,8 @@ same objective and a sample budget (not a timeout) as the stopping rule, a searc
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 

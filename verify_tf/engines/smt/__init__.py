@@ -15,13 +15,23 @@ checks it), so ``--timeout`` bounds the whole property.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ...symbolic.bounds import BoundStats
-from ...symbolic.solve import (LOGIC, ORDER, Query, decode, input_variables,
-                               lexicographically_smaller, smt2_text, solve, solve_z3)
+from ...symbolic.solve import (
+    LOGIC,
+    ORDER,
+    Query,
+    decode,
+    input_variables,
+    lexicographically_smaller,
+    smt2_text,
+    solve,
+    solve_z3,
+)
 from ...symbolic.values import Builder, NotEncodable
 from ...verdict import Verdict
 from ...witness import ReplayMismatch
