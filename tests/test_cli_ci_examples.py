@@ -76,6 +76,21 @@ def test_workflow_verify_and_explain_steps(project):
     assert "positions.yaml: positions break equivariance — refuted" in page
 
 
+@pytest.mark.slow
+def test_workflow_certify_step(project):
+    pytest.importorskip("cvc5")
+    pytest.importorskip("pysat")
+    cwd, env = project
+    step = workflow_steps()["certify"]
+    assert "--certify" in step["run"] and "verify-tf audit" in step["run"]
+    result = bash(step["run"], cwd, env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((cwd / "verify-tf-certified.json").read_text())
+    proved = [r for r in report["results"] if r["verdict"] == "proved"]
+    assert proved and all(r["statistics"]["certificate"]["complete"] for r in proved)
+    assert "2 results: 2 ok, 0 partial, 0 failed" in result.stdout
+
+
 def test_pre_commit_hook(project):
     cwd, env = project
     config = yaml.safe_load((CI / "pre-commit-config.yaml").read_text())

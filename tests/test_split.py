@@ -240,3 +240,25 @@ def test_layernorm_in_exact_arithmetic_is_refused_not_decided():
     domain = GridDomain.regular(2, F(1, 2), 2, lo=F(-1), hi=F(1))
     result = run_split(model, Exact(), domain, "output-bounds", {"hi": 5})
     assert result.status == "unknown" and "fixed arithmetic only" in result.detail, result.detail
+
+
+def test_auto_predictions_spend_no_budget(monkeypatch):
+    """The cost model is pure: predicting enumerate compiles no batched program (it once compiled every length,
+    3 s of a 2 s budget on specs/tracr-shuffle-dyck2.yaml), and split's whole-domain bounds analysis is skipped
+    when it is predicted to cost more than a tenth of the remaining time."""
+    from verify_tf import auto
+    from verify_tf.batched import evaluator
+
+    def no_compiling(*args, **kwargs):
+        raise AssertionError("the cost model compiled a program")
+
+    monkeypatch.setattr(evaluator, "compile_program", no_compiling)
+    monkeypatch.setattr(auto, "cube_bounds", no_compiling)
+    model = random_model(RandomConfig(seed=5, width=2, layers=2, ffn_width=2, scoring="hardmax",
+                                      weight_range=F(1), denominator=4))
+    checked = task(model, Exact(), GridDomain.regular(2, F(1, 2), 8, lo=F(-1), hi=F(1)), "output-bounds",
+                   {"lo": -10**6, "hi": 10**6})
+    calibration = auto.Calibration(1e-6, 1e-9, 1e-7, "test", "test")
+    enumerate_, split_ = auto.predict(checked, ("enumerate", "split"), calibration, remaining=1e-9)
+    assert enumerate_.seconds > 0 and enumerate_.why == ""
+    assert split_.seconds == float("inf") and "too costly" in split_.why

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from . import __version__
-from .batched import BatchedEvaluator, Unsupported
+from .batched import BatchedEvaluator, unsupported_reason
 from .bounds import Cube, cube_bounds
 from .builders.random_model import RandomConfig, random_model
 from .domain import GridDomain
@@ -132,8 +132,10 @@ class Prediction:
     why: str = ""
 
 
-def predict(task: Task, engines: tuple[str, ...], calibration: Calibration) -> list[Prediction]:
-    """Predicted seconds of each exhaustive engine the property supports (pure: no evaluation happens)."""
+def predict(task: Task, engines: tuple[str, ...], calibration: Calibration,
+            remaining: float = float("inf")) -> list[Prediction]:
+    """Predicted seconds of each exhaustive engine the property supports (pure: no evaluation happens; split's
+    analysis of the whole domain's bounds runs only when it is predicted to take under a tenth of ``remaining``)."""
     space = task.prop.input_space(task) if task.domain is not None else None
     try:
         count = space.count() if space is not None else 0
@@ -148,45 +150,45 @@ def predict(task: Task, engines: tuple[str, ...], calibration: Calibration) -> l
             seconds = float("inf") if count is None else count * macs * calibration.interpret_mac
             out.append(Prediction(engine, seconds))
         elif engine == "enumerate":
-            try:
-                evaluator = BatchedEvaluator(task.model, task.arithmetic, space.tokens, backend="numpy",
-                                             device="cpu")
-                for n in lengths:
-                    evaluator.check(n)
-            except Unsupported as exc:
-                out.append(Prediction(engine, float("inf"), f"not evaluable in int64: {exc}"))
+            reason = unsupported_reason(task.model, task.arithmetic)
+            if reason is not None:
+                out.append(Prediction(engine, float("inf"), f"not evaluable exactly in batches: {reason}"))
                 continue
             seconds = float("inf") if count is None else \
                 count * (macs * calibration.batched_mac + factor * calibration.batched_row)
             out.append(Prediction(engine, seconds))
         elif engine == "split":
-            out.append(_predict_split(task, space, macs, calibration))
+            out.append(_predict_split(task, space, macs, calibration, remaining))
     return out
 
 
 BOUNDS_COST = 20  # interval bounds of a cube cost about this many interpreter evaluations (Fractions, 2 ends)
 
 
-def _predict_split(task: Task, space: InputSpace | None, macs: int, calibration: Calibration) -> Prediction:
+def _predict_split(task: Task, space: InputSpace | None, macs: int, calibration: Calibration,
+                   remaining: float = float("inf")) -> Prediction:
     """``split`` is predicted to finish at once only when the bounds of each whole-length cube already decide the
     property (an analysis of the model, not a run of the engine); otherwise its cost is not predictable here
     (it may close cubes by bounds deeper down, or end up enumerating): it is not chosen."""
     decide = getattr(task.prop, "decide_on_bounds", None)
     if decide is None or space is None or space.order != "all":
         return Prediction("split", float("inf"), "no bounds decision for this property")
+    analysis = len(space.lengths) * BOUNDS_COST * macs * calibration.interpret_mac
+    if analysis > remaining / 10:  # the budget is the user's: the choice must not spend it
+        return Prediction("split", float("inf"), "the domain's bounds are too costly to analyse within the budget")
     for n in space.lengths:
         whole = Cube.whole(space.tokens, n)
         status, _ = decide(task, lambda model=None, whole=whole: cube_bounds(task.model if model is None else model,
                                                                               task.arithmetic, whole))
         if status != "holds":
             return Prediction("split", float("inf"), "the domain's bounds do not decide the property")
-    return Prediction("split", len(space.lengths) * BOUNDS_COST * macs * calibration.interpret_mac)
+    return Prediction("split", analysis)
 
 
 def choose(task: Task, engines: tuple[str, ...], remaining: float, calibration: Calibration) -> tuple[str, dict]:
     """The engine to run after falsification, and the numbers the choice rests on (for the statistics)."""
     exhaustive = [e for e in engines if e in ("interpret", "enumerate", "split")]
-    predictions = predict(task, tuple(exhaustive), calibration)
+    predictions = predict(task, tuple(exhaustive), calibration, remaining)
     shown = {p.engine: (round(p.seconds, 4) if p.seconds != float("inf") else "cannot run" + (f": {p.why}" if p.why
                                                                                                 else ""))
              for p in predictions}

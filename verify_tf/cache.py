@@ -101,8 +101,8 @@ def key_material(spec, prop, overrides, engine: str) -> dict[str, Any] | None:
     measurement). ``--smt2 DIR`` asks for the solver queries to be written, which a cache hit would skip:
     never cached.
     """
-    if overrides.smt2_dir is not None:
-        return None
+    if overrides.smt2_dir is not None or getattr(overrides, "certify_dir", None) is not None:
+        return None  # --certify needs the engine's run itself (queries, digests): never served from the cache
     return {
         "format": KEY_FORMAT,
         "model": model_to_dict(spec.model),

@@ -23,6 +23,7 @@ from typing import Any
 
 from . import auto
 from .cache import key_material, key_of, served_from_cache
+from .certify import certify
 from .engines import architecture, counting, enumerate as enumerate_engine, interpret, search, smt, split
 from .engines.base import ProgressEvent, Run, Settings, Task, no_progress
 from .executors import InProcess, ProcessPool
@@ -53,6 +54,7 @@ class Overrides:
     smt2_dir: Path | None = None
     device: str = "auto"
     cache_dir: Path | None = None  # where auto's calibration is stored (the proof cache folder)
+    certify_dir: Path | None = None  # --certify: every proved verdict gets a certificate in this folder
 
 
 def requested_engine(spec: Spec, prop: PropertySpec, overrides: Overrides) -> str:
@@ -73,7 +75,8 @@ def timeout_of(spec: Spec, prop: PropertySpec, overrides: Overrides) -> float:
 def make_task(spec: Spec, prop: PropertySpec, overrides: Overrides) -> Task:
     settings = Settings(seed=spec.seed, minimize=overrides.minimize, device=overrides.device, solver=prop.solver,
                         rlimit=prop.rlimit, samples=prop.samples or 100_000,
-                        smt2_dir=str(overrides.smt2_dir) if overrides.smt2_dir is not None else None)
+                        smt2_dir=str(overrides.smt2_dir) if overrides.smt2_dir is not None else None,
+                        certify=overrides.certify_dir is not None)
     return Task.make(prop.label, registry()[prop.name], prop.options, spec.model, spec.arithmetic, spec.domain,
                      settings)
 
@@ -84,6 +87,7 @@ def check_property(spec: Spec, prop: PropertySpec, overrides: Overrides,
     deadline = Deadline(timeout_of(spec, prop, overrides))
     engine = requested_engine(spec, prop, overrides)
     run = Run(executor or InProcess(), deadline, progress or no_progress)
+    task = None
     if executor is None and progress is not None:
         run.executor = InProcess(report=lambda unit, phase: run.progress(ProgressEvent(engine, phase)))
     try:
@@ -101,6 +105,13 @@ def check_property(spec: Spec, prop: PropertySpec, overrides: Overrides,
     verdict.spec = str(spec.path)
     verdict.index = prop.index
     verdict.kind = prop.name
+    # certification: its own budget, as long as the proof's; its time is reported separately
+    if overrides.certify_dir is not None and task is not None:
+        try:
+            certify(task, verdict, overrides.certify_dir, timeout_of(spec, prop, overrides))
+        except Exception as exc:  # a certification bug must not turn a proof into a crash: say so instead
+            verdict.statistics["certificate"] = {"complete": False, "failed": True,
+                                                 "error": f"{type(exc).__name__}: {exc}"}
     return verdict
 
 

@@ -16,7 +16,7 @@ integers where the values really exceed int64 (``program.py``, ``kernels.py``). 
 from .backends import BACKENDS, DEVICES, NumpyOps, TorchOps, cuda_available, make_ops
 from .enumeration import OutputChunk, estimate_throughput, evaluator_for, stream_outputs
 from .evaluator import DEFAULT_MEMORY, LAYERS, BatchedEvaluator, Values
-from .program import LIMIT, Program, Unsupported, compile_program
+from .program import LIMIT, Program, Unsupported, compile_program, unsupported_reason
 
 __all__ = [
     "BACKENDS",
@@ -37,4 +37,5 @@ __all__ = [
     "evaluator_for",
     "make_ops",
     "stream_outputs",
+    "unsupported_reason",
 ]

@@ -203,11 +203,14 @@ def main() -> None:
 @click.option("--minimize", is_flag=True, help="Prefer the smallest counterexample in a stated order.")
 @click.option("--smt2", "smt2_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Write every SMT query as SMT-LIB2 into this folder (bypasses the cache).")
+@click.option("--certify", "certify_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Certify every proved verdict into this folder (put it beside the --json report; "
+                   "re-check with `verify-tf audit`; bypasses the cache; docs/trust.md).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="Device for the torch path.")
 @click.option("--quiet", "-q", is_flag=True, help="No table; only the exit code and errors.")
 def check(specs, engine, timeout, json_path, junit_path, unknown_as, fail_on, jobs, cache_dir, no_cache, explain,
-          html_path, minimize, smt2_dir, device, quiet) -> None:
+          html_path, minimize, smt2_dir, certify_dir, device, quiet) -> None:
     """Check every property of every SPEC and print a verdict table.
 
     Exit codes: 0 every property proved (or got its `expect:` verdict), 1 something refuted (or a definite
@@ -221,10 +224,12 @@ def check(specs, engine, timeout, json_path, junit_path, unknown_as, fail_on, jo
 
     _require_device(device)
     overrides = Overrides(engine=None if engine == "auto" else engine, timeout=timeout, minimize=minimize,
-                          smt2_dir=smt2_dir, device=device, cache_dir=None if no_cache else cache_dir)
+                          smt2_dir=smt2_dir, device=device, cache_dir=None if no_cache else cache_dir,
+                          certify_dir=certify_dir)
     try:  # report folders are created up front, so a typo fails before the checks, not after
-        if smt2_dir is not None:
-            smt2_dir.mkdir(parents=True, exist_ok=True)
+        for folder in (smt2_dir, certify_dir):
+            if folder is not None:
+                folder.mkdir(parents=True, exist_ok=True)
         for output in (json_path, junit_path, html_path):
             if output is not None:
                 output.parent.mkdir(parents=True, exist_ok=True)
@@ -300,6 +305,41 @@ def _show_explained(explained, print_traces: bool, html_path: Path | None, sourc
         html_path.parent.mkdir(parents=True, exist_ok=True)
         write_html(html_path, explained, source)
         err_console.print(f"wrote {html_path} ({len(explained)} counterexample(s))", highlight=False)
+
+
+@main.command()
+@click.argument("report_path", metavar="REPORT", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
+              help="Seconds per certificate for re-checking it.")
+@click.option("--strict", is_flag=True, help="Partial evidence (e.g. an LRAT proof over budget) fails too.")
+def audit(report_path, timeout, strict) -> None:
+    """Re-check a JSON report offline: every certificate, every counterexample, every cached verdict.
+
+    Exit codes: 0 everything checks (with --strict: and no evidence is partial), 1 something failed (named),
+    2 the report cannot be read.
+    """
+    from ..audit import FAILED, PARTIAL, AuditError, audit_exit_code, audit_report
+
+    try:
+        items = audit_report(report_path, timeout)
+    except AuditError as exc:
+        _fail_input(str(exc))
+    style = {"ok": "green", PARTIAL: "yellow", FAILED: "bold red"}
+    for item in items:
+        cached = " (cached)" if item.cached else ""
+        console.print(f"[{style[item.outcome]}]{item.outcome}[/] {Path(item.spec).name}: {item.property} "
+                      f"({item.verdict}{cached})", highlight=False)
+        for line in item.checked:
+            console.print(f"    checked: {line}", highlight=False)
+        for line in item.partial:
+            console.print(f"    [yellow]partial:[/] {line}", highlight=False)
+        for line in item.problems:
+            console.print(f"    [red]FAILED:[/] {line}", highlight=False)
+    failed = sum(i.outcome == FAILED for i in items)
+    partial = sum(i.outcome == PARTIAL for i in items)
+    console.print(f"{len(items)} results: {len(items) - failed - partial} ok, {partial} partial, {failed} failed",
+                  highlight=False)
+    sys.exit(audit_exit_code(items, strict))
 
 
 @main.command()

@@ -43,6 +43,13 @@ class Settings:
     rlimit: int | None = None
     samples: int = 100_000
     smt2_dir: str | None = None
+    certify: bool = False  # keep what a certificate needs (queries asked, outputs digest) in the statistics
+
+
+# Statistics keys the certificate module (verify_tf/certify) reads and removes before the report is written
+CERTIFY_QUERIES = "certify_queries"  # [{"name", "smt2", "answer"}]: every solver query a proof asked
+CERTIFY_COUNTING = "certify_counting"  # engine counting: what its exploration covered (certify.counting)
+OUTPUTS_DIGEST = "outputs_sha256"  # exhaustive runs: sha256 over the evaluated outputs, in input order
 
 
 @dataclass(frozen=True)

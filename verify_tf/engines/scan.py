@@ -16,6 +16,7 @@ Two forms of property are scanned:
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from ..numbers import fmt
 from ..spaces import InputSpace
 from ..verdict import Verdict
 from ..work import CONTINUE, STOP, STOP_AFTER, WorkUnit, iter_chunks, schedule
-from .base import ProgressEvent, Run, Task, describe_proof, error, proved, refuted, replayed, unknown
+from .base import OUTPUTS_DIGEST, ProgressEvent, Run, Task, describe_proof, error, proved, refuted, replayed, unknown
 from .runs import Closest, ClosestPair, Run as SortedRun, RunStore, merged, sorted_run
 
 SCAN_MEMORY = 256 << 20  # bytes of sorted runs held in memory before they are spilled to disk
@@ -49,6 +50,52 @@ class ChunkResult:
     stopped: str = ""  # "timeout" | "cancelled" when the unit gave up early
     measures: dict[str, tuple[Fraction, int]] = field(default_factory=dict)  # name -> (extreme, input index)
     note: str = ""
+    digests: list = field(default_factory=list)  # with --certify: (start, stop, outputs_digest) per piece
+
+
+# Where the chunk digests of an exhaustive run go for the certificate (popped before the report is written)
+CERTIFY_CHUNKS = "certify_chunks"
+
+
+def outputs_digest(numerators: Any, den: int) -> str:
+    """A canonical sha256 of exact values ``numerators / den`` (one row per input, in input order).
+
+    Canonical whoever computed them: the fraction is reduced first (a batched evaluator's fixed denominator and
+    the interpreter's least common denominator give the same digest), values fitting int64 are hashed as
+    little-endian bytes, larger ones as decimal text.
+    """
+    rows = np.asarray(numerators, dtype=object) if not isinstance(numerators, np.ndarray) else numerators
+    flat = [int(v) for v in rows.reshape(-1)] if rows.dtype == object else None
+    common = math.gcd(den, *flat) if flat is not None else math.gcd(den, int(np.gcd.reduce(rows.reshape(-1)))
+                                                                     if rows.size else 0)
+    common = common or 1
+    digest = hashlib.sha256(f"{den // common};{rows.shape}".encode())
+    if flat is None:
+        digest.update((rows // common).astype("<i8").tobytes())
+    elif all(-(1 << 63) <= v < (1 << 63) for v in flat):
+        digest.update(np.array([v // common for v in flat], dtype="<i8").tobytes())
+    else:
+        digest.update(",".join(str(v // common) for v in flat).encode())
+    return digest.hexdigest()
+
+
+def fractions_digest(rows: list[list[Fraction]]) -> str:
+    """``outputs_digest`` of exact Fractions (the interpreter's values), one list per input. Rows of different
+    lengths (inputs of several lengths): the digest of the digests of each run of equal-length rows."""
+    if len({len(row) for row in rows}) > 1:
+        runs = [list(group) for _, group in itertools.groupby(rows, key=len)]
+        return hashlib.sha256("".join(fractions_digest(run) + "\n" for run in runs).encode()).hexdigest()
+    den = math.lcm(*(v.denominator for row in rows for v in row)) if rows and rows[0] else 1
+    numerators = np.empty((len(rows), len(rows[0]) if rows else 0), dtype=object)
+    for k, row in enumerate(rows):
+        for i, v in enumerate(row):
+            numerators[k, i] = v.numerator * (den // v.denominator)
+    return outputs_digest(numerators, den)
+
+
+def combined_digest(chunks: list[tuple[int, int, str]]) -> str:
+    """One digest over the chunk digests of a whole space, in input order."""
+    return hashlib.sha256("".join(f"{a}-{b}:{d}\n" for a, b, d in sorted(chunks)).encode()).hexdigest()
 
 
 def fold_measures(kinds: dict[str, str], into: dict[str, tuple[Fraction, int]],
@@ -85,10 +132,12 @@ def first_violation(task: Task, run: Run, space: InputSpace, engine: str, evalua
     best: ChunkResult | None = None
     incomplete: list[str] = []
     measures: dict[str, tuple[Fraction, int]] = {}
+    chunks: list[tuple[int, int, str]] = []
 
     def on_result(unit: WorkUnit, result: ChunkResult) -> str:
         nonlocal done, best
         done += result.checked
+        chunks.extend(tuple(piece) for piece in result.digests)
         run.progress(ProgressEvent(engine, f"{engine}: {space.describe()}", done, total, "inputs"))
         fold_measures(kinds, measures, result.measures)
         if result.violation is not None:
@@ -114,6 +163,9 @@ def first_violation(task: Task, run: Run, space: InputSpace, engine: str, evalua
     complete = best is None and not summary.errors and not incomplete and not summary.expired \
         and not summary.not_started and not summary.cancelled
     stats["complete"] = complete
+    if task.settings.certify and complete:
+        stats[OUTPUTS_DIGEST] = combined_digest(chunks)
+        stats[CERTIFY_CHUNKS] = sorted(chunks)
     return best, stats, summary
 
 
@@ -174,12 +226,14 @@ class ValuesResult:
     run: SortedRun | None
     clash: tuple[int, int, int] | None = None  # (input index, i, j): two positions of one input too close
     stopped: str = ""
+    digest: str = ""  # with --certify: outputs_digest of the chunk's values, in input order
 
     @staticmethod
-    def of(start: int, stop: int, numerators: Any, den: int, groups: Any) -> ValuesResult:
+    def of(start: int, stop: int, numerators: Any, den: int, groups: Any, certify: bool = False) -> ValuesResult:
         """``numerators[k, i] / den`` is q(x_{start+k})_i ((B, n) int64 or Python integers); ``groups``: (B,)
         codes (inputs with equal codes are exempt from each other) or None (nothing exempt)."""
-        return ValuesResult(start, stop, sorted_run(np.asarray(numerators), den, start, groups))
+        return ValuesResult(start, stop, sorted_run(np.asarray(numerators), den, start, groups),
+                            digest=outputs_digest(numerators, den) if certify else "")
 
 
 INT64_SAFE = 1 << 62
@@ -252,6 +306,7 @@ def check_distinct_values(task: Task, run: Run, engine: str, values_chunk: Calla
     units = [WorkUnit(f"{engine}: inputs {a}..{b - 1}", values_chunk, (task, space, a, b, *extra), order=k,
                       weight=b - a) for k, (a, b) in enumerate(iter_chunks(total, size))]
     clashes: list[ValuesResult] = []
+    digests: list[tuple[int, int, str]] = []  # with --certify: (start, stop, outputs_digest) per chunk
     done = 0
     n = max(space.lengths) if space.lengths else 0
     if len(space.lengths) > 1:
@@ -266,6 +321,7 @@ def check_distinct_values(task: Task, run: Run, engine: str, values_chunk: Calla
             if result.stopped:
                 return STOP
             store.add(result.run)
+            digests.append((result.start, result.stop, result.digest))
             done += result.stop - result.start
             run.progress(ProgressEvent(engine, f"{engine}: {space.describe()}", done, total, "inputs"))
             return CONTINUE
@@ -294,6 +350,9 @@ def check_distinct_values(task: Task, run: Run, engine: str, values_chunk: Calla
                 return unknown(task, run, engine, f"timeout: {what}", [f"exhaustive {engine}: {what}"], stats)
             closest.add(block)
         found = closest.result(den)
+        if task.settings.certify:
+            stats[OUTPUTS_DIGEST] = combined_digest(digests)
+            stats[CERTIFY_CHUNKS] = sorted(digests)
         stats["runs"] = len(store.in_memory) + len(store.spilled)
         if store.spilled:
             stats["spilled_bytes"] = store.spilled_bytes

@@ -9,11 +9,41 @@ signed division (truncation) corrected by one when the remainder is negative.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import z3
 
 
 class NotTranslatable(ValueError):
     pass
+
+
+@dataclass(frozen=True)
+class Translation:
+    """A QF_BV query with exactly the models of its QF_LIA source, and why its width suffices."""
+
+    text: str
+    width: int  # bits of every bit-vector
+    widest: tuple[int, int]  # the Int subterm interval with the largest magnitude (the one that sets the width)
+    bounded_variables: int  # Int variables, each bounded by top-level lo <= v <= hi conjuncts
+    subterms: int  # Int subterms whose interval was derived
+
+    def argument(self) -> str:
+        lo, hi = self.widest
+        return (f"{self.bounded_variables} Int variables, each bounded by top-level conjuncts; interval analysis over "
+                f"{self.subterms} Int subterms; the widest interval [{lo}, {hi}] needs "
+                f"{max(abs(lo), abs(hi)).bit_length()} magnitude bits; width = that + 1 sign bit + 1 spare = "
+                f"{self.width}: every subterm's value fits in signed {self.width}-bit arithmetic, and +, -, * agree "
+                f"with integers modulo 2^{self.width}, so no comparison, division or ite sees a wrapped value")
+
+
+def _literal(e) -> int | None:
+    """The integer a numeral denotes: ``5``, or ``(- 5)`` as z3 prints a negative constant; else None."""
+    if z3.is_int_value(e):
+        return e.as_long()
+    if e.decl().kind() == z3.Z3_OP_UMINUS and e.num_args() == 1 and z3.is_int_value(e.arg(0)):
+        return -e.arg(0).as_long()
+    return None
 
 
 def _variable_bounds(assertions) -> dict[str, tuple[int, int]]:
@@ -24,10 +54,10 @@ def _variable_bounds(assertions) -> dict[str, tuple[int, int]]:
             for c in e.children():
                 visit(c)
             return
-        if (z3.is_ge(e) or z3.is_le(e)) and z3.is_const(e.arg(0)) and z3.is_int_value(e.arg(1)) \
+        if (z3.is_ge(e) or z3.is_le(e)) and z3.is_const(e.arg(0)) and _literal(e.arg(1)) is not None \
                 and e.arg(0).decl().kind() == z3.Z3_OP_UNINTERPRETED:
             entry = bounds.setdefault(e.arg(0).decl().name(), [None, None])
-            entry[0 if z3.is_ge(e) else 1] = e.arg(1).as_long()
+            entry[0 if z3.is_ge(e) else 1] = _literal(e.arg(1))
 
     for a in assertions:
         visit(a)
@@ -35,7 +65,13 @@ def _variable_bounds(assertions) -> dict[str, tuple[int, int]]:
 
 
 def translate(lia_text: str) -> str:
-    assertions = list(z3.parse_smt2_string(lia_text))
+    return translation(lia_text).text
+
+
+def translation(lia_text: str) -> Translation:
+    """The translation, in a fresh z3 context: its text is then the same in every run and every process."""
+    ctx = z3.Context()
+    assertions = list(z3.parse_smt2_string(lia_text, ctx=ctx))
     bounds = _variable_bounds(assertions)
     interval: dict[int, tuple[int, int]] = {}
 
@@ -96,7 +132,8 @@ def translate(lia_text: str) -> str:
 
     for a in assertions:
         _bool_walk(a)
-    width = max((max(abs(lo), abs(hi)).bit_length() for lo, hi in interval.values()), default=1) + 2
+    widest = max(interval.values(), key=lambda iv: max(abs(iv[0]), abs(iv[1])), default=(0, 0))
+    width = max(max(abs(widest[0]), abs(widest[1])).bit_length(), 1) + 2
     memo: dict[int, z3.ExprRef] = {}
 
     def bv(e):
@@ -106,9 +143,9 @@ def translate(lia_text: str) -> str:
         kind = e.decl().kind()
         kids = e.children()
         if z3.is_int_value(e):
-            r = z3.BitVecVal(e.as_long(), width)
+            r = z3.BitVecVal(e.as_long(), width, ctx)
         elif z3.is_int(e) and z3.is_const(e) and kind == z3.Z3_OP_UNINTERPRETED:
-            r = z3.BitVec(e.decl().name(), width)
+            r = z3.BitVec(e.decl().name(), width, ctx)
         elif z3.is_bool(e) and z3.is_const(e) and kind == z3.Z3_OP_UNINTERPRETED:
             r = e
         elif kind == z3.Z3_OP_ADD:
@@ -155,6 +192,6 @@ def translate(lia_text: str) -> str:
         memo[key] = r
         return r
 
-    solver = z3.Solver()
+    solver = z3.Solver(ctx=ctx)
     solver.add([bv(a) for a in assertions])
-    return "(set-logic QF_BV)\n" + solver.to_smt2()
+    return Translation("(set-logic QF_BV)\n" + solver.to_smt2(), width, widest, len(bounds), len(interval))

@@ -11,14 +11,14 @@ means for its claim (``conclude``); the driver replays every concrete member it 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ...verdict import Verdict
 from ...work import CONTINUE, Deadline, WorkUnit, schedule
-from ..base import ProgressEvent, Run, Task, error, verdict
+from ..base import CERTIFY_QUERIES, ProgressEvent, Run, Task, error, verdict
 from .concrete import ConcreteMember, realise_targets, separate_positions
 from .induction import (
     FAILS,
@@ -132,7 +132,8 @@ def check(task: Task, run: Run) -> Verdict:
                                                            "not attempted: timeout")
                 for k, (m, (name, sublayer, block)) in enumerate(plan) if m == n]
         results[n] = InductionResult(n, tuple(done), rows_sum_to_one(task.arithmetic, task.model))
-    return _verdict(task, run, prop.conclude(task, results, run.deadline))
+    asked = [(f"n = {plan[k][0]}: {plan[k][1][0]}", found[k]) for k in sorted(found)]
+    return _verdict(task, run, prop.conclude(task, results, run.deadline), asked)
 
 
 def _symmetry(task: Task, run: Run, request: SymmetryCheck) -> Verdict:
@@ -140,9 +141,10 @@ def _symmetry(task: Task, run: Run, request: SymmetryCheck) -> Verdict:
     units = [WorkUnit(f"symmetry: {step.name}", symmetry_unit, (task, step), order=k,
                       share=min(1.0, run.executor.workers / (len(plan) - k))) for k, step in enumerate(plan)]
     found: dict[int, StepResult] = {}
+    texts: dict[int, str] = {}
 
     def on_result(unit: WorkUnit, value: tuple[StepResult, str]) -> str:
-        found[unit.order] = value[0]
+        found[unit.order], texts[unit.order] = value
         run.progress(ProgressEvent(ENGINE, unit.key, len(found), len(units), "queries"))
         _write_smt2(task, f"symmetry-{plan[unit.order].name}", value[1])
         return CONTINUE
@@ -155,7 +157,8 @@ def _symmetry(task: Task, run: Run, request: SymmetryCheck) -> Verdict:
     done = tuple(found.get(k, StepResult(step.name, "attention", None, UNDECIDED, 0.0, "not attempted: timeout"))
                  for k, step in enumerate(plan))
     result = InductionResult(request.max_keys, done, True)
-    return _verdict(task, run, task.prop.conclude_symmetry(task, request, result, run.deadline))
+    asked = [(f"symmetry: {plan[k].name}", (found[k], texts[k])) for k in sorted(found)]
+    return _verdict(task, run, task.prop.conclude_symmetry(task, request, result, run.deadline), asked)
 
 
 def _write_smt2(task: Task, name: str, text: str) -> None:
@@ -167,6 +170,12 @@ def _write_smt2(task: Task, name: str, text: str) -> None:
     path.write_text(text)
 
 
-def _verdict(task: Task, run: Run, conclusion: Conclusion) -> Verdict:
+def _verdict(task: Task, run: Run, conclusion: Conclusion,
+             asked: Sequence[tuple[str, tuple[StepResult, str]]] = ()) -> Verdict:
+    statistics = conclusion.statistics
+    if task.settings.certify:  # every step query with z3's answer; a step that needed no query has no text
+        answers = {HOLDS: "unsat", FAILS: "sat", UNDECIDED: "unknown"}
+        statistics = {**statistics, CERTIFY_QUERIES: [{"name": name, "smt2": text, "answer": answers[step.status]}
+                                                      for name, (step, text) in asked]}
     return verdict(task, run, conclusion.status, ENGINE, method=conclusion.method, detail=conclusion.detail,
-                   witness=conclusion.witness, statistics=conclusion.statistics, tried=conclusion.tried)
+                   witness=conclusion.witness, statistics=statistics, tried=conclusion.tried)

@@ -26,7 +26,19 @@ from typing import Any
 from ...verdict import Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, Deadline, WorkUnit, schedule
-from ..base import CountingGoal, ProgressEvent, Run, Task, describe_proof, error, proved, refuted, unknown
+from ..base import (
+    CERTIFY_COUNTING,
+    CERTIFY_QUERIES,
+    CountingGoal,
+    ProgressEvent,
+    Run,
+    Task,
+    describe_proof,
+    error,
+    proved,
+    refuted,
+    unknown,
+)
 from .explore import Exploration, explore
 from .induction import FAILED, PROVED, InductionResult, prove_all_lengths
 from .stream import CountingModel, NotApplicable, value_bounds
@@ -75,7 +87,7 @@ def induction_unit(task: Task, increments: list | None, *, deadline: Deadline, c
                     exact=True, state_limit=INFERENCE_STATES)
     report("induction over positions")
     return prove_all_lengths(counting, goal, exact.points, exact.points[0], increments, deadline=deadline,
-                             cancelled=cancelled)
+                             cancelled=cancelled, record=task.settings.certify)
 
 
 def check(task: Task, run: Run) -> Verdict:
@@ -113,6 +125,10 @@ def check(task: Task, run: Run) -> Verdict:
                            statistics)
         bounded_text = (f"every string up to length {goal.max_length} agrees ({exploration.states} states by "
                         "counting)")
+        if task.settings.certify:  # what the exploration covered, for certify.counting
+            statistics[CERTIFY_COUNTING] = {"max_length": goal.max_length, "alphabet": list(goal.alphabet),
+                                            "states": exploration.states,
+                                            "strings_per_length": exploration.strings}
         if not goal.all_lengths:
             default = f"{exploration.states} states of lengths 0..{goal.max_length} explored by counting"
             return proved(task, run, ENGINE, "counting", describe_proof(task, ENGINE, default, statistics),
@@ -125,6 +141,8 @@ def check(task: Task, run: Run) -> Verdict:
                                    "refinement_rounds": induction.rounds, "queries": induction.queries,
                                    "solver_seconds": induction.solver_seconds}
         if induction.status == PROVED:
+            if task.settings.certify:
+                statistics[CERTIFY_QUERIES] = induction.asked
             default = (f"induction over positions: an invariant of {len(induction.invariant)} facts, "
                        f"{induction.queries} z3 queries; {bounded_text}")
             return proved(task, run, ENGINE, "all lengths", describe_proof(task, ENGINE, default, statistics),

@@ -34,6 +34,9 @@ class Exploration:
     disagreement: tuple[str, ...] | None = None  # the shortlex-least string whose last position disagrees
     stopped: str = ""  # "", "timeout", "cancelled", "state limit"
     points: list[Point] = field(default_factory=list)  # exact=True: every reachable point
+    # per length: how many strings reach the kept states, added up through the merges (a second count of the
+    # strings explored, for the certificate: |Σ|^n when every transition was followed)
+    strings: list[int] = field(default_factory=list)
 
 
 def explore(counting: CountingModel, goal: CountingGoal, max_length: int,
@@ -50,6 +53,8 @@ def explore(counting: CountingModel, goal: CountingGoal, max_length: int,
         return result
     letters0 = (0,) * len(alphabet)
     frontier: list[tuple] = [(sums, counts, letters0)]
+    weights: list[int] = [1]  # strings reaching each frontier state
+    result.strings.append(1)
     history: list[list[tuple[int, int]]] = [[(-1, -1)]]  # per length: (parent index, letter index) per state
     result.complete_up_to, result.states, result.widest = 0, 1, 1
     if exact:
@@ -58,6 +63,7 @@ def explore(counting: CountingModel, goal: CountingGoal, max_length: int,
         seen: dict[tuple, int] = {}
         states: list[tuple] = []
         parents: list[tuple[int, int]] = []
+        reached: list[int] = []
         checked = length >= goal.first_position
         for index, (sums, counts, letters) in enumerate(frontier):
             if index % 64 == 0 and (deadline.expired() or cancelled()):
@@ -79,13 +85,16 @@ def explore(counting: CountingModel, goal: CountingGoal, max_length: int,
                     result.states += len(states)
                     return result
                 if key in seen:
+                    reached[seen[key]] += weights[index]
                     continue
                 seen[key] = len(states)
+                reached.append(weights[index])
                 states.append((new_sums, new_counts, new_letters))
                 parents.append((index, a))
                 if exact:
                     result.points.append((length, *new_sums, *new_counts, *new_letters))
-        frontier = states
+        frontier, weights = states, reached
+        result.strings.append(sum(reached))
         history.append(parents)
         positions += 1
         result.complete_up_to = length

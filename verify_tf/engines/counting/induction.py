@@ -43,6 +43,8 @@ from .explore import Point
 from .stream import CountingModel, rounded_average
 
 PROVED, FAILED, UNDECIDED = "proved", "failed", "undecided"
+UNBOUNDED = ("the position, the sums and the counts are unbounded integers (induction over every length): the "
+             "query has no equivalent bit-vector form, so no LRAT proof")
 MAX_ROUNDS = 200
 
 
@@ -57,6 +59,9 @@ class InductionResult:
     queries: int = 0
     solver_seconds: float = 0.0
     counterexample: dict[str, Any] | None = None  # failed: the state and letter of the failing step
+    # record=True and proved: the queries of the proof (the last refinement round's steps, the decisions) as
+    # engines.base.CERTIFY_QUERIES entries
+    asked: list[dict[str, Any]] = field(default_factory=list)
 
 
 def word_position(letters_before: int) -> str:
@@ -207,8 +212,9 @@ def _relation_text(relation: tuple[int, ...], names: list[str]) -> str:
 
 def prove_all_lengths(counting: CountingModel, goal: CountingGoal, points: list[Point], start: Point,
                       increments: Sequence[tuple[int, int]] | None, *, deadline: Deadline,
-                      cancelled: Callable[[], bool] = lambda: False) -> InductionResult:
-    """Base, step and decisions (module docstring); ``points``: every state the exact exploration reached."""
+                      cancelled: Callable[[], bool] = lambda: False, record: bool = False) -> InductionResult:
+    """Base, step and decisions (module docstring); ``points``: every state the exact exploration reached.
+    ``record``: keep the proof's queries as SMT-LIB text (``InductionResult.asked``) for a certificate."""
     layout = _layout(counting, goal)
     result = InductionResult(UNDECIDED)
     if not points:
@@ -230,7 +236,9 @@ def prove_all_lengths(counting: CountingModel, goal: CountingGoal, points: list[
         return [z3.Sum([to_z3(r[0]), *(c * v for c, v in zip(r[1:], values) if c)]) == 0 for r in rels] + \
                [b.term(values) for b in bnds] + [values[0] >= 0]
 
-    def ask(assertions: list) -> tuple[str, Any]:
+    this_round: list[dict[str, Any]] = []  # record: the current refinement round's step queries
+
+    def ask(assertions: list, name: str = "") -> tuple[str, Any]:
         solver = z3.Solver()
         solver.set("timeout", max(1, int(1000 * deadline.remaining())))
         solver.add(*assertions)
@@ -238,6 +246,9 @@ def prove_all_lengths(counting: CountingModel, goal: CountingGoal, points: list[
         answer = solver.check()
         result.solver_seconds += time.perf_counter() - start_time
         result.queries += 1
+        if record:
+            this_round.append({"name": name, "smt2": solver.to_smt2(), "answer": str(answer),
+                               "no_bit_vector_form": UNBOUNDED})
         if answer == z3.sat:
             return "sat", solver.model()
         return ("unsat", None) if answer == z3.unsat else ("unknown", solver.reason_unknown())
@@ -254,9 +265,11 @@ def prove_all_lengths(counting: CountingModel, goal: CountingGoal, points: list[
             result.detail = f"no inductive invariant after {MAX_ROUNDS} refinement rounds"
             return _finish(result, relations, bounds, names, began)
         changed = False
+        this_round.clear()
         for symbol, step in steps.items():
             claim = invariant(step.post, relations, bounds)
-            answer, model = ask([*invariant(pre, relations, bounds), *step.side, z3.Not(z3.And(claim))])
+            answer, model = ask([*invariant(pre, relations, bounds), *step.side, z3.Not(z3.And(claim))],
+                                f"induction step, letter {symbol!r}")
             if answer == "unknown":
                 result.detail = f"z3 could not decide the step for letter {symbol!r} ({model})"
                 return _finish(result, relations, bounds, names, began)
@@ -277,7 +290,7 @@ def prove_all_lengths(counting: CountingModel, goal: CountingGoal, points: list[
             result.detail = "timeout while checking the decisions"
             return _finish(result, relations, bounds, names, began)
         answer, model = ask([*invariant(pre, relations, bounds), *step.side, pre[0] + 1 >= goal.first_position,
-                             step.model_accepts != step.machine_accepts])
+                             step.model_accepts != step.machine_accepts], f"decisions, letter {symbol!r}")
         if answer == "unknown":
             result.detail = f"z3 could not decide the decisions for letter {symbol!r} ({model})"
             return _finish(result, relations, bounds, names, began)
@@ -294,6 +307,7 @@ def prove_all_lengths(counting: CountingModel, goal: CountingGoal, points: list[
                                      "model_accepts": accepts}
             return _finish(result, relations, bounds, names, began)
     result.status = PROVED
+    result.asked = list(this_round)  # the last round's steps (all unsat) and the decisions
     return _finish(result, relations, bounds, names, began)
 
 

@@ -28,6 +28,7 @@ from ..scan import (
     chunk_size,
     fold_measures,
     groups_for,
+    outputs_digest,
 )
 
 ENGINE = "enumerate"
@@ -78,11 +79,15 @@ def violation_chunk(task: Task, space: InputSpace, start: int, stop: int, *, dea
     size = min(evaluators.chunk_size(n) for n in space.lengths) if space.lengths else 1
     whole = getattr(prop, "witness_measure", None) is not None  # refuted at the extreme measure: see every input
     checked, first = 0, None
+    digests: list[tuple[int, int, str]] = []  # with --certify: the readout of every input, for the certificate
     for piece in space.chunks(size, start, stop):
         if deadline.expired() or cancelled():
             return ChunkResult(start, stop, checked, violation=first,
                                stopped="timeout" if deadline.expired() else "cancelled", measures=measures)
         flagged, found = prop.batched_violations(task, evaluators, piece.rows)
+        if task.settings.certify:
+            readout = evaluators.of().values(piece.rows, "readout")
+            digests.append((piece.start, piece.stop, outputs_digest(readout.numerators, readout.den)))
         for name, (numerators, den) in found.items():
             pick = int(np.argmax(numerators) if kinds[name] == "max" else np.argmin(numerators))
             fold_measures(kinds, measures, {name: (Fraction(int(numerators[pick]), den), piece.start + pick)})
@@ -94,7 +99,7 @@ def violation_chunk(task: Task, space: InputSpace, start: int, stop: int, *, dea
                 return ChunkResult(start, stop, checked + row + 1, violation=first,
                                    claim="the batched evaluator flags a violation", measures=measures)
         checked += piece.stop - piece.start
-    return ChunkResult(start, stop, checked, violation=first, measures=measures)
+    return ChunkResult(start, stop, checked, violation=first, measures=measures, digests=digests)
 
 
 def values_chunk(task: Task, space: InputSpace, start: int, stop: int, *, deadline: Deadline,
@@ -115,7 +120,8 @@ def values_chunk(task: Task, space: InputSpace, start: int, stop: int, *, deadli
         dens.append(den)
         groups.append(groups_for(task, space, piece.start, piece.rows))
     if not numerators:
-        return ValuesResult.of(start, stop, np.zeros((0, max(space.lengths, default=0)), dtype=np.int64), 1, None)
+        return ValuesResult.of(start, stop, np.zeros((0, max(space.lengths, default=0)), dtype=np.int64), 1, None,
+                               certify=task.settings.certify)
     common = math.lcm(*dens)  # a tie-free program's fallback rows may refine one chunk's denominator
     scaled = [v if d == common else v.astype(object) * (common // d) for v, d in zip(numerators, dens)]
     joined = np.concatenate(scaled) if all(v.dtype != object for v in scaled) \
@@ -124,4 +130,4 @@ def values_chunk(task: Task, space: InputSpace, start: int, stop: int, *, deadli
     if groups[0] is not None:
         group = np.concatenate(groups) if all(g.dtype != object for g in groups) \
             else np.concatenate([g.astype(object) for g in groups])
-    return ValuesResult.of(start, stop, joined, common, group)
+    return ValuesResult.of(start, stop, joined, common, group, certify=task.settings.certify)

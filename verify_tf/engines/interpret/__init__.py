@@ -14,6 +14,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ...semantics import evaluate
 from ...spaces import InputSpace
 from ...verdict import Verdict
 from ...work import Deadline
@@ -25,6 +26,7 @@ from ..scan import (
     check_each_input,
     chunk_size,
     fold_measures,
+    fractions_digest,
     groups_for,
     within_input_clash,
 )
@@ -49,6 +51,7 @@ def violation_chunk(task: Task, space: InputSpace, start: int, stop: int, *, dea
     measures: dict[str, tuple[Fraction, int]] = {}
     whole = getattr(prop, "witness_measure", None) is not None  # refuted at the extreme measure: see every input
     first = None
+    readouts: list[list[Fraction]] = []  # with --certify: every readout, for the certificate's digest
     for offset, tokens in enumerate(space.inputs(start, stop)):
         index = start + offset
         if deadline.expired() or cancelled():
@@ -56,12 +59,15 @@ def violation_chunk(task: Task, space: InputSpace, start: int, stop: int, *, dea
                                else "cancelled", measures=measures)
         if measure is not None:
             fold_measures(kinds, measures, {k: (v, index) for k, v in measure(task, tokens).items()})
+        if task.settings.certify:
+            readouts.append(list(evaluate(task.model, task.arithmetic, tokens).readout))
         if first is None and prop.violation(task, tokens) is not None:
             first = index
             if not whole:
                 return ChunkResult(start, stop, offset + 1, violation=index,
                                    claim="the interpreter finds a violation", measures=measures)
-    return ChunkResult(start, stop, stop - start, violation=first, measures=measures)
+    digests = [(start, stop, fractions_digest(readouts))] if task.settings.certify else []
+    return ChunkResult(start, stop, stop - start, violation=first, measures=measures, digests=digests)
 
 
 def values_chunk(task: Task, space: InputSpace, start: int, stop: int, *, deadline: Deadline,
@@ -83,4 +89,5 @@ def values_chunk(task: Task, space: InputSpace, start: int, stop: int, *, deadli
     array = np.array(integers, dtype=np.int64 if 2 * bound < (1 << 62) else object)
     if not values:
         array = np.zeros((0, max(space.lengths, default=0)), dtype=np.int64)
-    return ValuesResult.of(start, stop, array, den, groups_for(task, space, start, rows))
+    return ValuesResult.of(start, stop, array, den, groups_for(task, space, start, rows),
+                           certify=task.settings.certify)

@@ -36,7 +36,19 @@ from ...symbolic.values import Builder, NotEncodable
 from ...verdict import Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, STOP, Deadline, DeadlineExpired, WorkUnit, schedule
-from ..base import ProgressEvent, QueryPlan, Run, Task, describe_proof, error, proved, refuted, smt2_path, unknown
+from ..base import (
+    CERTIFY_QUERIES,
+    ProgressEvent,
+    QueryPlan,
+    Run,
+    Task,
+    describe_proof,
+    error,
+    proved,
+    refuted,
+    smt2_path,
+    unknown,
+)
 
 ENGINE = "smt"
 SOLVED, TIMEOUT, OTHER = "solved", "timeout", "other"
@@ -82,7 +94,7 @@ def solve_query(task: Task, plan: QueryPlan, *, deadline: Deadline, cancelled: C
     encoded = deadline.elapsed() - start
     result = QueryResult(plan, "unknown", encode_seconds=encoded, variables=len(builder.bounded_ints),
                          assertions=len(query.assertions), bounds=query.stats.as_dict(), exact=not builder.inexact)
-    if settings.smt2_dir is not None:
+    if settings.smt2_dir is not None or settings.certify:
         result.smt2 = smt2_text(query.assertions)
     report(f"solving {plan.name}")
     variables = input_variables(query)
@@ -158,7 +170,7 @@ def check(task: Task, run: Run) -> Verdict:
         statistics["answered_by"] = result.solver
         for key, value in result.solver_stats.items():
             statistics[f"{result.solver}_{key}"] = statistics.get(f"{result.solver}_{key}", 0) + value
-        if result.smt2 is not None:
+        if result.smt2 is not None and task.settings.smt2_dir is not None:
             path = smt2_path(task, index + 1, result.plan.name)
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             Path(path).write_text(result.smt2, encoding="utf-8")
@@ -215,6 +227,9 @@ def check(task: Task, run: Run) -> Verdict:
     if not reasons:
         count = len(plans)
         text = f"{count} {statistics['theory']} quer{'y' if count == 1 else 'ies'} unsat ({task.settings.solver})"
+        if task.settings.certify:
+            statistics[CERTIFY_QUERIES] = [{"name": results[i].plan.name, "smt2": results[i].smt2, "answer": "unsat"}
+                                           for i in range(len(plans))]
         return proved(task, run, ENGINE, "smt", describe_proof(task, ENGINE, text, statistics), statistics)
     return unknown(task, run, ENGINE, f"{len(reasons)} of {len(plans)} queries unknown ({reasons[0]})", tried,
                    statistics, method="smt")

@@ -336,6 +336,7 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
             current = dataclasses.replace(current, enumerate_at=min(limits.enumerate_max, 4 * current.enumerate_at))
             tally.enumerate_at = current.enumerate_at
     statistics = {**tally.as_dict(), "space": space.describe(), "closed_share": _share(closed_volume, total),
+                  "closed_inputs": closed_volume, "domain_inputs": total,
                   "enumerate_at": tally.enumerate_at or limits.enumerate_at, "smt_at": limits.smt_at,
                   "executor": run.executor.name,
                   **getattr(task.prop, "statistics", lambda task: {})(task)}

@@ -1,0 +1,271 @@
+"""Certificates (`check --certify`) and `verify-tf audit`: the LRAT checker on hand-made proofs, the bit-width
+argument on a hand-computed interval, end-to-end certificates that audit accepts, and tamper tests (a
+certificate, a query, a proof, a witness, an exhaustive sample) that audit rejects, naming what failed."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from verify_tf.audit import FAILED, audit_report
+from verify_tf.certify.exhaustive import closed_form_size, listed_size
+from verify_tf.certify.lrat import LratError, check_lrat, parse_dimacs
+from verify_tf.cli import main
+from verify_tf.symbolic.bv import translation
+
+pytest.importorskip("cvc5")
+pytest.importorskip("pysat")
+
+SPECS = Path(__file__).resolve().parent.parent / "specs"
+
+# (a ∨ b)(a ∨ ¬b)(¬a ∨ b)(¬a ∨ ¬b): clause 5 = (a) by RUP over 1, 2 (¬a forces b by 1, then 2 is falsified);
+# the empty clause 6 by RUP over 5, 3, 4 (a, then b by 3, then 4 is falsified). Worked out by hand.
+FOUR = "p cnf 2 4\n1 2 0\n1 -2 0\n-1 2 0\n-1 -2 0\n"
+
+
+def test_lrat_checker_accepts_a_hand_made_proof():
+    variables, clauses = parse_dimacs(FOUR)
+    stats = check_lrat(variables, clauses, [b"5 1 0 1 2 0", b"5 d 1 2 0", b"6 0 5 3 4 0"], numbering="dimacs")
+    assert stats == {"added": 2, "deleted": 2, "hints": 5}
+
+
+@pytest.mark.parametrize("proof, message", [
+    ([b"5 1 0 1 0", b"6 0 5 3 4 0"], "line 1: the hints of clause 5 end without a conflict"),
+    ([b"5 1 0 1 2 0", b"6 0 5 3 0"], "line 2: the hints of clause 6 end without a conflict"),
+    ([b"5 1 0 1 2 0", b"5 d 1 0", b"6 0 1 3 4 0"], "line 3: hint 1 is not an active clause"),
+    ([b"5 1 0 1 2 0"], "never derives the empty clause"),
+    ([b"5 1 0 -1 2 0"], "RAT hint -1"),
+])
+def test_lrat_checker_rejects_broken_proofs(proof, message):
+    variables, clauses = parse_dimacs(FOUR)
+    with pytest.raises(LratError, match=message):
+        check_lrat(variables, clauses, proof, numbering="dimacs")
+
+
+def test_bit_width_comes_from_the_encoder_bounds():
+    # x ∈ [0, 100], y ∈ [0, 5]: x - 50 ∈ [-50, 50], (x - 50)*y ∈ [-250, 250]; 250 needs 8 bits, + sign + spare
+    # = 10 (by hand)
+    text = ("(declare-fun x () Int)(declare-fun y () Int)(assert (and (>= x 0) (<= x 100)))"
+            "(assert (and (>= y 0) (<= y 5)))(assert (> (* (- x 50) y) 240))")
+    result = translation(text)
+    assert (result.width, result.widest, result.bounded_variables) == (10, (-250, 250), 2)
+    assert "(_ BitVec 10)" in result.text and translation(text).text == result.text  # same text every run
+
+
+def test_negative_bounds_written_as_unary_minus_are_bounds():
+    # z3 prints -5 as (- 5): x ∈ [-5, -2], 3x ∈ [-15, -6]; 15 needs 4 bits, + sign + spare = 6 (by hand)
+    text = "(declare-fun x () Int)(assert (>= x (- 5)))(assert (<= x (- 2)))(assert (> (* 3 x) (- 7)))"
+    result = translation(text)
+    assert (result.width, result.widest, result.bounded_variables) == (6, (-15, -6), 1)
+
+
+def test_domain_size_two_ways():
+    # 3 symbols, lengths 1..3: 3 + 9 + 27 = 39 sequences; multisets C(3,1) + C(4,2) + C(5,3) = 3 + 6 + 10 = 19
+    assert closed_form_size(3, (1, 2, 3), "all", False) == listed_size(3, (1, 2, 3), "all", False) == 39
+    assert closed_form_size(3, (1, 2, 3), "sorted", False) == listed_size(3, (1, 2, 3), "sorted", False) == 19
+    assert closed_form_size(3, (2,), "all", True) == listed_size(3, (2,), "all", True) == 6
+
+
+def _check(tmp_path: Path, *specs: str) -> Path:
+    for name in specs:  # relative paths in the spec still name the repository's files
+        (tmp_path / name).write_text((SPECS / name).read_text().replace("../examples", str(SPECS.parent / "examples")))
+    report = tmp_path / "report.json"
+    result = CliRunner().invoke(main, ["check", *[str(tmp_path / n) for n in specs], "--no-cache", "-q",
+                                       "--json", str(report), "--certify", str(tmp_path / "certificates")])
+    assert result.exit_code in (0, 1), result.output
+    return report
+
+
+def _audit(report: Path) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["audit", str(report)])
+    return result.exit_code, " ".join(result.output.split())  # rich wraps lines at the terminal's width
+
+
+def _entry(report: Path, verdict: str) -> dict:
+    return next(e for e in json.loads(report.read_text())["results"] if e["verdict"] == verdict)
+
+
+def _rewrite_certificate(report: Path, entry_verdict: str, change) -> Path:
+    """Apply ``change`` to the certificate body and re-seal it (its sha256 in the report updated), so only
+    the re-checks can catch the tampering."""
+    data = json.loads(report.read_text())
+    entry = next(e for e in data["results"] if e["verdict"] == entry_verdict)
+    path = Path(entry["statistics"]["certificate"]["path"])
+    body = json.loads(path.read_text())
+    change(body, path.parent)
+    text = json.dumps(body, indent=1)
+    path.write_text(text)
+    entry["statistics"]["certificate"]["sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    report.write_text(json.dumps(data))
+    return path
+
+
+def test_smt_certificate_audits_and_tampering_fails(tmp_path):
+    report = _check(tmp_path, "smt-equivalence-proved.yaml")
+    summary = _entry(report, "proved")["statistics"]["certificate"]
+    assert summary["complete"] and summary["kind"] == "smt"
+    assert any(line.startswith("second solver re-proves the query: cvc5") for line in summary["checked_by"])
+    assert any("LRAT proof" in line and "CaDiCaL 1.9.5" in line for line in summary["checked_by"])
+    body = json.loads(Path(summary["path"]).read_text())
+    lrat = body["queries"][0]["evidence"][1]
+    assert lrat["width"] >= 2 and "interval analysis" in lrat["argument"]
+    assert _audit(report)[0] == 0
+
+    # 1. the certificate edited without re-sealing: its digest no longer matches the report
+    path = Path(summary["path"])
+    original = path.read_text()
+    path.write_text(original.replace('"complete": true', '"complete": false'))
+    code, output = _audit(report)
+    assert code == 1 and "does not match the sha256 in the report" in output
+    path.write_text(original)
+
+    # 2. the query changed (and re-sealed): cvc5 and the CNF re-derivation disagree with the certificate
+    query = path.parent / "query-1.smt2"
+    text = query.read_text()
+    assert "(check-sat)" in text
+    weaker = text.replace("(check-sat)", "").rsplit("(assert", 1)[0] + "(check-sat)\n"  # the violation dropped
+
+    def swap_query(body, folder):
+        query.write_text(weaker)
+        body["queries"][0]["sha256"] = hashlib.sha256(weaker.encode()).hexdigest()
+    _rewrite_certificate(report, "proved", swap_query)
+    code, output = _audit(report)
+    assert code == 1 and "cvc5 re-proof" in output and "CNF re-derived from the query differs" in output
+
+    # 3. the LRAT proof replaced by one for another formula
+    (tmp_path / "again").mkdir()
+    report = _check(tmp_path / "again", "smt-equivalence-proved.yaml")
+    path = Path(_entry(report, "proved")["statistics"]["certificate"]["path"])
+    proof = path.parent / "query-1.lrat.gz"
+    proof.write_bytes(gzip.compress(b"1 0 0\n"))
+    code, output = _audit(report)
+    assert code == 1 and "proof file query-1.lrat.gz does not match its sha256" in output
+
+
+def test_exhaustive_certificate_and_witness_tampering(tmp_path):
+    report = _check(tmp_path, "luo-urpe-refuted.yaml", "yun-lemma6-d1-k2-n2.yaml")
+    proved = _entry(report, "proved")["statistics"]["certificate"]
+    assert proved["kind"] == "exhaustive" and proved["complete"]
+    assert _audit(report)[0] == 0
+
+    # a witness replaced by an input on which the model is position-blind (one position: trivially blind)
+    data = json.loads(report.read_text())
+    refuted = next(e for e in data["results"] if e["verdict"] == "refuted" and "input" in e["counterexample"])
+    refuted["counterexample"]["input"] = refuted["counterexample"]["input"][:1]
+    report.write_text(json.dumps(data))
+    code, output = _audit(report)
+    assert code == 1 and "counterexample: the interpreter finds no violation" in output
+
+    # the sample's recorded interpreter outputs changed (and re-sealed)
+    report = _check(tmp_path, "yun-lemma6-d1-k2-n2.yaml")
+
+    def change_sample(body, folder):
+        body["checks"][2]["interpreter_sha256"] = "0" * 64
+    _rewrite_certificate(report, "proved", change_sample)
+    code, output = _audit(report)
+    assert code == 1 and "interpreter's outputs on the sample differ" in output
+
+
+def test_proved_without_certificate_fails_audit(tmp_path):
+    shutil.copy(SPECS / "smt-equivalence-proved.yaml", tmp_path / "s.yaml")
+    report = tmp_path / "r.json"
+    CliRunner().invoke(main, ["check", str(tmp_path / "s.yaml"), "--cache", str(tmp_path / "cache"), "-q",
+                              "--json", str(report)])
+    items = audit_report(report)
+    assert [i.outcome for i in items] == [FAILED] and "proved without a certificate" in items[0].problems[0]
+
+
+def _counting_spec(tmp_path: Path) -> str:
+    """crasp-L1 on strings up to length 6 (64 strings of length 6: the sample is all of them), engine counting."""
+    text = (SPECS / "crasp-L1.yaml").read_text().replace("../examples", str(SPECS.parent / "examples"))
+    text = text.replace("max-length: 14", "max-length: 6")
+    text = text.replace("expect: proved}", "engine: counting, expect: proved}")
+    (tmp_path / "l1.yaml").write_text(text)
+    return "l1.yaml"
+
+
+def test_counting_certificates_audit_and_tampering_fails(tmp_path):
+    report = tmp_path / "report.json"
+    name = _counting_spec(tmp_path)
+    result = CliRunner().invoke(main, ["check", str(tmp_path / name), "--no-cache", "-q", "--json", str(report),
+                                       "--certify", str(tmp_path / "certificates")])
+    assert result.exit_code == 0, result.output
+    entries = json.loads(report.read_text())["results"]
+    assert [(e["engine"], e["verdict"]) for e in entries] == [("counting", "proved")] * 2
+    bounded, every = (Path(e["statistics"]["certificate"]["path"]) for e in entries)
+    body = json.loads(bounded.read_text())
+    count, sample = body["checks"]
+    # strings of length 0..6 over {a, b}: 1, 2, 4, ..., 64 by the closed form and by the exploration's merges
+    assert count["ok"] and count["closed_form"] == count["explored"] == [1, 2, 4, 8, 16, 32, 64]
+    assert sample["ok"] and sample["sample_size"] == 64 and "queries" not in body
+    # every length: the last refinement round's two step queries and the two decision queries (letters a, b),
+    # each re-proved by cvc5; no LRAT (unbounded integers), recorded as such: audit says partial, exit 0
+    every_body = json.loads(every.read_text())
+    assert [q["name"] for q in every_body["queries"]] == ["induction step, letter 'a'", "induction step, letter 'b'",
+                                                          "decisions, letter 'a'", "decisions, letter 'b'"]
+    assert all(q["evidence"][0]["ok"] is True and q["evidence"][1]["ok"] is None for q in every_body["queries"])
+    items = audit_report(report)
+    assert [i.outcome for i in items] == ["ok", "partial"]
+    assert any("unbounded integers" in p for p in items[1].partial)
+
+    # tampering: the exploration's string count and the sample's interpreter digest (both re-sealed)
+    def change_count(body, folder):
+        body["checks"][0]["explored"][6] = 63
+        body["checks"][1]["interpreter_sha256"] = "0" * 64
+    _rewrite_certificate(report, "proved", change_count)
+    code, output = _audit(report)
+    assert code == 1 and "strings counted two ways" in output and "interpreter's outputs on the sample differ" in output
+
+
+def test_query_free_depth_zero_proof_is_partial_and_its_pair_is_rechecked(tmp_path):
+    # depth 0 asks no solver query: the pair a / ba (a in L_1 = a+, ba not; same last letter) is re-checked and
+    # the class-wide step is recorded as trusted, so audit says partial (exit 0) until the pair is tampered with
+    report = _check(tmp_path, "depth-lower-bound-L1.yaml")
+    body = json.loads(Path(_entry(report, "proved")["statistics"]["certificate"]["path"]).read_text())
+    pair, argument = body["checks"]
+    assert pair["ok"] is True and pair["pair"] == ["a", "ba"] and pair["in_language"] == [True, False]
+    assert argument["ok"] is None and "trusted" in argument["note"]
+    assert [i.outcome for i in audit_report(report)] == ["partial"] and _audit(report)[0] == 0
+
+    def other_pair(body, folder):  # ab and bb: both end in b, both outside L_1: the language does not separate them
+        body["checks"][0]["pair"] = ["ab", "bb"]
+    _rewrite_certificate(report, "proved", other_pair)
+    code, output = _audit(report)
+    assert code == 1 and "does not check" in output
+
+
+def test_sample_digest_of_inputs_of_several_lengths():
+    # a sample spanning lengths 1 and 2 (tracr specs): ragged rows are digested per run of equal length
+    from fractions import Fraction
+
+    from verify_tf.engines.scan import fractions_digest
+    rows = [[Fraction(1)], [Fraction(1, 2), Fraction(0)]]
+    assert fractions_digest(rows) == fractions_digest([list(r) for r in rows])
+    assert fractions_digest(rows) != fractions_digest([[Fraction(1)], [Fraction(1, 2), Fraction(1)]])
+
+
+def test_split_certificate_is_partial_and_tampering_fails(tmp_path):
+    """specs/split-two-layer-output-bounds.yaml proves |q| <= 93/4 by bounds alone: the certificate counts the
+    closed cubes' inputs against the domain ((9^2)^3 = 531,441 inputs: 9 grid points per coordinate, d = 2,
+    length 3) and re-runs a seeded sample on the interpreter; the bounds themselves stay trusted, so audit says
+    partial (exit 0)."""
+    report = _check(tmp_path, "split-two-layer-output-bounds.yaml")
+    summary = _entry(report, "proved")["statistics"]["certificate"]
+    assert summary["kind"] == "split" and not summary["complete"] and not summary["failed"]
+    body = json.loads(Path(summary["path"]).read_text())
+    cover = body["checks"][0]
+    assert cover["ok"] and cover["closed_inputs"] == cover["domain_inputs"] == cover["closed_form"] == 81 ** 3
+    code, output = _audit(report)
+    assert code == 0 and "partial" in output and "interval bounds" in output
+
+    def shrink_cover(body, folder):
+        body["checks"][0]["closed_inputs"] -= 1
+    _rewrite_certificate(report, "proved", shrink_cover)
+    code, output = _audit(report)
+    assert code == 1 and "the closed cubes hold" in output

@@ -1,0 +1,266 @@
+"""Evidence for one exported SMT query that z3 answered ``unsat``: cvc5 re-proves it, and a SAT proof of its
+bit-blasted form is checked by our own LRAT checker.
+
+The LRAT chain: the QF_LIA query → QF_BV (``symbolic.bv.translation``: a width proved wide enough by interval
+analysis over our encoder's declared bounds, so both queries have the same models) → CNF (z3's bit-blaster and
+Tseitin transformation) → CaDiCaL 1.9.5 (python-sat) writes an LRAT proof of unsatisfiability →
+``certify.lrat`` checks it. Architecture queries (reals, uninterpreted functions) have no exact bit-vector form:
+for them the chain is skipped with the reason, and cvc5's re-proof is the only second opinion.
+
+Each function returns a plain JSON-ready record: ``{"check": ..., "tool": ..., "ok": bool | None, ...}``
+(``ok`` None: not attempted or ran out of budget; the record says why).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.metadata
+import multiprocessing
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..symbolic.bv import NotTranslatable, translation
+from ..work import Deadline
+from .lrat import LratError, check_lrat, parse_dimacs
+
+# Proofs larger than this (uncompressed) are not kept: the certificate says so and carries cvc5's evidence only
+LRAT_MAX_BYTES = 256 << 20
+BITBLAST = ("simplify", "bit-blast", "tseitin-cnf")
+
+
+def sha256(data: str | bytes) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+def version_of(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+# ---------------------------------------------------------------- cvc5
+
+
+_TOKEN = re.compile(r'\|[^|]*\||"(?:[^"]|"")*"|;[^\n]*|[()]|[^\s()|";]+')
+
+
+def for_cvc5(text: str) -> str:
+    """z3's SMT-LIB text as cvc5 reads it: no unary ``(+ t)`` (z3.Sum of one term prints it), no comments, a
+    ``set-logic`` (ALL when z3 wrote none: architecture queries mix reals and uninterpreted functions)."""
+    out: list[str] = []
+    opened: list[int] = []
+    for token in _TOKEN.findall(text):
+        if token.startswith(";"):
+            continue
+        if token == "(":
+            opened.append(len(out))
+            out.append(token)
+        elif token == ")":
+            start = opened.pop()
+            body = out[start + 1:]
+            if len(body) >= 2 and body[0] == "+" and _single_term(body[1:]):
+                del out[start:start + 2]  # keep the one argument, drop "(", "+" and this ")"
+            else:
+                out.append(token)
+        else:
+            out.append(token)
+    joined = " ".join(out).replace("( ", "(").replace(" )", ")")
+    return joined if "(set-logic" in joined else "(set-logic ALL)\n" + joined
+
+
+def _single_term(tokens: list[str]) -> bool:
+    if len(tokens) == 1:
+        return tokens[0] not in ("(", ")")
+    depth = 0
+    for k, token in enumerate(tokens):
+        depth += token == "("
+        depth -= token == ")"
+        if depth == 0 and k != len(tokens) - 1:
+            return False
+    return tokens[0] == "(" and depth == 0
+
+
+def cvc5_reprove(text: str, deadline: Deadline) -> dict:
+    """cvc5 (in this process, its own time limit) on the exported query: ``ok`` when it answers unsat."""
+    record = {"check": "second solver re-proves the query", "tool": f"cvc5 {version_of('cvc5')}"}
+    try:
+        import cvc5
+    except ImportError:
+        return {**record, "ok": None, "note": "cvc5 not installed (pip install 'verify-tf[certify]')"}
+    seconds = deadline.remaining()
+    if seconds <= 0:
+        return {**record, "ok": None, "note": "not attempted: certification budget spent"}
+    start = time.perf_counter()
+    manager = cvc5.TermManager()
+    solver = cvc5.Solver(manager)
+    solver.setOption("tlimit-per", str(max(1, int(seconds * 1000))))
+    parser = cvc5.InputParser(solver)
+    parser.setStringInput(cvc5.InputLanguage.SMT_LIB_2_6, for_cvc5(text).replace("(check-sat)", ""), "query")
+    symbols = parser.getSymbolManager()
+    try:
+        while True:
+            command = parser.nextCommand()
+            if command.isNull():
+                break
+            command.invoke(solver, symbols)
+        result = solver.checkSat()
+    except RuntimeError as exc:
+        return {**record, "ok": False, "note": f"cvc5 rejected the query: {str(exc)[:200]}",
+                "seconds": round(time.perf_counter() - start, 3)}
+    seconds = round(time.perf_counter() - start, 3)
+    if result.isUnsat():
+        return {**record, "ok": True, "answer": "unsat", "seconds": seconds}
+    if result.isSat():  # a disagreement between solvers: never a pass
+        return {**record, "ok": False, "answer": "sat", "seconds": seconds, "note": "cvc5 finds the query sat"}
+    return {**record, "ok": None, "answer": "unknown", "seconds": seconds,
+            "note": f"cvc5 unknown ({result.getUnknownExplanation()}) within the certification budget"}
+
+
+# ---------------------------------------------------------------- LIA → BV → CNF → LRAT
+
+
+def bitblast(text: str) -> tuple[str, dict]:
+    """The query's CNF (DIMACS, header recomputed) and the width argument. Raises NotTranslatable."""
+    import z3
+
+    bv = translation(text)
+    ctx = z3.Context()  # fresh: the CNF's variable numbering is then the same in every run
+    goal = z3.Goal(ctx=ctx)
+    goal.add(z3.parse_smt2_string(bv.text, ctx=ctx))
+    result = z3.Then(*BITBLAST, ctx=ctx)(goal)
+    if len(result) != 1:
+        raise NotTranslatable(f"the bit-blaster split the goal into {len(result)} subgoals")
+    sub = result[0]
+    if sub.inconsistent():
+        dimacs = "p cnf 0 1\n0\n"
+    else:
+        body = [line for line in sub.dimacs(include_names=False).splitlines()[1:] if line and line[0] != "c"]
+        top = max((abs(int(t)) for line in body for t in line.split()), default=0)
+        dimacs = f"p cnf {top} {len(body)}\n" + "\n".join(body) + "\n"  # z3 can under-count variables
+    width = {"width": bv.width, "widest_interval": [bv.widest[0], bv.widest[1]],
+             "bounded_variables": bv.bounded_variables, "argument": bv.argument(), "bv_sha256": sha256(bv.text)}
+    return dimacs, width
+
+
+def _cadical_lrat(clauses: list[tuple[int, ...]], seconds: float) -> tuple[bool | None, bytes]:
+    """CaDiCaL 1.9.5 (python-sat) with an LRAT trace; (False, proof) when unsat, None when out of time.
+
+    It runs in a child process, killed at the deadline: python-sat's CaDiCaL 1.9.5 keeps the GIL and ignores
+    an interrupt from another thread, so an in-process solve could overrun the budget by any amount."""
+    context = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory(prefix="verify-tf-lrat-") as folder:
+        trace = Path(folder) / "proof.lrat"
+        child = context.Process(target=_cadical_child, args=(clauses, str(trace)), daemon=True)
+        child.start()
+        child.join(max(0.01, seconds))
+        if child.is_alive():
+            child.kill()
+            child.join()
+            return None, b""
+        if child.exitcode not in (10, 20):
+            raise RuntimeError(f"the CaDiCaL child process ended with exit code {child.exitcode}")
+        if child.exitcode == 10:
+            return True, b""
+        size = trace.stat().st_size
+        return False, (trace.read_bytes() if size <= LRAT_MAX_BYTES else b"too large: %d" % size)
+
+
+def _cadical_child(clauses: list[tuple[int, ...]], trace_path: str) -> None:
+    """In the child: solve, write the LRAT trace to ``trace_path``, exit 10 (sat) or 20 (unsat)."""
+    import pysolvers  # type: ignore[import-not-found]
+    from pysat.solvers import Cadical195  # type: ignore[import-untyped]
+
+    solver = Cadical195()
+    solver.configure({"binary": 0, "lrat": 1})
+    with open(trace_path, "w+b") as trace:
+        # python-sat's with_proof installs its tracer before configure() could switch LRAT on: install our own
+        solver.prfile, solver.prfp = trace, pysolvers.cadical195_tracepr(solver.cadical, trace)
+        for clause in clauses:
+            solver.add_clause(list(clause))
+        status = solver.solve()
+        pysolvers.flushpr(solver.prfp)
+    os._exit(10 if status else 20)  # no interpreter teardown: the parent only reads the exit code and the file
+
+
+LRAT_RECORD = {"check": "LRAT proof of the bit-blasted query checked by verify_tf.certify.lrat",
+               "tool": f"z3 {version_of('z3-solver')} bit-blaster; CaDiCaL 1.9.5 (python-sat "
+                       f"{version_of('python-sat')}); verify-tf LRAT checker"}
+
+
+def lrat_evidence(text: str, deadline: Deadline, proof_path: Path | None) -> dict:
+    """The bit-blast + LRAT chain; writes the gzipped proof to ``proof_path`` when it checks."""
+    record: dict[str, Any] = dict(LRAT_RECORD)
+    try:
+        import pysolvers  # noqa: F401
+    except ImportError:
+        return {**record, "ok": None, "note": "python-sat not installed (pip install 'verify-tf[certify]')"}
+    start = time.perf_counter()
+    try:
+        dimacs, width = bitblast(text)
+    except (NotTranslatable, Exception) as exc:  # z3 parse errors of reals/UF queries land here too
+        return {**record, "ok": None, "note": f"no exact bit-vector form: {str(exc)[:160]}"}
+    variables, clauses = parse_dimacs(dimacs)
+    record.update(width, cnf_variables=variables, cnf_clauses=len(clauses), cnf_sha256=sha256(dimacs),
+                  bitblast_seconds=round(time.perf_counter() - start, 3))
+    if deadline.remaining() <= 0:
+        return {**record, "ok": None, "note": "not attempted: certification budget spent"}
+    solve_start = time.perf_counter()
+    status, proof = _cadical_lrat(clauses, deadline.remaining())
+    record["sat_seconds"] = round(time.perf_counter() - solve_start, 3)
+    if status is None:
+        return {**record, "ok": None, "note": "CaDiCaL interrupted: certification budget spent"}
+    if status is True:
+        return {**record, "ok": False, "note": "CaDiCaL finds the bit-blasted query satisfiable"}
+    if proof.startswith(b"too large"):
+        return {**record, "ok": None, "note": f"LRAT proof {proof.split()[-1].decode()} bytes, over the "
+                                             f"{LRAT_MAX_BYTES} byte limit: not kept"}
+    record["lrat_bytes"] = len(proof)
+    check_start = time.perf_counter()
+    try:
+        stats = check_lrat(variables, clauses, proof.splitlines(), expired=deadline.expired)
+    except TimeoutError as exc:
+        return {**record, "ok": None, "note": f"{exc}: certification budget spent"}
+    except (LratError, ValueError, IndexError) as exc:
+        return {**record, "ok": False, "note": f"LRAT check failed: {exc}"}
+    record.update(check_seconds=round(time.perf_counter() - check_start, 3), lrat_steps=stats.get("added", 0))
+    if proof_path is not None:
+        packed = gzip.compress(proof, compresslevel=6, mtime=0)
+        proof_path.write_bytes(packed)
+        record.update(proof=proof_path.name, proof_sha256=sha256(packed))
+    return {**record, "ok": True}
+
+
+def recheck_lrat(text: str, record: dict, proof_path: Path, expired: Callable[[], bool]) -> list[str]:
+    """Audit: re-derive the width and the CNF from the query, compare with the record, re-check the proof.
+    Returns the problems found (empty: it checks)."""
+    problems = []
+    try:
+        dimacs, width = bitblast(text)
+    except Exception as exc:
+        return [f"the query no longer bit-blasts: {exc}"]
+    if width["width"] != record.get("width"):
+        problems.append(f"bit-width re-derived as {width['width']}, certificate says {record.get('width')}")
+    if width["bv_sha256"] != record.get("bv_sha256"):
+        problems.append("the QF_BV translation differs from the certified one")
+    if sha256(dimacs) != record.get("cnf_sha256"):
+        problems.append("the CNF re-derived from the query differs from the certified one")
+    if not proof_path.is_file():
+        return problems + [f"proof file {proof_path.name} missing"]
+    packed = proof_path.read_bytes()
+    if sha256(packed) != record.get("proof_sha256"):
+        problems.append(f"proof file {proof_path.name} does not match its sha256")
+    try:
+        variables, clauses = parse_dimacs(dimacs)
+        check_lrat(variables, clauses, gzip.decompress(packed).splitlines(), expired=expired)
+    except TimeoutError as exc:
+        problems.append(f"LRAT re-check ran out of time: {exc}")
+    except (LratError, ValueError, IndexError, OSError, EOFError) as exc:
+        problems.append(f"LRAT re-check failed: {exc}")
+    return problems
