@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 from fractions import Fraction as F
+
+import pytest
 
 from verify_tf.ir import (
     AlphabetTokens,
@@ -66,3 +69,19 @@ def task(model, arith, domain, prop, options=None, **settings):
 
     settings.setdefault("device", "cpu")
     return make_task(model, arith, domain, prop, options or {}, **settings)
+
+
+def torch_installed() -> bool:
+    """Whether PyTorch (the ``torch`` extra) can be imported; the tests that need it skip without it."""
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except ImportError:  # a blocked import (tests/test_without_torch.py) reads as not installed
+        return False
+
+
+requires_torch = pytest.mark.skipif(not torch_installed(), reason="needs the torch extra: pip install -e '.[torch]'")
+
+
+def needs_torch(spec_path) -> bool:
+    """A shipped spec that reads a torch state dict (``model: {torch: ...}``)."""
+    return "torch:" in spec_path.read_text()

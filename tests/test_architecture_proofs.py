@@ -177,3 +177,32 @@ def test_member_outside_pass_through_reach_is_not_invented():
     model = Model(GridTokens(1), 1, (Block(AttentionLayer((urpe,), zeros(1))),
                                      Block(AttentionLayer((later,), zeros(1), residual=False))), vector([1]))
     assert separate_positions(model, EXACT, 0, [seq(1, 1, 1)], timeout=10) is None
+
+
+def test_no_member_is_built_for_a_class_with_layernorm_or_i_gelu():
+    """Members are built from LayerNorm-free ReLU blocks, which are outside a normed class. Here the URPE layer
+    that a member separates positions with (test above) has a post-LN of width 1, which maps every column to
+    β: every model of this class is position-blind, and a member without the norm would refute that wrongly
+    (it did before the guard: output (5/4, 1, 1)). The class description names the norm."""
+    import dataclasses
+
+    from helpers import verdict
+    from verify_tf.domain import GridDomain
+    from verify_tf.ir import FeedForward, LayerNorm
+
+    plain = one_layer(head(scoring="softmax", positional="urpe", rpe=[0] * 5, urpe=[1] * 5))
+    block = plain.blocks[0]
+    norm = LayerNorm((F(1),), (F(0),), F(0))
+    post_ln = dataclasses.replace(plain, blocks=(dataclasses.replace(
+        block, attention=dataclasses.replace(block.attention, norm=norm, norm_first=False)),))
+    assert describe_class(post_ln) == "grid tokens, d = 1; layer 0: attention (softmax URPE (C radius 2)) with post-LN"
+    assert separate_positions(plain, FIXED, 0, [seq(1, 1, 1)], timeout=30) is not None
+    assert separate_positions(post_ln, FIXED, 0, [seq(1, 1, 1)], timeout=30) is None
+    gelu = dataclasses.replace(plain, blocks=(dataclasses.replace(
+        block, feed_forward=FeedForward(((F(1),),), (F(0),), ((F(1),),), (F(0),), activation="i-gelu")),),
+        final_norm=norm)
+    assert describe_class(gelu).endswith("+ feed-forward (width 1, i-gelu); final LayerNorm")
+    assert separate_positions(gelu, FIXED, 0, [seq(1, 1, 1)], timeout=30) is None
+    result = verdict(post_ln, FIXED, GridDomain.regular(1, F(1, 2), 3), "position-blind", {"scope": "architecture"},
+                     engine="architecture")
+    assert result.status == "unknown", result.detail

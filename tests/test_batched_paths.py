@@ -12,6 +12,7 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
+from helpers import requires_torch, torch_installed
 from verify_tf.batched import BatchedEvaluator, NumpyOps, TorchOps, Unsupported, compile_program, make_ops
 from verify_tf.batched.program import FLOAT_EXACT
 from verify_tf.builders.random_model import RandomConfig, random_model
@@ -56,11 +57,12 @@ def test_wide_values_use_int64_and_exact_integer_products():
     assert any(not plan.float_ok for plan in _affine_plans(program))
     assert max(program.output.bound) == 2 ** 47  # saturated: the bound is the format's range
     rows = np.array([[0, 2, 1], [2, 2, 2], [0, 0, 0], [1, 0, 2]])
-    for ops in (NumpyOps(), TorchOps("cpu")):
+    for ops in (NumpyOps(), TorchOps("cpu")) if torch_installed() else (NumpyOps(),):
         _check_against_interpreter(BatchedEvaluator(WIDE_MODEL, WIDE_ARITH, tokens, ops=ops), WIDE_MODEL,
                                    WIDE_ARITH, tokens, rows)
 
 
+@requires_torch
 def test_cuda_code_path_emulated_on_cpu():
     """TorchOps with device 'cuda' avoids integer matmul: unrolled sums, float64 below 2^53, else elementwise."""
     emulated = TorchOps("cpu")
@@ -86,7 +88,7 @@ def test_values_beyond_int64_are_computed_exactly_not_refused():
     assert program.guarded and program.steps_bits > 63  # the q.k products need about 2^100
     assert issubclass(Unsupported, UnsupportedInMode)  # what is still refused (softmax in exact mode) is unknown
     rows = np.array([[0, 1, 0], [1, 1, 1], [0, 0, 1]])
-    for ops in (NumpyOps(), TorchOps("cpu")):
+    for ops in (NumpyOps(), TorchOps("cpu")) if torch_installed() else (NumpyOps(),):
         evaluator = BatchedEvaluator(model, arith, tokens, ops=ops)
         _check_against_interpreter(evaluator, model, arith, tokens, rows)
         assert evaluator.wide_steps > 0
@@ -116,10 +118,14 @@ def test_one_dimensional_hardmax_without_products_matches_the_interpreter(causal
     program = compile_program(model, Exact(), tokens, 3)
     assert all(head.mode == "argmax1d" for block in program.blocks for head in block.attention.heads)
     rows = np.array(list(itertools.product(range(4), repeat=3)))
-    emulated = TorchOps("cpu")
-    emulated.device = "cuda"
-    for ops, how in ((NumpyOps(), {}), (TorchOps("cpu"), {"force": "wide"}), (emulated, {"force": "guarded"}),
-                     (NumpyOps(), {"variant": "tie-free"}), (emulated, {"variant": "tie-free", "force": "wide"})):
+    paths: list = [(NumpyOps(), {}), (NumpyOps(), {"force": "wide"}), (NumpyOps(), {"force": "guarded"}),
+                   (NumpyOps(), {"variant": "tie-free"})]
+    if torch_installed():  # the torch extra: torch's paths, CUDA's matmul branch emulated on the CPU
+        emulated = TorchOps("cpu")
+        emulated.device = "cuda"
+        paths += [(TorchOps("cpu"), {"force": "wide"}), (emulated, {"force": "guarded"}),
+                  (emulated, {"variant": "tie-free", "force": "wide"})]
+    for ops, how in paths:
         evaluator = BatchedEvaluator(model, Exact(), tokens, ops=ops, **how)
         _check_against_interpreter(evaluator, model, Exact(), tokens, rows)
         if how.get("variant") == "tie-free":
@@ -156,9 +162,14 @@ def test_softmax_in_exact_mode_is_unsupported():
 
 def test_backend_selection_and_clear_errors():
     assert make_ops("numpy", "cpu").name == "numpy"
-    assert make_ops("torch", "cpu").name == "torch"
     with pytest.raises(ValueError, match="numpy back end runs on the CPU"):
         make_ops("numpy", "cuda")
+    if not torch_installed():
+        assert make_ops("auto", "auto").name == "numpy"
+        with pytest.raises(Unsupported, match=r"pip install 'verify-tf\[torch\]'"):
+            make_ops("torch", "cpu")
+        return
+    assert make_ops("torch", "cpu").name == "torch"
     import torch
 
     if not torch.cuda.is_available():
@@ -187,8 +198,11 @@ def test_empty_contraction_feed_forward_of_width_zero():
     empty = FeedForward(w1=(), b1=(), w2=((), ()), b2=(F(1, 3), F(-5, 2)))
     model = dataclasses.replace(model, blocks=(Block(model.blocks[0].attention, empty),))
     tokens = [(F(0), F(1)), (F(-1), F(1, 2))]
-    emulated = TorchOps("cpu")
-    emulated.device = "cuda"
-    for ops in (NumpyOps(), TorchOps("cpu"), emulated):
+    backends: list = [NumpyOps()]
+    if torch_installed():
+        emulated = TorchOps("cpu")
+        emulated.device = "cuda"
+        backends += [TorchOps("cpu"), emulated]
+    for ops in backends:
         _check_against_interpreter(BatchedEvaluator(model, Fixed(12, 4), tokens, ops=ops), model, Fixed(12, 4),
                                    tokens, np.array([[0, 1, 1], [1, 0, 0]]))

@@ -1,6 +1,7 @@
 """``verify_tf.bounds``: every concrete input's interpreter values lie inside its cube's bounds at every stage, on
-random models of every variant and random cubes; a one-input cube collapses to the interpreter's values; and the
-tightness the batched evaluator and the split engine rely on (hull of the winners, 1-D hardmax, Lemma 6)."""
+random models of every variant (LayerNorm pre/post/final and i-GELU included) and random cubes; a one-input
+cube collapses to the interpreter's values; and the tightness the batched evaluator and the split engine rely on
+(hull of the winners, 1-D hardmax, Lemma 6)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.builders.yun import yun_contextual_mapping
 from verify_tf.domain import GridDomain, StringDomain
 from verify_tf.semantics import Exact, Fixed, evaluate
-from verify_tf.semantics.interpreter import _Counter, affine as interpreter_affine
+from verify_tf.semantics.interpreter import _Counter, _residual as interpreter_residual, affine as interpreter_affine
 
 
 @st.composite
@@ -29,10 +30,16 @@ def cases(draw):
         bits = draw(st.sampled_from([6, 8, 12, 16]))
         arith = Fixed(bits, draw(st.integers(0, min(bits - 2, 6))),
                       draw(st.sampled_from(["exact-sums", "per-probability", "rounded-terms"])))
+    # LayerNorm exists in fixed arithmetic only (the interpreter refuses it in exact) and needs its inputs on the
+    # grid: no alphabet embeddings or absolute PE (random denominators), grid steps of 2^-f; i-GELU everywhere
+    layernorm = draw(st.sampled_from(["none", "none", "pre", "post"])) if isinstance(arith, Fixed) else "none"
+    final_norm = isinstance(arith, Fixed) and draw(st.booleans())
+    norms = layernorm != "none" or final_norm
+    alphabet = alphabet and not norms
     length = draw(st.integers(1, 4))
     bos = "^" if alphabet and draw(st.booleans()) else None
     positions = length + (1 if bos else 0)
-    absolute_pe = draw(st.booleans())
+    absolute_pe = draw(st.booleans()) and not norms
     config = RandomConfig(
         seed=draw(st.integers(0, 10 ** 6)), width=draw(st.integers(1, 3)), layers=draw(st.integers(1, 2)),
         heads=draw(st.integers(1, 2)), key_dim=draw(st.sampled_from([None, 1])),
@@ -41,12 +48,16 @@ def cases(draw):
         absolute_pe=absolute_pe,
         max_length=max(positions, draw(st.integers(1, 5))) if absolute_pe else draw(st.integers(1, 5)),
         weight_range=F(draw(st.sampled_from([1, 2, 4]))), denominator=draw(st.sampled_from([1, 1, 2, 3, 4])),
-        alphabet=("a", "b", "c") if alphabet else None, bos=bos)
+        alphabet=("a", "b", "c") if alphabet else None, bos=bos,
+        activation=draw(st.sampled_from(["relu", "relu", "i-gelu"])), layernorm=layernorm, final_norm=final_norm,
+        layernorm_eps=draw(st.sampled_from([F(1, 100000), F(0), F(1, 3)])))
     model = random_model(config)
     if alphabet:
         domain = StringDomain(("a", "b", "c"), length, length)
     else:
-        step = draw(st.sampled_from([F(1), F(1, 2), F(1, 3)]))
+        # LayerNorm needs its inputs on the fixed-point grid (the interpreter refuses others): no thirds then
+        steps = [F(1), F(1, 2), F(1, 3)] if not norms else [F(1), F(1, 2)] if arith.frac else [F(1)]
+        step = draw(st.sampled_from(steps))
         lo = draw(st.sampled_from([F(-2), F(-1), F(0)]))
         domain = GridDomain(config.width, tuple(lo + k * step for k in range(draw(st.integers(1, 3)))), length)
     tokens = list(domain.tokens)
@@ -74,7 +85,12 @@ def _check_input(model, arith, bounds, tokens) -> None:
     _check_vectors(trace.embedded, bounds.embedded, "embedded")
     stream = trace.embedded
     for index, (block, bt, bb) in enumerate(zip(model.blocks, trace.blocks, bounds.blocks)):
+        stream_in = stream
         if block.attention is not None:
+            if block.attention.norm is not None:
+                _check_vectors(bt.attention_norm, bb.attention_norm, f"block {index} attention norm")
+                if block.attention.norm_first:
+                    stream = bt.attention_norm  # the heads' input
             for h, (head, ht, hb) in enumerate(zip(block.attention.heads, bt.heads, bb.heads)):
                 where = f"block {index} head {h}"
                 for name, weights, bias, boxes in (("query", head.query, head.query_bias, hb.query),
@@ -97,11 +113,28 @@ def _check_input(model, arith, bounds, tokens) -> None:
                         assert _inside(a, hb.weights[i][j]), f"{where} weight[{i}][{j}]"
                 _check_vectors(ht.output, hb.output, f"{where} output")
             _check_vectors(bt.attention_output, bb.attention_output, f"block {index} attention output")
+            if block.attention.norm is not None and not block.attention.norm_first:
+                _check_vectors(interpreter_residual(stream_in, bt.attention_output, block.attention.residual,
+                                                    counter), bb.before_attention_norm, f"block {index} residual sum")
             _check_vectors(bt.after_attention, bb.after_attention, f"block {index} after attention")
         if block.feed_forward is not None:
+            if block.feed_forward.norm is not None:
+                _check_vectors(bt.feed_forward_norm, bb.feed_forward_norm, f"block {index} feed-forward norm")
+            ff_in = bt.after_attention if block.attention is not None else stream_in
+            ff_inputs = bt.feed_forward_norm if block.feed_forward.norm is not None and block.feed_forward.norm_first \
+                else ff_in
+            _check_vectors([interpreter_affine(block.feed_forward.w1, z, block.feed_forward.b1, counter)
+                            for z in ff_inputs], bb.pre_activation, f"block {index} pre-activation")
             _check_vectors(bt.hidden, bb.hidden, f"block {index} hidden")
+            if block.feed_forward.norm is not None and not block.feed_forward.norm_first:
+                update = [interpreter_affine(block.feed_forward.w2, h, block.feed_forward.b2, counter)
+                          for h in bt.hidden]
+                _check_vectors(interpreter_residual(ff_in, update, block.feed_forward.residual, counter),
+                               bb.before_feed_forward_norm, f"block {index} feed-forward residual sum")
             _check_vectors(bt.after_feed_forward, bb.after_feed_forward, f"block {index} after feed-forward")
         stream = bt.output
+    if model.final_norm is not None:
+        _check_vectors(trace.before_final_norm, bounds.before_final_norm, "before the final norm")
     _check_vectors(trace.output, bounds.output, "output")
     for q, iv in zip(trace.readout, bounds.readout):
         assert _inside(q, iv), f"readout {q} outside {iv}"
@@ -113,7 +146,8 @@ def _all_points(bounds) -> bool:
         for hb in bb.heads:
             boxes += [hb.query, hb.key, hb.value, hb.output, [tuple(s for s in row if s is not None)
                                                               for row in hb.scores]]
-        boxes += [b for b in (bb.attention_output, bb.after_attention, bb.hidden, bb.after_feed_forward) if b]
+        boxes += [b for b in (bb.attention_output, bb.after_attention, bb.hidden, bb.after_feed_forward,
+                              bb.attention_norm, bb.feed_forward_norm) if b]
     return all(lo == hi for stage in boxes for vector in stage for lo, hi in vector)
 
 
@@ -127,6 +161,12 @@ def test_every_input_of_a_cube_lies_inside_its_bounds(case):
     rng = np.random.default_rng(seed)
     chosen = inputs if len(inputs) <= 12 else [inputs[int(k)] for k in rng.choice(len(inputs), 12, replace=False)]
     event(f"cube of {min(len(inputs), 13)}{'+' if len(inputs) > 12 else ''} inputs")
+    norms = [b.attention.norm for b in model.blocks if b.attention] + [
+        b.feed_forward.norm for b in model.blocks if b.feed_forward] + [model.final_norm]
+    if any(n is not None for n in norms):
+        event("LayerNorm")
+    if any(b.feed_forward and b.feed_forward.activation == "i-gelu" for b in model.blocks):
+        event("i-GELU")
     for tokens in chosen:
         _check_input(model, arith, bounds, tokens)
     # a cube with one input: every stage is a point, equal to the interpreter's value

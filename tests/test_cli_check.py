@@ -6,6 +6,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -79,6 +80,8 @@ def test_junit_and_json_reports(specs, tmp_path):
     assert statuses == [("permutation-equivariance", "proved", 0, "proved"),
                         ("permutation-equivariance", "refuted", 0, "refuted"),
                         ("on the readout", "refuted", 1, "refuted")]
+    # the property's kind (its registry name) beside the label the spec gave it (docs/cli.md)
+    assert [r["kind"] for r in data["results"]] == ["permutation-equivariance"] * 3
     entry = data["results"][1]
     assert Path(entry["spec_resolved"]) == specs["refuted"].resolve() and len(entry["spec_sha256"]) == 64
     assert entry["counterexample"]["permuted_input"] == [["1"], ["0"]]
@@ -162,6 +165,10 @@ def test_optional_groups_tolerate_only_their_own_absence(tmp_path, monkeypatch):
     (package / "broken.py").write_text("raise ImportError('a real import error')\n")
     with pytest.raises(ImportError, match="a real import error"):
         cli._import_optional("vt_fake_group.broken", "group")
+    (package / "needs_torch.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
+    with pytest.raises(click.UsageError,
+                       match=r"needs PyTorch, which is not installed: pip install 'verify-tf\[torch\]'"):
+        cli._import_optional("vt_fake_group.needs_torch", "group")  # an optional dependency: the extra is named
 
 
 def test_help_lists_optional_groups_without_importing_them():

@@ -8,7 +8,8 @@ import json
 import re
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch", reason="needs the torch extra")
 from click.testing import CliRunner
 
 from verify_tf.cli.experiment import experiment

@@ -164,6 +164,99 @@ def test_yang_et_al_rounded_terms_differ_from_exact_sums_on_a_hand_example():
     assert theirs.readout == [F(1, 2), F(1, 2)]
 
 
+# ---------------------------------------------------------------- LayerNorm and i-GELU (docs/semantics.md §2–3)
+
+def norm_model(gamma, beta, eps, *, first=False, ff=None, final=None):
+    """A feed-forward-only model whose LayerNorm sits before (first) or after the sublayer; ff defaults to 0."""
+    from verify_tf.ir import Block, FeedForward, GridTokens, LayerNorm, Model
+
+    d = len(gamma)
+    zero = FeedForward(((F(0),) * d,), (F(0),), tuple((F(0),) for _ in range(d)), (F(0),) * d)
+    norm = LayerNorm(tuple(map(F, gamma)), tuple(map(F, beta)), F(eps))
+    sub = ff or zero
+    block = Block(None, FeedForward(sub.w1, sub.b1, sub.w2, sub.b2, True, sub.activation, norm, first))
+    return Model(GridTokens(d), d, (block,), (F(1),) + (F(0),) * (d - 1),
+                 final_norm=LayerNorm(tuple(map(F, final)), (F(0),) * d, F(0)) if final else None)
+
+
+def test_layernorm_integer_steps_at_two_fractional_bits():
+    # z = (1, 0) at f = 2: mantissas x = (4, 0), S = 4, y = d·x − S = (4, −4), Σy² = 32 = d³·4^f·Var -> Var = 1/4.
+    # eps = 0: V = ⌊(1/4)·2^(4f)⌋ = 64, s = ⌊√64⌋ = 8 (σ = 8/2^(2f) = 1/2, exact);
+    # n·2^f = ⌊y·4^f / (d·s)⌋ = ⌊±64/16⌋ = ±4 -> n = (1, −1); γ = 1, β = 0, zero feed-forward: out (1, −1).
+    arith = Fixed(8, 2)
+    assert evaluate(norm_model([1, 1], [0, 0], 0), arith, [(F(1), F(0))]).output == [(F(1), F(-1))]
+    # torch's eps = 1e-5 inside the root: V = ⌊64 + 256/100000⌋ = 64, the same.
+    assert evaluate(norm_model([1, 1], [0, 0], F(1, 100000)), arith, [(F(1), F(0))]).output == [(F(1), F(-1))]
+    # eps = 1/4: V = ⌊(1/4 + 1/4)·256⌋ = 128, s = 11 (121 <= 128 < 144); n·4 = ⌊64/22⌋ = 2 and ⌊−64/22⌋ = −3,
+    # n = (1/2, −3/4) (torch: ±0.5/√0.5 = ±0.707, floored to quarters); γ = (2, 1), β = (1/4, 0):
+    # out = (2·1/2 + 1/4, −3/4) = (5/4, −3/4).
+    model = norm_model([2, 1], [F(1, 4), 0], F(1, 4))
+    assert evaluate(model, arith, [(F(1), F(0))]).output == [(F(5, 4), F(-3, 4))]
+
+
+def test_layernorm_floors_sigma_to_2f_bits_and_saturates_n():
+    # z = (1, 0, 0, 0) at f = 2: x = (4, 0, 0, 0), y = (12, −4, −4, −4), Σy² = 192 = 4³·4²·Var -> Var = 3/16.
+    # V = ⌊(3/16)·256⌋ = 48, s = 6 (σ = 6/16 = 0.375 < √3/4 ≈ 0.433: floored to 2f = 4 bits);
+    # n·4 = ⌊12·16/24⌋ = 8 and ⌊−64/24⌋ = −3: n = (2, −3/4, −3/4, −3/4).
+    token = [(F(1), F(0), F(0), F(0))]
+    wide = evaluate(norm_model([1] * 4, [0] * 4, 0), Fixed(8, 2), token)
+    assert wide.output == [(F(2), F(-3, 4), F(-3, 4), F(-3, 4))] and wide.saturations == 0
+    # 4 bits hold at most 7/4: n_0 = 2 saturates (one event), then γ·n + β = 7/4.
+    narrow = evaluate(norm_model([1] * 4, [0] * 4, 0), Fixed(4, 2), token)
+    assert narrow.output == [(F(7, 4), F(-3, 4), F(-3, 4), F(-3, 4))] and narrow.saturations == 1
+
+
+def test_layernorm_of_a_constant_vector_is_beta():
+    # z = (1, 1, 1): y = 0, Var = 0; eps = 0 gives V = 0, s = 0, and max(s, 1) = 1 keeps n = 0/3 = 0 -> out = β.
+    out_ = evaluate(norm_model([3, 3, 3], [F(1, 4), F(-1, 2), 0], 0), Fixed(8, 2), [(F(1),) * 3]).output
+    assert out_ == [(F(1, 4), F(-1, 2), F(0))]
+
+
+def test_pre_and_post_layernorm_differ_and_the_final_norm_comes_last():
+    # the sublayer adds the constant b2 = (1, 0) whatever its input. Post-LN: LN((1, 0) + (1, 0)) = LN((2, 0))
+    # = (1, −1) (eps = 0, as above). Pre-LN: (1, 0) + ff(LN(1, 0)) = (2, 0).
+    from verify_tf.ir import FeedForward
+
+    constant = FeedForward(((F(0), F(0)),), (F(0),), ((F(0),), (F(0),)), (F(1), F(0)))
+    arith, token = Fixed(8, 2), [(F(1), F(0))]
+    assert evaluate(norm_model([1, 1], [0, 0], 0, first=False, ff=constant), arith, token).output == [(F(1), F(-1))]
+    pre = evaluate(norm_model([1, 1], [0, 0], 0, first=True, ff=constant), arith, token)
+    assert pre.output == [(F(2), F(0))] and pre.blocks[0].feed_forward_norm == [(F(1), F(-1))]
+    # a final norm with γ = (1/2, 1) after the pre-LN block: LN((2, 0)) = (1, −1) -> (1/2, −1)
+    final = evaluate(norm_model([1, 1], [0, 0], 0, first=True, ff=constant, final=[F(1, 2), 1]), arith, token)
+    assert final.before_final_norm == [(F(2), F(0))] and final.output == [(F(1, 2), F(-1))]
+
+
+def test_layernorm_is_refused_in_exact_arithmetic():
+    with pytest.raises(UnsupportedInMode, match="LayerNorm divides by a square root"):
+        evaluate(norm_model([1, 1], [0, 0], 0), EXACT, [(F(1), F(0))])
+
+
+def test_igelu_values():
+    from verify_tf.semantics.nonlinear import igelu
+
+    # I-BERT's i-GELU(x) = x(1 + L(x/k))/2, L(u) = sgn(u)[a(min(|u|, −b) + b)² + 1], a = −0.2888, b = −1.769,
+    # k = 1.4142. x = 1: u = 5000/7071, u + b = −7508599/7071000, (u + b)² = 56379058942801/49999041000000,
+    # L = 1 + a(u + b)² = 42145960971648839/62498801250000000, i-GELU(1) = (1 + L)/2:
+    assert igelu(F(1)) == F(104644762221648839, 124997602500000000)  # 0.83717 (GELU(1) = 0.84134)
+    # x = −1: 1 + L(−1) = −a(u + b)² = 1 − L(1), so i-GELU(−1) = −(1 − L(1))/2 = (1 + L(1))/2 − 1 = i-GELU(1) − 1
+    assert igelu(F(-1)) == igelu(F(1)) - 1  # −0.16283 (GELU(−1) = −0.15866)
+    # |x| >= k·(−b) = 2.5017198: L = ±1, so i-GELU is the identity above and 0 below
+    assert (igelu(F(3)), igelu(F(-3)), igelu(F(0))) == (3, 0, 0)
+
+
+def test_igelu_feed_forward_rounds_its_output_once():
+    from verify_tf.ir import FeedForward
+
+    # hidden h = W1 z = z (on the f = 4 grid), i-GELU(1) = 0.83717 -> ⌊13.39⌋/16 = 13/16, i-GELU(−1) = −0.16283
+    # -> ⌊−2.605⌋/16 = −3/16; W2 = 1, no residual: the output is the rounded i-GELU.
+    ff = FeedForward(((F(1),),), (F(0),), ((F(1),),), (F(0),), residual=False, activation="i-gelu")
+    model = one_layer(head(0, 0, v=0, o=0), residual=True, ff=ff)
+    assert column(evaluate(model, Fixed(12, 4), seq(1, -1)).output) == [F(13, 16), F(-3, 16)]
+    # exact arithmetic keeps the rational polynomial
+    assert column(evaluate(model, EXACT, seq(1)).output) == [F(104644762221648839, 124997602500000000)]
+
+
 # ---------------------------------------------------------------- floor(e^s · x) for Yang et al.'s rounded terms
 
 

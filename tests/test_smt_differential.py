@@ -9,12 +9,17 @@ at every position of every recorded layer (embedding, scores, weights, head outp
 residual streams, hidden ReLU layer, final output, readout). Some positions are pinned as constants (the
 encoder's constant-folding path), the rest are symbolic variables constrained to the input.
 
+LayerNorm (pre-LN, post-LN, a final norm; eps 0, torch's 1e-5 and large) and i-GELU feed-forwards have their
+own strategy (``norm_cases``), in fixed arithmetic (LayerNorm) and exact arithmetic (i-GELU alone).
+
 Sized for CI: 560 models in total across the variants (measured ~75 s on one core, the suite runs under
 ``-n 2``); derandomised so CI failures reproduce.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from fractions import Fraction as F
 
 import pytest
@@ -58,11 +63,15 @@ def pairs(sym: SymTrace, ref: Trace):
                     if s is not None:  # softmax exact-sums weights are not linear terms
                         yield s, r
             yield from vectors(sh.output, rh.output)
-        for name in ("attention_output", "after_attention", "hidden", "after_feed_forward"):
+        for name in ("attention_norm", "attention_output", "after_attention", "hidden", "feed_forward_norm",
+                     "after_feed_forward"):
             a, b = getattr(sb, name), getattr(rb, name)
             assert (a is None) == (b is None), name
             if a is not None:
                 yield from vectors(a, b)
+    assert (sym.before_final_norm is None) == (ref.before_final_norm is None)
+    if sym.before_final_norm is not None:
+        yield from vectors(sym.before_final_norm, ref.before_final_norm)
     yield from vectors(sym.output, ref.output)
     yield from zip(sym.readout, ref.readout)
 
@@ -181,6 +190,36 @@ def test_alphabet_models(case, arith) -> None:
     assert_encoding_matches(model, arith, tokens, symbolic)
 
 
+@st.composite
+def norm_cases(draw, layernorm=True):
+    """Models with LayerNorm on every sublayer (pre or post), an optional final norm, ReLU or i-GELU."""
+    config = draw(configs(["hardmax", "uniform", "softmax"] if layernorm else ["hardmax", "uniform"]))
+    config = replace(config, width=draw(st.integers(1, 3)), layers=1, ffn_width=draw(st.integers(1, 2)),
+                     activation=draw(st.sampled_from(["relu", "i-gelu"])) if layernorm else "i-gelu",
+                     layernorm=draw(st.sampled_from(["pre", "post"])) if layernorm else "none",
+                     final_norm=layernorm and draw(st.booleans()),
+                     layernorm_eps=draw(st.sampled_from([F(0), F(1, 100000), F(1, 3), F(5)])))
+    n = draw(st.integers(1, 3))
+    tokens = tuple(tuple(draw(st.sampled_from(GRID)) for _ in range(config.width)) for _ in range(n))
+    symbolic = set(draw(st.lists(st.integers(0, n - 1), unique=True, min_size=1)))
+    return random_model(config), tokens, symbolic
+
+
+@settings(max_examples=70, **SETTINGS)
+@given(norm_cases(), st.builds(Fixed, bits=st.integers(6, 12), frac=st.integers(1, 4),
+                               attention_rounding=st.sampled_from(["exact-sums", "per-probability"])))
+def test_fixed_layernorm_and_igelu_models(case, arith) -> None:
+    model, tokens, symbolic = case
+    assert_encoding_matches(model, arith, tokens, symbolic)
+
+
+@settings(max_examples=30, **SETTINGS)
+@given(norm_cases(layernorm=False))
+def test_exact_igelu_models(case) -> None:
+    model, tokens, symbolic = case
+    assert_encoding_matches(model, Exact(), tokens, symbolic)
+
+
 # ---------------------------------------------------------------- hand-written ties and rounding
 
 def test_hardmax_three_way_tie_is_averaged() -> None:
@@ -252,3 +291,59 @@ def test_rounded_terms_softmax_models(case, arith) -> None:
     60-digit bracket, so the encoding must still pin every value to the interpreter's."""
     model, tokens, symbolic = case
     assert_encoding_matches(model, arith, tokens, symbolic)
+
+
+# i-GELU's clip c = k·(−b) = 1.4142 · 1.769 = 2.5017198 (nonlinear.IGELU_CLIP): c·2^4 = 40.03 and c·2^6 = 160.11, so
+# the zero region is m <= ⌊−c·2^f⌋ = −41 (f = 4) / −161 (f = 6), the identity region m >= 41 / 161.
+IGELU_EDGES = {4: (-41, 41), 6: (-161, 161)}
+
+
+@pytest.mark.parametrize("encoding", ["table", "cubic"])
+@pytest.mark.parametrize("arith", [Fixed(10, 4), Fixed(12, 6)], ids=["f4", "f6"])
+def test_fixed_igelu_encoding_matches_the_interpreter_at_every_mantissa(arith, encoding, monkeypatch) -> None:
+    """Every mantissa of ranges that end at or just inside the zero region's edge ⌊−c·2^f⌋, straddle 0, end at or
+    just inside the clip c, reach past the largest value (saturation), or cover the whole of (−c, c): the value
+    the solver must give equals the interpreter's round(igelu(x)), and lies within the encoded bounds. "table"
+    is the ite chain over the mantissa (encoder._igelu_table), "cubic" the polynomial (the table switched off)."""
+    from verify_tf.semantics.nonlinear import IGELU_CLIP, igelu
+    from verify_tf.symbolic import encoder
+
+    scale = arith.scale
+    zero_below, identity_from = IGELU_EDGES[arith.frac]
+    assert (zero_below, identity_from) == (math.floor(-IGELU_CLIP * scale), math.ceil(IGELU_CLIP * scale))
+    if encoding == "cubic":
+        monkeypatch.setattr(encoder, "IGELU_TABLE_ENTRIES", 0)
+    top = arith.max_mantissa
+    ranges = [(zero_below - 4, zero_below + 1), (zero_below, zero_below + 2), (zero_below - 3, zero_below),
+              (-3, 3), (identity_from - 2, identity_from + 1), (identity_from - 1, identity_from),
+              (top - 3, top + 3), (identity_from - 2, top + 3), (zero_below - 2, identity_from + 2)]
+    for lo, hi in ranges:
+        builder = Builder()
+        x = builder.fresh_int("x", lo, hi)
+        out = encoder.encode_activation("i-gelu", Sym(x, scale, F(lo, scale), F(hi, scale)),
+                                        encoder.Rounding(arith, builder))
+        if encoding == "table" and lo < identity_from and hi > zero_below:
+            assert builder.stats.bits_decomposed == 0  # the table was used, not the cubic
+        solver = z3.Solver()
+        solver.add(builder.assertions)
+        for m in range(lo, hi + 1):
+            expected = arith.round(igelu(F(m, scale)))
+            assert out.lo <= expected <= out.hi, (lo, hi, m)
+            solver.push()
+            solver.add(x == m)
+            assert solver.check() == z3.sat
+            assert F(solver.model().eval(z3.IntVal(0) + out.num).as_long(), out.den) == expected, (lo, hi, m)
+            solver.pop()
+
+
+def test_igelu_table_is_refused_beyond_its_size() -> None:
+    """12 fractional bits: (−c, c) holds 2·10247 − 1 = 20493 mantissas, over IGELU_TABLE_ENTRIES; the cubic is used."""
+    from verify_tf.symbolic.encoder import IGELU_TABLE_ENTRIES, Rounding, _igelu_table
+
+    arith = Fixed(16, 12)
+    builder = Builder()
+    lo, hi = -11000, 11000
+    x = builder.fresh_int("x", lo, hi)
+    assert IGELU_TABLE_ENTRIES < 20493
+    assert _igelu_table(Sym(x, 4096, F(lo, 4096), F(hi, 4096)), Rounding(arith, builder)) is None
+    assert _igelu_table(Sym(x, 4096, F(-100, 4096), F(100, 4096)), Rounding(arith, builder)) is not None

@@ -10,9 +10,12 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from helpers import requires_torch
 from verify_tf.builders.files import save_model
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.spec import Spec, SpecError, load_spec, load_spec_text
+
+MODEL_FILE_SUFFIXES = [".safetensors", ".npz", pytest.param(".pt", marks=requires_torch)]
 
 VALID = """\
 model:
@@ -140,7 +143,7 @@ def test_arbitrary_text_never_crashes(text):
     _never_crashes(text)
 
 
-@pytest.mark.parametrize("suffix", [".safetensors", ".npz", ".pt"])
+@pytest.mark.parametrize("suffix", MODEL_FILE_SUFFIXES)
 def test_truncated_or_corrupt_weight_files_are_input_errors(tmp_path: Path, suffix: str):
     model = random_model(RandomConfig(seed=4, width=2))
     good = tmp_path / f"model{suffix}"
@@ -156,7 +159,7 @@ def test_truncated_or_corrupt_weight_files_are_input_errors(tmp_path: Path, suff
             load_spec(spec)
 
 
-@pytest.mark.parametrize("suffix", [".safetensors", ".npz", ".pt"])
+@pytest.mark.parametrize("suffix", MODEL_FILE_SUFFIXES)
 def test_model_files_round_trip_exactly(tmp_path: Path, suffix: str):
     from verify_tf.builders.files import load_model
     from verify_tf.builders.yun import yun_contextual_mapping
@@ -168,7 +171,7 @@ def test_model_files_round_trip_exactly(tmp_path: Path, suffix: str):
         assert load_model(path) == model
 
 
-@pytest.mark.parametrize("suffix", [".safetensors", ".npz", ".pt"])
+@pytest.mark.parametrize("suffix", MODEL_FILE_SUFFIXES)
 def test_alphabet_models_round_trip_exactly(tmp_path: Path, suffix: str):
     from verify_tf.builders.files import load_model
 

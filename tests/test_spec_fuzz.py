@@ -224,3 +224,11 @@ def test_regression_an_alias_bomb_is_refused_quickly():
     with pytest.raises(SpecError) as caught:
         load_spec_text(laughs + "model: {random: {seed: 1}}\n", "laughs.yaml")
     assert "too many values" in str(caught.value)
+
+
+def test_regression_a_nul_in_a_file_path_is_a_located_error():
+    # found by test_specs_drawn_from_the_schema_load_or_fail_located once the norm keys changed its draws:
+    # {model: {program: "\0"}} raised ValueError (embedded null byte) from pathlib instead of a SpecError
+    with pytest.raises(SpecError) as caught:
+        load_spec_text('model: {program: "\\0"}\nproperties: [contextual-mapping]\n', "nul.yaml", ROOT / "specs")
+    assert caught.value.line == 1 and "NUL character" in str(caught.value)

@@ -209,6 +209,39 @@ def test_auto_picks_split_when_the_domains_bounds_decide():
     assert result.statistics["auto"]["chosen"] == "split"
 
 
+def test_layernorm_and_igelu_models_get_the_enumerated_verdicts():
+    """A fixed-point model with pre-LN sublayers, a final norm and i-GELU (verify_tf.bounds bounds LayerNorm
+    coarsely, i-GELU by its monotone pieces): the exact readout maximum M over the 625 inputs is computed here on
+    the interpreter; split proves q <= M and refutes q <= M - 2^-12 with an input at M; and with the whole
+    domain's own bound as hi, the root cube is closed by bounds alone (sound: M lies inside it)."""
+    model = random_model(RandomConfig(seed=11, width=2, layers=1, ffn_width=2, scoring="softmax",
+                                      layernorm="pre", final_norm=True, activation="i-gelu", denominator=4))
+    arith = Fixed(12, 4)
+    domain = GridDomain.regular(2, F(1, 2), 2, lo=F(-1), hi=F(1))
+    space = InputSpace(domain)
+    top = max(max(evaluate(model, arith, space.decode(row)).readout) for chunk in space.chunks(4096)
+              for row in chunk.rows)
+    proved = run_split(model, arith, domain, "output-bounds", {"hi": top}, split.Limits(enumerate_at=16))
+    assert proved.status == "proved", proved.detail
+    refuted = run_split(model, arith, domain, "output-bounds", {"hi": top - F(1, 4096)},
+                        split.Limits(enumerate_at=16))
+    assert refuted.status == "refuted"
+    assert F(refuted.counterexample["value"]) == top
+    whole = max(hi for _, hi in cube_bounds(model, arith, bounds_cube(space, roots(space)[0])).readout)
+    assert whole >= top
+    by_bounds = run_split(model, arith, domain, "output-bounds", {"hi": whole}, split.Limits(enumerate_at=16))
+    assert by_bounds.status == "proved" and by_bounds.statistics["closed_by_bounds"] >= 1, by_bounds.detail
+
+
+def test_layernorm_in_exact_arithmetic_is_refused_not_decided():
+    """Exact LayerNorm has no definition (the interpreter and the bounds refuse it; the spec loader never builds
+    one): split answers unknown, saying why, instead of failing a work unit or deciding anything."""
+    model = random_model(RandomConfig(seed=11, width=2, layers=1, ffn_width=2, scoring="hardmax", layernorm="pre"))
+    domain = GridDomain.regular(2, F(1, 2), 2, lo=F(-1), hi=F(1))
+    result = run_split(model, Exact(), domain, "output-bounds", {"hi": 5})
+    assert result.status == "unknown" and "fixed arithmetic only" in result.detail, result.detail
+
+
 def test_auto_predictions_spend_no_budget(monkeypatch):
     """The cost model is pure: predicting enumerate compiles no batched program (it once compiled every length,
     3 s of a 2 s budget on specs/tracr-shuffle-dyck2.yaml), and split's whole-domain bounds analysis is skipped

@@ -12,11 +12,15 @@ network position (BOS included) and coordinate, an exact ``Fraction`` interval `
 interpreter's value at that stage for **every** input of the cube:
 
 =====================================  ==================================================================
-``Bounds``                              ``embedded``, ``blocks[b]``, ``output`` (final stream), ``readout``
+``Bounds``                              ``embedded``, ``blocks[b]``, ``output`` (final stream), ``readout``,
+                                        ``before_final_norm`` (with a final LayerNorm)
 ``BlockBounds``                         ``heads[h]``, ``attention_output`` (o_i before the residual),
-                                        ``after_attention``, ``hidden`` (after the ReLU),
+                                        ``after_attention``, ``hidden`` (after the ReLU or i-GELU),
+                                        ``pre_activation`` (W1 z + b1 rounded),
                                         ``feed_forward_output`` (W2 h + b2 before the residual),
-                                        ``after_feed_forward``, ``output``
+                                        ``after_feed_forward``, ``output``; ``attention_norm`` /
+                                        ``feed_forward_norm``: a sublayer's LayerNorm output (the
+                                        sublayer's input when pre-LN, its output when post-LN)
 ``HeadBounds``                          ``query``, ``key``, ``value`` (per position), ``scores[i][j]`` (None where
                                         the mask hides j), ``winners[i]`` (the keys that can get a nonzero weight
                                         for query i: hardmax's possible argmax set, softmax's keys within the exp
@@ -40,7 +44,11 @@ models and random cubes):
   1-dimensional query the argmax is the largest key (q > 0) or the smallest (q < 0);
 * **exact weights** when a row's scores are all points (always so for a cube with one input): then every stage
   of a one-input cube collapses to the interpreter's value (``lo == hi``);
-* rounding and saturation are applied to lo and hi exactly as the interpreter applies them (both monotone).
+* rounding and saturation are applied to lo and hi exactly as the interpreter applies them (both monotone);
+* **LayerNorm** (fixed only, ``layer_norm_box``) is coarse but sound: the normalised value is bounded by
+  2·√(d−1) (``nonlinear.normalized_bound``) and by the centred input's interval over the smallest divisor eps
+  allows, then gamma/beta; a point box is the interpreter's value. **i-GELU** uses ``nonlinear.igelu_bounds``
+  (increasing for x >= 0, between max(x·(−a·b²)/2, min i-GELU) and 0 for x < 0), rounded at both ends.
 
 Other helpers for callers that bound their own intermediates (the batched evaluator's int64 planning):
 ``affine_interval`` (the exact pre-rounding W x + b), ``magnitude`` (largest |value| of an interval), ``hull``.
@@ -55,9 +63,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import product
 
-from .ir import AlphabetTokens, AttentionLayer, FeedForward, Head, Matrix, Model, Token, Vector
-from .semantics.arithmetic import Arithmetic, Fixed
+from .ir import AlphabetTokens, AttentionLayer, FeedForward, Head, LayerNorm, Matrix, Model, Token, Vector
+from .semantics.arithmetic import Arithmetic, Fixed, UnsupportedInMode
 from .semantics.exp_table import exp_table
+from .semantics.nonlinear import igelu, igelu_bounds, layer_norm_mantissas, normalized_bound
 
 Interval = tuple[Fraction, Fraction]
 IVector = tuple[Interval, ...]
@@ -120,8 +129,13 @@ class BlockBounds:
     attention_output: list[IVector] | None = None
     after_attention: list[IVector] | None = None
     hidden: list[IVector] | None = None
+    pre_activation: list[IVector] | None = None  # round(W1 z + b1), before the ReLU or i-GELU
     feed_forward_output: list[IVector] | None = None  # W2 h + b2 (rounded), before the residual
     after_feed_forward: list[IVector] | None = None
+    attention_norm: list[IVector] | None = None  # LayerNorm output: the heads' input (pre-LN) or after_attention
+    feed_forward_norm: list[IVector] | None = None
+    before_attention_norm: list[IVector] | None = None  # post-LN: the residual sum the norm takes
+    before_feed_forward_norm: list[IVector] | None = None
 
     @property
     def output(self) -> list[IVector]:
@@ -135,6 +149,7 @@ class Bounds:
     blocks: list[BlockBounds]
     output: list[IVector]
     readout: list[Interval]
+    before_final_norm: list[IVector] | None = None  # the last block's output when the model has a final norm
 
     @property
     def positions(self) -> int:
@@ -436,24 +451,94 @@ def _weighted(weights: list[Fraction], values: list[IVector], c: int) -> Interva
 
 def attention_layer(layer: AttentionLayer, z: list[IVector], r: _Rounding, memo: _Memo,
                     block: BlockBounds) -> list[IVector]:
-    """interpreter.attention_layer: the output projection on the heads' intervals, then the residual."""
-    block.heads = [attention_head(h, z, r, memo) for h in layer.heads]
+    """interpreter.attention_layer: the output projection on the heads' intervals, then the residual (and the
+    LayerNorm before the heads or after the residual)."""
+    inputs = z
+    if layer.norm is not None and layer.norm_first:
+        inputs = block.attention_norm = layer_norm(layer.norm, z, r, memo)
+    block.heads = [attention_head(h, inputs, r, memo) for h in layer.heads]
     weights = tuple(tuple(w for head in layer.heads for w in head.output[c]) for c in range(len(layer.output_bias)))
     projected = []
     for i in range(len(z)):
         concatenated = tuple(iv for hb in block.heads for iv in hb.output[i])
         projected.append(affine(weights, layer.output_bias, concatenated, r, memo))
     block.attention_output = projected
-    return residual(z, projected, layer.residual, r)
+    out = residual(z, projected, layer.residual, r)
+    if layer.norm is not None and not layer.norm_first:
+        block.before_attention_norm = out
+        out = block.attention_norm = layer_norm(layer.norm, out, r, memo)
+    return out
 
 
 def feed_forward(ff: FeedForward, z: list[IVector], r: _Rounding, memo: _Memo, block: BlockBounds) -> list[IVector]:
-    """interpreter.feed_forward: relu(W1 z + b1) (ReLU is monotone), then W2 h + b2 and the residual."""
-    hidden = [tuple((max(lo, ZERO), max(hi, ZERO)) for lo, hi in affine(ff.w1, ff.b1, zi, r, memo)) for zi in z]
+    """interpreter.feed_forward: act(W1 z + b1) (ReLU is monotone; i-GELU: ``activation``), then W2 h + b2 and
+    the residual (and the LayerNorm before W1 or after the residual)."""
+    inputs = z
+    if ff.norm is not None and ff.norm_first:
+        inputs = block.feed_forward_norm = layer_norm(ff.norm, z, r, memo)
+    block.pre_activation = [affine(ff.w1, ff.b1, zi, r, memo) for zi in inputs]
+    hidden = [tuple(activation(ff.activation, iv, r) for iv in pre) for pre in block.pre_activation]
     block.hidden = hidden
     out = [affine(ff.w2, ff.b2, h, r, memo) for h in hidden]
     block.feed_forward_output = out
-    return residual(z, out, ff.residual, r)
+    out = residual(z, out, ff.residual, r)
+    if ff.norm is not None and not ff.norm_first:
+        block.before_feed_forward_norm = out
+        out = block.feed_forward_norm = layer_norm(ff.norm, out, r, memo)
+    return out
+
+
+def activation(name: str, iv: Interval, r: _Rounding) -> Interval:
+    """interpreter.activation on an interval: ReLU (monotone), or i-GELU rounded at both ends (round is monotone;
+    a point is the interpreter's value)."""
+    if name == "relu":
+        return max(iv[0], ZERO), max(iv[1], ZERO)
+    if name != "i-gelu":
+        raise ValueError(f"unknown activation {name!r}")
+    if is_point(iv):
+        return r.round(point(igelu(iv[0])))
+    return r.round(igelu_bounds(*iv))
+
+
+def layer_norm(norm: LayerNorm, z: list[IVector], r: _Rounding, memo: _Memo) -> list[IVector]:
+    """interpreter.layer_norm per position (fixed arithmetic only, like the interpreter)."""
+    if not r.fixed:
+        raise UnsupportedInMode("LayerNorm divides by a square root, which is irrational in exact arithmetic; use "
+                                "arithmetic: fixed (integer square root, docs/semantics.md)")
+    return [memo.get(("norm", memo.hold(norm), memo.hold(zi)), lambda zi=zi: layer_norm_box(norm, zi, r))
+            for zi in z]
+
+
+def layer_norm_box(norm: LayerNorm, x: IVector, r: _Rounding) -> IVector:
+    """LayerNorm's output interval for one position's box ``x``: exact for a point box on the grid, else sound.
+
+    n_c·2^f = floor(y_c·4^f / (d·max(s, 1))) with y_c = d·x_c − Σx (mantissas) and s = isqrt(V) >= isqrt(floor(eps·
+    16^f)) (V >= floor(eps·16^f) since the variance term is >= 0): a floor division of y_c by a divisor at least
+    d·s_min, so n_c lies between 0 and floor(y·4^f / (d·s_min)) at y_c's interval ends; and |n_c·2^f| <=
+    ``normalized_bound`` always. Then saturation and round(gamma_c·n_c + beta_c), all monotone in n_c.
+    """
+    arith = r.arith
+    d, frac, scale_ = len(x), arith.frac, arith.scale
+    if all(is_point(iv) and (iv[0] * scale_).denominator == 1 for iv in x):
+        mantissas = layer_norm_mantissas([arith.mantissa(iv[0]) for iv in x], frac, norm.eps)
+        normalized = [arith.saturate(Fraction(m, scale_)) for m in mantissas]
+        return tuple(point(arith.round(g * n + b)) for g, n, b in zip(norm.gamma, normalized, norm.beta))
+    # mantissa intervals, rounded outward (the interpreter only ever sees grid values inside them)
+    lows = [math.floor(lo * scale_) for lo, _ in x]
+    highs = [math.ceil(hi * scale_) for _, hi in x]
+    total_low, total_high = sum(lows), sum(highs)
+    divisor = d * max(math.isqrt(math.floor(norm.eps * (1 << (4 * frac)))), 1)
+    cap = normalized_bound(d, frac)
+    out = []
+    for c, (g, b) in enumerate(zip(norm.gamma, norm.beta)):
+        # y_c = (d − 1)·x_c − Σ_{c' != c} x_c'
+        y_low = (d - 1) * lows[c] - (total_high - highs[c])
+        y_high = (d - 1) * highs[c] - (total_low - lows[c])
+        n_low = max(((y_low << (2 * frac)) // divisor) if y_low < 0 else 0, -cap)
+        n_high = min(((y_high << (2 * frac)) // divisor) if y_high > 0 else 0, cap)
+        normalized = r.saturate((Fraction(n_low, scale_), Fraction(n_high, scale_)))
+        out.append(r.round(add(scale(g, normalized), point(b))))
+    return tuple(out)
 
 
 def residual(z: list[IVector], update: list[IVector], enabled: bool, r: _Rounding) -> list[IVector]:
@@ -486,4 +571,7 @@ def cube_bounds(model: Model, arith: Arithmetic, cube: Cube) -> Bounds:
         if bb.after_attention is None and bb.after_feed_forward is None:
             bb.after_attention = z
         blocks.append(bb)
-    return Bounds(cube, embedded, blocks, z, readout(model, z))
+    before_final = None
+    if model.final_norm is not None:
+        before_final, z = z, layer_norm(model.final_norm, z, r, memo)
+    return Bounds(cube, embedded, blocks, z, readout(model, z), before_final)

@@ -133,7 +133,13 @@ class TorchOps:
     name = "torch"
 
     def __init__(self, device: str = "cpu"):
-        import torch  # lazily: only the batched engines ever need torch
+        try:
+            import torch  # lazily: only the batched engines' torch back end needs it (an optional extra)
+        except ModuleNotFoundError as exc:
+            if exc.name != "torch":
+                raise
+            raise Unsupported("the torch back end needs PyTorch, which is not installed: pip install "
+                              "'verify-tf[torch]' (or use the numpy back end)") from None
 
         if device == "cuda" and not torch.cuda.is_available():
             raise Unsupported("device cuda requested but torch finds no CUDA device")

@@ -16,10 +16,11 @@ need width pay for it. On torch (CPU or CUDA) a wide step copies its operands to
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import normalization
 from .backends import WIDE
 from .program import (
     FLOAT_EXACT,
@@ -34,6 +35,9 @@ from .program import (
     Requantize,
     ResidualPlan,
 )
+
+if TYPE_CHECKING:
+    from .normalization import IGeluPlan, LayerNormPlan
 
 
 class Context:
@@ -286,8 +290,35 @@ def attention_head(plan: HeadPlan, z, mz, ctx: Context):
     return out, bound
 
 
+def layer_norm(plan: LayerNormPlan | None, z, mz, ctx: Context):
+    """``interpreter.layer_norm`` (normalization.py), natively, guarded or on Python integers like every step."""
+    if plan is None:
+        return z, mz
+    if plan.native and not ctx.is_wide(z):
+        if not plan.guarded:
+            return normalization.layer_norm(plan, z, ctx.ops, plan.root_end), plan.out_bound
+        ok, (mz,) = _fits(ctx, [z], [mz], plan.intermediate_bound)
+        if ok:
+            return normalization.layer_norm(plan, z, ctx.ops, plan.root_end_for(mz)), plan.output_bound(mz)
+    return ctx.narrow(normalization.layer_norm(ctx.wide_plan(plan), ctx.to_wide(z), WIDE, None))
+
+
+def activation(plan: IGeluPlan | None, h, mh, ctx: Context):
+    """``interpreter.activation``: ReLU (plan None) in place, or i-GELU (normalization.py)."""
+    if plan is None:
+        return (WIDE.relu_(h) if ctx.is_wide(h) else ctx.ops.relu_(h)), mh
+    if plan.native and not ctx.is_wide(h):
+        if not plan.guarded:
+            return normalization.activation(plan, h, ctx.ops), plan.out_bound
+        ok, (mh,) = _fits(ctx, [h], [mh], plan.intermediate_bound)
+        if ok:
+            return normalization.activation(plan, h, ctx.ops), plan.output_bound(mh)
+    return ctx.narrow(normalization.activation(ctx.wide_plan(plan), ctx.to_wide(h), WIDE))
+
+
 def attention_layer(plan: AttentionPlan, z, mz, ctx: Context):
-    heads = [attention_head(h, z, mz, ctx) for h in plan.heads]
+    normed, mn = layer_norm(plan.norm, z, mz, ctx) if plan.norm_first else (z, mz)
+    heads = [attention_head(h, normed, mn, ctx) for h in plan.heads]
     bound = tuple(b for _, mh in heads for b in mh)
     outs = [h for h, _ in heads]
     if any(ctx.is_wide(h) for h in outs):
@@ -295,14 +326,17 @@ def attention_layer(plan: AttentionPlan, z, mz, ctx: Context):
     else:
         joined = ctx.ops.concat_last(outs)
     projected, mp = affine(plan.output, joined, bound, ctx)
-    return residual(plan.residual, z, mz, projected, mp, ctx)
+    out, mo = residual(plan.residual, z, mz, projected, mp, ctx)
+    return (out, mo) if plan.norm_first else layer_norm(plan.norm, out, mo, ctx)
 
 
 def feed_forward(plan: FeedForwardPlan, z, mz, ctx: Context):
-    hidden, mh = affine(plan.hidden, z, mz, ctx)
-    hidden = WIDE.relu_(hidden) if ctx.is_wide(hidden) else ctx.ops.relu_(hidden)
+    normed, mn = layer_norm(plan.norm, z, mz, ctx) if plan.norm_first else (z, mz)
+    hidden, mh = affine(plan.hidden, normed, mn, ctx)
+    hidden, mh = activation(plan.activation, hidden, mh, ctx)
     update, mu = affine(plan.output, hidden, mh, ctx)
-    return residual(plan.residual, z, mz, update, mu, ctx)
+    out, mo = residual(plan.residual, z, mz, update, mu, ctx)
+    return (out, mo) if plan.norm_first else layer_norm(plan.norm, out, mo, ctx)
 
 
 def _residual(plan: ResidualPlan, z, update, ops):
@@ -349,4 +383,5 @@ def run(program: Program, rows, ctx: Context) -> tuple[Any, Any]:
             z, mz = attention_layer(block.attention, z, mz, ctx)
         if block.feed_forward is not None:
             z, mz = feed_forward(block.feed_forward, z, mz, ctx)
+    z, mz = layer_norm(program.final_norm, z, mz, ctx)
     return z, readout(program.readout_plan, z, mz, ctx)

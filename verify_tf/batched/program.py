@@ -31,7 +31,8 @@ over j is the largest key when q_i > 0, the smallest when q_i < 0, and every key
 needs no score products at all (``HeadPlan.mode == "argmax1d"``). Uniform heads compute no scores either.
 
 One ``_Planner`` method per interpreter function (embed, affine, attention_head, attention_layer,
-feed_forward, _residual, readout); read them side by side with ``verify_tf/semantics/interpreter.py``.
+feed_forward, _residual, readout, layer_norm, activation); read them side by side with
+``verify_tf/semantics/interpreter.py``. LayerNorm and i-GELU (fixed arithmetic only) are in ``normalization.py``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from ..bounds import Bounds, Cube, IVector, cube_bounds, magnitude
 from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Head, Matrix, Model, Token, Vector
 from ..semantics.arithmetic import Arithmetic, Fixed, UnsupportedInMode
 from ..semantics.exp_table import exp_table
+from .normalization import IGeluPlan, LayerNormPlan, plan_activation, plan_layer_norm
 
 LIMIT = 1 << 62  # every intermediate numerator of an int64 step stays within ±LIMIT: a factor-2 margin
 INT64_MAX = (1 << 63) - 1
@@ -279,6 +281,8 @@ class AttentionPlan:
     heads: tuple[HeadPlan, ...]
     output: AffinePlan  # over the concatenated head outputs
     residual: ResidualPlan
+    norm: LayerNormPlan | None = None  # normalization.py
+    norm_first: bool = False
 
 
 @dataclass(frozen=True)
@@ -286,6 +290,9 @@ class FeedForwardPlan:
     hidden: AffinePlan
     output: AffinePlan
     residual: ResidualPlan
+    norm: LayerNormPlan | None = None
+    norm_first: bool = False
+    activation: IGeluPlan | None = None  # None: relu
 
 
 @dataclass(frozen=True)
@@ -333,6 +340,7 @@ class Program:
     largest_bound: int  # the largest static bound of any step (its bit length: the widest integer needed)
     tie_free: bool  # exact hardmax heads divide by their tie counts; flagged rows go to ``fallback``
     fallback: Program | None = None
+    final_norm: LayerNormPlan | None = None
 
     @property
     def steps_bits(self) -> int:
@@ -411,6 +419,18 @@ class _Planner:
 
     def mantissa_bound(self) -> int:
         return 1 << (self.arith.bits - 1)
+
+    def refuse(self, reason: str) -> None:
+        raise Unsupported(f"batched evaluation: {reason}; use the interpreter or the smt engine for this model")
+
+    # -- interpreter.layer_norm -----------------------------------------------------------------------
+    def layer_norm(self, norm, z: Stage, out: Sequence[IVector] | None, where: str) \
+            -> tuple[LayerNormPlan | None, Stage]:
+        if norm is None:
+            return None, z
+        assert out is not None  # verify_tf.bounds bounds every norm the model has
+        plan = plan_layer_norm(self, norm, z.den, z.bound, _magnitudes(out, self.scale, len(z.bound)), where)
+        return plan, Stage(self.scale, plan.out_bound)
 
     def saturation(self, den: int) -> tuple[int, int]:
         """The fixed-point range [min_value, max_value] as numerators over ``den`` (a multiple of 2^f)."""
@@ -620,10 +640,12 @@ class _Planner:
         return plan, out
 
     # -- interpreter.attention_layer ------------------------------------------------------------------
-    def attention(self, layer: AttentionLayer, z: Stage, bb) -> tuple[AttentionPlan, Stage]:
+    def attention(self, layer: AttentionLayer, z: Stage, bb, where: str) -> tuple[AttentionPlan, Stage]:
         heads, outs = [], []
+        pre, normed = self.layer_norm(layer.norm if layer.norm_first else None, z, bb.attention_norm,
+                                      f"{where}.norm")
         for head, hb in zip(layer.heads, bb.heads):
-            plan, out = self.head(head, z, hb)
+            plan, out = self.head(head, normed, hb)
             heads.append(plan)
             outs.append(out)
         self.largest = max(self.largest, sum(len(o.bound) for o in outs))
@@ -631,16 +653,36 @@ class _Planner:
         dens = [o.den for o in outs for _ in o.bound]
         bounds = [b for o in outs for b in o.bound]
         output, projected = self.affine(weights, layer.output_bias, dens, bounds, bb.attention_output)
-        residual, stage = self.residual(layer.residual, z, projected, bb.after_attention)
-        return AttentionPlan(tuple(heads), output, residual), stage
+        # post-LN: the residual's own bounds are the norm's input (after_attention is the norm's output)
+        post_ln = layer.norm is not None and not layer.norm_first
+        residual, stage = self.residual(layer.residual, z, projected,
+                                        bb.before_attention_norm if post_ln else bb.after_attention)
+        post, stage = self.layer_norm(None if layer.norm_first else layer.norm, stage, bb.attention_norm,
+                                      f"{where}.norm")
+        return AttentionPlan(tuple(heads), output, residual, pre or post, layer.norm_first), stage
 
     # -- interpreter.feed_forward ---------------------------------------------------------------------
-    def feed_forward(self, ff: FeedForward, z: Stage, bb) -> tuple[FeedForwardPlan, Stage]:
-        dens = [z.den] * len(z.bound)
-        hidden, h = self.affine(ff.w1, ff.b1, dens, z.bound, bb.hidden)
+    def feed_forward(self, ff: FeedForward, z: Stage, bb, where: str) -> tuple[FeedForwardPlan, Stage]:
+        pre, normed = self.layer_norm(ff.norm if ff.norm_first else None, z, bb.feed_forward_norm, f"{where}.norm")
+        dens = [normed.den] * len(normed.bound)
+        act = None
+        if ff.activation == "relu":  # relu right after: its (smaller) output bounds stand for the affine's
+            hidden, h = self.affine(ff.w1, ff.b1, dens, normed.bound, bb.hidden)
+        else:
+            if not self.fixed:
+                self.refuse(f"{where}: i-GELU in exact arithmetic is evaluated by the interpreter and the smt "
+                            "engine only (its denominators)")
+            hidden, h = self.affine(ff.w1, ff.b1, dens, normed.bound, bb.pre_activation)
+            act = plan_activation(self, ff.activation, h.bound, _magnitudes(bb.hidden, h.den, len(h.bound)),
+                                  f"{where} activation")
+            h = Stage(h.den, act.out_bound if act is not None else h.bound)
         output, u = self.affine(ff.w2, ff.b2, [h.den] * len(h.bound), h.bound, bb.feed_forward_output)
-        residual, stage = self.residual(ff.residual, z, u, bb.after_feed_forward)
-        return FeedForwardPlan(hidden, output, residual), stage
+        post_ln = ff.norm is not None and not ff.norm_first
+        residual, stage = self.residual(ff.residual, z, u, bb.before_feed_forward_norm if post_ln
+                                        else bb.after_feed_forward)
+        post, stage = self.layer_norm(None if ff.norm_first else ff.norm, stage, bb.feed_forward_norm,
+                                      f"{where}.norm")
+        return FeedForwardPlan(hidden, output, residual, pre or post, ff.norm_first, act), stage
 
     # -- interpreter.readout --------------------------------------------------------------------------
     def readout(self, z: Stage) -> tuple[ReadoutPlan, Stage]:
@@ -663,7 +705,16 @@ def unsupported_reason(model: Model, arith: Arithmetic) -> str | None:
     if not isinstance(arith, Fixed) and any(head.scoring == "softmax" for _, _, head in model.heads()):
         return "softmax is not exactly representable in exact arithmetic; use arithmetic: fixed, or " \
                "hardmax/uniform scoring"
+    if not isinstance(arith, Fixed):  # checked before the bounds, which refuse exact LayerNorm like the interpreter
+        for what, present in (("LayerNorm", next(model.norms(), None) is not None), ("i-GELU", _has_igelu(model))):
+            if present:
+                return f"batched evaluation: {what} in exact arithmetic is evaluated by the interpreter and the smt " \
+                       "engine only; use one of them for this model"
     return None
+
+
+def _has_igelu(model: Model) -> bool:
+    return any(b.feed_forward is not None and b.feed_forward.activation != "relu" for b in model.blocks)
 
 
 def compile_program(model: Model, arith: Arithmetic, tokens: Sequence[Token], length: int,
@@ -724,25 +775,27 @@ def _compile(model: Model, arith: Arithmetic, tokens: Sequence[Token], length: i
     embed, z = planner.embed(tokens)
     blocks = []
     heads = 1
-    for block, bb in zip(model.blocks, bounds.blocks):
+    for index, (block, bb) in enumerate(zip(model.blocks, bounds.blocks)):
         attention = feed_forward = None
         if block.attention is not None:
-            attention, z = planner.attention(block.attention, z, bb)
+            attention, z = planner.attention(block.attention, z, bb, f"layers[{index}].attention")
             heads = max(heads, len(block.attention.heads))
         if block.feed_forward is not None:
-            feed_forward, z = planner.feed_forward(block.feed_forward, z, bb)
+            feed_forward, z = planner.feed_forward(block.feed_forward, z, bb, f"layers[{index}].feed-forward")
         blocks.append(BlockPlan(attention, feed_forward))
+    final_norm, z = planner.layer_norm(model.final_norm, z, bounds.output, "final-norm")
     readout_plan, readout = planner.readout(z)
-    steps = _steps(embed, blocks, readout_plan)
+    steps = _steps(embed, blocks, readout_plan, final_norm)
     guarded = any(not native or bound > LIMIT for native, bound in steps)
     largest = max((bound for _, bound in steps), default=0)
     small = not guarded and planner.peak < (1 << 31)
     program = Program(length, positions, model.dim, embed, tuple(blocks), z, readout_plan, readout, planner.largest,
-                      heads, small, guarded, largest, tie_free and planner.uses_ties)
+                      heads, small, guarded, largest, tie_free and planner.uses_ties, final_norm=final_norm)
     return program, planner.uses_ties
 
 
-def _steps(embed: EmbedPlan, blocks, readout: ReadoutPlan) -> list[tuple[bool, int]]:
+def _steps(embed: EmbedPlan, blocks, readout: ReadoutPlan, final_norm: LayerNormPlan | None) \
+        -> list[tuple[bool, int]]:
     """(native, static bound) of every guarded-able step of a program."""
     out: list[tuple[bool, int]] = [(embed.native, 0), (readout.native, readout.bound)]
     for block in blocks:
@@ -752,10 +805,15 @@ def _steps(embed: EmbedPlan, blocks, readout: ReadoutPlan) -> list[tuple[bool, i
                 out.append((head.native, head.bound))
             out += [(block.attention.output.native, block.attention.output.bound),
                     (block.attention.residual.native, block.attention.residual.bound)]
+            if block.attention.norm is not None:
+                out.append((block.attention.norm.native, block.attention.norm.bound))
         if block.feed_forward is not None:
             ff = block.feed_forward
             out += [(ff.hidden.native, ff.hidden.bound), (ff.output.native, ff.output.bound),
                     (ff.residual.native, ff.residual.bound)]
+            out += [(p.native, p.bound) for p in (ff.norm, ff.activation) if p is not None]
+    if final_norm is not None:
+        out.append((final_norm.native, final_norm.bound))
     return out
 
 
@@ -778,7 +836,9 @@ def _empty_bounds(model: Model, positions: int) -> Bounds:
             bb.attention_output = bb.after_attention = stream
         if block.feed_forward is not None:
             bb.hidden = [tuple(zero for _ in range(block.feed_forward.width)) for _ in range(positions)]
+            bb.pre_activation = bb.hidden
             bb.feed_forward_output = stream
             bb.after_feed_forward = stream
+        bb.attention_norm = bb.feed_forward_norm = bb.before_attention_norm = bb.before_feed_forward_norm = stream
         blocks.append(bb)
     return Bounds(Cube(()), stream, blocks, stream, [zero] * positions)

@@ -89,6 +89,18 @@ def _nested_pair(num: np.ndarray, den: np.ndarray) -> list:
     return [_nested_pair(a, b) for a, b in zip(num, den)]
 
 
+def _torch(path: Path):
+    """torch, for .pt files only: an optional dependency (the ``torch`` extra); its absence is named."""
+    try:
+        import torch  # function-local on purpose: torch is optional and only .pt files need it
+    except ModuleNotFoundError as exc:
+        if exc.name != "torch":
+            raise
+        raise ModelFileError(f"{path.name}: .pt model files need PyTorch, which is not installed: pip install "
+                             "'verify-tf[torch]' (or use .safetensors / .npz, which do not)") from None
+    return torch
+
+
 def save_model(model: Model, path: str | Path) -> None:
     path = Path(path)
     tensors: dict[str, np.ndarray] = {}
@@ -102,8 +114,7 @@ def save_model(model: Model, path: str | Path) -> None:
     elif suffix == ".npz":
         np.savez(path, **tensors, **{ARCH_KEY: np.array(text)})
     elif suffix in (".pt", ".pth"):
-        import torch
-
+        torch = _torch(path)
         state: dict[str, Any] = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in tensors.items()}
         state[ARCH_KEY] = text
         torch.save(state, path)
@@ -128,8 +139,7 @@ def load_model(path: str | Path) -> Model:
                 tensors = {k: archive[k] for k in archive.files}
             text = str(tensors.pop(ARCH_KEY)) if ARCH_KEY in tensors else None
         elif suffix in (".pt", ".pth"):
-            import torch
-
+            torch = _torch(path)
             state = torch.load(path, map_location="cpu", weights_only=True)
             if not isinstance(state, dict):
                 raise ModelFileError("the torch file does not hold a state dict")

@@ -6,12 +6,14 @@ from fractions import Fraction
 from typing import Any
 
 from ..ir import (
+    DEFAULT_LAYERNORM_EPS,
     AlphabetTokens,
     AttentionLayer,
     Block,
     FeedForward,
     GridTokens,
     Head,
+    LayerNorm,
     Model,
     RelativeTable,
     matrix,
@@ -46,6 +48,15 @@ def build_head(h: dict[str, Any]) -> Head:
     )
 
 
+def build_norm(n: dict[str, Any] | None) -> LayerNorm | None:
+    """gamma as given; beta defaults to zeros and eps to torch's 1e-5."""
+    if n is None:
+        return None
+    gamma = vector(n["gamma"])
+    return LayerNorm(gamma, vector(n["beta"]) if n["beta"] is not None else zeros(len(gamma)),
+                     Fraction(n["eps"]) if n["eps"] is not None else DEFAULT_LAYERNORM_EPS)
+
+
 def build_inline(section: dict[str, Any]) -> Model:
     tokens_section = section["tokens"]
     if "grid" in tokens_section and tokens_section["grid"] is not None:
@@ -65,15 +76,16 @@ def build_inline(section: dict[str, Any]) -> Model:
             a = layer["attention"]
             heads = tuple(build_head(h) for h in a["heads"])
             attention = AttentionLayer(heads, vector(a["output-bias"]) if a["output-bias"] is not None else zeros(dim),
-                                       a["residual"])
+                                       a["residual"], build_norm(a["norm"]), a["norm-first"])
         ff = None
         if layer["feed-forward"] is not None:
             f = layer["feed-forward"]
             ff = FeedForward(matrix(f["w1"]), vector(f["b1"]) if f["b1"] is not None else zeros(len(f["w1"])),
-                             matrix(f["w2"]), vector(f["b2"]) if f["b2"] is not None else zeros(dim), f["residual"])
+                             matrix(f["w2"]), vector(f["b2"]) if f["b2"] is not None else zeros(dim), f["residual"],
+                             f["activation"], build_norm(f["norm"]), f["norm-first"])
         blocks.append(Block(attention, ff))
     readout = vector(section["readout"]) if section["readout"] is not None else tuple(
         Fraction(1 if c == 0 else 0) for c in range(dim))
     pe = matrix(section["positional-encoding"]) if section["positional-encoding"] is not None else None
     return Model(tokens=tokens, dim=dim, blocks=tuple(blocks), readout=readout, positional_encoding=pe,
-                 name=section.get("name") or "inline model")
+                 final_norm=build_norm(section["final-norm"]), name=section.get("name") or "inline model")

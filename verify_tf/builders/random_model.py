@@ -1,28 +1,33 @@
 """Seeded random models with exact dyadic weights: w = k / denominator, k uniform in [-range*den, range*den].
 
 Deterministic across platforms (numpy PCG64 integer draws), so a spec with ``random: {seed: 3}`` names
-one fixed model forever.
+one fixed model forever. LayerNorm parameters are drawn after everything else, so switching ``layernorm`` on
+keeps every other weight of the seed's model.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import numpy as np
 
 from ..ir import (
+    DEFAULT_LAYERNORM_EPS,
     AlphabetTokens,
     AttentionLayer,
     Block,
     FeedForward,
     GridTokens,
     Head,
+    LayerNorm,
     Matrix,
     Model,
     RelativeTable,
     Vector,
 )
+
+LAYERNORMS = ("none", "pre", "post")
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,10 @@ class RandomConfig:
     denominator: int = 4
     alphabet: tuple[str, ...] | None = None
     bos: str | None = None
+    activation: str = "relu"  # relu | i-gelu
+    layernorm: str = "none"  # none | pre (z + f(LN(z))) | post (LN(z + f(z))), on every sublayer
+    final_norm: bool = False  # a LayerNorm after the last block
+    layernorm_eps: Fraction = DEFAULT_LAYERNORM_EPS
 
 
 class _Draw:
@@ -82,7 +91,8 @@ def random_model(config: RandomConfig) -> Model:
         ff = None
         if config.ffn_width:
             r = config.ffn_width
-            ff = FeedForward(draw.matrix(r, d), draw.vector(r), draw.matrix(d, r), draw.vector(d))
+            ff = FeedForward(draw.matrix(r, d), draw.vector(r), draw.matrix(d, r), draw.vector(d),
+                             activation=config.activation)
         blocks.append(Block(attention, ff))
     if config.alphabet:
         tokens: GridTokens | AlphabetTokens = AlphabetTokens(
@@ -91,5 +101,18 @@ def random_model(config: RandomConfig) -> Model:
     else:
         tokens = GridTokens(d)
     pe = draw.matrix(config.max_length, d) if config.absolute_pe else None
-    return Model(tokens=tokens, dim=d, blocks=tuple(blocks), readout=draw.vector(d), positional_encoding=pe,
-                 name=f"random(seed={config.seed})")
+    readout = draw.vector(d)
+
+    def norm() -> LayerNorm:
+        return LayerNorm(draw.vector(d), draw.vector(d), config.layernorm_eps)
+
+    if config.layernorm not in LAYERNORMS:
+        raise ValueError(f"layernorm must be one of {LAYERNORMS}, got {config.layernorm!r}")
+    if config.layernorm != "none":
+        first = config.layernorm == "pre"
+        blocks = [Block(replace(b.attention, norm=norm(), norm_first=first) if b.attention else None,
+                        replace(b.feed_forward, norm=norm(), norm_first=first) if b.feed_forward else None)
+                  for b in blocks]
+    final = norm() if config.final_norm else None
+    return Model(tokens=tokens, dim=d, blocks=tuple(blocks), readout=readout, positional_encoding=pe,
+                 final_norm=final, name=f"random(seed={config.seed})")

@@ -17,11 +17,17 @@ the IR, exactly:
   the model's notes (printed by ``verify-tf check``). Without ``quantize`` every float32 weight is taken
   as the exact dyadic rational it is.
 
-Anything the IR cannot encode exactly is refused by name, never approximated: LayerNorm (so every
-``torch.nn.TransformerEncoderLayer``), a GELU activation, ``add_bias_kv``, a non-zero readout bias (unless
-the spec says ``readout-bias: drop``), and any state dict entry the importer does not understand.
-``ExactEncoderLayer`` / ``ExactEncoder`` below are small LayerNorm-free modules to train models this importer
-accepts (docs/import.md).
+``torch.nn.TransformerEncoderLayer`` (``norm1``/``norm2``, pre- or post-LN) and ``nn.TransformerEncoder``
+stacks with a final ``norm`` are read when the spec states ``layernorm: integer`` (the fixed-point LayerNorm
+of docs/semantics.md) and ``norm-first``; GELU only as ``activation: i-gelu`` (I-BERT's integer polynomial).
+``names`` maps torch's module names onto a model's own (``linear1: ff.0``). Anything else the IR cannot
+encode exactly is refused by name, never approximated: LayerNorm or GELU not stated, ``add_bias_kv``, a
+non-zero readout bias (unless the spec says ``readout-bias: drop``), and any state dict entry the importer
+does not understand. ``ExactEncoderLayer`` / ``ExactEncoder`` below are small LayerNorm-free modules to train
+models this importer accepts without any approximation (docs/import.md).
+
+torch is an optional dependency (the ``torch`` extra): this module imports it at the top and is itself
+imported only when a spec has a torch source (``spec/loader.py``), which names the extra when it is missing.
 
 The verified model is the imported IR under the spec's arithmetic: with ``scoring: softmax`` that is the
 fixed-point softmax of docs/semantics.md, not torch's float softmax.
@@ -39,14 +45,32 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..ir import AlphabetTokens, AttentionLayer, Block, FeedForward, GridTokens, Head, Model, RelativeTable
+from ..ir import (
+    DEFAULT_LAYERNORM_EPS,
+    AlphabetTokens,
+    AttentionLayer,
+    Block,
+    FeedForward,
+    GridTokens,
+    Head,
+    LayerNorm,
+    Model,
+    RelativeTable,
+)
 from ..numbers import fmt
+from ..schema.errors import strip_terminal_codes
+from . import TORCH_ROLE_NAMES
 
 TorchState = dict[str, torch.Tensor]
+ROLE_NAMES = TORCH_ROLE_NAMES
 
 
 class TorchImportError(ValueError):
     """The state dict cannot be imported exactly (the message names the component and what to do)."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(strip_terminal_codes(message))
+        self.hint = hint
 
 
 # ---------------------------------------------------------------- modules users can train
@@ -328,86 +352,248 @@ def _feed_forward(state: TorchState, first: str, second: str, quantizer: _Quanti
                        m2, _vector(state, second + "bias", len(m2), quantizer, where=f"{where}.b2"), residual=True)
 
 
-def _layers(state: TorchState) -> list[tuple[_AttentionKeys, str | None, str | None]]:
-    """(attention keys, first and second feed-forward Linear prefixes) per layer, in key order.
+@dataclass
+class _Layer:
+    """Where one encoder layer's tensors are: attention, the feed-forward Linears, the two LayerNorms."""
 
-    ``<L>self_attn.`` + ``<L>linear1.`` / ``<L>linear2.`` (torch encoder layers, ExactEncoderLayer), a bare
-    MultiheadAttention, and ``<L>attention.W_q.`` + ``<L>ffn.w1.`` / ``<L>ffn.w2.`` (the experiments' modules).
+    attention: _AttentionKeys
+    first: str | None  # the feed-forward's first and second Linear prefixes
+    second: str | None
+    attention_norm: str | None  # LayerNorm module prefixes (norm1 / norm2, norm_attention / norm_ffn)
+    feed_forward_norm: str | None
+    prefix: str  # the layer's own prefix, e.g. "encoder.layers.0."
+
+
+def _layers(state: TorchState) -> list[_Layer]:
+    """The encoder layers, in key order.
+
+    ``<L>self_attn.`` + ``<L>linear1.`` / ``<L>linear2.`` / ``<L>norm1.`` / ``<L>norm2.`` (torch encoder layers,
+    ExactEncoderLayer), a bare MultiheadAttention, and ``<L>attention.W_q.`` + ``<L>ffn.w1.`` / ``<L>ffn.w2.`` /
+    ``<L>norm_attention.`` / ``<L>norm_ffn.`` (the experiments' modules).
     """
-    found: dict[str, tuple[_AttentionKeys, str | None, str | None]] = {}
+    found: dict[str, _Layer] = {}
     for key in state:
         for suffix in ("in_proj_weight", "q_proj_weight"):
             if key.endswith(suffix) and (key == suffix or key[: -len(suffix)].endswith(".")):
                 prefix = key[: -len(suffix)]
-                layer = prefix[: -len("self_attn.")] if prefix.endswith("self_attn.") else None
-                found[prefix] = (_mha_keys(state, prefix), None if layer is None else f"{layer}linear1.",
-                                 None if layer is None else f"{layer}linear2.")
+                if prefix.endswith("self_attn."):
+                    layer = prefix[: -len("self_attn.")]
+                    found[prefix] = _Layer(_mha_keys(state, prefix), f"{layer}linear1.", f"{layer}linear2.",
+                                           f"{layer}norm1.", f"{layer}norm2.", layer)
+                else:
+                    found[prefix] = _Layer(_mha_keys(state, prefix), None, None, None, None, prefix)
         if key == "attention.W_q.weight" or key.endswith(".attention.W_q.weight"):
             prefix = key[: -len("W_q.weight")]
             layer = prefix[: -len("attention.")]
-            found[prefix] = (_experiment_keys(state, prefix), f"{layer}ffn.w1.", f"{layer}ffn.w2.")
+            found[prefix] = _Layer(_experiment_keys(state, prefix), f"{layer}ffn.w1.", f"{layer}ffn.w2.",
+                                   f"{layer}norm_attention.", f"{layer}norm_ffn.", layer)
     return [found[p] for p in sorted(found, key=_natural)]
 
 
-def _refuse_layernorm(state: TorchState) -> None:
-    norms = [k for k in state if re.search(r"(^|\.)(\w*norm\w*|ln\w*)\.(weight|bias)$", k)]
-    if norms:
-        modules = sorted({k.rsplit(".", 1)[0] for k in norms}, key=_natural)
+def _final_norm_prefix(layers: list[_Layer]) -> str:
+    """Where nn.TransformerEncoder keeps its final norm: ``norm.`` beside the ``layers`` list."""
+    match = re.match(r"^(.*?)[^.]+\.\d+\.$", layers[0].prefix) if layers else None
+    return (match.group(1) if match else "") + "norm."
+
+
+def _norm(state: TorchState, prefix: str | None, d: int, eps: Fraction, quantizer: _Quantizer, consumed: set[str],
+          where: str) -> LayerNorm | None:
+    """A LayerNorm's weight (γ) and bias (β, zero when the module has bias=False), or None when absent."""
+    if prefix is None or prefix + "weight" not in state:
+        if prefix is not None and prefix + "bias" in state:
+            raise TorchImportError(f"{prefix}bias has no {prefix}weight: expected a LayerNorm with elementwise_affine")
+        return None
+    weight = state[prefix + "weight"]
+    if tuple(weight.shape) != (d,):
+        raise TorchImportError(f"{prefix}weight: expected a LayerNorm over the width {d}, got shape "
+                               f"{tuple(weight.shape)}")
+    consumed.update({prefix + "weight", prefix + "bias"})
+    return LayerNorm(_vector(state, prefix + "weight", d, quantizer, where=f"{where}.gamma"),
+                     _vector(state, prefix + "bias", d, quantizer, where=f"{where}.beta"), eps)
+
+
+def _norm_modules(state: TorchState, prefixes: list[str]) -> list[str]:
+    return sorted({p[:-1] for p in prefixes if p + "weight" in state or p + "bias" in state}, key=_natural)
+
+
+def _refuse_unstated_norms(modules: list[str], architecture: dict[str, Any], layer_norms: bool) -> None:
+    """LayerNorm is read only when the spec says how: ``layernorm: integer`` and, inside layers, ``norm-first``."""
+    if not modules:
+        return
+    listed = f"{', '.join(modules[:4])}{', ...' if len(modules) > 4 else ''}"
+    if architecture.get("layernorm", "refuse") != "integer":
         raise TorchImportError(
-            f"LayerNorm ({', '.join(modules[:4])}{', ...' if len(modules) > 4 else ''}): the semantics has no exact "
-            "LayerNorm (it divides by the square root of a variance), and verify-tf never approximates a component "
-            "silently. torch.nn.TransformerEncoderLayer always has LayerNorm: train "
-            "verify_tf.builders.torch_import.ExactEncoderLayer (attention + ReLU feed-forward with residuals) "
-            "instead (docs/import.md)")
+            f"LayerNorm ({listed}): verify-tf never approximates a component silently. State "
+            "architecture.layernorm: integer to verify the fixed-point LayerNorm of docs/semantics.md (integer "
+            "mean and variance, an integer square root, one rounded division) in place of torch's float one",
+            "architecture: {heads: N, layernorm: integer, norm-first: false}  (norm-first: true for pre-LN models); "
+            "arithmetic: {mode: fixed, ...}; or train verify_tf.builders.torch_import.ExactEncoderLayer, which has "
+            "no LayerNorm (docs/import.md)")
+    if layer_norms and architecture.get("norm-first") is None:
+        raise TorchImportError(
+            f"LayerNorm ({listed}): a state dict does not record where the norms sit; state "
+            "architecture.norm-first: true (pre-LN, z + f(LN(z))) or false (post-LN, LN(z + f(z)), torch's default)",
+            "nn.TransformerEncoderLayer(..., norm_first=False) is post-LN: write norm-first: false")
 
 
-def _refuse_leftovers(state: TorchState, consumed: set[str]) -> None:
+def _rename(state: TorchState, names: dict[str, str] | None) -> TorchState:
+    """Apply ``architecture.names`` ({torch's name: the model's name}): every key containing the model's name as
+    whole dotted components gets torch's name there (``blocks.0.ff.0.weight`` -> ``blocks.0.linear1.weight``)."""
+    if not names:
+        return state
+    pairs = sorted(((role, custom.strip(".").split(".")) for role, custom in names.items()
+                    if role in ROLE_NAMES and isinstance(custom, str) and custom.strip(".")),
+                   key=lambda pair: -len(pair[1]))
+    used: set[str] = set()
+    renamed: TorchState = {}
+    for key, tensor in state.items():
+        parts = key.split(".")
+        for role, custom in pairs:
+            at = next((i for i in range(len(parts) - len(custom) + 1) if parts[i: i + len(custom)] == custom), None)
+            if at is not None:
+                parts = parts[:at] + [role] + parts[at + len(custom):]
+                used.add(role)
+                break
+        new_key = ".".join(parts)
+        if new_key in renamed:
+            raise TorchImportError(f"architecture.names: two state dict entries become {new_key!r}")
+        renamed[new_key] = tensor
+    unused = [role for role, custom in pairs if role not in used]
+    if unused:
+        raise TorchImportError(f"architecture.names.{unused[0]}: {names[unused[0]]!r} names no module of the state "
+                               f"dict", f"its modules: {', '.join(_modules(state)[:12])}")
+    return renamed
+
+
+def _modules(state: TorchState) -> list[str]:
+    return sorted({k.rsplit(".", 1)[0] if "." in k else k for k in state}, key=_natural)
+
+
+def _name_hint(leftovers: list[str], state: TorchState, layers: list[_Layer]) -> str:
+    """Guess which of torch's names the leftover modules stand for, from their shapes (a hint, never applied)."""
+    guesses: dict[str, str] = {}
+    prefixes = []
+    for layer in layers:
+        if layer.first is None and layer.prefix:  # a bare MultiheadAttention inside a block: its parent is the layer
+            parent, _, own = layer.prefix[:-1].rpartition(".")
+            prefixes.append(parent + "." if parent else "")
+            guesses.setdefault("self_attn", own)
+        else:
+            prefixes.append(layer.prefix)
+    prefixes.sort(key=len, reverse=True)
+    seen_layers: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
+    top: list[tuple[str, tuple[int, ...]]] = []
+    for module in sorted({k.rsplit(".", 1)[0] for k in leftovers if "." in k}, key=_natural):
+        weight = state.get(module + ".weight")
+        shape = tuple(weight.shape) if weight is not None else ()
+        owner = next((p for p in prefixes if p and module.startswith(p)), None)
+        if owner is not None:
+            seen_layers.setdefault(owner, []).append((module[len(owner):], shape))
+        else:
+            top.append((module, shape))
+    if seen_layers:
+        first = seen_layers[min(seen_layers, key=_natural)]
+        linears = [name for name, shape in first if len(shape) == 2]
+        norms = [name for name, shape in first if len(shape) == 1]
+        if len(linears) == 2:
+            guesses.update(linear1=linears[0], linear2=linears[1])
+        guesses.update({role: name for role, name in zip(("norm1", "norm2"), norms)})
+    for module, shape in top:
+        if len(shape) == 1:
+            guesses.setdefault("norm", module)
+        elif len(shape) == 2 and "emb" in module.lower():
+            guesses.setdefault("positional" if "pos" in module.lower() else "embedding", module)
+        elif len(shape) == 2:
+            guesses.setdefault("readout", module)
+    base = (f"the importer reads torch's module names ({', '.join(ROLE_NAMES)}); map a model's own names onto "
+            "them with architecture.names")
+    if not guesses:
+        return base
+    mapping = ", ".join(f"{role}: {name}" for role, name in guesses.items())
+    return f"{base}, e.g. architecture: {{heads: N, names: {{{mapping}}}}} (guessed from the shapes: check it)"
+
+
+def _refuse_leftovers(state: TorchState, consumed: set[str], layers: list[_Layer]) -> None:
     leftovers = sorted((k for k in state if k not in consumed), key=_natural)
     if leftovers:
-        raise TorchImportError(f"unrecognised state dict entries {', '.join(leftovers[:6])}"
-                               f"{', ...' if len(leftovers) > 6 else ''}: the importer maps attention, "
-                               "feed-forward, embedding, positional and readout weights only, and refuses to ignore "
-                               "anything else (docs/import.md)")
+        shown = ", ".join(f"{k} {tuple(state[k].shape)}" for k in leftovers[:6])
+        raise TorchImportError(f"unrecognised state dict entries {shown}{', ...' if len(leftovers) > 6 else ''}: "
+                               "the importer maps attention, feed-forward, LayerNorm, embedding, positional and "
+                               "readout weights only, and refuses to ignore anything else (docs/import.md)",
+                               _name_hint(leftovers, state, layers))
 
 
 def load_state_dict(path: str | Path) -> TorchState:
-    """Tensors only: ``weights_only=True`` never unpickles objects."""
+    """Tensors only: ``weights_only=True`` never unpickles objects (that could run code from the file)."""
+    name = Path(path).name
     try:
         state = torch.load(Path(path), map_location="cpu", weights_only=True)
     except Exception as exc:  # a corrupt file or a pickled object weights_only refuses: say so plainly
-        raise TorchImportError(f"cannot read {Path(path).name} as a state dict: {type(exc).__name__}: "
-                               f"{str(exc).splitlines()[0][:200] if str(exc) else ''}") from None
+        text = strip_terminal_codes(str(exc))
+        pickled = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+        if pickled:  # torch.save(model), or any other object: name it, never print torch's advice to unpickle
+            raise TorchImportError(
+                f"cannot read {name} as a state dict: it holds a pickled object ({pickled.group(1)}), which "
+                "verify-tf never unpickles (that could run code from the file)",
+                "if it was written by torch.save(model), save the weights instead: "
+                "torch.save(model.state_dict(), \"model.pt\")") from None
+        first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+        raise TorchImportError(f"cannot read {name} as a state dict: {type(exc).__name__}: {first[:200]}") from None
     if isinstance(state, nn.Module):  # cannot happen with weights_only, kept as a clear message
         raise TorchImportError("the file holds a module, not a state dict: save model.state_dict()")
     if isinstance(state, dict) and "__verify_tf__" in state:
-        raise TorchImportError(f"{Path(path).name} is a verify-tf model file: load it with model: {{file: ...}}")
+        raise TorchImportError(f"{name} is a verify-tf model file: load it with model: {{file: ...}}")
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise TorchImportError(f"{Path(path).name} is not a state dict of tensors (save model.state_dict())")
+        raise TorchImportError(f"{name} is not a state dict of tensors",
+                               "save the weights with torch.save(model.state_dict(), \"model.pt\")")
     return dict(state)
 
 
 def import_state_dict(state: TorchState, architecture: dict[str, Any], quantize: dict[str, Any] | None,
                       name: str = "torch model") -> Model:
     """Map a state dict onto the IR (see the module docstring); raises TorchImportError naming the problem."""
-    if architecture.get("activation", "relu") != "relu":
-        raise TorchImportError(f"activation {architecture['activation']!r}: the semantics has ReLU feed-forwards "
-                               "only (GELU and friends are not exactly representable); verify-tf refuses rather "
-                               "than approximating")
-    _refuse_layernorm(state)
+    activation = architecture.get("activation", "relu")
+    if activation == "gelu":
+        raise TorchImportError("activation 'gelu': torch's GELU (x·Φ(x)) is not exactly representable, and verify-tf "
+                               "never approximates a component silently",
+                               "state activation: i-gelu to verify I-BERT's integer polynomial i-GELU in its place "
+                               "(the largest deviation from GELU over the domain is reported; docs/import.md)")
+    state = _rename(state, architecture.get("names"))
     heads = architecture["heads"]
     quantizer = _Quantizer(quantize["bits"], quantize["frac"]) if quantize else _Quantizer(None, None)
     consumed: set[str] = set()
     layers = _layers(state)
     if not layers:
         raise TorchImportError("no attention weights found in the state dict (expected torch.nn.MultiheadAttention's "
-                               "in_proj_weight, or the experiments' attention.W_q.weight)")
+                               "in_proj_weight, or the experiments' attention.W_q.weight)", _name_hint(
+                                   sorted(state, key=_natural), state, []))
+    final_prefix = _final_norm_prefix(layers)
+    layer_norms = _norm_modules(state, [p for layer in layers for p in (layer.attention_norm, layer.feed_forward_norm)
+                                        if p is not None])
+    _refuse_unstated_norms(layer_norms + _norm_modules(state, [final_prefix]), architecture, bool(layer_norms))
+    eps = Fraction(str(architecture.get("layernorm-eps") or DEFAULT_LAYERNORM_EPS))
+    norm_first = bool(architecture.get("norm-first"))
     blocks = []
-    for index, (keys, first, second) in enumerate(layers):
+    for index, layer in enumerate(layers):
+        keys = layer.attention
         consumed.update(keys.names())
         attention = _attention(state, keys, heads, architecture["scoring"], architecture["causal"], quantizer, index)
-        ff = _feed_forward(state, first, second, quantizer, consumed, index) if first is not None else None
+        d = keys.width
+        norm = _norm(state, layer.attention_norm, d, eps, quantizer, consumed, f"layers[{index}].attention.norm")
+        attention = AttentionLayer(attention.heads, attention.output_bias, True, norm, norm_first)
+        ff = None
+        if layer.first is not None:
+            ff = _feed_forward(state, layer.first, layer.second, quantizer, consumed, index)
+            ff_norm = _norm(state, layer.feed_forward_norm, d, eps, quantizer, consumed,
+                            f"layers[{index}].feed-forward.norm")
+            if ff is None and ff_norm is not None:
+                raise TorchImportError(f"{layer.feed_forward_norm}weight: a feed-forward LayerNorm without a "
+                                       "feed-forward")
+            if ff is not None:
+                ff = FeedForward(ff.w1, ff.b1, ff.w2, ff.b2, True, activation, ff_norm, norm_first)
         blocks.append(Block(attention, ff))
     d = len(blocks[0].attention.output_bias)
+    final_norm = _norm(state, final_prefix, d, eps, quantizer, consumed, "final-norm")
     tokens: Any
     alphabet = architecture.get("alphabet")
     if "embedding.weight" in state:
@@ -425,7 +611,8 @@ def import_state_dict(state: TorchState, architecture: dict[str, Any], quantize:
         tokens = AlphabetTokens(tuple(alphabet), table, bos)
     else:
         if alphabet:
-            raise TorchImportError("architecture.alphabet is given but the state dict has no embedding.weight")
+            raise TorchImportError("architecture.alphabet is given but the state dict has no embedding.weight",
+                                   _name_hint(sorted(k for k in state if k not in consumed), state, layers))
         tokens = GridTokens(d)
     positional = None
     for key in ("positional.weight", "position_embedding"):  # ExactEncoder, the experiments' TinyTransformer
@@ -438,7 +625,7 @@ def import_state_dict(state: TorchState, architecture: dict[str, Any], quantize:
     else:
         readout = tuple(Fraction(1 if c == 0 else 0) for c in range(d))
         notes.append("no readout.weight in the state dict: readout u = e1 (the first coordinate)")
-    _refuse_leftovers(state, consumed)
+    _refuse_leftovers(state, consumed, layers)
     note = quantizer.note()
     if note:
         notes.insert(0, note)
@@ -452,8 +639,19 @@ def import_state_dict(state: TorchState, architecture: dict[str, Any], quantize:
                      "quantize")
     if architecture["scoring"] == "softmax":
         notes.append("softmax is verified as the spec's fixed-point softmax (docs/semantics.md), not torch's float one")
+    norms = layer_norms + ([final_prefix[:-1]] if final_norm is not None else [])
+    if norms:
+        placement = ("pre-LN, z + f(LN(z))" if norm_first else "post-LN, LN(z + f(z))") if layer_norms else "final only"
+        notes.append(f"LayerNorm ({', '.join(norms[:4])}{', ...' if len(norms) > 4 else ''}; {placement}; eps = "
+                     f"{eps}) is verified as the fixed-point LayerNorm of docs/semantics.md (integer square root), "
+                     "not torch's float one")
+    if activation == "i-gelu" and any(b.feed_forward is not None for b in blocks):
+        notes.append("feed-forward activation i-GELU (I-BERT's integer polynomial) stands in for torch's GELU as "
+                     "stated (architecture.activation: i-gelu)")
+    notes.append(f"heads: {heads} as stated (d_head = {d // heads}): a state dict does not record the head count, "
+                 "and a wrong one gives a different model (docs/import.md)")
     return Model(tokens=tokens, dim=d, blocks=tuple(blocks), readout=readout, positional_encoding=positional,
-                 name=name, notes=tuple(notes))
+                 final_norm=final_norm, name=name, notes=tuple(notes))
 
 
 def _readout(state: TorchState, architecture: dict[str, Any], quantizer: _Quantizer, consumed: set[str],

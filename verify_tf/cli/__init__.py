@@ -152,6 +152,9 @@ def _import_optional(module_name: str, attribute: str) -> click.Command | None:
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
+        if exc.name is not None and exc.name.split(".")[0] == "torch":  # an optional dependency: name the extra
+            raise click.UsageError("this command needs PyTorch, which is not installed: pip install "
+                                   "'verify-tf[torch]'") from None
         parts = module_name.split(".")
         if exc.name not in {".".join(parts[:i]) for i in range(2, len(parts) + 1)}:
             raise

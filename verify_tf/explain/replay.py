@@ -222,10 +222,14 @@ def stages(trace: Trace) -> list[tuple[str, list[Sequence[Fraction]]]]:
     """The per-position vectors of a trace, stage by stage, ending with the readout q."""
     out: list[tuple[str, list[Sequence[Fraction]]]] = [("embedding", list(trace.embedded))]
     for index, block in enumerate(trace.blocks):
-        for name, vectors in (("attention output", block.attention_output), ("after attention", block.after_attention),
-                              ("hidden ReLU", block.hidden), ("after feed-forward", block.after_feed_forward)):
+        for name, vectors in (("attention LayerNorm", block.attention_norm),
+                              ("attention output", block.attention_output), ("after attention", block.after_attention),
+                              ("feed-forward LayerNorm", block.feed_forward_norm),
+                              ("hidden activation", block.hidden), ("after feed-forward", block.after_feed_forward)):
             if vectors is not None:
                 out.append((f"layer {index}: {name}", list(vectors)))
+    if trace.before_final_norm is not None:
+        out.append(("final LayerNorm", list(trace.output)))
     out.append(("readout q = u·z", [(q,) for q in trace.readout]))
     return out
 

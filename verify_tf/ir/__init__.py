@@ -15,7 +15,9 @@ Attention (per head h, query position i, key position j):
     head_i = sum_j a'_ij v_j
     attention output o_i = sum_h W_O^h head^h_i + b_O,  then z_i <- z_i + o_i (residual)
 
-Feed-forward: z_i <- z_i + W2 relu(W1 z_i + b1) + b2. Readout: q_i = u . z_i.
+Feed-forward: z_i <- z_i + W2 act(W1 z_i + b1) + b2, act = relu or I-BERT's integer polynomial i-gelu.
+LayerNorm (optional per sublayer, pre-LN ``norm_first`` or post-LN, and a final norm after the last block):
+n_c = (z_c - mean) / sqrt(var + eps), then gamma_c n_c + beta_c. Readout: q_i = u . z_i.
 The exact rounding rules per arithmetic mode are in docs/semantics.md and verify_tf/semantics/.
 """
 
@@ -33,6 +35,8 @@ Scoring = Literal["hardmax", "softmax", "uniform"]
 Positional = Literal["standard", "rpe", "urpe"]
 SCORINGS: tuple[str, ...] = ("hardmax", "softmax", "uniform")
 POSITIONALS: tuple[str, ...] = ("standard", "rpe", "urpe")
+ACTIVATIONS: tuple[str, ...] = ("relu", "i-gelu")
+DEFAULT_LAYERNORM_EPS = Fraction(1, 100000)  # torch.nn.LayerNorm's eps=1e-05, read as the decimal it is written as
 
 
 def vector(values: Sequence[Fraction | int | str]) -> Vector:
@@ -113,10 +117,26 @@ class Head:
 
 
 @dataclass(frozen=True)
+class LayerNorm:
+    """torch.nn.LayerNorm over the d coordinates of one position: (z - mean) / sqrt(var + eps) * gamma + beta.
+
+    ``eps`` is an exact rational constant inside the square root (never a stored value, so it need not lie on
+    the fixed-point grid); the variance is the biased one, as torch computes it. docs/semantics.md defines the
+    fixed-point evaluation (integer square root, one rounded division).
+    """
+
+    gamma: Vector
+    beta: Vector
+    eps: Fraction = DEFAULT_LAYERNORM_EPS
+
+
+@dataclass(frozen=True)
 class AttentionLayer:
     heads: tuple[Head, ...]
     output_bias: Vector
     residual: bool = True
+    norm: LayerNorm | None = None
+    norm_first: bool = False  # True: z + attn(LN(z)) (pre-LN); False: LN(z + attn(z)) (post-LN, torch's default)
 
 
 @dataclass(frozen=True)
@@ -126,6 +146,9 @@ class FeedForward:
     w2: Matrix  # d x r
     b2: Vector
     residual: bool = True
+    activation: str = "relu"  # relu | i-gelu
+    norm: LayerNorm | None = None
+    norm_first: bool = False
 
     @property
     def width(self) -> int:
@@ -171,6 +194,7 @@ class Model:
     blocks: tuple[Block, ...]
     readout: Vector
     positional_encoding: Matrix | None = None  # max_len x d, absolute positions 0..max_len-1
+    final_norm: LayerNorm | None = None  # applied to the stream after the last block (nn.TransformerEncoder's norm)
     name: str = "model"
     notes: tuple[str, ...] = field(default=(), compare=False)
 
@@ -183,6 +207,16 @@ class Model:
             if block.attention is not None:
                 for head_index, head in enumerate(block.attention.heads):
                     yield layer_index, head_index, head
+
+    def norms(self) -> Iterator[tuple[str, LayerNorm]]:
+        """Every LayerNorm with its parameter path prefix, e.g. ``layers[0].attention.norm``."""
+        for index, block in enumerate(self.blocks):
+            if block.attention is not None and block.attention.norm is not None:
+                yield f"layers[{index}].attention.norm", block.attention.norm
+            if block.feed_forward is not None and block.feed_forward.norm is not None:
+                yield f"layers[{index}].feed-forward.norm", block.feed_forward.norm
+        if self.final_norm is not None:
+            yield "final-norm", self.final_norm
 
     @property
     def has_positions(self) -> bool:
@@ -219,17 +253,27 @@ class Model:
                     if head.urpe_c is not None and head.positional == "urpe":
                         yield from _vector_items(f"{hp}.urpe-c", head.urpe_c.values)
                 yield from _vector_items(f"{prefix}.attention.output-bias", block.attention.output_bias)
+                yield from _norm_items(f"{prefix}.attention.norm", block.attention.norm)
             if block.feed_forward is not None:
                 ff = block.feed_forward
                 for name in ("w1", "b1", "w2", "b2"):
                     items = _matrix_items if name.startswith("w") else _vector_items
                     yield from items(f"{prefix}.feed-forward.{name}", getattr(ff, name))
+                yield from _norm_items(f"{prefix}.feed-forward.norm", ff.norm)
+        yield from _norm_items("final-norm", self.final_norm)
         yield from _vector_items("readout", self.readout)
 
 
 def _vector_items(path: str, values: Vector) -> Iterator[tuple[str, Fraction]]:
     for i, v in enumerate(values):
         yield f"{path}[{i}]", v
+
+
+def _norm_items(path: str, norm: LayerNorm | None) -> Iterator[tuple[str, Fraction]]:
+    """gamma and beta are stored weights; eps is a constant of the formula (not listed, never on a grid)."""
+    if norm is not None:
+        yield from _vector_items(f"{path}.gamma", norm.gamma)
+        yield from _vector_items(f"{path}.beta", norm.beta)
 
 
 def _matrix_items(path: str, rows: Matrix) -> Iterator[tuple[str, Fraction]]:
@@ -299,5 +343,12 @@ def validate_shapes(model: Model) -> list[str]:
             check_vector(f"{p}.b1", ff.b1, ff.width)
             check_matrix(f"{p}.w2", ff.w2, d, ff.width)
             check_vector(f"{p}.b2", ff.b2, d)
+            if ff.activation not in ACTIVATIONS:
+                problems.append(f"{p}.activation: expected one of {ACTIVATIONS}, got {ff.activation!r}")
+    for path, norm in model.norms():
+        check_vector(f"{path}.gamma", norm.gamma, d)
+        check_vector(f"{path}.beta", norm.beta, d)
+        if norm.eps < 0:
+            problems.append(f"{path}.eps: expected eps >= 0, got {norm.eps}")
     check_vector("readout", model.readout, d)
     return problems

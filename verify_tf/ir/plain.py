@@ -15,6 +15,7 @@ from . import (
     FeedForward,
     GridTokens,
     Head,
+    LayerNorm,
     Matrix,
     Model,
     RelativeTable,
@@ -38,6 +39,9 @@ def model_to_dict(model: Model) -> dict[str, Any]:
     def table(t: RelativeTable | None) -> list[str] | None:
         return None if t is None else vec(t.values)
 
+    def norm(n: LayerNorm | None) -> dict[str, Any] | None:
+        return None if n is None else {"gamma": vec(n.gamma), "beta": vec(n.beta), "eps": str(n.eps)}
+
     if isinstance(model.tokens, GridTokens):
         tokens: dict[str, Any] = {"grid": model.tokens.dim}
     else:
@@ -58,14 +62,25 @@ def model_to_dict(model: Model) -> dict[str, Any]:
                 "output-bias": vec(block.attention.output_bias),
                 "residual": block.attention.residual,
             }
+            if block.attention.norm is not None:  # absent keys keep pre-LayerNorm files and cache keys unchanged
+                layer["attention"]["norm"] = norm(block.attention.norm)
+                layer["attention"]["norm-first"] = block.attention.norm_first
         if block.feed_forward is not None:
             f = block.feed_forward
             layer["feed-forward"] = {"w1": mat(f.w1), "b1": vec(f.b1), "w2": mat(f.w2), "b2": vec(f.b2),
                                      "residual": f.residual}
+            if f.activation != "relu":
+                layer["feed-forward"]["activation"] = f.activation
+            if f.norm is not None:
+                layer["feed-forward"]["norm"] = norm(f.norm)
+                layer["feed-forward"]["norm-first"] = f.norm_first
         layers.append(layer)
-    return {"format": FORMAT, "name": model.name, "tokens": tokens,
+    data = {"format": FORMAT, "name": model.name, "tokens": tokens,
             "positional-encoding": mat(model.positional_encoding) if model.positional_encoding else None,
             "layers": layers, "readout": vec(model.readout)}
+    if model.final_norm is not None:
+        data["final-norm"] = norm(model.final_norm)
+    return data
 
 
 def model_from_dict(data: dict[str, Any]) -> Model:
@@ -77,6 +92,9 @@ def model_from_dict(data: dict[str, Any]) -> Model:
 
     def table(t: list[str] | None) -> RelativeTable | None:
         return None if t is None else RelativeTable(vec(t))
+
+    def norm(n: dict[str, Any] | None) -> LayerNorm | None:
+        return None if n is None else LayerNorm(vec(n["gamma"]), vec(n["beta"]), Fraction(n["eps"]))
 
     tok = data["tokens"]
     if "grid" in tok:
@@ -98,12 +116,14 @@ def model_from_dict(data: dict[str, Any]) -> Model:
                 scoring=h["scoring"], causal=bool(h["causal"]), positional=h["positional"],
                 rpe_bias=table(h.get("rpe-bias")), urpe_c=table(h.get("urpe-c")),
             ) for h in a["heads"])
-            attention = AttentionLayer(heads, vec(a["output-bias"]), bool(a.get("residual", True)))
+            attention = AttentionLayer(heads, vec(a["output-bias"]), bool(a.get("residual", True)),
+                                       norm(a.get("norm")), bool(a.get("norm-first", False)))
         ff = None
         if layer.get("feed-forward"):
             f = layer["feed-forward"]
-            ff = FeedForward(mat(f["w1"]), vec(f["b1"]), mat(f["w2"]), vec(f["b2"]), bool(f.get("residual", True)))
+            ff = FeedForward(mat(f["w1"]), vec(f["b1"]), mat(f["w2"]), vec(f["b2"]), bool(f.get("residual", True)),
+                             f.get("activation", "relu"), norm(f.get("norm")), bool(f.get("norm-first", False)))
         blocks.append(Block(attention, ff))
     pe = mat(data["positional-encoding"]) if data.get("positional-encoding") else None
     return Model(tokens=tokens, dim=dim, blocks=tuple(blocks), readout=vec(data["readout"]),
-                 positional_encoding=pe, name=data.get("name", "model"))
+                 positional_encoding=pe, final_norm=norm(data.get("final-norm")), name=data.get("name", "model"))

@@ -156,6 +156,8 @@ class FilePath(String):
 
     def validate(self, node: Node, ctx: Context, path: str) -> Path:
         text = super().validate(node, ctx, path)
+        if "\0" in text:  # no file name holds one (os calls raise ValueError)
+            raise ctx.error(node, path, f"file not found: {text!r} contains a NUL character")
         resolved = (ctx.base_dir / text).resolve()
         if not resolved.is_file():
             raise ctx.error(node, path, f"file not found: {text}",

@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
+
+# ANSI/VT100 escape sequences (CSI ... final byte, OSC ... BEL/ST, and two-byte ESC x): library messages
+# (torch's, for one) carry bold/colour codes that would print as garbage in logs, JSON and CI annotations
+_TERMINAL_CODES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+
+
+def strip_terminal_codes(text: str) -> str:
+    """``text`` without terminal escape sequences: error texts are plain."""
+    return _TERMINAL_CODES.sub("", text)
 
 
 class SpecError(Exception):
@@ -11,12 +21,13 @@ class SpecError(Exception):
 
     def __init__(self, message: str, *, file: str | None = None, line: int | None = None, path: str = "",
                  hint: str | None = None) -> None:
+        message = strip_terminal_codes(message)
         super().__init__(message)
         self.message = message
         self.file = file
         self.line = line
         self.path = path
-        self.hint = hint
+        self.hint = strip_terminal_codes(hint) if hint is not None else None
 
     def __str__(self) -> str:
         where = self.file or "<spec>"

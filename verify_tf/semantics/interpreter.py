@@ -9,7 +9,10 @@ Rounding points (Fixed mode; Exact mode rounds nowhere):
   * every attention score: q_i . k_j + B[j-i] exact, then one ``round``;
   * every attention head output: sum_j a'_ij v_j exact (a' as the arithmetic defines it), one ``round``;
   * every residual addition and the embedding + positional-encoding sum: ``saturate`` only (the sum of two
-    representable values is on the grid already).
+    representable values is on the grid already);
+  * i-GELU: the exact rational polynomial of the rounded pre-activation, one ``round``;
+  * LayerNorm (fixed only): the normalised value (z_c - mean) / sigma floored once (an integer square root,
+    one floor division, ``nonlinear.py``) and saturated, then gamma_c n_c + beta_c with one ``round``.
 The readout q_i = u . z_i is an exact measurement of the final stream, never rounded.
 """
 
@@ -20,8 +23,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import cast
 
-from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Head, Matrix, Model, Token, Vector
-from .arithmetic import Arithmetic, Exact, Fixed
+from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Head, LayerNorm, Matrix, Model, Token, Vector
+from .arithmetic import Arithmetic, Exact, Fixed, UnsupportedInMode
+from .nonlinear import igelu, layer_norm_mantissas
 
 
 @dataclass
@@ -36,8 +40,10 @@ class BlockTrace:
     heads: list[HeadTrace] = field(default_factory=list)
     attention_output: list[Vector] | None = None  # o_i before the residual
     after_attention: list[Vector] | None = None
-    hidden: list[Vector] | None = None  # relu(W1 z + b1)
+    hidden: list[Vector] | None = None  # act(W1 z + b1)
     after_feed_forward: list[Vector] | None = None
+    attention_norm: list[Vector] | None = None  # LayerNorm output: the heads' input (pre-LN) or after_attention
+    feed_forward_norm: list[Vector] | None = None
 
     @property
     def output(self) -> list[Vector]:
@@ -54,6 +60,7 @@ class Trace:
     output: list[Vector]  # final residual stream, one vector per position
     readout: list[Fraction]  # q_i = u . z_i
     saturations: int = 0  # how many stored values were clipped to the fixed-point range
+    before_final_norm: list[Vector] | None = None  # the last block's output when the model has a final norm
 
 
 class _Counter:
@@ -134,8 +141,28 @@ def attention_head(head: Head, z: list[Vector], r: _Counter) -> HeadTrace:
     return HeadTrace(scores, weights, outputs)
 
 
+def layer_norm(norm: LayerNorm, z: list[Vector], r: _Counter) -> list[Vector]:
+    """LayerNorm per position (fixed arithmetic only): n_c = sat(floor((z_c - mean) / sigma)) on the grid, with
+    sigma = floor(sqrt(var + eps) * 2^2f) / 2^2f (``nonlinear.layer_norm_mantissas``), then
+    round(gamma_c n_c + beta_c)."""
+    arith = r.arith
+    if not isinstance(arith, Fixed):
+        raise UnsupportedInMode("LayerNorm divides by a square root, which is irrational in exact arithmetic; use "
+                                "arithmetic: fixed (integer square root, docs/semantics.md)")
+    out = []
+    for zi in z:
+        mantissas = layer_norm_mantissas([arith.mantissa(c) for c in zi], arith.frac, norm.eps)
+        normalized = [r.saturate(Fraction(m, arith.scale)) for m in mantissas]
+        out.append(tuple(r.round(g * n + b) for g, n, b in zip(norm.gamma, normalized, norm.beta)))
+    return out
+
+
 def attention_layer(layer: AttentionLayer, z: list[Vector], r: _Counter, trace: BlockTrace) -> list[Vector]:
-    heads = [attention_head(h, z, r) for h in layer.heads]
+    if layer.norm is not None and layer.norm_first:  # pre-LN: z + attn(LN(z))
+        trace.attention_norm = layer_norm(layer.norm, z, r)
+        heads = [attention_head(h, trace.attention_norm, r) for h in layer.heads]
+    else:
+        heads = [attention_head(h, z, r) for h in layer.heads]
     trace.heads = heads
     projected: list[Vector] = []
     for i in range(len(z)):
@@ -148,14 +175,31 @@ def attention_layer(layer: AttentionLayer, z: list[Vector], r: _Counter, trace: 
             coords.append(r.round(total))
         projected.append(tuple(coords))
     trace.attention_output = projected
-    return _residual(z, projected, layer.residual, r)
+    out = _residual(z, projected, layer.residual, r)
+    if layer.norm is not None and not layer.norm_first:  # post-LN: LN(z + attn(z))
+        out = trace.attention_norm = layer_norm(layer.norm, out, r)
+    return out
+
+
+def activation(name: str, h: Fraction, r: _Counter) -> Fraction:
+    """relu (exact on the grid: no rounding), or i-gelu: the exact polynomial, rounded once."""
+    if name == "relu":
+        return max(h, Fraction(0))
+    if name == "i-gelu":
+        return r.round(igelu(h))
+    raise ValueError(f"unknown activation {name!r}")
 
 
 def feed_forward(ff: FeedForward, z: list[Vector], r: _Counter, trace: BlockTrace) -> list[Vector]:
-    hidden = [tuple(max(h, Fraction(0)) for h in affine(ff.w1, zi, ff.b1, r)) for zi in z]
+    inputs = z
+    if ff.norm is not None and ff.norm_first:  # pre-LN: z + ff(LN(z))
+        inputs = trace.feed_forward_norm = layer_norm(ff.norm, z, r)
+    hidden = [tuple(activation(ff.activation, h, r) for h in affine(ff.w1, zi, ff.b1, r)) for zi in inputs]
     trace.hidden = hidden
-    out = [affine(ff.w2, h, ff.b2, r) for h in hidden]
-    return _residual(z, out, ff.residual, r)
+    out = _residual(z, [affine(ff.w2, h, ff.b2, r) for h in hidden], ff.residual, r)
+    if ff.norm is not None and not ff.norm_first:  # post-LN: LN(z + ff(z))
+        out = trace.feed_forward_norm = layer_norm(ff.norm, out, r)
+    return out
 
 
 def _residual(z: list[Vector], update: list[Vector], residual: bool, r: _Counter) -> list[Vector]:
@@ -186,7 +230,10 @@ def evaluate(model: Model, arith: Arithmetic, tokens: Sequence[Token]) -> Trace:
         if bt.after_attention is None and bt.after_feed_forward is None:
             bt.after_attention = z
         blocks.append(bt)
-    return Trace(seen, embedded, blocks, z, readout(model, z), r.saturations)
+    before_final = None
+    if model.final_norm is not None:
+        before_final, z = z, layer_norm(model.final_norm, z, r)
+    return Trace(seen, embedded, blocks, z, readout(model, z), r.saturations, before_final)
 
 
 def outputs(model: Model, arith: Arithmetic, tokens: Sequence[Token]) -> list[Vector]:

@@ -5,17 +5,18 @@ Every failure is a ``SpecError`` naming file, line, key path, expectation and a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from ..builders import TORCH_ROLE_NAMES
 from ..builders.constructs import constructions
 from ..builders.files import ModelFileError, load_model
 from ..builders.inline import build_inline
-from ..builders.random_model import RandomConfig, random_model
+from ..builders.random_model import LAYERNORMS, RandomConfig, random_model
 from ..domain import Domain, GridDomain, StringDomain
-from ..ir import POSITIONALS, SCORINGS, AlphabetTokens, GridTokens, Model, validate_shapes
+from ..ir import ACTIVATIONS, POSITIONALS, SCORINGS, AlphabetTokens, GridTokens, Model, validate_shapes
 from ..properties import registry
 from ..schema.dsl import (
     Boolean,
@@ -37,6 +38,7 @@ from ..schema.errors import OptionError, SpecError
 from ..schema.yamlnodes import Node, parse_yaml
 from ..semantics import Arithmetic, Exact, Fixed
 from ..semantics.arithmetic import ATTENTION_ROUNDINGS
+from ..symbolic.deviation import igelu_deviation_note
 
 ENGINES = ("auto", "interpret", "enumerate", "smt", "search", "architecture", "counting", "split")
 SOLVERS = ("z3", "cvc5", "bitwuzla", "portfolio")
@@ -122,11 +124,21 @@ HEAD = Obj({
     "urpe-c": Field(_rel_table_schema("URPE Toeplitz C[j-i] multiplied into the normalised weights")),
 }, "one attention head")
 
+NORM = Obj({
+    "gamma": Field(ListOf(Number(), "γ (d): the elementwise scale"), required=True),
+    "beta": Field(ListOf(Number(), "β (d): the elementwise shift")),
+    "eps": Field(Number("ε inside the square root (torch's default 1e-5)")),
+}, "LayerNorm (z − mean)/√(var + eps)·γ + β, fixed arithmetic only (docs/semantics.md)")
+NORM_FIRST = Field(Boolean("true: z + f(LN(z)) (pre-LN); false: LN(z + f(z)) (post-LN, torch's default)"),
+                   default=False)
+
 LAYER = Obj({
     "attention": Field(Obj({
         "heads": Field(ListOf(HEAD, min_length=1), required=True),
         "output-bias": Field(ListOf(Number(), "b_O (d)")),
         "residual": Field(Boolean("add the attention output to the stream"), default=True),
+        "norm": Field(NORM),
+        "norm-first": NORM_FIRST,
     }, "multi-head attention sublayer")),
     "feed-forward": Field(Obj({
         "w1": Field(MatrixOf("W1 (r x d)"), required=True),
@@ -134,7 +146,10 @@ LAYER = Obj({
         "w2": Field(MatrixOf("W2 (d x r)"), required=True),
         "b2": Field(ListOf(Number(), "b2 (d)")),
         "residual": Field(Boolean(), default=True),
-    }, "ReLU feed-forward sublayer: z + W2 relu(W1 z + b1) + b2")),
+        "activation": Field(String("relu, or I-BERT's integer polynomial i-gelu", ACTIVATIONS), default="relu"),
+        "norm": Field(NORM),
+        "norm-first": NORM_FIRST,
+    }, "feed-forward sublayer: z + W2 act(W1 z + b1) + b2")),
 }, "one block: attention then feed-forward, each optional")
 
 TOKENS = Obj({
@@ -162,6 +177,9 @@ RANDOM = Obj({
     "denominator": Field(Integer("weights are multiples of 1/denominator", minimum=1, maximum=1 << 20), default=4),
     "alphabet": Field(ListOf(String(), min_length=1)),
     "bos": Field(String()),
+    "activation": Field(String(choices=ACTIVATIONS), default="relu"),
+    "layernorm": Field(String("LayerNorm on every sublayer: pre-LN, post-LN or none", LAYERNORMS), default="none"),
+    "final-norm": Field(Boolean("a LayerNorm after the last block"), default=False),
 }, "a seeded random model with exact dyadic weights")
 
 
@@ -182,8 +200,17 @@ TORCH_ARCHITECTURE = Obj({
                    required=True),
     "scoring": Field(String("how the imported heads normalise logits", SCORINGS), default="softmax"),
     "causal": Field(Boolean("the model was trained with a causal mask"), default=False),
-    "activation": Field(String("feed-forward activation (only relu is exact; gelu is refused)", ("relu", "gelu")),
+    "activation": Field(String("feed-forward activation: relu, or i-gelu (I-BERT's integer polynomial) for a "
+                               "model trained with GELU; gelu itself is refused", ("relu", "i-gelu", "gelu")),
                         default="relu"),
+    "layernorm": Field(String("LayerNorm in the state dict: refuse it, or verify the fixed-point integer LayerNorm "
+                              "of docs/semantics.md", ("refuse", "integer")), default="refuse"),
+    "norm-first": Field(Boolean("where the layers' norms sit: true pre-LN z + f(LN(z)), false post-LN LN(z + f(z)) "
+                                "(torch's norm_first; a state dict does not record it)")),
+    "layernorm-eps": Field(Number("LayerNorm eps (torch's default 1e-5; a state dict does not record it)")),
+    "names": Field(Obj({role: Field(String(f"the model's name for torch's {role!r} module, e.g. ff.0"))
+                        for role in TORCH_ROLE_NAMES},
+                       "the model's own module names for the ones the importer reads (docs/import.md)")),
     "alphabet": Field(ListOf(String(), "symbols of the rows of embedding.weight, in order", min_length=1)),
     "bos": Field(String("a symbol of the alphabet prepended to every input")),
     "readout-row": Field(Integer("the row of readout.weight to verify (when it has several)", minimum=0)),
@@ -208,6 +235,10 @@ def _build_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
     if source != "torch" and stray:
         raise ctx.error(node, join(path, stray[0]), f"'{stray[0]}' applies only to a torch source",
                         "write model: {torch: model.pt, architecture: {heads: N}, quantize: {bits: 16, frac: 8}}")
+    if section.get("final-norm") is not None and source != "layers":
+        raise ctx.error(node, join(path, "final-norm"), "'final-norm' applies only to an inline model (layers)",
+                        "a random model takes random: {final-norm: true}; a torch import reads the final norm "
+                        "from the state dict")
     stray = [k for k in TRACR_KEYS if section.get(k) is not None]
     if source != "tracr" and stray:
         raise ctx.error(node, join(path, stray[0]), f"'{stray[0]}' applies only to a tracr source",
@@ -222,10 +253,17 @@ def _build_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
                 value_dim=r["value-dim"], ffn_width=r["ffn-width"], scoring=r["scoring"], positional=r["positional"],
                 causal=r["causal"], absolute_pe=r["absolute-pe"], max_length=r["max-length"],
                 weight_range=r["range"], denominator=r["denominator"],
-                alphabet=tuple(r["alphabet"]) if r["alphabet"] else None, bos=r["bos"])
+                alphabet=tuple(r["alphabet"]) if r["alphabet"] else None, bos=r["bos"], activation=r["activation"],
+                layernorm=r["layernorm"], final_norm=r["final-norm"])
             model = random_model(config)
         elif source == "torch":
-            from ..builders.torch_import import import_torch_model
+            try:  # torch is an optional dependency: say which extra installs it
+                from ..builders.torch_import import import_torch_model
+            except ModuleNotFoundError as exc:
+                if exc.name is None or exc.name.split(".")[0] != "torch":
+                    raise
+                raise ctx.error(node, join(path, "torch"), "a torch state dict needs PyTorch, which is not installed",
+                                "install the torch extra: pip install 'verify-tf[torch]'") from None
 
             quantize = section["quantize"]
             if quantize is not None and quantize["frac"] >= quantize["bits"]:
@@ -268,7 +306,7 @@ def _build_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
         raise ctx.error(node, join(path, "file"), str(exc), "verify-tf model files are written by save_model / "
                         "`verify-tf crasp compile`") from None
     except ValueError as exc:
-        raise ctx.error(node, path, str(exc)) from None
+        raise ctx.error(node, path, str(exc), getattr(exc, "hint", None)) from None
     problems = validate_shapes(model)
     if problems:
         where, _, what = problems[0].partition(": ")
@@ -284,6 +322,7 @@ def model_schema(description: str = "the transformer") -> Obj:
         "tokens": Field(TOKENS),
         "positional-encoding": Field(MatrixOf("absolute PE table (max_len x d), added to the embeddings")),
         "layers": Field(ListOf(LAYER, "blocks, in order")),
+        "final-norm": Field(NORM),
         "readout": Field(ListOf(Number(), "u: the readout q_i = u . z_i (default e1)")),
         "file": Field(FilePath("a verify-tf model file (.safetensors, .npz, .pt)")),
         "random": Field(RANDOM),
@@ -496,6 +535,9 @@ def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None
     arith = _arithmetic(data["arithmetic"], root.value.get("arithmetic", root), ctx)
     _check_model_in_arithmetic(model, arith, root.value["model"], ctx)
     domain = _domain(data["domain"], model, arith, ctx) if data["domain"] is not None else None
+    note = igelu_deviation_note(model, arith, domain)
+    if note is not None:
+        model = replace(model, notes=model.notes + (note,))
     properties = []
     for index, (name, (common, options), node) in enumerate(data["properties"]):
         prop = registry()[name]
@@ -536,6 +578,10 @@ def supported_engines(prop: Any, options: Any) -> tuple[str, ...]:
 
 def _check_model_in_arithmetic(model: Model, arith: Arithmetic, node: Node, ctx: Context) -> None:
     if isinstance(arith, Exact):
+        for where, _ in model.norms():
+            raise ctx.error(node.find(where), f"model.{where}",
+                            "LayerNorm divides by a square root, which is not exactly representable in exact "
+                            "arithmetic", "use arithmetic: fixed (an integer square root, docs/semantics.md)")
         for layer, head_index, head in model.heads():
             if head.scoring == "softmax":
                 where = f"layers[{layer}].attention.heads[{head_index}].scoring"

@@ -2,10 +2,11 @@
 
 Read the two files side by side: ``encode_affine`` ↔ ``affine``, ``encode_embed`` ↔ ``embed``,
 ``encode_attention_head`` ↔ ``attention_head``, ``encode_attention_layer`` ↔ ``attention_layer``,
-``encode_feed_forward`` ↔ ``feed_forward``, ``encode_readout`` ↔ ``readout``, ``encode_model`` ↔
-``evaluate``. Each returns symbolic values (``values.Sym``: an Int term over a constant denominator) with
-the same rounding points as the interpreter, and ``encode_model`` returns a ``SymTrace`` with the same
-fields as the interpreter's ``Trace``, so a property can constrain any layer.
+``encode_feed_forward`` ↔ ``feed_forward``, ``encode_activation`` ↔ ``activation``, ``encode_layer_norm`` ↔
+``layer_norm``, ``encode_readout`` ↔ ``readout``, ``encode_model`` ↔ ``evaluate``. Each returns symbolic values
+(``values.Sym``: an Int term over a constant denominator) with the same rounding points as the interpreter,
+and ``encode_model`` returns a ``SymTrace`` with the same fields as the interpreter's ``Trace``, so a property
+can constrain any layer.
 
 Attention weights are obtained from the arithmetic object itself wherever they do not depend on the
 scores (uniform; hardmax for a given argmax-set size), so the encoder cannot drift from the semantics on
@@ -14,7 +15,12 @@ candidates that interval bounds cannot rule out; the average over the argmax set
 symbolic division, as a case split on the argmax count with constants inside the branches
 (../shared/research/smt-encoding.md: "lcm scaling beat cross-multiplication 2-10x"). Softmax (fixed only):
 the exp table as an ite chain over the mantissa difference max − s_j, exact sums, and the one rounded
-division by the symbolic row sum linearised through the bits of the bounded quotient.
+division by the symbolic row sum linearised through the bits of the bounded quotient. LayerNorm (fixed only):
+exact integer sums and squares, the integer square root built bit by bit as a function of the radicand
+(``Builder.isqrt``), and the one floor division by the symbolic d·max(s, 1) like the softmax division.
+i-GELU: in fixed arithmetic an ite chain over the mantissa holding the interpreter's own values (at most
+``IGELU_TABLE_ENTRIES`` mantissas inside the clip); otherwise the exact piecewise cubic, x² and x³ through the
+bits of x, cases pruned by interval bounds.
 """
 
 from __future__ import annotations
@@ -26,9 +32,10 @@ from fractions import Fraction
 
 import z3
 
-from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Head, Matrix, Model, Vector
+from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Head, LayerNorm, Matrix, Model, Vector
 from ..semantics.arithmetic import SATURATING_EXPONENT, Arithmetic, Exact, Fixed
 from ..semantics.exp_table import exp_bracket, exp_table
+from ..semantics.nonlinear import IGELU_A, IGELU_B, IGELU_CLIP, IGELU_K, igelu, igelu_bounds, normalized_bound
 from .bounds import interval_hull
 from .inputs import SymbolicInput, SymToken
 from .values import Builder, NotEncodable, Sym, Term, _sum, to_z3
@@ -50,6 +57,9 @@ class SymBlockTrace:
     after_attention: list[SymVector] | None = None
     hidden: list[SymVector] | None = None
     after_feed_forward: list[SymVector] | None = None
+    hidden_input: list[SymVector] | None = None  # W1 z + b1 rounded: the activation's input (its bounds are reported)
+    attention_norm: list[SymVector] | None = None
+    feed_forward_norm: list[SymVector] | None = None
 
     @property
     def output(self) -> list[SymVector]:
@@ -62,6 +72,7 @@ class SymTrace:
     blocks: list[SymBlockTrace]
     output: list[SymVector]
     readout: list[Sym]
+    before_final_norm: list[SymVector] | None = None
 
 
 class Rounding:
@@ -379,9 +390,127 @@ def _exp_lookup(b: Builder, diff: Sym, table: tuple[int, ...]) -> Sym:
     return Sym(term, 1, Fraction(min(values)), Fraction(max(values)))
 
 
+def encode_layer_norm(norm: LayerNorm, z: list[SymVector], r: Rounding) -> list[SymVector]:
+    """LayerNorm per position (semantics/nonlinear.py): integer mean and variance, floor(√V), one floor division."""
+    arith = r.arith
+    if not isinstance(arith, Fixed):
+        raise NotEncodable("LayerNorm needs fixed arithmetic (a square root is irrational in exact arithmetic)")
+    b = r.builder
+    frac, scale = arith.frac, arith.scale
+    out: list[SymVector] = []
+    for zi in z:
+        d = len(zi)
+        # integer mantissas x_c (every stored value is a multiple of 2^-f in fixed arithmetic)
+        grid = [x if scale % x.den == 0 else b.floor_to(x, scale) for x in zi]
+        m = [Sym(x.scaled_num(scale), 1, Fraction(math.ceil(x.lo * scale)), Fraction(math.floor(x.hi * scale)))
+             for x in grid]
+        total = b.linear([(Fraction(1), mc) for mc in m])
+        # Q = Σ_c (d·x_c − S)² = d²·Σ x_c² − d·S² = d³·4^f·Var, in [0, d³·(max − min)²/4] (Popoviciu)
+        squares = b.linear([(Fraction(d * d), b.mul(mc, mc)) for mc in m] + [(Fraction(-d), b.mul(total, total))])
+        spread = max(mc.hi for mc in m) - min(mc.lo for mc in m)
+        squares = Sym(squares.num, squares.den, Fraction(0), min(squares.hi, d ** 3 * spread * spread / 4))
+        radicand = b.floor_to(b.linear([(Fraction(1 << (2 * frac), d ** 3), squares)], norm.eps * (1 << (4 * frac))), 1)
+        root = b.isqrt(radicand)
+        if root.lo < 1:  # max(s, 1): s = 0 only when the variance is below 2^-4f
+            root = Sym(z3.If(to_z3(root.num) >= 1, to_z3(root.num), z3.IntVal(1)), 1, Fraction(1), max(root.hi, 1))
+        divisor = b.scale(Fraction(d), root)
+        limit = normalized_bound(d, frac)
+        normalized = []
+        for c in range(d):
+            centred = b.linear([(Fraction(d - 1 if k == c else -1), mk) for k, mk in enumerate(m)])
+            numerator = b.scale(Fraction(1 << (2 * frac)), centred)
+            corners = [numerator.lo / divisor.lo, numerator.lo / divisor.hi, numerator.hi / divisor.lo,
+                       numerator.hi / divisor.hi]
+            lo, hi = max(math.floor(min(corners)), -limit), min(math.floor(max(corners)), limit)
+            q = b.floor_div(numerator, divisor, lo, hi)
+            normalized.append(r.saturate(Sym(q.num, scale, Fraction(lo, scale), Fraction(hi, scale))))
+        out.append(tuple(r.round(b.linear([(g, n)], beta)) for g, n, beta in zip(norm.gamma, normalized, norm.beta)))
+    return out
+
+
+def encode_activation(name: str, h: Sym, r: Rounding) -> Sym:
+    """relu, or i-GELU: a table over the mantissa in fixed arithmetic (``_igelu_table``), else
+    If(x >= c, x, If(x <= -c, 0, If(x >= 0, P(x), N(x)))) with the exact cubics P, N, rounded."""
+    b = r.builder
+    if name == "relu":
+        return b.relu(h)
+    if name != "i-gelu":
+        raise NotEncodable(f"unknown activation {name!r}")
+    if h.is_const:
+        return r.round(Sym.const(igelu(h.value)))
+    if h.hi <= -IGELU_CLIP:
+        return Sym.const(0)
+    if h.lo >= IGELU_CLIP:
+        return r.round(h)
+    if isinstance(r.arith, Fixed):
+        table = _igelu_table(h, r)
+        if table is not None:
+            return table
+    a, beta, k = IGELU_A, IGELU_B, IGELU_K
+    square = b.mul(h, h)
+    cube = b.mul(square, h)
+    # x >= 0: x + (a/2)·x·(x/k + b)²;  x < 0: −(a/2)·x·(x/k − b)²  (docs/semantics.md, i-GELU)
+    positive = b.linear([(a / (2 * k * k), cube), (a * beta / k, square), (1 + a * beta * beta / 2, h)])
+    negative = b.linear([(-a / (2 * k * k), cube), (a * beta / k, square), (-a * beta * beta / 2, h)])
+    cases = []
+    if h.hi >= IGELU_CLIP:
+        cases.append((b.ge(h, Sym.const(IGELU_CLIP)), h))
+    if h.lo <= -IGELU_CLIP:
+        cases.append((b.ge(Sym.const(-IGELU_CLIP), h), Sym.const(0)))
+    if h.lo < 0 <= h.hi:
+        cases.append((b.ge(h, Sym.const(0)), positive))
+        value = b.select(cases, negative)
+    else:
+        value = b.select(cases, positive if h.lo >= 0 else negative)
+    lo, hi = igelu_bounds(h.lo, h.hi)
+    return r.round(Sym(value.num, value.den, lo, hi))
+
+
+IGELU_TABLE_ENTRIES = 4096  # fixed point: mantissas inside (−c, c) listed as an ite chain up to this many
+
+
+def _igelu_table(h: Sym, r: Rounding) -> Sym | None:
+    """Fixed point: i-GELU of the mantissa m as If(m <= ⌊−c·2^f⌋, 0, If(m == m_0, v_0, ... m)), the values v the
+    interpreter's own (exact polynomial, rounded); far cheaper for the solver than the cubic's bit products.
+    None when more than IGELU_TABLE_ENTRIES mantissas lie inside (−c, c)."""
+    arith = r.arith
+    assert isinstance(arith, Fixed)
+    scale = arith.scale
+    if scale % h.den:
+        return None
+    low, high = math.ceil(h.lo * scale), math.floor(h.hi * scale)
+    zero_below, identity_from = math.floor(-IGELU_CLIP * scale), math.ceil(IGELU_CLIP * scale)
+    first, last = max(low, zero_below + 1), min(high, identity_from - 1)
+    if last - first + 1 > IGELU_TABLE_ENTRIES:
+        return None
+    m = to_z3(h.scaled_num(scale))
+    values = {x: arith.mantissa(arith.round(igelu(Fraction(x, scale)))) for x in range(first, last + 1)}
+    reachable = list(values.values())
+    if high >= identity_from:  # the identity above c: the mantissa itself
+        term: Term = m
+        reachable += [identity_from, high]
+    elif values:
+        term = z3.IntVal(values.pop(last))
+    else:  # every reachable mantissa is at most ⌊−c·2^f⌋
+        term = z3.IntVal(0)
+        reachable.append(0)
+    for x in sorted(values, reverse=True):
+        r.builder.tick()
+        term = z3.If(m == x, z3.IntVal(values[x]), term)
+    if low <= zero_below:
+        term = z3.If(m <= zero_below, z3.IntVal(0), term)
+        reachable.append(0)
+    # the identity region is round(x) = saturate(x): a no-op for a rounded x, kept for any other input
+    return r.saturate(Sym(term, scale, Fraction(min(reachable), scale), Fraction(max(reachable), scale)))
+
+
 def encode_attention_layer(layer: AttentionLayer, z: list[SymVector], r: Rounding,
                            trace: SymBlockTrace) -> list[SymVector]:
-    heads = [encode_attention_head(h, z, r) for h in layer.heads]
+    if layer.norm is not None and layer.norm_first:
+        trace.attention_norm = encode_layer_norm(layer.norm, z, r)
+        heads = [encode_attention_head(h, trace.attention_norm, r) for h in layer.heads]
+    else:
+        heads = [encode_attention_head(h, z, r) for h in layer.heads]
     trace.heads = heads
     projected: list[SymVector] = []
     for i in range(len(z)):
@@ -391,14 +520,23 @@ def encode_attention_layer(layer: AttentionLayer, z: list[SymVector], r: Roundin
             coords.append(r.round(r.builder.linear(pairs, bias)))
         projected.append(tuple(coords))
     trace.attention_output = projected
-    return _residual(z, projected, layer.residual, r)
+    out = _residual(z, projected, layer.residual, r)
+    if layer.norm is not None and not layer.norm_first:
+        out = trace.attention_norm = encode_layer_norm(layer.norm, out, r)
+    return out
 
 
 def encode_feed_forward(ff: FeedForward, z: list[SymVector], r: Rounding, trace: SymBlockTrace) -> list[SymVector]:
-    hidden = [tuple(r.builder.relu(h) for h in encode_affine(ff.w1, zi, ff.b1, r)) for zi in z]
+    inputs = z
+    if ff.norm is not None and ff.norm_first:
+        inputs = trace.feed_forward_norm = encode_layer_norm(ff.norm, z, r)
+    trace.hidden_input = [encode_affine(ff.w1, zi, ff.b1, r) for zi in inputs]
+    hidden = [tuple(encode_activation(ff.activation, h, r) for h in pre) for pre in trace.hidden_input]
     trace.hidden = hidden
-    out = [encode_affine(ff.w2, h, ff.b2, r) for h in hidden]
-    return _residual(z, out, ff.residual, r)
+    out = _residual(z, [encode_affine(ff.w2, h, ff.b2, r) for h in hidden], ff.residual, r)
+    if ff.norm is not None and not ff.norm_first:
+        out = trace.feed_forward_norm = encode_layer_norm(ff.norm, out, r)
+    return out
 
 
 def _residual(z: list[SymVector], update: list[SymVector], residual: bool, r: Rounding) -> list[SymVector]:
@@ -433,4 +571,7 @@ def encode_model(model: Model, arith: Arithmetic, inp: SymbolicInput, builder: B
         if bt.after_attention is None and bt.after_feed_forward is None:
             bt.after_attention = z
         blocks.append(bt)
-    return SymTrace(embedded, blocks, z, encode_readout(model, z, builder))
+    before_final = None
+    if model.final_norm is not None:
+        before_final, z = z, encode_layer_norm(model.final_norm, z, r)
+    return SymTrace(embedded, blocks, z, encode_readout(model, z, builder), before_final)

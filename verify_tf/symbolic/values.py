@@ -15,7 +15,9 @@ guess an auxiliary value):
 * floor to a grid (fixed point rounding toward −∞) by a constant: SMT-LIB ``div`` by a positive
   constant (floor division);
 * floor(N / D) with a symbolic positive D: the bounded quotient built bit by bit, bit k set iff
-  (q_so_far + 2^k)·D ≤ N, each comparison linear.
+  (q_so_far + 2^k)·D ≤ N, each comparison linear;
+* floor(√V) of a bounded integer V: the root built bit by bit, bit k set iff (r + 2^k)² ≤ V, with the square
+  R = r² carried along as a term ((r + 2^k)² = R + 2^(k+1)·r + 4^k), so each comparison is linear too.
 """
 
 from __future__ import annotations
@@ -331,4 +333,35 @@ class Builder:
         result = Sym(quotient, 1, Fraction(lo), Fraction(hi))
         if not result.is_const:
             self._bits[result.num.get_id()] = (result.num, lo, bits)
+        return result
+
+    def isqrt(self, radicand: Sym) -> Sym:
+        """floor(√V) of an integer-valued V >= 0 (den 1), as a function of V without fresh variables.
+
+        r starts at isqrt(lo(V)); from the top bit down, bit k is set iff (r + 2^k)² ≤ V, i.e. R + 2^(k+1)·r + 4^k
+        ≤ V with R = r² carried along. "r² ≤ V" is downward closed in r, so the greedy choice gives the largest
+        such r in [r0, r0 + 2^B − 1] ⊇ [isqrt(lo), isqrt(hi)]: exactly floor(√V).
+        """
+        self.tick()
+        if radicand.den != 1 or radicand.lo < 0:
+            raise NotEncodable("integer square root of a value that is not a non-negative integer")
+        low, high = radicand.num_bounds
+        r0, r1 = math.isqrt(max(low, 0)), math.isqrt(high)
+        if radicand.is_const:
+            return Sym.const(math.isqrt(radicand.num))
+        if r0 == r1:
+            return Sym.const(r0)
+        v = to_z3(radicand.num)
+        root: Term = r0
+        square: Term = r0 * r0
+        bits: list[z3.BoolRef] = [None] * (r1 - r0).bit_length()  # type: ignore[list-item]
+        for k in reversed(range(len(bits))):
+            self.tick()
+            grown = _sum([square, _mul_const(root, 2 << k), 1 << (2 * k)])  # (r + 2^k)²
+            bits[k] = to_z3(grown) <= v
+            square = _sum([square, z3.If(bits[k], to_z3(_sum([_mul_const(root, 2 << k), 1 << (2 * k)])), z3.IntVal(0))])
+            root = _sum([root, z3.If(bits[k], z3.IntVal(1 << k), z3.IntVal(0))])
+        self.stats.bits_decomposed += len(bits)
+        result = Sym(root, 1, Fraction(r0), Fraction(r1))
+        self._bits[result.num.get_id()] = (result.num, r0, bits)
         return result

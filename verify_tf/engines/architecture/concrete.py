@@ -421,6 +421,13 @@ def _smallest(encoded: _Encoded, seconds: float) -> z3.ModelRef | None:
     return optimiser.model() if optimiser.check() == z3.sat else None
 
 
+def _members_buildable(model: Model) -> bool:
+    """Members are built from zero-weight pass-through blocks with ReLU feed-forwards and no LayerNorm, which
+    belong to the model's class only when it has neither (a post-LN block is no pass-through)."""
+    return next(model.norms(), None) is None and all(
+        b.feed_forward is None or b.feed_forward.activation == "relu" for b in model.blocks)
+
+
 def separate_positions(model: Model, arithmetic: Arithmetic, active_block: int | None,
                        candidates: Sequence[tuple[Token, ...]], on: str = "output", tolerance: Fraction = Fraction(0),
                        timeout: float = 30.0, seed: int = 0) -> ConcreteMember | None:
@@ -428,6 +435,8 @@ def separate_positions(model: Model, arithmetic: Arithmetic, active_block: int |
 
     ``active_block`` is the block whose attention the solver chooses (None: the absolute PE table).
     """
+    if not _members_buildable(model):
+        return None
 
     def goal(enc: _Encoded) -> z3.BoolRef:
         observed = [[q] for q in enc.user(enc.readout)] if on == "readout" else enc.user(enc.columns)
@@ -442,6 +451,8 @@ def separate_positions(model: Model, arithmetic: Arithmetic, active_block: int |
 def realise_targets(model: Model, arithmetic: Arithmetic, active_block: int | None, tokens: tuple[Token, ...],
                     targets: Sequence[Fraction], timeout: float = 30.0, seed: int = 0) -> ConcreteMember | None:
     """A member of the class whose readout equals ``targets`` (one per user position) on ``tokens`` exactly."""
+    if not _members_buildable(model):
+        return None
 
     def goal(enc: _Encoded) -> z3.BoolRef:
         return z3.And([q == z3.RealVal(t) for q, t in zip(enc.user(enc.readout), targets)])

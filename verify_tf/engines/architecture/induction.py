@@ -13,8 +13,11 @@ table radius, residual flags); its weights are never looked at.
 
 The encoding over-approximates the class, so ``unsat`` is a proof for the class:
   * token-wise maps (W_Q, W_K, W_V with their rounding, the output projection W_O + b_O, the feed-forward
-    sublayer, the embedding table) are arbitrary functions of the column: a fresh variable per column plus
-    functional consistency z_j = z_j' -> f(z_j) = f(z_j') (Ackermann's reduction of an uninterpreted function);
+    sublayer whatever its activation, the embedding table) are arbitrary functions of the column: a fresh variable
+    per column plus functional consistency z_j = z_j' -> f(z_j) = f(z_j') (Ackermann's reduction of an
+    uninterpreted function); a pre-LN LayerNorm is part of those maps, a post-LN or final one is a further
+    token-wise map after a step, which keeps equal columns equal, so proofs hold with LayerNorm too (the
+    solver-chosen members of ``concrete.py`` are not built for such models);
   * attention scores are an arbitrary function of (q_i, k_j, B[j-i]); attention rows an arbitrary function of
     the score row (per mask pattern), non-negative, zero on masked keys, and summing to exactly 1: true for
     hardmax and uniform (1/|set|) and for fixed-point softmax with ``exact-sums`` (E_j / sum_k E_k);
@@ -93,12 +96,23 @@ def describe_class(model: Model) -> str:
         kinds = []
         if block.attention is not None:
             heads = ", ".join(_head_kind(h) for h in block.attention.heads)
-            kinds.append(f"attention ({heads})" + ("" if block.attention.residual else " without residual"))
+            kinds.append(f"attention ({heads})" + ("" if block.attention.residual else " without residual")
+                         + _norm_kind(block.attention))
         if block.feed_forward is not None:
-            kinds.append(f"feed-forward (width {block.feed_forward.width})"
-                         + ("" if block.feed_forward.residual else " without residual"))
+            ff = block.feed_forward
+            kinds.append(f"feed-forward (width {ff.width}" + ("" if ff.activation == "relu" else f", {ff.activation}")
+                         + ")" + ("" if ff.residual else " without residual") + _norm_kind(ff))
         parts.append(f"layer {index}: " + " + ".join(kinds or ["empty"]))
+    if model.final_norm is not None:
+        parts.append("final LayerNorm")
     return "; ".join(parts)
+
+
+def _norm_kind(sublayer) -> str:
+    """LayerNorm and i-GELU act on each column alone: token-wise maps, covered by the arbitrary functions above."""
+    if sublayer.norm is None:
+        return ""
+    return " with pre-LN" if sublayer.norm_first else " with post-LN"
 
 
 def _head_kind(head) -> str:

@@ -113,6 +113,13 @@ class CountingModel:
             raise NotApplicable("the model reads grid tokens, not letters")
         if model.positional_encoding is not None:
             raise NotApplicable("the model has an absolute positional encoding: positions are not counts")
+        # the machine below computes attention, ReLU feed-forwards and residuals only
+        for where, _ in model.norms():
+            raise NotApplicable(f"{where} is a LayerNorm, which the counting machine does not compute")
+        for layer, block in enumerate(model.blocks):
+            if block.feed_forward is not None and block.feed_forward.activation != "relu":
+                raise NotApplicable(f"layers[{layer}].feed-forward uses {block.feed_forward.activation}, which the "
+                                    "counting machine does not compute (ReLU only)")
         for layer, h, head in model.heads():
             where = f"layers[{layer}].heads[{h}]"
             if not head.causal:

@@ -37,6 +37,8 @@ import z3
 
 from ...batched import Unsupported
 from ...bounds import Bounds, cube_bounds
+from ...ir import Model
+from ...semantics import Fixed
 from ...spaces import InputSpace
 from ...symbolic.solve import decode as decode_answer, input_variables, solve
 from ...symbolic.values import Builder, NotEncodable
@@ -229,6 +231,9 @@ def _smt_leaf(task: Task, space: InputSpace, cube: SplitCube, limits: Limits, de
 
 
 def check(task: Task, run: Run, limits: Limits | None = None) -> Verdict:
+    refusal = _refusal(task)
+    if refusal is not None:
+        return unknown(task, run, ENGINE, refusal, [f"split: {refusal}"], {}, method="branch and bound")
     if getattr(task.prop, "form", "each-input") == "distinct-values":
         from .distinct import check_distinct
         return check_distinct(task, run, limits or Limits())
@@ -351,6 +356,15 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
                                                     else "stopped")
     detail = f"{_share(closed_volume, total)} of the domain closed, {len(queue)} cubes open ({why})"
     return unknown(task, run, ENGINE, detail, [f"split: {detail}"], statistics, method="branch and bound")
+
+
+def _refusal(task: Task) -> str | None:
+    """Why neither the bounds nor the interpreter can evaluate the task's models (exact LayerNorm), or None."""
+    options = getattr(task, "options", None)
+    models = [task.model, *([options.model] if isinstance(getattr(options, "model", None), Model) else [])]
+    if not isinstance(task.arithmetic, Fixed) and any(next(m.norms(), None) is not None for m in models):
+        return "LayerNorm is defined in fixed arithmetic only (an irrational square root in exact arithmetic)"
+    return None
 
 
 def _share(closed: int, total: int) -> str:

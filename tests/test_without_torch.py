@@ -1,0 +1,133 @@
+"""torch is optional (the ``torch`` extra): with its import blocked, every non-torch spec loads, the interpreter,
+SMT, enumeration (numpy), search and architecture paths run, and a spec that needs torch says which extra to
+install (an input error, exit 2) instead of a traceback; the test suite itself skips what needs torch.
+
+Each check runs in a fresh interpreter whose first act is to install a meta-path finder that refuses ``torch``
+(and every ``torch.*``) with the ModuleNotFoundError an uninstalled package gives.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = sorted((ROOT / "specs").glob("*.yaml"))
+
+BLOCK_TORCH = """
+import importlib.abc, sys
+
+class _NoTorch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, _NoTorch())
+"""
+
+
+def run_without_torch(code: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    script = tmp_path / "without_torch.py"
+    script.write_text(BLOCK_TORCH + code)
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+
+
+def cli(*args: str) -> str:
+    """Code that runs ``verify-tf ARGS`` in-process, then proves torch was never imported."""
+    return f"""
+from verify_tf.cli import main
+try:
+    main.main(args={list(args)!r}, prog_name="verify-tf", standalone_mode=False)
+    code = 0
+except SystemExit as exit:
+    code = exit.code
+assert "torch" not in sys.modules, "torch was imported"
+print("EXIT", code)
+"""
+
+
+def test_the_blocker_blocks(tmp_path):
+    result = run_without_torch("import torch\n", tmp_path)
+    assert result.returncode == 1 and "ModuleNotFoundError: No module named 'torch'" in result.stderr
+
+
+def test_every_non_torch_spec_loads_and_the_engines_run_without_torch(tmp_path):
+    shipped = [str(p) for p in SPECS if "torch:" not in p.read_text()]
+    assert len(shipped) >= 60  # every spec in specs/ but those importing a torch state dict
+    loads = f"""
+from verify_tf.spec import load_spec
+for path in {shipped!r}:
+    load_spec(path)
+"""
+    # one spec per engine path: enumerate (numpy), smt, interpret, search, architecture, rasp and C-RASP programs
+    chosen = ["equivariance-standard-hardmax.yaml", "smt-equivalence-proved.yaml", "smt-output-bounds.yaml",
+              "luo-rpe-blind-fixed.yaml", "yun-lemma6-d1-k2-n2.yaml", "yun-random-hardmax-refuted.yaml",
+              "crasp-L2.yaml", "tracr-count.yaml"]
+    report = tmp_path / "report.json"
+    result = run_without_torch(loads + cli("check", "--no-cache", "--json", str(report),
+                                           *[str(ROOT / "specs" / name) for name in chosen]), tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "EXIT 0" in result.stdout  # every verdict as its spec expects
+    verdicts = json.loads(report.read_text())["results"]
+    assert {r["engine"] for r in verdicts} >= {"enumerate", "smt"}
+    run = run_without_torch(cli("run", str(ROOT / "specs" / "smt-equivalence-proved.yaml"), "--input",
+                                "[[0, 1], [1, 0]]"), tmp_path)
+    assert run.returncode == 0 and "EXIT 0" in run.stdout, run.stderr[-3000:]
+
+
+def test_a_spec_that_needs_torch_names_the_extra(tmp_path):
+    (tmp_path / "m.pt").write_bytes(b"not read: the import stops before")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("model: {torch: m.pt, architecture: {heads: 1}}\narithmetic: exact\n"
+                    "domain: {grid: {values: [0, 1]}, length: 2}\nproperties: [permutation-equivariance]\n")
+    result = run_without_torch(cli("check", "--no-cache", str(spec)), tmp_path)
+    assert "EXIT 2" in result.stdout, result.stdout + result.stderr[-3000:]
+    assert "a torch state dict needs PyTorch, which is not installed" in result.stderr
+    assert "hint: install the torch extra: pip install 'verify-tf[torch]'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_pt_model_files_and_the_torch_back_end_name_the_extra(tmp_path):
+    code = f"""
+from verify_tf.builders.files import ModelFileError, load_model
+from verify_tf.batched import TorchOps, Unsupported
+try:
+    load_model({str(tmp_path / "m.pt")!r})
+except ModelFileError as exc:
+    print("FILE", exc)
+try:
+    TorchOps("cpu")
+except Unsupported as exc:
+    print("OPS", exc)
+"""
+    result = run_without_torch(code, tmp_path)
+    assert "FILE m.pt: .pt model files need PyTorch, which is not installed: pip install 'verify-tf[torch]'" \
+        in result.stdout, result.stderr[-3000:]
+    assert "OPS the torch back end needs PyTorch, which is not installed: pip install 'verify-tf[torch]'" \
+        in result.stdout
+
+
+def test_the_test_suite_skips_what_needs_torch(tmp_path):
+    """Without torch the suite collects with no error, and the torch-only modules skip instead of failing
+    (the full suite, run this way by hand on 2026-11-24, passed with 7 skips)."""
+    import os
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(BLOCK_TORCH)  # every interpreter started with this path blocks torch
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+    pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    collected = subprocess.run(pytest_cmd + ["--collect-only", "tests"], capture_output=True, text=True, cwd=ROOT,
+                               env=env, timeout=600)
+    assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
+    ran = subprocess.run(pytest_cmd + ["-rs", "tests/test_torch_import.py", "tests/test_experiments.py",
+                                       "tests/test_batched_paths.py"], capture_output=True, text=True, cwd=ROOT,
+                         env=env, timeout=600)
+    assert ran.returncode == 0, ran.stdout[-3000:]
+    skipped = [line.split(":")[0] for line in ran.stdout.splitlines() if line.startswith("SKIPPED")]
+    # the two torch modules whole, and the one test of test_batched_paths that needs torch (CUDA emulation)
+    assert skipped == ["SKIPPED [1] tests/test_torch_import.py", "SKIPPED [1] tests/test_experiments.py",
+                       "SKIPPED [1] tests/test_batched_paths.py"], ran.stdout[-3000:]
