@@ -131,9 +131,13 @@ class Measured:
         self.busy_cores = round(min(cores, busy_cores), 2)
 
     def row(self) -> dict:
-        return {"seconds": round(self.seconds, 3), "cpu_seconds": round(self.own_cpu, 2),
-                "foreign_cores": self.foreign_cores, "busy_cores": self.busy_cores,
-                "load_average": [round(x, 2) for x in os.getloadavg()]}
+        return {
+            "seconds": round(self.seconds, 3),
+            "cpu_seconds": round(self.own_cpu, 2),
+            "foreign_cores": self.foreign_cores,
+            "busy_cores": self.busy_cores,
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+        }
 
 
 # ---------------------------------------------------------------- 1. Dask's cost per task
@@ -152,20 +156,35 @@ def overhead(workers: int) -> dict:
             begin = time.perf_counter()
             schedule(executor, [unit], Deadline(60), lambda u, v: CONTINUE, in_flight=1)
             times.append(time.perf_counter() - begin)
-        out["round_trip_ms"] = {"median": round(1000 * statistics.median(times), 2),
-                                "p90": round(1000 * sorted(times)[int(0.9 * len(times))], 2)}
+        out["round_trip_ms"] = {
+            "median": round(1000 * statistics.median(times), 2),
+            "p90": round(1000 * sorted(times)[int(0.9 * len(times))], 2),
+        }
         # the cost of a task on a worker's timeline, latency hidden (2 per worker in flight): sleeping units
         count, seconds = 100, 0.05
         with Measured() as m:
-            schedule(executor, (WorkUnit(f"pause {i}", pause, (seconds,), order=i) for i in range(count)),
-                     Deadline(600), lambda u, v: CONTINUE)
-        out["per_task"] = {**m.row(), "units": count, "unit_seconds": seconds,
-                           "ms_per_task": round(1000 * (workers * m.seconds / count - seconds), 3)}
+            schedule(
+                executor,
+                (WorkUnit(f"pause {i}", pause, (seconds,), order=i) for i in range(count)),
+                Deadline(600),
+                lambda u, v: CONTINUE,
+            )
+        out["per_task"] = {
+            **m.row(),
+            "units": count,
+            "unit_seconds": seconds,
+            "ms_per_task": round(1000 * (workers * m.seconds / count - seconds), 3),
+        }
         # the scheduler's throughput: no-op tasks, all in flight at once
         count = 2000
         with Measured() as m:
-            schedule(executor, (WorkUnit(f"no-op {i}", no_op, (i,), order=i) for i in range(count)),
-                     Deadline(600), lambda u, v: CONTINUE, in_flight=count)
+            schedule(
+                executor,
+                (WorkUnit(f"no-op {i}", no_op, (i,), order=i) for i in range(count)),
+                Deadline(600),
+                lambda u, v: CONTINUE,
+                in_flight=count,
+            )
         out["scheduler_throughput"] = {**m.row(), "tasks": count, "tasks_per_second": round(count / m.seconds, 1)}
     finally:
         with Measured() as stopped:
@@ -175,11 +194,19 @@ def overhead(workers: int) -> dict:
     try:
         count = 20000
         with Measured() as m:
-            schedule(executor, (WorkUnit(f"no-op {i}", no_op, (i,), order=i) for i in range(count)),
-                     Deadline(600), lambda u, v: CONTINUE)
+            schedule(
+                executor,
+                (WorkUnit(f"no-op {i}", no_op, (i,), order=i) for i in range(count)),
+                Deadline(600),
+                lambda u, v: CONTINUE,
+            )
         # batched no-ops: what is left per unit is mostly this process's own work (driver loop, pickling)
-        out["batched"] = {**m.row(), "units": count, "tasks": executor.tasks_sent,
-                          "ms_per_unit": round(1000 * m.seconds / count, 4)}
+        out["batched"] = {
+            **m.row(),
+            "units": count,
+            "tasks": executor.tasks_sent,
+            "ms_per_unit": round(1000 * m.seconds / count, 4),
+        }
     finally:
         executor.close()
     return out
@@ -209,17 +236,25 @@ def calibrate(folder: Path, seconds: float) -> tuple[Path, dict]:
     wanted = seconds / per_input
     values = max(2 * steps + 1, math.ceil(wanted ** (1 / LENGTH)))
     steps = math.ceil((values - 1) / 2)
-    return write_spec(folder, steps), {"calibration_inputs": verdict.statistics["space_size"],
-                                       "calibration_seconds": round(m.seconds, 3),
-                                       "microseconds_per_input": round(1e6 * per_input, 3), "grid_steps": steps}
+    return write_spec(folder, steps), {
+        "calibration_inputs": verdict.statistics["space_size"],
+        "calibration_seconds": round(m.seconds, 3),
+        "microseconds_per_input": round(1e6 * per_input, 3),
+        "grid_steps": steps,
+    }
 
 
 def enumeration(folder: Path, seconds: float, worker_counts: list[int], repeat: int) -> dict:
     path, calibration = calibrate(folder, seconds)
     verdict, m = run_spec(path)
-    out = {"spec": path.read_text(), **calibration, "inputs": verdict.statistics["space_size"],
-           "verdict": verdict.status, "in_process": {**m.row(), "units": verdict.statistics["units"]},
-           "clusters": []}
+    out = {
+        "spec": path.read_text(),
+        **calibration,
+        "inputs": verdict.statistics["space_size"],
+        "verdict": verdict.status,
+        "in_process": {**m.row(), "units": verdict.statistics["units"]},
+        "clusters": [],
+    }
     executors, started = {}, {}
     try:
         for workers in worker_counts:  # all clusters first, then the runs interleaved: they see the same load
@@ -232,20 +267,28 @@ def enumeration(folder: Path, seconds: float, worker_counts: list[int], repeat: 
                 before = (executor.units_timed, executor.unit_seconds, executor.tasks_sent)
                 found, m = run_spec(path, executor)
                 if found.status != verdict.status or found.detail != verdict.detail:
-                    raise SystemExit(f"local:{workers} gave {found.status}: {found.detail}, in process "
-                                     f"{verdict.status}: {verdict.detail}")
+                    raise SystemExit(
+                        f"local:{workers} gave {found.status}: {found.detail}, in process "
+                        f"{verdict.status}: {verdict.detail}"
+                    )
                 units = executor.units_timed - before[0]
-                runs[workers].append({**m.row(), "units": units, "tasks": executor.tasks_sent - before[2],
-                                      "unit_seconds_mean": round((executor.unit_seconds - before[1]) / max(1, units),
-                                                                 4)})
+                runs[workers].append(
+                    {
+                        **m.row(),
+                        "units": units,
+                        "tasks": executor.tasks_sent - before[2],
+                        "unit_seconds_mean": round((executor.unit_seconds - before[1]) / max(1, units), 4),
+                    }
+                )
                 print(f"  local:{workers}: {m.seconds:.1f} s, other processes {m.foreign_cores} cores", flush=True)
     finally:
         for executor in executors.values():
             executor.close()
     for workers in worker_counts:
         best = min(runs[workers], key=lambda r: r["seconds"])
-        out["clusters"].append({"workers": workers, "cluster_start": started[workers], "runs": runs[workers],
-                                "best": best})
+        out["clusters"].append(
+            {"workers": workers, "cluster_start": started[workers], "runs": runs[workers], "best": best}
+        )
     one = next((c for c in out["clusters"] if c["workers"] == 1), None)
     for c in out["clusters"]:
         c["speedup_vs_1_worker"] = round(one["best"]["seconds"] / c["best"]["seconds"], 3) if one else None
@@ -272,24 +315,46 @@ def sweep(repeat: int, workers: int) -> dict:
     for _ in range(repeat):
         for name, extra in commands.items():  # alternating, so both see the same load on average
             with tempfile.TemporaryDirectory() as scratch, Measured() as m:
-                done = subprocess.run([sys.executable, "-m", "verify_tf", "check", *specs, "--no-cache", "-q",
-                                       "--json", str(Path(scratch) / "r.json"), *extra], env=env, cwd=scratch,
-                                      capture_output=True, text=True)
+                done = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "verify_tf",
+                        "check",
+                        *specs,
+                        "--no-cache",
+                        "-q",
+                        "--json",
+                        str(Path(scratch) / "r.json"),
+                        *extra,
+                    ],
+                    env=env,
+                    cwd=scratch,
+                    capture_output=True,
+                    text=True,
+                )
                 verdicts = [r["verdict"] for r in json.loads((Path(scratch) / "r.json").read_text())["results"]]
             if done.returncode != 0:
                 raise SystemExit(f"{name}: exit {done.returncode}\n{done.stderr[-2000:]}")
             runs[name].append({**m.row(), "properties": len(verdicts)})
     medians = {name: statistics.median(r["seconds"] for r in rows) for name, rows in runs.items()}
     pool, dask = medians[f"-j {workers}"], medians[f"--cluster local:{workers}"]
-    return {"specs": len(specs), "runs": runs, "median_seconds": medians,
-            "cluster_over_pool": round(dask / pool, 3)}
+    return {"specs": len(specs), "runs": runs, "median_seconds": medians, "cluster_over_pool": round(dask / pool, 3)}
 
 
 # ---------------------------------------------------------------- 4. the scaling model
 
 
-def predict(workers: int, units: int, unit_seconds: float, per_task: float, per_unit_client: float,
-            throughput: float, round_trip: float, largest_batch: int = dask_executor.MAX_BATCH) -> dict:
+def predict(
+    workers: int,
+    units: int,
+    unit_seconds: float,
+    per_task: float,
+    per_unit_client: float,
+    throughput: float,
+    round_trip: float,
+    largest_batch: int = dask_executor.MAX_BATCH,
+) -> dict:
     """Steady-state model of one ``schedule`` run on ``workers`` single-threaded workers:
 
     batch k = clamp(min(floor(TARGET_BATCH_SECONDS / t), floor(units / 2W)), 1, largest) (the executor's rule),
@@ -299,17 +364,34 @@ def predict(workers: int, units: int, unit_seconds: float, per_task: float, per_
     client     units * c                      c: this process's own cost per unit (driver loop, pickling)
     Speedup = units * t / T.
     """
-    k = max(1, min(largest_batch, math.floor(dask_executor.TARGET_BATCH_SECONDS / max(unit_seconds, 1e-9)),
-                   units // (2 * workers)))
+    k = max(
+        1,
+        min(
+            largest_batch,
+            math.floor(dask_executor.TARGET_BATCH_SECONDS / max(unit_seconds, 1e-9)),
+            units // (2 * workers),
+        ),
+    )
     tasks = math.ceil(units / k)
     task_seconds = k * unit_seconds + per_task
-    bounds = {"workers": math.ceil(tasks / workers) * task_seconds, "scheduler": tasks / throughput,
-              "client": units * per_unit_client}
+    bounds = {
+        "workers": math.ceil(tasks / workers) * task_seconds,
+        "scheduler": tasks / throughput,
+        "client": units * per_unit_client,
+    }
     bound = max(bounds, key=bounds.get)
     seconds = bounds[bound] + round_trip
-    return {"workers": workers, "units": units, "unit_seconds": round(unit_seconds, 6), "batch": k, "tasks": tasks,
-            "task_seconds": round(task_seconds, 5), "bound": bound, "predicted_seconds": round(seconds, 3),
-            "speedup": round(units * unit_seconds / seconds, 2)}
+    return {
+        "workers": workers,
+        "units": units,
+        "unit_seconds": round(unit_seconds, 6),
+        "batch": k,
+        "tasks": tasks,
+        "task_seconds": round(task_seconds, 5),
+        "bound": bound,
+        "predicted_seconds": round(seconds, 3),
+        "speedup": round(units * unit_seconds / seconds, 2),
+    }
 
 
 def scaling_model(measured: dict, inputs: int, serial_seconds: float, cube_seconds: float, cubes: int) -> dict:
@@ -318,9 +400,14 @@ def scaling_model(measured: dict, inputs: int, serial_seconds: float, cube_secon
     throughput = cost["scheduler_throughput"]["tasks_per_second"]
     round_trip = cost["round_trip_ms"]["median"] / 1000
     per_unit_client = cost["batched"]["ms_per_unit"] / 1000
-    params = {"per_task_seconds": per_task, "scheduler_tasks_per_second": throughput, "round_trip_seconds":
-              round_trip, "client_seconds_per_unit": per_unit_client,
-              "target_batch_seconds": dask_executor.TARGET_BATCH_SECONDS, "max_batch": dask_executor.MAX_BATCH}
+    params = {
+        "per_task_seconds": per_task,
+        "scheduler_tasks_per_second": throughput,
+        "round_trip_seconds": round_trip,
+        "client_seconds_per_unit": per_unit_client,
+        "target_batch_seconds": dask_executor.TARGET_BATCH_SECONDS,
+        "max_batch": dask_executor.MAX_BATCH,
+    }
 
     def enumeration_at(workers: int) -> dict:
         size = chunk_size(inputs, workers, smallest=8192, largest=1 << 20)  # as engines/enumerate.check
@@ -330,16 +417,25 @@ def scaling_model(measured: dict, inputs: int, serial_seconds: float, cube_secon
     def cubes_at(workers: int) -> dict:
         return predict(workers, cubes, cube_seconds, per_task, per_unit_client, throughput, round_trip)
 
-    out = {"inputs": params, "enumeration": {"inputs": inputs, "serial_seconds": round(serial_seconds, 2)},
-           "split_cubes": {"cubes": cubes, "cube_seconds": cube_seconds}}
+    out = {
+        "inputs": params,
+        "enumeration": {"inputs": inputs, "serial_seconds": round(serial_seconds, 2)},
+        "split_cubes": {"cubes": cubes, "cube_seconds": cube_seconds},
+    }
     for name, at in (("enumeration", enumeration_at), ("split_cubes", cubes_at)):
         out[name]["predicted"] = [at(w) for w in (1, 2, 4, 8, 16, 64, 512)]
-        ladder = [at(2 ** e) for e in range(0, 16)]
+        ladder = [at(2**e) for e in range(0, 16)]
         below = next((p for p in ladder if p["speedup"] / p["workers"] < 0.5), None)
         out[name]["efficiency_below_50_percent_at"] = below["workers"] if below else None
-        out[name]["limit"] = ({"scheduler": "the scheduler's throughput", "client": "this process's cost per unit",
-                               "workers": "too few units per worker (tail and per-task cost)"}[below["bound"]]
-                              if below else "none up to 32768 workers")
+        out[name]["limit"] = (
+            {
+                "scheduler": "the scheduler's throughput",
+                "client": "this process's cost per unit",
+                "workers": "too few units per worker (tail and per-task cost)",
+            }[below["bound"]]
+            if below
+            else "none up to 32768 workers"
+        )
     return out
 
 
@@ -364,8 +460,11 @@ def plot(result: dict, path: Path) -> bool:
     ax.plot([p["workers"] for p in model], [p["speedup"] for p in model], "s--", label="model")
     ax.set_xlabel("Dask workers (local cluster)")
     ax.set_ylabel("speedup")
-    ax.set_title(f"verify-tf --cluster: enumeration of {result['enumeration']['inputs']:,} inputs\n"
-                 f"{result['host']['cpu']}, {result['host']['cores']} cores", fontsize=9)
+    ax.set_title(
+        f"verify-tf --cluster: enumeration of {result['enumeration']['inputs']:,} inputs\n"
+        f"{result['host']['cpu']}, {result['host']['cores']} cores",
+        fontsize=9,
+    )
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -374,35 +473,49 @@ def plot(result: dict, path: Path) -> bool:
 
 def markdown(result: dict) -> str:
     e, lines = result["enumeration"], []
-    lines.append(f"enumeration: {e['inputs']:,} inputs, {e['verdict']}; in process {e['in_process']['seconds']:.1f} s "
-                 f"(other processes used {e['in_process']['foreign_cores']} cores)")
-    lines.append("| workers | seconds (each run) | units | tasks | unit time | speedup vs 1 worker (best runs) | "
-                 "CPU seconds (median) | CPU-bound speedup | other processes (cores) |")
+    lines.append(
+        f"enumeration: {e['inputs']:,} inputs, {e['verdict']}; in process {e['in_process']['seconds']:.1f} s "
+        f"(other processes used {e['in_process']['foreign_cores']} cores)"
+    )
+    lines.append(
+        "| workers | seconds (each run) | units | tasks | unit time | speedup vs 1 worker (best runs) | "
+        "CPU seconds (median) | CPU-bound speedup | other processes (cores) |"
+    )
     lines.append("|---|---|---|---|---|---|---|---|---|")
     for c in e["clusters"]:
         b = c["best"]
         each = ", ".join(f"{r['seconds']:.1f}" for r in c["runs"])
         others = ", ".join(str(r["foreign_cores"]) for r in c["runs"])
-        lines.append(f"| {c['workers']} | {each} | {b['units']} | {b['tasks']} | "
-                     f"{1000 * b['unit_seconds_mean']:.0f} ms | "
-                     f"{c['speedup_vs_1_worker']} | {c.get('cpu_seconds_median')} | {c.get('cpu_bound_speedup')} | "
-                     f"{others} |")
+        lines.append(
+            f"| {c['workers']} | {each} | {b['units']} | {b['tasks']} | "
+            f"{1000 * b['unit_seconds_mean']:.0f} ms | "
+            f"{c['speedup_vs_1_worker']} | {c.get('cpu_seconds_median')} | {c.get('cpu_bound_speedup')} | "
+            f"{others} |"
+        )
     if "sweep" in result:
         s = result["sweep"]
-        lines.append(f"sweep of {s['specs']} specs, median seconds: " +
-                     ", ".join(f"{k}: {v:.1f}" for k, v in s["median_seconds"].items()) +
-                     f" (cluster / pool = {s['cluster_over_pool']})")
+        lines.append(
+            f"sweep of {s['specs']} specs, median seconds: "
+            + ", ".join(f"{k}: {v:.1f}" for k, v in s["median_seconds"].items())
+            + f" (cluster / pool = {s['cluster_over_pool']})"
+        )
     o = result["overhead"]
-    lines.append(f"Dask per task: round trip {o['round_trip_ms']['median']} ms, {o['per_task']['ms_per_task']} ms "
-                 f"per task on a worker's timeline, scheduler {o['scheduler_throughput']['tasks_per_second']} "
-                 f"tasks/s; batched no-ops {o['batched']['ms_per_unit']} ms per unit ({o['batched']['tasks']} tasks "
-                 f"for {o['batched']['units']} units)")
+    lines.append(
+        f"Dask per task: round trip {o['round_trip_ms']['median']} ms, {o['per_task']['ms_per_task']} ms "
+        f"per task on a worker's timeline, scheduler {o['scheduler_throughput']['tasks_per_second']} "
+        f"tasks/s; batched no-ops {o['batched']['ms_per_unit']} ms per unit ({o['batched']['tasks']} tasks "
+        f"for {o['batched']['units']} units)"
+    )
     for name in ("enumeration", "split_cubes"):
         m = result["model"][name]
-        row = ", ".join(f"{p['workers']}: {p['speedup']}× ({p['bound']}, batch {p['batch']})"
-                        for p in m["predicted"] if p["workers"] in (8, 64, 512))
-        lines.append(f"model, {name}: {row}; efficiency < 50 % from {m['efficiency_below_50_percent_at']} "
-                     f"workers ({m['limit']})")
+        row = ", ".join(
+            f"{p['workers']}: {p['speedup']}× ({p['bound']}, batch {p['batch']})"
+            for p in m["predicted"]
+            if p["workers"] in (8, 64, 512)
+        )
+        lines.append(
+            f"model, {name}: {row}; efficiency < 50 % from {m['efficiency_below_50_percent_at']} workers ({m['limit']})"
+        )
     return "\n".join(lines)
 
 
@@ -415,17 +528,26 @@ def main() -> None:
     parser.add_argument("--skip-sweep", action="store_true")
     parser.add_argument("--cube-seconds", type=float, default=1.0, help="split-engine unit time for the model")
     parser.add_argument("--cubes", type=int, default=4096, help="split-engine units for the model")
-    parser.add_argument("--out-dir", type=Path,
-                        default=Path(os.environ.get(OUT_DIR_VARIABLE, ROOT / "bench" / "results")),
-                        help=f"where the JSON, the markdown table and the plot go (default: ${OUT_DIR_VARIABLE}, else "
-                             "bench/results)")
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=Path(os.environ.get(OUT_DIR_VARIABLE, ROOT / "bench" / "results")),
+        help=f"where the JSON, the markdown table and the plot go (default: ${OUT_DIR_VARIABLE}, else bench/results)",
+    )
     args = parser.parse_args()
     stem = f"cluster-{platform.node()}-{time.strftime('%Y%m%d-%H%M')}"
     out, table = args.out_dir / f"{stem}.json", args.out_dir / f"{stem}.md"
     worker_counts = sorted({int(w) for w in args.workers.split(",")})
-    result: dict = {"date": time.strftime("%Y-%m-%d %H:%M"), "host": {
-        "cores": os.cpu_count(), "cpu": platform.processor() or platform.machine(), "python": platform.python_version(),
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}, "dask": dask_executor.distributed.__version__}
+    result: dict = {
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "host": {
+            "cores": os.cpu_count(),
+            "cpu": platform.processor() or platform.machine(),
+            "python": platform.python_version(),
+            "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        },
+        "dask": dask_executor.distributed.__version__,
+    }
     print(f"host: {result['host']}", flush=True)
     result["overhead"] = overhead(min(2, max(worker_counts)))
     print("overhead:", json.dumps(result["overhead"]), flush=True)

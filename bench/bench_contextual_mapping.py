@@ -40,15 +40,43 @@ def work(instance: tuple[int, int, int]) -> int:
 
 
 LADDERS = {
-    "cpu": sorted([  # (d, 1/δ, n)
-        (1, 2, 2), (1, 3, 3), (2, 2, 3), (1, 4, 3), (2, 2, 2), (1, 4, 4), (2, 3, 2), (1, 8, 3), (2, 3, 4),
-        (1, 8, 4), (2, 4, 3), (1, 16, 3), (2, 4, 4), (1, 16, 4), (1, 32, 3), (2, 6, 3), (2, 8, 3), (1, 64, 3),
-        (2, 8, 4), (1, 32, 5), (2, 16, 3), (3, 4, 4), (1, 8, 5), (1, 16, 5), (1, 16, 6), (1, 32, 4), (4, 2, 5),
-        (1, 64, 4),
-    ], key=work),
+    "cpu": sorted(
+        [  # (d, 1/δ, n)
+            (1, 2, 2),
+            (1, 3, 3),
+            (2, 2, 3),
+            (1, 4, 3),
+            (2, 2, 2),
+            (1, 4, 4),
+            (2, 3, 2),
+            (1, 8, 3),
+            (2, 3, 4),
+            (1, 8, 4),
+            (2, 4, 3),
+            (1, 16, 3),
+            (2, 4, 4),
+            (1, 16, 4),
+            (1, 32, 3),
+            (2, 6, 3),
+            (2, 8, 3),
+            (1, 64, 3),
+            (2, 8, 4),
+            (1, 32, 5),
+            (2, 16, 3),
+            (3, 4, 4),
+            (1, 8, 5),
+            (1, 16, 5),
+            (1, 16, 6),
+            (1, 32, 4),
+            (4, 2, 5),
+            (1, 64, 4),
+        ],
+        key=work,
+    ),
     # the GPU rungs: (1, 1/64, 4) has 635,376 multisets and values beyond int64 (about 2^70)
-    "gpu": sorted([(1, 16, 5), (1, 32, 5), (1, 16, 6), (2, 4, 4), (1, 64, 4), (1, 32, 6), (2, 8, 4), (1, 128, 4)],
-                  key=work),
+    "gpu": sorted(
+        [(1, 16, 5), (1, 32, 5), (1, 16, 6), (2, 4, 4), (1, 64, 4), (1, 32, 6), (2, 8, 4), (1, 128, 4)], key=work
+    ),
 }
 
 
@@ -66,9 +94,16 @@ def sweep_instances(largest_vocabulary: int = 16, longest: int = 5) -> list[tupl
 def run(engine: str, d: int, k: int, n: int, timeout: float, device: str):
     delta = Fraction(1, k)
     start = time.perf_counter()
-    verdict = check(yun_contextual_mapping(d, delta, n), Exact(), GridDomain.regular(d, delta, n, distinct_tokens=True),
-                    "contextual-mapping", {"exempt-permutations": True, "margin": delta}, engine=engine,
-                    timeout=timeout, device=device)
+    verdict = check(
+        yun_contextual_mapping(d, delta, n),
+        Exact(),
+        GridDomain.regular(d, delta, n, distinct_tokens=True),
+        "contextual-mapping",
+        {"exempt-permutations": True, "margin": delta},
+        engine=engine,
+        timeout=timeout,
+        device=device,
+    )
     return verdict, time.perf_counter() - start
 
 
@@ -92,11 +127,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per engine and instance")
     parser.add_argument("--engines", default="interpret,enumerate,smt")
-    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"),
-                        help="where the batched evaluator runs (enumerate)")
+    parser.add_argument(
+        "--device", default="cpu", choices=("cpu", "cuda", "auto"), help="where the batched evaluator runs (enumerate)"
+    )
     parser.add_argument("--ladder", default="cpu", choices=sorted(LADDERS))
-    parser.add_argument("--sweep", action="store_true",
-                        help="enumerate every instance with δ^-d <= 16, n <= 5; report the slowest and any failure")
+    parser.add_argument(
+        "--sweep",
+        action="store_true",
+        help="enumerate every instance with δ^-d <= 16, n <= 5; report the slowest and any failure",
+    )
     parser.add_argument("--max-multisets", type=int, default=10**9, help="skip larger instances")
     args = parser.parse_args(argv)
     print(f"load average {os.getloadavg()[0]:.2f} at start", file=sys.stderr)
@@ -143,8 +182,10 @@ def sweep(args) -> int:
             failed.append(((d, k, n), verdict.status, verdict.detail))
         if seconds > slowest[0]:
             slowest = (seconds, (d, k, n))
-    print(f"{len(instances)} instances (δ^-d <= 16, n <= 5): {len(instances) - len(failed)} proved by enumerate, "
-          f"{total:.1f} s in all, slowest {slowest[1]} in {slowest[0]:.2f} s")
+    print(
+        f"{len(instances)} instances (δ^-d <= 16, n <= 5): {len(instances) - len(failed)} proved by enumerate, "
+        f"{total:.1f} s in all, slowest {slowest[1]} in {slowest[0]:.2f} s"
+    )
     for instance, status, detail in failed:
         print(f"  {instance}: {status}: {detail}")
     print(f"load average {os.getloadavg()[0]:.2f} at the end", file=sys.stderr)

@@ -44,15 +44,29 @@ class Case:
 
 
 LADDER = [
-    Case("d1 n4 rpe+mlp8 (research ref.)", RandomConfig(seed=1, width=1, positional="rpe", ffn_width=8,
-                                                          denominator=1, weight_range=F(8), max_length=4), 32, 4),
+    Case(
+        "d1 n4 rpe+mlp8 (research ref.)",
+        RandomConfig(seed=1, width=1, positional="rpe", ffn_width=8, denominator=1, weight_range=F(8), max_length=4),
+        32,
+        4,
+    ),
     Case("d2 n6 2 heads mlp8", RandomConfig(seed=2, width=2, heads=2, ffn_width=8, max_length=6), 8, 6),
-    Case("d4 n8 2 layers softmax", RandomConfig(seed=3, width=4, layers=2, heads=2, ffn_width=16, scoring="softmax",
-                                                max_length=8), 4, 8),
-    Case("d8 n16 2 layers 4 heads", RandomConfig(seed=4, width=8, layers=2, heads=4, ffn_width=32, max_length=16),
-         2, 16),
-    Case("d16 n32 4 layers 4 heads", RandomConfig(seed=5, width=16, layers=4, heads=4, ffn_width=64,
-                                                  max_length=32), 2, 32, Fixed(24, 8)),
+    Case(
+        "d4 n8 2 layers softmax",
+        RandomConfig(seed=3, width=4, layers=2, heads=2, ffn_width=16, scoring="softmax", max_length=8),
+        4,
+        8,
+    ),
+    Case(
+        "d8 n16 2 layers 4 heads", RandomConfig(seed=4, width=8, layers=2, heads=4, ffn_width=32, max_length=16), 2, 16
+    ),
+    Case(
+        "d16 n32 4 layers 4 heads",
+        RandomConfig(seed=5, width=16, layers=4, heads=4, ffn_width=64, max_length=32),
+        2,
+        32,
+        Fixed(24, 8),
+    ),
 ]
 
 
@@ -76,8 +90,15 @@ def _rate(run, inputs_per_call: int, seconds: float) -> tuple[float, float]:
 
 
 BACKENDS = ("interpreter", "numpy", "int64", "torch1", "torch2", "cuda", "wide")
-LABELS = {"interpreter": "interpreter", "numpy": "numpy", "int64": "numpy int64", "torch1": "torch cpu 1 thread",
-          "torch2": "torch cpu 2 threads", "cuda": "torch cuda", "wide": "wide (Python integers)"}
+LABELS = {
+    "interpreter": "interpreter",
+    "numpy": "numpy",
+    "int64": "numpy int64",
+    "torch1": "torch cpu 1 thread",
+    "torch2": "torch cpu 2 threads",
+    "cuda": "torch cuda",
+    "wide": "wide (Python integers)",
+}
 
 
 def measure(case: Case, seconds: float, backends: list[str], gpu_memory: int) -> dict:
@@ -128,8 +149,10 @@ def measure(case: Case, seconds: float, backends: list[str], gpu_memory: int) ->
                 evaluator.run(rows, native=True)
                 torch.cuda.synchronize()
         else:
+
             def run():
                 evaluator.run(rows, native=True)
+
         result[label] = _rate(run, batch, seconds)
         result[f"{label} batch"] = batch
         if not how:
@@ -169,8 +192,10 @@ def table(results: list[dict], backends: list[str]) -> str:
         lines.append(f"| {r['model']} | {r['length']} | {width} | " + " | ".join(cells) + " |")
     if any("wide cost" in r for r in results):
         lines.append("")
-        lines.append("wide path / numpy int64, per CPU second: " + ", ".join(
-            f"{r['model']}: {r['wide cost']:.0f}x" for r in results if "wide cost" in r))
+        lines.append(
+            "wide path / numpy int64, per CPU second: "
+            + ", ".join(f"{r['model']}: {r['wide cost']:.0f}x" for r in results if "wide cost" in r)
+        )
     return "\n".join(lines)
 
 
@@ -179,10 +204,17 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="only the two smallest models")
     parser.add_argument("--seconds", type=float, default=2.0, help="measuring time per cell")
     parser.add_argument("--json", help="also write the results here")
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
-                        help="cuda: add the torch CUDA column (and require a GPU); auto: when torch sees one")
-    parser.add_argument("--backends", default="interpreter,numpy,torch1,torch2",
-                        help=f"columns among {','.join(BACKENDS)} (cuda is added by --device)")
+    parser.add_argument(
+        "--device",
+        default="auto",
+        choices=("auto", "cpu", "cuda"),
+        help="cuda: add the torch CUDA column (and require a GPU); auto: when torch sees one",
+    )
+    parser.add_argument(
+        "--backends",
+        default="interpreter,numpy,torch1,torch2",
+        help=f"columns among {','.join(BACKENDS)} (cuda is added by --device)",
+    )
     parser.add_argument("--gpu-memory", type=int, default=4096, help="MiB of GPU memory per batch")
     args = parser.parse_args()
     import torch

@@ -31,9 +31,13 @@ from verify_tf.domain import GridDomain
 from verify_tf.semantics import Fixed
 
 SMT_BASE = RandomConfig(seed=7, width=2, layers=1, ffn_width=2, scoring="hardmax", weight_range=F(1), denominator=4)
-VARIANTS = [("no norm, ReLU", {}), ("pre-LN", {"layernorm": "pre"}), ("post-LN", {"layernorm": "post"}),
-            ("post-LN + final norm", {"layernorm": "post", "final_norm": True}),
-            ("i-GELU, no norm", {"activation": "i-gelu"})]
+VARIANTS = [
+    ("no norm, ReLU", {}),
+    ("pre-LN", {"layernorm": "pre"}),
+    ("post-LN", {"layernorm": "post"}),
+    ("post-LN + final norm", {"layernorm": "post", "final_norm": True}),
+    ("i-GELU, no norm", {"activation": "i-gelu"}),
+]
 
 
 def readout_range(model, arith, domain) -> tuple[F, F]:
@@ -52,14 +56,18 @@ def smt_table(timeout: float) -> list[str]:
         model = random_model(replace(SMT_BASE, **change))
         lo, hi = readout_range(model, arith, domain)
         cells = []
-        for options, expected in (({"lo": lo - step, "hi": hi + step}, "proved"),
-                                  ({"lo": lo - step, "hi": hi - step}, "refuted")):
+        for options, expected in (
+            ({"lo": lo - step, "hi": hi + step}, "proved"),
+            ({"lo": lo - step, "hi": hi - step}, "refuted"),
+        ):
             start = time.perf_counter()
             result = check(model, arith, domain, "output-bounds", options, engine="smt", timeout=timeout, device="cpu")
             seconds = time.perf_counter() - start
             stats = result.statistics
-            cells.append(f"{result.status} {seconds:.1f} s (encode {stats.get('encode_seconds', 0):.1f}, "
-                         f"{stats.get('bits_decomposed', 0)} bits)" + ("" if result.status == expected else " ⚠"))
+            cells.append(
+                f"{result.status} {seconds:.1f} s (encode {stats.get('encode_seconds', 0):.1f}, "
+                f"{stats.get('bits_decomposed', 0)} bits)" + ("" if result.status == expected else " ⚠")
+            )
         lines.append(f"| {name} | [{float(lo):.4g}, {float(hi):.4g}] | {cells[0]} | {cells[1]} |")
     return lines
 
@@ -76,17 +84,20 @@ def throughput(model, arith, domain, rows, seconds: float = 3.0) -> float:
 
 def batched_table() -> list[str]:
     arith = Fixed(16, 8)
-    base = RandomConfig(seed=3, width=8, layers=2, heads=2, ffn_width=16, scoring="softmax", weight_range=F(1),
-                        denominator=16)
+    base = RandomConfig(
+        seed=3, width=8, layers=2, heads=2, ffn_width=16, scoring="softmax", weight_range=F(1), denominator=16
+    )
     domain = GridDomain(8, (F(-1, 2), F(0), F(1, 2)), 8)
     rows = np.random.default_rng(0).integers(0, len(domain.tokens), size=(4096, 8))
     lines = ["| model (d 8, 2 layers, 2 heads, softmax, n 8) | inputs / CPU s | relative |", "|---|---|---|"]
     reference = None
-    for name, change in [("no norm, ReLU", {}), ("pre-LN", {"layernorm": "pre"}),
-                         ("post-LN + final norm", {"layernorm": "post", "final_norm": True}),
-                         ("i-GELU", {"activation": "i-gelu"}),
-                         ("pre-LN + final norm, i-GELU",
-                          {"layernorm": "pre", "final_norm": True, "activation": "i-gelu"})]:
+    for name, change in [
+        ("no norm, ReLU", {}),
+        ("pre-LN", {"layernorm": "pre"}),
+        ("post-LN + final norm", {"layernorm": "post", "final_norm": True}),
+        ("i-GELU", {"activation": "i-gelu"}),
+        ("pre-LN + final norm, i-GELU", {"layernorm": "pre", "final_norm": True, "activation": "i-gelu"}),
+    ]:
         rate = throughput(random_model(replace(base, **change)), arith, domain, rows)
         reference = reference or rate
         lines.append(f"| {name} | {rate:,.0f} | {rate / reference:.2f} |")

@@ -38,10 +38,10 @@ def main() -> int:
     with RunStore(args.memory << 20) as store:
         for start in range(0, inputs, args.chunk):
             stop = min(inputs, start + args.chunk)
-            values = rng.integers(-(10 ** 17), 10 ** 17, size=(stop - start, n), dtype=np.int64) * 8
+            values = rng.integers(-(10**17), 10**17, size=(stop - start, n), dtype=np.int64) * 8
             for k, index in enumerate(planted):  # keys 8m apart, except the planted pair (gap 3)
                 if start <= index < stop:
-                    values[index - start, 1] = 5 * 10 ** 17 + 3 * k
+                    values[index - start, 1] = 5 * 10**17 + 3 * k
             if args.wide:
                 values = values.astype(object) + (1 << 70)
             groups = np.arange(start, stop, dtype=np.int64) // 6
@@ -54,8 +54,10 @@ def main() -> int:
         result = closest.result(1)
     end = time.perf_counter()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"sorted runs {runs_done - begin:.1f} s, merge + closest pair {end - runs_done:.1f} s, "
-          f"total {end - begin:.1f} s ({inputs * n / (end - begin) / 1e6:.2f} M values/s)")
+    print(
+        f"sorted runs {runs_done - begin:.1f} s, merge + closest pair {end - runs_done:.1f} s, "
+        f"total {end - begin:.1f} s ({inputs * n / (end - begin) / 1e6:.2f} M values/s)"
+    )
     print(f"peak resident memory {peak:.0f} MiB, spilled {spilled / 2**20:.0f} MiB, keys {result.keys:,}")
     print(f"smallest gap {result.gap} between {result.pair}; load average {os.getloadavg()[0]:.2f}")
     ok = result.gap == 3 and {result.pair[0][0], result.pair[1][0]} == set(planted)

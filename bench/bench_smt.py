@@ -78,8 +78,17 @@ def main() -> None:
     print("| model | domain | encode s | " + " | ".join(f"{s} s" for s in solvers) + " | enumerate s |")
     print("|---|---|---|" + "---|" * len(solvers) + "---|")
     for name, width, layers, ffn, length, step, arith in LADDER[: 3 if args.quick else None]:
-        model = random_model(RandomConfig(seed=5, width=width, layers=layers, ffn_width=ffn, scoring="hardmax",
-                                          weight_range=Fraction(1), denominator=4))
+        model = random_model(
+            RandomConfig(
+                seed=5,
+                width=width,
+                layers=layers,
+                ffn_width=ffn,
+                scoring="hardmax",
+                weight_range=Fraction(1),
+                denominator=4,
+            )
+        )
         domain = GridDomain.regular(width, step, length, lo=Fraction(-1), hi=Fraction(1))
         random.seed(0)
         sample = [tuple(random.choice(domain.tokens) for _ in range(length)) for _ in range(200)]

@@ -37,34 +37,59 @@ def row(name, size, prop, result, enumerate_s):
     stats = result.statistics
     closed = "/".join(str(stats.get(key, 0)) for key in ("closed_by_bounds", "closed_by_enumeration", "closed_by_smt"))
     cubes = stats.get("cubes_created", stats.get("leaves", "-"))
-    print(f"| {name} | {size:,} | {prop} | {result.status} | {result.seconds:.1f} | {cubes} "
-          f"| {closed} | {stats.get('max_depth', '-')} | {enumerate_s} |", flush=True)
+    print(
+        f"| {name} | {size:,} | {prop} | {result.status} | {result.seconds:.1f} | {cubes} "
+        f"| {closed} | {stats.get('max_depth', '-')} | {enumerate_s} |",
+        flush=True,
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--timeout", type=float, default=60.0)
     args = parser.parse_args()
-    print("| case | inputs | property | split | split s | cubes | closed by bounds/enum/smt | depth "
-          "| batched enumerate s |")
+    print(
+        "| case | inputs | property | split | split s | cubes | closed by bounds/enum/smt | depth "
+        "| batched enumerate s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for name, width, layers, ffn, length, step, arith in LADDER:
         if layers < 2:
             continue
-        model = random_model(RandomConfig(seed=5, width=width, layers=layers, ffn_width=ffn, scoring="hardmax",
-                                          weight_range=Fraction(1), denominator=4))
+        model = random_model(
+            RandomConfig(
+                seed=5,
+                width=width,
+                layers=layers,
+                ffn_width=ffn,
+                scoring="hardmax",
+                weight_range=Fraction(1),
+                denominator=4,
+            )
+        )
         domain = GridDomain.regular(width, step, length, lo=Fraction(-1), hi=Fraction(1))
         random.seed(0)
         sample = [tuple(random.choice(domain.tokens) for _ in range(length)) for _ in range(200)]
         bound = 4 * max(abs(q) for x in sample for q in evaluate(model, arith, x).readout) + 4
-        result = check(model, arith, domain, "output-bounds", {"lo": -bound, "hi": bound}, engine="split",
-                       timeout=args.timeout, device="cpu")
+        result = check(
+            model,
+            arith,
+            domain,
+            "output-bounds",
+            {"lo": -bound, "hi": bound},
+            engine="split",
+            timeout=args.timeout,
+            device="cpu",
+        )
         enum_s, extrapolated = enumeration_seconds(model, arith, domain)
         row(name, domain.size(), f"\\|q\\| <= {float(bound):.3g}", result, f"{'~' if extrapolated else ''}{enum_s:.3g}")
 
     arith = Fixed(16, 8)
-    model = random_model(RandomConfig(seed=7, width=2, layers=2, heads=4, ffn_width=4, scoring="softmax",
-                                      weight_range=Fraction(1), denominator=4))
+    model = random_model(
+        RandomConfig(
+            seed=7, width=2, layers=2, heads=4, ffn_width=4, scoring="softmax", weight_range=Fraction(1), denominator=4
+        )
+    )
     domain = GridDomain.regular(2, Fraction(1, 3), 6, lo=Fraction(-1), hi=Fraction(1))  # 7 points per coordinate
     root = cube_bounds(model, arith, Cube.whole(domain.tokens, 6)).readout
     top = max(hi for _, hi in root)
@@ -72,23 +97,39 @@ def main() -> None:
     sample = [tuple(random.choice(domain.tokens) for _ in range(6)) for _ in range(200)]
     seen = max(q for x in sample for q in evaluate(model, arith, x).readout)
     enum_s, _ = enumeration_seconds(model, arith, domain)
-    for label, hi in (("holds (root interval's top)", top), ("holds (half way to the sampled max)", (top + seen) / 2),
-                      ("fails (sampled max - 1/256)", seen - Fraction(1, 256))):
-        result = check(model, arith, domain, "output-bounds", {"hi": hi}, engine="split", timeout=args.timeout,
-                       device="cpu")
-        row("4-head softmax, fixed 16/8, 7-point grid, n 6", domain.size(), f"q <= {float(hi):.4g}: {label}",
-            result, f"~{enum_s:.3g}")
+    for label, hi in (
+        ("holds (root interval's top)", top),
+        ("holds (half way to the sampled max)", (top + seen) / 2),
+        ("fails (sampled max - 1/256)", seen - Fraction(1, 256)),
+    ):
+        result = check(
+            model, arith, domain, "output-bounds", {"hi": hi}, engine="split", timeout=args.timeout, device="cpu"
+        )
+        row(
+            "4-head softmax, fixed 16/8, 7-point grid, n 6",
+            domain.size(),
+            f"q <= {float(hi):.4g}: {label}",
+            result,
+            f"~{enum_s:.3g}",
+        )
 
     model = yun_contextual_mapping(2, Fraction(1, 3), 3)
     domain = GridDomain.regular(2, Fraction(1, 3), 3, distinct_tokens=True)
     options = {"exempt-permutations": True, "margin": Fraction(1, 3)}
-    result = check(model, Exact(), domain, "contextual-mapping", options, engine="split", timeout=args.timeout,
-                   device="cpu")
+    result = check(
+        model, Exact(), domain, "contextual-mapping", options, engine="split", timeout=args.timeout, device="cpu"
+    )
     start = time.perf_counter()
-    enum = check(model, Exact(), domain, "contextual-mapping", options, engine="enumerate", timeout=args.timeout,
-                 device="cpu")
-    row("Lemma 6 (d, 1/δ, n) = (2, 3, 3)", domain.size(), "contextual-mapping", result,
-        f"{enum.status} {time.perf_counter() - start:.2f}")
+    enum = check(
+        model, Exact(), domain, "contextual-mapping", options, engine="enumerate", timeout=args.timeout, device="cpu"
+    )
+    row(
+        "Lemma 6 (d, 1/δ, n) = (2, 3, 3)",
+        domain.size(),
+        "contextual-mapping",
+        result,
+        f"{enum.status} {time.perf_counter() - start:.2f}",
+    )
 
 
 if __name__ == "__main__":

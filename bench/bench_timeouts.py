@@ -26,18 +26,38 @@ def run(specs: list[Path], timeout: float) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         report = Path(folder) / "report.json"
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "verify_tf", "check", *map(str, specs), "--timeout", str(timeout),
-                        "--no-cache", "-q", "--json", str(report)], cwd=ROOT, check=False)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "verify_tf",
+                "check",
+                *map(str, specs),
+                "--timeout",
+                str(timeout),
+                "--no-cache",
+                "-q",
+                "--json",
+                str(report),
+            ],
+            cwd=ROOT,
+            check=False,
+        )
         wall = time.perf_counter() - start
         results = json.loads(report.read_text())["results"]
     worst = max(results, key=lambda r: r["seconds"])
     bound = 1.1 * timeout + 1
     over = [f"{Path(r['spec']).name}[{r['index']}] {r['seconds']:.2f} s" for r in results if r["seconds"] > bound]
-    return {"timeout": timeout, "properties": len(results), "bound": bound, "worst_seconds": round(worst["seconds"], 3),
-            "worst": f"{Path(worst['spec']).name}[{worst['index']}] ({worst['engine']}, {worst['verdict']})",
-            "over_bound": over, "wall_seconds": round(wall, 2),
-            "verdicts": {k: sum(r["verdict"] == k for r in results) for k in ("proved", "refuted", "unknown",
-                                                                              "error")}}
+    return {
+        "timeout": timeout,
+        "properties": len(results),
+        "bound": bound,
+        "worst_seconds": round(worst["seconds"], 3),
+        "worst": f"{Path(worst['spec']).name}[{worst['index']}] ({worst['engine']}, {worst['verdict']})",
+        "over_bound": over,
+        "wall_seconds": round(wall, 2),
+        "verdicts": {k: sum(r["verdict"] == k for r in results) for k in ("proved", "refuted", "unknown", "error")},
+    }
 
 
 def main() -> None:
@@ -52,12 +72,18 @@ def main() -> None:
         for name, specs in (("shipped specs", shipped), ("two-layer softmax", budgets)):
             row = {"specs": name, **run(specs, timeout)}
             rows.append(row)
-            print(f"{name:18} T = {timeout:4g} s: {row['properties']:3} properties, "
-                  f"worst {row['worst_seconds']:6.2f} s "
-                  f"(bound {row['bound']:.2f} s) {row['worst']}; wall {row['wall_seconds']:.1f} s; "
-                  f"over the bound: {row['over_bound'] or 'none'}", flush=True)
-    meta = {"machine": f"{platform.node()} ({os.cpu_count()} cores)", "load": os.getloadavg(),
-            "date": time.strftime("%Y-%m-%d")}
+            print(
+                f"{name:18} T = {timeout:4g} s: {row['properties']:3} properties, "
+                f"worst {row['worst_seconds']:6.2f} s "
+                f"(bound {row['bound']:.2f} s) {row['worst']}; wall {row['wall_seconds']:.1f} s; "
+                f"over the bound: {row['over_bound'] or 'none'}",
+                flush=True,
+            )
+    meta = {
+        "machine": f"{platform.node()} ({os.cpu_count()} cores)",
+        "load": os.getloadavg(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
     if args.json:
         args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
 

@@ -26,8 +26,23 @@ def run_spec(spec: Path, out: Path, cap: float) -> dict:
     row: dict = {"spec": spec.name}
     start = time.perf_counter()
     try:
-        subprocess.run([sys.executable, "-m", "verify_tf", "check", str(spec), "--no-cache", "-q", "--json",
-                        str(report), "--certify", str(work / "certificates")], timeout=cap, cwd=ROOT)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "verify_tf",
+                "check",
+                str(spec),
+                "--no-cache",
+                "-q",
+                "--json",
+                str(report),
+                "--certify",
+                str(work / "certificates"),
+            ],
+            timeout=cap,
+            cwd=ROOT,
+        )
     except subprocess.TimeoutExpired:
         return {**row, "error": f"check --certify over {cap:g} s"}
     row["check_wall"] = round(time.perf_counter() - start, 2)
@@ -43,8 +58,13 @@ def run_spec(spec: Path, out: Path, cap: float) -> dict:
     row["not_checked"] = sorted({line for c in certificates for line in c.get("not_checked", [])})[:6]
     start = time.perf_counter()
     try:
-        audit = subprocess.run([sys.executable, "-m", "verify_tf", "audit", str(report)], timeout=cap, cwd=ROOT,
-                               capture_output=True, text=True)
+        audit = subprocess.run(
+            [sys.executable, "-m", "verify_tf", "audit", str(report)],
+            timeout=cap,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
         row["audit_rc"] = audit.returncode
         row["audit_summary"] = audit.stdout.strip().splitlines()[-1] if audit.stdout.strip() else audit.stderr[-200:]
     except subprocess.TimeoutExpired:
@@ -53,8 +73,14 @@ def run_spec(spec: Path, out: Path, cap: float) -> dict:
     return row
 
 
-SHORT = [("second solver", "cvc5"), ("LRAT", "LRAT (CaDiCaL + our checker)"), ("domain size", "count 2 ways"),
-         ("digest", "digest"), ("strings counted", "strings 2 ways"), ("the pair", "pair re-checked")]
+SHORT = [
+    ("second solver", "cvc5"),
+    ("LRAT", "LRAT (CaDiCaL + our checker)"),
+    ("domain size", "count 2 ways"),
+    ("digest", "digest"),
+    ("strings counted", "strings 2 ways"),
+    ("the pair", "pair re-checked"),
+]
 
 
 def short(check: str) -> str:
@@ -69,8 +95,10 @@ def table(paths: list[Path]) -> str:
         for line in path.read_text().splitlines():
             row = json.loads(line)
             rows[row["spec"]] = row  # the last run of a spec wins
-    lines = ["| spec | proved (complete) | certificate: checked by | proof s | certify s | ratio | audit |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| spec | proved (complete) | certificate: checked by | proof s | certify s | ratio | audit |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name in sorted(rows):
         row = rows[name]
         if "error" in row:
@@ -79,12 +107,17 @@ def table(paths: list[Path]) -> str:
         kinds = ", ".join(row["kinds"]) or "—"
         checked = ", ".join(sorted({short(c) for c in row["checked_by"]}))
         checked = checked or ("nothing proved" if not row["proved"] else "none passed")
-        ratio = f"{row['certify_seconds'] / row['proof_seconds']:.0f}×" if row["proof_seconds"] >= 0.01 and \
-            row["proved"] else "—"
+        ratio = (
+            f"{row['certify_seconds'] / row['proof_seconds']:.0f}×"
+            if row["proof_seconds"] >= 0.01 and row["proved"]
+            else "—"
+        )
         audit = row.get("audit_summary", "").split(": ", 1)[-1] if row.get("audit_rc") != "timeout" else "timeout"
-        lines.append(f"| {name[:-5]} | {row['proved']} ({row['complete']}) | {kinds}: {checked} | "
-                     f"{row['proof_seconds']} | {row['certify_seconds']} | {ratio} | {audit} (exit "
-                     f"{row.get('audit_rc')}) |")
+        lines.append(
+            f"| {name[:-5]} | {row['proved']} ({row['complete']}) | {kinds}: {checked} | "
+            f"{row['proof_seconds']} | {row['certify_seconds']} | {ratio} | {audit} (exit "
+            f"{row.get('audit_rc')}) |"
+        )
     return "\n".join(lines)
 
 

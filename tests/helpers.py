@@ -22,18 +22,33 @@ from verify_tf.ir import (
 )
 
 
-def head(q=0, k=0, v=1, o=1, *, scoring="hardmax", causal=False, positional="standard", rpe=None, urpe=None,
-         value_bias=0) -> Head:
-    return Head(query=matrix([[q]]), key=matrix([[k]]), value=matrix([[v]]), output=matrix([[o]]),
-                query_bias=zeros(1), key_bias=zeros(1), value_bias=vector([value_bias]),
-                scoring=scoring, causal=causal, positional=positional,
-                rpe_bias=RelativeTable(vector(rpe)) if rpe is not None else None,
-                urpe_c=RelativeTable(vector(urpe)) if urpe is not None else None)
+def head(
+    q=0, k=0, v=1, o=1, *, scoring="hardmax", causal=False, positional="standard", rpe=None, urpe=None, value_bias=0
+) -> Head:
+    return Head(
+        query=matrix([[q]]),
+        key=matrix([[k]]),
+        value=matrix([[v]]),
+        output=matrix([[o]]),
+        query_bias=zeros(1),
+        key_bias=zeros(1),
+        value_bias=vector([value_bias]),
+        scoring=scoring,
+        causal=causal,
+        positional=positional,
+        rpe_bias=RelativeTable(vector(rpe)) if rpe is not None else None,
+        urpe_c=RelativeTable(vector(urpe)) if urpe is not None else None,
+    )
 
 
 def one_layer(h: Head, *, residual=True, pe=None, ff: FeedForward | None = None) -> Model:
-    return Model(tokens=GridTokens(1), dim=1, blocks=(Block(AttentionLayer((h,), zeros(1), residual), ff),),
-                 readout=vector([1]), positional_encoding=matrix(pe) if pe is not None else None)
+    return Model(
+        tokens=GridTokens(1),
+        dim=1,
+        blocks=(Block(AttentionLayer((h,), zeros(1), residual), ff),),
+        readout=vector([1]),
+        positional_encoding=matrix(pe) if pe is not None else None,
+    )
 
 
 def ffn_only(w1, b1, w2, b2) -> Model:
@@ -41,8 +56,9 @@ def ffn_only(w1, b1, w2, b2) -> Model:
     return Model(tokens=GridTokens(1), dim=1, blocks=(Block(None, ff),), readout=vector([1]))
 
 
-def alphabet_model(h: Head, symbols=("a", "b"), embedding=((1,), (0,)), bos="^", bos_embedding=(5,),
-                   residual=False) -> Model:
+def alphabet_model(
+    h: Head, symbols=("a", "b"), embedding=((1,), (0,)), bos="^", bos_embedding=(5,), residual=False
+) -> Model:
     tokens = AlphabetTokens(tuple(symbols), matrix(embedding), bos, vector(bos_embedding) if bos else None)
     return Model(tokens=tokens, dim=1, blocks=(Block(AttentionLayer((h,), zeros(1), residual)),), readout=vector([1]))
 

@@ -15,8 +15,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_import_contracts_are_kept():
     command = "from importlinter.cli import lint_imports_command; lint_imports_command()"
-    result = subprocess.run([sys.executable, "-c", command, "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
-                            capture_output=True, text=True, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", command, "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "4 kept, 0 broken" in result.stdout
 

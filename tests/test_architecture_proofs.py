@@ -27,12 +27,15 @@ def statuses(result):
     return {s.name: s.status for s in result.steps}
 
 
-@pytest.mark.parametrize("config", [
-    dict(scoring="hardmax", positional="rpe"),
-    dict(scoring="hardmax", positional="rpe", causal=True),
-    dict(scoring="uniform", positional="rpe", causal=True),
-    dict(scoring="hardmax", positional="standard", causal=True),
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        dict(scoring="hardmax", positional="rpe"),
+        dict(scoring="hardmax", positional="rpe", causal=True),
+        dict(scoring="uniform", positional="rpe", causal=True),
+        dict(scoring="hardmax", positional="standard", causal=True),
+    ],
+)
 @pytest.mark.slow
 def test_rpe_and_causal_classes_are_blind_for_every_weight_choice(config):
     model = random_model(RandomConfig(seed=0, width=2, layers=2, heads=2, ffn_width=3, max_length=6, **config))
@@ -43,8 +46,9 @@ def test_rpe_and_causal_classes_are_blind_for_every_weight_choice(config):
 
 
 def test_fixed_softmax_exact_sums_class_is_blind():
-    model = random_model(RandomConfig(seed=1, width=2, layers=1, heads=2, scoring="softmax", positional="rpe",
-                                      causal=True, max_length=4))
+    model = random_model(
+        RandomConfig(seed=1, width=2, layers=1, heads=2, scoring="softmax", positional="rpe", causal=True, max_length=4)
+    )
     result = prove_position_blind(model, FIXED, 4, timeout=30)
     assert result.proved and result.rows_sum_to_one
 
@@ -86,8 +90,11 @@ def test_per_probability_rounding_falsifies_the_premise():
 
 @pytest.mark.slow
 def test_proofs_scale_to_the_stated_bound():
-    model = random_model(RandomConfig(seed=2, width=2, layers=1, heads=2, scoring="hardmax", positional="rpe",
-                                      causal=True, max_length=MAX_LENGTH))
+    model = random_model(
+        RandomConfig(
+            seed=2, width=2, layers=1, heads=2, scoring="hardmax", positional="rpe", causal=True, max_length=MAX_LENGTH
+        )
+    )
     times = {}
     for n in (3, 4, 5, 8, MAX_LENGTH):
         start = time.perf_counter()
@@ -107,10 +114,15 @@ def test_smt2_export(tmp_path):
 
 
 def test_describe_class_names_what_matters():
-    model = random_model(RandomConfig(seed=0, width=2, heads=2, scoring="uniform", positional="urpe", causal=True,
-                                      absolute_pe=True, max_length=3))
-    assert describe_class(model) == ("grid tokens, d = 2; absolute PE (3 positions); layer 0: attention (uniform "
-                                     "causal URPE (C radius 2), uniform causal URPE (C radius 2))")
+    model = random_model(
+        RandomConfig(
+            seed=0, width=2, heads=2, scoring="uniform", positional="urpe", causal=True, absolute_pe=True, max_length=3
+        )
+    )
+    assert describe_class(model) == (
+        "grid tokens, d = 2; absolute PE (3 positions); layer 0: attention (uniform "
+        "causal URPE (C radius 2), uniform causal URPE (C radius 2))"
+    )
 
 
 @pytest.mark.parametrize("arith", [EXACT, FIXED], ids=["exact", "fixed"])
@@ -174,8 +186,12 @@ def test_member_outside_pass_through_reach_is_not_invented():
     """A later block without residual would erase the difference: no member is claimed."""
     urpe = head(scoring="hardmax", positional="urpe", rpe=[0] * 5, urpe=[1] * 5)
     later = head(v=0, o=0)
-    model = Model(GridTokens(1), 1, (Block(AttentionLayer((urpe,), zeros(1))),
-                                     Block(AttentionLayer((later,), zeros(1), residual=False))), vector([1]))
+    model = Model(
+        GridTokens(1),
+        1,
+        (Block(AttentionLayer((urpe,), zeros(1))), Block(AttentionLayer((later,), zeros(1), residual=False))),
+        vector([1]),
+    )
     assert separate_positions(model, EXACT, 0, [seq(1, 1, 1)], timeout=10) is None
 
 
@@ -193,16 +209,32 @@ def test_no_member_is_built_for_a_class_with_layernorm_or_i_gelu():
     plain = one_layer(head(scoring="softmax", positional="urpe", rpe=[0] * 5, urpe=[1] * 5))
     block = plain.blocks[0]
     norm = LayerNorm((F(1),), (F(0),), F(0))
-    post_ln = dataclasses.replace(plain, blocks=(dataclasses.replace(
-        block, attention=dataclasses.replace(block.attention, norm=norm, norm_first=False)),))
+    post_ln = dataclasses.replace(
+        plain,
+        blocks=(
+            dataclasses.replace(block, attention=dataclasses.replace(block.attention, norm=norm, norm_first=False)),
+        ),
+    )
     assert describe_class(post_ln) == "grid tokens, d = 1; layer 0: attention (softmax URPE (C radius 2)) with post-LN"
     assert separate_positions(plain, FIXED, 0, [seq(1, 1, 1)], timeout=30) is not None
     assert separate_positions(post_ln, FIXED, 0, [seq(1, 1, 1)], timeout=30) is None
-    gelu = dataclasses.replace(plain, blocks=(dataclasses.replace(
-        block, feed_forward=FeedForward(((F(1),),), (F(0),), ((F(1),),), (F(0),), activation="i-gelu")),),
-        final_norm=norm)
+    gelu = dataclasses.replace(
+        plain,
+        blocks=(
+            dataclasses.replace(
+                block, feed_forward=FeedForward(((F(1),),), (F(0),), ((F(1),),), (F(0),), activation="i-gelu")
+            ),
+        ),
+        final_norm=norm,
+    )
     assert describe_class(gelu).endswith("+ feed-forward (width 1, i-gelu); final LayerNorm")
     assert separate_positions(gelu, FIXED, 0, [seq(1, 1, 1)], timeout=30) is None
-    result = verdict(post_ln, FIXED, GridDomain.regular(1, F(1, 2), 3), "position-blind", {"scope": "architecture"},
-                     engine="architecture")
+    result = verdict(
+        post_ln,
+        FIXED,
+        GridDomain.regular(1, F(1, 2), 3),
+        "position-blind",
+        {"scope": "architecture"},
+        engine="architecture",
+    )
     assert result.status == "unknown", result.detail

@@ -55,23 +55,33 @@ def cases(draw, rounded_terms: bool = False):
         scoring = "hardmax" if scoring == "softmax" else scoring  # softmax in exact mode: tested elsewhere
     else:
         bits = draw(st.sampled_from([6, 8, 12, 16, 24]))
-        arith = Fixed(bits, draw(st.integers(0, min(bits - 2, 8))),
-                      draw(st.sampled_from(["exact-sums", "per-probability", "rounded-terms"])))
+        arith = Fixed(
+            bits,
+            draw(st.integers(0, min(bits - 2, 8))),
+            draw(st.sampled_from(["exact-sums", "per-probability", "rounded-terms"])),
+        )
     length = draw(st.integers(1, 4))
     bos = "^" if alphabet and draw(st.booleans()) else None
     positions = length + (1 if bos else 0)
     absolute_pe = draw(st.booleans())
     config = RandomConfig(
-        seed=draw(st.integers(0, 10 ** 6)), width=draw(st.integers(1, 3)), layers=draw(st.integers(1, 2)),
-        heads=draw(st.integers(1, 2)), key_dim=draw(st.sampled_from([None, None, 1])),
-        ffn_width=draw(st.sampled_from([0, 0, 2, 3])), scoring=scoring,
-        positional=draw(st.sampled_from(["standard", "rpe", "urpe"])), causal=draw(st.booleans()),
+        seed=draw(st.integers(0, 10**6)),
+        width=draw(st.integers(1, 3)),
+        layers=draw(st.integers(1, 2)),
+        heads=draw(st.integers(1, 2)),
+        key_dim=draw(st.sampled_from([None, None, 1])),
+        ffn_width=draw(st.sampled_from([0, 0, 2, 3])),
+        scoring=scoring,
+        positional=draw(st.sampled_from(["standard", "rpe", "urpe"])),
+        causal=draw(st.booleans()),
         absolute_pe=absolute_pe,
         # short tables clip relative offsets (RelativeTable.at); absolute PE needs one row per position
         max_length=max(positions, draw(st.integers(1, 5))) if absolute_pe else draw(st.integers(1, 5)),
         weight_range=F(draw(st.sampled_from([1, 2, 4]))),
         denominator=draw(st.sampled_from([1, 1, 2, 3, 4, 8])),  # 1: integer weights, many ties; 3: non-dyadic
-        alphabet=("a", "b", "c") if alphabet else None, bos=bos)
+        alphabet=("a", "b", "c") if alphabet else None,
+        bos=bos,
+    )
     model = random_model(config)
     if alphabet:
         domain = StringDomain(("a", "b", "c")[: draw(st.integers(1, 3))], length, length)
@@ -79,7 +89,7 @@ def cases(draw, rounded_terms: bool = False):
         step = draw(st.sampled_from([F(1), F(1, 2), F(1, 3), F(1, 4)]))
         lo = draw(st.sampled_from([F(-2), F(-1), F(0)]))
         domain = GridDomain(config.width, tuple(lo + k * step for k in range(draw(st.integers(1, 4)))), length)
-    return model, arith, domain, length, draw(st.integers(0, 2 ** 32 - 1)), draw(st.booleans())
+    return model, arith, domain, length, draw(st.integers(0, 2**32 - 1)), draw(st.booleans())
 
 
 def _rows(vocabulary: int, length: int, seed: int) -> np.ndarray:
@@ -112,15 +122,23 @@ COMPARED_WHEN_WRITTEN = 300  # measured 2026-11-24: 300 of 300 cases compared on
 ROUNDED_TERMS_COMPARED_WHEN_WRITTEN = 40  # 40 of 40
 
 
-@settings(max_examples=MODELS, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=MODELS,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(cases())
 def _batched_matches_interpreter(case):
     _check_every_path(case)
 
 
-@settings(max_examples=ROUNDED_TERMS_MODELS, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=ROUNDED_TERMS_MODELS,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(cases(rounded_terms=True))
 def _rounded_terms_heads_match_the_interpreter(case):
     _check_every_path(case)
@@ -131,8 +149,14 @@ def _check_every_path(case) -> None:
     rows = _rows(len(domain.tokens), length, seed)
     if isinstance(arith, Fixed) and arith.rounded_terms and any(h.scoring == "softmax" for _, _, h in model.heads()):
         event("rounded-terms softmax head")
-    paths = [(NUMPY, {}), (TORCH_CPU, {}), (CUDA_EMULATED, {}), (NUMPY, {"force": "wide"}),
-             (CUDA_EMULATED, {"force": "guarded"}), (NUMPY, {"force": "guarded"})] + CUDA_PATHS
+    paths = [
+        (NUMPY, {}),
+        (TORCH_CPU, {}),
+        (CUDA_EMULATED, {}),
+        (NUMPY, {"force": "wide"}),
+        (CUDA_EMULATED, {"force": "guarded"}),
+        (NUMPY, {"force": "guarded"}),
+    ] + CUDA_PATHS
     if isinstance(arith, Exact):
         paths.append((TORCH_CPU, {"variant": "tie-free", "force": "guarded"}))
     for ops, how in [(ops, how) for ops, how in paths if ops is not None]:
@@ -176,15 +200,23 @@ def norm_cases(draw):
     arith = Fixed(bits, frac, draw(st.sampled_from(["exact-sums", "per-probability", "rounded-terms"])))
     length = draw(st.integers(1, 4))
     config = RandomConfig(
-        seed=draw(st.integers(0, 10 ** 6)), width=draw(st.integers(1, 4)), layers=draw(st.integers(1, 2)),
-        heads=draw(st.integers(1, 2)), ffn_width=draw(st.sampled_from([0, 2, 3])),
-        scoring=draw(st.sampled_from(["hardmax", "uniform", "softmax"])), causal=draw(st.booleans()),
-        weight_range=F(draw(st.sampled_from([1, 2, 4]))), denominator=draw(st.sampled_from([1, 2, 3, 4])),
-        activation=draw(st.sampled_from(["relu", "i-gelu"])), layernorm=draw(st.sampled_from(["pre", "post", "none"])),
-        final_norm=draw(st.booleans()), layernorm_eps=draw(st.sampled_from([F(0), F(1, 100000), F(1, 3), F(5)])))
+        seed=draw(st.integers(0, 10**6)),
+        width=draw(st.integers(1, 4)),
+        layers=draw(st.integers(1, 2)),
+        heads=draw(st.integers(1, 2)),
+        ffn_width=draw(st.sampled_from([0, 2, 3])),
+        scoring=draw(st.sampled_from(["hardmax", "uniform", "softmax"])),
+        causal=draw(st.booleans()),
+        weight_range=F(draw(st.sampled_from([1, 2, 4]))),
+        denominator=draw(st.sampled_from([1, 2, 3, 4])),
+        activation=draw(st.sampled_from(["relu", "i-gelu"])),
+        layernorm=draw(st.sampled_from(["pre", "post", "none"])),
+        final_norm=draw(st.booleans()),
+        layernorm_eps=draw(st.sampled_from([F(0), F(1, 100000), F(1, 3), F(5)])),
+    )
     step = F(1, 2) if arith.frac else F(1)
     domain = GridDomain(config.width, tuple(F(-1) + k * step for k in range(draw(st.integers(1, 4)))), length)
-    return random_model(config), arith, domain, length, draw(st.integers(0, 2 ** 32 - 1)), draw(st.booleans())
+    return random_model(config), arith, domain, length, draw(st.integers(0, 2**32 - 1)), draw(st.booleans())
 
 
 NORM_MODELS = 120
@@ -193,8 +225,12 @@ NORM_MODELS = 120
 NORMS_COMPARED_WHEN_WRITTEN = 120
 
 
-@settings(max_examples=NORM_MODELS, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=NORM_MODELS,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(norm_cases())
 def _layernorm_and_igelu_match_interpreter(case):
     model, arith, _domain, length, _seed, _narrow = case
@@ -214,8 +250,10 @@ def test_batched_layernorm_and_igelu_match_interpreter():
 
 
 def test_batched_refuses_layernorm_and_igelu_in_exact_arithmetic():
-    for config in (RandomConfig(seed=1, ffn_width=2, layernorm="pre"), RandomConfig(seed=1, ffn_width=2,
-                                                                                   activation="i-gelu")):
+    for config in (
+        RandomConfig(seed=1, ffn_width=2, layernorm="pre"),
+        RandomConfig(seed=1, ffn_width=2, activation="i-gelu"),
+    ):
         evaluator = BatchedEvaluator(random_model(config), Exact(), [(F(0), F(0)), (F(1), F(0))], ops=NUMPY)
         with pytest.raises(Unsupported, match="in exact arithmetic is evaluated by the interpreter and the smt"):
             evaluator.check(2)
@@ -230,9 +268,18 @@ def test_rounded_terms_head_leaves_the_values_hull():
     from verify_tf.ir import AttentionLayer, Block, GridTokens, Head, Model, RelativeTable
 
     zero, one = ((F(0),),), ((F(1),),)
-    head = Head(query=zero, key=zero, value=one, output=one, query_bias=(F(0),), key_bias=(F(0),),
-                value_bias=(F(0),), scoring="softmax", positional="rpe",
-                rpe_bias=RelativeTable((F(0), F(-1, 100), F(0))))
+    head = Head(
+        query=zero,
+        key=zero,
+        value=one,
+        output=one,
+        query_bias=(F(0),),
+        key_bias=(F(0),),
+        value_bias=(F(0),),
+        scoring="softmax",
+        positional="rpe",
+        rpe_bias=RelativeTable((F(0), F(-1, 100), F(0))),
+    )
     model = Model(GridTokens(1), 1, (Block(AttentionLayer((head,), (F(0),), residual=False)),), (F(1),))
     arith = Fixed(10, 0, "rounded-terms")
     tokens = [(F(100),)]

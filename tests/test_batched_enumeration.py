@@ -20,10 +20,12 @@ from verify_tf.spaces import InputSpace, SpaceTooLarge, rows_to_inputs, unrank
 @pytest.mark.parametrize("distinct", [False, True])
 def test_unrank_matches_itertools(vocabulary, length, distinct):
     tokens = range(vocabulary)
-    expected_all = list(itertools.permutations(tokens, length) if distinct else
-                        itertools.product(tokens, repeat=length))
-    expected_sorted = list(itertools.combinations(tokens, length) if distinct else
-                           itertools.combinations_with_replacement(tokens, length))
+    expected_all = list(
+        itertools.permutations(tokens, length) if distinct else itertools.product(tokens, repeat=length)
+    )
+    expected_sorted = list(
+        itertools.combinations(tokens, length) if distinct else itertools.combinations_with_replacement(tokens, length)
+    )
     for order, expected in (("all", expected_all), ("sorted", expected_sorted)):
         rows = unrank(vocabulary, length, np.arange(len(expected)), distinct=distinct, order=order)
         assert [tuple(r) for r in rows.tolist()] == expected, order
@@ -56,8 +58,14 @@ def test_stream_inputs_sub_range_and_distinct_grid():
 
 def test_constant_and_restricted_spaces():
     domain = StringDomain(("a", "b"), 0, 3)
-    assert list(InputSpace(domain, "constant").inputs()) == [("a",), ("b",), ("a", "a"), ("b", "b"), ("a",) * 3,
-                                                              ("b",) * 3]  # no empty input: it is not constant
+    assert list(InputSpace(domain, "constant").inputs()) == [
+        ("a",),
+        ("b",),
+        ("a", "a"),
+        ("b", "b"),
+        ("a",) * 3,
+        ("b",) * 3,
+    ]  # no empty input: it is not constant
     assert list(InputSpace(domain, only_lengths=(2,)).inputs()) == [("a", "a"), ("a", "b"), ("b", "a"), ("b", "b")]
     distinct = GridDomain.regular(1, F(1, 4), 3, distinct_tokens=True)
     assert InputSpace(distinct, "constant").count() == 0  # (x, x, x) repeats a token
@@ -76,8 +84,9 @@ def test_stream_outputs_matches_interpreter_with_progress():
     ticks = []
     total = 0
     evaluator = BatchedEvaluator(model, arith, domain.tokens)
-    for chunk in stream_outputs(evaluator, InputSpace(domain), layer="readout", chunk=100,
-                                progress=lambda done, of: ticks.append((done, of))):
+    for chunk in stream_outputs(
+        evaluator, InputSpace(domain), layer="readout", chunk=100, progress=lambda done, of: ticks.append((done, of))
+    ):
         for row, numerators in zip(chunk.rows, chunk.values.numerators):
             trace = evaluate(model, arith, tuple(domain.tokens[int(t)] for t in row))
             assert [F(int(x), chunk.values.den) for x in numerators] == trace.readout

@@ -48,8 +48,9 @@ def test_models_without_positions_are_proved(scoring):
     assert verdict.statistics["space_size"] == verdict.statistics["inputs_checked"] == 15_625
 
 
-@pytest.mark.parametrize("config", [dict(positional="rpe"), dict(positional="urpe"), dict(causal=True),
-                                    dict(absolute_pe=True, max_length=3)])
+@pytest.mark.parametrize(
+    "config", [dict(positional="rpe"), dict(positional="urpe"), dict(causal=True), dict(absolute_pe=True, max_length=3)]
+)
 def test_positional_models_are_refuted_with_a_replayed_witness(config):
     model = random_model(RandomConfig(seed=3, width=2, **config))
     req = request(model, Fixed(12, 4), GRID)

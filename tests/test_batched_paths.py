@@ -25,7 +25,7 @@ from verify_tf.semantics import Exact, Fixed, UnsupportedInMode, evaluate
 _RANDOM = random_model(RandomConfig(seed=11, width=10, ffn_width=12, weight_range=F(4), max_length=3))
 WIDE_MODEL = dataclasses.replace(_RANDOM, blocks=(Block(None, _RANDOM.blocks[0].feed_forward),) * 2)
 WIDE_ARITH = Fixed(48, 20)
-WIDE_TOKENS = [(F(-(2 ** 26)),) * 10, tuple(F(k, 4) for k in range(10)), (F(2 ** 26 - 1),) * 10]
+WIDE_TOKENS = [(F(-(2**26)),) * 10, tuple(F(k, 4) for k in range(10)), (F(2**26 - 1),) * 10]
 
 
 def _rows(vocabulary: int, length: int, count: int = 12, seed: int = 0) -> np.ndarray:
@@ -55,11 +55,12 @@ def test_wide_values_use_int64_and_exact_integer_products():
     program = compile_program(WIDE_MODEL, WIDE_ARITH, tokens, 3)
     assert not program.small
     assert any(not plan.float_ok for plan in _affine_plans(program))
-    assert max(program.output.bound) == 2 ** 47  # saturated: the bound is the format's range
+    assert max(program.output.bound) == 2**47  # saturated: the bound is the format's range
     rows = np.array([[0, 2, 1], [2, 2, 2], [0, 0, 0], [1, 0, 2]])
     for ops in (NumpyOps(), TorchOps("cpu")) if torch_installed() else (NumpyOps(),):
-        _check_against_interpreter(BatchedEvaluator(WIDE_MODEL, WIDE_ARITH, tokens, ops=ops), WIDE_MODEL,
-                                   WIDE_ARITH, tokens, rows)
+        _check_against_interpreter(
+            BatchedEvaluator(WIDE_MODEL, WIDE_ARITH, tokens, ops=ops), WIDE_MODEL, WIDE_ARITH, tokens, rows
+        )
 
 
 @requires_torch
@@ -69,10 +70,12 @@ def test_cuda_code_path_emulated_on_cpu():
     emulated.device = "cuda"  # the matmul branch CUDA takes, on CPU tensors
     tokens = WIDE_TOKENS
     rows = np.array([[0, 2, 1], [2, 2, 2], [1, 0, 2]])
-    _check_against_interpreter(BatchedEvaluator(WIDE_MODEL, WIDE_ARITH, tokens, ops=emulated), WIDE_MODEL,
-                               WIDE_ARITH, tokens, rows)
-    model = random_model(RandomConfig(seed=4, width=12, heads=2, ffn_width=9, scoring="softmax", positional="urpe",
-                                      max_length=4))
+    _check_against_interpreter(
+        BatchedEvaluator(WIDE_MODEL, WIDE_ARITH, tokens, ops=emulated), WIDE_MODEL, WIDE_ARITH, tokens, rows
+    )
+    model = random_model(
+        RandomConfig(seed=4, width=12, heads=2, ffn_width=9, scoring="softmax", positional="urpe", max_length=4)
+    )
     tokens = [tuple(F(int(c), 2) for c in row) for row in np.random.default_rng(1).integers(-3, 4, size=(5, 12))]
     evaluator = BatchedEvaluator(model, Fixed(16, 6), tokens, ops=emulated)
     assert all(plan.float_ok for plan in _affine_plans(evaluator.program(4)))  # width 12 > 8: float64 matmul
@@ -82,7 +85,7 @@ def test_cuda_code_path_emulated_on_cpu():
 def test_values_beyond_int64_are_computed_exactly_not_refused():
     """Grid values 2^10 in a 64-bit format with 40 fractional bits: mantissas 2^50, products 2^100."""
     model = random_model(RandomConfig(seed=2, width=2, max_length=3))
-    tokens = [(F(2 ** 10), F(-(2 ** 10))), (F(3), F(1, 2 ** 40))]
+    tokens = [(F(2**10), F(-(2**10))), (F(3), F(1, 2**40))]
     arith = Fixed(64, 40)
     program = compile_program(model, arith, tokens, 3)
     assert program.guarded and program.steps_bits > 63  # the q.k products need about 2^100
@@ -101,9 +104,18 @@ def _tied_keys_model(causal: bool):
     from verify_tf.ir import AttentionLayer, GridTokens, Head, Model
 
     def head(query_bias):
-        return Head(query=((F(1), F(0)),), key=((F(1), F(0)),), value=((F(0), F(1)),), output=((F(1),), (F(0),)),
-                    query_bias=(query_bias,), key_bias=(F(0),), value_bias=(F(0),), scoring="hardmax",
-                    causal=causal)
+        return Head(
+            query=((F(1), F(0)),),
+            key=((F(1), F(0)),),
+            value=((F(0), F(1)),),
+            output=((F(1),), (F(0),)),
+            query_bias=(query_bias,),
+            key_bias=(F(0),),
+            value_bias=(F(0),),
+            scoring="hardmax",
+            causal=causal,
+        )
+
     layer = AttentionLayer((head(F(-1, 2)), head(F(0))), (F(0), F(0)))
     return Model(GridTokens(2), 2, (Block(layer), Block(layer)), (F(1), F(3)))
 
@@ -118,13 +130,20 @@ def test_one_dimensional_hardmax_without_products_matches_the_interpreter(causal
     program = compile_program(model, Exact(), tokens, 3)
     assert all(head.mode == "argmax1d" for block in program.blocks for head in block.attention.heads)
     rows = np.array(list(itertools.product(range(4), repeat=3)))
-    paths: list = [(NumpyOps(), {}), (NumpyOps(), {"force": "wide"}), (NumpyOps(), {"force": "guarded"}),
-                   (NumpyOps(), {"variant": "tie-free"})]
+    paths: list = [
+        (NumpyOps(), {}),
+        (NumpyOps(), {"force": "wide"}),
+        (NumpyOps(), {"force": "guarded"}),
+        (NumpyOps(), {"variant": "tie-free"}),
+    ]
     if torch_installed():  # the torch extra: torch's paths, CUDA's matmul branch emulated on the CPU
         emulated = TorchOps("cpu")
         emulated.device = "cuda"
-        paths += [(TorchOps("cpu"), {"force": "wide"}), (emulated, {"force": "guarded"}),
-                  (emulated, {"variant": "tie-free", "force": "wide"})]
+        paths += [
+            (TorchOps("cpu"), {"force": "wide"}),
+            (emulated, {"force": "guarded"}),
+            (emulated, {"variant": "tie-free", "force": "wide"}),
+        ]
     for ops, how in paths:
         evaluator = BatchedEvaluator(model, Exact(), tokens, ops=ops, **how)
         _check_against_interpreter(evaluator, model, Exact(), tokens, rows)
@@ -179,17 +198,19 @@ def test_backend_selection_and_clear_errors():
 
 
 def test_numpy_path_does_not_import_torch():
-    code = ("import sys; from fractions import Fraction as F; "
-            "from verify_tf.batched import BatchedEvaluator; "
-            "from verify_tf.builders.random_model import RandomConfig, random_model; "
-            "from verify_tf.semantics import Fixed; "
-            "e = BatchedEvaluator(random_model(RandomConfig()), Fixed(), [(F(0), F(1))], backend='numpy', "
-            "device='cpu'); e.run([[0, 0]]); assert 'torch' not in sys.modules, 'torch imported'")
+    code = (
+        "import sys; from fractions import Fraction as F; "
+        "from verify_tf.batched import BatchedEvaluator; "
+        "from verify_tf.builders.random_model import RandomConfig, random_model; "
+        "from verify_tf.semantics import Fixed; "
+        "e = BatchedEvaluator(random_model(RandomConfig()), Fixed(), [(F(0), F(1))], backend='numpy', "
+        "device='cpu'); e.run([[0, 0]]); assert 'torch' not in sys.modules, 'torch imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_float_exact_threshold_is_2_to_53():
-    assert FLOAT_EXACT == 2 ** 53 and float(2 ** 53 - 1) == 2 ** 53 - 1
+    assert FLOAT_EXACT == 2**53 and float(2**53 - 1) == 2**53 - 1
 
 
 @pytest.mark.slow
@@ -204,5 +225,10 @@ def test_empty_contraction_feed_forward_of_width_zero():
         emulated.device = "cuda"
         backends += [TorchOps("cpu"), emulated]
     for ops in backends:
-        _check_against_interpreter(BatchedEvaluator(model, Fixed(12, 4), tokens, ops=ops), model, Fixed(12, 4),
-                                   tokens, np.array([[0, 1, 1], [1, 0, 0]]))
+        _check_against_interpreter(
+            BatchedEvaluator(model, Fixed(12, 4), tokens, ops=ops),
+            model,
+            Fixed(12, 4),
+            tokens,
+            np.array([[0, 1, 1], [1, 0, 0]]),
+        )

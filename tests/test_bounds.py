@@ -28,8 +28,11 @@ def cases(draw):
         scoring = "hardmax" if scoring == "softmax" else scoring
     else:
         bits = draw(st.sampled_from([6, 8, 12, 16]))
-        arith = Fixed(bits, draw(st.integers(0, min(bits - 2, 6))),
-                      draw(st.sampled_from(["exact-sums", "per-probability", "rounded-terms"])))
+        arith = Fixed(
+            bits,
+            draw(st.integers(0, min(bits - 2, 6))),
+            draw(st.sampled_from(["exact-sums", "per-probability", "rounded-terms"])),
+        )
     # LayerNorm exists in fixed arithmetic only (the interpreter refuses it in exact) and needs its inputs on the
     # grid: no alphabet embeddings or absolute PE (random denominators), grid steps of 2^-f; i-GELU everywhere
     layernorm = draw(st.sampled_from(["none", "none", "pre", "post"])) if isinstance(arith, Fixed) else "none"
@@ -41,16 +44,26 @@ def cases(draw):
     positions = length + (1 if bos else 0)
     absolute_pe = draw(st.booleans()) and not norms
     config = RandomConfig(
-        seed=draw(st.integers(0, 10 ** 6)), width=draw(st.integers(1, 3)), layers=draw(st.integers(1, 2)),
-        heads=draw(st.integers(1, 2)), key_dim=draw(st.sampled_from([None, 1])),
-        ffn_width=draw(st.sampled_from([0, 0, 2, 3])), scoring=scoring,
-        positional=draw(st.sampled_from(["standard", "rpe", "urpe"])), causal=draw(st.booleans()),
+        seed=draw(st.integers(0, 10**6)),
+        width=draw(st.integers(1, 3)),
+        layers=draw(st.integers(1, 2)),
+        heads=draw(st.integers(1, 2)),
+        key_dim=draw(st.sampled_from([None, 1])),
+        ffn_width=draw(st.sampled_from([0, 0, 2, 3])),
+        scoring=scoring,
+        positional=draw(st.sampled_from(["standard", "rpe", "urpe"])),
+        causal=draw(st.booleans()),
         absolute_pe=absolute_pe,
         max_length=max(positions, draw(st.integers(1, 5))) if absolute_pe else draw(st.integers(1, 5)),
-        weight_range=F(draw(st.sampled_from([1, 2, 4]))), denominator=draw(st.sampled_from([1, 1, 2, 3, 4])),
-        alphabet=("a", "b", "c") if alphabet else None, bos=bos,
-        activation=draw(st.sampled_from(["relu", "relu", "i-gelu"])), layernorm=layernorm, final_norm=final_norm,
-        layernorm_eps=draw(st.sampled_from([F(1, 100000), F(0), F(1, 3)])))
+        weight_range=F(draw(st.sampled_from([1, 2, 4]))),
+        denominator=draw(st.sampled_from([1, 1, 2, 3, 4])),
+        alphabet=("a", "b", "c") if alphabet else None,
+        bos=bos,
+        activation=draw(st.sampled_from(["relu", "relu", "i-gelu"])),
+        layernorm=layernorm,
+        final_norm=final_norm,
+        layernorm_eps=draw(st.sampled_from([F(1, 100000), F(0), F(1, 3)])),
+    )
     model = random_model(config)
     if alphabet:
         domain = StringDomain(("a", "b", "c"), length, length)
@@ -61,10 +74,11 @@ def cases(draw):
         lo = draw(st.sampled_from([F(-2), F(-1), F(0)]))
         domain = GridDomain(config.width, tuple(lo + k * step for k in range(draw(st.integers(1, 3)))), length)
     tokens = list(domain.tokens)
-    picks = [draw(st.lists(st.integers(0, len(tokens) - 1), min_size=1, max_size=3, unique=True))
-             for _ in range(length)]
+    picks = [
+        draw(st.lists(st.integers(0, len(tokens) - 1), min_size=1, max_size=3, unique=True)) for _ in range(length)
+    ]
     cube = Cube(tuple(tuple(tokens[k] for k in pick) for pick in picks))
-    return model, arith, cube, draw(st.integers(0, 2 ** 32 - 1))
+    return model, arith, cube, draw(st.integers(0, 2**32 - 1))
 
 
 def _inside(value: F, interval) -> bool:
@@ -93,11 +107,14 @@ def _check_input(model, arith, bounds, tokens) -> None:
                     stream = bt.attention_norm  # the heads' input
             for h, (head, ht, hb) in enumerate(zip(block.attention.heads, bt.heads, bb.heads)):
                 where = f"block {index} head {h}"
-                for name, weights, bias, boxes in (("query", head.query, head.query_bias, hb.query),
-                                                   ("key", head.key, head.key_bias, hb.key),
-                                                   ("value", head.value, head.value_bias, hb.value)):
-                    _check_vectors([interpreter_affine(weights, z, bias, counter) for z in stream], boxes,
-                                   f"{where} {name}")
+                for name, weights, bias, boxes in (
+                    ("query", head.query, head.query_bias, hb.query),
+                    ("key", head.key, head.key_bias, hb.key),
+                    ("value", head.value, head.value_bias, hb.value),
+                ):
+                    _check_vectors(
+                        [interpreter_affine(weights, z, bias, counter) for z in stream], boxes, f"{where} {name}"
+                    )
                 for i, (row, brow) in enumerate(zip(ht.scores, hb.scores)):
                     for j, (s, iv) in enumerate(zip(row, brow)):
                         assert (s is None) == (iv is None)
@@ -114,23 +131,34 @@ def _check_input(model, arith, bounds, tokens) -> None:
                 _check_vectors(ht.output, hb.output, f"{where} output")
             _check_vectors(bt.attention_output, bb.attention_output, f"block {index} attention output")
             if block.attention.norm is not None and not block.attention.norm_first:
-                _check_vectors(interpreter_residual(stream_in, bt.attention_output, block.attention.residual,
-                                                    counter), bb.before_attention_norm, f"block {index} residual sum")
+                _check_vectors(
+                    interpreter_residual(stream_in, bt.attention_output, block.attention.residual, counter),
+                    bb.before_attention_norm,
+                    f"block {index} residual sum",
+                )
             _check_vectors(bt.after_attention, bb.after_attention, f"block {index} after attention")
         if block.feed_forward is not None:
             if block.feed_forward.norm is not None:
                 _check_vectors(bt.feed_forward_norm, bb.feed_forward_norm, f"block {index} feed-forward norm")
             ff_in = bt.after_attention if block.attention is not None else stream_in
-            ff_inputs = bt.feed_forward_norm if block.feed_forward.norm is not None and block.feed_forward.norm_first \
-                else ff_in
-            _check_vectors([interpreter_affine(block.feed_forward.w1, z, block.feed_forward.b1, counter)
-                            for z in ff_inputs], bb.pre_activation, f"block {index} pre-activation")
+            ff_inputs = (
+                bt.feed_forward_norm if block.feed_forward.norm is not None and block.feed_forward.norm_first else ff_in
+            )
+            _check_vectors(
+                [interpreter_affine(block.feed_forward.w1, z, block.feed_forward.b1, counter) for z in ff_inputs],
+                bb.pre_activation,
+                f"block {index} pre-activation",
+            )
             _check_vectors(bt.hidden, bb.hidden, f"block {index} hidden")
             if block.feed_forward.norm is not None and not block.feed_forward.norm_first:
-                update = [interpreter_affine(block.feed_forward.w2, h, block.feed_forward.b2, counter)
-                          for h in bt.hidden]
-                _check_vectors(interpreter_residual(ff_in, update, block.feed_forward.residual, counter),
-                               bb.before_feed_forward_norm, f"block {index} feed-forward residual sum")
+                update = [
+                    interpreter_affine(block.feed_forward.w2, h, block.feed_forward.b2, counter) for h in bt.hidden
+                ]
+                _check_vectors(
+                    interpreter_residual(ff_in, update, block.feed_forward.residual, counter),
+                    bb.before_feed_forward_norm,
+                    f"block {index} feed-forward residual sum",
+                )
             _check_vectors(bt.after_feed_forward, bb.after_feed_forward, f"block {index} after feed-forward")
         stream = bt.output
     if model.final_norm is not None:
@@ -144,15 +172,34 @@ def _all_points(bounds) -> bool:
     boxes = [bounds.embedded, bounds.output, [tuple(bounds.readout)]]
     for bb in bounds.blocks:
         for hb in bb.heads:
-            boxes += [hb.query, hb.key, hb.value, hb.output, [tuple(s for s in row if s is not None)
-                                                              for row in hb.scores]]
-        boxes += [b for b in (bb.attention_output, bb.after_attention, bb.hidden, bb.after_feed_forward,
-                              bb.attention_norm, bb.feed_forward_norm) if b]
+            boxes += [
+                hb.query,
+                hb.key,
+                hb.value,
+                hb.output,
+                [tuple(s for s in row if s is not None) for row in hb.scores],
+            ]
+        boxes += [
+            b
+            for b in (
+                bb.attention_output,
+                bb.after_attention,
+                bb.hidden,
+                bb.after_feed_forward,
+                bb.attention_norm,
+                bb.feed_forward_norm,
+            )
+            if b
+        ]
     return all(lo == hi for stage in boxes for vector in stage for lo, hi in vector)
 
 
-@settings(max_examples=150, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(cases())
 def test_every_input_of_a_cube_lies_inside_its_bounds(case):
     model, arith, cube, seed = case
@@ -161,8 +208,11 @@ def test_every_input_of_a_cube_lies_inside_its_bounds(case):
     rng = np.random.default_rng(seed)
     chosen = inputs if len(inputs) <= 12 else [inputs[int(k)] for k in rng.choice(len(inputs), 12, replace=False)]
     event(f"cube of {min(len(inputs), 13)}{'+' if len(inputs) > 12 else ''} inputs")
-    norms = [b.attention.norm for b in model.blocks if b.attention] + [
-        b.feed_forward.norm for b in model.blocks if b.feed_forward] + [model.final_norm]
+    norms = (
+        [b.attention.norm for b in model.blocks if b.attention]
+        + [b.feed_forward.norm for b in model.blocks if b.feed_forward]
+        + [model.final_norm]
+    )
     if any(n is not None for n in norms):
         event("LayerNorm")
     if any(b.feed_forward and b.feed_forward.activation == "i-gelu" for b in model.blocks):
@@ -236,8 +286,16 @@ def test_per_probability_flooring_loses_mass_below_the_hull():
     from verify_tf.ir import AttentionLayer, Block, GridTokens, Head, Model
 
     one, zero = ((F(1),),), (F(0),)
-    head = Head(query=one, key=one, value=one, output=one, query_bias=zero, key_bias=zero, value_bias=(F(10),),
-                scoring="hardmax")
+    head = Head(
+        query=one,
+        key=one,
+        value=one,
+        output=one,
+        query_bias=zero,
+        key_bias=zero,
+        value_bias=(F(10),),
+        scoring="hardmax",
+    )
     model = Model(GridTokens(1), 1, (Block(AttentionLayer((head,), zero)),), (F(1),))
     arith = Fixed(12, 2, "per-probability")
     cube = Cube.whole([(F(0),), (F(1),)], 3)

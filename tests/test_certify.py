@@ -35,13 +35,16 @@ def test_lrat_checker_accepts_a_hand_made_proof():
     assert stats == {"added": 2, "deleted": 2, "hints": 5}
 
 
-@pytest.mark.parametrize("proof, message", [
-    ([b"5 1 0 1 0", b"6 0 5 3 4 0"], "line 1: the hints of clause 5 end without a conflict"),
-    ([b"5 1 0 1 2 0", b"6 0 5 3 0"], "line 2: the hints of clause 6 end without a conflict"),
-    ([b"5 1 0 1 2 0", b"5 d 1 0", b"6 0 1 3 4 0"], "line 3: hint 1 is not an active clause"),
-    ([b"5 1 0 1 2 0"], "never derives the empty clause"),
-    ([b"5 1 0 -1 2 0"], "RAT hint -1"),
-])
+@pytest.mark.parametrize(
+    "proof, message",
+    [
+        ([b"5 1 0 1 0", b"6 0 5 3 4 0"], "line 1: the hints of clause 5 end without a conflict"),
+        ([b"5 1 0 1 2 0", b"6 0 5 3 0"], "line 2: the hints of clause 6 end without a conflict"),
+        ([b"5 1 0 1 2 0", b"5 d 1 0", b"6 0 1 3 4 0"], "line 3: hint 1 is not an active clause"),
+        ([b"5 1 0 1 2 0"], "never derives the empty clause"),
+        ([b"5 1 0 -1 2 0"], "RAT hint -1"),
+    ],
+)
 def test_lrat_checker_rejects_broken_proofs(proof, message):
     variables, clauses = parse_dimacs(FOUR)
     with pytest.raises(LratError, match=message):
@@ -51,8 +54,10 @@ def test_lrat_checker_rejects_broken_proofs(proof, message):
 def test_bit_width_comes_from_the_encoder_bounds():
     # x ∈ [0, 100], y ∈ [0, 5]: x - 50 ∈ [-50, 50], (x - 50)*y ∈ [-250, 250]; 250 needs 8 bits, + sign + spare
     # = 10 (by hand)
-    text = ("(declare-fun x () Int)(declare-fun y () Int)(assert (and (>= x 0) (<= x 100)))"
-            "(assert (and (>= y 0) (<= y 5)))(assert (> (* (- x 50) y) 240))")
+    text = (
+        "(declare-fun x () Int)(declare-fun y () Int)(assert (and (>= x 0) (<= x 100)))"
+        "(assert (and (>= y 0) (<= y 5)))(assert (> (* (- x 50) y) 240))"
+    )
     result = translation(text)
     assert (result.width, result.widest, result.bounded_variables) == (10, (-250, 250), 2)
     assert "(_ BitVec 10)" in result.text and translation(text).text == result.text  # same text every run
@@ -76,8 +81,19 @@ def _check(tmp_path: Path, *specs: str) -> Path:
     for name in specs:  # relative paths in the spec still name the repository's files
         (tmp_path / name).write_text((SPECS / name).read_text().replace("../examples", str(SPECS.parent / "examples")))
     report = tmp_path / "report.json"
-    result = CliRunner().invoke(main, ["check", *[str(tmp_path / n) for n in specs], "--no-cache", "-q",
-                                       "--json", str(report), "--certify", str(tmp_path / "certificates")])
+    result = CliRunner().invoke(
+        main,
+        [
+            "check",
+            *[str(tmp_path / n) for n in specs],
+            "--no-cache",
+            "-q",
+            "--json",
+            str(report),
+            "--certify",
+            str(tmp_path / "certificates"),
+        ],
+    )
     assert result.exit_code in (0, 1), result.output
     return report
 
@@ -134,6 +150,7 @@ def test_smt_certificate_audits_and_tampering_fails(tmp_path):
     def swap_query(body, folder):
         query.write_text(weaker)
         body["queries"][0]["sha256"] = hashlib.sha256(weaker.encode()).hexdigest()
+
     _rewrite_certificate(report, "proved", swap_query)
     code, output = _audit(report)
     assert code == 1 and "cvc5 re-proof" in output and "CNF re-derived from the query differs" in output
@@ -167,6 +184,7 @@ def test_exhaustive_certificate_and_witness_tampering(tmp_path):
 
     def change_sample(body, folder):
         body["checks"][2]["interpreter_sha256"] = "0" * 64
+
     _rewrite_certificate(report, "proved", change_sample)
     code, output = _audit(report)
     assert code == 1 and "interpreter's outputs on the sample differ" in output
@@ -175,8 +193,9 @@ def test_exhaustive_certificate_and_witness_tampering(tmp_path):
 def test_proved_without_certificate_fails_audit(tmp_path):
     shutil.copy(SPECS / "smt-equivalence-proved.yaml", tmp_path / "s.yaml")
     report = tmp_path / "r.json"
-    CliRunner().invoke(main, ["check", str(tmp_path / "s.yaml"), "--cache", str(tmp_path / "cache"), "-q",
-                              "--json", str(report)])
+    CliRunner().invoke(
+        main, ["check", str(tmp_path / "s.yaml"), "--cache", str(tmp_path / "cache"), "-q", "--json", str(report)]
+    )
     items = audit_report(report)
     assert [i.outcome for i in items] == [FAILED] and "proved without a certificate" in items[0].problems[0]
 
@@ -193,8 +212,19 @@ def _counting_spec(tmp_path: Path) -> str:
 def test_counting_certificates_audit_and_tampering_fails(tmp_path):
     report = tmp_path / "report.json"
     name = _counting_spec(tmp_path)
-    result = CliRunner().invoke(main, ["check", str(tmp_path / name), "--no-cache", "-q", "--json", str(report),
-                                       "--certify", str(tmp_path / "certificates")])
+    result = CliRunner().invoke(
+        main,
+        [
+            "check",
+            str(tmp_path / name),
+            "--no-cache",
+            "-q",
+            "--json",
+            str(report),
+            "--certify",
+            str(tmp_path / "certificates"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     entries = json.loads(report.read_text())["results"]
     assert [(e["engine"], e["verdict"]) for e in entries] == [("counting", "proved")] * 2
@@ -207,8 +237,12 @@ def test_counting_certificates_audit_and_tampering_fails(tmp_path):
     # every length: the last refinement round's two step queries and the two decision queries (letters a, b),
     # each re-proved by cvc5; no LRAT (unbounded integers), recorded as such: audit says partial, exit 0
     every_body = json.loads(every.read_text())
-    assert [q["name"] for q in every_body["queries"]] == ["induction step, letter 'a'", "induction step, letter 'b'",
-                                                          "decisions, letter 'a'", "decisions, letter 'b'"]
+    assert [q["name"] for q in every_body["queries"]] == [
+        "induction step, letter 'a'",
+        "induction step, letter 'b'",
+        "decisions, letter 'a'",
+        "decisions, letter 'b'",
+    ]
     assert all(q["evidence"][0]["ok"] is True and q["evidence"][1]["ok"] is None for q in every_body["queries"])
     items = audit_report(report)
     assert [i.outcome for i in items] == ["ok", "partial"]
@@ -218,6 +252,7 @@ def test_counting_certificates_audit_and_tampering_fails(tmp_path):
     def change_count(body, folder):
         body["checks"][0]["explored"][6] = 63
         body["checks"][1]["interpreter_sha256"] = "0" * 64
+
     _rewrite_certificate(report, "proved", change_count)
     code, output = _audit(report)
     assert code == 1 and "strings counted two ways" in output and "interpreter's outputs on the sample differ" in output
@@ -235,6 +270,7 @@ def test_query_free_depth_zero_proof_is_partial_and_its_pair_is_rechecked(tmp_pa
 
     def other_pair(body, folder):  # ab and bb: both end in b, both outside L_1: the language does not separate them
         body["checks"][0]["pair"] = ["ab", "bb"]
+
     _rewrite_certificate(report, "proved", other_pair)
     code, output = _audit(report)
     assert code == 1 and "does not check" in output
@@ -245,6 +281,7 @@ def test_sample_digest_of_inputs_of_several_lengths():
     from fractions import Fraction
 
     from verify_tf.engines.scan import fractions_digest
+
     rows = [[Fraction(1)], [Fraction(1, 2), Fraction(0)]]
     assert fractions_digest(rows) == fractions_digest([list(r) for r in rows])
     assert fractions_digest(rows) != fractions_digest([[Fraction(1)], [Fraction(1, 2), Fraction(1)]])
@@ -260,12 +297,13 @@ def test_split_certificate_is_partial_and_tampering_fails(tmp_path):
     assert summary["kind"] == "split" and not summary["complete"] and not summary["failed"]
     body = json.loads(Path(summary["path"]).read_text())
     cover = body["checks"][0]
-    assert cover["ok"] and cover["closed_inputs"] == cover["domain_inputs"] == cover["closed_form"] == 81 ** 3
+    assert cover["ok"] and cover["closed_inputs"] == cover["domain_inputs"] == cover["closed_form"] == 81**3
     code, output = _audit(report)
     assert code == 0 and "partial" in output and "interval bounds" in output
 
     def shrink_cover(body, folder):
         body["checks"][0]["closed_inputs"] -= 1
+
     _rewrite_certificate(report, "proved", shrink_cover)
     code, output = _audit(report)
     assert code == 1 and "the closed cubes hold" in output

@@ -50,20 +50,38 @@ def spec_file(tmp_path: Path, text: str) -> Path:
 
 @pytest.mark.parametrize("value", ["0", "-5"])
 def test_timeout_must_be_positive(tmp_path, value):
-    result = run("check", "--no-cache", spec_file(tmp_path, GRID_MODEL + "  - permutation-equivariance: {}\n"),
-                 "--timeout", value)
+    result = run(
+        "check",
+        "--no-cache",
+        spec_file(tmp_path, GRID_MODEL + "  - permutation-equivariance: {}\n"),
+        "--timeout",
+        value,
+    )
     assert result.exit_code == 2
     assert "Invalid value for '--timeout'" in result.output and "is not in the range x>0" in result.output
 
 
-@pytest.mark.parametrize("text, located, hint", [
-    (CRASP_ON_GRID, "spec.yaml:5: properties[0].crasp-equivalence: crasp-equivalence needs an alphabet model "
-     "and a strings domain", "domain: {strings:"),
-    (CM_ON_STRINGS, "spec.yaml:5: properties[0].contextual-mapping: contextual-mapping needs a grid domain",
-     "domain: {grid:"),
-    (OTHER_WIDTH, "spec.yaml:6: properties[0].equivalent-to.on: on: output compares streams of width 1 and 2",
-     "use on: readout"),
-])
+@pytest.mark.parametrize(
+    "text, located, hint",
+    [
+        (
+            CRASP_ON_GRID,
+            "spec.yaml:5: properties[0].crasp-equivalence: crasp-equivalence needs an alphabet model "
+            "and a strings domain",
+            "domain: {strings:",
+        ),
+        (
+            CM_ON_STRINGS,
+            "spec.yaml:5: properties[0].contextual-mapping: contextual-mapping needs a grid domain",
+            "domain: {grid:",
+        ),
+        (
+            OTHER_WIDTH,
+            "spec.yaml:6: properties[0].equivalent-to.on: on: output compares streams of width 1 and 2",
+            "use on: readout",
+        ),
+    ],
+)
 def test_a_property_that_does_not_fit_is_a_located_input_error(tmp_path, text, located, hint):
     result = run("check", "--no-cache", spec_file(tmp_path, text))
     assert result.exit_code == 2, result.output
@@ -73,8 +91,13 @@ def test_a_property_that_does_not_fit_is_a_located_input_error(tmp_path, text, l
 
 @pytest.mark.skipif(cuda_available(), reason="this machine has a CUDA device")
 def test_device_cuda_without_a_gpu_is_the_same_input_error_in_check_and_experiment(tmp_path):
-    checked = run("check", "--no-cache", spec_file(tmp_path, GRID_MODEL + "  - permutation-equivariance: {}\n"),
-                  "--device", "cuda")
+    checked = run(
+        "check",
+        "--no-cache",
+        spec_file(tmp_path, GRID_MODEL + "  - permutation-equivariance: {}\n"),
+        "--device",
+        "cuda",
+    )
     experiment = run("experiment", ROOT / "examples" / "experiments" / "luo-position-index.yaml", "--device", "cuda")
     if not torch_installed():  # the experiment command is torch's: without the extra it says so first
         assert experiment.exit_code == 2 and "pip install 'verify-tf[torch]'" in experiment.output

@@ -72,14 +72,17 @@ def test_junit_and_json_reports(specs, tmp_path):
     root = ET.parse(junit).getroot()
     assert (root.get("tests"), root.get("failures")) == ("3", "2")
     failure = root.find("testsuite[2]/testcase[1]/failure")
-    assert failure.get("message") == ("refuted: X = [0, 1], swap positions 0,1: "
-                                      "at position 0 f(τX) = [4] but τf(X) = [7]")
+    assert failure.get("message") == (
+        "refuted: X = [0, 1], swap positions 0,1: at position 0 f(τX) = [4] but τf(X) = [7]"
+    )
     data = json.loads(report.read_text())
     assert data["format"] == "verify-tf-report/1" and data["exit_code"] == 1 and data["fail_on"] == "unknown"
     statuses = [(r["property"], r["verdict"], r["index"], r["counts_as"]) for r in data["results"]]
-    assert statuses == [("permutation-equivariance", "proved", 0, "proved"),
-                        ("permutation-equivariance", "refuted", 0, "refuted"),
-                        ("on the readout", "refuted", 1, "refuted")]
+    assert statuses == [
+        ("permutation-equivariance", "proved", 0, "proved"),
+        ("permutation-equivariance", "refuted", 0, "refuted"),
+        ("on the readout", "refuted", 1, "refuted"),
+    ]
     # the property's kind (its registry name) beside the label the spec gave it (docs/cli.md)
     assert [r["kind"] for r in data["results"]] == ["permutation-equivariance"] * 3
     entry = data["results"][1]
@@ -128,8 +131,10 @@ def test_parallel_jobs_give_the_same_combined_table(specs, tmp_path):
     assert len(rows) == 3 and "on the readout" in rows[1] and "proved.yaml" in rows[2]
 
     def essentials(path):
-        return [(r["spec"], r["index"], r["verdict"], r["detail"], r["counterexample"])
-                for r in json.loads(path.read_text())["results"]]
+        return [
+            (r["spec"], r["index"], r["verdict"], r["detail"], r["counterexample"])
+            for r in json.loads(path.read_text())["results"]
+        ]
 
     assert essentials(parallel) == essentials(sequential)
 
@@ -142,11 +147,13 @@ def test_input_errors_exit_2_before_any_check(specs, tmp_path):
 
 
 def test_torch_is_not_imported_by_the_cli_or_a_plain_check(specs):
-    code = ("import sys\nfrom click.testing import CliRunner\nfrom verify_tf.cli import main\n"
-            "assert CliRunner().invoke(main, ['--help']).exit_code == 0\n"
-            f"r = CliRunner().invoke(main, ['check', '--no-cache', {str(specs['proved'])!r}])\n"
-            "assert r.exit_code == 0, r.output\n"
-            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n")
+    code = (
+        "import sys\nfrom click.testing import CliRunner\nfrom verify_tf.cli import main\n"
+        "assert CliRunner().invoke(main, ['--help']).exit_code == 0\n"
+        f"r = CliRunner().invoke(main, ['check', '--no-cache', {str(specs['proved'])!r}])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
@@ -166,8 +173,9 @@ def test_optional_groups_tolerate_only_their_own_absence(tmp_path, monkeypatch):
     with pytest.raises(ImportError, match="a real import error"):
         cli._import_optional("vt_fake_group.broken", "group")
     (package / "needs_torch.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
-    with pytest.raises(click.UsageError,
-                       match=r"needs PyTorch, which is not installed: pip install 'verify-tf\[torch\]'"):
+    with pytest.raises(
+        click.UsageError, match=r"needs PyTorch, which is not installed: pip install 'verify-tf\[torch\]'"
+    ):
         cli._import_optional("vt_fake_group.needs_torch", "group")  # an optional dependency: the extra is named
 
 

@@ -41,14 +41,23 @@ from verify_tf.work import CONTINUE, STOP, Deadline, WorkUnit, schedule
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = ROOT / "specs"
 HAVE_DASK = importlib.util.find_spec("distributed") is not None
-needs_dask = pytest.mark.skipif(not HAVE_DASK, reason="the cluster extra is not installed: pip install "
-                                                      "'verify-tf[cluster]'")
+needs_dask = pytest.mark.skipif(
+    not HAVE_DASK, reason="the cluster extra is not installed: pip install 'verify-tf[cluster]'"
+)
 # fast shipped specs covering the engines: enumerate (refuted with a witness that is the least input, so it
 # must be the same on any executor; and proved), counting, smt, architecture, split
-SAME_VERDICT_SPECS = ["crasp-L2-mutated.yaml", "equivariance-fixed-softmax.yaml", "yun-lemma6-d1-k8-n5.yaml",
-                      "luo-rpe-blind-fixed.yaml", "smt-equivalence-refuted.yaml", "split-two-layer-output-bounds.yaml"]
-RECORDED = {(row["spec"], row["index"]): row["verdict"]
-            for row in json.loads((ROOT / "tests" / "data" / "shipped-verdicts.json").read_text())["verdicts"]}
+SAME_VERDICT_SPECS = [
+    "crasp-L2-mutated.yaml",
+    "equivariance-fixed-softmax.yaml",
+    "yun-lemma6-d1-k8-n5.yaml",
+    "luo-rpe-blind-fixed.yaml",
+    "smt-equivalence-refuted.yaml",
+    "split-two-layer-output-bounds.yaml",
+]
+RECORDED = {
+    (row["spec"], row["index"]): row["verdict"]
+    for row in json.loads((ROOT / "tests" / "data" / "shipped-verdicts.json").read_text())["verdicts"]
+}
 
 
 def environment() -> dict[str, str]:
@@ -122,8 +131,9 @@ def listening(process) -> set[tuple[str, int]]:
     import psutil
 
     try:
-        return {(c.laddr.ip, c.laddr.port) for c in process.net_connections(kind="inet")
-                if c.status == psutil.CONN_LISTEN}
+        return {
+            (c.laddr.ip, c.laddr.port) for c in process.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN
+        }
     except psutil.Error:
         return set()
 
@@ -139,22 +149,33 @@ def accepts_connections(address: tuple[str, int]) -> bool:
 
 def test_cluster_without_the_extra_is_an_input_error_naming_it(tmp_path):
     """As if Dask were not installed: `None` in sys.modules makes `import dask` fail."""
-    code = ("import sys; sys.modules['dask'] = None; sys.modules['distributed'] = None\n"
-            "from verify_tf.cli import main; main()")
+    code = (
+        "import sys; sys.modules['dask'] = None; sys.modules['distributed'] = None\n"
+        "from verify_tf.cli import main; main()"
+    )
     spec = SPECS / "equivariance-fixed-softmax.yaml"
-    result = subprocess.run([sys.executable, "-c", code, "check", str(spec), "--no-cache", "--cluster", "local:2"],
-                            capture_output=True, text=True, env=environment(), cwd=tmp_path, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code, "check", str(spec), "--no-cache", "--cluster", "local:2"],
+        capture_output=True,
+        text=True,
+        env=environment(),
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "needs the 'cluster' extra" in result.stderr and "pip install 'verify-tf[cluster]'" in result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_check_without_cluster_never_imports_dask(tmp_path):
-    code = ("import sys\nfrom click.testing import CliRunner\nfrom verify_tf.cli import main\n"
-            f"r = CliRunner().invoke(main, ['check', '--no-cache', {str(SPECS / 'crasp-L1.yaml')!r}])\n"
-            "print(r.exit_code, sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment(),
-                            cwd=tmp_path, timeout=120)
+    code = (
+        "import sys\nfrom click.testing import CliRunner\nfrom verify_tf.cli import main\n"
+        f"r = CliRunner().invoke(main, ['check', '--no-cache', {str(SPECS / 'crasp-L1.yaml')!r}])\n"
+        "print(r.exit_code, sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environment(), cwd=tmp_path, timeout=120
+    )
     assert result.stdout.split() == ["0", "[]"], result.stdout + result.stderr
 
 
@@ -167,12 +188,15 @@ def test_the_readme_test_install_brings_the_cluster_extra():
     assert 'pip install -e ".[test]"' in (ROOT / ".ci" / "run").read_text()
 
 
-@pytest.mark.parametrize("arguments, message", [
-    (["--cluster", "local:0"], "N in local:N must be a positive number"),
-    (["--cluster", "localhost:8786"], "expected local:N"),
-    (["--cluster", "tcp://127.0.0.1"], "expected local:N"),
-    (["--cluster", "local:2", "-j", "2"], "--cluster and -j N cannot be combined"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["--cluster", "local:0"], "N in local:N must be a positive number"),
+        (["--cluster", "localhost:8786"], "expected local:N"),
+        (["--cluster", "tcp://127.0.0.1"], "expected local:N"),
+        (["--cluster", "local:2", "-j", "2"], "--cluster and -j N cannot be combined"),
+    ],
+)
 def test_malformed_cluster_options_are_input_errors(arguments, message):
     result = CliRunner().invoke(main, ["check", "--no-cache", str(SPECS / "crasp-L1.yaml"), *arguments])
     assert result.exit_code == 2, result.output
@@ -182,9 +206,17 @@ def test_malformed_cluster_options_are_input_errors(arguments, message):
 @needs_dask
 def test_the_footprint_check_notices_a_process_left_listening(tmp_path):
     """What the cluster fixtures assert after stopping a cluster, shown to fail on a process left running."""
-    server = subprocess.Popen([sys.executable, "-c", "import socket, time; s = socket.socket(); "
-                               "s.bind(('127.0.0.1', 0)); s.listen(); print(s.getsockname()[1], flush=True); "
-                               "time.sleep(120)"], stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import socket, time; s = socket.socket(); "
+            "s.bind(('127.0.0.1', 0)); s.listen(); print(s.getsockname()[1], flush=True); "
+            "time.sleep(120)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         port = int(server.stdout.readline())
         footprint = Footprint([server.pid])
@@ -215,8 +247,10 @@ def local(tmp_path_factory):
     executor = open_cluster("local:2", directory=folder)
     assert Path(executor.scratch).parent == folder
     # multiprocessing's resource tracker, started with the first spawned process, lives as long as this process
-    footprint = Footprint([c.pid for c in me.children() if c.pid not in before
-                           and "resource_tracker" not in " ".join(c.cmdline())], own_listeners)
+    footprint = Footprint(
+        [c.pid for c in me.children() if c.pid not in before and "resource_tracker" not in " ".join(c.cmdline())],
+        own_listeners,
+    )
     # the scheduler (here), 2 nannies, 2 workers, with an HTTP server each except the nannies: 8 listeners
     assert len(footprint.addresses) >= 5
     yield executor
@@ -245,9 +279,16 @@ def test_local_cluster_gives_the_in_process_verdicts(local):
     # and they are the verdicts recorded for the shipped specs (tests/data/shipped-verdicts.json)
     assert [v.status for v in distributed] == [RECORDED[(Path(v.spec).name, v.index)] for v in distributed]
     assert [(v.status, v.engine) for v in distributed] == [
-        ("refuted", "enumerate"), ("refuted", "counting"), ("proved", "enumerate"), ("proved", "enumerate"),
-        ("proved", "enumerate"), ("proved", "architecture"), ("refuted", "smt"), ("proved", "split"),
-        ("refuted", "split")]
+        ("refuted", "enumerate"),
+        ("refuted", "counting"),
+        ("proved", "enumerate"),
+        ("proved", "enumerate"),
+        ("proved", "enumerate"),
+        ("proved", "architecture"),
+        ("refuted", "smt"),
+        ("proved", "split"),
+        ("refuted", "split"),
+    ]
     assert {v.statistics.get("executor") for v in distributed if "executor" in v.statistics} == {"dask"}
     assert distributed[0].counterexample["summary"].startswith("string 'aba' at position 2")
 
@@ -269,8 +310,12 @@ def test_small_units_travel_in_batches(local):
 
     tasks_before, units_before = local.tasks_sent, local.units_sent
     seen = []
-    summary = schedule(local, (WorkUnit(f"echo {i}", echo, (i,), order=i) for i in range(3000)), Deadline(300),
-                       lambda unit, value: (seen.append((unit.order, value)), CONTINUE)[1])
+    summary = schedule(
+        local,
+        (WorkUnit(f"echo {i}", echo, (i,), order=i) for i in range(3000)),
+        Deadline(300),
+        lambda unit, value: (seen.append((unit.order, value)), CONTINUE)[1],
+    )
     assert summary.finished == 3000 and not summary.errors
     assert sorted(seen) == [(i, i) for i in range(3000)]
     assert local.units_sent - units_before == 3000
@@ -331,8 +376,10 @@ def test_a_refutation_cancels_a_running_solver(local, tmp_path):
     from cluster_units import long_solve, refute_when
 
     marker = str(tmp_path / "solver")
-    units = [WorkUnit("refuter", refute_when, (marker,), order=0),
-             WorkUnit("pigeonhole", long_solve, (marker,), order=1)]
+    units = [
+        WorkUnit("refuter", refute_when, (marker,), order=0),
+        WorkUnit("pigeonhole", long_solve, (marker,), order=1),
+    ]
     summary = schedule(local, units, Deadline(600), lambda unit, value: STOP if value == "refuted" else CONTINUE)
     assert (summary.finished, summary.cancelled) == (1, 1)
     # the solver had a 600 s budget; it ends because cancelled() turned true on its worker
@@ -371,9 +418,20 @@ class CliCluster:
         self.folder = folder
         self.scheduler_file = folder / "scheduler.json"
         self.processes: list[subprocess.Popen] = []
-        self.scheduler = self.spawn("scheduler", ["scheduler", "--host", "127.0.0.1", "--port", "0",
-                                                  "--dashboard-address", "127.0.0.1:0",
-                                                  "--scheduler-file", str(self.scheduler_file)])
+        self.scheduler = self.spawn(
+            "scheduler",
+            [
+                "scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--dashboard-address",
+                "127.0.0.1:0",
+                "--scheduler-file",
+                str(self.scheduler_file),
+            ],
+        )
         wait_for(self.read_address, "the scheduler's address")
         self.workers = [self.worker(f"w{i}") for i in range(workers)]
 
@@ -386,15 +444,38 @@ class CliCluster:
             return False
 
     def worker(self, name: str, env: dict | None = None) -> subprocess.Popen:
-        return self.spawn(name, ["worker", "--scheduler-file", str(self.scheduler_file), "--nthreads", "1",
-                                 "--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0", "--name", name,
-                                 "--local-directory", str(self.folder / name), "--death-timeout", "60s"], env)
+        return self.spawn(
+            name,
+            [
+                "worker",
+                "--scheduler-file",
+                str(self.scheduler_file),
+                "--nthreads",
+                "1",
+                "--host",
+                "127.0.0.1",
+                "--dashboard-address",
+                "127.0.0.1:0",
+                "--name",
+                name,
+                "--local-directory",
+                str(self.folder / name),
+                "--death-timeout",
+                "60s",
+            ],
+            env,
+        )
 
     def spawn(self, name: str, arguments: list[str], env: dict | None = None) -> subprocess.Popen:
         with open(self.folder / f"{name}.log", "w") as log:  # the child keeps its own copy of the descriptor
-            process = subprocess.Popen([sys.executable, "-m", "dask", *arguments], stdout=log,
-                                       stderr=subprocess.STDOUT, env=env or environment(), cwd=self.folder,
-                                       start_new_session=True)
+            process = subprocess.Popen(
+                [sys.executable, "-m", "dask", *arguments],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env or environment(),
+                cwd=self.folder,
+                start_new_session=True,
+            )
         self.processes.append(process)
         return process
 
@@ -439,21 +520,41 @@ def cli_cluster(tmp_path_factory):
 @needs_dask
 def test_cli_cluster_gives_the_in_process_verdicts_and_witness(cli_cluster, tmp_path):
     names = ("crasp-L2-mutated.yaml", "yun-lemma6-d1-k8-n5.yaml")
-    result = subprocess.run([sys.executable, "-m", "verify_tf", "check", *(str(SPECS / n) for n in names),
-                             "--no-cache", "--json", str(tmp_path / "cluster.json"), "--cluster", cli_cluster.address],
-                            capture_output=True, text=True, env=dict(environment(), VERIFY_TF_PROGRESS_SECONDS="0.05"),
-                            cwd=tmp_path, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "verify_tf",
+            "check",
+            *(str(SPECS / n) for n in names),
+            "--no-cache",
+            "--json",
+            str(tmp_path / "cluster.json"),
+            "--cluster",
+            cli_cluster.address,
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(environment(), VERIFY_TF_PROGRESS_SECONDS="0.05"),
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "cluster: Dask" in result.stderr and "2 workers" in result.stderr
     # progress in a log (not a terminal): one line for the run, counting the properties finished on the cluster
-    assert re.search(r"\] 3 properties, on the Dask cluster \(2 workers\): .*: (refuted|proved) \([12]/3 properties\)",
-                     result.stderr), result.stderr
+    assert re.search(
+        r"\] 3 properties, on the Dask cluster \(2 workers\): .*: (refuted|proved) \([12]/3 properties\)", result.stderr
+    ), result.stderr
     report = json.loads((tmp_path / "cluster.json").read_text())["results"]
     reference = check_all([load_spec(SPECS / n) for n in names], Overrides())
-    assert [(r["verdict"], r["method"], r["counterexample"]) for r in report] == \
-        [(v.status, v.method, v.counterexample) for v in reference]
-    assert [(r["verdict"], r["engine"]) for r in report] == [("refuted", "enumerate"), ("refuted", "counting"),
-                                                             ("proved", "enumerate")]
+    assert [(r["verdict"], r["method"], r["counterexample"]) for r in report] == [
+        (v.status, v.method, v.counterexample) for v in reference
+    ]
+    assert [(r["verdict"], r["engine"]) for r in report] == [
+        ("refuted", "enumerate"),
+        ("refuted", "counting"),
+        ("proved", "enumerate"),
+    ]
     assert report[0]["statistics"]["executor"] == "dask"
 
 
@@ -499,8 +600,9 @@ def test_a_cluster_without_a_matching_worker_is_an_input_error_naming_them(tmp_p
     cluster = CliCluster(tmp_path / "cluster", workers=0)
     try:
         cluster.worker("stale-worker", stale_copy(tmp_path / "stale"))
-        result = CliRunner().invoke(main, ["check", "--no-cache", str(SPECS / "crasp-L1.yaml"), "--cluster",
-                                           cluster.address])
+        result = CliRunner().invoke(
+            main, ["check", "--no-cache", str(SPECS / "crasp-L1.yaml"), "--cluster", cluster.address]
+        )
         assert result.exit_code == 2, result.output
         assert f"no usable worker on the Dask cluster at {cluster.address}: worker 'stale-worker'" in result.output
         assert f"verify-tf {__version__} here, 0.0.1 there" in result.output
@@ -518,8 +620,10 @@ def test_a_scheduler_with_another_dask_is_refused(cli_cluster, monkeypatch):
 
     real = distributed.__version__
     monkeypatch.setattr(distributed, "__version__", "0.0.1")
-    with pytest.raises(ClusterUnavailable, match=f"the Dask scheduler at {cli_cluster.address} runs other versions: "
-                                                 f"distributed 0.0.1 here, {real} there") as refused:
+    with pytest.raises(
+        ClusterUnavailable,
+        match=f"the Dask scheduler at {cli_cluster.address} runs other versions: distributed 0.0.1 here, {real} there",
+    ) as refused:
         open_cluster(cli_cluster.address)
     assert "install the same verify-tf[cluster] on the scheduler" in refused.value.hint
 

@@ -27,6 +27,11 @@ def test_ruff_check_passes() -> None:
     assert "All checks passed!" in result.stdout
 
 
+def test_ruff_format_is_clean() -> None:
+    result = _run_tool("ruff", "format", "--check", "--no-cache", ".")
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+
+
 @pytest.mark.slow
 def test_mypy_passes() -> None:
     # strict on verify_tf.ir and verify_tf.semantics, gradual elsewhere: [tool.mypy] in pyproject.toml

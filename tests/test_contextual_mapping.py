@@ -26,15 +26,23 @@ YUN = {"exempt-permutations": True}
 
 
 def request(model, domain, engine="interpret", arithmetic=None, timeout=60.0, device="cpu", **options):
-    return dict(model=model, arith=arithmetic or Exact(), domain=domain, options=options, engine=engine,
-                timeout=timeout)
+    return dict(
+        model=model, arith=arithmetic or Exact(), domain=domain, options=options, engine=engine, timeout=timeout
+    )
 
 
 class PROPERTY:  # reads like the property: PROPERTY.run(request(...))
     @staticmethod
     def run(req):
-        return check(req["model"], req["arith"], req["domain"], "contextual-mapping", req["options"],
-                     engine=req["engine"], timeout=req["timeout"])
+        return check(
+            req["model"],
+            req["arith"],
+            req["domain"],
+            "contextual-mapping",
+            req["options"],
+            engine=req["engine"],
+            timeout=req["timeout"],
+        )
 
 
 def setup(req):
@@ -42,8 +50,9 @@ def setup(req):
 
 
 def replay(req, config, first, i, second, j):
-    return CONTEXTUAL_MAPPING.pair_witness(task(req["model"], req["arith"], req["domain"], "contextual-mapping",
-                                                req["options"]), first, i, second, j)
+    return CONTEXTUAL_MAPPING.pair_witness(
+        task(req["model"], req["arith"], req["domain"], "contextual-mapping", req["options"]), first, i, second, j
+    )
 
 
 def grid(d, inverse_delta, n, distinct=True):
@@ -60,8 +69,11 @@ def definition_oracle(model, arithmetic, domain, readout=None, margin=None, exem
     for tokens in domain.inputs():
         trace = evaluate(model, arithmetic, tokens)
         stream = trace.output
-        values[tokens] = (trace.readout if readout is None
-                          else [sum((u * x for u, x in zip(readout, z)), Fraction(0)) for z in stream])
+        values[tokens] = (
+            trace.readout
+            if readout is None
+            else [sum((u * x for u, x in zip(readout, z)), Fraction(0)) for z in stream]
+        )
     keys = [(tokens, i, q) for tokens, qs in values.items() for i, q in enumerate(qs)]
     smallest = None
     for (l1, _i, a), (l2, _j, b) in itertools.combinations(keys, 2):
@@ -182,14 +194,18 @@ def test_repeated_tokens_refute_condition_one():
 
 # ---------------------------------------------------------------- equivariance from the IR
 
-@pytest.mark.parametrize("config,obstacle", [
-    (RandomConfig(seed=1, width=2, scoring="hardmax"), None),
-    (RandomConfig(seed=1, width=2, scoring="uniform"), None),
-    (RandomConfig(seed=1, width=2, causal=True), "causal"),
-    (RandomConfig(seed=1, width=2, positional="rpe"), "rpe"),
-    (RandomConfig(seed=1, width=2, positional="urpe"), "urpe"),
-    (RandomConfig(seed=1, width=2, absolute_pe=True), "positional encoding"),
-])
+
+@pytest.mark.parametrize(
+    "config,obstacle",
+    [
+        (RandomConfig(seed=1, width=2, scoring="hardmax"), None),
+        (RandomConfig(seed=1, width=2, scoring="uniform"), None),
+        (RandomConfig(seed=1, width=2, causal=True), "causal"),
+        (RandomConfig(seed=1, width=2, positional="rpe"), "rpe"),
+        (RandomConfig(seed=1, width=2, positional="urpe"), "urpe"),
+        (RandomConfig(seed=1, width=2, absolute_pe=True), "positional encoding"),
+    ],
+)
 def test_equivariance_is_decided_from_the_ir(config, obstacle):
     found = equivariance_obstacle(random_model(config))
     assert (found is None) if obstacle is None else (obstacle in found)
@@ -213,19 +229,49 @@ ORACLE_CASES = [
 ]
 for seed in range(6):
     positional = ("standard", "rpe", "urpe")[seed % 3]
-    ORACLE_CASES.append((random_model(RandomConfig(seed=seed, width=1, layers=2, heads=2, positional=positional,
-                                                   max_length=3, scoring=("hardmax", "uniform")[seed % 2])),
-                         grid(1, 3, 2, distinct=seed % 2 == 0), Exact(), {"exempt-permutations": seed < 3}))
-    ORACLE_CASES.append((random_model(RandomConfig(seed=seed, width=2, causal=seed % 2 == 1, scoring="softmax",
-                                                   absolute_pe=seed == 4, max_length=3)),
-                         grid(2, 2, 2, distinct=seed > 2), Fixed(12, 4), {"margin": Fraction(1, 16)}))
+    ORACLE_CASES.append(
+        (
+            random_model(
+                RandomConfig(
+                    seed=seed,
+                    width=1,
+                    layers=2,
+                    heads=2,
+                    positional=positional,
+                    max_length=3,
+                    scoring=("hardmax", "uniform")[seed % 2],
+                )
+            ),
+            grid(1, 3, 2, distinct=seed % 2 == 0),
+            Exact(),
+            {"exempt-permutations": seed < 3},
+        )
+    )
+    ORACLE_CASES.append(
+        (
+            random_model(
+                RandomConfig(
+                    seed=seed, width=2, causal=seed % 2 == 1, scoring="softmax", absolute_pe=seed == 4, max_length=3
+                )
+            ),
+            grid(2, 2, 2, distinct=seed > 2),
+            Fixed(12, 4),
+            {"margin": Fraction(1, 16)},
+        )
+    )
 
 
 @pytest.mark.parametrize("case", range(len(ORACLE_CASES)))
 def test_interpret_engine_agrees_with_the_definition(case):
     model, domain, arithmetic, options = ORACLE_CASES[case]
-    holds, smallest = definition_oracle(model, arithmetic, domain, options.get("readout"), options.get("margin"),
-                                        options.get("exempt-permutations", False))
+    holds, smallest = definition_oracle(
+        model,
+        arithmetic,
+        domain,
+        options.get("readout"),
+        options.get("margin"),
+        options.get("exempt-permutations", False),
+    )
     verdict = PROPERTY.run(request(model, domain, arithmetic=arithmetic, **options))
     assert verdict.status == ("proved" if holds else "refuted"), verdict.detail
     if holds and smallest is not None:
@@ -251,9 +297,11 @@ def test_non_equivariant_exemption_needs_the_group_scan():
 
 # ---------------------------------------------------------------- the sorted-key scan
 
+
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(-6, 6), st.integers(0, 3)), min_size=1, max_size=8),
-       st.integers(1, 3), st.booleans())
+@given(
+    st.lists(st.tuples(st.integers(-6, 6), st.integers(0, 3)), min_size=1, max_size=8), st.integers(1, 3), st.booleans()
+)
 def test_scan_finds_the_closest_non_exempt_pair(inputs, n, wide):
     # inputs: per input one base value and a group; input k's values are base, base+1, ... scaled
     values, groups = [], []
@@ -278,6 +326,7 @@ def test_scan_finds_the_closest_non_exempt_pair(inputs, n, wide):
 
 
 # ---------------------------------------------------------------- replay, errors, timeouts
+
 
 def test_replay_rejects_a_pair_that_does_not_collide():
     model = yun(1, 4, 3)
@@ -321,12 +370,12 @@ properties:
 
 # ---------------------------------------------------------------- enumerate (batched) and smt engines
 
+
 @pytest.mark.parametrize("case", range(len(ORACLE_CASES)))
 def test_enumerate_engine_agrees_with_the_interpreter(case):
     model, domain, arithmetic, options = ORACLE_CASES[case]
     exhaustive = PROPERTY.run(request(model, domain, arithmetic=arithmetic, **options))
-    batched = PROPERTY.run(request(model, domain, engine="enumerate", arithmetic=arithmetic, device="cpu",
-                                   **options))
+    batched = PROPERTY.run(request(model, domain, engine="enumerate", arithmetic=arithmetic, device="cpu", **options))
     assert batched.status == exhaustive.status, batched.detail
     assert batched.statistics.get("smallest_gap") == exhaustive.statistics.get("smallest_gap")
     assert batched.statistics.get("min_q") == exhaustive.statistics.get("min_q")
@@ -350,13 +399,13 @@ def test_enumerate_runs_what_int64_bounds_could_not_hold():
 def test_enumerate_values_beyond_int64_are_exact():
     # a global shift of 3^45 (about 2^71) pushes every value past int64: the wide path computes them exactly and
     # the scan finds the same extremes and gaps as the interpreter
-    model = yun(1, 4, 3, global_shift_scale=3 ** 45)
+    model = yun(1, 4, 3, global_shift_scale=3**45)
     verdict = PROPERTY.run(request(model, grid(1, 4, 3), engine="enumerate", device="cpu", **YUN))
     reference = PROPERTY.run(request(model, grid(1, 4, 3), engine="interpret", **YUN))
     assert verdict.status == reference.status
     for key in ("smallest_gap", "min_q", "max_q"):
         assert verdict.statistics[key] == reference.statistics[key]
-    assert Fraction(verdict.statistics["max_q"]) > 2 ** 63
+    assert Fraction(verdict.statistics["max_q"]) > 2**63
 
 
 @pytest.mark.parametrize("engine", ["enumerate", "interpret"])
@@ -364,9 +413,11 @@ def test_a_tiny_scan_memory_spills_every_run_and_changes_nothing(engine, monkeyp
     """Every sorted run spilled to disk and merged back: the same verdicts, gaps and pairs as in memory."""
     import verify_tf.engines.scan as scan
 
-    cases = [(yun(1, 4, 3, global_shift_scale=2), grid(1, 4, 3), {}),  # refuted (165/2 twice)
-             (yun(2, 2, 3), grid(2, 2, 3), {"margin": Fraction(1, 2)}),  # proved
-             (random_model(RandomConfig(seed=1, width=2)), grid(2, 2, 2, distinct=False), {})]  # sequences, exempt
+    cases = [
+        (yun(1, 4, 3, global_shift_scale=2), grid(1, 4, 3), {}),  # refuted (165/2 twice)
+        (yun(2, 2, 3), grid(2, 2, 3), {"margin": Fraction(1, 2)}),  # proved
+        (random_model(RandomConfig(seed=1, width=2)), grid(2, 2, 2, distinct=False), {}),
+    ]  # sequences, exempt
     expected = [PROPERTY.run(request(m, d, engine=engine, **YUN, **o)) for m, d, o in cases]
     assert [v.status for v in expected] == ["refuted", "proved", "refuted"]
     monkeypatch.setattr(scan, "SCAN_MEMORY", 1)
@@ -400,8 +451,9 @@ def test_smt_proves_the_smallest_instance_with_fix0():
 @pytest.mark.parametrize("seed,positional", [(1, "standard"), (2, "standard"), (1, "rpe"), (3, "rpe")])
 def test_smt_agrees_with_exhaustive_on_random_hardmax_models(seed, positional):
     needs_smt_encoder()
-    model = random_model(RandomConfig(seed=seed, width=2, heads=1, scoring="hardmax", positional=positional,
-                                      max_length=2))
+    model = random_model(
+        RandomConfig(seed=seed, width=2, heads=1, scoring="hardmax", positional=positional, max_length=2)
+    )
     domain = grid(2, 2, 2)
     exhaustive = PROPERTY.run(request(model, domain, **YUN))
     solved = PROPERTY.run(request(model, domain, engine="smt", timeout=30, **YUN))
@@ -425,8 +477,7 @@ def test_auto_picks_an_exhaustive_engine_for_tiny_instances_and_smt_when_nothing
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed,causal,expected", [(24, False, "proved"), (10, False, "proved"),
-                                                  (3, True, "refuted")])
+@pytest.mark.parametrize("seed,causal,expected", [(24, False, "proved"), (10, False, "proved"), (3, True, "refuted")])
 def test_smt_agrees_with_exhaustive_in_fixed_point_softmax(seed, causal, expected):
     needs_smt_encoder()
     model = random_model(RandomConfig(seed=seed, width=2, scoring="softmax", causal=causal, max_length=3))

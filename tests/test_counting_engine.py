@@ -47,10 +47,17 @@ def compiled(name: str, settings: tuple[str, ...] = (), frac: int = 0):
     return apply_settings(result.model, settings), result.arithmetic
 
 
-def check(model, arith, program: Path, max_length: int, engine: str, *, min_length: int = 1, alphabet=("a", "b"),
-          **options):
-    return verdict(model, arith, StringDomain(tuple(alphabet), min_length, max_length), "crasp-equivalence",
-                   {"program": program, **options}, engine=engine)
+def check(
+    model, arith, program: Path, max_length: int, engine: str, *, min_length: int = 1, alphabet=("a", "b"), **options
+):
+    return verdict(
+        model,
+        arith,
+        StringDomain(tuple(alphabet), min_length, max_length),
+        "crasp-equivalence",
+        {"program": program, **options},
+        engine=engine,
+    )
 
 
 def random_words(alphabet: str, count: int, longest: int, seed: int) -> list[str]:
@@ -96,8 +103,14 @@ def test_capped_counts_decide_every_continuation(data: st.DataObject) -> None:
                 counts, _ = machine.step(counts, letter)
             groups.setdefault(machine.key(counts), []).append(word)
         for words in groups.values():
-            futures = {tuple(run_program(program, word + "".join(tail)).output[length:]
-                             for n in range(1, 4) for tail in itertools.product("ab", repeat=n)) for word in words}
+            futures = {
+                tuple(
+                    run_program(program, word + "".join(tail)).output[length:]
+                    for n in range(1, 4)
+                    for tail in itertools.product("ab", repeat=n)
+                )
+                for word in words
+            }
             assert len(futures) == 1, words
 
 
@@ -110,7 +123,7 @@ def test_caps_of_the_shipped_programs() -> None:
     # min, max and ? : keep their counts exact; a count compared with 3 alone is capped at 4
     program = load_program(EXAMPLES / "minmax.cr")
     machine = ProgramMachine(program)
-    assert dict(zip(machine.names, machine.caps)) == {'#"a"': None, '#"b"': None, '#(na >= 3)': 1}
+    assert dict(zip(machine.names, machine.caps)) == {'#"a"': None, '#"b"': None, "#(na >= 3)": 1}
 
 
 # ---------------------------------------------------------------- the model over value sums
@@ -119,20 +132,46 @@ def test_caps_of_the_shipped_programs() -> None:
 def uniform_models() -> list[tuple[str, object, object]]:
     """Compiled, mutated and random models of the class, in fixed (fast path, and off-grid tokens: Fraction
     path) and exact arithmetic."""
-    models = [("L3", *compiled("L3.cr")), ("dyck1 mutated", *compiled("dyck1.cr", ("layers[0].attention.heads[0]."
-                                                                                   "value-bias[0]=-1",))),
-              ("L2 frac 2", *compiled("L2.cr", frac=2))]
+    models = [
+        ("L3", *compiled("L3.cr")),
+        ("dyck1 mutated", *compiled("dyck1.cr", ("layers[0].attention.heads[0].value-bias[0]=-1",))),
+        ("L2 frac 2", *compiled("L2.cr", frac=2)),
+    ]
     for seed in range(4):
-        config = RandomConfig(seed=seed, width=3, layers=2, heads=2, ffn_width=3, scoring="uniform", causal=True,
-                              alphabet=("a", "b"), bos="^" if seed % 2 == 0 else None, denominator=4)
+        config = RandomConfig(
+            seed=seed,
+            width=3,
+            layers=2,
+            heads=2,
+            ffn_width=3,
+            scoring="uniform",
+            causal=True,
+            alphabet=("a", "b"),
+            bos="^" if seed % 2 == 0 else None,
+            denominator=4,
+        )
         model = random_model(config)
-        models += [(f"random {seed}", model, Fixed(8, 2)), (f"random {seed} per-probability", model,
-                                                             Fixed(8, 2, "per-probability")),
-                   (f"random {seed} exact", model, Exact())]
+        models += [
+            (f"random {seed}", model, Fixed(8, 2)),
+            (f"random {seed} per-probability", model, Fixed(8, 2, "per-probability")),
+            (f"random {seed} exact", model, Exact()),
+        ]
         if seed == 0:  # hardmax/softmax with a zero query: every key ties, the weights are uniform
-            blocks = tuple(dataclasses.replace(b, attention=dataclasses.replace(b.attention, heads=tuple(
-                dataclasses.replace(h, scoring=scoring, query=matrix([[0] * 3] * 3), query_bias=vector([0] * 3))
-                for h, scoring in zip(b.attention.heads, ("hardmax", "softmax"))))) for b in model.blocks)
+            blocks = tuple(
+                dataclasses.replace(
+                    b,
+                    attention=dataclasses.replace(
+                        b.attention,
+                        heads=tuple(
+                            dataclasses.replace(
+                                h, scoring=scoring, query=matrix([[0] * 3] * 3), query_bias=vector([0] * 3)
+                            )
+                            for h, scoring in zip(b.attention.heads, ("hardmax", "softmax"))
+                        ),
+                    ),
+                )
+                for b in model.blocks
+            )
             models.append(("random 0 key-independent", dataclasses.replace(model, blocks=blocks), Fixed(8, 2)))
             tokens = dataclasses.replace(model.tokens, embedding=matrix([[Fraction(1, 3), 0, 1], [0, 1, 0]]))
             models.append(("random 0 off-grid tokens", dataclasses.replace(model, tokens=tokens), Fixed(8, 2)))
@@ -178,10 +217,12 @@ def test_softmax_heads_with_zero_scores_under_rounded_terms() -> None:
     proof = check(result.model, arith, EXAMPLES / "L3.cr", 8, "counting", lengths="all")
     assert proof.label == "proved (all lengths)"
     head = result.model.blocks[0].attention.heads[0]
-    shifted = dataclasses.replace(head, key_bias=vector([1] * len(head.key_bias)),
-                                  query_bias=vector([1] * len(head.query_bias)))
-    block = dataclasses.replace(result.model.blocks[0], attention=dataclasses.replace(
-        result.model.blocks[0].attention, heads=(shifted,)))
+    shifted = dataclasses.replace(
+        head, key_bias=vector([1] * len(head.key_bias)), query_bias=vector([1] * len(head.query_bias))
+    )
+    block = dataclasses.replace(
+        result.model.blocks[0], attention=dataclasses.replace(result.model.blocks[0].attention, heads=(shifted,))
+    )
     with pytest.raises(NotApplicable, match="rounded-terms"):
         CountingModel.of(dataclasses.replace(result.model, blocks=(block,) + result.model.blocks[1:]), arith)
 
@@ -193,23 +234,32 @@ def test_models_outside_the_class_are_named() -> None:
 
     def with_head(**changes):
         block = model.blocks[0]
-        changed = dataclasses.replace(block, attention=dataclasses.replace(block.attention, heads=(
-            dataclasses.replace(head, **changes),)))
+        changed = dataclasses.replace(
+            block, attention=dataclasses.replace(block.attention, heads=(dataclasses.replace(head, **changes),))
+        )
         return dataclasses.replace(model, blocks=(changed,) + model.blocks[1:])
 
     cases = {
         "not causal": with_head(causal=False),
         "uses rpe": with_head(positional="rpe"),
-        "hardmax with scores that depend on the key": with_head(scoring="hardmax", query=matrix([[1] * width]),
-                                                                  key=matrix([[1] * width])),
+        "hardmax with scores that depend on the key": with_head(
+            scoring="hardmax", query=matrix([[1] * width]), key=matrix([[1] * width])
+        ),
         "absolute positional encoding": dataclasses.replace(model, positional_encoding=matrix([[0] * width] * 20)),
         # the machine computes neither (before this check, counting proved L1 for both, compiled at 2 fractional
         # bits, while enumeration refuted the i-GELU one on "a": i-GELU is not the compiled layer's ReLU)
         "final-norm is a LayerNorm": dataclasses.replace(
-            model, final_norm=LayerNorm((Fraction(1),) * width, (Fraction(0),) * width, Fraction(0))),
-        "feed-forward uses i-gelu": dataclasses.replace(model, blocks=(dataclasses.replace(
-            model.blocks[0], feed_forward=dataclasses.replace(model.blocks[0].feed_forward, activation="i-gelu")),)
-            + model.blocks[1:]),
+            model, final_norm=LayerNorm((Fraction(1),) * width, (Fraction(0),) * width, Fraction(0))
+        ),
+        "feed-forward uses i-gelu": dataclasses.replace(
+            model,
+            blocks=(
+                dataclasses.replace(
+                    model.blocks[0], feed_forward=dataclasses.replace(model.blocks[0].feed_forward, activation="i-gelu")
+                ),
+            )
+            + model.blocks[1:],
+        ),
     }
     for reason, outside in cases.items():
         with pytest.raises(NotApplicable, match=reason):
@@ -271,15 +321,20 @@ AGREEMENT = [  # (program, settings, mode, min length, max length)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("program, changes, mode, shortest, longest", AGREEMENT,
-                         ids=[f"{a[0]}{'-mutated' if a[1] else ''}-{a[2]}-{a[3]}" for a in AGREEMENT])
+@pytest.mark.parametrize(
+    "program, changes, mode, shortest, longest",
+    AGREEMENT,
+    ids=[f"{a[0]}{'-mutated' if a[1] else ''}-{a[2]}-{a[3]}" for a in AGREEMENT],
+)
 def test_counting_agrees_with_string_enumeration(program, changes, mode, shortest, longest) -> None:
     model, arith = compiled(program, changes)
     alphabet = load_program(EXAMPLES / program).alphabet
-    by_strings = check(model, arith, EXAMPLES / program, longest, "enumerate", min_length=shortest,
-                       alphabet=alphabet, mode=mode)
-    by_counts = check(model, arith, EXAMPLES / program, longest, "counting", min_length=shortest,
-                      alphabet=alphabet, mode=mode)
+    by_strings = check(
+        model, arith, EXAMPLES / program, longest, "enumerate", min_length=shortest, alphabet=alphabet, mode=mode
+    )
+    by_counts = check(
+        model, arith, EXAMPLES / program, longest, "counting", min_length=shortest, alphabet=alphabet, mode=mode
+    )
     assert by_counts.status == by_strings.status, (by_counts.detail, by_strings.detail)
     if by_strings.status == "refuted":
         assert by_counts.counterexample["string"] == by_strings.counterexample["string"]
@@ -300,8 +355,18 @@ def test_counting_agrees_with_enumeration_on_random_programs_and_models(tmp_path
     path.write_text(format_program(program))
     choice = data.draw(st.sampled_from(["compiled", "mutated", "random"]))
     if choice == "random":
-        model = random_model(RandomConfig(seed=data.draw(st.integers(0, 50)), width=3, layers=2, ffn_width=2,
-                                          scoring="uniform", causal=True, alphabet=("a", "b"), bos="^"))
+        model = random_model(
+            RandomConfig(
+                seed=data.draw(st.integers(0, 50)),
+                width=3,
+                layers=2,
+                ffn_width=2,
+                scoring="uniform",
+                causal=True,
+                alphabet=("a", "b"),
+                bos="^",
+            )
+        )
         arith = Fixed(8, 2)
     else:
         result = compile_program(program)
@@ -366,8 +431,7 @@ def test_dyck1_prefix_and_majority_are_proved_for_every_length() -> None:
     dyck = check(model, arith, EXAMPLES / "dyck1.cr", 8, "counting", alphabet="()", mode="prefix", lengths="all")
     assert dyck.label == "proved (all lengths)" and "at every position" in dyck.detail
     model, arith = compiled("majority.cr")
-    assert check(model, arith, EXAMPLES / "majority.cr", 8, "counting", lengths="all").label == \
-        "proved (all lengths)"
+    assert check(model, arith, EXAMPLES / "majority.cr", 8, "counting", lengths="all").label == "proved (all lengths)"
 
 
 def test_mutants_stay_refuted_with_their_shortest_string() -> None:
@@ -376,7 +440,7 @@ def test_mutants_stay_refuted_with_their_shortest_string() -> None:
         model, arith = compiled(f"L{k}.cr", (LAST_COUNT.format(layer=k - 1) + "=1",))
         result = check(model, arith, EXAMPLES / f"L{k}.cr", 10, "counting", lengths="all")
         assert result.label == "refuted (counting)"
-        assert result.counterexample["string"] == "abababab"[:k + 1]
+        assert result.counterexample["string"] == "abababab"[: k + 1]
 
 
 def test_a_model_wrong_beyond_the_domain_is_refuted_not_proved() -> None:
@@ -398,8 +462,10 @@ def test_an_invariant_outside_the_template_gives_the_bounded_verdict(tmp_path: P
     counts: the inferred invariant cannot relate it, the step fails, and the verdict is unknown with the bounded
     result and the failing part named (never proved)."""
     program = tmp_path / "late.cr"
-    program.write_text('alphabet a b\nhas_a = #"a" > 0\nlate = #has_a >= #"a"\nhas_b = #"b" > 0\n'
-                       "accept = has_a && !has_b && late\noutput accept\n")
+    program.write_text(
+        'alphabet a b\nhas_a = #"a" > 0\nlate = #has_a >= #"a"\nhas_b = #"b" > 0\n'
+        "accept = has_a && !has_b && late\noutput accept\n"
+    )
     result = compile_program(load_program(program))
     outcome = check(result.model, result.arithmetic, EXAMPLES / "L1.cr", 10, "counting", lengths="all")
     assert outcome.status == "unknown"
@@ -420,10 +486,12 @@ def test_per_probability_rounding_is_bounded_only() -> None:
 
 
 def test_lengths_all_needs_the_counting_engine(tmp_path: Path) -> None:
-    text = (f"model: {{construct: crasp-program, program: {EXAMPLES / 'L1.cr'}}}\n"
-            "arithmetic: {mode: fixed, bits: 3, frac: 0, attention-rounding: exact-sums}\n"
-            "domain: {strings: {max-length: 5}}\n"
-            f"properties:\n  - crasp-equivalence: {{program: {EXAMPLES / 'L1.cr'}, lengths: all, engine: enumerate}}\n")
+    text = (
+        f"model: {{construct: crasp-program, program: {EXAMPLES / 'L1.cr'}}}\n"
+        "arithmetic: {mode: fixed, bits: 3, frac: 0, attention-rounding: exact-sums}\n"
+        "domain: {strings: {max-length: 5}}\n"
+        f"properties:\n  - crasp-equivalence: {{program: {EXAMPLES / 'L1.cr'}, lengths: all, engine: enumerate}}\n"
+    )
     with pytest.raises(SpecError) as raised:
         load_spec_text(text, "spec.yaml", tmp_path)
     assert "engine" in str(raised.value) and "counting" in str(raised.value)

@@ -143,8 +143,8 @@ OPERATOR_PROGRAMS = {
     "or-of-counts": 'x = #"a" > 2 || #"b" != #"a"',
     "nested-count": 'p = #"a" <= #"b"\nx = #(p && "b") - #!p >= 0 && !(#p == 0)',
     "negation": 'x = -(#"a" - 3) > -#"b"',
-    "constant-output": 'x = true',
-    "constant-false": 'x = 1 > 2',
+    "constant-output": "x = true",
+    "constant-false": "x = 1 > 2",
     "letter-only": 'x = "a" && !"b" || false',
 }
 
@@ -255,7 +255,10 @@ def test_crasp_program_construction_in_a_spec(tmp_path: Path) -> None:
         f"set: ['layers[1].feed-forward.b1[0]=3']}}\n"
         "arithmetic: {mode: fixed, bits: 4, frac: 0}\n"
         "domain: {strings: {max-length: 3}}\n"
-        "properties: [{permutation-equivariance: {}}]\n", "s.yaml", tmp_path)
+        "properties: [{permutation-equivariance: {}}]\n",
+        "s.yaml",
+        tmp_path,
+    )
     plain = compile_program(lk_program(2)).model
     assert dict(spec.model.parameters())["layers[1].feed-forward.b1[0]"] == 3
     assert dict(plain.parameters())["layers[1].feed-forward.b1[0]"] != 3

@@ -29,12 +29,15 @@ EXAMPLES = ROOT / "examples" / "crasp"
 FIRST_COUNT = "layers[0].attention.heads[0].value-bias[0]"
 
 
-def spec_text(program: str, max_length: int, *, settings: str = "", options: str = "", min_length: int = 1,
-              bits: int = 4) -> str:
-    return (f"model: {{construct: crasp-program, program: {EXAMPLES / program}{settings}}}\n"
-            f"arithmetic: {{mode: fixed, bits: {bits}, frac: 0, attention-rounding: exact-sums}}\n"
-            f"domain: {{strings: {{min-length: {min_length}, max-length: {max_length}}}}}\n"
-            f"properties:\n  - crasp-equivalence: {{program: {EXAMPLES / program}{options}}}\n")
+def spec_text(
+    program: str, max_length: int, *, settings: str = "", options: str = "", min_length: int = 1, bits: int = 4
+) -> str:
+    return (
+        f"model: {{construct: crasp-program, program: {EXAMPLES / program}{settings}}}\n"
+        f"arithmetic: {{mode: fixed, bits: {bits}, frac: 0, attention-rounding: exact-sums}}\n"
+        f"domain: {{strings: {{min-length: {min_length}, max-length: {max_length}}}}}\n"
+        f"properties:\n  - crasp-equivalence: {{program: {EXAMPLES / program}{options}}}\n"
+    )
 
 
 def check(text: str, tmp_path: Path):
@@ -59,8 +62,9 @@ def test_mutated_l3_is_refuted_with_the_least_distinguishing_string(tmp_path: Pa
     witness = verdict.counterexample
     assert (witness["string"], witness["position"]) == ("aba", 2)  # its last letter
     assert (witness["program_output"], witness["model_output"], witness["model_readout"]) == (True, False, "0")
-    assert witness["summary"] == ("string 'aba' at position 2: the program accepts, the model rejects "
-                                  "(readout 0, accepts iff > 0)")
+    assert witness["summary"] == (
+        "string 'aba' at position 2: the program accepts, the model rejects (readout 0, accepts iff > 0)"
+    )
     last = witness["trace"][-1]
     assert last["program"]["has_aba"] is True and last["program"]["has_bab"] is False
     assert [row["model_output"] for row in witness["trace"]] == [False, False, False]
@@ -75,8 +79,9 @@ def test_prefix_mode_proves_every_position_and_refutes_at_the_first_wrong_one(tm
     assert proved.status == "proved" and "at every position" in proved.detail
     # dyck1's first coordinate is #) - #( - 1 >= 0, i.e. balance < 0 (and, negated, balance >= 0). Value bias -1
     # subtracts i + 1 from it: at ")" the model believes balance >= 0 and accepts; the program rejects.
-    refuted = check(spec_text("dyck1.cr", 6, settings=f", set: ['{FIRST_COUNT}=-1']", options=", mode: prefix"),
-                    tmp_path)
+    refuted = check(
+        spec_text("dyck1.cr", 6, settings=f", set: ['{FIRST_COUNT}=-1']", options=", mode: prefix"), tmp_path
+    )
     assert refuted.status == "refuted"
     assert (refuted.counterexample["string"], refuted.counterexample["position"]) == (")", 0)
     assert (refuted.counterexample["program_output"], refuted.counterexample["model_output"]) == (False, True)
@@ -111,12 +116,19 @@ def test_non_causal_head_agrees_at_the_last_position_but_not_on_prefixes() -> No
     compiled = compile_program(lk_program(1))
     block = compiled.model.blocks[0]
     head = dataclasses.replace(block.attention.heads[0], causal=False)
-    model = dataclasses.replace(compiled.model, blocks=(Block(AttentionLayer((head,), block.attention.output_bias),
-                                                              block.feed_forward),))
+    model = dataclasses.replace(
+        compiled.model, blocks=(Block(AttentionLayer((head,), block.attention.output_bias), block.feed_forward),)
+    )
 
     def run(mode: str):
-        return verdict(model, compiled.arithmetic, StringDomain(("a", "b"), 1, 3), "crasp-equivalence",
-                       {"program": EXAMPLES / "L1.cr", "mode": mode}, engine="interpret")
+        return verdict(
+            model,
+            compiled.arithmetic,
+            StringDomain(("a", "b"), 1, 3),
+            "crasp-equivalence",
+            {"program": EXAMPLES / "L1.cr", "mode": mode},
+            engine="interpret",
+        )
 
     accept = run("accept")  # at the last position every key is allowed anyway
     assert accept.status == "proved" and accept.statistics["inputs_checked"] == 14
@@ -127,8 +139,15 @@ def test_non_causal_head_agrees_at_the_last_position_but_not_on_prefixes() -> No
 
 def test_timeout_gives_unknown_saying_what_was_tried() -> None:
     compiled = compile_program(lk_program(6))
-    result = verdict(compiled.model, compiled.arithmetic, StringDomain(("a", "b"), 1, 12), "crasp-equivalence",
-                     {"program": EXAMPLES / "L6.cr"}, engine="interpret", timeout=0.5)
+    result = verdict(
+        compiled.model,
+        compiled.arithmetic,
+        StringDomain(("a", "b"), 1, 12),
+        "crasp-equivalence",
+        {"program": EXAMPLES / "L6.cr"},
+        engine="interpret",
+        timeout=0.5,
+    )
     assert result.status == "unknown" and result.tried[0].startswith("exhaustive interpret: ")
     assert "of 4096 inputs examined, no violation so far" in result.tried[0]
 
@@ -142,12 +161,18 @@ def test_program_and_domain_mismatches_are_clear(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match=r"spec\.yaml:1: model: .*bad\.cr:2:6: undefined name 'a'"):
         load_spec_text(spec_text("L1.cr", 3).replace(str(EXAMPLES / "L1.cr"), str(bad)), "spec.yaml", tmp_path)
     other = tmp_path / "other.cr"
-    other.write_text("alphabet a c\nx = #\"a\" > 0\n")
+    other.write_text('alphabet a c\nx = #"a" > 0\n')
     compiled = compile_program(lk_program(1))
     message = "domain symbol 'b' is not in the program's alphabet {a, c}"
     with pytest.raises(SpecError, match=re.escape(message)) as error:
-        verdict(compiled.model, Fixed(3, 0), StringDomain(("a", "b"), 1, 2), "crasp-equivalence", {"program": other},
-                engine="interpret")
+        verdict(
+            compiled.model,
+            Fixed(3, 0),
+            StringDomain(("a", "b"), 1, 2),
+            "crasp-equivalence",
+            {"program": other},
+            engine="interpret",
+        )
     assert error.value.path == "crasp-equivalence.program"
 
 
@@ -156,21 +181,40 @@ def test_majority_counterexample_names_both_outputs_at_every_position(tmp_path: 
     verdict = check(spec_text("majority.cr", 4, settings=", set: ['readout[1]=-1']"), tmp_path)
     witness = verdict.counterexample
     assert verdict.status == "refuted" and witness["string"] == "a"
-    assert witness["trace"] == [{"position": 0, "letter": "a", "program": {"na": 1, "nb": 0, "majority": True},
-                                 "program_output": True, "model_readout": "0", "model_output": False}]
+    assert witness["trace"] == [
+        {
+            "position": 0,
+            "letter": "a",
+            "program": {"na": 1, "nb": 0, "majority": True},
+            "program_output": True,
+            "model_readout": "0",
+            "model_output": False,
+        }
+    ]
     assert program.names == ("na", "nb", "majority")
 
 
 # ---------------------------------------------------------------- the three engines
 
 
-def run_crasp(program: str, max_length: int, engine: str, *, settings: tuple[str, ...] = (), mode: str = "accept",
-              queries: str = "one"):
+def run_crasp(
+    program: str,
+    max_length: int,
+    engine: str,
+    *,
+    settings: tuple[str, ...] = (),
+    mode: str = "accept",
+    queries: str = "one",
+):
     compiled = compile_program(load_program(EXAMPLES / program))
-    return verdict(apply_settings(compiled.model, settings), compiled.arithmetic,
-                   StringDomain(("a", "b"), 1, max_length),
-                   "crasp-equivalence", {"program": EXAMPLES / program, "mode": mode, "queries": queries},
-                   engine=engine)
+    return verdict(
+        apply_settings(compiled.model, settings),
+        compiled.arithmetic,
+        StringDomain(("a", "b"), 1, max_length),
+        "crasp-equivalence",
+        {"program": EXAMPLES / program, "mode": mode, "queries": queries},
+        engine=engine,
+    )
 
 
 @pytest.mark.slow
@@ -199,7 +243,7 @@ def test_smt_per_length_queries_agree_with_one_query() -> None:
 def test_enumerate_is_the_automatic_engine_and_reaches_length_14_for_l6() -> None:
     result = run_crasp("L6.cr", 14, "auto")
     assert result.engine == "enumerate" and result.statistics["auto"]["chosen"] == "enumerate"
-    assert result.status == "proved" and result.statistics["inputs_checked"] == 2 ** 14
+    assert result.status == "proved" and result.statistics["inputs_checked"] == 2**14
 
 
 @pytest.mark.slow

@@ -56,9 +56,7 @@ def test_parse_majority_example() -> None:
     assert program.names == ("na", "nb", "majority")
     assert program.output == "majority"
     assert program.definition("na").expr == Count(Letter("a"))
-    assert program.definition("majority").expr == Compare(
-        ">", Ref("na", Type.COUNT), Ref("nb", Type.COUNT)
-    )
+    assert program.definition("majority").expr == Compare(">", Ref("na", Type.COUNT), Ref("nb", Type.COUNT))
 
 
 def test_output_defaults_to_last_definition_and_alphabet_to_letters_used() -> None:
@@ -100,8 +98,8 @@ def test_precedence_and_associativity() -> None:
 
 
 def test_negative_literals_and_negation() -> None:
-    assert expression_of('alphabet a\nx = -3') == CountConst(-3)
-    assert expression_of('alphabet a\nx = -(3)') == Neg(CountConst(3))
+    assert expression_of("alphabet a\nx = -3") == CountConst(-3)
+    assert expression_of("alphabet a\nx = -(3)") == Neg(CountConst(3))
     assert expression_of('x = 1 - -#"a"') == ArithOp("-", CountConst(1), Neg(Count(Letter("a"))))
     assert expression_of('x = min(#"a", -1) + max(0, 2)') == ArithOp(
         "+", MinMax("min", Count(Letter("a")), CountConst(-1)), MinMax("max", CountConst(0), CountConst(2))
@@ -116,7 +114,7 @@ def test_negative_literals_and_negation() -> None:
         ('x = #"a" > nb\n', "L3.cr:1:12:", "undefined name 'nb'"),
         ('x = "a"\nx = "b"\n', "L3.cr:2:1:", "'x' is already defined on line 1"),
         ('alphabet a b\nx = "c"\n', "L3.cr:2:5:", "letter 'c' is not in the alphabet {a, b}"),
-        ('alphabet a b\nx = Q(c)\n', "L3.cr:2:7:", "letter 'c' is not in the alphabet {a, b}"),
+        ("alphabet a b\nx = Q(c)\n", "L3.cr:2:7:", "letter 'c' is not in the alphabet {a, b}"),
         ("x = 1 < 2 < 3\n", "L3.cr:1:11:", "comparisons do not chain"),
         ('x = #"a"\n', "L3.cr:1:1:", "the output 'x' must be boolean, but it is a count"),
         ('x = "a"\noutput y\n', "L3.cr:2:8:", "the output 'y' is not defined"),

@@ -33,12 +33,16 @@ def test_the_add_a_property_example_works_on_every_engine():
     prop = example_property()
     model = one_layer(head(q=1, k=1, v=1, scoring="hardmax", causal=True))  # causal running maximum: monotone?
     domain = GridDomain(1, (F(0), F(1), F(2)), 3)
-    truth = all(all(b >= a for a, b in itertools.pairwise(q))
-                for q in (evaluate(model, Exact(), x).readout for x in domain.inputs()))
+    truth = all(
+        all(b >= a for a, b in itertools.pairwise(q))
+        for q in (evaluate(model, Exact(), x).readout for x in domain.inputs())
+    )
     options = prop.options.check({"strict": "no"})
     task = Task.make("monotone", prop, options, model, Exact(), domain)
-    statuses = {engine: DRIVERS[engine](task, Run(InProcess(), Deadline(30))).status
-                for engine in ("interpret", "enumerate", "smt")}
+    statuses = {
+        engine: DRIVERS[engine](task, Run(InProcess(), Deadline(30))).status
+        for engine in ("interpret", "enumerate", "smt")
+    }
     expected = "proved" if truth else "refuted"
     assert statuses == {"interpret": expected, "enumerate": expected, "smt": expected}
     assert truth is False  # x = (2, 0, 0): q = (4, 1, 2/3), a zero query ties every key (hand computation)

@@ -24,8 +24,10 @@ def test_a_refutation_cancels_a_running_solver_in_the_pool(pool, tmp_path):
     from cluster_units import long_solve, refute_when
 
     marker = str(tmp_path / "solver")
-    units = [WorkUnit("refuter", refute_when, (marker,), order=0),
-             WorkUnit("pigeonhole", long_solve, (marker,), order=1)]
+    units = [
+        WorkUnit("refuter", refute_when, (marker,), order=0),
+        WorkUnit("pigeonhole", long_solve, (marker,), order=1),
+    ]
     summary = schedule(pool, units, Deadline(600), lambda unit, value: STOP if value == "refuted" else CONTINUE)
     assert (summary.finished, summary.cancelled) == (1, 1)
     # the solver had 600 s; z3 is interrupted by verify-tf's watchdog once the pool sets the unit's flag (the

@@ -68,8 +68,18 @@ def _randomise_relative_tables(model: torch.nn.Module, generator: torch.Generato
 def test_rpe_transformer_is_position_blind_on_constant_inputs(seed, layernorm, causal):
     # Luo et al. 2022, Thm 1: softmax rows are stochastic, so every position averages identical vectors.
     torch.manual_seed(seed)
-    model = TinyTransformer(vocab=5, width=12, heads=3, layers=3, ffn_width=16, outputs=4, positional="rpe",
-                            causal=causal, max_length=9, layernorm=layernorm).double()
+    model = TinyTransformer(
+        vocab=5,
+        width=12,
+        heads=3,
+        layers=3,
+        ffn_width=16,
+        outputs=4,
+        positional="rpe",
+        causal=causal,
+        max_length=9,
+        layernorm=layernorm,
+    ).double()
     _randomise_relative_tables(model, torch.Generator().manual_seed(seed))
     with torch.no_grad():
         outputs = model(_constant_tokens(5, 9))
@@ -81,8 +91,9 @@ def test_rpe_transformer_is_position_blind_on_constant_inputs(seed, layernorm, c
 def test_ape_and_urpe_are_not_position_blind():
     torch.manual_seed(0)
     for positional in ("ape", "urpe"):
-        model = TinyTransformer(vocab=3, width=8, heads=2, layers=1, ffn_width=8, outputs=2, positional=positional,
-                                max_length=6).double()
+        model = TinyTransformer(
+            vocab=3, width=8, heads=2, layers=1, ffn_width=8, outputs=2, positional=positional, max_length=6
+        ).double()
         if positional == "urpe":
             _randomise_relative_tables(model, torch.Generator().manual_seed(1))
         with torch.no_grad():
@@ -115,11 +126,23 @@ def test_micro_luo_run_writes_json_and_png(tmp_path):
     result = run_experiment(spec, device="cpu", threads=1)
     json_path, png_path = write_outputs(result, tmp_path, "luo")
     written = json.loads(json_path.read_text())
-    assert {"experiment", "title", "preset", "seed", "settings", "device", "evidence", "wall_seconds", "runs",
-            "summary"} <= set(written)
+    assert {
+        "experiment",
+        "title",
+        "preset",
+        "seed",
+        "settings",
+        "device",
+        "evidence",
+        "wall_seconds",
+        "runs",
+        "summary",
+    } <= set(written)
     assert "never a verdict" in written["evidence"]
-    assert [(run["task"], run["variant"]) for run in written["runs"]] == [("position-index", "rpe"),
-                                                                          ("position-index", "urpe")]
+    assert [(run["task"], run["variant"]) for run in written["runs"]] == [
+        ("position-index", "rpe"),
+        ("position-index", "urpe"),
+    ]
     summary = written["summary"]["position-index"]
     assert summary["epsilon_star"] == epsilon_star(8) == 3.5
     # A position-blind model can never beat eps* on constant inputs, however it was trained.
@@ -180,19 +203,34 @@ def test_lk_samples_and_prefix_labels(k):
         assert mask[row].sum() == len(word) and tokens[row, 0] == 0
 
 
-@pytest.mark.parametrize("text, location, message", [
-    ("experiment: luo-position\n", "spec.yaml:1: experiment", "did you mean 'luo-position-index'?"),
-    ("experiment: yang-lk-depth\nseeds: 3\n", "spec.yaml:2: ", "did you mean 'seed'?"),
-    ("experiment: luo-position-index\ntasks: [position-index, even-tokens]\n", "spec.yaml:2: tasks[1]",
-     "did you mean 'even-token-prediction'?"),
-    ("experiment: yang-lk-depth\npresets:\n  small:\n    depths: two\n", "spec.yaml:4: presets.small.depths",
-     "expected a list of integers"),
-    ("experiment: yang-lk-depth\npresets:\n  gpu:\n    width: 10\n    heads: 4\n", "spec.yaml:4: presets.gpu",
-     "heads (4) must divide width (10)"),
-    ("experiment: yang-lk-depth\npresets:\n  small:\n    languages: [9]\n", "spec.yaml:4: presets.small.train-lengths",
-     "strings of L_9 have at least 9 letters"),
-    ("seed: 1\n", "spec.yaml:1: ", "missing required key 'experiment'"),
-])
+@pytest.mark.parametrize(
+    "text, location, message",
+    [
+        ("experiment: luo-position\n", "spec.yaml:1: experiment", "did you mean 'luo-position-index'?"),
+        ("experiment: yang-lk-depth\nseeds: 3\n", "spec.yaml:2: ", "did you mean 'seed'?"),
+        (
+            "experiment: luo-position-index\ntasks: [position-index, even-tokens]\n",
+            "spec.yaml:2: tasks[1]",
+            "did you mean 'even-token-prediction'?",
+        ),
+        (
+            "experiment: yang-lk-depth\npresets:\n  small:\n    depths: two\n",
+            "spec.yaml:4: presets.small.depths",
+            "expected a list of integers",
+        ),
+        (
+            "experiment: yang-lk-depth\npresets:\n  gpu:\n    width: 10\n    heads: 4\n",
+            "spec.yaml:4: presets.gpu",
+            "heads (4) must divide width (10)",
+        ),
+        (
+            "experiment: yang-lk-depth\npresets:\n  small:\n    languages: [9]\n",
+            "spec.yaml:4: presets.small.train-lengths",
+            "strings of L_9 have at least 9 letters",
+        ),
+        ("seed: 1\n", "spec.yaml:1: ", "missing required key 'experiment'"),
+    ],
+)
 def test_spec_errors_are_located(text, location, message):
     with pytest.raises(SpecError) as caught:
         parse_experiment(text, "spec.yaml")

@@ -56,8 +56,14 @@ def test_roles_convention():
     explicit = roles_of({"inputs": {"left": "ab", "right": "ba"}, "positions": [0, 1]})
     assert explicit.names == ["left", "right"] and explicit.inputs == ["ab", "ba"]
     assert explicit.focus == {"left": 0, "right": 1}
-    swapped = roles_of({"input": [["0"], ["1"], ["2"]], "permuted_input": [["1"], ["0"], ["2"]],
-                        "transposition": [0, 1], "position": 0})
+    swapped = roles_of(
+        {
+            "input": [["0"], ["1"], ["2"]],
+            "permuted_input": [["1"], ["0"], ["2"]],
+            "transposition": [0, 1],
+            "position": 0,
+        }
+    )
     assert swapped.alignment == {"permuted_input": [1, 0, 2]}
     assert swapped.focus == {"input": 1, "permuted_input": 0}  # f(τX) at 0 against f(X) at τ(0) = 1
     assert roles_of({"summary": "no inputs here"}).names == []
@@ -95,8 +101,12 @@ def test_collision_between_two_inputs(tmp_path):
     spec_path = tmp_path / "uniform.yaml"
     spec_path.write_text(UNIFORM)
     spec = load_spec(spec_path)
-    witness = {"input": [["0"], ["1/2"]], "other_input": [["1/2"], ["0"]], "positions": [0, 1],
-               "summary": "q(L)_0 = q(L')_1"}
+    witness = {
+        "input": [["0"], ["1/2"]],
+        "other_input": [["1/2"], ["0"]],
+        "positions": [0, 1],
+        "summary": "q(L)_0 = q(L')_1",
+    }
     item = explain_verdict(spec, Verdict("made-up", "refuted", "interpret", counterexample=witness))
     assert focus_collision(item.roles)
     assert [r.trace.readout for r in item.roles] == [[F(1, 4), F(3, 4)], [F(3, 4), F(1, 4)]]
@@ -125,7 +135,8 @@ def test_check_explain_flag(refuted_report, tmp_path):
     spec, _ = refuted_report
     html = tmp_path / "from-check.html"
     result = CliRunner(env={"COLUMNS": "200"}).invoke(
-        main, ["check", "--no-cache", str(spec), "--explain", "--html", str(html)])
+        main, ["check", "--no-cache", str(spec), "--explain", "--html", str(html)]
+    )
     assert result.exit_code == 1
     assert "permuted_input" in result.output and html.exists()
 
@@ -145,8 +156,9 @@ def test_robust_to_changed_moved_and_foreign(refuted_report, tmp_path):
     assert "X = [0, 1]" in render_html([moved])
     foreign = explain_verdict(load_spec(spec), Verdict("p", "refuted", "e", counterexample={"summary": "opaque"}))
     assert foreign.roles == [] and "names no inputs" in foreign.notes[0]
-    bad_input = explain_verdict(load_spec(spec), Verdict("p", "refuted", "e",
-                                                         counterexample={"input": [["0", "1"]], "summary": "s"}))
+    bad_input = explain_verdict(
+        load_spec(spec), Verdict("p", "refuted", "e", counterexample={"input": [["0", "1"]], "summary": "s"})
+    )
     assert "dimension 1" in bad_input.roles[0].problem
 
 

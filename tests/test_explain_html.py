@@ -15,8 +15,9 @@ from click.testing import CliRunner
 from verify_tf.cli import main
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None,
-                                reason="headless Chromium is not installed (apt-get install -y chromium)")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="headless Chromium is not installed (apt-get install -y chromium)"
+)
 
 SPEC = """
 model:
@@ -33,10 +34,25 @@ properties:
 def chromium(*args: str, page: Path) -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory() as profile:
         return subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-             "--enable-logging=stderr", "--v=0", *args, page.as_uri()],
-            capture_output=True, text=True, timeout=90)
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                f"--user-data-dir={profile}",
+                "--enable-logging=stderr",
+                "--v=0",
+                *args,
+                page.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
 
 
 @pytest.mark.slow

@@ -26,6 +26,7 @@ ARITHMETICS = [Exact(), Fixed(8, 2, "exact-sums"), Fixed(8, 2, "per-probability"
 
 def words(max_length):
     import itertools
+
     for n in range(1, max_length + 1):
         for letters in itertools.product("ab", repeat=n):
             yield "".join(letters)
@@ -48,8 +49,9 @@ def test_depth_two_signatures_determine_the_word():
     assert len({signatures.last(w) for w in words(8)}) == 510
 
 
-@pytest.mark.parametrize("k,depth,pair", [(1, 0, ("a", "ba")), (2, 1, ("abb", "bab")), (3, 1, ("aba", "baa")),
-                                          (4, 1, ("abab", "aabb"))])
+@pytest.mark.parametrize(
+    "k,depth,pair", [(1, 0, ("a", "ba")), (2, 1, ("abb", "bab")), (3, 1, ("aba", "baa")), (4, 1, ("abab", "aabb"))]
+)
 def test_search_finds_the_first_pair(k, depth, pair):
     # L_1 = a+, L_2 = a+b+, L_3 = a+b+a+, L_4 = a+b+a+b+ (in_lk is a regular-expression test). By hand for L_4:
     # the words ending in b with two a's and two b's, in order: aabb (not in L_4), abab (in L_4)
@@ -74,8 +76,10 @@ def test_every_scoring_reads_its_keys_as_a_multiset(arithmetic):
     assert all(run_symmetry_step(arithmetic, s, seconds=30)[0].status == HOLDS for s in steps)
 
 
-@pytest.mark.parametrize("arithmetic,scoring", [(a, s) for a in ARITHMETICS for s in ("hardmax", "softmax")
-                                                if s == "hardmax" or isinstance(a, Fixed)])  # softmax: fixed only
+@pytest.mark.parametrize(
+    "arithmetic,scoring",
+    [(a, s) for a in ARITHMETICS for s in ("hardmax", "softmax") if s == "hardmax" or isinstance(a, Fixed)],
+)  # softmax: fixed only
 def test_a_relative_bias_breaks_the_symmetry(arithmetic, scoring):
     step = SymmetryStep(scoring, 4, "transposition")
     assert run_symmetry_step(arithmetic, step, seconds=30, relative_bias=True)[0].status == FAILS
@@ -88,9 +92,21 @@ def test_a_relative_bias_breaks_the_symmetry(arithmetic, scoring):
 
 
 def _model(seed, layers, scoring, positional="standard"):
-    return random_model(RandomConfig(seed=seed, width=3, layers=layers, heads=2, ffn_width=3, scoring=scoring,
-                                     causal=True, positional=positional, alphabet=("a", "b"), bos="^",
-                                     max_length=8))
+    return random_model(
+        RandomConfig(
+            seed=seed,
+            width=3,
+            layers=layers,
+            heads=2,
+            ffn_width=3,
+            scoring=scoring,
+            causal=True,
+            positional=positional,
+            alphabet=("a", "b"),
+            bos="^",
+            max_length=8,
+        )
+    )
 
 
 def _last_column(model, arithmetic, word):
@@ -98,10 +114,16 @@ def _last_column(model, arithmetic, word):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scoring,arithmetic", [("hardmax", Exact()), ("uniform", Exact()),
-                                                ("softmax", Fixed(16, 6, "exact-sums")),
-                                                ("softmax", Fixed(16, 6, "rounded-terms")),
-                                                ("softmax", Fixed(16, 6, "per-probability"))])
+@pytest.mark.parametrize(
+    "scoring,arithmetic",
+    [
+        ("hardmax", Exact()),
+        ("uniform", Exact()),
+        ("softmax", Fixed(16, 6, "exact-sums")),
+        ("softmax", Fixed(16, 6, "rounded-terms")),
+        ("softmax", Fixed(16, 6, "per-probability")),
+    ],
+)
 def test_depth_one_models_cannot_tell_the_pairs_apart_but_depth_two_can(scoring, arithmetic):
     separated = 0
     for seed in range(8):
@@ -117,8 +139,10 @@ def test_depth_one_models_cannot_tell_the_pairs_apart_but_depth_two_can(scoring,
 def test_relative_position_encodings_leave_the_class():
     # softmax: the RPE bias moves weight between the a and the b before the last position (6 of 8 seeds)
     arithmetic = Fixed(16, 6, "exact-sums")
-    separated = sum(_last_column(m, arithmetic, "abb") != _last_column(m, arithmetic, "bab")
-                    for m in (_model(seed, 1, "softmax", "rpe") for seed in range(8)))
+    separated = sum(
+        _last_column(m, arithmetic, "abb") != _last_column(m, arithmetic, "bab")
+        for m in (_model(seed, 1, "softmax", "rpe") for seed in range(8))
+    )
     assert separated > 0
 
 
@@ -172,11 +196,14 @@ def test_a_contradiction_with_the_model_is_an_error_never_a_proof(monkeypatch):
     assert result.status == "error" and "internal inconsistency" in result.detail
 
 
-@pytest.mark.parametrize("options,program,needle", [
-    ("{depth: 1}", "L1.cr", "needs 'pair', 'language' or both"),
-    ("{depth: 0, pair: [ab, ba]}", "L1.cr", "more than depth 0"),
-    ("{depth: 1, pair: [ab, bc]}", "L1.cr", "letter 'c'"),
-])
+@pytest.mark.parametrize(
+    "options,program,needle",
+    [
+        ("{depth: 1}", "L1.cr", "needs 'pair', 'language' or both"),
+        ("{depth: 0, pair: [ab, ba]}", "L1.cr", "more than depth 0"),
+        ("{depth: 1, pair: [ab, bc]}", "L1.cr", "letter 'c'"),
+    ],
+)
 def test_mistakes_are_input_errors(options, program, needle):
     with pytest.raises(SpecError) as caught:
         _spec(options, program)

@@ -152,8 +152,16 @@ def test_yang_et_al_rounded_terms_differ_from_exact_sums_on_a_hand_example():
     """
     from verify_tf.ir import AttentionLayer, Block, GridTokens, Head, Model, matrix, vector, zeros
 
-    h = Head(query=matrix([[0]]), key=matrix([[1]]), value=matrix([[-2]]), output=matrix([[1]]),
-             query_bias=vector([1]), key_bias=zeros(1), value_bias=vector([4]), scoring="softmax")
+    h = Head(
+        query=matrix([[0]]),
+        key=matrix([[1]]),
+        value=matrix([[-2]]),
+        output=matrix([[1]]),
+        query_bias=vector([1]),
+        key_bias=zeros(1),
+        value_bias=vector([4]),
+        scoring="softmax",
+    )
     model = Model(GridTokens(1), 1, (Block(AttentionLayer((h,), zeros(1), residual=False)),), vector([1]))
     tokens = seq(0, 2)
     ours = evaluate(model, Fixed(5, 1, "exact-sums"), tokens)
@@ -166,6 +174,7 @@ def test_yang_et_al_rounded_terms_differ_from_exact_sums_on_a_hand_example():
 
 # ---------------------------------------------------------------- LayerNorm and i-GELU (docs/semantics.md §2–3)
 
+
 def norm_model(gamma, beta, eps, *, first=False, ff=None, final=None):
     """A feed-forward-only model whose LayerNorm sits before (first) or after the sublayer; ff defaults to 0."""
     from verify_tf.ir import Block, FeedForward, GridTokens, LayerNorm, Model
@@ -175,8 +184,13 @@ def norm_model(gamma, beta, eps, *, first=False, ff=None, final=None):
     norm = LayerNorm(tuple(map(F, gamma)), tuple(map(F, beta)), F(eps))
     sub = ff or zero
     block = Block(None, FeedForward(sub.w1, sub.b1, sub.w2, sub.b2, True, sub.activation, norm, first))
-    return Model(GridTokens(d), d, (block,), (F(1),) + (F(0),) * (d - 1),
-                 final_norm=LayerNorm(tuple(map(F, final)), (F(0),) * d, F(0)) if final else None)
+    return Model(
+        GridTokens(d),
+        d,
+        (block,),
+        (F(1),) + (F(0),) * (d - 1),
+        final_norm=LayerNorm(tuple(map(F, final)), (F(0),) * d, F(0)) if final else None,
+    )
 
 
 def test_layernorm_integer_steps_at_two_fractional_bits():
@@ -269,12 +283,17 @@ def _floor_exp_times_by_decimal(s: F, x: F, digits: int) -> int:
         return int(value.to_integral_value(rounding=ROUND_FLOOR))
 
 
-@pytest.mark.parametrize("s,x", [
-    (F(324241, 2048), F(64)),  # e^158.3·64 ≈ 3.66·10^70: refused as "too close to an integer" before the fix
-    (F(-349881, 4096), F(64)),  # e^-85.4·64 ≈ 10^-35: a positive value below 1 floors to 0
-    (F(-349881, 4096), F(-64)),  # ... and its negative to -1
-    (F(1, 3), F(5, 7)), (F(-7, 2), F(1000)), (F(199), F(-3, 4)),
-])
+@pytest.mark.parametrize(
+    "s,x",
+    [
+        (F(324241, 2048), F(64)),  # e^158.3·64 ≈ 3.66·10^70: refused as "too close to an integer" before the fix
+        (F(-349881, 4096), F(64)),  # e^-85.4·64 ≈ 10^-35: a positive value below 1 floors to 0
+        (F(-349881, 4096), F(-64)),  # ... and its negative to -1
+        (F(1, 3), F(5, 7)),
+        (F(-7, 2), F(1000)),
+        (F(199), F(-3, 4)),
+    ],
+)
 def test_floor_exp_times_agrees_with_an_independent_decimal_computation(s, x):
     from verify_tf.semantics.exp_table import floor_exp_times
 

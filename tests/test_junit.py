@@ -22,8 +22,10 @@ def parse(verdicts, expectations, **kwargs):
 
 
 def test_one_case_per_property_grouped_by_spec():
-    root = parse([verdict("proved", "a"), verdict("refuted", "b", index=1),
-                  verdict("proved", "c", spec="specs/x.yaml")], [None, None, None])
+    root = parse(
+        [verdict("proved", "a"), verdict("refuted", "b", index=1), verdict("proved", "c", spec="specs/x.yaml")],
+        [None, None, None],
+    )
     suites = root.findall("testsuite")
     assert [s.get("name") for s in suites] == ["specs/a.yaml", "specs/x.yaml"]
     assert [c.get("name") for c in suites[0].findall("testcase")] == ["a [0]", "b [1]"]
@@ -39,15 +41,18 @@ def test_refuted_is_a_failure_with_the_witness():
     assert json.loads(failure.text) == WITNESS
 
 
-@pytest.mark.parametrize("status,expect,element", [
-    ("refuted", "refuted", None),  # a known counterexample, as expected: passes
-    ("proved", "proved", None),
-    ("proved", "refuted", "failure"),  # contradicts the expectation
-    ("refuted", "proved", "failure"),
-    ("unknown", "unknown", None),
-    ("unknown", "proved", "skipped"),  # unmet, not contradicted
-    ("error", None, "error"),
-])
+@pytest.mark.parametrize(
+    "status,expect,element",
+    [
+        ("refuted", "refuted", None),  # a known counterexample, as expected: passes
+        ("proved", "proved", None),
+        ("proved", "refuted", "failure"),  # contradicts the expectation
+        ("refuted", "proved", "failure"),
+        ("unknown", "unknown", None),
+        ("unknown", "proved", "skipped"),  # unmet, not contradicted
+        ("error", None, "error"),
+    ],
+)
 def test_expectations(status, expect, element):
     case = parse([verdict(status)], [expect]).find("testsuite/testcase")
     children = [c.tag for c in case if c.tag != "system-out"]

@@ -16,14 +16,18 @@ def test_output_bounds_enumerate_matches_the_brute_force_oracle(seed, mode, caus
     from verify_tf.semantics import Exact, Fixed, evaluate
 
     scoring = "softmax" if mode == "fixed" else "hardmax"
-    model = random_model(RandomConfig(seed=seed, width=1, layers=1, ffn_width=2, scoring=scoring, causal=causal,
-                                      max_length=3))
+    model = random_model(
+        RandomConfig(seed=seed, width=1, layers=1, ffn_width=2, scoring=scoring, causal=causal, max_length=3)
+    )
     arith = Exact() if mode == "exact" else Fixed(16, 4)
     domain = GridDomain(1, (Fraction(-1, 2), Fraction(0), Fraction(1, 2)), 3)
     values = [q for x in domain.inputs() for q in evaluate(model, arith, x).readout]
     lo, hi = min(values), max(values)
-    for bounds, expected in (({"lo": lo, "hi": hi}, "proved"), ({"lo": lo + Fraction(1, 16), "hi": hi}, "refuted"),
-                             ({"lo": lo, "hi": hi - Fraction(1, 16)}, "refuted")):
+    for bounds, expected in (
+        ({"lo": lo, "hi": hi}, "proved"),
+        ({"lo": lo + Fraction(1, 16), "hi": hi}, "refuted"),
+        ({"lo": lo, "hi": hi - Fraction(1, 16)}, "refuted"),
+    ):
         if bounds["lo"] > bounds["hi"]:
             continue  # lo > hi is an input error, not a property (tests/test_spec_errors.py)
         verdict = check(model, arith, domain, "output-bounds", bounds, engine="enumerate")
@@ -41,11 +45,11 @@ def test_output_bounds_beyond_int64_are_compared_exactly():
     from verify_tf.domain import GridDomain
     from verify_tf.semantics import Exact, evaluate
 
-    model = yun_contextual_mapping(1, Fraction(1, 4), 3, global_shift_scale=3 ** 45)
+    model = yun_contextual_mapping(1, Fraction(1, 4), 3, global_shift_scale=3**45)
     domain = GridDomain.regular(1, Fraction(1, 4), 3, distinct_tokens=True)
     values = [q for x in domain.inputs() for q in evaluate(model, Exact(), x).readout]
     lo, hi = min(values), max(values)
-    assert lo > 2 ** 63
+    assert lo > 2**63
     assert check(model, Exact(), domain, "output-bounds", {"lo": lo, "hi": hi}, engine="enumerate").status == "proved"
     for bounds in ({"lo": lo + 1, "hi": hi}, {"lo": lo, "hi": hi - 1}):
         assert check(model, Exact(), domain, "output-bounds", bounds, engine="enumerate").status == "refuted"

@@ -31,23 +31,50 @@ def grid_domain(width: int) -> GridDomain:
 
 # ---------------------------------------------------------------- blind models, any weights
 
+
 @settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 10_000), scoring=st.sampled_from(["hardmax", "uniform"]),
-       positional=st.sampled_from(["standard", "rpe"]), causal=st.booleans(), ffn=st.sampled_from([0, 2]))
+@given(
+    seed=st.integers(0, 10_000),
+    scoring=st.sampled_from(["hardmax", "uniform"]),
+    positional=st.sampled_from(["standard", "rpe"]),
+    causal=st.booleans(),
+    ffn=st.sampled_from([0, 2]),
+)
 def test_standard_and_rpe_models_are_blind_in_exact_arithmetic(seed, scoring, positional, causal, ffn):
-    model = random_model(RandomConfig(seed=seed, width=2, layers=2, heads=2, ffn_width=ffn, scoring=scoring,
-                                      positional=positional, causal=causal, max_length=3))
+    model = random_model(
+        RandomConfig(
+            seed=seed,
+            width=2,
+            layers=2,
+            heads=2,
+            ffn_width=ffn,
+            scoring=scoring,
+            positional=positional,
+            causal=causal,
+            max_length=3,
+        )
+    )
     verdict = check(model, domain=grid_domain(2))
     assert verdict.status == "proved", verdict.detail
     assert verdict.statistics["epsilon"] == "0" and verdict.statistics["space_size"] == 9
 
 
 @settings(max_examples=8, deadline=None)
-@given(seed=st.integers(0, 10_000), scoring=st.sampled_from(["hardmax", "uniform", "softmax"]),
-       causal=st.booleans())
+@given(seed=st.integers(0, 10_000), scoring=st.sampled_from(["hardmax", "uniform", "softmax"]), causal=st.booleans())
 def test_rpe_models_are_blind_in_fixed_point_with_exact_sums(seed, scoring, causal):
-    model = random_model(RandomConfig(seed=seed, width=2, layers=1, heads=2, ffn_width=2, scoring=scoring,
-                                      positional="rpe", causal=causal, max_length=3))
+    model = random_model(
+        RandomConfig(
+            seed=seed,
+            width=2,
+            layers=1,
+            heads=2,
+            ffn_width=2,
+            scoring=scoring,
+            positional="rpe",
+            causal=causal,
+            max_length=3,
+        )
+    )
     verdict = check(model, Fixed(16, 4), domain=grid_domain(2))
     assert verdict.status == "proved" and verdict.statistics["epsilon"] == "0", verdict.detail
 
@@ -59,6 +86,7 @@ def test_readout_option_and_method():
 
 
 # ---------------------------------------------------------------- URPE and absolute PE
+
 
 def test_urpe_with_lower_triangular_c_is_refuted_with_replayed_witness():
     # uniform rows 1/3, C[j-i] = 1 for j <= i: position i outputs x (i+1)/3 (Luo et al.'s i/n)
@@ -91,6 +119,7 @@ def test_tolerance_accepts_small_deviations():
 
 
 # ---------------------------------------------------------------- per-probability rounding (the finding)
+
 
 def research_model(bias, value=1):
     return one_layer(head(scoring="softmax", positional="rpe", rpe=bias, v=value), residual=False)
@@ -156,6 +185,7 @@ def test_per_probability_is_not_proved_at_architecture_level():
 
 # ---------------------------------------------------------------- BOS: the input is not constant
 
+
 def test_bos_without_positions_stays_blind():
     model = alphabet_model(head(scoring="hardmax"), bos_embedding=(5,))
     assert check(model, domain=STRINGS).status == "proved"
@@ -180,6 +210,7 @@ def test_bos_with_rpe_separates_positions():
 
 # ---------------------------------------------------------------- architecture scope
 
+
 def _replay_member(verdict, arith):
     member = model_from_dict(verdict.counterexample["model"])
     tokens = tuple(t if isinstance(t, str) else tuple(F(c) for c in t) for t in verdict.counterexample["input"])
@@ -190,8 +221,9 @@ def _replay_member(verdict, arith):
 
 
 def test_architecture_scope_proves_rpe_and_refutes_urpe_with_a_solver_chosen_layer():
-    rpe = random_model(RandomConfig(seed=4, width=2, layers=2, heads=2, ffn_width=2, positional="rpe", causal=True,
-                                    max_length=3))
+    rpe = random_model(
+        RandomConfig(seed=4, width=2, layers=2, heads=2, ffn_width=2, positional="rpe", causal=True, max_length=3)
+    )
     proved = check(rpe, domain=grid_domain(2), scope="architecture")
     assert proved.status == "proved" and proved.label == "proved (induction)" and proved.engine == "architecture"
     urpe = random_model(RandomConfig(seed=4, width=2, positional="urpe", max_length=3))
@@ -224,8 +256,9 @@ def test_architecture_engine_with_model_scope_proves_through_the_class_or_says_u
 
 
 def test_the_architecture_proof_covers_any_depth_because_deeper_layers_add_no_query(monkeypatch):
-    rpe = random_model(RandomConfig(seed=4, width=2, layers=2, heads=2, ffn_width=2, positional="rpe", causal=True,
-                                    max_length=3))
+    rpe = random_model(
+        RandomConfig(seed=4, width=2, layers=2, heads=2, ffn_width=2, positional="rpe", causal=True, max_length=3)
+    )
     proved = check(rpe, domain=grid_domain(2), scope="architecture")
     assert proved.statistics["any_depth"] is True and "any number of layers" in proved.detail
     # a step query that depended on where its layer sits would limit the proof to the spec's own stack

@@ -32,24 +32,41 @@ def program(name: str):
 
 
 def test_every_library_program_and_miscompilation_is_exported():
-    assert {"length", "reverse", "hist", "sort", "sort-unique", "sort-freq", "frac-prevs", "pair-balance",
-            "shuffle-dyck", "shuffle-dyck2", "frac-gt-half", "negative-map", "length-10", "bos-leak"} <= set(NAMES)
+    assert {
+        "length",
+        "reverse",
+        "hist",
+        "sort",
+        "sort-unique",
+        "sort-freq",
+        "frac-prevs",
+        "pair-balance",
+        "shuffle-dyck",
+        "shuffle-dyck2",
+        "frac-gt-half",
+        "negative-map",
+        "length-10",
+        "bos-leak",
+    } <= set(NAMES)
 
 
-@pytest.mark.parametrize("name, word, expected", [
-    ("length", "abc", [3, 3, 3]),
-    ("hist", "aba", [2, 1, 2]),
-    ("reverse", "abc", ["c", "b", "a"]),
-    ("frac-prevs", "aab", [1, 1, F(2, 3)]),  # fraction of a's among positions <= i
-    ("frac-gt-half", "aab", [1, 1, 1]),  # 2/3 > 1/2: the value tracr's compiler misses
-    ("negative-map", "ab", [-1, 1]),
-    ("bos-leak", "a", [0]),  # position 0 selects nothing: the default
-    ("pair-balance", "(()", [1, 1, F(1, 3)]),  # (opens - closes) / (i + 1)
-    ("shift-by-1", "abc", [None, "a", "b"]),
-    ("sort-unique", [3, 1, 2], [1, 2, 3]),
-    ("sort-unique", [3, 3, 3], [3, None, None]),  # duplicate keys: positions 1, 2 select nothing (default None)
-    ("sort", [3, 3, 1], [1, 3, 3]),
-])
+@pytest.mark.parametrize(
+    "name, word, expected",
+    [
+        ("length", "abc", [3, 3, 3]),
+        ("hist", "aba", [2, 1, 2]),
+        ("reverse", "abc", ["c", "b", "a"]),
+        ("frac-prevs", "aab", [1, 1, F(2, 3)]),  # fraction of a's among positions <= i
+        ("frac-gt-half", "aab", [1, 1, 1]),  # 2/3 > 1/2: the value tracr's compiler misses
+        ("negative-map", "ab", [-1, 1]),
+        ("bos-leak", "a", [0]),  # position 0 selects nothing: the default
+        ("pair-balance", "(()", [1, 1, F(1, 3)]),  # (opens - closes) / (i + 1)
+        ("shift-by-1", "abc", [None, "a", "b"]),
+        ("sort-unique", [3, 1, 2], [1, 2, 3]),
+        ("sort-unique", [3, 3, 3], [3, None, None]),  # duplicate keys: positions 1, 2 select nothing (default None)
+        ("sort", [3, 3, 1], [1, 3, 3]),
+    ],
+)
 def test_hand_computed_outputs(name, word, expected):
     assert run(program(name), list(word)).output == expected
 
@@ -109,13 +126,16 @@ def test_undefined_programs_raise():
         run(program_from_json(reverse), ["z"])
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda d: d["nodes"][2].update(kind="mystery"), "kind 'mystery'"),
-    (lambda d: d["nodes"][2].update(inputs=["nowhere"]), "expected 1 input"),
-    (lambda d: d["nodes"][2]["values"].append(["int", 0]), "listed twice"),
-    (lambda d: d.update(output="nowhere"), "output: 'nowhere'"),
-    (lambda d: d["nodes"][2].update(values=[["frac", "x"]]), "malformed typed value"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d["nodes"][2].update(kind="mystery"), "kind 'mystery'"),
+        (lambda d: d["nodes"][2].update(inputs=["nowhere"]), "expected 1 input"),
+        (lambda d: d["nodes"][2]["values"].append(["int", 0]), "listed twice"),
+        (lambda d: d.update(output="nowhere"), "output: 'nowhere'"),
+        (lambda d: d["nodes"][2].update(values=[["frac", "x"]]), "malformed typed value"),
+    ],
+)
 def test_malformed_programs_are_refused_by_name(edit, message):
     data = json.loads((EXPORTS / "length.json").read_text())["program"]
     edit(data)

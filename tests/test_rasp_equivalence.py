@@ -33,9 +33,11 @@ EXPORTS = ROOT / "examples" / "tracr"
 def spec(name: str, max_length: int, *, model_extra: str = "", program: str | None = None, engine: str = "") -> str:
     path = EXPORTS / f"{name}.json"
     engine_text = f", engine: {engine}" if engine else ""
-    return (f"model:\n  tracr: {path}\n{model_extra}"
-            f"domain:\n  strings: {{max-length: {max_length}}}\n"
-            f"properties:\n  - rasp-equivalence: {{program: {EXPORTS / (program or name)}.json{engine_text}}}\n")
+    return (
+        f"model:\n  tracr: {path}\n{model_extra}"
+        f"domain:\n  strings: {{max-length: {max_length}}}\n"
+        f"properties:\n  - rasp-equivalence: {{program: {EXPORTS / (program or name)}.json{engine_text}}}\n"
+    )
 
 
 def check(text: str):
@@ -51,13 +53,24 @@ def test_length_is_proved_by_every_engine(engine):
     assert "39 strings of length 1..3 over {a, b, c}" in result.detail  # 3 + 9 + 27
 
 
-@pytest.mark.parametrize("name, max_length, summary", [
-    ("frac-gt-half", 5, "input aab at position 2: the program gives 1, the model 0 (RASP [1, 1, 1], model [1, 1, 0]"),
-    ("negative-map", 5, "input a at position 0: the program gives -1, the model 0 (RASP [-1], model [0]"),
-    ("length-10", 10, "input aaaaaaaaaa at position 0: the program gives 10, the model 9 (RASP [10, 10, 10, 10, 10, "
-                      "10, 10, 10, 10, 10], model [9, 9, 9, 9, 9, 9, 9, 9, 9, 9]"),
-    ("bos-leak", 5, "input a at position 0: the program gives 0, the model 1 (RASP [0], model [1]"),
-])
+@pytest.mark.parametrize(
+    "name, max_length, summary",
+    [
+        (
+            "frac-gt-half",
+            5,
+            "input aab at position 2: the program gives 1, the model 0 (RASP [1, 1, 1], model [1, 1, 0]",
+        ),
+        ("negative-map", 5, "input a at position 0: the program gives -1, the model 0 (RASP [-1], model [0]"),
+        (
+            "length-10",
+            10,
+            "input aaaaaaaaaa at position 0: the program gives 10, the model 9 (RASP [10, 10, 10, 10, 10, "
+            "10, 10, 10, 10, 10], model [9, 9, 9, 9, 9, 9, 9, 9, 9, 9]",
+        ),
+        ("bos-leak", 5, "input a at position 0: the program gives 0, the model 1 (RASP [0], model [1]"),
+    ],
+)
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["enumerate", "interpret"])
 def test_miscompilations_are_refuted_at_their_least_input(name, max_length, summary, engine):
@@ -84,8 +97,13 @@ def test_undefined_positions_are_dont_care():
     """sort_unique with duplicate keys: RASP gives None where nothing is selected; the model's output vector is
     all zero there (a tie), which is not a finding. [3, 3, 3] -> RASP [3, None, None]."""
     loaded = load_spec_text(spec("sort-unique", 3), "t.yaml", ROOT)
-    t = task(loaded.model, loaded.arithmetic, loaded.domain, "rasp-equivalence",
-             {"program": str(EXPORTS / "sort-unique.json")})
+    t = task(
+        loaded.model,
+        loaded.arithmetic,
+        loaded.domain,
+        "rasp-equivalence",
+        {"program": str(EXPORTS / "sort-unique.json")},
+    )
     expected, got, _, _ = t.prop.sides(t, ("3", "3", "3"))
     assert expected == [3, None, None]
     assert got[0].value == 3 and got[1].tie == (1, 2, 3, 4) and got[1].score == 0
@@ -95,15 +113,29 @@ def test_undefined_positions_are_dont_care():
 def test_a_tie_between_output_coordinates_is_a_finding_of_its_own():
     model = import_tracr(EXPORTS / "length.json")
     ff = model.blocks[0].feed_forward
-    silent = dataclasses.replace(model, blocks=(Block(model.blocks[0].attention, FeedForward(
-        ff.w1, ff.b1, tuple(tuple(F(0) for _ in row) for row in ff.w2), ff.b2)),))
+    silent = dataclasses.replace(
+        model,
+        blocks=(
+            Block(
+                model.blocks[0].attention,
+                FeedForward(ff.w1, ff.b1, tuple(tuple(F(0) for _ in row) for row in ff.w2), ff.b2),
+            ),
+        ),
+    )
     for engine in ("enumerate", "interpret", "smt"):
-        result = verdict(silent, Exact(), StringDomain(("a", "b", "c"), 1, 2), "rasp-equivalence",
-                         {"program": str(EXPORTS / "length.json")}, engine=engine)
+        result = verdict(
+            silent,
+            Exact(),
+            StringDomain(("a", "b", "c"), 1, 2),
+            "rasp-equivalence",
+            {"program": str(EXPORTS / "length.json")},
+            engine=engine,
+        )
         assert result.status == "refuted", engine
         assert result.counterexample["summary"].startswith(
             "input a at position 0: the model's output is a tie between 0, 1, 2, 3, 4, 5, 6, 7, 8 (each 0), "
-            "the program gives 1")
+            "the program gives 1"
+        )
         # the output space of length at max_seq_len 8 is 0..8, every coordinate 0 without the MLP
         assert result.counterexample["tie"] == [str(k) for k in range(9)]
 
@@ -139,20 +171,25 @@ def test_snap_false_keeps_float32_values_and_the_batched_evaluator_still_proves_
 def test_softmax_reading_needs_quantize_and_fixed_arithmetic():
     with pytest.raises(SpecError, match="needs quantize"):
         load_spec_text(spec("length", 3, model_extra="  attention: softmax\n"), "t.yaml", ROOT)
-    text = spec("reverse", 3, model_extra="  attention: softmax\n  quantize: {bits: 24, frac: 8}\n") + \
-        "arithmetic: {mode: fixed, bits: 24, frac: 8}\n"
+    text = (
+        spec("reverse", 3, model_extra="  attention: softmax\n  quantize: {bits: 24, frac: 8}\n")
+        + "arithmetic: {mode: fixed, bits: 24, frac: 8}\n"
+    )
     loaded = load_spec_text(text, "t.yaml", ROOT)
     assert {h.scoring for _, _, h in loaded.model.heads()} == {"softmax"}
     result = check_property(loaded, loaded.properties[0], Overrides())
     assert result.status == "proved", result.detail  # logit gaps >= 50/sqrt(12) leave e^-gap below 2^-8
 
 
-@pytest.mark.parametrize("text, where, message", [
-    (spec("sort", 6), "properties[0].rasp-equivalence.program", "exceed the program's maximum length 5"),
-    (spec("length", 3, program="reverse"), "properties[0].rasp-equivalence.program", "is not the export's"),
-    (spec("length", 3, model_extra="  snap: maybe\n"), "model.snap", "expected"),
-    ("model: {random: {seed: 0}, snap: true}\n", "model.snap", "applies only to a tracr source"),
-])
+@pytest.mark.parametrize(
+    "text, where, message",
+    [
+        (spec("sort", 6), "properties[0].rasp-equivalence.program", "exceed the program's maximum length 5"),
+        (spec("length", 3, program="reverse"), "properties[0].rasp-equivalence.program", "is not the export's"),
+        (spec("length", 3, model_extra="  snap: maybe\n"), "model.snap", "expected"),
+        ("model: {random: {seed: 0}, snap: true}\n", "model.snap", "applies only to a tracr source"),
+    ],
+)
 def test_spec_mistakes_are_located(text, where, message):
     with pytest.raises(SpecError) as info:
         load_spec_text(text, "t.yaml", ROOT)
@@ -165,11 +202,13 @@ def test_a_corrupted_export_is_refused(tmp_path):
     edited["params"]["transformer/layer_0/mlp/linear_1"]["w"]["nonzero"][0][-2] = "7/3"
     with pytest.raises(TracrImportError, match="does not round to its float32"):
         from verify_tf.builders.tracr_import import model_from_export
+
         model_from_export(parse_export(edited))
     edited = json.loads(json.dumps(document))
     edited["config"]["layer_norm"] = True
     with pytest.raises(TracrImportError, match="layer norm"):
         from verify_tf.builders.tracr_import import model_from_export
+
         model_from_export(parse_export(edited))
     (tmp_path / "not.json").write_text("{}")
     with pytest.raises(SpecError, match="not a tracr export"):
@@ -181,8 +220,12 @@ def test_explain_replays_the_witness(tmp_path):
     spec_file = tmp_path / "frac.yaml"
     spec_file.write_text(spec("frac-gt-half", 3, engine="enumerate"))
     report = tmp_path / "report.json"
-    subprocess.run([sys.executable, "-m", "verify_tf", "check", "--no-cache", str(spec_file), "--json", str(report)],
-                   capture_output=True, text=True, check=False)
+    subprocess.run(
+        [sys.executable, "-m", "verify_tf", "check", "--no-cache", str(spec_file), "--json", str(report)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     [item] = explain_report(report)
     [role] = item.roles
     assert role.tokens == ("a", "a", "b") and role.focus == 2 and role.offset == 1

@@ -35,10 +35,12 @@ def keys(draw):
     count = draw(st.integers(1, 40))
     n = draw(st.integers(1, 3))
     wide = draw(st.booleans())
-    spread = draw(st.sampled_from([3, 50, 10 ** 6]))
-    base = draw(st.sampled_from([0, 2 ** 61 - 10, 2 ** 80, -(2 ** 70)])) if wide else 0
-    values = np.array([[base + draw(st.integers(-spread, spread)) for _ in range(n)] for _ in range(count)],
-                      dtype=object if wide else np.int64)
+    spread = draw(st.sampled_from([3, 50, 10**6]))
+    base = draw(st.sampled_from([0, 2**61 - 10, 2**80, -(2**70)])) if wide else 0
+    values = np.array(
+        [[base + draw(st.integers(-spread, spread)) for _ in range(n)] for _ in range(count)],
+        dtype=object if wide else np.int64,
+    )
     exempting = draw(st.booleans())
     groups = np.array([draw(st.integers(0, 3)) for _ in range(count)], dtype=np.int64) if exempting else None
     cuts = draw(st.lists(st.integers(0, count), max_size=6))
@@ -53,8 +55,12 @@ def test_streamed_scan_agrees_with_closest_pair(case, memory, block):
     reference_groups = groups if groups is not None else np.arange(count, dtype=np.int64)
     expected = closest_pair(values.reshape(-1), reference_groups, n, den)
     found, spilled, _blocks = _scan(values, groups, den, cuts, memory, block)
-    assert (found.gap, found.smallest, found.largest, found.keys) == \
-        (expected.gap, expected.smallest, expected.largest, expected.keys)
+    assert (found.gap, found.smallest, found.largest, found.keys) == (
+        expected.gap,
+        expected.smallest,
+        expected.largest,
+        expected.keys,
+    )
     if found.gap is not None:
         (a, i), (b, j) = found.pair
         assert Fraction(int(values[b, j]) - int(values[a, i]), den) == found.gap
@@ -75,19 +81,19 @@ def test_the_pair_does_not_depend_on_the_blocking():
 
 
 def test_limbs_keep_the_numeric_order_of_wide_keys():
-    values = np.array([-(2 ** 100), -(2 ** 62) - 1, -1, 0, 5, 2 ** 62, 2 ** 62 + 1, 3 ** 70], dtype=object)
+    values = np.array([-(2**100), -(2**62) - 1, -1, 0, 5, 2**62, 2**62 + 1, 3**70], dtype=object)
     limbs = to_limbs(values, limbs_needed(values))
     assert limbs.shape == (8, 2)
     order = np.lexsort(tuple(limbs[:, k] for k in range(limbs.shape[1] - 1, -1, -1)))
     assert order.tolist() == list(range(8))
     assert list(from_limbs(limbs)) == list(values)
-    assert limbs_needed(np.array([2 ** 61], dtype=np.int64)) == 2  # differences of int64 keys must fit int64
+    assert limbs_needed(np.array([2**61], dtype=np.int64)) == 2  # differences of int64 keys must fit int64
 
 
 def test_a_tiny_budget_scans_many_runs_in_bounded_blocks():
     """20,000 inputs in 200 runs, every run spilled, merged in blocks of at most a few hundred keys."""
     rng = np.random.default_rng(5)
-    values = rng.integers(-(10 ** 12), 10 ** 12, size=(20_000, 2))
+    values = rng.integers(-(10**12), 10**12, size=(20_000, 2))
     values[7, 1] = values[12_345, 0] + 3  # the closest pair, planted
     expected = closest_pair(values.reshape(-1), np.arange(20_000), 2, 1)
     found, spilled, blocks = _scan(values, None, 1, list(range(100, 20_000, 100)), 4096, 16 << 10)

@@ -23,8 +23,7 @@ Yaml12Loader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:bool", __import__("re").compile(r"^(?:true|false)$"),
-                                   list("tf"))
+Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:bool", __import__("re").compile(r"^(?:true|false)$"), list("tf"))
 
 
 def load12(text: str):
@@ -65,8 +64,10 @@ def test_init_writes_a_spec_that_proves(tmp_path):
 
 def test_run_prints_the_trace_of_the_papers_example(tmp_path):
     spec = tmp_path / "yun.yaml"
-    spec.write_text("model: {construct: yun2019-contextual-mapping, d: 1, delta: 1/2, n: 2}\n"
-                    "domain: {grid: {step: 1/2}, length: 2}\nproperties: [{permutation-equivariance: {}}]\n")
+    spec.write_text(
+        "model: {construct: yun2019-contextual-mapping, d: 1, delta: 1/2, n: 2}\n"
+        "domain: {grid: {step: 1/2}, length: 2}\nproperties: [{permutation-equivariance: {}}]\n"
+    )
     result = CliRunner().invoke(main, ["run", str(spec), "--input", "[0, 1/2]", "--json"])
     assert result.exit_code == 0, result.output
     trace = json.loads(result.output)

@@ -66,5 +66,5 @@ def test_lengths_are_cycled_and_timeout_stops():
 
     result = search(SearchSpace(3, (1, 2, 3)), objective, samples=600, batch=100)
     assert seen_lengths == [1, 2, 3, 1, 2, 3] and result.samples == 600 and result.stopped == "budget"
-    timed = search(SearchSpace(3, (2,)), objective, samples=10 ** 9, batch=100, seconds=0.2)
-    assert timed.stopped == "timeout" and 0 < timed.samples < 10 ** 9
+    timed = search(SearchSpace(3, (2,)), objective, samples=10**9, batch=100, seconds=0.2)
+    assert timed.stopped == "timeout" and 0 < timed.samples < 10**9

@@ -20,13 +20,22 @@ def request(model, arith, domain, seed=0, samples=20_000, timeout=60.0):
 
 
 def check_search(req):
-    return check(req["model"], req["arith"], req["domain"], "permutation-equivariance", engine="search",
-                 timeout=req["timeout"], seed=req["seed"], samples=req["samples"])
+    return check(
+        req["model"],
+        req["arith"],
+        req["domain"],
+        "permutation-equivariance",
+        engine="search",
+        timeout=req["timeout"],
+        seed=req["seed"],
+        samples=req["samples"],
+    )
 
 
 def violation(req, tokens, k):
-    return PROPERTY.swap_violation(task(req["model"], req["arith"], req["domain"], "permutation-equivariance"),
-                                   tokens, k)
+    return PROPERTY.swap_violation(
+        task(req["model"], req["arith"], req["domain"], "permutation-equivariance"), tokens, k
+    )
 
 
 def test_search_refutes_rpe_on_a_huge_domain_with_a_replayed_witness():

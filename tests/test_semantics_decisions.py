@@ -39,6 +39,7 @@ def check_spec(text: str, engine: str = "interpret"):
 
 # ---------------------------------------------------------------- 1. positions, BOS, the empty input
 
+
 @pytest.mark.parametrize("engine", ["interpret", "enumerate", "smt"])
 def test_bos_is_not_a_user_position_unless_included(engine):
     # readout = embedding (no layers): BOS 10, a 1, b 2. hi: 5 holds on the user's positions, not at BOS.
@@ -75,8 +76,12 @@ def test_permutation_equivariance_compares_the_bos_output_only_when_asked():
     # uniform URPE with C[-2..2] = (1, 1, 1, 1, 0), length 2: the BOS row keeps keys 0 and 1 (C[0], C[1]) and
     # drops key 2 (C[2] = 0), so the BOS output depends on which token comes first; each user row keeps every
     # key (offsets -2..1), so the user outputs x_i + (BOS + a + b)/3 permute with the tokens.
-    model = alphabet_model(head(scoring="uniform", positional="urpe", rpe=[0] * 5, urpe=[1, 1, 1, 1, 0]),
-                           embedding=((1,), (2,)), bos_embedding=(0,), residual=True)
+    model = alphabet_model(
+        head(scoring="uniform", positional="urpe", rpe=[0] * 5, urpe=[1, 1, 1, 1, 0]),
+        embedding=((1,), (2,)),
+        bos_embedding=(0,),
+        residual=True,
+    )
     domain = StringDomain(("a", "b"), 2, 2)
     for engine in ("interpret", "enumerate", "smt"):
         users = verdict(model, EXACT, domain, "permutation-equivariance", {}, engine=engine)
@@ -87,6 +92,7 @@ def test_permutation_equivariance_compares_the_bos_output_only_when_asked():
 
 
 # ---------------------------------------------------------------- 2. relative tables
+
 
 def head_spec(table: str) -> str:
     return f"""
@@ -137,6 +143,7 @@ def test_urpe_needs_its_rpe_bias_and_traces_show_weights_times_c():
 
 # ---------------------------------------------------------------- 3. arithmetic details
 
+
 def test_per_probability_weights_are_floored_never_saturated():
     # Fixed(3, 2): mantissas -4..3, values -1..3/4, so 1 is not representable. One hardmax winner weighs
     # floor(1·4)/4 = 1 (an intermediate inside the exact sum, not a stored value), so head = round(1 · 1/2) = 1/2.
@@ -173,8 +180,16 @@ def check_spec_obj(spec):
 
 def test_uniform_heads_compute_no_query_or_key():
     # W_Q = 100 would saturate at 8 bits if it were evaluated; the head's weights do not depend on it
-    big = Head(query=matrix([[100]]), key=matrix([[100]]), value=matrix([[1]]), output=matrix([[1]]),
-               query_bias=zeros(1), key_bias=zeros(1), value_bias=zeros(1), scoring="uniform")
+    big = Head(
+        query=matrix([[100]]),
+        key=matrix([[100]]),
+        value=matrix([[1]]),
+        output=matrix([[1]]),
+        query_bias=zeros(1),
+        key_bias=zeros(1),
+        value_bias=zeros(1),
+        scoring="uniform",
+    )
     model = Model(GridTokens(1), 1, (Block(AttentionLayer((big,), zeros(1))),), vector([1]))
     trace = evaluate(model, Fixed(16, 8), ((F(1, 2),), (F(1, 4),)))
     assert trace.saturations == 0
@@ -210,6 +225,7 @@ def test_the_exp_table_starts_with_the_exact_one(frac):
 
 
 # ---------------------------------------------------------------- 4. domains and property definitions
+
 
 def test_a_grid_hi_off_the_step_lattice_is_an_input_error():
     with pytest.raises(SpecError, match="hi \\(1/2\\) is not lo \\+ k·step") as error:

@@ -20,8 +20,9 @@ def test_specs_are_shipped():
     assert len(SPECS) >= 4
 
 
-@pytest.mark.parametrize("path", [pytest.param(p, marks=requires_torch) if needs_torch(p) else p for p in SPECS],
-                         ids=[p.name for p in SPECS])
+@pytest.mark.parametrize(
+    "path", [pytest.param(p, marks=requires_torch) if needs_torch(p) else p for p in SPECS], ids=[p.name for p in SPECS]
+)
 def test_shipped_spec_gets_its_expected_verdict(path: Path):
     spec = load_spec(path)
     for prop in spec.properties:
@@ -34,23 +35,27 @@ def test_shipped_spec_gets_its_expected_verdict(path: Path):
 
 def test_cli_exit_codes_follow_expectations(tmp_path: Path):
     refuted = ROOT / "specs" / "equivariance-positions-refuted.yaml"
-    ok = subprocess.run([sys.executable, "-m", "verify_tf", "check", "--no-cache", str(refuted)],
-                          capture_output=True, text=True)
+    ok = subprocess.run(
+        [sys.executable, "-m", "verify_tf", "check", "--no-cache", str(refuted)], capture_output=True, text=True
+    )
     assert ok.returncode == 0, ok.stdout + ok.stderr  # refuted as expected -> success
     bare = tmp_path / "bare.yaml"
     bare.write_text(refuted.read_text().replace("{expect: refuted}", "{}"))
-    result = subprocess.run([sys.executable, "-m", "verify_tf", "check", "--no-cache", str(bare)],
-                              capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "verify_tf", "check", "--no-cache", str(bare)], capture_output=True, text=True
+    )
     assert result.returncode == 1  # refuted, no expectation -> exit 1
     wrong = tmp_path / "wrong.yaml"
     wrong.write_text(refuted.read_text().replace("{expect: refuted}", "{expect: proved}"))
-    result = subprocess.run([sys.executable, "-m", "verify_tf", "check", "--no-cache", str(wrong)],
-                              capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "verify_tf", "check", "--no-cache", str(wrong)], capture_output=True, text=True
+    )
     assert result.returncode == 1  # contradicts the expectation
     broken = tmp_path / "broken.yaml"
     broken.write_text("model: [\n")
-    result = subprocess.run([sys.executable, "-m", "verify_tf", "check", "--no-cache", str(broken)],
-                              capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "verify_tf", "check", "--no-cache", str(broken)], capture_output=True, text=True
+    )
     assert result.returncode == 2 and "broken.yaml:2: malformed YAML" in result.stderr
     assert "Traceback" not in result.stderr
 

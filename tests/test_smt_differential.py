@@ -43,6 +43,7 @@ SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCh
 
 def pairs(sym: SymTrace, ref: Trace):
     """(encoded value, interpreter value) for every recorded value of both traces."""
+
     def vectors(a, b):
         assert len(a) == len(b)
         for va, vb in zip(a, b):
@@ -63,8 +64,14 @@ def pairs(sym: SymTrace, ref: Trace):
                     if s is not None:  # softmax exact-sums weights are not linear terms
                         yield s, r
             yield from vectors(sh.output, rh.output)
-        for name in ("attention_norm", "attention_output", "after_attention", "hidden", "feed_forward_norm",
-                     "after_feed_forward"):
+        for name in (
+            "attention_norm",
+            "attention_output",
+            "after_attention",
+            "hidden",
+            "feed_forward_norm",
+            "after_feed_forward",
+        ):
             a, b = getattr(sb, name), getattr(rb, name)
             assert (a is None) == (b is None), name
             if a is not None:
@@ -82,8 +89,11 @@ def assert_encoding_matches(model: Model, arith, tokens: tuple, symbolic_positio
     if isinstance(tokens[0], str):
         alphabet = tuple(s for s in model.tokens.symbols if s != model.tokens.bos)
         inp = string_input(alphabet, len(tokens), builder, fixed=fixed)
-        pins = [v == alphabet.index(tokens[i]) for i, v in zip(sorted(symbolic_positions), inp.index_terms)
-                ] if len(alphabet) > 1 else []
+        pins = (
+            [v == alphabet.index(tokens[i]) for i, v in zip(sorted(symbolic_positions), inp.index_terms)]
+            if len(alphabet) > 1
+            else []
+        )
     else:
         values = sorted({c for t in tokens for c in t})
         domain = GridDomain(len(tokens[0]), tuple(values), len(tokens))
@@ -102,13 +112,17 @@ def assert_encoding_matches(model: Model, arith, tokens: tuple, symbolic_positio
     result = solver.check()
     if result == z3.sat:
         m = solver.model()
-        bad = [(str(r), m.eval(z3.IntVal(0) + s.num if not s.is_const else z3.IntVal(s.num)), s.den)
-               for s, r in pairs(trace, reference) if z3.is_false(m.eval(builder.eq(s, Sym.const(r))))]
+        bad = [
+            (str(r), m.eval(z3.IntVal(0) + s.num if not s.is_const else z3.IntVal(s.num)), s.den)
+            for s, r in pairs(trace, reference)
+            if z3.is_false(m.eval(builder.eq(s, Sym.const(r))))
+        ]
         pytest.fail(f"encoding differs from the interpreter: {bad[:5]}")
     assert result == z3.unsat
 
 
 # ---------------------------------------------------------------- strategies
+
 
 @st.composite
 def configs(draw, scorings, alphabet=False):
@@ -154,11 +168,15 @@ def string_cases(draw, scorings):
 
 
 fixed_modes = st.builds(
-    Fixed, bits=st.integers(5, 10), frac=st.integers(1, 3),
-    attention_rounding=st.sampled_from(["exact-sums", "per-probability"]))
+    Fixed,
+    bits=st.integers(5, 10),
+    frac=st.integers(1, 3),
+    attention_rounding=st.sampled_from(["exact-sums", "per-probability"]),
+)
 
 
 # ---------------------------------------------------------------- random models (560 in total)
+
 
 @settings(max_examples=150, **SETTINGS)
 @given(grid_cases(["hardmax", "uniform"]))
@@ -194,11 +212,16 @@ def test_alphabet_models(case, arith) -> None:
 def norm_cases(draw, layernorm=True):
     """Models with LayerNorm on every sublayer (pre or post), an optional final norm, ReLU or i-GELU."""
     config = draw(configs(["hardmax", "uniform", "softmax"] if layernorm else ["hardmax", "uniform"]))
-    config = replace(config, width=draw(st.integers(1, 3)), layers=1, ffn_width=draw(st.integers(1, 2)),
-                     activation=draw(st.sampled_from(["relu", "i-gelu"])) if layernorm else "i-gelu",
-                     layernorm=draw(st.sampled_from(["pre", "post"])) if layernorm else "none",
-                     final_norm=layernorm and draw(st.booleans()),
-                     layernorm_eps=draw(st.sampled_from([F(0), F(1, 100000), F(1, 3), F(5)])))
+    config = replace(
+        config,
+        width=draw(st.integers(1, 3)),
+        layers=1,
+        ffn_width=draw(st.integers(1, 2)),
+        activation=draw(st.sampled_from(["relu", "i-gelu"])) if layernorm else "i-gelu",
+        layernorm=draw(st.sampled_from(["pre", "post"])) if layernorm else "none",
+        final_norm=layernorm and draw(st.booleans()),
+        layernorm_eps=draw(st.sampled_from([F(0), F(1, 100000), F(1, 3), F(5)])),
+    )
     n = draw(st.integers(1, 3))
     tokens = tuple(tuple(draw(st.sampled_from(GRID)) for _ in range(config.width)) for _ in range(n))
     symbolic = set(draw(st.lists(st.integers(0, n - 1), unique=True, min_size=1)))
@@ -206,8 +229,15 @@ def norm_cases(draw, layernorm=True):
 
 
 @settings(max_examples=70, **SETTINGS)
-@given(norm_cases(), st.builds(Fixed, bits=st.integers(6, 12), frac=st.integers(1, 4),
-                               attention_rounding=st.sampled_from(["exact-sums", "per-probability"])))
+@given(
+    norm_cases(),
+    st.builds(
+        Fixed,
+        bits=st.integers(6, 12),
+        frac=st.integers(1, 4),
+        attention_rounding=st.sampled_from(["exact-sums", "per-probability"]),
+    ),
+)
 def test_fixed_layernorm_and_igelu_models(case, arith) -> None:
     model, tokens, symbolic = case
     assert_encoding_matches(model, arith, tokens, symbolic)
@@ -221,6 +251,7 @@ def test_exact_igelu_models(case) -> None:
 
 
 # ---------------------------------------------------------------- hand-written ties and rounding
+
 
 def test_hardmax_three_way_tie_is_averaged() -> None:
     model = one_layer(head(q=0, k=1, v=1), residual=False)  # all scores 0: a three-way tie
@@ -274,10 +305,20 @@ def test_causal_urpe_hardmax_with_bos() -> None:
 @st.composite
 def rounded_terms_cases(draw):
     """Softmax models small enough that every exact score takes few values (the encoding's limit)."""
-    config = RandomConfig(seed=draw(st.integers(0, 10_000)), width=1, layers=1,
-                          heads=draw(st.integers(1, 2)), key_dim=1, ffn_width=draw(st.integers(0, 2)),
-                          scoring="softmax", positional=draw(st.sampled_from(["standard", "rpe", "urpe"])),
-                          causal=draw(st.booleans()), max_length=4, weight_range=F(1), denominator=2)
+    config = RandomConfig(
+        seed=draw(st.integers(0, 10_000)),
+        width=1,
+        layers=1,
+        heads=draw(st.integers(1, 2)),
+        key_dim=1,
+        ffn_width=draw(st.integers(0, 2)),
+        scoring="softmax",
+        positional=draw(st.sampled_from(["standard", "rpe", "urpe"])),
+        causal=draw(st.booleans()),
+        max_length=4,
+        weight_range=F(1),
+        denominator=2,
+    )
     n = draw(st.integers(1, 3))
     tokens = tuple((draw(st.sampled_from(GRID)),) for _ in range(n))
     symbolic = set(draw(st.lists(st.integers(0, n - 1), unique=True, min_size=1)))
@@ -314,14 +355,23 @@ def test_fixed_igelu_encoding_matches_the_interpreter_at_every_mantissa(arith, e
     if encoding == "cubic":
         monkeypatch.setattr(encoder, "IGELU_TABLE_ENTRIES", 0)
     top = arith.max_mantissa
-    ranges = [(zero_below - 4, zero_below + 1), (zero_below, zero_below + 2), (zero_below - 3, zero_below),
-              (-3, 3), (identity_from - 2, identity_from + 1), (identity_from - 1, identity_from),
-              (top - 3, top + 3), (identity_from - 2, top + 3), (zero_below - 2, identity_from + 2)]
+    ranges = [
+        (zero_below - 4, zero_below + 1),
+        (zero_below, zero_below + 2),
+        (zero_below - 3, zero_below),
+        (-3, 3),
+        (identity_from - 2, identity_from + 1),
+        (identity_from - 1, identity_from),
+        (top - 3, top + 3),
+        (identity_from - 2, top + 3),
+        (zero_below - 2, identity_from + 2),
+    ]
     for lo, hi in ranges:
         builder = Builder()
         x = builder.fresh_int("x", lo, hi)
-        out = encoder.encode_activation("i-gelu", Sym(x, scale, F(lo, scale), F(hi, scale)),
-                                        encoder.Rounding(arith, builder))
+        out = encoder.encode_activation(
+            "i-gelu", Sym(x, scale, F(lo, scale), F(hi, scale)), encoder.Rounding(arith, builder)
+        )
         if encoding == "table" and lo < identity_from and hi > zero_below:
             assert builder.stats.bits_decomposed == 0  # the table was used, not the cubic
         solver = z3.Solver()

@@ -35,8 +35,7 @@ properties:
 
 
 def ffn_spec(lo, hi, engine, arithmetic="exact") -> str:
-    return (FFN.replace("ARITHMETIC", arithmetic).replace("LO", str(lo)).replace("HI", str(hi))
-            .replace("ENGINE", engine))
+    return FFN.replace("ARITHMETIC", arithmetic).replace("LO", str(lo)).replace("HI", str(hi)).replace("ENGINE", engine)
 
 
 def test_output_bounds_proved_by_smt_and_by_enumeration() -> None:
@@ -90,8 +89,11 @@ def test_bitwuzla_on_the_bit_vector_translation() -> None:
     text = ffn_spec(1, F(5, 2), "smt", "{mode: fixed, bits: 8, frac: 2}")
     (refuted,) = check(text.replace("engine: smt}", "engine: smt, solver: bitwuzla}"))
     assert refuted.status == "refuted" and refuted.statistics["theory"].startswith("QF_BV")
-    (proved,) = check(ffn_spec(1, 3, "smt", "{mode: fixed, bits: 8, frac: 2}")
-                      .replace("engine: smt}", "engine: smt, solver: bitwuzla}"))
+    (proved,) = check(
+        ffn_spec(1, 3, "smt", "{mode: fixed, bits: 8, frac: 2}").replace(
+            "engine: smt}", "engine: smt, solver: bitwuzla}"
+        )
+    )
     assert proved.status == "proved"
 
 
@@ -147,6 +149,7 @@ def test_smt_and_exhaustive_enumeration_agree_on_shipped_specs(path) -> None:
 
 
 # ---------------------------------------------------------------- equivalent-to and permutation-equivariance
+
 
 def test_equivalence_miter_witness_shows_both_values() -> None:
     spec = load_spec(SPECS[[p.stem for p in SPECS].index("smt-equivalence-refuted")])

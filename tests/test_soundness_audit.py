@@ -32,13 +32,23 @@ def check(name, subject, domain, arith=EXACT, engine="interpret", timeout=60, sa
 
 # -- constant inputs of a distinct-tokens domain ---------------------------------------------------------------
 
+
 def _causal_position_counter() -> Model:
     """Causal uniform attention + ReLU layer: readout (1, 2) on both inputs of {0,1}^2 with distinct tokens.
 
     z_i = x_i - mean(x_0..x_i): 0 at position 0, ±1/2 at position 1; then 1 + |z|·2 via relu(z) + 3 relu(-z) + z.
     """
-    h = Head(query=matrix([[0]]), key=matrix([[0]]), value=matrix([[-1]]), output=matrix([[1]]), query_bias=zeros(1),
-             key_bias=zeros(1), value_bias=zeros(1), scoring="uniform", causal=True)
+    h = Head(
+        query=matrix([[0]]),
+        key=matrix([[0]]),
+        value=matrix([[-1]]),
+        output=matrix([[1]]),
+        query_bias=zeros(1),
+        key_bias=zeros(1),
+        value_bias=zeros(1),
+        scoring="uniform",
+        causal=True,
+    )
     ff = FeedForward(matrix([[1], [-1]]), vector([0, 0]), matrix([[1, 3]]), vector([1]))
     return Model(GridTokens(1), 1, (Block(AttentionLayer((h,), zeros(1)), ff),), vector([1]))
 
@@ -58,12 +68,12 @@ def test_inexpressible_never_certifies_a_bound_from_inputs_outside_a_distinct_do
 def test_position_blind_has_no_constant_input_of_length_two_in_a_distinct_domain():
     model = one_layer(head(v=1, positional="urpe", rpe=[0, 0, 0], urpe=[1, 2, 3]))  # separates positions
     for scope, engine in (("model", "interpret"), ("architecture", "architecture")):
-        result = check("position-blind", model, DISTINCT_PAIRS, engine=engine, scope=scope, on="output",
-                       tolerance=F(0))
+        result = check("position-blind", model, DISTINCT_PAIRS, engine=engine, scope=scope, on="output", tolerance=F(0))
         assert result.status == "proved", scope  # vacuous: (x, x) is not an input of the domain
 
 
 # -- the empty input ------------------------------------------------------------------------------------------
+
 
 def test_enumerate_handles_the_empty_input_of_an_exact_uniform_model():
     model = one_layer(head(scoring="uniform"))
@@ -74,6 +84,7 @@ def test_enumerate_handles_the_empty_input_of_an_exact_uniform_model():
 
 # -- interval bounds: per-probability tie weights lose mass ---------------------------------------------------
 
+
 def test_per_probability_head_output_below_the_value_hull_feeds_a_product_exactly():
     """A three-way hardmax tie at f = 2 weighs each value 1/4: the head output (3/4 of the mean) lies below every
     value, so an interval taken as the hull of the values would be too tight; layer 2 multiplies it (q·k
@@ -82,8 +93,12 @@ def test_per_probability_head_output_below_the_value_hull_feeds_a_product_exactl
 
     tie = head(q=0, k=0, v=1, o=1, scoring="hardmax")
     square = head(q=1, k=1, v=1, o=1, scoring="hardmax")
-    model = Model(GridTokens(1), 1, (Block(AttentionLayer((tie,), zeros(1), residual=False)),
-                                     Block(AttentionLayer((square,), zeros(1)))), vector([1]))
+    model = Model(
+        GridTokens(1),
+        1,
+        (Block(AttentionLayer((tie,), zeros(1), residual=False)), Block(AttentionLayer((square,), zeros(1)))),
+        vector([1]),
+    )
     arith = Fixed(8, 2, "per-probability")
     tokens = ((F(2),), (F(3),), (F(2),))
     assert evaluate(model, arith, tokens).blocks[0].heads[0].output[0] == (F(7, 4),)  # below min value 2
@@ -91,6 +106,7 @@ def test_per_probability_head_output_below_the_value_hull_feeds_a_product_exactl
 
 
 # -- engines against the brute-force oracle on random tiny models ---------------------------------------------
+
 
 def _random_case(seed: int):
     """A tiny random model (every scoring, causal, RPE/URPE, absolute PE, BOS, exact and fixed incl. per-probability
@@ -102,19 +118,30 @@ def _random_case(seed: int):
     if scoring == "softmax" or rng.random() < 0.5:
         arith = Fixed(rng.choice([6, 8, 10]), rng.choice([2, 3]), rng.choice(["exact-sums", "per-probability"]))
     alphabet = rng.random() < 0.5
-    config = RandomConfig(seed=seed, width=rng.choice([1, 2]), layers=rng.choice([1, 2]), heads=rng.choice([1, 2]),
-                          ffn_width=rng.choice([0, 2]), scoring=scoring,
-                          positional=rng.choice(["standard", "standard", "rpe", "urpe"]), causal=rng.random() < 0.3,
-                          absolute_pe=rng.random() < 0.15, max_length=5, weight_range=F(rng.choice([1, 2])),
-                          denominator=rng.choice([1, 2, 4]), alphabet=("a", "b", "c") if alphabet else None,
-                          bos="^" if alphabet and rng.random() < 0.6 else None)
+    config = RandomConfig(
+        seed=seed,
+        width=rng.choice([1, 2]),
+        layers=rng.choice([1, 2]),
+        heads=rng.choice([1, 2]),
+        ffn_width=rng.choice([0, 2]),
+        scoring=scoring,
+        positional=rng.choice(["standard", "standard", "rpe", "urpe"]),
+        causal=rng.random() < 0.3,
+        absolute_pe=rng.random() < 0.15,
+        max_length=5,
+        weight_range=F(rng.choice([1, 2])),
+        denominator=rng.choice([1, 2, 4]),
+        alphabet=("a", "b", "c") if alphabet else None,
+        bos="^" if alphabet and rng.random() < 0.6 else None,
+    )
     if alphabet:
         top = rng.choice([2, 3])
         domain = StringDomain(("a", "b", "c")[: rng.choice([2, 3])], min(rng.choice([0, 1, 2]), top), top)
     else:
         values = (F(0), F(1, 2), F(1)) if rng.random() < 0.5 else (F(-1), F(0), F(1, 4))
-        domain = GridDomain(config.width, values[: rng.choice([2, 3])], rng.choice([2, 3]),
-                            distinct_tokens=rng.random() < 0.3)
+        domain = GridDomain(
+            config.width, values[: rng.choice([2, 3])], rng.choice([2, 3]), distinct_tokens=rng.random() < 0.3
+        )
     return random_model(config), arith, domain
 
 
@@ -135,7 +162,7 @@ def _equivariant(model, arith, domain, on) -> bool:
         for k in range(len(x) - 1):
             expected = observed(trace)
             expected[k], expected[k + 1] = expected[k + 1], expected[k]
-            if observed(traces[x[:k] + (x[k + 1], x[k]) + x[k + 2:]]) != expected:
+            if observed(traces[x[:k] + (x[k + 1], x[k]) + x[k + 2 :]]) != expected:
                 return False
     return True
 
@@ -163,8 +190,9 @@ def _oracle_checks(seed: int, engines_bounds, engines_equivariance, timeout) -> 
         for bounds, truth in (((lo, hi), True), ((lo, hi - tiny), False), ((lo + tiny, None), False)):
             if bounds[1] is not None and bounds[0] > bounds[1]:
                 continue  # lo > hi is an input error (tests/test_spec_errors.py), not a property to check
-            verdict = check("output-bounds", model, domain, arith, engine, timeout, lo=bounds[0], hi=bounds[1],
-                            positions=None)
+            verdict = check(
+                "output-bounds", model, domain, arith, engine, timeout, lo=bounds[0], hi=bounds[1], positions=None
+            )
             assert _agree(verdict, truth), (seed, engine, bounds, verdict.status, verdict.detail)
             compared[engine, verdict.status] += 1
     for on in ("output", "readout"):
@@ -175,8 +203,10 @@ def _oracle_checks(seed: int, engines_bounds, engines_equivariance, timeout) -> 
             compared[engine, verdict.status] += 1
     bumped = replace(model, readout=(model.readout[0] + F(1, 4),) + model.readout[1:])  # one weight changed
     for other in (model, bumped):
-        truth = all(_user(model, evaluate(model, arith, x).readout) == _user(other, evaluate(other, arith, x).readout)
-                    for x in domain.inputs())
+        truth = all(
+            _user(model, evaluate(model, arith, x).readout) == _user(other, evaluate(other, arith, x).readout)
+            for x in domain.inputs()
+        )
         for engine in engines_bounds:
             verdict = check("equivalent-to", model, domain, arith, engine, timeout, model=other, on="readout")
             assert _agree(verdict, truth), (seed, engine, other is model, truth, verdict.status, verdict.detail)

@@ -29,8 +29,11 @@ properties:
 """
 
 HEAD = "          - {scoring: hardmax, query: [[%s]], key: [[1]], value: [[1]], output: [[1]]}\n"
-INLINE = ("model:\n  tokens: {grid: 1}\n  layers:\n    - attention:\n        heads:\n" + HEAD +
-          "%s\ndomain: {grid: {step: 1/2}, length: 2}\nproperties: [permutation-equivariance]\n")
+INLINE = (
+    "model:\n  tokens: {grid: 1}\n  layers:\n    - attention:\n        heads:\n"
+    + HEAD
+    + "%s\ndomain: {grid: {step: 1/2}, length: 2}\nproperties: [permutation-equivariance]\n"
+)
 
 
 def error_of(text: str) -> str:
@@ -39,52 +42,91 @@ def error_of(text: str) -> str:
     return str(info.value)
 
 
-@pytest.mark.parametrize("text, expected", [
-    (VALID.replace("domain:", "domian:"), "spec.yaml:4: unknown key 'domian'\n  hint: did you mean 'domain'?"),
-    (INLINE % ("u", ""), "spec.yaml:6: model.layers[0].attention.heads[0].query[0][0]: expected a number, got 'u'"),
-    (INLINE % ("1/3", "arithmetic: {mode: fixed, bits: 8, frac: 4}"),
-     "spec.yaml:6: model.layers[0].attention.heads[0].query[0][0]: weight 1/3 is not a multiple of 2^-4"),
-    (INLINE % ("300", "arithmetic: {mode: fixed, bits: 8, frac: 0}"),
-     "spec.yaml:6: model.layers[0].attention.heads[0].query[0][0]: weight 300 is outside the 8-bit range [-128, 127]"),
-    (VALID.replace("scoring: hardmax", "scoring: softmax"),
-     "spec.yaml:2: model.layers[0].attention.heads[0].scoring: softmax is not exactly representable"),
-    (VALID.replace("scoring: hardmax", "scoring: hardmx"),
-     "spec.yaml:2: model.random.scoring: expected one of 'hardmax', 'softmax', 'uniform', got 'hardmx'\n"
-     "  hint: did you mean 'hardmax'?"),
-    (VALID.replace("seed: 1", "seed: .nan"), "spec.yaml:2: model.random.seed: expected an integer >= 0, got '.nan'"),
-    (VALID.replace("step: 1/2", "step: .inf"), "spec.yaml:5: domain.grid.step: expected a finite number, got .inf"),
-    (VALID.replace("step: 1/2", "step: 1/0"), "spec.yaml:5: domain.grid.step: expected a positive number, got '1/0'"),
-    (VALID.replace("permutation-equivariance", "permutation-equivariants"),
-     "spec.yaml:8: properties[0]: unknown property 'permutation-equivariants'\n"
-     "  hint: did you mean 'permutation-equivariance'?"),
-    (VALID.replace("length: 2", "length: two"),
-     "spec.yaml:6: domain.length: expected an integer >= 1 and <= 4096, got 'two'"),
-    ("model: [\n", "spec.yaml:2: malformed YAML"),
-    ("", "the spec is empty"),
-    ("model: {}\nmodel: {}\n", "spec.yaml:2: duplicate key 'model'"),
-    ("properties: [permutation-equivariance]\n", "missing required key 'model'"),
-    ("model: {file: nothere.safetensors}\nproperties: [permutation-equivariance]\n",
-     "spec.yaml:1: model.file: file not found: nothere.safetensors"),
-    ("model: {random: {}}\nproperties: [permutation-equivariance]\n",
-     "properties[0].permutation-equivariance: this property needs a 'domain' section"),
-    ("model: {random: {}, construct: yun2019-contextual-mapping}\nproperties: [permutation-equivariance]\n",
-     "keys 'random' and 'construct' cannot be combined"),
-    ("model: {construct: yun2019-contextual-mapping, d: 1, delta: 1/2}\nproperties: [permutation-equivariance]\n",
-     "construction yun2019-contextual-mapping needs parameter 'n'"),
-    ("model: {random: {absolute-pe: true, max-length: 2}}\ndomain: {grid: {step: 1/2}, length: 3}\n"
-     "properties: [permutation-equivariance]\n", "inputs of length 3 exceed the positional encoding's 2 positions"),
-    ("model: {random: {}}\narithmetic: fixed\ndomain: {grid: {step: 1/3}, length: 2}\n"
-     "properties: [permutation-equivariance]\n", "grid value 1/3 is not representable"),
-    ("model: !!python/object:os.system {}\nproperties: []\n", "YAML tags such as"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (VALID.replace("domain:", "domian:"), "spec.yaml:4: unknown key 'domian'\n  hint: did you mean 'domain'?"),
+        (INLINE % ("u", ""), "spec.yaml:6: model.layers[0].attention.heads[0].query[0][0]: expected a number, got 'u'"),
+        (
+            INLINE % ("1/3", "arithmetic: {mode: fixed, bits: 8, frac: 4}"),
+            "spec.yaml:6: model.layers[0].attention.heads[0].query[0][0]: weight 1/3 is not a multiple of 2^-4",
+        ),
+        (
+            INLINE % ("300", "arithmetic: {mode: fixed, bits: 8, frac: 0}"),
+            "spec.yaml:6: model.layers[0].attention.heads[0].query[0][0]: "
+            "weight 300 is outside the 8-bit range [-128, 127]",
+        ),
+        (
+            VALID.replace("scoring: hardmax", "scoring: softmax"),
+            "spec.yaml:2: model.layers[0].attention.heads[0].scoring: softmax is not exactly representable",
+        ),
+        (
+            VALID.replace("scoring: hardmax", "scoring: hardmx"),
+            "spec.yaml:2: model.random.scoring: expected one of 'hardmax', 'softmax', 'uniform', got 'hardmx'\n"
+            "  hint: did you mean 'hardmax'?",
+        ),
+        (
+            VALID.replace("seed: 1", "seed: .nan"),
+            "spec.yaml:2: model.random.seed: expected an integer >= 0, got '.nan'",
+        ),
+        (VALID.replace("step: 1/2", "step: .inf"), "spec.yaml:5: domain.grid.step: expected a finite number, got .inf"),
+        (
+            VALID.replace("step: 1/2", "step: 1/0"),
+            "spec.yaml:5: domain.grid.step: expected a positive number, got '1/0'",
+        ),
+        (
+            VALID.replace("permutation-equivariance", "permutation-equivariants"),
+            "spec.yaml:8: properties[0]: unknown property 'permutation-equivariants'\n"
+            "  hint: did you mean 'permutation-equivariance'?",
+        ),
+        (
+            VALID.replace("length: 2", "length: two"),
+            "spec.yaml:6: domain.length: expected an integer >= 1 and <= 4096, got 'two'",
+        ),
+        ("model: [\n", "spec.yaml:2: malformed YAML"),
+        ("", "the spec is empty"),
+        ("model: {}\nmodel: {}\n", "spec.yaml:2: duplicate key 'model'"),
+        ("properties: [permutation-equivariance]\n", "missing required key 'model'"),
+        (
+            "model: {file: nothere.safetensors}\nproperties: [permutation-equivariance]\n",
+            "spec.yaml:1: model.file: file not found: nothere.safetensors",
+        ),
+        (
+            "model: {random: {}}\nproperties: [permutation-equivariance]\n",
+            "properties[0].permutation-equivariance: this property needs a 'domain' section",
+        ),
+        (
+            "model: {random: {}, construct: yun2019-contextual-mapping}\nproperties: [permutation-equivariance]\n",
+            "keys 'random' and 'construct' cannot be combined",
+        ),
+        (
+            "model: {construct: yun2019-contextual-mapping, d: 1, delta: 1/2}\n"
+            "properties: [permutation-equivariance]\n",
+            "construction yun2019-contextual-mapping needs parameter 'n'",
+        ),
+        (
+            "model: {random: {absolute-pe: true, max-length: 2}}\ndomain: {grid: {step: 1/2}, length: 3}\n"
+            "properties: [permutation-equivariance]\n",
+            "inputs of length 3 exceed the positional encoding's 2 positions",
+        ),
+        (
+            "model: {random: {}}\narithmetic: fixed\ndomain: {grid: {step: 1/3}, length: 2}\n"
+            "properties: [permutation-equivariance]\n",
+            "grid value 1/3 is not representable",
+        ),
+        ("model: !!python/object:os.system {}\nproperties: []\n", "YAML tags such as"),
+    ],
+)
 def test_located_error_messages(text, expected):
     assert expected in error_of(text)
 
 
 def test_model_shape_errors_point_at_the_offending_matrix():
-    text = ("model:\n  tokens: {grid: 2}\n  layers:\n    - attention:\n        heads:\n"
-            "          - {query: [[1, 0]], key: [[1]], value: [[1, 0]], output: [[1], [0]]}\n"
-            "properties: [permutation-equivariance]\n")
+    text = (
+        "model:\n  tokens: {grid: 2}\n  layers:\n    - attention:\n        heads:\n"
+        "          - {query: [[1, 0]], key: [[1]], value: [[1, 0]], output: [[1], [0]]}\n"
+        "properties: [permutation-equivariance]\n"
+    )
     assert error_of(text).startswith("spec.yaml:6: model.layers[0].attention.heads[0].key: expected 2 columns, got 1")
 
 
@@ -96,14 +138,51 @@ def test_valid_spec_loads_with_exact_numbers():
 
 # ---------------------------------------------------------------- fuzzing
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=True),
-                    st.text(max_size=12), st.sampled_from(["1/2", "1/0", ".inf", "-.nan", "hardmax", "rpe", "3/4x"]))
-keys = st.sampled_from(["model", "domain", "properties", "arithmetic", "engine", "timeout", "grid", "length", "step",
-                        "random", "layers", "heads", "query", "tokens", "readout", "seed", "width", "mode", "bits",
-                        "frac", "strings", "permutation-equivariance", "file", "construct", "d", "n", "delta", "x"])
-documents = st.recursive(scalars, lambda children: st.one_of(st.lists(children, max_size=4),
-                                                             st.dictionaries(keys, children, max_size=5)),
-                         max_leaves=25)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.sampled_from(["1/2", "1/0", ".inf", "-.nan", "hardmax", "rpe", "3/4x"]),
+)
+keys = st.sampled_from(
+    [
+        "model",
+        "domain",
+        "properties",
+        "arithmetic",
+        "engine",
+        "timeout",
+        "grid",
+        "length",
+        "step",
+        "random",
+        "layers",
+        "heads",
+        "query",
+        "tokens",
+        "readout",
+        "seed",
+        "width",
+        "mode",
+        "bits",
+        "frac",
+        "strings",
+        "permutation-equivariance",
+        "file",
+        "construct",
+        "d",
+        "n",
+        "delta",
+        "x",
+    ]
+)
+documents = st.recursive(
+    scalars,
+    lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(keys, children, max_size=5)),
+    max_leaves=25,
+)
 
 
 def _never_crashes(text: str) -> None:
@@ -127,9 +206,21 @@ def test_fuzzed_documents_never_raise_anything_but_spec_errors(doc):
 @given(st.data())
 def test_mutations_of_a_valid_spec_never_crash(data):
     doc = yaml.safe_load(VALID)
-    path = data.draw(st.sampled_from([("model", "random", "width"), ("domain", "grid", "step"), ("domain", "length"),
-                                      ("arithmetic",), ("properties",), ("model", "random"), ("domain",),
-                                      ("model", "random", "scoring"), ("domain", "grid")]))
+    path = data.draw(
+        st.sampled_from(
+            [
+                ("model", "random", "width"),
+                ("domain", "grid", "step"),
+                ("domain", "length"),
+                ("arithmetic",),
+                ("properties",),
+                ("model", "random"),
+                ("domain",),
+                ("model", "random", "scoring"),
+                ("domain", "grid"),
+            ]
+        )
+    )
     target = doc
     for key in path[:-1]:
         target = target[key]
@@ -153,8 +244,10 @@ def test_truncated_or_corrupt_weight_files_are_input_errors(tmp_path: Path, suff
         bad = tmp_path / f"bad{suffix}"
         bad.write_bytes(data[:cut])
         spec = tmp_path / "spec.yaml"
-        spec.write_text(f"model: {{file: {bad.name}}}\nproperties: [permutation-equivariance]\n"
-                        "domain: {grid: {step: 1/2}, length: 2}\n")
+        spec.write_text(
+            f"model: {{file: {bad.name}}}\nproperties: [permutation-equivariance]\n"
+            "domain: {grid: {step: 1/2}, length: 2}\n"
+        )
         with pytest.raises(SpecError, match=r"model\.file: "):
             load_spec(spec)
 
@@ -164,8 +257,10 @@ def test_model_files_round_trip_exactly(tmp_path: Path, suffix: str):
     from verify_tf.builders.files import load_model
     from verify_tf.builders.yun import yun_contextual_mapping
 
-    for model in (random_model(RandomConfig(seed=5, width=2, layers=2, ffn_width=3, positional="urpe", max_length=3)),
-                  yun_contextual_mapping(1, F(1, 3), 2)):  # 1/3-scaled weights: stored as exact num/den pairs
+    for model in (
+        random_model(RandomConfig(seed=5, width=2, layers=2, ffn_width=3, positional="urpe", max_length=3)),
+        yun_contextual_mapping(1, F(1, 3), 2),
+    ):  # 1/3-scaled weights: stored as exact num/den pairs
         path = tmp_path / f"m{suffix}"
         save_model(model, path)
         assert load_model(path) == model
@@ -175,8 +270,9 @@ def test_model_files_round_trip_exactly(tmp_path: Path, suffix: str):
 def test_alphabet_models_round_trip_exactly(tmp_path: Path, suffix: str):
     from verify_tf.builders.files import load_model
 
-    model = random_model(RandomConfig(seed=6, width=2, alphabet=("a", "b", "1"), bos="^", causal=True,
-                                      scoring="uniform"))
+    model = random_model(
+        RandomConfig(seed=6, width=2, alphabet=("a", "b", "1"), bos="^", causal=True, scoring="uniform")
+    )
     path = tmp_path / f"m{suffix}"
     save_model(model, path)
     assert load_model(path) == model

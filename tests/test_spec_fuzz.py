@@ -63,8 +63,11 @@ def _from_json_schema(schema: dict, root: dict):
         optional = {key: value for key, value in fields.items() if key not in required}
         return st.fixed_dictionaries({key: fields[key] for key in required}, optional=optional)
     if kind == "array":
-        return st.lists(_from_json_schema(schema.get("items", {}), root), min_size=schema.get("minItems", 0),
-                        max_size=max(schema.get("minItems", 0), min(schema.get("maxItems", 4), 4)))
+        return st.lists(
+            _from_json_schema(schema.get("items", {}), root),
+            min_size=schema.get("minItems", 0),
+            max_size=max(schema.get("minItems", 0), min(schema.get("maxItems", 4), 4)),
+        )
     if kind == "string":
         if "pattern" in schema:
             return st.from_regex(schema["pattern"], fullmatch=True)
@@ -72,9 +75,10 @@ def _from_json_schema(schema: dict, root: dict):
     if kind == "integer":
         return st.integers(schema.get("minimum"), schema.get("maximum"))
     if kind == "number":
-        return st.one_of(st.integers(schema.get("minimum"), schema.get("maximum")),
-                         st.floats(schema.get("minimum"), schema.get("maximum"), allow_nan=False,
-                                   allow_infinity=False))
+        return st.one_of(
+            st.integers(schema.get("minimum"), schema.get("maximum")),
+            st.floats(schema.get("minimum"), schema.get("maximum"), allow_nan=False, allow_infinity=False),
+        )
     if kind == "boolean":
         return st.booleans()
     return st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8))
@@ -113,14 +117,32 @@ def _mutations(text: str, rng: random.Random) -> str:
         return text[: rng.randrange(len(text) + 1)]
     if kind == 1:  # a byte flipped
         i = rng.randrange(len(text))
-        return text[:i] + chr(rng.randrange(32, 127)) + text[i + 1:]
+        return text[:i] + chr(rng.randrange(32, 127)) + text[i + 1 :]
     if kind == 2:  # a huge or odd number somewhere a number was
         tokens = text.split(" ")
         numeric = [i for i, t in enumerate(tokens) if t.strip(",}]\n").lstrip("-").replace("/", "").isdigit()]
         if numeric:
             i = rng.choice(numeric)
-            tokens[i] = rng.choice(["1e400", "10" + "0" * 400, "-0", ".nan", ".inf", "1/0", "0x10", "'3'", "[]",
-                                    "{}", "true", "~", "1_000"]) + tokens[i][len(tokens[i].rstrip(",}]\n")):]
+            tokens[i] = (
+                rng.choice(
+                    [
+                        "1e400",
+                        "10" + "0" * 400,
+                        "-0",
+                        ".nan",
+                        ".inf",
+                        "1/0",
+                        "0x10",
+                        "'3'",
+                        "[]",
+                        "{}",
+                        "true",
+                        "~",
+                        "1_000",
+                    ]
+                )
+                + tokens[i][len(tokens[i].rstrip(",}]\n")) :]
+            )
         return " ".join(tokens)
     if kind == 3:  # a line deleted
         if lines:
@@ -130,12 +152,23 @@ def _mutations(text: str, rng: random.Random) -> str:
         depth = rng.choice([50, 500, 5000])
         return text + f"\nextra: {'[' * depth}{']' * depth}\n"
     if kind == 5:  # YAML tags that would construct objects in an unsafe loader
-        return text.replace("name:", rng.choice(["name: !!python/object/apply:os.system ['echo pwned'] #",
-                                                 "name: !!binary aGVsbG8= #", "name: !custom x #"]), 1)
+        return text.replace(
+            "name:",
+            rng.choice(
+                [
+                    "name: !!python/object/apply:os.system ['echo pwned'] #",
+                    "name: !!binary aGVsbG8= #",
+                    "name: !custom x #",
+                ]
+            ),
+            1,
+        )
     if kind == 6:  # anchors and aliases (a small billion laughs)
         laughs = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
             f"{chr(98 + k)}: &{chr(98 + k)} [*{chr(97 + k)}, *{chr(97 + k)}, *{chr(97 + k)}, *{chr(97 + k)}, "
-            f"*{chr(97 + k)}, *{chr(97 + k)}, *{chr(97 + k)}, *{chr(97 + k)}, *{chr(97 + k)}]\n" for k in range(8))
+            f"*{chr(97 + k)}, *{chr(97 + k)}, *{chr(97 + k)}, *{chr(97 + k)}, *{chr(97 + k)}]\n"
+            for k in range(8)
+        )
         return laughs + text
     # two lines swapped (changes indentation structure)
     if len(lines) > 1:
@@ -186,9 +219,12 @@ def test_mutated_model_files_load_or_fail_located(seed, tmp_path, model_files):
         target = tmp_path / f"m{k}{source.suffix}"
         target.write_bytes(bytes(data))
         key = "tracr" if source.parent.name == "tracr" else "file"
-        _load_or_located_error(f"model: {{{key}: {target.name}}}\narithmetic: exact\n"
-                               "domain: {strings: {alphabet: [a, b], max-length: 2}}\n"
-                               "properties:\n  - output-bounds: {hi: 1}\n", tmp_path)
+        _load_or_located_error(
+            f"model: {{{key}: {target.name}}}\narithmetic: exact\n"
+            "domain: {strings: {alphabet: [a, b], max-length: 2}}\n"
+            "properties:\n  - output-bounds: {hi: 1}\n",
+            tmp_path,
+        )
 
 
 # ---------------------------------------------------------------- the CLI's side of the contract
@@ -198,8 +234,9 @@ def test_mutated_model_files_load_or_fail_located(seed, tmp_path, model_files):
 def test_the_cli_exits_2_on_a_fuzzed_spec_and_prints_no_traceback(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text((ROOT / "specs" / "smt-output-bounds.yaml").read_text()[:57] + "\n  : [\n")
-    run = subprocess.run([sys.executable, "-m", "verify_tf", "check", str(bad)], capture_output=True, text=True,
-                         timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "verify_tf", "check", str(bad)], capture_output=True, text=True, timeout=120
+    )
     assert run.returncode == 2, run.stderr
     assert "Traceback" not in run.stderr + run.stdout
     assert re.search(r"bad\.yaml:\d+", run.stderr + run.stdout), run.stderr + run.stdout  # located: file:line
@@ -220,7 +257,8 @@ def test_regression_an_alias_bomb_is_refused_quickly():
     # found by the fuzzer: 9^9 aliased values took seconds per spec to reach the old 2,000,000-value limit; the
     # budget is now 100 times the distinct values written (here about 90) plus 10,000
     laughs = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"{chr(98 + k)}: &{chr(98 + k)} [" + ", ".join([f"*{chr(97 + k)}"] * 9) + "]\n" for k in range(8))
+        f"{chr(98 + k)}: &{chr(98 + k)} [" + ", ".join([f"*{chr(97 + k)}"] * 9) + "]\n" for k in range(8)
+    )
     with pytest.raises(SpecError) as caught:
         load_spec_text(laughs + "model: {random: {seed: 1}}\n", "laughs.yaml")
     assert "too many values" in str(caught.value)

@@ -71,8 +71,9 @@ def test_driver_leaves_partition_the_domain_with_bounds_closing_cubes():
     domain = GridDomain(2, (F(-1), F(0), F(1)), 3)  # 9^3 = 729 inputs
     top = max(abs(q) for x in domain.inputs() for q in evaluate(model, Exact(), x).readout)
     tally = split.Tally(leaves=[])
-    result = run_split(model, Exact(), domain, "output-bounds", {"lo": -top - 1, "hi": top + 1},
-                       split.Limits(enumerate_at=2), tally)
+    result = run_split(
+        model, Exact(), domain, "output-bounds", {"lo": -top - 1, "hi": top + 1}, split.Limits(enumerate_at=2), tally
+    )
     assert result.status == "proved", result.detail
     assert result.statistics["closed_by_bounds"] > 0 and result.statistics["closed_by_enumeration"] > 0
     space = InputSpace(domain)
@@ -82,15 +83,27 @@ def test_driver_leaves_partition_the_domain_with_bounds_closing_cubes():
 
 # -- cube bounds contain every member's values (random models, random cubes) ------------------------------------
 
+
 @settings(max_examples=12, deadline=None)
 @given(seed=st.integers(0, 10_000), cuts=st.lists(st.integers(0, 50), max_size=6))
 def test_split_cube_bounds_contain_every_member(seed, cuts):
     rng = random.Random(seed)
     arith = rng.choice([Exact(), Fixed(8, 3)])
     scoring = rng.choice(["hardmax", "uniform"] + (["softmax"] if isinstance(arith, Fixed) else []))
-    model = random_model(RandomConfig(seed=seed, width=2, layers=rng.choice([1, 2]), heads=rng.choice([1, 2]),
-                                      ffn_width=2, scoring=scoring, positional=rng.choice(["standard", "rpe"]),
-                                      causal=rng.random() < 0.3, max_length=4, denominator=2))
+    model = random_model(
+        RandomConfig(
+            seed=seed,
+            width=2,
+            layers=rng.choice([1, 2]),
+            heads=rng.choice([1, 2]),
+            ffn_width=2,
+            scoring=scoring,
+            positional=rng.choice(["standard", "rpe"]),
+            causal=rng.random() < 0.3,
+            max_length=4,
+            denominator=2,
+        )
+    )
     space = InputSpace(GridDomain(2, (F(-1), F(1, 2), F(1)), 2))
     cube = roots(space)[0]
     for cut in cuts:  # a random path down the split tree
@@ -106,8 +119,11 @@ def test_split_cube_bounds_contain_every_member(seed, cuts):
 
 # -- agreement with the brute-force oracle (tests/test_soundness_audit.py) with each kind of leaf forced ---------
 
-LEAVES = {"bounds-and-points": split.Limits(enumerate_at=1), "small-enumeration": split.Limits(enumerate_at=4),
-          "smt": split.Limits(enumerate_at=1, smt_at=1 << 20, smt_seconds=20)}
+LEAVES = {
+    "bounds-and-points": split.Limits(enumerate_at=1),
+    "small-enumeration": split.Limits(enumerate_at=4),
+    "smt": split.Limits(enumerate_at=1, smt_at=1 << 20, smt_seconds=20),
+}
 
 
 @pytest.mark.parametrize("leaves", list(LEAVES))
@@ -136,20 +152,24 @@ def test_split_agrees_with_the_oracle(seed, leaves):
 
 # -- known values, computed independently ------------------------------------------------------------------------
 
+
 def test_two_layer_readout_maximum_is_proved_and_one_step_below_is_refuted():
     """bench_smt's 'd2 L2 n3' model (random hardmax, 2 layers) at length 2: the exact readout maximum M over the
     625 inputs is computed here on the interpreter; split proves q <= M and refutes q <= M - 1/4096 with an
     input at M."""
-    model = random_model(RandomConfig(seed=5, width=2, layers=2, ffn_width=2, scoring="hardmax",
-                                      weight_range=F(1), denominator=4))
+    model = random_model(
+        RandomConfig(seed=5, width=2, layers=2, ffn_width=2, scoring="hardmax", weight_range=F(1), denominator=4)
+    )
     domain = GridDomain.regular(2, F(1, 2), 2, lo=F(-1), hi=F(1))
     space = InputSpace(domain)
-    top = max(max(evaluate(model, Exact(), space.decode(row)).readout) for chunk in space.chunks(4096)
-              for row in chunk.rows)
+    top = max(
+        max(evaluate(model, Exact(), space.decode(row)).readout) for chunk in space.chunks(4096) for row in chunk.rows
+    )
     proved = run_split(model, Exact(), domain, "output-bounds", {"hi": top}, split.Limits(enumerate_at=16))
     assert proved.status == "proved", proved.detail
-    refuted = run_split(model, Exact(), domain, "output-bounds", {"hi": top - F(1, 4096)},
-                        split.Limits(enumerate_at=16))
+    refuted = run_split(
+        model, Exact(), domain, "output-bounds", {"hi": top - F(1, 4096)}, split.Limits(enumerate_at=16)
+    )
     assert refuted.status == "refuted"
     assert F(refuted.counterexample["value"]) == top
 
@@ -160,8 +180,14 @@ def test_lemma6_contextual_mapping_d2_k3_n3():
     it proved; the network with its readout negated twice is the same mapping."""
     model = yun_contextual_mapping(2, F(1, 3), 3)
     domain = GridDomain.regular(2, F(1, 3), 3, distinct_tokens=True)
-    result = run_split(model, Exact(), domain, "contextual-mapping",
-                       {"exempt-permutations": True, "margin": F(1, 3)}, split.Limits(enumerate_at=8))
+    result = run_split(
+        model,
+        Exact(),
+        domain,
+        "contextual-mapping",
+        {"exempt-permutations": True, "margin": F(1, 3)},
+        split.Limits(enumerate_at=8),
+    )
     assert result.status == "proved", result.detail
     assert result.statistics["leaves"] >= 84 // 8
 
@@ -179,8 +205,9 @@ def test_contextual_mapping_refutation_is_an_exact_pair():
 
 
 def test_timeout_gives_unknown_with_the_closed_share():
-    model = random_model(RandomConfig(seed=5, width=3, layers=2, ffn_width=3, scoring="hardmax",
-                                      weight_range=F(1), denominator=4))
+    model = random_model(
+        RandomConfig(seed=5, width=3, layers=2, ffn_width=3, scoring="hardmax", weight_range=F(1), denominator=4)
+    )
     domain = GridDomain.regular(3, F(1, 2), 4, lo=F(-1), hi=F(1))  # 244,140,625 inputs
     result = run_split(model, Exact(), domain, "output-bounds", {"hi": 1000}, timeout=1.0)
     assert result.status in ("unknown", "proved")
@@ -191,8 +218,7 @@ def test_timeout_gives_unknown_with_the_closed_share():
 def test_rows_are_numbered_like_the_space():
     space = InputSpace(GridDomain(2, (F(0), F(1)), 2))
     cube = SplitCube((((1, 1), (0, 1)), ((0, 0), (0, 0))))  # first token (1, *), second (0, 0)
-    assert [space.decode(r) for r in rows(space, cube)] == [((F(1), F(0)), (F(0), F(0))),
-                                                          ((F(1), F(1)), (F(0), F(0)))]
+    assert [space.decode(r) for r in rows(space, cube)] == [((F(1), F(0)), (F(0), F(0))), ((F(1), F(1)), (F(0), F(0)))]
     assert np.array_equal(rows(space, cube), np.array([[2, 0], [3, 0]]))
 
 
@@ -201,10 +227,11 @@ def test_auto_picks_split_when_the_domains_bounds_decide():
     cube's bounds, so auto's cost model predicts split finishes first; a tight bound is left to the others."""
     from helpers import verdict
 
-    model = random_model(RandomConfig(seed=5, width=2, layers=2, ffn_width=2, scoring="hardmax",
-                                      weight_range=F(1), denominator=4))
+    model = random_model(
+        RandomConfig(seed=5, width=2, layers=2, ffn_width=2, scoring="hardmax", weight_range=F(1), denominator=4)
+    )
     domain = GridDomain.regular(2, F(1, 2), 8, lo=F(-1), hi=F(1))
-    result = verdict(model, Exact(), domain, "output-bounds", {"lo": -10**6, "hi": 10**6}, timeout=30)
+    result = verdict(model, Exact(), domain, "output-bounds", {"lo": -(10**6), "hi": 10**6}, timeout=30)
     assert (result.status, result.engine) == ("proved", "split")
     assert result.statistics["auto"]["chosen"] == "split"
 
@@ -214,17 +241,28 @@ def test_layernorm_and_igelu_models_get_the_enumerated_verdicts():
     coarsely, i-GELU by its monotone pieces): the exact readout maximum M over the 625 inputs is computed here on
     the interpreter; split proves q <= M and refutes q <= M - 2^-12 with an input at M; and with the whole
     domain's own bound as hi, the root cube is closed by bounds alone (sound: M lies inside it)."""
-    model = random_model(RandomConfig(seed=11, width=2, layers=1, ffn_width=2, scoring="softmax",
-                                      layernorm="pre", final_norm=True, activation="i-gelu", denominator=4))
+    model = random_model(
+        RandomConfig(
+            seed=11,
+            width=2,
+            layers=1,
+            ffn_width=2,
+            scoring="softmax",
+            layernorm="pre",
+            final_norm=True,
+            activation="i-gelu",
+            denominator=4,
+        )
+    )
     arith = Fixed(12, 4)
     domain = GridDomain.regular(2, F(1, 2), 2, lo=F(-1), hi=F(1))
     space = InputSpace(domain)
-    top = max(max(evaluate(model, arith, space.decode(row)).readout) for chunk in space.chunks(4096)
-              for row in chunk.rows)
+    top = max(
+        max(evaluate(model, arith, space.decode(row)).readout) for chunk in space.chunks(4096) for row in chunk.rows
+    )
     proved = run_split(model, arith, domain, "output-bounds", {"hi": top}, split.Limits(enumerate_at=16))
     assert proved.status == "proved", proved.detail
-    refuted = run_split(model, arith, domain, "output-bounds", {"hi": top - F(1, 4096)},
-                        split.Limits(enumerate_at=16))
+    refuted = run_split(model, arith, domain, "output-bounds", {"hi": top - F(1, 4096)}, split.Limits(enumerate_at=16))
     assert refuted.status == "refuted"
     assert F(refuted.counterexample["value"]) == top
     whole = max(hi for _, hi in cube_bounds(model, arith, bounds_cube(space, roots(space)[0])).readout)
@@ -254,10 +292,16 @@ def test_auto_predictions_spend_no_budget(monkeypatch):
 
     monkeypatch.setattr(evaluator, "compile_program", no_compiling)
     monkeypatch.setattr(auto, "cube_bounds", no_compiling)
-    model = random_model(RandomConfig(seed=5, width=2, layers=2, ffn_width=2, scoring="hardmax",
-                                      weight_range=F(1), denominator=4))
-    checked = task(model, Exact(), GridDomain.regular(2, F(1, 2), 8, lo=F(-1), hi=F(1)), "output-bounds",
-                   {"lo": -10**6, "hi": 10**6})
+    model = random_model(
+        RandomConfig(seed=5, width=2, layers=2, ffn_width=2, scoring="hardmax", weight_range=F(1), denominator=4)
+    )
+    checked = task(
+        model,
+        Exact(),
+        GridDomain.regular(2, F(1, 2), 8, lo=F(-1), hi=F(1)),
+        "output-bounds",
+        {"lo": -(10**6), "hi": 10**6},
+    )
     calibration = auto.Calibration(1e-6, 1e-9, 1e-7, "test", "test")
     enumerate_, split_ = auto.predict(checked, ("enumerate", "split"), calibration, remaining=1e-9)
     assert enumerate_.seconds > 0 and enumerate_.why == ""

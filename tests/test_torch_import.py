@@ -22,8 +22,16 @@ from verify_tf.semantics import Fixed, evaluate
 from verify_tf.spec import SpecError, load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
-ARCH = {"heads": 1, "scoring": "softmax", "causal": False, "activation": "relu", "alphabet": None, "bos": None,
-        "readout-row": None, "readout-bias": "refuse"}
+ARCH = {
+    "heads": 1,
+    "scoring": "softmax",
+    "causal": False,
+    "activation": "relu",
+    "alphabet": None,
+    "bos": None,
+    "readout-row": None,
+    "readout-bias": "refuse",
+}
 torch.set_num_threads(1)
 
 
@@ -72,10 +80,12 @@ def test_imported_model_tracks_torch_float_forward():
 
 def test_alphabet_embedding_positions_and_readout():
     torch.manual_seed(2)
-    net = ExactEncoder(d_model=4, nhead=1, num_layers=1, dim_feedforward=3, alphabet_size=3, max_length=4,
-                       causal=True).eval()
-    model = import_state_dict(net.state_dict(), {**ARCH, "alphabet": ["^", "a", "b"], "bos": "^", "causal": True},
-                              {"bits": 32, "frac": 16})
+    net = ExactEncoder(
+        d_model=4, nhead=1, num_layers=1, dim_feedforward=3, alphabet_size=3, max_length=4, causal=True
+    ).eval()
+    model = import_state_dict(
+        net.state_dict(), {**ARCH, "alphabet": ["^", "a", "b"], "bos": "^", "causal": True}, {"bits": 32, "frac": 16}
+    )
     assert model.tokens.symbols == ("^", "a", "b") and model.tokens.bos == "^"
     assert model.blocks[0].attention.heads[0].causal and len(model.positional_encoding) == 4
     with torch.no_grad():
@@ -89,8 +99,9 @@ def test_the_experiments_rpe_urpe_modules(positional):
     from verify_tf.experiments.modules import TinyTransformer
 
     torch.manual_seed(3)
-    net = TinyTransformer(vocab=3, width=4, heads=2, layers=2, ffn_width=5, outputs=2, positional=positional,
-                          causal=True, max_length=4).eval()
+    net = TinyTransformer(
+        vocab=3, width=4, heads=2, layers=2, ffn_width=5, outputs=2, positional=positional, causal=True, max_length=4
+    ).eval()
     with torch.no_grad():  # move URPE's C away from its all-ones start so the test sees it
         for name, parameter in net.named_parameters():
             if name.endswith("urpe_c") or name.endswith("rpe_bias"):
@@ -123,10 +134,11 @@ def test_quantize_rounds_to_nearest_and_reports_the_largest_error():
     state = {"in_proj_weight": torch.tensor([[0.3], [0.7], [-1.1]]), "out_proj.weight": torch.tensor([[0.55]])}
     model = import_state_dict(state, ARCH, {"bits": 8, "frac": 2})
     head = model.blocks[0].attention.heads[0]
-    assert (head.query, head.key, head.value, head.output) == (((F(1, 4),),), ((F(3, 4),),), ((F(-1),),),
-                                                              ((F(1, 2),),))
-    errors = {name: abs(F(float(torch.tensor(v))) - q) for name, v, q in
-              (("q", 0.3, F(1, 4)), ("k", 0.7, F(3, 4)), ("v", -1.1, F(-1)), ("o", 0.55, F(1, 2)))}
+    assert (head.query, head.key, head.value, head.output) == (((F(1, 4),),), ((F(3, 4),),), ((F(-1),),), ((F(1, 2),),))
+    errors = {
+        name: abs(F(float(torch.tensor(v))) - q)
+        for name, v, q in (("q", 0.3, F(1, 4)), ("k", 0.7, F(3, 4)), ("v", -1.1, F(-1)), ("o", 0.55, F(1, 2)))
+    }
     worst = max(errors.values())
     assert errors["v"] == worst
     [note] = [n for n in model.notes if n.startswith("quantize")]
@@ -145,21 +157,34 @@ def test_irrational_scale_needs_quantize():
         import_state_dict(dyadic_mha(4, 2), {**ARCH, "heads": 2}, None)
 
 
-@pytest.mark.parametrize("state,architecture,message", [
-    (lambda: torch.nn.TransformerEncoderLayer(4, 2, 8, batch_first=True).state_dict(), {"heads": 2},
-     r"LayerNorm \(norm1, norm2\).*State architecture.layernorm: integer"),
-    (lambda: torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(4, 1, 8, batch_first=True), 2,
-                                      enable_nested_tensor=False).state_dict(), {},
-     r"LayerNorm \(layers.0.norm1, layers.0.norm2, layers.1.norm1, layers.1.norm2\)"),
-    (lambda: torch.nn.TransformerEncoderLayer(4, 1, 8, batch_first=True).state_dict(), {"layernorm": "integer"},
-     r"does not record where the norms sit; state architecture.norm-first"),
-    (lambda: ExactEncoderLayer(4, 1, 8).state_dict(), {"activation": "gelu"}, r"activation 'gelu'"),
-    (lambda: ExactEncoderLayer(4, 1, 8).state_dict(), {"heads": 3}, r"dimension 4 is not divisible by heads: 3"),
-    (lambda: torch.nn.MultiheadAttention(4, 1, add_bias_kv=True).state_dict(), {}, r"bias_k.*add_bias_kv"),
-    (lambda: {**ExactEncoderLayer(4, 1).state_dict(), "scale": torch.ones(1)}, {}, r"unrecognised.*scale"),
-    (lambda: {"linear1.weight": torch.ones(2, 2)}, {}, r"no attention weights found"),
-    (lambda: ExactEncoder(4, 1, 1, alphabet_size=3).state_dict(), {}, r"embedding table with 3 rows"),
-])
+@pytest.mark.parametrize(
+    "state,architecture,message",
+    [
+        (
+            lambda: torch.nn.TransformerEncoderLayer(4, 2, 8, batch_first=True).state_dict(),
+            {"heads": 2},
+            r"LayerNorm \(norm1, norm2\).*State architecture.layernorm: integer",
+        ),
+        (
+            lambda: torch.nn.TransformerEncoder(
+                torch.nn.TransformerEncoderLayer(4, 1, 8, batch_first=True), 2, enable_nested_tensor=False
+            ).state_dict(),
+            {},
+            r"LayerNorm \(layers.0.norm1, layers.0.norm2, layers.1.norm1, layers.1.norm2\)",
+        ),
+        (
+            lambda: torch.nn.TransformerEncoderLayer(4, 1, 8, batch_first=True).state_dict(),
+            {"layernorm": "integer"},
+            r"does not record where the norms sit; state architecture.norm-first",
+        ),
+        (lambda: ExactEncoderLayer(4, 1, 8).state_dict(), {"activation": "gelu"}, r"activation 'gelu'"),
+        (lambda: ExactEncoderLayer(4, 1, 8).state_dict(), {"heads": 3}, r"dimension 4 is not divisible by heads: 3"),
+        (lambda: torch.nn.MultiheadAttention(4, 1, add_bias_kv=True).state_dict(), {}, r"bias_k.*add_bias_kv"),
+        (lambda: {**ExactEncoderLayer(4, 1).state_dict(), "scale": torch.ones(1)}, {}, r"unrecognised.*scale"),
+        (lambda: {"linear1.weight": torch.ones(2, 2)}, {}, r"no attention weights found"),
+        (lambda: ExactEncoder(4, 1, 1, alphabet_size=3).state_dict(), {}, r"embedding table with 3 rows"),
+    ],
+)
 def test_refused_by_name(state, architecture, message):
     with pytest.raises(ValueError, match=message):
         import_state_dict(state(), {**ARCH, **architecture}, {"bits": 16, "frac": 8})
@@ -188,10 +213,12 @@ def test_a_head_count_the_shapes_cannot_check_is_stated_in_the_notes():
 def encoder(norm_first: bool, activation: str, layers: int = 2, final: bool = True, seed: int = 0):
     """A torch TransformerEncoder (d = 4, one head: d_head = 4 folds exactly) with weights moved off their init."""
     torch.manual_seed(seed)
-    layer = torch.nn.TransformerEncoderLayer(4, 1, 8, dropout=0.0, activation=activation, batch_first=True,
-                                             norm_first=norm_first)
-    model = torch.nn.TransformerEncoder(layer, layers, norm=torch.nn.LayerNorm(4) if final else None,
-                                        enable_nested_tensor=False).eval()
+    layer = torch.nn.TransformerEncoderLayer(
+        4, 1, 8, dropout=0.0, activation=activation, batch_first=True, norm_first=norm_first
+    )
+    model = torch.nn.TransformerEncoder(
+        layer, layers, norm=torch.nn.LayerNorm(4) if final else None, enable_nested_tensor=False
+    ).eval()
     with torch.no_grad():  # LayerNorm starts at gamma = 1, beta = 0: move it so the test sees gamma and beta
         for parameter in model.parameters():
             parameter.add_(torch.randn_like(parameter) * 0.1)
@@ -215,9 +242,8 @@ def test_transformer_encoder_with_layernorm_both_placements(norm_first):
     model = import_state_dict(net.state_dict(), arch, {"bits": 32, "frac": 14})
     first = model.blocks[1].attention
     assert first.norm_first is norm_first and model.blocks[1].feed_forward.norm_first is norm_first
-    assert first.norm.gamma == tuple(F(round(F(w) * 2 ** 14), 2 ** 14) for w in net.layers[1].norm1.weight.tolist())
-    assert model.blocks[0].feed_forward.norm.beta[3] == F(round(F(net.layers[0].norm2.bias[3].item()) * 2 ** 14),
-                                                          2 ** 14)
+    assert first.norm.gamma == tuple(F(round(F(w) * 2**14), 2**14) for w in net.layers[1].norm1.weight.tolist())
+    assert model.blocks[0].feed_forward.norm.beta[3] == F(round(F(net.layers[0].norm2.bias[3].item()) * 2**14), 2**14)
     assert model.final_norm is not None and first.norm.eps == F(1, 100000)
     assert any(("pre-LN" if norm_first else "post-LN") in note for note in model.notes)
     # at 14 fractional bits the integer LayerNorm (σ floored to 28 bits) and the fixed-point softmax track
@@ -259,17 +285,38 @@ def test_custom_module_names_need_a_name_map_and_get_a_hint():
     torch.manual_seed(4)
     state = CustomModel().state_dict()
     arch = {**ARCH, "alphabet": ["a", "b", "c"], "layernorm": "integer", "norm-first": True}
-    with pytest.raises(ValueError, match=r"unrecognised state dict entries blocks.0.ff.0.bias \(6,\), "
-                                                r"blocks.0.ff.0.weight \(6, 4\)") as refused:
+    with pytest.raises(
+        ValueError,
+        match=r"unrecognised state dict entries blocks.0.ff.0.bias \(6,\), "
+        r"blocks.0.ff.0.weight \(6, 4\)",
+    ) as refused:
         import_state_dict(state, {**arch, "alphabet": None}, {"bits": 32, "frac": 14})
-    assert ("names: {self_attn: attn, linear1: ff.0, linear2: ff.2, norm1: ln1, norm2: ln2, embedding: emb, "
-            "readout: head, norm: ln_f}} (guessed from the shapes: check it)") in refused.value.hint
-    names = {"linear1": "ff.0", "linear2": "ff.2", "norm1": "ln1", "norm2": "ln2", "norm": "ln_f",
-             "embedding": "emb", "readout": "head", "self_attn": "attn"}
+    assert (
+        "names: {self_attn: attn, linear1: ff.0, linear2: ff.2, norm1: ln1, norm2: ln2, embedding: emb, "
+        "readout: head, norm: ln_f}} (guessed from the shapes: check it)"
+    ) in refused.value.hint
+    names = {
+        "linear1": "ff.0",
+        "linear2": "ff.2",
+        "norm1": "ln1",
+        "norm2": "ln2",
+        "norm": "ln_f",
+        "embedding": "emb",
+        "readout": "head",
+        "self_attn": "attn",
+    }
     model = import_state_dict(state, {**arch, "names": names}, {"bits": 32, "frac": 14})
-    canonical = {k.replace("ff.0", "linear1").replace("ff.2", "linear2").replace("ln1", "norm1").replace(
-        "ln2", "norm2").replace("ln_f", "norm").replace("emb", "embedding").replace("head", "readout").replace(
-        "attn", "self_attn"): v for k, v in state.items()}
+    canonical = {
+        k.replace("ff.0", "linear1")
+        .replace("ff.2", "linear2")
+        .replace("ln1", "norm1")
+        .replace("ln2", "norm2")
+        .replace("ln_f", "norm")
+        .replace("emb", "embedding")
+        .replace("head", "readout")
+        .replace("attn", "self_attn"): v
+        for k, v in state.items()
+    }
     assert model == import_state_dict(canonical, arch, {"bits": 32, "frac": 14})
     assert model.final_norm is not None and model.blocks[1].feed_forward.width == 6
     with pytest.raises(ValueError, match=r"architecture.names.linear1: 'mlp.0' names no module") as refused:
@@ -324,8 +371,10 @@ def test_spec_source_notes_errors_and_cache_key(tmp_path):
 
 def test_stray_torch_keys_on_other_sources(tmp_path):
     spec_path = tmp_path / "spec.yaml"
-    spec_path.write_text("model:\n  random: {seed: 1}\n  quantize: {bits: 8, frac: 2}\nproperties: "
-                         "[permutation-equivariance]\ndomain: {grid: {step: 1/2}, length: 2}\n")
+    spec_path.write_text(
+        "model:\n  random: {seed: 1}\n  quantize: {bits: 8, frac: 2}\nproperties: "
+        "[permutation-equivariance]\ndomain: {grid: {step: 1/2}, length: 2}\n"
+    )
     with pytest.raises(SpecError, match="'quantize' applies only to a torch source"):
         load_spec(spec_path)
 
@@ -333,23 +382,42 @@ def test_stray_torch_keys_on_other_sources(tmp_path):
 @pytest.mark.slow
 def test_shipped_example_trains_saves_and_checks(tmp_path):
     script = ROOT / "examples" / "torch_import" / "train_tiny.py"
-    trained = subprocess.run([sys.executable, str(script), "--out", str(tmp_path), "--steps", "60"],
-                             capture_output=True, text=True, timeout=300)
+    trained = subprocess.run(
+        [sys.executable, str(script), "--out", str(tmp_path), "--steps", "60"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert trained.returncode == 0, trained.stderr
     report = tmp_path / "report.json"
     result = CliRunner(env={"COLUMNS": "200"}).invoke(
-        main, ["check", "--no-cache", str(tmp_path / "tiny.yaml"), str(tmp_path / "tiny_positions.yaml"),
-               "--json", str(report)])
+        main,
+        [
+            "check",
+            "--no-cache",
+            str(tmp_path / "tiny.yaml"),
+            str(tmp_path / "tiny_positions.yaml"),
+            "--json",
+            str(report),
+        ],
+    )
     assert result.exit_code == 0, result.output  # proved and refuted, each as its spec expects
     data = json.loads(report.read_text())
     assert [r["verdict"] for r in data["results"]] == ["proved", "refuted"]
     assert "all 729 inputs" in data["results"][0]["detail"]
     assert "largest rounding error" in result.output  # the quantization note is printed
     state = torch.load(tmp_path / "tiny.pt", weights_only=True)
-    assert set(state) == {"layers.0.self_attn.in_proj_weight", "layers.0.self_attn.in_proj_bias",
-                          "layers.0.self_attn.out_proj.weight", "layers.0.self_attn.out_proj.bias",
-                          "layers.0.linear1.weight", "layers.0.linear1.bias", "layers.0.linear2.weight",
-                          "layers.0.linear2.bias", "readout.weight"}
+    assert set(state) == {
+        "layers.0.self_attn.in_proj_weight",
+        "layers.0.self_attn.in_proj_bias",
+        "layers.0.self_attn.out_proj.weight",
+        "layers.0.self_attn.out_proj.bias",
+        "layers.0.linear1.weight",
+        "layers.0.linear1.bias",
+        "layers.0.linear2.weight",
+        "layers.0.linear2.bias",
+        "readout.weight",
+    }
     assert math.isfinite(sum(t.sum().item() for t in state.values()))
 
 
@@ -369,10 +437,13 @@ def test_a_whole_saved_model_is_pointed_to_state_dict_without_terminal_codes(tmp
     with pytest.raises(SpecError) as refused:
         load_spec(tmp_path / "spec.yaml")
     text = str(refused.value)
-    assert ("cannot read whole.pt as a state dict: it holds a pickled object "
-            "(torch.nn.modules.transformer.TransformerEncoderLayer)") in text
-    assert ('hint: if it was written by torch.save(model), save the weights instead: '
-            'torch.save(model.state_dict()') in text
+    assert (
+        "cannot read whole.pt as a state dict: it holds a pickled object "
+        "(torch.nn.modules.transformer.TransformerEncoderLayer)"
+    ) in text
+    assert (
+        "hint: if it was written by torch.save(model), save the weights instead: torch.save(model.state_dict()"
+    ) in text
     assert "\x1b" not in text and "weights_only" not in text  # torch's own text has bold codes and unpickling advice
     result = CliRunner().invoke(main, ["check", "--no-cache", str(tmp_path / "spec.yaml")])
     assert result.exit_code == 2 and "\x1b" not in result.output and "save model.state_dict()" not in result.output
@@ -381,20 +452,26 @@ def test_a_whole_saved_model_is_pointed_to_state_dict_without_terminal_codes(tmp
 
 def test_layernorm_needs_fixed_arithmetic_and_is_located(tmp_path):
     torch.save(encoder(False, "relu", layers=1).state_dict(), tmp_path / "ln.pt")
-    (tmp_path / "spec.yaml").write_text(spec_text("ln.pt", ", layernorm: integer, norm-first: false").replace(
-        "grid: {values", "grid: {dim: 4, values"))
-    with pytest.raises(SpecError, match=r"spec.yaml:3: model.layers\[0\].attention.norm: LayerNorm divides by a "
-                                        r"square root.*\n  hint: use arithmetic: fixed"):
+    (tmp_path / "spec.yaml").write_text(
+        spec_text("ln.pt", ", layernorm: integer, norm-first: false").replace("grid: {values", "grid: {dim: 4, values")
+    )
+    with pytest.raises(
+        SpecError,
+        match=r"spec.yaml:3: model.layers\[0\].attention.norm: LayerNorm divides by a "
+        r"square root.*\n  hint: use arithmetic: fixed",
+    ):
         load_spec(tmp_path / "spec.yaml")
 
 
 # ---------------------------------------------------------------- a trained encoder with LayerNorm and GELU
 
+
 def _train_layernorm_example(steps: int):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("train_layernorm",
-                                                  ROOT / "examples" / "torch_import" / "train_layernorm.py")
+    spec = importlib.util.spec_from_file_location(
+        "train_layernorm", ROOT / "examples" / "torch_import" / "train_layernorm.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.train(steps)
@@ -414,10 +491,11 @@ def _first_order_bound(state: dict, x: torch.Tensor, frac: int) -> torch.Tensor:
                                   δ + 2n·2^-f·max|v| (the exp table floors each weight's numerator by < 1 and
                                   the row sum is >= 2^f, so the weights move by at most 2n·2^-f in total)
     """
+
     def p(name):
         return state[name].to(torch.float64)
 
-    delta, eta = 2.0 ** -frac, 2.0 ** -(frac + 1)
+    delta, eta = 2.0**-frac, 2.0 ** -(frac + 1)
     x = x.to(torch.float64)
     d, n = x.shape[-1], x.shape[-2]
     sites = {}
@@ -431,8 +509,11 @@ def _first_order_bound(state: dict, x: torch.Tensor, frac: int) -> torch.Tensor:
         sigma = ((z - mean) ** 2).mean(-1, keepdim=True).add(1e-5).sqrt()
         normalised = (z - mean) / sigma
         gamma = p(prefix + "weight").abs().max()
-        error = (gamma * (delta + normalised.abs() * 4.0 ** -frac / (sigma - 4.0 ** -frac))
-                 + eta * (normalised.abs() + 1) + delta).amax(-1, keepdim=True)
+        error = (
+            gamma * (delta + normalised.abs() * 4.0**-frac / (sigma - 4.0**-frac))
+            + eta * (normalised.abs() + 1)
+            + delta
+        ).amax(-1, keepdim=True)
         return normalised * p(prefix + "weight") + p(prefix + "bias"), error.detach()
 
     def affine_error(z):
@@ -442,15 +523,16 @@ def _first_order_bound(state: dict, x: torch.Tensor, frac: int) -> torch.Tensor:
     w, b = p(layer + "self_attn.in_proj_weight"), p(layer + "self_attn.in_proj_bias")
     # d_head = 4: torch's 1/sqrt(4) folded into W_Q, as the importer does
     q = site("q", (x @ w[:d].T + b[:d]) / 2)
-    k = site("k", x @ w[d:2 * d].T + b[d:2 * d])
-    v = site("v", x @ w[2 * d:].T + b[2 * d:])
+    k = site("k", x @ w[d : 2 * d].T + b[d : 2 * d])
+    v = site("v", x @ w[2 * d :].T + b[2 * d :])
     errors = {name: affine_error(x) for name in "qkv"}
     scores = site("scores", q @ k.transpose(-1, -2))
     errors["scores"] = torch.full_like(scores, delta).detach()
     head = site("head", torch.softmax(scores, -1) @ v)
     errors["head"] = (2 * n * delta * v.abs().amax((-1, -2), keepdim=True) + delta).detach()
-    attention = site("attention",
-                     head @ p(layer + "self_attn.out_proj.weight").T + p(layer + "self_attn.out_proj.bias"))
+    attention = site(
+        "attention", head @ p(layer + "self_attn.out_proj.weight").T + p(layer + "self_attn.out_proj.bias")
+    )
     errors["attention"] = affine_error(head)
     z1, errors["norm1"] = norm(x + attention, layer + "norm1.")
     z1 = site("norm1", z1)
@@ -486,8 +568,9 @@ def test_a_trained_layernorm_encoder_tracks_torch_within_its_rounding_bound_and_
     net = _train_layernorm_example(steps=300)
     torch.save(net.state_dict(), tmp_path / "layernorm.pt")
     shipped = (ROOT / "specs" / "torch-layernorm.yaml").read_text()  # its model and domain, its first property
-    (tmp_path / "spec.yaml").write_text(shipped[: shipped.index("  - output-bounds")].replace(
-        "../examples/torch_import/layernorm.pt", "layernorm.pt"))
+    (tmp_path / "spec.yaml").write_text(
+        shipped[: shipped.index("  - output-bounds")].replace("../examples/torch_import/layernorm.pt", "layernorm.pt")
+    )
     spec = load_spec(tmp_path / "spec.yaml")
     tokens = spec.domain.tokens
     rows = np.array(list(itertools.product(range(len(tokens)), repeat=spec.domain.length)))
@@ -498,8 +581,10 @@ def test_a_trained_layernorm_encoder_tracks_torch_within_its_rounding_bound_and_
     deviation = (torch.from_numpy(imported.numerators.astype(np.float64)) / imported.den - float_q).abs()
     bound = _first_order_bound(net.state_dict(), x, spec.arithmetic.frac)
     ratio = (deviation / bound).max().item()
-    print(f"\nLayerNorm encoder, 8 fractional bits: largest |imported - torch| {deviation.max().item():.4g} over "
-          f"{len(rows)} inputs; first-order bound {bound.max().item():.4g}; largest deviation/bound {ratio:.3g}")
+    print(
+        f"\nLayerNorm encoder, 8 fractional bits: largest |imported - torch| {deviation.max().item():.4g} over "
+        f"{len(rows)} inputs; first-order bound {bound.max().item():.4g}; largest deviation/bound {ratio:.3g}"
+    )
     # measured (torch 2.13.0, CPU): largest deviation 0.024, largest bound 0.26, largest deviation/bound 0.14
     # (second-order terms, left out of the bound, are products of two local errors: below 1e-3 here). A semantic
     # slip breaks it: the same weights read as pre-LN (norm-first: true) deviate by 1.5, deviation/bound 20.

@@ -58,8 +58,10 @@ def test_compile_export_import_prove(tmp_path):
     path = tmp_path / "sort_unique.json"
     model, document = compile_and_export(program, {1, 2, 3}, 4, path)
     assert document["checked"]["inputs"] == 3 + 9 + 27 + 81
-    text = (f"model: {{tracr: {path}}}\ndomain: {{strings: {{max-length: 4}}}}\n"
-            f"properties:\n  - rasp-equivalence: {{program: {path}, engine: enumerate}}\n")
+    text = (
+        f"model: {{tracr: {path}}}\ndomain: {{strings: {{max-length: 4}}}}\n"
+        f"properties:\n  - rasp-equivalence: {{program: {path}, engine: enumerate}}\n"
+    )
     loaded = load_spec_text(text, "t.yaml", tmp_path)
     result = check_property(loaded, loaded.properties[0], Overrides())
     assert result.status == "proved", result.detail

@@ -30,6 +30,7 @@ def paper_q(tokens, d, delta, n):
     """q(L) of Yun et al.'s Lemma 6 from their equations: u = (1, δ^-1, ..., δ^-(d-1)), one selective shift
     ψ(·; l - δ/2) - ψ(·; l + δ/2) per column id l (scaled by δ^-d, hardmax attention of u·z against u·z_j - b),
     then the global shift with weight n·δ^(-(n+1)d-1) and b = 0."""
+
     def hardmax(scores, values):
         top = max(scores)
         chosen = [v for s, v in zip(scores, values) if s == top]
@@ -38,20 +39,23 @@ def paper_q(tokens, d, delta, n):
     def psi(v, b):
         return [hardmax([vk * (vj - b) for vk in v], v) for vj in v]
 
-    u = [delta ** -i for i in range(d)]
-    ids = sorted({sum(ui * ci for ui, ci in zip(u, c))
-                  for c in itertools.product([k * delta for k in range(int(1 / delta))], repeat=d)})
+    u = [delta**-i for i in range(d)]
+    ids = sorted(
+        {
+            sum(ui * ci for ui, ci in zip(u, c))
+            for c in itertools.product([k * delta for k in range(int(1 / delta))], repeat=d)
+        }
+    )
     v = [sum(ui * ci for ui, ci in zip(u, token)) for token in tokens]
     for col in ids:
         low, high = psi(v, col - delta / 2), psi(v, col + delta / 2)
-        v = [vj + delta ** -d * (a - b) for vj, a, b in zip(v, low, high)]
+        v = [vj + delta**-d * (a - b) for vj, a, b in zip(v, low, high)]
     g = psi(v, F(0))
     return [vj + n * delta ** (-(n + 1) * d - 1) * gj for vj, gj in zip(v, g)]
 
 
 def g_plus(d, delta, n, outside):
-    return GridDomain(d, tuple(sorted([outside] + [k * delta for k in range(int(1 / delta))])), n, False,
-                      (outside,))
+    return GridDomain(d, tuple(sorted([outside] + [k * delta for k in range(int(1 / delta))])), n, False, (outside,))
 
 
 def test_interval_by_hand():
@@ -67,7 +71,7 @@ def test_interval_by_hand():
 def test_builder_computes_the_papers_q_on_all_of_g_plus(d, inverse, n):
     delta = F(1, inverse)
     model = yun_contextual_mapping(d, delta, n)
-    domain = g_plus(d, delta, n, -delta ** (-n * d))
+    domain = g_plus(d, delta, n, -(delta ** (-n * d)))
     count = 0
     for tokens in domain.inputs():
         assert evaluate(model, EXACT, tokens).readout == paper_q(tokens, d, delta, n), tokens
@@ -101,8 +105,9 @@ def test_claim_3_holds_on_the_distinct_grid(engine):
 @pytest.mark.parametrize("engine", ["interpret", "enumerate", "search"])
 def test_claim_4_fails_with_the_papers_outside_value(engine):
     # G⁺_δ with -δ^-nd = -4: [-4, 0] gives q = (-132, 264) (paper_q), and 264 lies in [32, 528]
-    spec = _yun_spec(1, "1/2", 2, plus="true", distinct=False,
-                     prop="{interval: yun-lemma6, inside: false, except-distinct: true}")
+    spec = _yun_spec(
+        1, "1/2", 2, plus="true", distinct=False, prop="{interval: yun-lemma6, inside: false, except-distinct: true}"
+    )
     assert spec.domain.outside == (F(-4),)
     assert paper_q(((F(-4),), (F(0),)), 1, F(1, 2), 2) == [-132, 264]
     result = _check(spec, engine)
@@ -123,26 +128,41 @@ def _violations(d, delta, n, outside):
     return bad
 
 
-@pytest.mark.parametrize("d,inverse,n,multiple,expected", [
-    # violations of claim (4) among the inputs of G⁺_δ \ G̃_δ (paper_q, exact), outside value -c·δ^-nd
-    ((1, 2, 2, 1, 4)), ((1, 2, 2, 2, 2)), ((1, 2, 2, 3, 0)),
-    ((2, 2, 2, 1, 20)), ((2, 2, 2, 2, 6)), ((2, 2, 2, 3, 0)),
-    ((1, 2, 3, 3, 6)), ((1, 2, 3, 4, 0)),
-])
+@pytest.mark.parametrize(
+    "d,inverse,n,multiple,expected",
+    [
+        # violations of claim (4) among the inputs of G⁺_δ \ G̃_δ (paper_q, exact), outside value -c·δ^-nd
+        ((1, 2, 2, 1, 4)),
+        ((1, 2, 2, 2, 2)),
+        ((1, 2, 2, 3, 0)),
+        ((2, 2, 2, 1, 20)),
+        ((2, 2, 2, 2, 6)),
+        ((2, 2, 2, 3, 0)),
+        ((1, 2, 3, 3, 6)),
+        ((1, 2, 3, 4, 0)),
+    ],
+)
 def test_claim_4_needs_an_outside_value_n_plus_1_times_larger(d, inverse, n, multiple, expected):
     delta = F(1, inverse)
     outside = -multiple * delta ** (-n * d)
     assert _violations(d, delta, n, outside) == expected
-    spec = _yun_spec(d, str(delta), n, plus=str(outside), distinct=False,
-                     prop="{interval: yun-lemma6, inside: false, except-distinct: true}")
+    spec = _yun_spec(
+        d,
+        str(delta),
+        n,
+        plus=str(outside),
+        distinct=False,
+        prop="{interval: yun-lemma6, inside: false, except-distinct: true}",
+    )
     assert _check(spec, "enumerate").status == ("proved" if expected == 0 else "refuted")
 
 
 @pytest.mark.slow
 def test_hu_et_al_outside_value_makes_claim_4_hold():
     # Hu et al.'s corrected value -J, J = n + 3n·δ^-nd (../shared/research/papers.md): d=2, δ=1/2, n=3 → -579
-    spec = _yun_spec(2, "1/2", 3, plus="-579", distinct=False,
-                     prop="{interval: yun-lemma6, inside: false, except-distinct: true}")
+    spec = _yun_spec(
+        2, "1/2", 3, plus="-579", distinct=False, prop="{interval: yun-lemma6, inside: false, except-distinct: true}"
+    )
     result = _check(spec, "interpret")  # q·k reaches 2^70: beyond the int64 batched evaluator
     assert result.status == "proved", result.detail
     assert "all 729 inputs" in result.detail  # 3 values per coordinate, 3^2 tokens, 9^3 inputs
@@ -157,11 +177,14 @@ def test_explicit_interval_and_inside():
     assert _check(_yun_spec(1, "1/2", 2, prop="{interval: [49, 50]}"), "interpret").status == "proved"
 
 
-@pytest.mark.parametrize("text,key,needle", [
-    ("{interval: [2, 1]}", "interval", "lo <= hi"),
-    ("{interval: [1]}", "interval", "2"),
-    ("{interval: lemma7}", "interval", "yun-lemma6"),
-])
+@pytest.mark.parametrize(
+    "text,key,needle",
+    [
+        ("{interval: [2, 1]}", "interval", "lo <= hi"),
+        ("{interval: [1]}", "interval", "2"),
+        ("{interval: lemma7}", "interval", "yun-lemma6"),
+    ],
+)
 def test_option_mistakes_are_located(text, key, needle):
     with pytest.raises(SpecError) as caught:
         _yun_spec(1, "1/2", 2, prop=text)

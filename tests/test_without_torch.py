@@ -63,26 +63,38 @@ for path in {shipped!r}:
     load_spec(path)
 """
     # one spec per engine path: enumerate (numpy), smt, interpret, search, architecture, rasp and C-RASP programs
-    chosen = ["equivariance-standard-hardmax.yaml", "smt-equivalence-proved.yaml", "smt-output-bounds.yaml",
-              "luo-rpe-blind-fixed.yaml", "yun-lemma6-d1-k2-n2.yaml", "yun-random-hardmax-refuted.yaml",
-              "crasp-L2.yaml", "tracr-count.yaml"]
+    chosen = [
+        "equivariance-standard-hardmax.yaml",
+        "smt-equivalence-proved.yaml",
+        "smt-output-bounds.yaml",
+        "luo-rpe-blind-fixed.yaml",
+        "yun-lemma6-d1-k2-n2.yaml",
+        "yun-random-hardmax-refuted.yaml",
+        "crasp-L2.yaml",
+        "tracr-count.yaml",
+    ]
     report = tmp_path / "report.json"
-    result = run_without_torch(loads + cli("check", "--no-cache", "--json", str(report),
-                                           *[str(ROOT / "specs" / name) for name in chosen]), tmp_path)
+    result = run_without_torch(
+        loads + cli("check", "--no-cache", "--json", str(report), *[str(ROOT / "specs" / name) for name in chosen]),
+        tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "EXIT 0" in result.stdout  # every verdict as its spec expects
     verdicts = json.loads(report.read_text())["results"]
     assert {r["engine"] for r in verdicts} >= {"enumerate", "smt"}
-    run = run_without_torch(cli("run", str(ROOT / "specs" / "smt-equivalence-proved.yaml"), "--input",
-                                "[[0, 1], [1, 0]]"), tmp_path)
+    run = run_without_torch(
+        cli("run", str(ROOT / "specs" / "smt-equivalence-proved.yaml"), "--input", "[[0, 1], [1, 0]]"), tmp_path
+    )
     assert run.returncode == 0 and "EXIT 0" in run.stdout, run.stderr[-3000:]
 
 
 def test_a_spec_that_needs_torch_names_the_extra(tmp_path):
     (tmp_path / "m.pt").write_bytes(b"not read: the import stops before")
     spec = tmp_path / "spec.yaml"
-    spec.write_text("model: {torch: m.pt, architecture: {heads: 1}}\narithmetic: exact\n"
-                    "domain: {grid: {values: [0, 1]}, length: 2}\nproperties: [permutation-equivariance]\n")
+    spec.write_text(
+        "model: {torch: m.pt, architecture: {heads: 1}}\narithmetic: exact\n"
+        "domain: {grid: {values: [0, 1]}, length: 2}\nproperties: [permutation-equivariance]\n"
+    )
     result = run_without_torch(cli("check", "--no-cache", str(spec)), tmp_path)
     assert "EXIT 2" in result.stdout, result.stdout + result.stderr[-3000:]
     assert "a torch state dict needs PyTorch, which is not installed" in result.stderr
@@ -104,10 +116,13 @@ except Unsupported as exc:
     print("OPS", exc)
 """
     result = run_without_torch(code, tmp_path)
-    assert "FILE m.pt: .pt model files need PyTorch, which is not installed: pip install 'verify-tf[torch]'" \
-        in result.stdout, result.stderr[-3000:]
-    assert "OPS the torch back end needs PyTorch, which is not installed: pip install 'verify-tf[torch]'" \
+    assert (
+        "FILE m.pt: .pt model files need PyTorch, which is not installed: pip install 'verify-tf[torch]'"
         in result.stdout
+    ), result.stderr[-3000:]
+    assert (
+        "OPS the torch back end needs PyTorch, which is not installed: pip install 'verify-tf[torch]'" in result.stdout
+    )
 
 
 def test_the_test_suite_skips_what_needs_torch(tmp_path):
@@ -120,14 +135,23 @@ def test_the_test_suite_skips_what_needs_torch(tmp_path):
     (site / "sitecustomize.py").write_text(BLOCK_TORCH)  # every interpreter started with this path blocks torch
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
     pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
-    collected = subprocess.run(pytest_cmd + ["--collect-only", "tests"], capture_output=True, text=True, cwd=ROOT,
-                               env=env, timeout=600)
+    collected = subprocess.run(
+        pytest_cmd + ["--collect-only", "tests"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600
+    )
     assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
-    ran = subprocess.run(pytest_cmd + ["-rs", "tests/test_torch_import.py", "tests/test_experiments.py",
-                                       "tests/test_batched_paths.py"], capture_output=True, text=True, cwd=ROOT,
-                         env=env, timeout=600)
+    ran = subprocess.run(
+        pytest_cmd + ["-rs", "tests/test_torch_import.py", "tests/test_experiments.py", "tests/test_batched_paths.py"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
     assert ran.returncode == 0, ran.stdout[-3000:]
     skipped = [line.split(":")[0] for line in ran.stdout.splitlines() if line.startswith("SKIPPED")]
     # the two torch modules whole, and the one test of test_batched_paths that needs torch (CUDA emulation)
-    assert skipped == ["SKIPPED [1] tests/test_torch_import.py", "SKIPPED [1] tests/test_experiments.py",
-                       "SKIPPED [1] tests/test_batched_paths.py"], ran.stdout[-3000:]
+    assert skipped == [
+        "SKIPPED [1] tests/test_torch_import.py",
+        "SKIPPED [1] tests/test_experiments.py",
+        "SKIPPED [1] tests/test_batched_paths.py",
+    ], ran.stdout[-3000:]

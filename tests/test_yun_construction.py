@@ -55,7 +55,7 @@ def test_lemma10_bounds_and_readout_formula_on_every_distinct_input(d, inverse_d
     delta = Fraction(1, inverse_delta)
     model = yun_contextual_mapping(d, delta, n)
     u = column_id_vector(d, delta)
-    lower = delta ** (-(n - 1) * d + 1) * (delta ** -d - 1)
+    lower = delta ** (-(n - 1) * d + 1) * (delta**-d - 1)
     upper = n * delta ** (-(n + 1) * d)
     scale = n * delta ** (-(n + 1) * d - 1)
     domain = GridDomain.regular(d, delta, n, distinct_tokens=True)
@@ -85,16 +85,26 @@ def test_values_at_least_delta_apart_on_distinct_inputs(d, inverse_delta, n):
     assert min(b - a for a, b in itertools.pairwise(ordered)) >= delta
 
 
-MEASURED_SMALLEST_GAP = {(1, 2, 2): Fraction(1, 2), (1, 3, 3): Fraction(10, 3), (2, 2, 2): Fraction(9, 2),
-                         (2, 2, 3): Fraction(21, 2), (1, 4, 3): Fraction(21, 4)}
+MEASURED_SMALLEST_GAP = {
+    (1, 2, 2): Fraction(1, 2),
+    (1, 3, 3): Fraction(10, 3),
+    (2, 2, 2): Fraction(9, 2),
+    (2, 2, 3): Fraction(21, 2),
+    (1, 4, 3): Fraction(21, 4),
+}
 
 
 @pytest.mark.parametrize("d,inverse_delta,n", SMALL_INSTANCES)
 def test_smallest_gap_on_distinct_inputs(d, inverse_delta, n):
     delta = Fraction(1, inverse_delta)
     model = yun_contextual_mapping(d, delta, n)
-    values = sorted({q for tokens in itertools.combinations(GridDomain.regular(d, delta, n).tokens, n)
-                     for q in evaluate(model, Exact(), tokens).readout})
+    values = sorted(
+        {
+            q
+            for tokens in itertools.combinations(GridDomain.regular(d, delta, n).tokens, n)
+            for q in evaluate(model, Exact(), tokens).readout
+        }
+    )
     assert min(b - a for a, b in itertools.pairwise(values)) == MEASURED_SMALLEST_GAP[(d, inverse_delta, n)]
 
 
@@ -116,10 +126,13 @@ def test_repeated_tokens_break_lemma10_lower_bound():
     assert trace.readout[0] == trace.readout[1]  # equal tokens, equal values: condition (1) fails
 
 
-@pytest.mark.parametrize("scale,d,inverse_delta,n,first,second,value", [
-    (1, 1, 5, 3, ("0", "1/5", "2/5"), ("0", "3/5", "4/5"), Fraction(444, 5)),
-    (2, 1, 4, 3, ("0", "1/4", "1/2"), ("0", "1/2", "3/4"), Fraction(165, 2)),
-])
+@pytest.mark.parametrize(
+    "scale,d,inverse_delta,n,first,second,value",
+    [
+        (1, 1, 5, 3, ("0", "1/5", "2/5"), ("0", "3/5", "4/5"), Fraction(444, 5)),
+        (2, 1, 4, 3, ("0", "1/4", "1/2"), ("0", "1/2", "3/4"), Fraction(165, 2)),
+    ],
+)
 def test_reduced_global_shift_collides(scale, d, inverse_delta, n, first, second, value):
     model = yun_contextual_mapping(d, Fraction(1, inverse_delta), n, global_shift_scale=scale)
     q1 = evaluate(model, Exact(), [tok(v) for v in first]).readout
@@ -135,11 +148,14 @@ def test_dropped_first_selective_shift_collides():
     assert q1[1] == q2[1] == Fraction(3855, 2)
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"d": 1, "delta": Fraction(2, 5), "n": 2}, "1/k"),
-    ({"d": 0, "delta": Fraction(1, 2), "n": 2}, "positive"),
-    ({"d": 1, "delta": Fraction(1, 2), "n": 2, "drop_layer": 2}, "drop-layer"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"d": 1, "delta": Fraction(2, 5), "n": 2}, "1/k"),
+        ({"d": 0, "delta": Fraction(1, 2), "n": 2}, "positive"),
+        ({"d": 1, "delta": Fraction(1, 2), "n": 2, "drop_layer": 2}, "drop-layer"),
+    ],
+)
 def test_invalid_parameters_are_clear_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
         yun_contextual_mapping(**kwargs)

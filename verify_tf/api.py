@@ -30,14 +30,21 @@ from .verdict import Verdict
 from .work import Deadline, Executor
 
 
-def options_of(name: str, options: Mapping[str, Any] | None, model: Model, arithmetic: Arithmetic,
-               domain: Domain | None, base_dir: Path | None = None) -> Any:
+def options_of(
+    name: str,
+    options: Mapping[str, Any] | None,
+    model: Model,
+    arithmetic: Arithmetic,
+    domain: Domain | None,
+    base_dir: Path | None = None,
+) -> Any:
     """Validate plain ``options`` for property ``name`` (and its fit to the model and domain): typed options."""
     if name not in registry():
         raise SpecError(f"unknown property {name!r}", hint=f"known: {', '.join(registry())}")
     prop = registry()[name]
-    ctx = Context("<options>", base_dir or Path.cwd(),
-                  model_section=lambda node, c, path: _model_section(node, c, path))
+    ctx = Context(
+        "<options>", base_dir or Path.cwd(), model_section=lambda node, c, path: _model_section(node, c, path)
+    )
     given = {key: value for key, value in (options or {}).items() if value is not None}  # None: not given
     typed = prop.options.validate(from_plain(given), ctx, name)
     try:
@@ -53,24 +60,57 @@ def _model_section(node, ctx, path):
     raise ctx.error(node, path, "pass the other model as a verify_tf.ir.Model")
 
 
-def make_task(model: Model, arithmetic: Arithmetic, domain: Domain | None, name: str,
-              options: Mapping[str, Any] | None = None, *, label: str | None = None, seed: int = 0,
-              minimize: bool = False, device: str = "auto", solver: str = "z3", rlimit: int | None = None,
-              samples: int | None = None, smt2_dir: Path | None = None, base_dir: Path | None = None) -> Task:
+def make_task(
+    model: Model,
+    arithmetic: Arithmetic,
+    domain: Domain | None,
+    name: str,
+    options: Mapping[str, Any] | None = None,
+    *,
+    label: str | None = None,
+    seed: int = 0,
+    minimize: bool = False,
+    device: str = "auto",
+    solver: str = "z3",
+    rlimit: int | None = None,
+    samples: int | None = None,
+    smt2_dir: Path | None = None,
+    base_dir: Path | None = None,
+) -> Task:
     typed = options_of(name, options, model, arithmetic, domain, base_dir)
-    settings = Settings(seed=seed, minimize=minimize, device=device, solver=solver, rlimit=rlimit,
-                        samples=samples or 100_000, smt2_dir=str(smt2_dir) if smt2_dir is not None else None)
+    settings = Settings(
+        seed=seed,
+        minimize=minimize,
+        device=device,
+        solver=solver,
+        rlimit=rlimit,
+        samples=samples or 100_000,
+        smt2_dir=str(smt2_dir) if smt2_dir is not None else None,
+    )
     return Task.make(label or name, registry()[name], typed, model, arithmetic, domain, settings)
 
 
-def check(model: Model, arithmetic: Arithmetic, domain: Domain | None, name: str,
-          options: Mapping[str, Any] | None = None, *, engine: str = "auto", timeout: float = 60.0,
-          executor: Executor | None = None, progress=None, cache_dir: Path | None = None, **settings: Any) -> Verdict:
+def check(
+    model: Model,
+    arithmetic: Arithmetic,
+    domain: Domain | None,
+    name: str,
+    options: Mapping[str, Any] | None = None,
+    *,
+    engine: str = "auto",
+    timeout: float = 60.0,
+    executor: Executor | None = None,
+    progress=None,
+    cache_dir: Path | None = None,
+    **settings: Any,
+) -> Verdict:
     """Check property ``name`` of ``model`` over ``domain`` with ``engine`` within ``timeout`` seconds."""
     task = make_task(model, arithmetic, domain, name, options, **settings)
     if engine != "auto" and engine not in supported_engines(task.prop, task.options):
-        raise SpecError(f"{name} does not support engine {engine!r}",
-                        hint=f"it supports: {', '.join(supported_engines(task.prop, task.options))}")
+        raise SpecError(
+            f"{name} does not support engine {engine!r}",
+            hint=f"it supports: {', '.join(supported_engines(task.prop, task.options))}",
+        )
     run = Run(executor or InProcess(), Deadline(timeout), progress or no_progress)
     verdict = run_engine(task, run, engine, cache_dir)
     verdict.kind = name

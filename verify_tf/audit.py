@@ -72,8 +72,9 @@ def audit_report(path: str | Path, seconds: float = 600.0) -> list[Audited]:
 
 
 def audit_entry(entry: dict[str, Any], report_dir: Path, seconds: float) -> Audited:
-    item = Audited(entry.get("spec", ""), entry.get("property", "?"), entry.get("verdict", "?"),
-                   cached=bool(entry.get("cached")))
+    item = Audited(
+        entry.get("spec", ""), entry.get("property", "?"), entry.get("verdict", "?"), cached=bool(entry.get("cached"))
+    )
     if item.verdict not in (PROVED, REFUTED):
         item.checked.append(f"{item.verdict}: nothing to check")
         return item
@@ -94,8 +95,9 @@ def audit_entry(entry: dict[str, Any], report_dir: Path, seconds: float) -> Audi
         summary = (entry.get("statistics") or {}).get("certificate")
         if not summary or "path" not in summary:
             return _fail(item, "proved without a certificate" + (" (a cached verdict)" if item.cached else ""))
-        problems, partial = recheck(task, _certificate_path(summary["path"], report_dir), summary.get("sha256"),
-                                    seconds)
+        problems, partial = recheck(
+            task, _certificate_path(summary["path"], report_dir), summary.get("sha256"), seconds
+        )
         item.problems += [f"certificate: {p}" for p in problems]
         item.partial += partial
         item.checked.append(f"certificate {Path(summary['path']).parent.name}")
@@ -126,8 +128,9 @@ def _replay(item: Audited, entry: dict[str, Any], spec, prop, task) -> None:
     # another witness shape (pairs, architecture members): the check again must give the same counterexample
     rerun: Verdict = check_property(spec, prop, Overrides(engine=entry.get("engine")))
     if rerun.status != REFUTED or rerun.counterexample != witness:
-        item.problems.append(f"counterexample: re-running the check gives {rerun.status} with a different "
-                             "counterexample")
+        item.problems.append(
+            f"counterexample: re-running the check gives {rerun.status} with a different counterexample"
+        )
     else:
         item.checked.append("counterexample re-derived by re-running the check")
 

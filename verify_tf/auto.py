@@ -132,8 +132,9 @@ class Prediction:
     why: str = ""
 
 
-def predict(task: Task, engines: tuple[str, ...], calibration: Calibration,
-            remaining: float = float("inf")) -> list[Prediction]:
+def predict(
+    task: Task, engines: tuple[str, ...], calibration: Calibration, remaining: float = float("inf")
+) -> list[Prediction]:
     """Predicted seconds of each exhaustive engine the property supports (pure: no evaluation happens; split's
     analysis of the whole domain's bounds runs only when it is predicted to take under a tenth of ``remaining``)."""
     space = task.prop.input_space(task) if task.domain is not None else None
@@ -154,8 +155,11 @@ def predict(task: Task, engines: tuple[str, ...], calibration: Calibration,
             if reason is not None:
                 out.append(Prediction(engine, float("inf"), f"not evaluable exactly in batches: {reason}"))
                 continue
-            seconds = float("inf") if count is None else \
-                count * (macs * calibration.batched_mac + factor * calibration.batched_row)
+            seconds = (
+                float("inf")
+                if count is None
+                else count * (macs * calibration.batched_mac + factor * calibration.batched_row)
+            )
             out.append(Prediction(engine, seconds))
         elif engine == "split":
             out.append(_predict_split(task, space, macs, calibration, remaining))
@@ -165,8 +169,9 @@ def predict(task: Task, engines: tuple[str, ...], calibration: Calibration,
 BOUNDS_COST = 20  # interval bounds of a cube cost about this many interpreter evaluations (Fractions, 2 ends)
 
 
-def _predict_split(task: Task, space: InputSpace | None, macs: int, calibration: Calibration,
-                   remaining: float = float("inf")) -> Prediction:
+def _predict_split(
+    task: Task, space: InputSpace | None, macs: int, calibration: Calibration, remaining: float = float("inf")
+) -> Prediction:
     """``split`` is predicted to finish at once only when the bounds of each whole-length cube already decide the
     property (an analysis of the model, not a run of the engine); otherwise its cost is not predictable here
     (it may close cubes by bounds deeper down, or end up enumerating): it is not chosen."""
@@ -178,8 +183,10 @@ def _predict_split(task: Task, space: InputSpace | None, macs: int, calibration:
         return Prediction("split", float("inf"), "the domain's bounds are too costly to analyse within the budget")
     for n in space.lengths:
         whole = Cube.whole(space.tokens, n)
-        status, _ = decide(task, lambda model=None, whole=whole: cube_bounds(task.model if model is None else model,
-                                                                              task.arithmetic, whole))
+        status, _ = decide(
+            task,
+            lambda model=None, whole=whole: cube_bounds(task.model if model is None else model, task.arithmetic, whole),
+        )
         if status != "holds":
             return Prediction("split", float("inf"), "the domain's bounds do not decide the property")
     return Prediction("split", analysis)
@@ -189,22 +196,30 @@ def choose(task: Task, engines: tuple[str, ...], remaining: float, calibration: 
     """The engine to run after falsification, and the numbers the choice rests on (for the statistics)."""
     exhaustive = [e for e in engines if e in ("interpret", "enumerate", "split")]
     predictions = predict(task, tuple(exhaustive), calibration, remaining)
-    shown = {p.engine: (round(p.seconds, 4) if p.seconds != float("inf") else "cannot run" + (f": {p.why}" if p.why
-                                                                                                else ""))
-             for p in predictions}
+    shown = {
+        p.engine: (round(p.seconds, 4) if p.seconds != float("inf") else "cannot run" + (f": {p.why}" if p.why else ""))
+        for p in predictions
+    }
     finishing = sorted((p for p in predictions if p.seconds <= remaining), key=lambda p: p.seconds)
     if finishing:
         return finishing[0].engine, {"predicted_seconds": shown, "chosen": finishing[0].engine}
     for engine in ("smt", "architecture"):
         if engine in engines:
-            why = ("no exhaustive engine is predicted to finish in time" if exhaustive
-                   else f"{engine} is the only engine of this property" if len(engines) == 1
-                   else "this property has no exhaustive engine")
+            why = (
+                "no exhaustive engine is predicted to finish in time"
+                if exhaustive
+                else f"{engine} is the only engine of this property"
+                if len(engines) == 1
+                else "this property has no exhaustive engine"
+            )
             return engine, {"predicted_seconds": shown, "chosen": engine, "why": why}
     if predictions and min(p.seconds for p in predictions) < float("inf"):
         best = min(predictions, key=lambda p: p.seconds)
-        return best.engine, {"predicted_seconds": shown, "chosen": best.engine,
-                             "why": "no engine is predicted to finish; the fastest runs until the timeout"}
+        return best.engine, {
+            "predicted_seconds": shown,
+            "chosen": best.engine,
+            "why": "no engine is predicted to finish; the fastest runs until the timeout",
+        }
     return engines[0], {"predicted_seconds": shown, "chosen": engines[0]}
 
 

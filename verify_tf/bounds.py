@@ -276,9 +276,12 @@ class _Memo:
 def affine(weights: Matrix, bias: Vector, x: IVector, r: _Rounding, memo: _Memo) -> IVector:
     """round(W x + b) (interpreter.affine)."""
     # by identity first (positions share interval objects), then by value
-    return memo.get(("affine", memo.hold(weights), memo.hold(bias), memo.hold(x)),
-                    lambda: memo.get(("affine", id(weights), id(bias), x),
-                                     lambda: r.round_vector(affine_interval(weights, bias, x))))
+    return memo.get(
+        ("affine", memo.hold(weights), memo.hold(bias), memo.hold(x)),
+        lambda: memo.get(
+            ("affine", id(weights), id(bias), x), lambda: r.round_vector(affine_interval(weights, bias, x))
+        ),
+    )
 
 
 def embed(model: Model, cube: Cube, r: _Rounding) -> list[IVector]:
@@ -308,8 +311,9 @@ def embed(model: Model, cube: Cube, r: _Rounding) -> list[IVector]:
     return [tuple(r.saturate(add(iv, point(p))) for iv, p in zip(box, pe[i])) for i, box in enumerate(boxes)]
 
 
-def _candidates(head: Head, r: _Rounding, queries: list[IVector], keys: list[IVector],
-                scores: list[list[Interval | None]], i: int) -> tuple[int, ...]:
+def _candidates(
+    head: Head, r: _Rounding, queries: list[IVector], keys: list[IVector], scores: list[list[Interval | None]], i: int
+) -> tuple[int, ...]:
     live = [j for j, s in enumerate(scores[i]) if s is not None]
     if head.scoring == "uniform":
         return tuple(live)
@@ -361,8 +365,12 @@ def attention_head(head: Head, z: list[IVector], r: _Rounding, memo: _Memo) -> H
             else:
                 # q_i, k_j are shared objects (the affine memo): key by identity, not by value
                 bias = head.relative_bias(j - i)
-                row.append(memo.get(("score", id(queries[i]), id(keys[j]), bias.numerator, bias.denominator),
-                                    lambda: round_score(add(dot_interval(queries[i], keys[j]), point(bias)))))
+                row.append(
+                    memo.get(
+                        ("score", id(queries[i]), id(keys[j]), bias.numerator, bias.denominator),
+                        lambda: round_score(add(dot_interval(queries[i], keys[j]), point(bias))),
+                    )
+                )
         scores.append(row)
 
     winners, weights, outputs = [], [], []
@@ -381,8 +389,9 @@ def attention_head(head: Head, z: list[IVector], r: _Rounding, memo: _Memo) -> H
             outputs.append(tuple(r.round(_weighted(a, values, c)) for c in range(head.value_dim)))
             continue
         live_keys = tuple((j, id(keys[j]), id(scores[i][j]), head.relative_bias(j - i)) for j in live)
-        chosen = memo.get(("winners", head.scoring, id(queries[i]), live_keys),
-                          lambda: _candidates(head, r, queries, keys, scores, i))
+        chosen = memo.get(
+            ("winners", head.scoring, id(queries[i]), live_keys), lambda: _candidates(head, r, queries, keys, scores, i)
+        )
         winners.append(chosen)
         if len(chosen) == 1:
             # a sole possible winner takes all the mass (hardmax: |M| = 1; softmax: w_j / W = 1), before and
@@ -391,8 +400,9 @@ def attention_head(head: Head, z: list[IVector], r: _Rounding, memo: _Memo) -> H
             weights.append([point(w) for w in a])
             outputs.append(tuple(r.round(_weighted(a, values, c)) for c in range(head.value_dim)))
             continue
-        weights.append([scale(head.relative_scale(j - i), (ZERO, ONE)) if j in chosen else point(ZERO)
-                        for j in range(n)])
+        weights.append(
+            [scale(head.relative_scale(j - i), (ZERO, ONE)) if j in chosen else point(ZERO) for j in range(n)]
+        )
         least_mass = ONE
         if r.fixed and r.arith.attention_rounding == "per-probability":
             # each floored weight loses less than 2^-f, and their sum is a multiple of 2^-f
@@ -400,23 +410,38 @@ def attention_head(head: Head, z: list[IVector], r: _Rounding, memo: _Memo) -> H
         # sum_j a_j C_j v_j with a_j >= 0, sum_j a_j in [least_mass, 1]: between least_mass and 1 times the
         # hull of the scaled values C_j v_j of the winners (each distinct (C_j, v_j) once)
         distinct = {(head.relative_scale(j - i), id(values[j])): values[j] for j in chosen}
-        outputs.append(memo.get(("hull", tuple(distinct), least_mass), lambda: tuple(
-            r.round((min(lo, least_mass * lo), max(hi, least_mass * hi)))
-            for lo, hi in (hull(scale(c_j, v[c]) for (c_j, _), v in distinct.items())
-                           for c in range(head.value_dim)))))
+        outputs.append(
+            memo.get(
+                ("hull", tuple(distinct), least_mass),
+                lambda: tuple(
+                    r.round((min(lo, least_mass * lo), max(hi, least_mass * hi)))
+                    for lo, hi in (
+                        hull(scale(c_j, v[c]) for (c_j, _), v in distinct.items()) for c in range(head.value_dim)
+                    )
+                ),
+            )
+        )
     return HeadBounds(queries, keys, values, scores, winners, weights, outputs)
 
 
-def _rounded_terms_row(head: Head, r: _Rounding, row: list[Interval | None], live: list[int], values: list[IVector],
-                       i: int, winners: list, weights: list, outputs: list) -> None:
+def _rounded_terms_row(
+    head: Head,
+    r: _Rounding,
+    row: list[Interval | None],
+    live: list[int],
+    values: list[IVector],
+    i: int,
+    winners: list,
+    weights: list,
+    outputs: list,
+) -> None:
     """One query row of a rounded-terms softmax head (``Fixed.rounded_terms_row``).
 
     Its terms round(e^s·x) are floored one by one, so the output is no convex combination of the values (a
     total of 2^-f over terms that each floor just below their share can exceed the largest value): outside
     the point case, the bound is the format's range, which the interpreter saturates the output to.
     """
-    if all(is_point(row[j]) for j in live) and all(is_point(values[j][c]) for j in live
-                                                   for c in range(head.value_dim)):
+    if all(is_point(row[j]) for j in live) and all(is_point(values[j][c]) for j in live for c in range(head.value_dim)):
         contributions = [tuple(head.relative_scale(j - i) * iv[0] for iv in values[j]) for j in range(len(row))]
         shown, out = r.arith.rounded_terms_row([None if s is None else s[0] for s in row], contributions)
         winners.append(tuple(j for j in live if shown[j] != 0))
@@ -449,8 +474,9 @@ def _weighted(weights: list[Fraction], values: list[IVector], c: int) -> Interva
     return lo, hi
 
 
-def attention_layer(layer: AttentionLayer, z: list[IVector], r: _Rounding, memo: _Memo,
-                    block: BlockBounds) -> list[IVector]:
+def attention_layer(
+    layer: AttentionLayer, z: list[IVector], r: _Rounding, memo: _Memo, block: BlockBounds
+) -> list[IVector]:
     """interpreter.attention_layer: the output projection on the heads' intervals, then the residual (and the
     LayerNorm before the heads or after the residual)."""
     inputs = z
@@ -503,10 +529,11 @@ def activation(name: str, iv: Interval, r: _Rounding) -> Interval:
 def layer_norm(norm: LayerNorm, z: list[IVector], r: _Rounding, memo: _Memo) -> list[IVector]:
     """interpreter.layer_norm per position (fixed arithmetic only, like the interpreter)."""
     if not r.fixed:
-        raise UnsupportedInMode("LayerNorm divides by a square root, which is irrational in exact arithmetic; use "
-                                "arithmetic: fixed (integer square root, docs/semantics.md)")
-    return [memo.get(("norm", memo.hold(norm), memo.hold(zi)), lambda zi=zi: layer_norm_box(norm, zi, r))
-            for zi in z]
+        raise UnsupportedInMode(
+            "LayerNorm divides by a square root, which is irrational in exact arithmetic; use "
+            "arithmetic: fixed (integer square root, docs/semantics.md)"
+        )
+    return [memo.get(("norm", memo.hold(norm), memo.hold(zi)), lambda zi=zi: layer_norm_box(norm, zi, r)) for zi in z]
 
 
 def layer_norm_box(norm: LayerNorm, x: IVector, r: _Rounding) -> IVector:

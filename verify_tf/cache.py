@@ -173,5 +173,12 @@ def served_from_cache(cached: Verdict, prop, spec_path: str, seconds: float) -> 
     """The stored verdict relabelled for the property that asked: its label, spec, index, and the lookup time."""
     statistics = dict(cached.statistics)
     statistics["cached_check_seconds"] = cached.seconds
-    return dataclasses.replace(cached, property=prop.label, spec=spec_path, index=prop.index, seconds=seconds,
-                               statistics=statistics, cached=True)
+    return dataclasses.replace(
+        cached,
+        property=prop.label,
+        spec=spec_path,
+        index=prop.index,
+        seconds=seconds,
+        statistics=statistics,
+        cached=True,
+    )

@@ -31,8 +31,14 @@ class GridDomain:
         return not any(c in self.outside for c in token)
 
     @staticmethod
-    def regular(dim: int, step: Fraction, length: int, lo: Fraction = Fraction(0), hi: Fraction | None = None,
-                distinct_tokens: bool = False) -> GridDomain:
+    def regular(
+        dim: int,
+        step: Fraction,
+        length: int,
+        lo: Fraction = Fraction(0),
+        hi: Fraction | None = None,
+        distinct_tokens: bool = False,
+    ) -> GridDomain:
         hi = 1 - step if hi is None else hi
         count = math.floor((hi - lo) / step) + 1
         return GridDomain(dim, tuple(lo + k * step for k in range(count)), length, distinct_tokens)
@@ -49,7 +55,7 @@ class GridDomain:
         t = len(self.values) ** self.dim
         if self.distinct_tokens:
             return math.perm(t, self.length)
-        return t ** self.length
+        return t**self.length
 
     def inputs(self) -> Iterator[tuple[Vector, ...]]:
         tokens = self.tokens

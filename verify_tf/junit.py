@@ -67,8 +67,13 @@ def junit_xml(verdicts: Sequence[Verdict], expectations: Sequence[str | None], u
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         suite_time = 0.0
         for verdict, expect in entries:
-            case = ET.SubElement(suite, "testcase", name=f"{verdict.property} [{verdict.index}]",
-                                 classname=_classname(spec), time=f"{verdict.seconds:.3f}")
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                name=f"{verdict.property} [{verdict.index}]",
+                classname=_classname(spec),
+                time=f"{verdict.seconds:.3f}",
+            )
             counts["tests"] += 1
             suite_time += verdict.seconds
             counted = outcome(verdict, expect)
@@ -104,6 +109,7 @@ def junit_xml(verdicts: Sequence[Verdict], expectations: Sequence[str | None], u
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def write_junit(path: str | Path, verdicts: Sequence[Verdict], expectations: Sequence[str | None],
-                unknown_as: str = "skipped") -> None:
+def write_junit(
+    path: str | Path, verdicts: Sequence[Verdict], expectations: Sequence[str | None], unknown_as: str = "skipped"
+) -> None:
     Path(path).write_text(junit_xml(verdicts, expectations, unknown_as), encoding="utf-8")

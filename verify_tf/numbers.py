@@ -78,6 +78,7 @@ def fmt_vector(values) -> str:
 
 # ---------------------------------------------------------------- binary floats read as the rationals they stand for
 
+
 def simplest_between(lo: Fraction, hi: Fraction) -> Fraction:
     """The simplest rational in the closed interval [lo, hi]: the smallest denominator, then the smallest |numerator|.
 

@@ -31,8 +31,7 @@ def verdict_table(verdicts: Sequence[Verdict], expectations: Sequence[str | None
             label += " [dim](as expected)[/]" if v.status == expect else f" [bold red](expected {expect})[/]"
         if v.cached:
             label += " [dim](cached)[/]"
-        table.add_row(Path(v.spec).name if v.spec else "", v.property, v.engine, label, f"{v.seconds:.2f}",
-                      v.detail)
+        table.add_row(Path(v.spec).name if v.spec else "", v.property, v.engine, label, f"{v.seconds:.2f}", v.detail)
     return table
 
 
@@ -54,8 +53,9 @@ def outcome(verdict: Verdict, expect: str | None) -> str:
     return verdict.status
 
 
-def combined_exit_code(verdicts: Sequence[Verdict], expectations: Sequence[str | None],
-                       fail_on: str = "unknown") -> int:
+def combined_exit_code(
+    verdicts: Sequence[Verdict], expectations: Sequence[str | None], fail_on: str = "unknown"
+) -> int:
     """Exit code over all verdicts: 0 all proved, 1 refuted, 3 unknown (nothing refuted), 4 error.
 
     Statuses are taken after ``expect`` (see ``outcome``). ``fail_on`` names the weakest outcome that fails
@@ -70,8 +70,9 @@ def combined_exit_code(verdicts: Sequence[Verdict], expectations: Sequence[str |
     return exit_code(statuses)
 
 
-def json_report(verdicts: Sequence[Verdict], expectations: Sequence[str | None],
-                fail_on: str = "unknown") -> dict[str, Any]:
+def json_report(
+    verdicts: Sequence[Verdict], expectations: Sequence[str | None], fail_on: str = "unknown"
+) -> dict[str, Any]:
     """The JSON report (format ``verify-tf-report/1``, documented in docs/cli.md).
 
     Every result carries ``spec`` (as given), ``spec_resolved`` (absolute), ``spec_sha256`` and ``index`` (the
@@ -89,8 +90,14 @@ def json_report(verdicts: Sequence[Verdict], expectations: Sequence[str | None],
             entry["spec_resolved"] = str(Path(v.spec).resolve())
             entry["spec_sha256"] = digests[v.spec]
         results.append(entry)
-    return {"format": REPORT_FORMAT, "tool": "verify-tf", "version": __version__, "fail_on": fail_on,
-            "exit_code": combined_exit_code(verdicts, expectations, fail_on), "results": results}
+    return {
+        "format": REPORT_FORMAT,
+        "tool": "verify-tf",
+        "version": __version__,
+        "fail_on": fail_on,
+        "exit_code": combined_exit_code(verdicts, expectations, fail_on),
+        "results": results,
+    }
 
 
 def _sha256(path: Path) -> str | None:
@@ -100,6 +107,7 @@ def _sha256(path: Path) -> str | None:
         return None
 
 
-def write_json(path: str | Path, verdicts: Sequence[Verdict], expectations: Sequence[str | None],
-               fail_on: str = "unknown") -> None:
+def write_json(
+    path: str | Path, verdicts: Sequence[Verdict], expectations: Sequence[str | None], fail_on: str = "unknown"
+) -> None:
     Path(path).write_text(json.dumps(json_report(verdicts, expectations, fail_on), indent=2, default=str) + "\n")

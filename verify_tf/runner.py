@@ -74,17 +74,28 @@ def timeout_of(spec: Spec, prop: PropertySpec, overrides: Overrides) -> float:
 
 
 def make_task(spec: Spec, prop: PropertySpec, overrides: Overrides) -> Task:
-    settings = Settings(seed=spec.seed, minimize=overrides.minimize, device=overrides.device, solver=prop.solver,
-                        rlimit=prop.rlimit, samples=prop.samples or 100_000,
-                        smt2_dir=str(overrides.smt2_dir) if overrides.smt2_dir is not None else None,
-                        certify=overrides.certify_dir is not None)
-    return Task.make(prop.label, registry()[prop.name], prop.options, spec.model, spec.arithmetic, spec.domain,
-                     settings)
+    settings = Settings(
+        seed=spec.seed,
+        minimize=overrides.minimize,
+        device=overrides.device,
+        solver=prop.solver,
+        rlimit=prop.rlimit,
+        samples=prop.samples or 100_000,
+        smt2_dir=str(overrides.smt2_dir) if overrides.smt2_dir is not None else None,
+        certify=overrides.certify_dir is not None,
+    )
+    return Task.make(
+        prop.label, registry()[prop.name], prop.options, spec.model, spec.arithmetic, spec.domain, settings
+    )
 
 
-def check_property(spec: Spec, prop: PropertySpec, overrides: Overrides,
-                   progress: Callable[[ProgressEvent], None] | None = None,
-                   executor: Executor | None = None) -> Verdict:
+def check_property(
+    spec: Spec,
+    prop: PropertySpec,
+    overrides: Overrides,
+    progress: Callable[[ProgressEvent], None] | None = None,
+    executor: Executor | None = None,
+) -> Verdict:
     deadline = Deadline(timeout_of(spec, prop, overrides))
     engine = requested_engine(spec, prop, overrides)
     run = Run(executor or InProcess(), deadline, progress or no_progress)
@@ -95,13 +106,23 @@ def check_property(spec: Spec, prop: PropertySpec, overrides: Overrides,
         task = make_task(spec, prop, overrides)
         verdict = run_engine(task, run, engine, overrides.cache_dir)
     except ReplayMismatch as exc:
-        verdict = Verdict(prop.label, ERROR, engine, detail=f"engine bug: {exc}",
-                          statistics={"claimed": str(exc.claimed), "replayed": str(exc.replayed)})
+        verdict = Verdict(
+            prop.label,
+            ERROR,
+            engine,
+            detail=f"engine bug: {exc}",
+            statistics={"claimed": str(exc.claimed), "replayed": str(exc.replayed)},
+        )
     except UnsupportedInMode as exc:
         verdict = Verdict(prop.label, UNKNOWN, engine, detail=str(exc), tried=[engine])
     except Exception as exc:  # contain it: report, never crash the run
-        verdict = Verdict(prop.label, ERROR, engine, detail=f"internal error: {type(exc).__name__}: {exc}",
-                          statistics={"traceback": traceback.format_exc(limit=8)})
+        verdict = Verdict(
+            prop.label,
+            ERROR,
+            engine,
+            detail=f"internal error: {type(exc).__name__}: {exc}",
+            statistics={"traceback": traceback.format_exc(limit=8)},
+        )
     verdict.seconds = deadline.elapsed()
     verdict.spec = str(spec.path)
     verdict.index = prop.index
@@ -112,8 +133,11 @@ def check_property(spec: Spec, prop: PropertySpec, overrides: Overrides,
             with DRIVER_Z3_LOCK:
                 certify(task, verdict, overrides.certify_dir, timeout_of(spec, prop, overrides))
         except Exception as exc:  # a certification bug must not turn a proof into a crash: say so instead
-            verdict.statistics["certificate"] = {"complete": False, "failed": True,
-                                                 "error": f"{type(exc).__name__}: {exc}"}
+            verdict.statistics["certificate"] = {
+                "complete": False,
+                "failed": True,
+                "error": f"{type(exc).__name__}: {exc}",
+            }
     return verdict
 
 
@@ -127,8 +151,9 @@ def run_engine(task: Task, run: Run, engine: str, cache_dir: Path | None = None)
         share = auto.falsify_seconds(run.deadline.remaining())
         quick = Run(run.executor, Deadline(share), run.progress)
         found = search.check(task, quick, samples=max(1024, min(task.settings.samples, 1 << 16)))
-        notes["falsification"] = (f"search, {found.statistics.get('samples', 0)} samples "
-                                  f"in {quick.deadline.elapsed():.2f} s")
+        notes["falsification"] = (
+            f"search, {found.statistics.get('samples', 0)} samples in {quick.deadline.elapsed():.2f} s"
+        )
         if found.status in (REFUTED, ERROR):
             found.statistics["auto"] = notes
             return found
@@ -144,9 +169,16 @@ def run_engine(task: Task, run: Run, engine: str, cache_dir: Path | None = None)
 ProgressFactory = Callable[[Spec, PropertySpec], Callable[[ProgressEvent], None]]
 
 
-def check_all(specs: Sequence[Spec], overrides: Overrides, *, jobs: int = 1, cache: Any = None,
-              progress: ProgressFactory | None = None, executor: Executor | None = None,
-              on_verdict: Callable[[Verdict], None] | None = None) -> list[Verdict]:
+def check_all(
+    specs: Sequence[Spec],
+    overrides: Overrides,
+    *,
+    jobs: int = 1,
+    cache: Any = None,
+    progress: ProgressFactory | None = None,
+    executor: Executor | None = None,
+    on_verdict: Callable[[Verdict], None] | None = None,
+) -> list[Verdict]:
     """Verdicts for every property of every spec, in spec order then property order.
 
     ``cache`` is a ``cache.ProofCache`` or None. ``progress(spec, prop)`` returns the progress callback of one

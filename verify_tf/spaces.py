@@ -54,7 +54,7 @@ def segment_count(vocabulary: int, length: int, *, distinct: bool, order: str) -
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
     if order == "all":
-        return math.perm(vocabulary, length) if distinct else vocabulary ** length
+        return math.perm(vocabulary, length) if distinct else vocabulary**length
     if order == "constant":
         if length == 0:
             return 0  # the empty input is not constant input of any token
@@ -103,8 +103,9 @@ class InputSpace:
             raise ValueError("chunk size must be at least 1")
         total = self.count()
         if total > LIMIT:
-            raise SpaceTooLarge(f"a space of {total} inputs cannot be numbered in int64 (and is far too large to "
-                                "enumerate)")
+            raise SpaceTooLarge(
+                f"a space of {total} inputs cannot be numbered in int64 (and is far too large to enumerate)"
+            )
         stop = total if stop is None else min(stop, total)
         vocabulary = len(self.domain.tokens)
         for segment in self.segments():
@@ -147,8 +148,9 @@ def _comb_table(top: int, k: int) -> np.ndarray:
     return np.array([min(math.comb(m, k), LIMIT) for m in range(top + 1)], dtype=np.int64)
 
 
-def unrank(vocabulary: int, length: int, ranks: np.ndarray, *, distinct: bool = False,
-           order: str = "all") -> np.ndarray:
+def unrank(
+    vocabulary: int, length: int, ranks: np.ndarray, *, distinct: bool = False, order: str = "all"
+) -> np.ndarray:
     """Token-index rows (len(ranks), length) for ranks within one length's numbering."""
     if segment_count(vocabulary, length, distinct=distinct, order=order) > LIMIT:
         raise SpaceTooLarge(f"{vocabulary}^{length} inputs cannot be numbered in int64")

@@ -56,15 +56,26 @@ def print_trace(console: Console, model: Model, arith: Arithmetic, trace: Trace)
     labels = position_labels(model, trace)
     console.print(f"[bold]{model.name}[/] — {arith.describe()}")
     console.print(_vectors_table("embedding", labels, trace.tokens, trace.embedded))
-    norm_first = {i: (b.attention is not None and b.attention.norm_first,
-                      b.feed_forward is not None and b.feed_forward.norm_first) for i, b in enumerate(model.blocks)}
+    norm_first = {
+        i: (
+            b.attention is not None and b.attention.norm_first,
+            b.feed_forward is not None and b.feed_forward.norm_first,
+        )
+        for i, b in enumerate(model.blocks)
+    }
     for index, block in enumerate(trace.blocks):
         if block.attention_norm is not None and norm_first[index][0]:
-            console.print(_vectors_table(f"layer {index}: LayerNorm (attention input)", labels, trace.tokens,
-                                         block.attention_norm))
+            console.print(
+                _vectors_table(
+                    f"layer {index}: LayerNorm (attention input)", labels, trace.tokens, block.attention_norm
+                )
+            )
         for h, head in enumerate(block.heads):
-            table = Table(title=f"layer {index} head {h}: attention weights (rows: query i, cols: key j)",
-                          title_justify="left", header_style="bold")
+            table = Table(
+                title=f"layer {index} head {h}: attention weights (rows: query i, cols: key j)",
+                title_justify="left",
+                header_style="bold",
+            )
             table.add_column("i\\j", justify="right")
             for label in labels:
                 table.add_column(label, justify="right")
@@ -72,16 +83,31 @@ def print_trace(console: Console, model: Model, arith: Arithmetic, trace: Trace)
                 table.add_row(label, *[fmt(w) if scores[j] is not None else "·" for j, w in enumerate(row)])
             console.print(table)
         if block.after_attention is not None:
-            console.print(_vectors_table(f"layer {index}: after attention" + (
-                " and LayerNorm" if block.attention_norm is not None and not norm_first[index][0] else ""),
-                labels, trace.tokens, block.after_attention))
+            console.print(
+                _vectors_table(
+                    f"layer {index}: after attention"
+                    + (" and LayerNorm" if block.attention_norm is not None and not norm_first[index][0] else ""),
+                    labels,
+                    trace.tokens,
+                    block.after_attention,
+                )
+            )
         if block.feed_forward_norm is not None and norm_first[index][1]:
-            console.print(_vectors_table(f"layer {index}: LayerNorm (feed-forward input)", labels, trace.tokens,
-                                         block.feed_forward_norm))
+            console.print(
+                _vectors_table(
+                    f"layer {index}: LayerNorm (feed-forward input)", labels, trace.tokens, block.feed_forward_norm
+                )
+            )
         if block.after_feed_forward is not None:
-            console.print(_vectors_table(f"layer {index}: after feed-forward" + (
-                " and LayerNorm" if block.feed_forward_norm is not None and not norm_first[index][1] else ""),
-                labels, trace.tokens, block.after_feed_forward))
+            console.print(
+                _vectors_table(
+                    f"layer {index}: after feed-forward"
+                    + (" and LayerNorm" if block.feed_forward_norm is not None and not norm_first[index][1] else ""),
+                    labels,
+                    trace.tokens,
+                    block.after_feed_forward,
+                )
+            )
     if trace.before_final_norm is not None:
         console.print(_vectors_table("final LayerNorm", labels, trace.tokens, trace.output))
     table = Table(title="readout q = u·z", title_justify="left", header_style="bold")
@@ -103,17 +129,25 @@ def trace_to_json(trace: Trace, model: Model | None = None) -> dict[str, Any]:
         "positions": [label if label == "BOS" else int(label) for label in labels],
         "tokens": [t if isinstance(t, str) else [str(c) for c in t] for t in trace.tokens],
         "embedded": vecs(trace.embedded),
-        "layers": [{
-            "heads": [{"scores": [[None if s is None else str(s) for s in row] for row in h.scores],
-                       "weights": [[str(w) for w in row] for row in h.weights],
-                       "output": vecs(h.output)} for h in b.heads],
-            "attention_output": vecs(b.attention_output),
-            "after_attention": vecs(b.after_attention),
-            "hidden": vecs(b.hidden),
-            "after_feed_forward": vecs(b.after_feed_forward),
-            "attention_norm": vecs(b.attention_norm),
-            "feed_forward_norm": vecs(b.feed_forward_norm),
-        } for b in trace.blocks],
+        "layers": [
+            {
+                "heads": [
+                    {
+                        "scores": [[None if s is None else str(s) for s in row] for row in h.scores],
+                        "weights": [[str(w) for w in row] for row in h.weights],
+                        "output": vecs(h.output),
+                    }
+                    for h in b.heads
+                ],
+                "attention_output": vecs(b.attention_output),
+                "after_attention": vecs(b.after_attention),
+                "hidden": vecs(b.hidden),
+                "after_feed_forward": vecs(b.after_feed_forward),
+                "attention_norm": vecs(b.attention_norm),
+                "feed_forward_norm": vecs(b.feed_forward_norm),
+            }
+            for b in trace.blocks
+        ],
         "before_final_norm": vecs(trace.before_final_norm),
         "output": vecs(trace.output),
         "readout": [str(q) for q in trace.readout],

@@ -69,6 +69,7 @@ class ExportError(ValueError):
 
 # ---------------------------------------------------------------- the RASP program, tabulated
 
+
 def _python_value(value: Value) -> Any:
     """A canonical value as RASP hands it to a user function: non-integral numbers as floats."""
     if isinstance(value, tuple):
@@ -132,11 +133,20 @@ def tabulate(program: Any, vocab: Iterable[Any], max_length: int, source: str = 
     order = []
     for expr in _post_order(program):
         label = expr.label
-        kind_of = [(rasp.TokensType, "tokens"), (rasp.IndicesType, "indices"), (rasp.LengthType, "length"),
-                   (rasp.Full, "full"), (rasp.Map, "map"), (rasp.SequenceMap, "sequence_map"),
-                   (rasp.SelectorWidth, "selector_width"), (rasp.Aggregate, "aggregate"), (rasp.Select, "select"),
-                   (rasp.SelectorAnd, "selector_and"), (rasp.SelectorOr, "selector_or"),
-                   (rasp.SelectorNot, "selector_not")]
+        kind_of = [
+            (rasp.TokensType, "tokens"),
+            (rasp.IndicesType, "indices"),
+            (rasp.LengthType, "length"),
+            (rasp.Full, "full"),
+            (rasp.Map, "map"),
+            (rasp.SequenceMap, "sequence_map"),
+            (rasp.SelectorWidth, "selector_width"),
+            (rasp.Aggregate, "aggregate"),
+            (rasp.Select, "select"),
+            (rasp.SelectorAnd, "selector_and"),
+            (rasp.SelectorOr, "selector_or"),
+            (rasp.SelectorNot, "selector_not"),
+        ]
         kind = next((name for cls, name in kind_of if isinstance(expr, cls)), None)
         if kind is None:
             raise ExportError(f"{label!r}: {type(expr).__name__} is not supported (tracr cannot compile it either)")
@@ -165,8 +175,18 @@ def _predicate(predicate: Callable, key: Value, query: Value) -> int:
         return RAISED
 
 
-def _tabulate_sop(expr: Any, kind: str, label: str, inputs: tuple, ins: list[Node], encoding: str, numerical: bool,
-                  vocab: Iterable[Any], max_length: int, nodes: dict[str, Node]) -> Node:
+def _tabulate_sop(
+    expr: Any,
+    kind: str,
+    label: str,
+    inputs: tuple,
+    ins: list[Node],
+    encoding: str,
+    numerical: bool,
+    vocab: Iterable[Any],
+    max_length: int,
+    nodes: dict[str, Node],
+) -> Node:
     where = f"{kind} {label!r}"
     if kind == "tokens":
         values = _sorted(_read_result(v, numerical, "the vocabulary") for v in vocab)
@@ -183,8 +203,9 @@ def _tabulate_sop(expr: Any, kind: str, label: str, inputs: tuple, ins: list[Nod
         results = [_apply(expr.f, (v,), numerical, where) for v in ins[0].values]
         values = _sorted(r for r in results if r is not _RAISED_MARK)
         code = {v: c for c, v in enumerate(values)}
-        return Node(label, kind, inputs, encoding, values,
-                    tuple(RAISED if r is _RAISED_MARK else code[r] for r in results))
+        return Node(
+            label, kind, inputs, encoding, values, tuple(RAISED if r is _RAISED_MARK else code[r] for r in results)
+        )
     if kind == "sequence_map":
         first, second = nodes[expr.fst.label], nodes[expr.snd.label]
         inputs = (first.label, second.label)
@@ -196,14 +217,23 @@ def _tabulate_sop(expr: Any, kind: str, label: str, inputs: tuple, ins: list[Nod
         results = [[_apply(function, (a, b), numerical, where, exact) for b in second.values] for a in first.values]
         values = _sorted(r for row in results for r in row if r is not _RAISED_MARK)
         code = {v: c for c, v in enumerate(values)}
-        return Node(label, kind, inputs, encoding, values,
-                    tuple(tuple(RAISED if r is _RAISED_MARK else code[r] for r in row) for row in results))
+        return Node(
+            label,
+            kind,
+            inputs,
+            encoding,
+            values,
+            tuple(tuple(RAISED if r is _RAISED_MARK else code[r] for r in row) for row in results),
+        )
     # aggregate: inputs are (selector, sop)
     selector, source = nodes[expr.selector.label], nodes[expr.sop.label]
     inputs = (selector.label, source.label)
     default = _read_result(expr.default, numerical, f"{where}'s default")
-    values = {canonical(v, numerical) for v in source.values} | {default} | _means(source.values, numerical,
-                                                                                    max_length, where)
+    values = (
+        {canonical(v, numerical) for v in source.values}
+        | {default}
+        | _means(source.values, numerical, max_length, where)
+    )
     values = _sorted(values)
     return Node(label, kind, inputs, encoding, values, (), values.index(default))
 
@@ -236,8 +266,10 @@ def _means(values: Iterable[Value], numerical: bool, max_length: int, where: str
             break
         sums = {s + x for s in sums for x in numbers}
         if len(sums) > MAX_MEAN_SUMS:
-            raise ExportError(f"{where}: the means of up to {max_length} of its {len(numbers)} numbers take more than "
-                              f"{MAX_MEAN_SUMS} values; lower max_seq_len")
+            raise ExportError(
+                f"{where}: the means of up to {max_length} of its {len(numbers)} numbers take more than "
+                f"{MAX_MEAN_SUMS} values; lower max_seq_len"
+            )
         means |= {canonical(s / count, numerical) for s in sums}
     return means
 
@@ -267,12 +299,15 @@ def check_against_rasp(program: Any, table: RaspProgram, vocab: Iterable[Any], m
             if isinstance(expected, Exception) or isinstance(got, Exception):
                 if isinstance(expected, Exception) and isinstance(got, Exception):
                     continue
-                raise ExportError(f"input {list(word)!r}: rasp.evaluate gives {expected!r}, the tabulated program "
-                                  f"{got!r}")
+                raise ExportError(
+                    f"input {list(word)!r}: rasp.evaluate gives {expected!r}, the tabulated program {got!r}"
+                )
             for position, (want, have) in enumerate(zip(expected, got)):
                 if not _same(want, have):
-                    raise ExportError(f"input {list(word)!r}, position {position}: rasp.evaluate gives {want!r}, "
-                                      f"the tabulated program {show(have)}")
+                    raise ExportError(
+                        f"input {list(word)!r}, position {position}: rasp.evaluate gives {want!r}, "
+                        f"the tabulated program {show(have)}"
+                    )
     return count
 
 
@@ -287,6 +322,7 @@ def _same(rasp_value: Any, ours: Value) -> bool:
 
 
 # ---------------------------------------------------------------- the compiled model
+
 
 def _matrix(array: Any) -> dict:
     """A weight array as ``{"shape", "nonzero": [[i, (j,) "p/q", "0xBITS"], ...]}`` (+0.0 entries omitted)."""
@@ -317,8 +353,9 @@ def _snap_summary(params: dict) -> dict:
     return {"max_abs_error": _fraction_text(worst), "denominators": sorted(denominators)}
 
 
-def export(model: Any, program: Any, *, source: str = "", compile_settings: dict | None = None,
-           check: bool = True) -> dict:
+def export(
+    model: Any, program: Any, *, source: str = "", compile_settings: dict | None = None, check: bool = True
+) -> dict:
     """The export document (a JSON-ready dict) of a compiled tracr model and the RASP program it was compiled from."""
     from tracr.craft import bases
 
@@ -347,8 +384,12 @@ def export(model: Any, program: Any, *, source: str = "", compile_settings: dict
             label = str(bases.BasisDirection(sink, value))
             if label not in labels:
                 raise ExportError(f"output direction {label!r} is not a residual coordinate")
-            space.append({"value": value_to_json(_read_result(value, False, "the output space")),
-                          "residual_index": labels.index(label)})
+            space.append(
+                {
+                    "value": value_to_json(_read_result(value, False, "the output space")),
+                    "residual_index": labels.index(label),
+                }
+            )
         output = {"kind": "categorical", "space": space}
     else:
         if sink not in labels:
@@ -356,28 +397,45 @@ def export(model: Any, program: Any, *, source: str = "", compile_settings: dict
         output = {"kind": "numerical", "residual_index": labels.index(sink)}
     if output["kind"] != table.output_node.encoding:
         raise ExportError(f"the program's output is {table.output_node.encoding} but the model's is {output['kind']}")
-    params = {module: {name: _matrix(value) for name, value in sorted(model.params[module].items())}
-              for module in sorted(model.params)}
+    params = {
+        module: {name: _matrix(value) for name, value in sorted(model.params[module].items())}
+        for module in sorted(model.params)
+    }
     activation = getattr(config.activation_function, "__name__", str(config.activation_function))
     return {
         "format": FORMAT,
         "generator": _versions(),
         "source": source,
         "compile": dict(compile_settings or {}),
-        "config": {"num_layers": config.num_layers, "num_heads": config.num_heads, "key_size": config.key_size,
-                   "mlp_hidden_size": config.mlp_hidden_size, "d_model": len(labels),
-                   "layer_norm": bool(config.layer_norm), "causal": bool(config.causal), "activation": activation},
+        "config": {
+            "num_layers": config.num_layers,
+            "num_heads": config.num_heads,
+            "key_size": config.key_size,
+            "mlp_hidden_size": config.mlp_hidden_size,
+            "d_model": len(labels),
+            "layer_norm": bool(config.layer_norm),
+            "causal": bool(config.causal),
+            "activation": activation,
+        },
         "residual_labels": labels,
-        "input": {"bos": str(bos), "pad": None if pad is None else str(pad), "max_seq_len": max_length,
-                  "bos_id": encoder.encoding_map[bos],
-                  "vocabulary": [{"value": value_to_json(v), "symbol": symbols[v], "id": token_ids[v]}
-                                 for v in table.vocabulary]},
+        "input": {
+            "bos": str(bos),
+            "pad": None if pad is None else str(pad),
+            "max_seq_len": max_length,
+            "bos_id": encoder.encoding_map[bos],
+            "vocabulary": [
+                {"value": value_to_json(v), "symbol": symbols[v], "id": token_ids[v]} for v in table.vocabulary
+            ],
+        },
         "output": output,
         "snap": _snap_summary(params),
         "params": params,
         "program": program_to_json(table),
-        "checked": {"inputs": checked, "max_length": max_length if check else 0,
-                    "against": "tracr rasp.evaluate" if check else "not checked"},
+        "checked": {
+            "inputs": checked,
+            "max_length": max_length if check else 0,
+            "against": "tracr rasp.evaluate" if check else "not checked",
+        },
     }
 
 
@@ -388,18 +446,39 @@ def write_export(path: str | Path, model: Any, program: Any, **options: Any) -> 
     return document
 
 
-def compile_and_export(program: Any, vocab: Iterable[Any], max_seq_len: int, path: str | Path | None = None, *,
-                       compiler_bos: str = "BOS", compiler_pad: str = "PAD", mlp_exactness: int = 100,
-                       causal: bool = False, source: str = "", check: bool = True) -> tuple[Any, dict]:
+def compile_and_export(
+    program: Any,
+    vocab: Iterable[Any],
+    max_seq_len: int,
+    path: str | Path | None = None,
+    *,
+    compiler_bos: str = "BOS",
+    compiler_pad: str = "PAD",
+    mlp_exactness: int = 100,
+    causal: bool = False,
+    source: str = "",
+    check: bool = True,
+) -> tuple[Any, dict]:
     """Compile ``program`` with tracr and export it (written to ``path`` when given): (model, document)."""
     from tracr.compiler import compiling
 
-    settings = {"vocab": sorted((value_to_json(canonical(v)) for v in vocab), key=str), "max_seq_len": max_seq_len,
-                "compiler_bos": compiler_bos, "compiler_pad": compiler_pad, "mlp_exactness": mlp_exactness,
-                "causal": causal}
-    model = compiling.compile_rasp_to_model(program, vocab=set(vocab), max_seq_len=max_seq_len,
-                                            compiler_bos=compiler_bos, compiler_pad=compiler_pad,
-                                            mlp_exactness=mlp_exactness, causal=causal)
+    settings = {
+        "vocab": sorted((value_to_json(canonical(v)) for v in vocab), key=str),
+        "max_seq_len": max_seq_len,
+        "compiler_bos": compiler_bos,
+        "compiler_pad": compiler_pad,
+        "mlp_exactness": mlp_exactness,
+        "causal": causal,
+    }
+    model = compiling.compile_rasp_to_model(
+        program,
+        vocab=set(vocab),
+        max_seq_len=max_seq_len,
+        compiler_bos=compiler_bos,
+        compiler_pad=compiler_pad,
+        mlp_exactness=mlp_exactness,
+        causal=causal,
+    )
     document = export(model, program, source=source, compile_settings=settings, check=check)
     if path is not None:
         Path(path).write_text(json.dumps(document, separators=(",", ":")) + "\n", encoding="utf-8")

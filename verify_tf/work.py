@@ -154,9 +154,15 @@ class Schedule:
         return ", ".join(parts)
 
 
-def schedule(executor: Executor, units: Iterable[WorkUnit], deadline: Deadline,
-             on_result: Callable[[WorkUnit, Any], str], *, in_flight: int | None = None,
-             on_error: Callable[[UnitError], str] | None = None) -> Schedule:
+def schedule(
+    executor: Executor,
+    units: Iterable[WorkUnit],
+    deadline: Deadline,
+    on_result: Callable[[WorkUnit, Any], str],
+    *,
+    in_flight: int | None = None,
+    on_error: Callable[[UnitError], str] | None = None,
+) -> Schedule:
     """Run ``units`` on ``executor`` until all are done, the driver stops, or the deadline passes.
 
     ``on_result(unit, value)`` returns CONTINUE, STOP_AFTER (units of a higher ``order`` are no longer
@@ -167,6 +173,7 @@ def schedule(executor: Executor, units: Iterable[WorkUnit], deadline: Deadline,
 
     def limit() -> int:
         return in_flight or max(1, getattr(executor, "in_flight", 0) or 2 * executor.workers)
+
     pending = iter(units)
     running: list[Handle] = []
     summary = Schedule()
@@ -252,8 +259,12 @@ def budget(unit: WorkUnit, deadline: Deadline) -> float:
     return deadline.remaining() * unit.share
 
 
-def run_unit(unit: WorkUnit, seconds: float, cancelled: Callable[[], bool] = never_cancelled,
-             report: Callable[[str], None] = no_report) -> Any:
+def run_unit(
+    unit: WorkUnit,
+    seconds: float,
+    cancelled: Callable[[], bool] = never_cancelled,
+    report: Callable[[str], None] = no_report,
+) -> Any:
     """Call a unit's function with its budget (what every executor does, in whichever process)."""
     return unit.function(*unit.args, deadline=Deadline(seconds), cancelled=cancelled, report=report)
 

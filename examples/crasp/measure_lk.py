@@ -36,9 +36,16 @@ def prove(name: str, length: int, engine: str, budget: float, lengths: str) -> t
     compiled = compile_program(program)
     mode = "prefix" if name.startswith("dyck") else "accept"  # Dyck-1: the prediction task
     start = time.process_time()
-    verdict = check(compiled.model, compiled.arithmetic, StringDomain(program.alphabet, 1, length),
-                    "crasp-equivalence", {"program": path, "mode": mode, "lengths": lengths}, engine=engine,
-                    timeout=4 * budget, device="cpu")  # wall clock: a shared machine is slower
+    verdict = check(
+        compiled.model,
+        compiled.arithmetic,
+        StringDomain(program.alphabet, 1, length),
+        "crasp-equivalence",
+        {"program": path, "mode": mode, "lengths": lengths},
+        engine=engine,
+        timeout=4 * budget,
+        device="cpu",
+    )  # wall clock: a shared machine is slower
     return verdict.status, time.process_time() - start, verdict.label
 
 
@@ -57,8 +64,11 @@ def main() -> None:
         for name in args.programs:
             compiled = compile_program(load_program(HERE / f"{name}.cr"))
             status, spent, label = prove(name, args.start or 14, "counting", args.budget, "all")
-            print(f"{name}  {compiled.program_depth}  {compiled.attention_layers}  {compiled.model.dim}  "
-                  f"{compiled.bits}  {label}  {spent:.2f}", flush=True)
+            print(
+                f"{name}  {compiled.program_depth}  {compiled.attention_layers}  {compiled.model.dim}  "
+                f"{compiled.bits}  {label}  {spent:.2f}",
+                flush=True,
+            )
         return
     counting = args.engine == "counting"
     print("program  depth  attention  feed-forward  width  bits  N  seconds")
@@ -73,8 +83,11 @@ def main() -> None:
             if args.once:
                 break
             length = 2 * length if counting else length + 1
-        print(f"{name}  {compiled.program_depth}  {compiled.attention_layers}  {compiled.feed_forward_layers}  "
-              f"{compiled.model.dim}  {compiled.bits}  {best}  {seconds:.1f}", flush=True)
+        print(
+            f"{name}  {compiled.program_depth}  {compiled.attention_layers}  {compiled.feed_forward_layers}  "
+            f"{compiled.model.dim}  {compiled.bits}  {best}  {seconds:.1f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

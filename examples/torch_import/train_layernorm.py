@@ -32,10 +32,12 @@ class LayerNormEncoder(nn.Module):
 
     def __init__(self, norm_first: bool = False, activation: str = "gelu", final_norm: bool = True):
         super().__init__()
-        layer = nn.TransformerEncoderLayer(4, 1, 8, dropout=0.0, activation=activation, batch_first=True,
-                                           norm_first=norm_first)
-        self.encoder = nn.TransformerEncoder(layer, 1, norm=nn.LayerNorm(4) if final_norm else None,
-                                             enable_nested_tensor=False)
+        layer = nn.TransformerEncoderLayer(
+            4, 1, 8, dropout=0.0, activation=activation, batch_first=True, norm_first=norm_first
+        )
+        self.encoder = nn.TransformerEncoder(
+            layer, 1, norm=nn.LayerNorm(4) if final_norm else None, enable_nested_tensor=False
+        )
         self.readout = nn.Linear(4, 1, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -55,8 +55,9 @@ def train(positions: bool, steps: int, seed: int = 0) -> ExactEncoder:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=HERE,
-                        help="folder for the .pt files (default: next to this script)")
+    parser.add_argument(
+        "--out", type=Path, default=HERE, help="folder for the .pt files (default: next to this script)"
+    )
     parser.add_argument("--steps", type=int, default=300, help="optimiser steps per model")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -66,8 +67,10 @@ def main() -> None:
     if args.out.resolve() != HERE:
         for name in SPECS:
             shutil.copy(HERE / name, args.out / name)
-    print(f"wrote {args.out / 'tiny.pt'} and {args.out / 'tiny_positions.pt'}; run:\n"
-          f"  verify-tf check {' '.join(str(args.out / name) for name in SPECS)}")
+    print(
+        f"wrote {args.out / 'tiny.pt'} and {args.out / 'tiny_positions.pt'}; run:\n"
+        f"  verify-tf check {' '.join(str(args.out / name) for name in SPECS)}"
+    )
 
 
 if __name__ == "__main__":

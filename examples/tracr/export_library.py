@@ -27,8 +27,9 @@ ABC, PARENS, DYCK2, NUMBERS = ("a", "b", "c"), ("(", ")", "a"), ("(", ")", "{", 
 
 def nary():
     is_a = (rasp.tokens == "a").named("is_a")
-    return lib.make_nary_sequencemap(lambda t, i, b: (i + (1 if b else 0)) % 3, rasp.tokens, rasp.indices,
-                                     is_a).named("nary")
+    return lib.make_nary_sequencemap(lambda t, i, b: (i + (1 if b else 0)) % 3, rasp.tokens, rasp.indices, is_a).named(
+        "nary"
+    )
 
 
 def frac_gt_half():
@@ -56,34 +57,71 @@ PROGRAMS = {
     "length-numerical": (lambda: rasp.numerical(lib.make_length()), ABC, 6, "rasp.numerical(lib.make_length())"),
     "reverse": (lambda: lib.make_reverse(rasp.tokens), ABC, 6, "lib.make_reverse(rasp.tokens)"),
     "hist": (lambda: lib.make_hist(), ABC, 7, "lib.make_hist()"),
-    "sort-unique": (lambda: lib.make_sort_unique(rasp.tokens, rasp.tokens), NUMBERS, 5,
-                    "lib.make_sort_unique(rasp.tokens, rasp.tokens)"),
-    "sort": (lambda: lib.make_sort(rasp.tokens, rasp.tokens, max_seq_len=5, min_key=1), NUMBERS, 5,
-             "lib.make_sort(rasp.tokens, rasp.tokens, max_seq_len=5, min_key=1)"),
+    "sort-unique": (
+        lambda: lib.make_sort_unique(rasp.tokens, rasp.tokens),
+        NUMBERS,
+        5,
+        "lib.make_sort_unique(rasp.tokens, rasp.tokens)",
+    ),
+    "sort": (
+        lambda: lib.make_sort(rasp.tokens, rasp.tokens, max_seq_len=5, min_key=1),
+        NUMBERS,
+        5,
+        "lib.make_sort(rasp.tokens, rasp.tokens, max_seq_len=5, min_key=1)",
+    ),
     "sort-freq": (lambda: lib.make_sort_freq(max_seq_len=5), NUMBERS, 5, "lib.make_sort_freq(max_seq_len=5)"),
-    "frac-prevs": (lambda: lib.make_frac_prevs(rasp.tokens == "a"), ABC, 7,
-                   'lib.make_frac_prevs(rasp.tokens == "a")'),
-    "pair-balance": (lambda: lib.make_pair_balance(rasp.tokens, "(", ")"), PARENS, 5,
-                     'lib.make_pair_balance(rasp.tokens, "(", ")")'),
+    "frac-prevs": (lambda: lib.make_frac_prevs(rasp.tokens == "a"), ABC, 7, 'lib.make_frac_prevs(rasp.tokens == "a")'),
+    "pair-balance": (
+        lambda: lib.make_pair_balance(rasp.tokens, "(", ")"),
+        PARENS,
+        5,
+        'lib.make_pair_balance(rasp.tokens, "(", ")")',
+    ),
     "shuffle-dyck": (lambda: lib.make_shuffle_dyck(pairs=["()"]), PARENS, 5, 'lib.make_shuffle_dyck(pairs=["()"])'),
     "shuffle-dyck2": (lambda: lib.make_shuffle_dyck2(), DYCK2, 5, "lib.make_shuffle_dyck2()"),
     "shift-by-1": (lambda: lib.shift_by(1, rasp.tokens), ABC, 7, "lib.shift_by(1, rasp.tokens)"),
-    "detect-pattern": (lambda: lib.detect_pattern(rasp.tokens, "abc"), ABC, 5,
-                       'lib.detect_pattern(rasp.tokens, "abc")'),
+    "detect-pattern": (
+        lambda: lib.detect_pattern(rasp.tokens, "abc"),
+        ABC,
+        5,
+        'lib.detect_pattern(rasp.tokens, "abc")',
+    ),
     "count-less-freq": (lambda: lib.make_count_less_freq(n=2), ABC, 5, "lib.make_count_less_freq(n=2)"),
     "count": (lambda: lib.make_count(rasp.tokens, "a"), ABC, 7, 'lib.make_count(rasp.tokens, "a")'),
-    "nary-sequencemap": (nary, ABC, 5, "lib.make_nary_sequencemap(lambda t, i, b: (i + (1 if b else 0)) % 3, "
-                                       "rasp.tokens, rasp.indices, rasp.tokens == 'a')"),
+    "nary-sequencemap": (
+        nary,
+        ABC,
+        5,
+        "lib.make_nary_sequencemap(lambda t, i, b: (i + (1 if b else 0)) % 3, "
+        "rasp.tokens, rasp.indices, rasp.tokens == 'a')",
+    ),
     # the miscompilations
-    "frac-gt-half": (frac_gt_half, ABC, 5, 'rasp.numerical(rasp.Map(lambda x: 1 if x > 0.5 else 0, '
-                                           'lib.make_frac_prevs(rasp.tokens == "a")))'),
-    "negative-map": (negative_map, ("a", "b"), 5, 'rasp.numerical(rasp.Map(lambda t: -1 if t == "a" else 1, '
-                                                  'rasp.tokens))'),
+    "frac-gt-half": (
+        frac_gt_half,
+        ABC,
+        5,
+        'rasp.numerical(rasp.Map(lambda x: 1 if x > 0.5 else 0, lib.make_frac_prevs(rasp.tokens == "a")))',
+    ),
+    "negative-map": (
+        negative_map,
+        ("a", "b"),
+        5,
+        'rasp.numerical(rasp.Map(lambda t: -1 if t == "a" else 1, rasp.tokens))',
+    ),
     "length-10": (lambda: lib.make_length(), ("a",), 10, "lib.make_length()  # max_seq_len 10"),
-    "length-numerical-7": (lambda: rasp.numerical(lib.make_length()), ("a",), 7,
-                           "rasp.numerical(lib.make_length())  # max_seq_len 7"),
-    "bos-leak": (bos_leak, ("a", "b"), 5, "z = numerical(Map(x == 0, frac_prevs(tokens == 'a'))); "
-                                         "numerical(Aggregate(Select(indices, indices, LT), z, default=0))"),
+    "length-numerical-7": (
+        lambda: rasp.numerical(lib.make_length()),
+        ("a",),
+        7,
+        "rasp.numerical(lib.make_length())  # max_seq_len 7",
+    ),
+    "bos-leak": (
+        bos_leak,
+        ("a", "b"),
+        5,
+        "z = numerical(Map(x == 0, frac_prevs(tokens == 'a'))); "
+        "numerical(Aggregate(Select(indices, indices, LT), z, default=0))",
+    ),
 }
 
 
@@ -93,8 +131,10 @@ def main(names: list[str]) -> None:
         start = time.perf_counter()
         _, document = compile_and_export(build(), vocabulary, max_seq_len, HERE / f"{name}.json", source=source)
         snap = document["snap"]
-        print(f"{name}: {time.perf_counter() - start:.1f} s, {document['checked']['inputs']} inputs checked against "
-              f"rasp.evaluate, snap denominators {snap['denominators']}, largest error {snap['max_abs_error']}")
+        print(
+            f"{name}: {time.perf_counter() - start:.1f} s, {document['checked']['inputs']} inputs checked against "
+            f"rasp.evaluate, snap denominators {snap['denominators']}, largest error {snap['max_abs_error']}"
+        )
 
 
 if __name__ == "__main__":

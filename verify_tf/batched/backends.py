@@ -62,7 +62,7 @@ class NumpyOps:
             return x.max(axis=-1, keepdims=True)
         top = x[..., :1].copy()  # short rows: elementwise maxima beat numpy's per-row reduction 4-7x
         for j in range(1, x.shape[-1]):
-            np.maximum(top, x[..., j:j + 1], out=top)
+            np.maximum(top, x[..., j : j + 1], out=top)
         return top
 
     def min_last(self, x: np.ndarray) -> np.ndarray:
@@ -70,7 +70,7 @@ class NumpyOps:
             return x.min(axis=-1, keepdims=True)
         low = x[..., :1].copy()
         for j in range(1, x.shape[-1]):
-            np.minimum(low, x[..., j:j + 1], out=low)
+            np.minimum(low, x[..., j : j + 1], out=low)
         return low
 
     def take(self, table: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -138,8 +138,10 @@ class TorchOps:
         except ModuleNotFoundError as exc:
             if exc.name != "torch":
                 raise
-            raise Unsupported("the torch back end needs PyTorch, which is not installed: pip install "
-                              "'verify-tf[torch]' (or use the numpy back end)") from None
+            raise Unsupported(
+                "the torch back end needs PyTorch, which is not installed: pip install "
+                "'verify-tf[torch]' (or use the numpy back end)"
+            ) from None
 
         if device == "cuda" and not torch.cuda.is_available():
             raise Unsupported("device cuda requested but torch finds no CUDA device")
@@ -166,7 +168,7 @@ class TorchOps:
         if inner <= UNROLL:  # sum_c a[..., :, c] b[..., c, :] as broadcast products
             out = a[..., 0:1] * b[..., 0:1, :]
             for c in range(1, inner):
-                out += a[..., c:c + 1] * b[..., c:c + 1, :]
+                out += a[..., c : c + 1] * b[..., c : c + 1, :]
             return out
         if float_ok:
             return torch.matmul(a.to(torch.float64), b.to(torch.float64)).to(a.dtype)

@@ -40,10 +40,18 @@ class OutputChunk:
         return self.chunk.stop
 
 
-def stream_outputs(evaluator: BatchedEvaluator, space: InputSpace, *, layer: str = "output", chunk: int | None = None,
-                   memory: int = DEFAULT_MEMORY, start: int = 0, stop: int | None = None,
-                   progress: Callable[[int, int | None], None] | None = None,
-                   native: bool = False) -> Iterator[OutputChunk]:
+def stream_outputs(
+    evaluator: BatchedEvaluator,
+    space: InputSpace,
+    *,
+    layer: str = "output",
+    chunk: int | None = None,
+    memory: int = DEFAULT_MEMORY,
+    start: int = 0,
+    stop: int | None = None,
+    progress: Callable[[int, int | None], None] | None = None,
+    native: bool = False,
+) -> Iterator[OutputChunk]:
     """Exact outputs of every input in [start, stop) of ``space``, chunk by chunk, in bounded memory.
 
     ``layer``: 'output' (final stream, (B, n, d)) or 'readout' ((B, n)). ``chunk``: rows per chunk, else sized
@@ -67,8 +75,9 @@ _CACHE: OrderedDict[tuple, BatchedEvaluator] = OrderedDict()
 _CACHE_SIZE = 8
 
 
-def evaluator_for(key: str, model: Model, arith: Arithmetic, tokens: Sequence[Token], device: str = "auto",
-                  backend: str = "auto") -> BatchedEvaluator:
+def evaluator_for(
+    key: str, model: Model, arith: Arithmetic, tokens: Sequence[Token], device: str = "auto", backend: str = "auto"
+) -> BatchedEvaluator:
     """The cached evaluator of this process for ``key`` (a content fingerprint of model and arithmetic)."""
     cache_key = (key, device, backend, len(tokens))
     evaluator = _CACHE.get(cache_key)
@@ -86,8 +95,9 @@ def estimate_throughput(evaluator: BatchedEvaluator, length: int, rows: Any = No
     """Measured inputs per second on a small batch of this length (benchmarks and calibration)."""
     vocabulary = len(evaluator.tokens)
     batch = min(4096, evaluator.chunk_size(length))
-    sample = rows if rows is not None else np.random.default_rng(0).integers(0, max(vocabulary, 1),
-                                                                             size=(batch, length))
+    sample = (
+        rows if rows is not None else np.random.default_rng(0).integers(0, max(vocabulary, 1), size=(batch, length))
+    )
     evaluator.run(sample[:8])  # compile and warm up
     begin = time.perf_counter()
     for _ in range(repeats):

@@ -92,9 +92,19 @@ class BatchedEvaluator:
     when int64 cannot hold some intermediate for that length (compile eagerly to decide an engine).
     """
 
-    def __init__(self, model: Model, arith: Arithmetic, tokens: Sequence[Token], *, backend: str = "auto",
-                 device: str = "auto", ops: Any = None, narrow: bool = True, variant: str = "auto",
-                 force: str | None = None):
+    def __init__(
+        self,
+        model: Model,
+        arith: Arithmetic,
+        tokens: Sequence[Token],
+        *,
+        backend: str = "auto",
+        device: str = "auto",
+        ops: Any = None,
+        narrow: bool = True,
+        variant: str = "auto",
+        force: str | None = None,
+    ):
         self.model = model
         self.arith = arith
         self.tokens = list(tokens)
@@ -115,8 +125,9 @@ class BatchedEvaluator:
 
     def compiled(self, length: int) -> _Compiled:
         if length not in self._programs:
-            self._programs[length] = self._load(compile_program(self.model, self.arith, self.tokens, length,
-                                                                self.variant, force=self.force))
+            self._programs[length] = self._load(
+                compile_program(self.model, self.arith, self.tokens, length, self.variant, force=self.force)
+            )
         return self._programs[length]
 
     def program(self, length: int) -> Program:
@@ -138,11 +149,14 @@ class BatchedEvaluator:
                 where = np.flatnonzero(flagged)
                 self.fallback_rows += len(where)
                 full_stream, full_readout, full_den, full_readout_den = self._run(
-                    compiled.fallback, rows[self.ops.rows(where)])
-                stream, stream_den = _merge(self.ops.to_numpy(stream), stream_den, flagged,
-                                            self.ops.to_numpy(full_stream), full_den)
-                readout, readout_den = _merge(self.ops.to_numpy(readout), readout_den, flagged,
-                                              self.ops.to_numpy(full_readout), full_readout_den)
+                    compiled.fallback, rows[self.ops.rows(where)]
+                )
+                stream, stream_den = _merge(
+                    self.ops.to_numpy(stream), stream_den, flagged, self.ops.to_numpy(full_stream), full_den
+                )
+                readout, readout_den = _merge(
+                    self.ops.to_numpy(readout), readout_den, flagged, self.ops.to_numpy(full_readout), full_readout_den
+                )
         return stream, readout, stream_den, readout_den
 
     def run(self, rows: Any, *, native: bool = False) -> tuple[Values, Values]:

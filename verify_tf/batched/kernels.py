@@ -145,6 +145,7 @@ def _rounded_terms(plan: HeadPlan, q, k, v, ops, dot_float_ok: bool):
     """Yang et al.'s head (``Fixed.rounded_terms_row``): c_i = round(S_i / T_i) with S_i = sum_j round(e^{s_ij} x_ij)
     and T_i = sum_j round(e^{s_ij}) over the live keys, s exact, x_ij = C[j - i] v_j; T_i = 0 falls back to
     round(sum_j x_ij / count). The exponential terms are the interpreter's own (``RoundedTerms``), on the host."""
+
     def host(x):  # int64 (int32 programs too: the host sums below widen anyway) or Python integers
         x = x if ops is WIDE else ops.to_numpy(x)
         return x if x.dtype == object or x.dtype == bool else x.astype(np.int64)
@@ -205,7 +206,7 @@ def _argmax1d(plan: HeadPlan, q, k, v, ops):
         sums, counts = [v[:, 0, :] * 0, v[:, 0, :] * 0], [keys[:, 0:1] * 0, keys[:, 0:1] * 0]
         everything = v[:, 0, :]
         for j in range(n):
-            key, value = keys[:, j:j + 1], v[:, j, :]
+            key, value = keys[:, j : j + 1], v[:, j, :]
             if j:
                 everything = everything + value
             for side in (0, 1):
@@ -220,7 +221,7 @@ def _argmax1d(plan: HeadPlan, q, k, v, ops):
         return total, count
     totals, counts = [], []
     for i in range(n):
-        key, value = keys[:, i:i + 1], v[:, i, :]
+        key, value = keys[:, i : i + 1], v[:, i, :]
         if i == 0:
             best = [key, key]
             sums = [value, value]
@@ -233,7 +234,7 @@ def _argmax1d(plan: HeadPlan, q, k, v, ops):
                 tallies[side] = ops.where(beats, 1, tallies[side] + ties)
                 best[side] = ops.where(beats, key, best[side])
             everything = everything + value
-        s = sign[:, i:i + 1]
+        s = sign[:, i : i + 1]
         totals.append(ops.where(s > 0, sums[0], ops.where(s < 0, sums[1], everything)))
         counts.append(ops.where(s > 0, tallies[0], ops.where(s < 0, tallies[1], i + 1)))
     return ops.stack(totals, 1), ops.stack(counts, 1)
@@ -340,8 +341,9 @@ def feed_forward(plan: FeedForwardPlan, z, mz, ctx: Context):
 
 
 def _residual(plan: ResidualPlan, z, update, ops):
-    total = (z * plan.stream_scale if plan.stream_scale != 1 else z) + \
-        (update * plan.update_scale if plan.update_scale != 1 else update)
+    total = (z * plan.stream_scale if plan.stream_scale != 1 else z) + (
+        update * plan.update_scale if plan.update_scale != 1 else update
+    )
     return ops.clamp_(total, *plan.clamp) if plan.clamp is not None else total
 
 

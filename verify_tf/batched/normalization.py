@@ -90,9 +90,18 @@ class LayerNormPlan:
         root_end = math.isqrt(shifted // self.cube + self.remainder_max)
         bits = max(root_end - self.root_start, 0).bit_length()
         candidate = self.root_start + (1 << bits)  # bisection candidates stay below this
-        y_max = max(parts[self.width:2 * self.width], default=0)
-        return max([*parts, shifted, shifted // self.cube + self.remainder_max, candidate * candidate,
-                    self.width * max(root_end, 1), y_max << (2 * self.frac), self.affine_bound])
+        y_max = max(parts[self.width : 2 * self.width], default=0)
+        return max(
+            [
+                *parts,
+                shifted,
+                shifted // self.cube + self.remainder_max,
+                candidate * candidate,
+                self.width * max(root_end, 1),
+                y_max << (2 * self.frac),
+                self.affine_bound,
+            ]
+        )
 
     def output_bound(self, magnitudes: Sequence[int]) -> tuple[int, ...]:
         return tuple(min(a, s) for a, s in zip(self.affine_out, self.out_bound))
@@ -150,15 +159,16 @@ class IGeluPlan:
         return self.bound > LIMIT
 
 
-def plan_layer_norm(planner: Any, norm: LayerNorm, den: int, magnitudes: Sequence[int], out: Sequence[int],
-                    where: str) -> LayerNormPlan:
+def plan_layer_norm(
+    planner: Any, norm: LayerNorm, den: int, magnitudes: Sequence[int], out: Sequence[int], where: str
+) -> LayerNormPlan:
     """The plan for ``interpreter.layer_norm`` on numerators over ``den`` bounded by ``magnitudes``; ``out``:
     the output's mantissa magnitudes (``verify_tf.bounds``)."""
     arith, scale, frac = planner.arith, planner.scale, planner.arith.frac
     d = len(magnitudes)
     if scale % den:
         planner.refuse(f"{where}: stream denominator {den} is not a divisor of 2^{frac}")
-    cube = d ** 3
+    cube = d**3
     if cube > TABLE_LIMIT:
         planner.refuse(f"{where}: width {d} needs a {cube}-entry remainder table")
     eps_scaled = norm.eps * (1 << (4 * frac))
@@ -166,8 +176,9 @@ def plan_layer_norm(planner: Any, norm: LayerNorm, den: int, magnitudes: Sequenc
     root_start = math.isqrt(math.floor(eps_scaled))
     limit = min(normalized_bound(d, frac), arith.max_mantissa + 1)
     # out = floor(γ·n + β·2^f) on the mantissa n: integers over the common denominator D of γ and β·2^f
-    affine_den = math.lcm(*(Fraction(g).denominator for g in norm.gamma),
-                          *((Fraction(b) * scale).denominator for b in norm.beta))
+    affine_den = math.lcm(
+        *(Fraction(g).denominator for g in norm.gamma), *((Fraction(b) * scale).denominator for b in norm.beta)
+    )
     gamma = [int(Fraction(g) * affine_den) for g in norm.gamma]
     beta = [int(Fraction(b) * scale * affine_den) for b in norm.beta]
     sums = [abs(g) * limit + abs(b) for g, b in zip(gamma, beta)]
@@ -175,20 +186,37 @@ def plan_layer_norm(planner: Any, norm: LayerNorm, den: int, magnitudes: Sequenc
     affine_out = tuple(min(-(-s // affine_den), format_max) for s in sums)
     clamp = (arith.min_mantissa, arith.max_mantissa)
     native = _fits(*remainder, affine_den, *gamma, *beta, *clamp)
-    plan = LayerNormPlan(to_mantissa=scale // den, width=d, frac=frac, cube=cube, remainder=_array(remainder, native),
-                         remainder_max=max(remainder), root_start=root_start, root_end=0, normalized_clamp=clamp,
-                         gamma=_array(gamma, native), beta=_array(beta, native), affine_den=affine_den,
-                         out_clamp=clamp, affine_out=affine_out, affine_bound=max(sums, default=0), bound=0,
-                         native=native, out_bound=tuple(min(a, o) for a, o in zip(affine_out, out)))
+    plan = LayerNormPlan(
+        to_mantissa=scale // den,
+        width=d,
+        frac=frac,
+        cube=cube,
+        remainder=_array(remainder, native),
+        remainder_max=max(remainder),
+        root_start=root_start,
+        root_end=0,
+        normalized_clamp=clamp,
+        gamma=_array(gamma, native),
+        beta=_array(beta, native),
+        affine_den=affine_den,
+        out_clamp=clamp,
+        affine_out=affine_out,
+        affine_bound=max(sums, default=0),
+        bound=0,
+        native=native,
+        out_bound=tuple(min(a, o) for a, o in zip(affine_out, out)),
+    )
     bound = plan.intermediate_bound(magnitudes)
     if native:
-        planner.note(max([bound, affine_den, *(abs(r) for r in remainder), *(abs(g) for g in gamma),
-                          *(abs(b) for b in beta)]))
+        planner.note(
+            max([bound, affine_den, *(abs(r) for r in remainder), *(abs(g) for g in gamma), *(abs(b) for b in beta)])
+        )
     return replace(plan, root_end=plan.root_end_for(magnitudes), bound=bound)
 
 
-def plan_activation(planner: Any, name: str, magnitudes: Sequence[int], out: Sequence[int],
-                    where: str) -> IGeluPlan | None:
+def plan_activation(
+    planner: Any, name: str, magnitudes: Sequence[int], out: Sequence[int], where: str
+) -> IGeluPlan | None:
     """The plan for ``interpreter.activation`` (relu: None) on mantissas bounded by ``magnitudes``; ``out``:
     the activation's output magnitudes (``verify_tf.bounds``)."""
     if name == "relu":
@@ -224,6 +252,7 @@ def _array(values: Sequence[int], native: bool) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- kernels (numpy, torch and Python integers)
+
 
 def isqrt(radicand, start: int, end: int | None, ops):
     """⌊√V⌋ elementwise for V whose roots lie in [start, end]: integer bisection, no floats; ``end`` None (Python

@@ -95,13 +95,17 @@ class AffinePlan:
 
     def acc_bound(self, magnitudes: Sequence[int]) -> int:
         """The bound of the accumulator (every partial sum) for inputs with |x[..., c]| <= magnitudes[c]."""
-        return max((sum(w * m for w, m in zip(row, magnitudes)) + b for row, b in zip(self.abs_weight,
-                                                                                       self.abs_bias)), default=0)
+        return max(
+            (sum(w * m for w, m in zip(row, magnitudes)) + b for row, b in zip(self.abs_weight, self.abs_bias)),
+            default=0,
+        )
 
     def output_bound(self, magnitudes: Sequence[int]) -> tuple[int, ...]:
         """The bound of the rounded result per coordinate for inputs within ``magnitudes``."""
-        return tuple(min(_requantized(sum(w * m for w, m in zip(row, magnitudes)) + b, self.requantize), static)
-                     for row, b, static in zip(self.abs_weight, self.abs_bias, self.out_bound))
+        return tuple(
+            min(_requantized(sum(w * m for w, m in zip(row, magnitudes)) + b, self.requantize), static)
+            for row, b, static in zip(self.abs_weight, self.abs_bias, self.out_bound)
+        )
 
     @property
     def guarded(self) -> bool:
@@ -195,8 +199,9 @@ class HeadPlan:
             # sum_j x_ij times 2^f over x's denominator times the count
             acc, _ = self.score_bound(mq, mk)
             x = self.c_max * top_v
-            return max(acc, x, self.total_max << self.frac, (self.positions * x) << self.frac,
-                       self.out_div * self.positions)
+            return max(
+                acc, x, self.total_max << self.frac, (self.positions * x) << self.frac, self.out_div * self.positions
+            )
         if self.mode == "general":
             acc, score = self.score_bound(mq, mk)
             bounds += [acc, score + 1]
@@ -249,8 +254,9 @@ class RoundedTerms:
             pairs, inverse = np.unique(np.stack([s.ravel(), x.ravel()], 1), axis=0, return_inverse=True)
             found = np.array([self.mantissa(int(a), int(b)) for a, b in pairs], dtype=np.int64)
             return found[inverse.reshape(-1)].reshape(s.shape)
-        return np.array([self.mantissa(int(a), int(b)) for a, b in zip(s.ravel(), x.ravel())],
-                        dtype=np.int64).reshape(s.shape)
+        return np.array([self.mantissa(int(a), int(b)) for a, b in zip(s.ravel(), x.ravel())], dtype=np.int64).reshape(
+            s.shape
+        )
 
 
 @dataclass(frozen=True)
@@ -268,8 +274,10 @@ class ResidualPlan:
 
     def output_bound(self, mz: Sequence[int], mu: Sequence[int]) -> tuple[int, ...]:
         limit = max(-self.clamp[0], self.clamp[1]) if self.clamp is not None else None
-        return tuple(min(a * self.stream_scale + b * self.update_scale, static, *(() if limit is None else (limit,)))
-                     for a, b, static in zip(mz, mu, self.out_bound))
+        return tuple(
+            min(a * self.stream_scale + b * self.update_scale, static, *(() if limit is None else (limit,)))
+            for a, b, static in zip(mz, mu, self.out_bound)
+        )
 
     @property
     def guarded(self) -> bool:
@@ -424,8 +432,9 @@ class _Planner:
         raise Unsupported(f"batched evaluation: {reason}; use the interpreter or the smt engine for this model")
 
     # -- interpreter.layer_norm -----------------------------------------------------------------------
-    def layer_norm(self, norm, z: Stage, out: Sequence[IVector] | None, where: str) \
-            -> tuple[LayerNormPlan | None, Stage]:
+    def layer_norm(
+        self, norm, z: Stage, out: Sequence[IVector] | None, where: str
+    ) -> tuple[LayerNormPlan | None, Stage]:
         if norm is None:
             return None, z
         assert out is not None  # verify_tf.bounds bounds every norm the model has
@@ -442,23 +451,31 @@ class _Planner:
         if not self.fixed:
             return Requantize(), den
         divisor = den // self.scale
-        return (Requantize(divisor, _pow2_shift(divisor), (self.arith.min_mantissa, self.arith.max_mantissa)),
-                self.scale)
+        return (
+            Requantize(divisor, _pow2_shift(divisor), (self.arith.min_mantissa, self.arith.max_mantissa)),
+            self.scale,
+        )
 
     # -- interpreter.affine ---------------------------------------------------------------------------
-    def affine(self, weights: Matrix, bias: Vector, dens: Sequence[int], mags: Sequence[int],
-               out: Sequence[IVector]) -> tuple[AffinePlan, Stage]:
+    def affine(
+        self, weights: Matrix, bias: Vector, dens: Sequence[int], mags: Sequence[int], out: Sequence[IVector]
+    ) -> tuple[AffinePlan, Stage]:
         """round(W x + b) with one input denominator per coordinate (heads may differ in exact mode).
 
         ``out``: the bounds of the rounded result per position (from ``verify_tf.bounds``).
         """
         rows, cols = len(weights), len(dens)
         self.largest = max(self.largest, rows)
-        acc_den = _lcm([Fraction(w).denominator * dens[c] for row in weights for c, w in enumerate(row)]
-                       + [Fraction(b).denominator for b in bias] + [self.scale])
+        acc_den = _lcm(
+            [Fraction(w).denominator * dens[c] for row in weights for c, w in enumerate(row)]
+            + [Fraction(b).denominator for b in bias]
+            + [self.scale]
+        )
         # w = p/q: w * acc_den / den_c = p * (acc_den // (q * den_c)), exact (acc_den is a multiple of q * den_c)
-        scaled = [[Fraction(w).numerator * (acc_den // (Fraction(w).denominator * dens[c])) for c, w in enumerate(row)]
-                  for row in weights]
+        scaled = [
+            [Fraction(w).numerator * (acc_den // (Fraction(w).denominator * dens[c])) for c, w in enumerate(row)]
+            for row in weights
+        ]
         scaled_bias = [Fraction(b).numerator * (acc_den // Fraction(b).denominator) for b in bias]
         abs_weight = tuple(tuple(abs(w) for w in row) for row in scaled)
         abs_bias = tuple(abs(b) for b in scaled_bias)
@@ -466,12 +483,30 @@ class _Planner:
         requantize, den = self.round_to_grid(acc_den)
         native = _fits(*(w for row in scaled for w in row), *scaled_bias, requantize.divisor)
         if native:  # int32 programs need the constants below 2^31 too (a weight may meet only zeros)
-            self.note(max([bound, requantize.divisor, *abs_bias, *(w for row in abs_weight for w in row),
-                           *(abs(c) for c in requantize.clamp or ())]))
+            self.note(
+                max(
+                    [
+                        bound,
+                        requantize.divisor,
+                        *abs_bias,
+                        *(w for row in abs_weight for w in row),
+                        *(abs(c) for c in requantize.clamp or ()),
+                    ]
+                )
+            )
         weight = _array([[scaled[r][c] for r in range(rows)] for c in range(cols)], (cols, rows), native)
         stage = Stage(den, _magnitudes(out, den, rows))
-        plan = AffinePlan(weight, _array(scaled_bias, (rows,), native), bound < FLOAT_EXACT, requantize,
-                          abs_weight, abs_bias, bound, native, stage.bound)
+        plan = AffinePlan(
+            weight,
+            _array(scaled_bias, (rows,), native),
+            bound < FLOAT_EXACT,
+            requantize,
+            abs_weight,
+            abs_bias,
+            bound,
+            native,
+            stage.bound,
+        )
         return plan, stage
 
     # -- interpreter.embed ----------------------------------------------------------------------------
@@ -500,8 +535,7 @@ class _Planner:
         token_bounds = [max((abs(v[c]) for v in table), default=0) for c in range(d)]
         positional, clamp = None, None
         pe_table = [[_exact_int(Fraction(c) * den) for c in v] for v in pe_rows]
-        bound = max((b + max((abs(v[c]) for v in pe_table), default=0) for c, b in enumerate(token_bounds)),
-                    default=0)
+        bound = max((b + max((abs(v[c]) for v in pe_table), default=0) for c, b in enumerate(token_bounds)), default=0)
         if self.fixed and pe is not None:
             clamp = self.saturation(den)
         native = _fits(bound, *(clamp or ())) and bound <= LIMIT
@@ -510,13 +544,20 @@ class _Planner:
         if pe is not None:
             positional = _array(pe_table, (self.n, d), native)
         stage = Stage(den, _magnitudes(self.bounds.embedded, den, d))
-        plan = EmbedPlan(_array(table, (len(table), d), native), len(vectors) if bos is not None else None,
-                         positional, clamp, native, stage.bound)
+        plan = EmbedPlan(
+            _array(table, (len(table), d), native),
+            len(vectors) if bos is not None else None,
+            positional,
+            clamp,
+            native,
+            stage.bound,
+        )
         return plan, stage
 
     # -- interpreter._residual ------------------------------------------------------------------------
-    def residual(self, residual: bool, stream: Stage, update: Stage, out: Sequence[IVector]) \
-            -> tuple[ResidualPlan, Stage]:
+    def residual(
+        self, residual: bool, stream: Stage, update: Stage, out: Sequence[IVector]
+    ) -> tuple[ResidualPlan, Stage]:
         if not residual:
             return ResidualPlan(False, 1, 1, None, 0, True, update.bound), update
         den = _lcm([stream.den, update.den] + ([self.scale] if self.fixed else []))
@@ -535,8 +576,10 @@ class _Planner:
         if head.scoring not in ("hardmax", "uniform", "softmax"):
             raise ValueError(f"unknown scoring {head.scoring!r}")
         if head.scoring == "softmax" and not self.fixed:
-            raise Unsupported("softmax is not exactly representable in exact arithmetic; use arithmetic: "
-                              "fixed, or hardmax/uniform scoring")
+            raise Unsupported(
+                "softmax is not exactly representable in exact arithmetic; use arithmetic: "
+                "fixed, or hardmax/uniform scoring"
+            )
         has_bias = head.positional != "standard" and head.rpe_bias is not None
         urpe = head.positional == "urpe" and head.urpe_c is not None
         rounded_terms = head.scoring == "softmax" and self.fixed and self.arith.rounded_terms
@@ -612,38 +655,82 @@ class _Planner:
                 tie_free = self.tie_free
             if tie_free:
                 common = 1
-            count_multiplier = _array([0] + [common // c for c in range(1, n + 1)], (n + 1,),
-                                      _fits(common)) if not tie_free else None
+            count_multiplier = (
+                _array([0] + [common // c for c in range(1, n + 1)], (n + 1,), _fits(common)) if not tie_free else None
+            )
             out_den = common * c_den * v.den
         out = Stage(out_den, _magnitudes(hb.output, out_den, head.value_dim))
         score_limit = self.mantissa_bound() if self.fixed else None
         plan = HeadPlan(
-            query=query, key=key, value=value, mode=mode, dot_scale=dot_scale,
-            score_bias=None, scores_float_ok=False, score_requantize=score_requantize, live=live, causal=head.causal,
-            scoring=head.scoring, exp=exp, relative_scale=None, mix_float_ok=False,
-            per_probability=per_probability, frac=self.arith.frac if self.fixed else 0, out_mul=out_mul,
-            out_div=out_div, out_shift=_pow2_shift(out_div) if per_probability else None,
-            count_multiplier=count_multiplier, tie_free=tie_free, out_clamp=out_clamp, positions=n,
-            total_max=total_max, weight_max=weight_max, c_max=c_max, bias_bound=bias_bound,
-            score_divisor=score_requantize.divisor, score_limit=score_limit, common=common, bound=0, native=True,
-            out_bound=out.bound, terms=RoundedTerms(self.arith, acc_den, c_den * v.den) if rounded_terms else None)
+            query=query,
+            key=key,
+            value=value,
+            mode=mode,
+            dot_scale=dot_scale,
+            score_bias=None,
+            scores_float_ok=False,
+            score_requantize=score_requantize,
+            live=live,
+            causal=head.causal,
+            scoring=head.scoring,
+            exp=exp,
+            relative_scale=None,
+            mix_float_ok=False,
+            per_probability=per_probability,
+            frac=self.arith.frac if self.fixed else 0,
+            out_mul=out_mul,
+            out_div=out_div,
+            out_shift=_pow2_shift(out_div) if per_probability else None,
+            count_multiplier=count_multiplier,
+            tie_free=tie_free,
+            out_clamp=out_clamp,
+            positions=n,
+            total_max=total_max,
+            weight_max=weight_max,
+            c_max=c_max,
+            bias_bound=bias_bound,
+            score_divisor=score_requantize.divisor,
+            score_limit=score_limit,
+            common=common,
+            bound=0,
+            native=True,
+            out_bound=out.bound,
+            terms=RoundedTerms(self.arith, acc_den, c_den * v.den) if rounded_terms else None,
+        )
         bound = plan.intermediate_bound(q.bound, k.bound, v.bound)
-        native = _fits(dot_scale, bias_bound, score_requantize.divisor, c_max, out_mul, out_div,
-                       total_max * out_div, common) and (score_limit is None or _fits(2 * score_limit))
+        native = _fits(
+            dot_scale, bias_bound, score_requantize.divisor, c_max, out_mul, out_div, total_max * out_div, common
+        ) and (score_limit is None or _fits(2 * score_limit))
         if native:
-            self.note(max(bound, dot_scale, bias_bound, score_requantize.divisor, c_max, out_mul, out_div, common,
-                          *(abs(c) for c in score_requantize.clamp or ()), *(abs(c) for c in out_clamp or ())))
-        plan = replace(plan, bound=bound, native=native,
-                        score_bias=_array(bias_num, (n, n), native) if has_bias else None,
-                        relative_scale=_array(c_num, (n, n), native) if urpe else None,
-                        scores_float_ok=plan.dot_float_ok(q.bound, k.bound), mix_float_ok=plan.mix_ok(v.bound))
+            self.note(
+                max(
+                    bound,
+                    dot_scale,
+                    bias_bound,
+                    score_requantize.divisor,
+                    c_max,
+                    out_mul,
+                    out_div,
+                    common,
+                    *(abs(c) for c in score_requantize.clamp or ()),
+                    *(abs(c) for c in out_clamp or ()),
+                )
+            )
+        plan = replace(
+            plan,
+            bound=bound,
+            native=native,
+            score_bias=_array(bias_num, (n, n), native) if has_bias else None,
+            relative_scale=_array(c_num, (n, n), native) if urpe else None,
+            scores_float_ok=plan.dot_float_ok(q.bound, k.bound),
+            mix_float_ok=plan.mix_ok(v.bound),
+        )
         return plan, out
 
     # -- interpreter.attention_layer ------------------------------------------------------------------
     def attention(self, layer: AttentionLayer, z: Stage, bb, where: str) -> tuple[AttentionPlan, Stage]:
         heads, outs = [], []
-        pre, normed = self.layer_norm(layer.norm if layer.norm_first else None, z, bb.attention_norm,
-                                      f"{where}.norm")
+        pre, normed = self.layer_norm(layer.norm if layer.norm_first else None, z, bb.attention_norm, f"{where}.norm")
         for head, hb in zip(layer.heads, bb.heads):
             plan, out = self.head(head, normed, hb)
             heads.append(plan)
@@ -655,10 +742,12 @@ class _Planner:
         output, projected = self.affine(weights, layer.output_bias, dens, bounds, bb.attention_output)
         # post-LN: the residual's own bounds are the norm's input (after_attention is the norm's output)
         post_ln = layer.norm is not None and not layer.norm_first
-        residual, stage = self.residual(layer.residual, z, projected,
-                                        bb.before_attention_norm if post_ln else bb.after_attention)
-        post, stage = self.layer_norm(None if layer.norm_first else layer.norm, stage, bb.attention_norm,
-                                      f"{where}.norm")
+        residual, stage = self.residual(
+            layer.residual, z, projected, bb.before_attention_norm if post_ln else bb.after_attention
+        )
+        post, stage = self.layer_norm(
+            None if layer.norm_first else layer.norm, stage, bb.attention_norm, f"{where}.norm"
+        )
         return AttentionPlan(tuple(heads), output, residual, pre or post, layer.norm_first), stage
 
     # -- interpreter.feed_forward ---------------------------------------------------------------------
@@ -670,18 +759,21 @@ class _Planner:
             hidden, h = self.affine(ff.w1, ff.b1, dens, normed.bound, bb.hidden)
         else:
             if not self.fixed:
-                self.refuse(f"{where}: i-GELU in exact arithmetic is evaluated by the interpreter and the smt "
-                            "engine only (its denominators)")
+                self.refuse(
+                    f"{where}: i-GELU in exact arithmetic is evaluated by the interpreter and the smt "
+                    "engine only (its denominators)"
+                )
             hidden, h = self.affine(ff.w1, ff.b1, dens, normed.bound, bb.pre_activation)
-            act = plan_activation(self, ff.activation, h.bound, _magnitudes(bb.hidden, h.den, len(h.bound)),
-                                  f"{where} activation")
+            act = plan_activation(
+                self, ff.activation, h.bound, _magnitudes(bb.hidden, h.den, len(h.bound)), f"{where} activation"
+            )
             h = Stage(h.den, act.out_bound if act is not None else h.bound)
         output, u = self.affine(ff.w2, ff.b2, [h.den] * len(h.bound), h.bound, bb.feed_forward_output)
         post_ln = ff.norm is not None and not ff.norm_first
-        residual, stage = self.residual(ff.residual, z, u, bb.before_feed_forward_norm if post_ln
-                                        else bb.after_feed_forward)
-        post, stage = self.layer_norm(None if ff.norm_first else ff.norm, stage, bb.feed_forward_norm,
-                                      f"{where}.norm")
+        residual, stage = self.residual(
+            ff.residual, z, u, bb.before_feed_forward_norm if post_ln else bb.after_feed_forward
+        )
+        post, stage = self.layer_norm(None if ff.norm_first else ff.norm, stage, bb.feed_forward_norm, f"{where}.norm")
         return FeedForwardPlan(hidden, output, residual, pre or post, ff.norm_first, act), stage
 
     # -- interpreter.readout --------------------------------------------------------------------------
@@ -703,13 +795,17 @@ def unsupported_reason(model: Model, arith: Arithmetic) -> str | None:
     """Why the batched evaluator cannot run ``model`` under ``arith`` at all, or None (nothing is refused for
     width any more: this is what ``compile_program`` raises ``Unsupported`` for, without compiling)."""
     if not isinstance(arith, Fixed) and any(head.scoring == "softmax" for _, _, head in model.heads()):
-        return "softmax is not exactly representable in exact arithmetic; use arithmetic: fixed, or " \
-               "hardmax/uniform scoring"
+        return (
+            "softmax is not exactly representable in exact arithmetic; use arithmetic: fixed, or "
+            "hardmax/uniform scoring"
+        )
     if not isinstance(arith, Fixed):  # checked before the bounds, which refuse exact LayerNorm like the interpreter
         for what, present in (("LayerNorm", next(model.norms(), None) is not None), ("i-GELU", _has_igelu(model))):
             if present:
-                return f"batched evaluation: {what} in exact arithmetic is evaluated by the interpreter and the smt " \
-                       "engine only; use one of them for this model"
+                return (
+                    f"batched evaluation: {what} in exact arithmetic is evaluated by the interpreter and the smt "
+                    "engine only; use one of them for this model"
+                )
     return None
 
 
@@ -717,8 +813,15 @@ def _has_igelu(model: Model) -> bool:
     return any(b.feed_forward is not None and b.feed_forward.activation != "relu" for b in model.blocks)
 
 
-def compile_program(model: Model, arith: Arithmetic, tokens: Sequence[Token], length: int,
-                    variant: str = "auto", bounds: Bounds | None = None, force: str | None = None) -> Program:
+def compile_program(
+    model: Model,
+    arith: Arithmetic,
+    tokens: Sequence[Token],
+    length: int,
+    variant: str = "auto",
+    bounds: Bounds | None = None,
+    force: str | None = None,
+) -> Program:
     """The integer program for inputs of ``length`` tokens drawn from ``tokens``.
 
     ``variant``: "full" (tie counts in the denominators), "tie-free" (exact hardmax heads divide by their tie
@@ -766,8 +869,15 @@ def _forced(node, force: str):
     return replace(node, **changes)
 
 
-def _compile(model: Model, arith: Arithmetic, tokens: Sequence[Token], length: int, bos: bool,
-             bounds: Bounds | None, tie_free: bool) -> tuple[Program, bool]:
+def _compile(
+    model: Model,
+    arith: Arithmetic,
+    tokens: Sequence[Token],
+    length: int,
+    bos: bool,
+    bounds: Bounds | None,
+    tie_free: bool,
+) -> tuple[Program, bool]:
     positions = length + (1 if bos else 0)
     if bounds is None:  # no tokens at all: an empty domain, nothing will run
         bounds = _empty_bounds(model, positions)
@@ -789,13 +899,27 @@ def _compile(model: Model, arith: Arithmetic, tokens: Sequence[Token], length: i
     guarded = any(not native or bound > LIMIT for native, bound in steps)
     largest = max((bound for _, bound in steps), default=0)
     small = not guarded and planner.peak < (1 << 31)
-    program = Program(length, positions, model.dim, embed, tuple(blocks), z, readout_plan, readout, planner.largest,
-                      heads, small, guarded, largest, tie_free and planner.uses_ties, final_norm=final_norm)
+    program = Program(
+        length,
+        positions,
+        model.dim,
+        embed,
+        tuple(blocks),
+        z,
+        readout_plan,
+        readout,
+        planner.largest,
+        heads,
+        small,
+        guarded,
+        largest,
+        tie_free and planner.uses_ties,
+        final_norm=final_norm,
+    )
     return program, planner.uses_ties
 
 
-def _steps(embed: EmbedPlan, blocks, readout: ReadoutPlan, final_norm: LayerNormPlan | None) \
-        -> list[tuple[bool, int]]:
+def _steps(embed: EmbedPlan, blocks, readout: ReadoutPlan, final_norm: LayerNormPlan | None) -> list[tuple[bool, int]]:
     """(native, static bound) of every guarded-able step of a program."""
     out: list[tuple[bool, int]] = [(embed.native, 0), (readout.native, readout.bound)]
     for block in blocks:
@@ -803,14 +927,19 @@ def _steps(embed: EmbedPlan, blocks, readout: ReadoutPlan, final_norm: LayerNorm
             for head in block.attention.heads:
                 out += [(p.native, p.bound) for p in (head.query, head.key, head.value) if p is not None]
                 out.append((head.native, head.bound))
-            out += [(block.attention.output.native, block.attention.output.bound),
-                    (block.attention.residual.native, block.attention.residual.bound)]
+            out += [
+                (block.attention.output.native, block.attention.output.bound),
+                (block.attention.residual.native, block.attention.residual.bound),
+            ]
             if block.attention.norm is not None:
                 out.append((block.attention.norm.native, block.attention.norm.bound))
         if block.feed_forward is not None:
             ff = block.feed_forward
-            out += [(ff.hidden.native, ff.hidden.bound), (ff.output.native, ff.output.bound),
-                    (ff.residual.native, ff.residual.bound)]
+            out += [
+                (ff.hidden.native, ff.hidden.bound),
+                (ff.output.native, ff.output.bound),
+                (ff.residual.native, ff.residual.bound),
+            ]
             out += [(p.native, p.bound) for p in (ff.norm, ff.activation) if p is not None]
     if final_norm is not None:
         out.append((final_norm.native, final_norm.bound))
@@ -829,10 +958,17 @@ def _empty_bounds(model: Model, positions: int) -> Bounds:
         if block.attention is not None:
             for head in block.attention.heads:
                 vec = lambda k: [tuple(zero for _ in range(k)) for _ in range(positions)]  # noqa: E731
-                bb.heads.append(HeadBounds(vec(head.key_dim), vec(head.key_dim), vec(head.value_dim),
-                                           [[zero] * positions for _ in range(positions)],
-                                           [tuple(range(positions))] * positions,
-                                           [[zero] * positions for _ in range(positions)], vec(head.value_dim)))
+                bb.heads.append(
+                    HeadBounds(
+                        vec(head.key_dim),
+                        vec(head.key_dim),
+                        vec(head.value_dim),
+                        [[zero] * positions for _ in range(positions)],
+                        [tuple(range(positions))] * positions,
+                        [[zero] * positions for _ in range(positions)],
+                        vec(head.value_dim),
+                    )
+                )
             bb.attention_output = bb.after_attention = stream
         if block.feed_forward is not None:
             bb.hidden = [tuple(zero for _ in range(block.feed_forward.width)) for _ in range(positions)]

@@ -26,8 +26,9 @@ def constructions() -> dict[str, Construction]:
     from .yun import yun_contextual_mapping
 
     def yun(params: dict[str, Any]) -> Model:
-        return yun_contextual_mapping(params["d"], params["delta"], params["n"],
-                                      params.get("global-shift-scale"), params.get("drop-layer"))
+        return yun_contextual_mapping(
+            params["d"], params["delta"], params["n"], params.get("global-shift-scale"), params.get("drop-layer")
+        )
 
     entries = [
         Construction(
@@ -37,8 +38,9 @@ def constructions() -> dict[str, Construction]:
                 "d": Field(Integer("token dimension", minimum=1, maximum=8), required=True),
                 "delta": Field(Number("grid step δ (1/δ an integer)", positive=True), required=True),
                 "n": Field(Integer("sequence length", minimum=1, maximum=64), required=True),
-                "global-shift-scale": Field(Number("override the global shift factor n·δ^-(n+1)d-1 "
-                                                   "(to build broken variants)")),
+                "global-shift-scale": Field(
+                    Number("override the global shift factor n·δ^-(n+1)d-1 (to build broken variants)")
+                ),
                 "drop-layer": Field(Integer("remove the selective-shift layer with this index", minimum=0)),
             },
             yun,
@@ -49,8 +51,13 @@ def constructions() -> dict[str, Construction]:
             {
                 "program": Field(FilePath("the C-RASP program (.cr), relative to the spec's folder"), required=True),
                 "frac": Field(Integer("fractional bits the model is compiled for (default 0)", minimum=0, maximum=32)),
-                "heads": Field(String("uniform heads, or softmax heads with zero query/key weights (every score 0)",
-                                      ("uniform", "softmax")), default="uniform"),
+                "heads": Field(
+                    String(
+                        "uniform heads, or softmax heads with zero query/key weights (every score 0)",
+                        ("uniform", "softmax"),
+                    ),
+                    default="uniform",
+                ),
                 "set": Field(ListOf(String(), "then change weights: 'PARAMETER=VALUE' items (mutated models)")),
             },
             build_construction,

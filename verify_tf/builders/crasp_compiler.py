@@ -62,8 +62,15 @@ from verify_tf.ir import AlphabetTokens, AttentionLayer, Block, FeedForward, Hea
 from verify_tf.ir.edit import EditError, apply_settings, with_parameter
 from verify_tf.semantics import Fixed
 
-__all__ = ["BOS", "Compiled", "apply_settings", "build_construction", "compile_program", "required_bits",
-           "with_parameter"]
+__all__ = [
+    "BOS",
+    "Compiled",
+    "apply_settings",
+    "build_construction",
+    "compile_program",
+    "required_bits",
+    "with_parameter",
+]
 
 BOS = "<bos>"
 """The BOS symbol of compiled models."""
@@ -339,7 +346,7 @@ class _Compiler:
         flat: list[BoolValue] = []
         table = neutral
         for item in items:
-            for part in (item.items if isinstance(item, kind) else (item,)):
+            for part in item.items if isinstance(item, kind) else (item,):
                 if isinstance(part, Table):
                     table = combine(table, part.letters)
                 elif part not in flat:
@@ -399,8 +406,10 @@ class _Compiler:
 
     def _sized(self, value: CountValue) -> CountValue:
         if _leaves(value) > MAX_LEAVES:
-            raise CraspError(f"a count expression expands to more than {MAX_LEAVES} linear pieces",
-                             hint="min, max and ? : multiply when added together; compare smaller terms")
+            raise CraspError(
+                f"a count expression expands to more than {MAX_LEAVES} linear pieces",
+                hint="min, max and ? : multiply when added together; compare smaller terms",
+            )
         return value
 
     def compare(self, op: str, left: CountValue, right: CountValue) -> BoolValue:
@@ -436,8 +445,12 @@ class _Compiler:
                 parts = (self.nonnegative(left), self.nonnegative(right))
                 return self.conj(parts) if op == "min" else self.disj(parts)
             case Choice(condition, if_true, if_false):
-                return self.disj((self.conj((condition, self.nonnegative(if_true))),
-                                  self.conj((self.negate(condition), self.nonnegative(if_false)))))
+                return self.disj(
+                    (
+                        self.conj((condition, self.nonnegative(if_true))),
+                        self.conj((self.negate(condition), self.nonnegative(if_false))),
+                    )
+                )
         raise TypeError(value)
 
     # ---------------------------------------------------------------- lowering booleans to stream forms
@@ -527,8 +540,10 @@ class _Builder:
         self.dims: dict[NodeId, int] = {compiler.bos: 0}
         for index, symbol in enumerate(compiler.alphabet):
             self.dims[compiler.letters[symbol]] = 1 + index
-        computed = sorted((n for n in self.reachable if not isinstance(compiler.nodes[n], _Input)),
-                          key=lambda n: (compiler.stage[n], compiler.sub[n], n))
+        computed = sorted(
+            (n for n in self.reachable if not isinstance(compiler.nodes[n], _Input)),
+            key=lambda n: (compiler.stage[n], compiler.sub[n], n),
+        )
         for node in computed:
             self.dims[node] = len(self.dims)
         self.computed = computed
@@ -593,10 +608,17 @@ class _Builder:
             value_rows.append(tuple(weights))
             value_biases.append(bias)
             output[self.dims[node]][column] = Fraction(1)
-        head = Head(query=(zeros(self.width),), key=(zeros(self.width),), value=tuple(value_rows),
-                    output=tuple(tuple(r) for r in output), query_bias=zeros(1), key_bias=zeros(1),
-                    value_bias=tuple(value_biases), scoring="uniform" if self.heads == "uniform" else "softmax",
-                    causal=True)  # softmax: zero query and key weights, every score 0 (Yang et al.'s form)
+        head = Head(
+            query=(zeros(self.width),),
+            key=(zeros(self.width),),
+            value=tuple(value_rows),
+            output=tuple(tuple(r) for r in output),
+            query_bias=zeros(1),
+            key_bias=zeros(1),
+            value_bias=tuple(value_biases),
+            scoring="uniform" if self.heads == "uniform" else "softmax",
+            causal=True,
+        )  # softmax: zero query and key weights, every score 0 (Yang et al.'s form)
         return AttentionLayer((head,), zeros(self.width))
 
     def feed_forward(self, stage: int, sub: int) -> FeedForward:
@@ -645,8 +667,10 @@ class _Builder:
             first = self.feed_forward(stage, 1) if subs >= 1 else None
             blocks.append(Block(attention, first))
             blocks += [Block(None, self.feed_forward(stage, sub)) for sub in range(2, subs + 1)]
-        embedding = tuple(tuple(Fraction(1 if d == self.dims[self.c.letters[s]] else 0) for d in range(self.width))
-                          for s in self.c.alphabet)
+        embedding = tuple(
+            tuple(Fraction(1 if d == self.dims[self.c.letters[s]] else 0) for d in range(self.width))
+            for s in self.c.alphabet
+        )
         bos_embedding = tuple(Fraction(1 if d == 0 else 0) for d in range(self.width))
         # The readout has no constant: at word positions the letters sum to 1, so k = k·Σ letters, and bos
         # is 0 there. Without a bos weight every readout term is 0 at BOS: q_0 = 0 rejects the empty word.
@@ -672,8 +696,9 @@ def required_bits(values: list[Fraction], frac: int) -> int:
 HEADS = ("uniform", "softmax")
 
 
-def compile_program(program: Program, *, frac: int = 0, bits: int | None = None, name: str | None = None,
-                    heads: str = "uniform") -> Compiled:
+def compile_program(
+    program: Program, *, frac: int = 0, bits: int | None = None, name: str | None = None, heads: str = "uniform"
+) -> Compiled:
     """Compile ``program`` for fixed arithmetic with ``frac`` fractional bits.
 
     ``bits``: the total bits to target; an error if fewer than the construction needs (it would saturate).
@@ -691,11 +716,16 @@ def compile_program(program: Program, *, frac: int = 0, bits: int | None = None,
     model = builder.model(name or "C-RASP program (accepts iff readout > 0)")
     needed = required_bits(builder.extremes + [v for _, v in model.parameters()], frac)
     if bits is not None and bits < needed:
-        raise CraspError(f"the compiled model needs at least {needed} bits with {frac} fractional bits, "
-                         f"got {bits}", hint=f"use --bits {needed} or more")
+        raise CraspError(
+            f"the compiled model needs at least {needed} bits with {frac} fractional bits, got {bits}",
+            hint=f"use --bits {needed} or more",
+        )
     nodes = [compiler.nodes[n] for n in builder.computed]
     return Compiled(
-        model=model, bits=bits if bits is not None else needed, frac=frac, program_depth=program_depth(program),
+        model=model,
+        bits=bits if bits is not None else needed,
+        frac=frac,
+        program_depth=program_depth(program),
         attention_layers=builder.stages(),
         feed_forward_layers=sum(1 for b in model.blocks if b.feed_forward is not None),
         blocks=len(model.blocks),
@@ -707,12 +737,17 @@ def compile_program(program: Program, *, frac: int = 0, bits: int | None = None,
 
 # ============================================================================ the spec construction
 
+
 def build_construction(params: dict) -> Model:
     """``model: {construct: crasp-program, program: FILE, frac: F, set: [...]}`` in a spec."""
     try:
         program = load_program(params["program"])
-        compiled = compile_program(program, frac=params.get("frac") or 0, name=f"C-RASP {params['program'].name}",
-                                   heads=params.get("heads") or "uniform")
+        compiled = compile_program(
+            program,
+            frac=params.get("frac") or 0,
+            name=f"C-RASP {params['program'].name}",
+            heads=params.get("heads") or "uniform",
+        )
         return apply_settings(compiled.model, params.get("set") or ())
     except (CraspError, EditError) as error:
         raise ValueError(str(error)) from None

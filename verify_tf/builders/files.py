@@ -29,14 +29,18 @@ class ModelFileError(ValueError):
 
 # ---------------------------------------------------------------- tensors
 
+
 def _split_tensors(data: Any, prefix: str, tensors: dict[str, np.ndarray]) -> Any:
     """Replace numeric lists by '@name' references, collecting the arrays."""
     if isinstance(data, dict):
-        return {k: v if k in NON_NUMERIC_KEYS else _split_tensors(v, f"{prefix}.{k}" if prefix else k, tensors)
-                for k, v in data.items()}
+        return {
+            k: v if k in NON_NUMERIC_KEYS else _split_tensors(v, f"{prefix}.{k}" if prefix else k, tensors)
+            for k, v in data.items()
+        }
     if isinstance(data, list) and data and _is_numeric(data):
-        values = ([[Fraction(x) for x in row] for row in data] if isinstance(data[0], list)
-                  else [Fraction(x) for x in data])
+        values = (
+            [[Fraction(x) for x in row] for row in data] if isinstance(data[0], list) else [Fraction(x) for x in data]
+        )
         flat = [x for row in values for x in row] if isinstance(values[0], list) else values
         shape = (len(values), len(values[0])) if isinstance(values[0], list) else (len(values),)
         as_float = np.array([float(x) for x in flat], dtype=np.float64)
@@ -96,8 +100,10 @@ def _torch(path: Path):
     except ModuleNotFoundError as exc:
         if exc.name != "torch":
             raise
-        raise ModelFileError(f"{path.name}: .pt model files need PyTorch, which is not installed: pip install "
-                             "'verify-tf[torch]' (or use .safetensors / .npz, which do not)") from None
+        raise ModelFileError(
+            f"{path.name}: .pt model files need PyTorch, which is not installed: pip install "
+            "'verify-tf[torch]' (or use .safetensors / .npz, which do not)"
+        ) from None
     return torch
 
 

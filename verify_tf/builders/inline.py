@@ -39,12 +39,18 @@ def build_head(h: dict[str, Any]) -> Head:
     key_dim = len(h["query"])
     value_dim = len(h["value"])
     return Head(
-        query=matrix(h["query"]), key=matrix(h["key"]), value=matrix(h["value"]), output=matrix(h["output"]),
+        query=matrix(h["query"]),
+        key=matrix(h["key"]),
+        value=matrix(h["value"]),
+        output=matrix(h["output"]),
         query_bias=vector(h["query-bias"]) if h["query-bias"] is not None else zeros(key_dim),
         key_bias=vector(h["key-bias"]) if h["key-bias"] is not None else zeros(key_dim),
         value_bias=vector(h["value-bias"]) if h["value-bias"] is not None else zeros(value_dim),
-        scoring=h["scoring"], causal=h["causal"], positional=h["positional"],
-        rpe_bias=relative_table(h["rpe-bias"], Fraction(0)), urpe_c=relative_table(h["urpe-c"], Fraction(1)),
+        scoring=h["scoring"],
+        causal=h["causal"],
+        positional=h["positional"],
+        rpe_bias=relative_table(h["rpe-bias"], Fraction(0)),
+        urpe_c=relative_table(h["urpe-c"], Fraction(1)),
     )
 
 
@@ -53,8 +59,11 @@ def build_norm(n: dict[str, Any] | None) -> LayerNorm | None:
     if n is None:
         return None
     gamma = vector(n["gamma"])
-    return LayerNorm(gamma, vector(n["beta"]) if n["beta"] is not None else zeros(len(gamma)),
-                     Fraction(n["eps"]) if n["eps"] is not None else DEFAULT_LAYERNORM_EPS)
+    return LayerNorm(
+        gamma,
+        vector(n["beta"]) if n["beta"] is not None else zeros(len(gamma)),
+        Fraction(n["eps"]) if n["eps"] is not None else DEFAULT_LAYERNORM_EPS,
+    )
 
 
 def build_inline(section: dict[str, Any]) -> Model:
@@ -67,25 +76,51 @@ def build_inline(section: dict[str, Any]) -> Model:
         dim = len(embedding[0])
         bos = tokens_section["bos"]
         bos_embedding = tokens_section["bos-embedding"]
-        tokens = AlphabetTokens(tuple(tokens_section["alphabet"]), embedding, bos,
-                                vector(bos_embedding) if bos_embedding is not None else None)
+        tokens = AlphabetTokens(
+            tuple(tokens_section["alphabet"]),
+            embedding,
+            bos,
+            vector(bos_embedding) if bos_embedding is not None else None,
+        )
     blocks = []
     for layer in section["layers"] or []:
         attention = None
         if layer["attention"] is not None:
             a = layer["attention"]
             heads = tuple(build_head(h) for h in a["heads"])
-            attention = AttentionLayer(heads, vector(a["output-bias"]) if a["output-bias"] is not None else zeros(dim),
-                                       a["residual"], build_norm(a["norm"]), a["norm-first"])
+            attention = AttentionLayer(
+                heads,
+                vector(a["output-bias"]) if a["output-bias"] is not None else zeros(dim),
+                a["residual"],
+                build_norm(a["norm"]),
+                a["norm-first"],
+            )
         ff = None
         if layer["feed-forward"] is not None:
             f = layer["feed-forward"]
-            ff = FeedForward(matrix(f["w1"]), vector(f["b1"]) if f["b1"] is not None else zeros(len(f["w1"])),
-                             matrix(f["w2"]), vector(f["b2"]) if f["b2"] is not None else zeros(dim), f["residual"],
-                             f["activation"], build_norm(f["norm"]), f["norm-first"])
+            ff = FeedForward(
+                matrix(f["w1"]),
+                vector(f["b1"]) if f["b1"] is not None else zeros(len(f["w1"])),
+                matrix(f["w2"]),
+                vector(f["b2"]) if f["b2"] is not None else zeros(dim),
+                f["residual"],
+                f["activation"],
+                build_norm(f["norm"]),
+                f["norm-first"],
+            )
         blocks.append(Block(attention, ff))
-    readout = vector(section["readout"]) if section["readout"] is not None else tuple(
-        Fraction(1 if c == 0 else 0) for c in range(dim))
+    readout = (
+        vector(section["readout"])
+        if section["readout"] is not None
+        else tuple(Fraction(1 if c == 0 else 0) for c in range(dim))
+    )
     pe = matrix(section["positional-encoding"]) if section["positional-encoding"] is not None else None
-    return Model(tokens=tokens, dim=dim, blocks=tuple(blocks), readout=readout, positional_encoding=pe,
-                 final_norm=build_norm(section["final-norm"]), name=section.get("name") or "inline model")
+    return Model(
+        tokens=tokens,
+        dim=dim,
+        blocks=tuple(blocks),
+        readout=readout,
+        positional_encoding=pe,
+        final_norm=build_norm(section["final-norm"]),
+        name=section.get("name") or "inline model",
+    )

@@ -81,23 +81,34 @@ def random_model(config: RandomConfig) -> Model:
         for _ in range(config.heads):
             rpe = RelativeTable(draw.vector(2 * radius + 1)) if config.positional in ("rpe", "urpe") else None
             urpe = RelativeTable(draw.vector(2 * radius + 1, nonnegative=True)) if config.positional == "urpe" else None
-            heads.append(Head(
-                query=draw.matrix(k, d), key=draw.matrix(k, d), value=draw.matrix(v, d), output=draw.matrix(d, v),
-                query_bias=draw.vector(k), key_bias=draw.vector(k), value_bias=draw.vector(v),
-                scoring=config.scoring, causal=config.causal, positional=config.positional,
-                rpe_bias=rpe, urpe_c=urpe,
-            ))
+            heads.append(
+                Head(
+                    query=draw.matrix(k, d),
+                    key=draw.matrix(k, d),
+                    value=draw.matrix(v, d),
+                    output=draw.matrix(d, v),
+                    query_bias=draw.vector(k),
+                    key_bias=draw.vector(k),
+                    value_bias=draw.vector(v),
+                    scoring=config.scoring,
+                    causal=config.causal,
+                    positional=config.positional,
+                    rpe_bias=rpe,
+                    urpe_c=urpe,
+                )
+            )
         attention = AttentionLayer(tuple(heads), draw.vector(d))
         ff = None
         if config.ffn_width:
             r = config.ffn_width
-            ff = FeedForward(draw.matrix(r, d), draw.vector(r), draw.matrix(d, r), draw.vector(d),
-                             activation=config.activation)
+            ff = FeedForward(
+                draw.matrix(r, d), draw.vector(r), draw.matrix(d, r), draw.vector(d), activation=config.activation
+            )
         blocks.append(Block(attention, ff))
     if config.alphabet:
         tokens: GridTokens | AlphabetTokens = AlphabetTokens(
-            config.alphabet, draw.matrix(len(config.alphabet), d), config.bos,
-            draw.vector(d) if config.bos else None)
+            config.alphabet, draw.matrix(len(config.alphabet), d), config.bos, draw.vector(d) if config.bos else None
+        )
     else:
         tokens = GridTokens(d)
     pe = draw.matrix(config.max_length, d) if config.absolute_pe else None
@@ -110,9 +121,20 @@ def random_model(config: RandomConfig) -> Model:
         raise ValueError(f"layernorm must be one of {LAYERNORMS}, got {config.layernorm!r}")
     if config.layernorm != "none":
         first = config.layernorm == "pre"
-        blocks = [Block(replace(b.attention, norm=norm(), norm_first=first) if b.attention else None,
-                        replace(b.feed_forward, norm=norm(), norm_first=first) if b.feed_forward else None)
-                  for b in blocks]
+        blocks = [
+            Block(
+                replace(b.attention, norm=norm(), norm_first=first) if b.attention else None,
+                replace(b.feed_forward, norm=norm(), norm_first=first) if b.feed_forward else None,
+            )
+            for b in blocks
+        ]
     final = norm() if config.final_norm else None
-    return Model(tokens=tokens, dim=d, blocks=tuple(blocks), readout=readout, positional_encoding=pe,
-                 final_norm=final, name=f"random(seed={config.seed})")
+    return Model(
+        tokens=tokens,
+        dim=d,
+        blocks=tuple(blocks),
+        readout=readout,
+        positional_encoding=pe,
+        final_norm=final,
+        name=f"random(seed={config.seed})",
+    )

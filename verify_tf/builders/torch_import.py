@@ -75,6 +75,7 @@ class TorchImportError(ValueError):
 
 # ---------------------------------------------------------------- modules users can train
 
+
 class ExactEncoderLayer(nn.Module):
     """z <- z + MHA(z); z <- z + W2 relu(W1 z + b1) + b2: a TransformerEncoderLayer without LayerNorm and
     dropout, which the importer maps exactly. ``dim_feedforward=0`` leaves out the feed-forward."""
@@ -105,13 +106,22 @@ class ExactEncoder(nn.Module):
     and returns the readout q (batch, n). Its state dict is what ``model: {torch: FILE}`` reads.
     """
 
-    def __init__(self, d_model: int, nhead: int, num_layers: int, dim_feedforward: int = 0,
-                 alphabet_size: int | None = None, max_length: int | None = None, causal: bool = False):
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        num_layers: int,
+        dim_feedforward: int = 0,
+        alphabet_size: int | None = None,
+        max_length: int | None = None,
+        causal: bool = False,
+    ):
         super().__init__()
         self.embedding = nn.Embedding(alphabet_size, d_model) if alphabet_size else None
         self.positional = nn.Embedding(max_length, d_model) if max_length else None
-        self.layers = nn.ModuleList(ExactEncoderLayer(d_model, nhead, dim_feedforward, causal=causal)
-                                    for _ in range(num_layers))
+        self.layers = nn.ModuleList(
+            ExactEncoderLayer(d_model, nhead, dim_feedforward, causal=causal) for _ in range(num_layers)
+        )
         self.readout = nn.Linear(d_model, 1, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -124,6 +134,7 @@ class ExactEncoder(nn.Module):
 
 
 # ---------------------------------------------------------------- exact numbers and quantization
+
 
 @dataclass
 class _Quantizer:
@@ -141,9 +152,11 @@ class _Quantizer:
         bound = 1 << (self.bits - 1)
         if not -bound <= mantissa <= bound - 1:
             lowest, highest = fmt(Fraction(-bound, 1 << self.frac)), fmt(Fraction(bound - 1, 1 << self.frac))
-            raise TorchImportError(f"{where} = {fmt(Fraction(value))} is outside the {self.bits}-bit range "
-                                   f"[{lowest}, {highest}]"
-                                   " of quantize: raise bits or lower frac")
+            raise TorchImportError(
+                f"{where} = {fmt(Fraction(value))} is outside the {self.bits}-bit range "
+                f"[{lowest}, {highest}]"
+                " of quantize: raise bits or lower frac"
+            )
 
     def exact(self, value: float | Fraction, where: str) -> Fraction:
         """The weight itself (a float32 is exactly a dyadic rational), or its nearest grid point."""
@@ -164,9 +177,11 @@ class _Quantizer:
     def divided_by_sqrt(self, value: float, radicand: int, where: str) -> Fraction:
         """value / sqrt(radicand), rounded to nearest on the grid by integer square roots (radicand not square)."""
         if self.frac is None:
-            raise TorchImportError(f"{where}: torch scales logits by 1/sqrt({radicand}), which is irrational; add "
-                                   "quantize: {bits, frac} to round the folded W_Q explicitly (or use a head "
-                                   "dimension that is a perfect square: 1, 4, 9, 16, ...)")
+            raise TorchImportError(
+                f"{where}: torch scales logits by 1/sqrt({radicand}), which is irrational; add "
+                "quantize: {bits, frac} to round the folded W_Q explicitly (or use a head "
+                "dimension that is a perfect square: 1, 4, 9, 16, ...)"
+            )
         x = Fraction(value) * (1 << self.frac)
         # y = |x| / sqrt(radicand) = sqrt(x^2 / radicand); nearest integer m: floor(y + 1/2)
         square = x * x / radicand
@@ -189,8 +204,10 @@ class _Quantizer:
             largest = f"{self.worst_irrational:.6g} (of an irrational folded weight) at {self.worst_irrational_where}"
         else:
             largest = f"{float(self.worst):.6g} = {self.worst} at {self.worst_where}"
-        return (f"quantize: rounded {self.count} weights to multiples of 2^-{self.frac} ({self.bits} bits); "
-                f"largest rounding error {largest}")
+        return (
+            f"quantize: rounded {self.count} weights to multiples of 2^-{self.frac} ({self.bits} bits); "
+            f"largest rounding error {largest}"
+        )
 
     @property
     def largest_error(self) -> float:
@@ -199,22 +216,37 @@ class _Quantizer:
 
 # ---------------------------------------------------------------- state dict layout
 
+
 def _natural(key: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", key)]
 
 
-def _matrix(state: TorchState, key: str, quantizer: _Quantizer, rows: range | None = None,
-            cols: range | None = None, where: str = "") -> tuple[tuple[Fraction, ...], ...]:
+def _matrix(
+    state: TorchState,
+    key: str,
+    quantizer: _Quantizer,
+    rows: range | None = None,
+    cols: range | None = None,
+    where: str = "",
+) -> tuple[tuple[Fraction, ...], ...]:
     tensor = state[key].detach().to(torch.float64).cpu()
     data = tensor.tolist()
     rows = rows if rows is not None else range(len(data))
     cols = cols if cols is not None else range(len(data[0]) if data else 0)
-    return tuple(tuple(quantizer.exact(data[r][c], f"{where or key}[{i}][{j}]") for j, c in enumerate(cols))
-                 for i, r in enumerate(rows))
+    return tuple(
+        tuple(quantizer.exact(data[r][c], f"{where or key}[{i}][{j}]") for j, c in enumerate(cols))
+        for i, r in enumerate(rows)
+    )
 
 
-def _vector(state: TorchState, key: str | None, length: int, quantizer: _Quantizer,
-            indices: range | None = None, where: str = "") -> tuple[Fraction, ...]:
+def _vector(
+    state: TorchState,
+    key: str | None,
+    length: int,
+    quantizer: _Quantizer,
+    indices: range | None = None,
+    where: str = "",
+) -> tuple[Fraction, ...]:
     if key is None or key not in state:
         return tuple(Fraction(0) for _ in range(length))
     data = state[key].detach().to(torch.float64).cpu().tolist()
@@ -243,8 +275,10 @@ def _mha_keys(state: TorchState, prefix: str) -> _AttentionKeys:
     """torch.nn.MultiheadAttention: packed in_proj_weight, or q/k/v_proj_weight (kdim/vdim modules)."""
     for extra in ("bias_k", "bias_v"):
         if prefix + extra in state:
-            raise TorchImportError(f"{prefix}{extra}: MultiheadAttention(add_bias_kv=True) appends a learned key/value "
-                                   "to every sequence; the IR has no such token. Train with add_bias_kv=False")
+            raise TorchImportError(
+                f"{prefix}{extra}: MultiheadAttention(add_bias_kv=True) appends a learned key/value "
+                "to every sequence; the IR has no such token. Train with add_bias_kv=False"
+            )
     if prefix + "in_proj_weight" in state:
         packed = state[prefix + "in_proj_weight"]
         d = packed.shape[1]
@@ -256,32 +290,45 @@ def _mha_keys(state: TorchState, prefix: str) -> _AttentionKeys:
         weights = {name: (f"{prefix}{name}_proj_weight", 0) for name in "qkv"}
     if prefix + "out_proj.weight" not in state:
         raise TorchImportError(f"{prefix}out_proj.weight is missing: expected a torch.nn.MultiheadAttention state dict")
-    return _AttentionKeys(d, weights, {name: (prefix + "in_proj_bias", k * d) for k, name in enumerate("qkv")},
-                          prefix + "out_proj.weight", prefix + "out_proj.bias")
+    return _AttentionKeys(
+        d,
+        weights,
+        {name: (prefix + "in_proj_bias", k * d) for k, name in enumerate("qkv")},
+        prefix + "out_proj.weight",
+        prefix + "out_proj.bias",
+    )
 
 
 def _experiment_keys(state: TorchState, prefix: str) -> _AttentionKeys:
     """verify_tf.experiments.modules.Attention: W_q/W_k/W_v/W_o Linear layers, optional rpe_bias / urpe_c."""
     d = state[prefix + "W_q.weight"].shape[1]
-    return _AttentionKeys(d, {name: (f"{prefix}W_{name}.weight", 0) for name in "qkv"},
-                          {name: (f"{prefix}W_{name}.bias", 0) for name in "qkv"}, prefix + "W_o.weight",
-                          prefix + "W_o.bias", prefix + "rpe_bias" if prefix + "rpe_bias" in state else None,
-                          prefix + "urpe_c" if prefix + "urpe_c" in state else None)
+    return _AttentionKeys(
+        d,
+        {name: (f"{prefix}W_{name}.weight", 0) for name in "qkv"},
+        {name: (f"{prefix}W_{name}.bias", 0) for name in "qkv"},
+        prefix + "W_o.weight",
+        prefix + "W_o.bias",
+        prefix + "rpe_bias" if prefix + "rpe_bias" in state else None,
+        prefix + "urpe_c" if prefix + "urpe_c" in state else None,
+    )
 
 
-def _tables(state: TorchState, key: str | None, heads: int, quantizer: _Quantizer,
-            where: str) -> list[RelativeTable | None]:
+def _tables(
+    state: TorchState, key: str | None, heads: int, quantizer: _Quantizer, where: str
+) -> list[RelativeTable | None]:
     if key is None:
         return [None] * heads
     rows = _matrix(state, key, quantizer, where=where)
     if len(rows) != heads or len(rows[0]) % 2 != 1:
-        raise TorchImportError(f"{key}: expected shape (heads={heads}, 2*max_length-1), got ({len(rows)}, "
-                               f"{len(rows[0])})")
+        raise TorchImportError(
+            f"{key}: expected shape (heads={heads}, 2*max_length-1), got ({len(rows)}, {len(rows[0])})"
+        )
     return [RelativeTable(row) for row in rows]
 
 
-def _attention(state: TorchState, keys: _AttentionKeys, heads: int, scoring: str, causal: bool,
-               quantizer: _Quantizer, layer: int) -> AttentionLayer:
+def _attention(
+    state: TorchState, keys: _AttentionKeys, heads: int, scoring: str, causal: bool, quantizer: _Quantizer, layer: int
+) -> AttentionLayer:
     d = keys.width
     if d % heads:
         raise TorchImportError(f"{keys.out_weight}: embedding dimension {d} is not divisible by heads: {heads}")
@@ -301,26 +348,45 @@ def _attention(state: TorchState, keys: _AttentionKeys, heads: int, scoring: str
 
         def bias(name: str) -> tuple[Fraction, ...]:
             key, first = keys.biases[name]
-            return _vector(state, key, d_head, quantizer, range(first + block.start, first + block.stop),
-                           f"{where}.{ {'q': 'query', 'k': 'key', 'v': 'value'}[name]}-bias")
+            return _vector(
+                state,
+                key,
+                d_head,
+                quantizer,
+                range(first + block.start, first + block.stop),
+                f"{where}.{ {'q': 'query', 'k': 'key', 'v': 'value'}[name] }-bias",
+            )
 
         # torch divides the logits by sqrt(d_head): folded into W_Q and b_Q (module docstring)
         q_data = state[keys.weights["q"][0]].detach().to(torch.float64).cpu().tolist()
-        query = tuple(tuple(_scaled(q_data[r][c], d_head, quantizer, f"{where}.query[{i}][{c}]") for c in range(d))
-                      for i, r in enumerate(rows("q")))
+        query = tuple(
+            tuple(_scaled(q_data[r][c], d_head, quantizer, f"{where}.query[{i}][{c}]") for c in range(d))
+            for i, r in enumerate(rows("q"))
+        )
         q_bias_key, q_first = keys.biases["q"]
         if q_bias_key in state:
             q_bias = state[q_bias_key].detach().to(torch.float64).cpu().tolist()
-            query_bias = tuple(_scaled(q_bias[q_first + i], d_head, quantizer, f"{where}.query-bias[{k}]")
-                               for k, i in enumerate(block))
+            query_bias = tuple(
+                _scaled(q_bias[q_first + i], d_head, quantizer, f"{where}.query-bias[{k}]") for k, i in enumerate(block)
+            )
         else:
             query_bias = tuple(Fraction(0) for _ in block)
-        out_heads.append(Head(
-            query=query, key=_matrix(state, keys.weights["k"][0], quantizer, rows("k"), None, f"{where}.key"),
-            value=_matrix(state, keys.weights["v"][0], quantizer, rows("v"), None, f"{where}.value"),
-            output=_matrix(state, keys.out_weight, quantizer, None, block, f"{where}.output"),
-            query_bias=query_bias, key_bias=bias("k"), value_bias=bias("v"), scoring=scoring, causal=causal,
-            positional=positional, rpe_bias=rpe[h], urpe_c=urpe[h]))
+        out_heads.append(
+            Head(
+                query=query,
+                key=_matrix(state, keys.weights["k"][0], quantizer, rows("k"), None, f"{where}.key"),
+                value=_matrix(state, keys.weights["v"][0], quantizer, rows("v"), None, f"{where}.value"),
+                output=_matrix(state, keys.out_weight, quantizer, None, block, f"{where}.output"),
+                query_bias=query_bias,
+                key_bias=bias("k"),
+                value_bias=bias("v"),
+                scoring=scoring,
+                causal=causal,
+                positional=positional,
+                rpe_bias=rpe[h],
+                urpe_c=urpe[h],
+            )
+        )
     output_bias = _vector(state, keys.out_bias, d, quantizer, None, f"{ir_prefix}.output-bias")
     return AttentionLayer(tuple(out_heads), output_bias, residual=True)
 
@@ -335,21 +401,28 @@ def _scaled(value: float, d_head: int, quantizer: _Quantizer, where: str) -> Fra
     return quantizer.divided_by_sqrt(value, d_head, where)
 
 
-def _feed_forward(state: TorchState, first: str, second: str, quantizer: _Quantizer, consumed: set[str],
-                  layer: int) -> FeedForward | None:
+def _feed_forward(
+    state: TorchState, first: str, second: str, quantizer: _Quantizer, consumed: set[str], layer: int
+) -> FeedForward | None:
     """A Linear-ReLU-Linear feed-forward with residual from the Linear layers at ``first`` and ``second``."""
     w1, w2 = first + "weight", second + "weight"
     if w1 not in state and w2 not in state:
         return None
     if w1 not in state or w2 not in state:
-        raise TorchImportError(f"{w1 if w1 not in state else w2} is missing: expected a Linear-ReLU-Linear "
-                               "feed-forward")
+        raise TorchImportError(
+            f"{w1 if w1 not in state else w2} is missing: expected a Linear-ReLU-Linear feed-forward"
+        )
     consumed.update({w1, w2, first + "bias", second + "bias"})
     where = f"layers[{layer}].feed-forward"
     m1 = _matrix(state, w1, quantizer, where=f"{where}.w1")
     m2 = _matrix(state, w2, quantizer, where=f"{where}.w2")
-    return FeedForward(m1, _vector(state, first + "bias", len(m1), quantizer, where=f"{where}.b1"),
-                       m2, _vector(state, second + "bias", len(m2), quantizer, where=f"{where}.b2"), residual=True)
+    return FeedForward(
+        m1,
+        _vector(state, first + "bias", len(m1), quantizer, where=f"{where}.b1"),
+        m2,
+        _vector(state, second + "bias", len(m2), quantizer, where=f"{where}.b2"),
+        residual=True,
+    )
 
 
 @dataclass
@@ -378,15 +451,27 @@ def _layers(state: TorchState) -> list[_Layer]:
                 prefix = key[: -len(suffix)]
                 if prefix.endswith("self_attn."):
                     layer = prefix[: -len("self_attn.")]
-                    found[prefix] = _Layer(_mha_keys(state, prefix), f"{layer}linear1.", f"{layer}linear2.",
-                                           f"{layer}norm1.", f"{layer}norm2.", layer)
+                    found[prefix] = _Layer(
+                        _mha_keys(state, prefix),
+                        f"{layer}linear1.",
+                        f"{layer}linear2.",
+                        f"{layer}norm1.",
+                        f"{layer}norm2.",
+                        layer,
+                    )
                 else:
                     found[prefix] = _Layer(_mha_keys(state, prefix), None, None, None, None, prefix)
         if key == "attention.W_q.weight" or key.endswith(".attention.W_q.weight"):
             prefix = key[: -len("W_q.weight")]
             layer = prefix[: -len("attention.")]
-            found[prefix] = _Layer(_experiment_keys(state, prefix), f"{layer}ffn.w1.", f"{layer}ffn.w2.",
-                                   f"{layer}norm_attention.", f"{layer}norm_ffn.", layer)
+            found[prefix] = _Layer(
+                _experiment_keys(state, prefix),
+                f"{layer}ffn.w1.",
+                f"{layer}ffn.w2.",
+                f"{layer}norm_attention.",
+                f"{layer}norm_ffn.",
+                layer,
+            )
     return [found[p] for p in sorted(found, key=_natural)]
 
 
@@ -396,8 +481,9 @@ def _final_norm_prefix(layers: list[_Layer]) -> str:
     return (match.group(1) if match else "") + "norm."
 
 
-def _norm(state: TorchState, prefix: str | None, d: int, eps: Fraction, quantizer: _Quantizer, consumed: set[str],
-          where: str) -> LayerNorm | None:
+def _norm(
+    state: TorchState, prefix: str | None, d: int, eps: Fraction, quantizer: _Quantizer, consumed: set[str], where: str
+) -> LayerNorm | None:
     """A LayerNorm's weight (γ) and bias (β, zero when the module has bias=False), or None when absent."""
     if prefix is None or prefix + "weight" not in state:
         if prefix is not None and prefix + "bias" in state:
@@ -405,11 +491,15 @@ def _norm(state: TorchState, prefix: str | None, d: int, eps: Fraction, quantize
         return None
     weight = state[prefix + "weight"]
     if tuple(weight.shape) != (d,):
-        raise TorchImportError(f"{prefix}weight: expected a LayerNorm over the width {d}, got shape "
-                               f"{tuple(weight.shape)}")
+        raise TorchImportError(
+            f"{prefix}weight: expected a LayerNorm over the width {d}, got shape {tuple(weight.shape)}"
+        )
     consumed.update({prefix + "weight", prefix + "bias"})
-    return LayerNorm(_vector(state, prefix + "weight", d, quantizer, where=f"{where}.gamma"),
-                     _vector(state, prefix + "bias", d, quantizer, where=f"{where}.beta"), eps)
+    return LayerNorm(
+        _vector(state, prefix + "weight", d, quantizer, where=f"{where}.gamma"),
+        _vector(state, prefix + "bias", d, quantizer, where=f"{where}.beta"),
+        eps,
+    )
 
 
 def _norm_modules(state: TorchState, prefixes: list[str]) -> list[str]:
@@ -428,12 +518,14 @@ def _refuse_unstated_norms(modules: list[str], architecture: dict[str, Any], lay
             "mean and variance, an integer square root, one rounded division) in place of torch's float one",
             "architecture: {heads: N, layernorm: integer, norm-first: false}  (norm-first: true for pre-LN models); "
             "arithmetic: {mode: fixed, ...}; or train verify_tf.builders.torch_import.ExactEncoderLayer, which has "
-            "no LayerNorm (docs/import.md)")
+            "no LayerNorm (docs/import.md)",
+        )
     if layer_norms and architecture.get("norm-first") is None:
         raise TorchImportError(
             f"LayerNorm ({listed}): a state dict does not record where the norms sit; state "
             "architecture.norm-first: true (pre-LN, z + f(LN(z))) or false (post-LN, LN(z + f(z)), torch's default)",
-            "nn.TransformerEncoderLayer(..., norm_first=False) is post-LN: write norm-first: false")
+            "nn.TransformerEncoderLayer(..., norm_first=False) is post-LN: write norm-first: false",
+        )
 
 
 def _rename(state: TorchState, names: dict[str, str] | None) -> TorchState:
@@ -441,17 +533,22 @@ def _rename(state: TorchState, names: dict[str, str] | None) -> TorchState:
     whole dotted components gets torch's name there (``blocks.0.ff.0.weight`` -> ``blocks.0.linear1.weight``)."""
     if not names:
         return state
-    pairs = sorted(((role, custom.strip(".").split(".")) for role, custom in names.items()
-                    if role in ROLE_NAMES and isinstance(custom, str) and custom.strip(".")),
-                   key=lambda pair: -len(pair[1]))
+    pairs = sorted(
+        (
+            (role, custom.strip(".").split("."))
+            for role, custom in names.items()
+            if role in ROLE_NAMES and isinstance(custom, str) and custom.strip(".")
+        ),
+        key=lambda pair: -len(pair[1]),
+    )
     used: set[str] = set()
     renamed: TorchState = {}
     for key, tensor in state.items():
         parts = key.split(".")
         for role, custom in pairs:
-            at = next((i for i in range(len(parts) - len(custom) + 1) if parts[i: i + len(custom)] == custom), None)
+            at = next((i for i in range(len(parts) - len(custom) + 1) if parts[i : i + len(custom)] == custom), None)
             if at is not None:
-                parts = parts[:at] + [role] + parts[at + len(custom):]
+                parts = parts[:at] + [role] + parts[at + len(custom) :]
                 used.add(role)
                 break
         new_key = ".".join(parts)
@@ -460,8 +557,10 @@ def _rename(state: TorchState, names: dict[str, str] | None) -> TorchState:
         renamed[new_key] = tensor
     unused = [role for role, custom in pairs if role not in used]
     if unused:
-        raise TorchImportError(f"architecture.names.{unused[0]}: {names[unused[0]]!r} names no module of the state "
-                               f"dict", f"its modules: {', '.join(_modules(state)[:12])}")
+        raise TorchImportError(
+            f"architecture.names.{unused[0]}: {names[unused[0]]!r} names no module of the state dict",
+            f"its modules: {', '.join(_modules(state)[:12])}",
+        )
     return renamed
 
 
@@ -488,7 +587,7 @@ def _name_hint(leftovers: list[str], state: TorchState, layers: list[_Layer]) ->
         shape = tuple(weight.shape) if weight is not None else ()
         owner = next((p for p in prefixes if p and module.startswith(p)), None)
         if owner is not None:
-            seen_layers.setdefault(owner, []).append((module[len(owner):], shape))
+            seen_layers.setdefault(owner, []).append((module[len(owner) :], shape))
         else:
             top.append((module, shape))
     if seen_layers:
@@ -505,8 +604,10 @@ def _name_hint(leftovers: list[str], state: TorchState, layers: list[_Layer]) ->
             guesses.setdefault("positional" if "pos" in module.lower() else "embedding", module)
         elif len(shape) == 2:
             guesses.setdefault("readout", module)
-    base = (f"the importer reads torch's module names ({', '.join(ROLE_NAMES)}); map a model's own names onto "
-            "them with architecture.names")
+    base = (
+        f"the importer reads torch's module names ({', '.join(ROLE_NAMES)}); map a model's own names onto "
+        "them with architecture.names"
+    )
     if not guesses:
         return base
     mapping = ", ".join(f"{role}: {name}" for role, name in guesses.items())
@@ -517,10 +618,12 @@ def _refuse_leftovers(state: TorchState, consumed: set[str], layers: list[_Layer
     leftovers = sorted((k for k in state if k not in consumed), key=_natural)
     if leftovers:
         shown = ", ".join(f"{k} {tuple(state[k].shape)}" for k in leftovers[:6])
-        raise TorchImportError(f"unrecognised state dict entries {shown}{', ...' if len(leftovers) > 6 else ''}: "
-                               "the importer maps attention, feed-forward, LayerNorm, embedding, positional and "
-                               "readout weights only, and refuses to ignore anything else (docs/import.md)",
-                               _name_hint(leftovers, state, layers))
+        raise TorchImportError(
+            f"unrecognised state dict entries {shown}{', ...' if len(leftovers) > 6 else ''}: "
+            "the importer maps attention, feed-forward, LayerNorm, embedding, positional and "
+            "readout weights only, and refuses to ignore anything else (docs/import.md)",
+            _name_hint(leftovers, state, layers),
+        )
 
 
 def load_state_dict(path: str | Path) -> TorchState:
@@ -536,7 +639,8 @@ def load_state_dict(path: str | Path) -> TorchState:
                 f"cannot read {name} as a state dict: it holds a pickled object ({pickled.group(1)}), which "
                 "verify-tf never unpickles (that could run code from the file)",
                 "if it was written by torch.save(model), save the weights instead: "
-                "torch.save(model.state_dict(), \"model.pt\")") from None
+                'torch.save(model.state_dict(), "model.pt")',
+            ) from None
         first = next((line.strip() for line in text.splitlines() if line.strip()), "")
         raise TorchImportError(f"cannot read {name} as a state dict: {type(exc).__name__}: {first[:200]}") from None
     if isinstance(state, nn.Module):  # cannot happen with weights_only, kept as a clear message
@@ -544,32 +648,39 @@ def load_state_dict(path: str | Path) -> TorchState:
     if isinstance(state, dict) and "__verify_tf__" in state:
         raise TorchImportError(f"{name} is a verify-tf model file: load it with model: {{file: ...}}")
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise TorchImportError(f"{name} is not a state dict of tensors",
-                               "save the weights with torch.save(model.state_dict(), \"model.pt\")")
+        raise TorchImportError(
+            f"{name} is not a state dict of tensors", 'save the weights with torch.save(model.state_dict(), "model.pt")'
+        )
     return dict(state)
 
 
-def import_state_dict(state: TorchState, architecture: dict[str, Any], quantize: dict[str, Any] | None,
-                      name: str = "torch model") -> Model:
+def import_state_dict(
+    state: TorchState, architecture: dict[str, Any], quantize: dict[str, Any] | None, name: str = "torch model"
+) -> Model:
     """Map a state dict onto the IR (see the module docstring); raises TorchImportError naming the problem."""
     activation = architecture.get("activation", "relu")
     if activation == "gelu":
-        raise TorchImportError("activation 'gelu': torch's GELU (x·Φ(x)) is not exactly representable, and verify-tf "
-                               "never approximates a component silently",
-                               "state activation: i-gelu to verify I-BERT's integer polynomial i-GELU in its place "
-                               "(the largest deviation from GELU over the domain is reported; docs/import.md)")
+        raise TorchImportError(
+            "activation 'gelu': torch's GELU (x·Φ(x)) is not exactly representable, and verify-tf "
+            "never approximates a component silently",
+            "state activation: i-gelu to verify I-BERT's integer polynomial i-GELU in its place "
+            "(the largest deviation from GELU over the domain is reported; docs/import.md)",
+        )
     state = _rename(state, architecture.get("names"))
     heads = architecture["heads"]
     quantizer = _Quantizer(quantize["bits"], quantize["frac"]) if quantize else _Quantizer(None, None)
     consumed: set[str] = set()
     layers = _layers(state)
     if not layers:
-        raise TorchImportError("no attention weights found in the state dict (expected torch.nn.MultiheadAttention's "
-                               "in_proj_weight, or the experiments' attention.W_q.weight)", _name_hint(
-                                   sorted(state, key=_natural), state, []))
+        raise TorchImportError(
+            "no attention weights found in the state dict (expected torch.nn.MultiheadAttention's "
+            "in_proj_weight, or the experiments' attention.W_q.weight)",
+            _name_hint(sorted(state, key=_natural), state, []),
+        )
     final_prefix = _final_norm_prefix(layers)
-    layer_norms = _norm_modules(state, [p for layer in layers for p in (layer.attention_norm, layer.feed_forward_norm)
-                                        if p is not None])
+    layer_norms = _norm_modules(
+        state, [p for layer in layers for p in (layer.attention_norm, layer.feed_forward_norm) if p is not None]
+    )
     _refuse_unstated_norms(layer_norms + _norm_modules(state, [final_prefix]), architecture, bool(layer_norms))
     eps = Fraction(str(architecture.get("layernorm-eps") or DEFAULT_LAYERNORM_EPS))
     norm_first = bool(architecture.get("norm-first"))
@@ -584,11 +695,13 @@ def import_state_dict(state: TorchState, architecture: dict[str, Any], quantize:
         ff = None
         if layer.first is not None:
             ff = _feed_forward(state, layer.first, layer.second, quantizer, consumed, index)
-            ff_norm = _norm(state, layer.feed_forward_norm, d, eps, quantizer, consumed,
-                            f"layers[{index}].feed-forward.norm")
+            ff_norm = _norm(
+                state, layer.feed_forward_norm, d, eps, quantizer, consumed, f"layers[{index}].feed-forward.norm"
+            )
             if ff is None and ff_norm is not None:
-                raise TorchImportError(f"{layer.feed_forward_norm}weight: a feed-forward LayerNorm without a "
-                                       "feed-forward")
+                raise TorchImportError(
+                    f"{layer.feed_forward_norm}weight: a feed-forward LayerNorm without a feed-forward"
+                )
             if ff is not None:
                 ff = FeedForward(ff.w1, ff.b1, ff.w2, ff.b2, True, activation, ff_norm, norm_first)
         blocks.append(Block(attention, ff))
@@ -600,19 +713,24 @@ def import_state_dict(state: TorchState, architecture: dict[str, Any], quantize:
         consumed.add("embedding.weight")
         table = _matrix(state, "embedding.weight", quantizer, where="embedding")
         if not alphabet:
-            raise TorchImportError(f"the state dict has an embedding table with {len(table)} rows: name its symbols "
-                                   "in order with architecture.alphabet")
+            raise TorchImportError(
+                f"the state dict has an embedding table with {len(table)} rows: name its symbols "
+                "in order with architecture.alphabet"
+            )
         if len(alphabet) != len(table):
-            raise TorchImportError(f"architecture.alphabet has {len(alphabet)} symbols but the embedding table has "
-                                   f"{len(table)} rows")
+            raise TorchImportError(
+                f"architecture.alphabet has {len(alphabet)} symbols but the embedding table has {len(table)} rows"
+            )
         bos = architecture.get("bos")
         if bos is not None and bos not in alphabet:
             raise TorchImportError(f"architecture.bos {bos!r} is not one of the alphabet's symbols")
         tokens = AlphabetTokens(tuple(alphabet), table, bos)
     else:
         if alphabet:
-            raise TorchImportError("architecture.alphabet is given but the state dict has no embedding.weight",
-                                   _name_hint(sorted(k for k in state if k not in consumed), state, layers))
+            raise TorchImportError(
+                "architecture.alphabet is given but the state dict has no embedding.weight",
+                _name_hint(sorted(k for k in state if k not in consumed), state, layers),
+            )
         tokens = GridTokens(d)
     positional = None
     for key in ("positional.weight", "position_embedding"):  # ExactEncoder, the experiments' TinyTransformer
@@ -635,34 +753,51 @@ def import_state_dict(state: TorchState, architecture: dict[str, Any], quantize:
     elif math.isqrt(d_head) ** 2 == d_head:
         notes.append(f"torch's logit scale 1/sqrt({d_head}) = 1/{math.isqrt(d_head)} folded into W_Q and b_Q exactly")
     else:
-        notes.append(f"torch's logit scale 1/sqrt({d_head}) (irrational) folded into W_Q and b_Q and rounded by "
-                     "quantize")
+        notes.append(
+            f"torch's logit scale 1/sqrt({d_head}) (irrational) folded into W_Q and b_Q and rounded by quantize"
+        )
     if architecture["scoring"] == "softmax":
         notes.append("softmax is verified as the spec's fixed-point softmax (docs/semantics.md), not torch's float one")
     norms = layer_norms + ([final_prefix[:-1]] if final_norm is not None else [])
     if norms:
         placement = ("pre-LN, z + f(LN(z))" if norm_first else "post-LN, LN(z + f(z))") if layer_norms else "final only"
-        notes.append(f"LayerNorm ({', '.join(norms[:4])}{', ...' if len(norms) > 4 else ''}; {placement}; eps = "
-                     f"{eps}) is verified as the fixed-point LayerNorm of docs/semantics.md (integer square root), "
-                     "not torch's float one")
+        notes.append(
+            f"LayerNorm ({', '.join(norms[:4])}{', ...' if len(norms) > 4 else ''}; {placement}; eps = "
+            f"{eps}) is verified as the fixed-point LayerNorm of docs/semantics.md (integer square root), "
+            "not torch's float one"
+        )
     if activation == "i-gelu" and any(b.feed_forward is not None for b in blocks):
-        notes.append("feed-forward activation i-GELU (I-BERT's integer polynomial) stands in for torch's GELU as "
-                     "stated (architecture.activation: i-gelu)")
-    notes.append(f"heads: {heads} as stated (d_head = {d // heads}): a state dict does not record the head count, "
-                 "and a wrong one gives a different model (docs/import.md)")
-    return Model(tokens=tokens, dim=d, blocks=tuple(blocks), readout=readout, positional_encoding=positional,
-                 final_norm=final_norm, name=name, notes=tuple(notes))
+        notes.append(
+            "feed-forward activation i-GELU (I-BERT's integer polynomial) stands in for torch's GELU as "
+            "stated (architecture.activation: i-gelu)"
+        )
+    notes.append(
+        f"heads: {heads} as stated (d_head = {d // heads}): a state dict does not record the head count, "
+        "and a wrong one gives a different model (docs/import.md)"
+    )
+    return Model(
+        tokens=tokens,
+        dim=d,
+        blocks=tuple(blocks),
+        readout=readout,
+        positional_encoding=positional,
+        final_norm=final_norm,
+        name=name,
+        notes=tuple(notes),
+    )
 
 
-def _readout(state: TorchState, architecture: dict[str, Any], quantizer: _Quantizer, consumed: set[str],
-             notes: list[str]) -> tuple[Fraction, ...]:
+def _readout(
+    state: TorchState, architecture: dict[str, Any], quantizer: _Quantizer, consumed: set[str], notes: list[str]
+) -> tuple[Fraction, ...]:
     """The readout u: one row of readout.weight; a non-zero bias is refused unless the spec drops it explicitly."""
     consumed.update({"readout.weight", "readout.bias"})
     rows = state["readout.weight"].shape[0]
     row = architecture.get("readout-row")
     if row is None and rows > 1:
-        raise TorchImportError(f"readout.weight has {rows} output rows: choose the one to verify with "
-                               "architecture.readout-row")
+        raise TorchImportError(
+            f"readout.weight has {rows} output rows: choose the one to verify with architecture.readout-row"
+        )
     row = row or 0
     if row >= rows:
         raise TorchImportError(f"architecture.readout-row {row} is out of range: readout.weight has {rows} rows")
@@ -670,18 +805,22 @@ def _readout(state: TorchState, architecture: dict[str, Any], quantizer: _Quanti
     if "readout.bias" in state:
         bias = Fraction(float(state["readout.bias"][row]))
         if bias != 0 and architecture.get("readout-bias", "refuse") != "drop":
-            raise TorchImportError(f"readout.bias[{row}] = {bias}: the readout q = u·z has no bias. Train with "
-                                   "bias=False, or state architecture.readout-bias: drop to verify q without it "
-                                   "(differences between readouts are unchanged)")
+            raise TorchImportError(
+                f"readout.bias[{row}] = {bias}: the readout q = u·z has no bias. Train with "
+                "bias=False, or state architecture.readout-bias: drop to verify q without it "
+                "(differences between readouts are unchanged)"
+            )
         if bias != 0:
-            notes.append(f"readout.bias[{row}] = {float(bias):.6g} dropped as stated (architecture.readout-bias: "
-                         "drop): q = u·z is the torch output minus this constant")
+            notes.append(
+                f"readout.bias[{row}] = {float(bias):.6g} dropped as stated (architecture.readout-bias: "
+                "drop): q = u·z is the torch output minus this constant"
+            )
     return weights
 
 
-def import_torch_model(path: str | Path, architecture: dict[str, Any] | None,
-                       quantize: dict[str, Any] | None) -> Model:
+def import_torch_model(path: str | Path, architecture: dict[str, Any] | None, quantize: dict[str, Any] | None) -> Model:
     if architecture is None:
-        raise TorchImportError("a torch state dict needs 'architecture' (at least heads: N; the head count is not "
-                               "stored in a state dict)")
+        raise TorchImportError(
+            "a torch state dict needs 'architecture' (at least heads: N; the head count is not stored in a state dict)"
+        )
     return import_state_dict(load_state_dict(path), architecture, quantize, name=Path(path).stem)

@@ -91,8 +91,10 @@ def _read_export(path: str, stamp: int) -> TracrExport:
 
 def parse_export(document: Any, path: str = "<export>") -> TracrExport:
     if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise TracrImportError(f"{Path(path).name}: not a tracr export (expected format {FORMAT!r}; write one with "
-                               "verify_tf.tracr_export.write_export)")
+        raise TracrImportError(
+            f"{Path(path).name}: not a tracr export (expected format {FORMAT!r}; write one with "
+            "verify_tf.tracr_export.write_export)"
+        )
     try:
         program = program_from_json(document.get("program"))
         labels = document["residual_labels"]
@@ -115,26 +117,44 @@ def parse_export(document: Any, path: str = "<export>") -> TracrExport:
     except (KeyError, TypeError, ValueError) as exc:
         raise TracrImportError(f"{Path(path).name}: malformed export ({type(exc).__name__}: {exc})") from None
     if tuple(values) != program.vocabulary:
-        raise TracrImportError(f"{Path(path).name}: the model's vocabulary {list(values)} is not the program's "
-                               f"{list(program.vocabulary)}")
+        raise TracrImportError(
+            f"{Path(path).name}: the model's vocabulary {list(values)} is not the program's {list(program.vocabulary)}"
+        )
     if len(set(symbols)) != len(symbols) or bos in symbols:
-        raise TracrImportError(f"{Path(path).name}: the vocabulary's symbols {list(symbols)} and BOS {bos!r} are not "
-                               "distinct")
+        raise TracrImportError(
+            f"{Path(path).name}: the vocabulary's symbols {list(symbols)} and BOS {bos!r} are not distinct"
+        )
     d = len(labels)
     indices = [i for _, i in space] + ([index] if index is not None else [])
     if any(not 0 <= i < d for i in indices):
         raise TracrImportError(f"{Path(path).name}: an output coordinate is outside the residual stream of width {d}")
     if program.max_length != max_seq_len:
-        raise TracrImportError(f"{Path(path).name}: the program is tabulated up to length {program.max_length}, the "
-                               f"model takes {max_seq_len}")
+        raise TracrImportError(
+            f"{Path(path).name}: the program is tabulated up to length {program.max_length}, the "
+            f"model takes {max_seq_len}"
+        )
     if kind != program.output_node.encoding:
-        raise TracrImportError(f"{Path(path).name}: the program's output is {program.output_node.encoding}, the "
-                               f"model's {kind}")
-    return TracrExport(path, document, program, symbols, ids, bos, bos_id, max_seq_len, kind, space, index,
-                       tuple(str(x) for x in labels))
+        raise TracrImportError(
+            f"{Path(path).name}: the program's output is {program.output_node.encoding}, the model's {kind}"
+        )
+    return TracrExport(
+        path,
+        document,
+        program,
+        symbols,
+        ids,
+        bos,
+        bos_id,
+        max_seq_len,
+        kind,
+        space,
+        index,
+        tuple(str(x) for x in labels),
+    )
 
 
 # ---------------------------------------------------------------- weights
+
 
 class _Weights:
     """Dense exact matrices from the export's sparse entries, snapped or not, and what snapping changed."""
@@ -151,8 +171,9 @@ class _Weights:
             raise TracrImportError(f"params: missing {module}/{name}") from None
         if tuple(entry.get("shape", ())) != shape:
             raise TracrImportError(f"params: {module}/{name} has shape {entry.get('shape')}, expected {list(shape)}")
-        dense: Any = ([Fraction(0)] * shape[0] if len(shape) == 1
-                      else [[Fraction(0)] * shape[1] for _ in range(shape[0])])
+        dense: Any = (
+            [Fraction(0)] * shape[0] if len(shape) == 1 else [[Fraction(0)] * shape[1] for _ in range(shape[0])]
+        )
         for item in entry["nonzero"]:
             *index, text, bits_text = item
             if len(index) != len(shape) or any(not 0 <= i < n for i, n in zip(index, shape)):
@@ -173,8 +194,10 @@ class _Weights:
             raise TracrImportError(f"params: {where}: malformed entry {text!r} {bits_text!r}") from None
         lo, hi = float32_interval(bits)
         if not lo <= snapped <= hi:
-            raise TracrImportError(f"params: {where}: {text} does not round to its float32 {float(exact)!r} "
-                                   f"({bits_text}); the export was edited or is corrupt")
+            raise TracrImportError(
+                f"params: {where}: {text} does not round to its float32 {float(exact)!r} "
+                f"({bits_text}); the export was edited or is corrupt"
+            )
         self.count += 1
         value = snapped if self.snap else exact
         if abs(snapped - exact) > self.worst:
@@ -198,8 +221,9 @@ class _Weights:
             mantissa = mantissa if value >= 0 else -mantissa
         bound = 1 << (self.quantize["bits"] - 1)
         if not -bound <= mantissa <= bound - 1:
-            raise TracrImportError(f"{where} = {fmt(value)} is outside the {self.quantize['bits']}-bit range "
-                                   "of quantize")
+            raise TracrImportError(
+                f"{where} = {fmt(value)} is outside the {self.quantize['bits']}-bit range of quantize"
+            )
         result = Fraction(mantissa, scale)
         if root * root == divisor_square and abs(result - value / root) > self.q_worst:
             self.q_worst, self.q_where = abs(result - value / root), where
@@ -208,33 +232,55 @@ class _Weights:
 
 # ---------------------------------------------------------------- the IR
 
-def import_tracr(path: str | Path, snap: bool = True, attention: str = "hardmax", quantize: dict | None = None,
-                 name: str | None = None) -> Model:
+
+def import_tracr(
+    path: str | Path,
+    snap: bool = True,
+    attention: str = "hardmax",
+    quantize: dict | None = None,
+    name: str | None = None,
+) -> Model:
     """The IR of the tracr model in an export file (see the module docstring)."""
     export = read_export(path)
-    return model_from_export(export, snap=snap, attention=attention, quantize=quantize,
-                             name=name or Path(path).stem)
+    return model_from_export(export, snap=snap, attention=attention, quantize=quantize, name=name or Path(path).stem)
 
 
-def import_tracr_model(model: Any, program: Any, *, snap: bool = True, attention: str = "hardmax",
-                       quantize: dict | None = None, name: str = "tracr", check: bool = True) -> Model:
+def import_tracr_model(
+    model: Any,
+    program: Any,
+    *,
+    snap: bool = True,
+    attention: str = "hardmax",
+    quantize: dict | None = None,
+    name: str = "tracr",
+    check: bool = True,
+) -> Model:
     """For notebooks: the IR of a compiled tracr model object (``AssembledTransformerModel``) directly.
 
     Needs ``tracr`` (``pip install 'verify-tf[tracr]'``): the program is tabulated as ``tracr_export`` does.
     """
     from ..tracr_export import export
 
-    return model_from_export(parse_export(export(model, program, check=check)), snap=snap, attention=attention,
-                             quantize=quantize, name=name)
+    return model_from_export(
+        parse_export(export(model, program, check=check)), snap=snap, attention=attention, quantize=quantize, name=name
+    )
 
 
-def model_from_export(export: TracrExport, *, snap: bool = True, attention: str = "hardmax",
-                      quantize: dict | None = None, name: str = "tracr") -> Model:
+def model_from_export(
+    export: TracrExport,
+    *,
+    snap: bool = True,
+    attention: str = "hardmax",
+    quantize: dict | None = None,
+    name: str = "tracr",
+) -> Model:
     if attention not in ATTENTION_READINGS:
         raise TracrImportError(f"attention: expected one of {', '.join(ATTENTION_READINGS)}, got {attention!r}")
     if attention == "softmax" and quantize is None:
-        raise TracrImportError("attention: softmax is read as the fixed-point softmax: it needs quantize: {bits, frac} "
-                               "(and arithmetic: {mode: fixed} with the same bits and frac)")
+        raise TracrImportError(
+            "attention: softmax is read as the fixed-point softmax: it needs quantize: {bits, frac} "
+            "(and arithmetic: {mode: fixed} with the same bits and frac)"
+        )
     doc = export.document
     try:
         config = doc["config"]
@@ -245,18 +291,24 @@ def model_from_export(export: TracrExport, *, snap: bool = True, attention: str 
     except (KeyError, TypeError, ValueError) as exc:
         raise TracrImportError(f"config: malformed ({type(exc).__name__}: {exc})") from None
     if layer_norm:
-        raise TracrImportError("config.layer_norm: the model uses layer norm, which the IR cannot express exactly "
-                               "(tracr compiles without it)")
+        raise TracrImportError(
+            "config.layer_norm: the model uses layer norm, which the IR cannot express exactly "
+            "(tracr compiles without it)"
+        )
     if activation != "relu":
         raise TracrImportError(f"config.activation: {activation!r}: only ReLU MLPs are exact")
     d = export.d_model
-    expected = {"token_embed", "pos_embed"} | {f"transformer/layer_{layer}/{part}" for layer in range(layers)
-                                               for part in ("attn/query", "attn/key", "attn/value", "attn/linear",
-                                                "mlp/linear_1", "mlp/linear_2")}
+    expected = {"token_embed", "pos_embed"} | {
+        f"transformer/layer_{layer}/{part}"
+        for layer in range(layers)
+        for part in ("attn/query", "attn/key", "attn/value", "attn/linear", "mlp/linear_1", "mlp/linear_2")
+    }
     if set(params) != expected:
         extra, missing = sorted(set(params) - expected), sorted(expected - set(params))
-        raise TracrImportError(f"params: {'unexpected ' + extra[0] if extra else 'missing ' + missing[0]} "
-                               f"(a tracr model of {layers} layers has exactly {len(expected)} modules)")
+        raise TracrImportError(
+            f"params: {'unexpected ' + extra[0] if extra else 'missing ' + missing[0]} "
+            f"(a tracr model of {layers} layers has exactly {len(expected)} modules)"
+        )
     weights = _Weights(params, snap, quantize)
     width = heads * key_size
     vocab_rows = len(params["token_embed"]["embeddings"]["shape"]) and params["token_embed"]["embeddings"]["shape"][0]
@@ -267,13 +319,21 @@ def model_from_export(export: TracrExport, *, snap: bool = True, attention: str 
     blocks, dropped_heads, dropped_units = [], 0, 0
     for layer in range(layers):
         prefix = f"transformer/layer_{layer}"
-        mats = {part: (weights.matrix(f"{prefix}/attn/{part}", "w", (d, width) if part != "linear" else (width, d)),
-                       weights.matrix(f"{prefix}/attn/{part}", "b", (width,) if part != "linear" else (d,)))
-                for part in ("query", "key", "value", "linear")}
-        w1, b1 = weights.matrix(f"{prefix}/mlp/linear_1", "w", (d, hidden)), weights.matrix(
-            f"{prefix}/mlp/linear_1", "b", (hidden,))
-        w2, b2 = weights.matrix(f"{prefix}/mlp/linear_2", "w", (hidden, d)), weights.matrix(
-            f"{prefix}/mlp/linear_2", "b", (d,))
+        mats = {
+            part: (
+                weights.matrix(f"{prefix}/attn/{part}", "w", (d, width) if part != "linear" else (width, d)),
+                weights.matrix(f"{prefix}/attn/{part}", "b", (width,) if part != "linear" else (d,)),
+            )
+            for part in ("query", "key", "value", "linear")
+        }
+        w1, b1 = (
+            weights.matrix(f"{prefix}/mlp/linear_1", "w", (d, hidden)),
+            weights.matrix(f"{prefix}/mlp/linear_1", "b", (hidden,)),
+        )
+        w2, b2 = (
+            weights.matrix(f"{prefix}/mlp/linear_2", "w", (hidden, d)),
+            weights.matrix(f"{prefix}/mlp/linear_2", "b", (d,)),
+        )
         layer_heads = []
         for h in range(heads):
             head = _head(mats, h, key_size, d, attention, causal, weights, f"layers[{layer}].heads[{h}]")
@@ -283,8 +343,9 @@ def model_from_export(export: TracrExport, *, snap: bool = True, attention: str 
                 layer_heads.append(head)
         output_bias = tuple(weights.grid(x, f"layers[{layer}].attention.output-bias") for x in mats["linear"][1])
         if not layer_heads and any(output_bias):
-            layer_heads.append(_head(mats, 0, key_size, d, attention, causal, weights, f"layers[{layer}].heads[0]",
-                                     keep=True))
+            layer_heads.append(
+                _head(mats, 0, key_size, d, attention, causal, weights, f"layers[{layer}].heads[0]", keep=True)
+            )
         attention_layer = AttentionLayer(tuple(layer_heads), output_bias) if layer_heads else None
         units = [u for u in range(hidden) if (any(w1[r][u] for r in range(d)) or b1[u]) and any(w2[u])]
         dropped_units += hidden - len(units)
@@ -296,7 +357,8 @@ def model_from_export(export: TracrExport, *, snap: bool = True, attention: str 
                 tuple(tuple(g(w1[r][u], f"layers[{layer}].w1") for r in range(d)) for u in units),
                 tuple(g(b1[u], f"layers[{layer}].b1") for u in units),
                 tuple(tuple(g(w2[u][r], f"layers[{layer}].w2") for u in units) for r in range(d)),
-                tuple(g(x, f"layers[{layer}].b2") for x in b2))
+                tuple(g(x, f"layers[{layer}].b2") for x in b2),
+            )
         blocks.append(Block(attention_layer, feed_forward))
     g = weights.grid
     embedding = tuple(tuple(g(x, "embedding") for x in token_embed[i]) for i in export.ids)
@@ -306,14 +368,29 @@ def model_from_export(export: TracrExport, *, snap: bool = True, attention: str 
     readout = zeros(d)
     if export.output_index is not None:
         readout = tuple(Fraction(1 if i == export.output_index else 0) for i in range(d))
-    notes = _notes(export, weights, attention, quantize, key_size, dropped_heads, dropped_units, layers, heads,
-                   hidden)
-    return Model(tokens=tokens, dim=d, blocks=tuple(blocks), readout=readout, positional_encoding=positional,
-                 name=name, notes=tuple(notes))
+    notes = _notes(export, weights, attention, quantize, key_size, dropped_heads, dropped_units, layers, heads, hidden)
+    return Model(
+        tokens=tokens,
+        dim=d,
+        blocks=tuple(blocks),
+        readout=readout,
+        positional_encoding=positional,
+        name=name,
+        notes=tuple(notes),
+    )
 
 
-def _head(mats: dict, h: int, key_size: int, d: int, attention: str, causal: bool, weights: _Weights, where: str,
-          keep: bool = False) -> Head | None:
+def _head(
+    mats: dict,
+    h: int,
+    key_size: int,
+    d: int,
+    attention: str,
+    causal: bool,
+    weights: _Weights,
+    where: str,
+    keep: bool = False,
+) -> Head | None:
     cols = range(h * key_size, (h + 1) * key_size)
     (wq, bq), (wk, bk), (wv, bv), (wo, _) = mats["query"], mats["key"], mats["value"], mats["linear"]
 
@@ -334,40 +411,72 @@ def _head(mats: dict, h: int, key_size: int, d: int, attention: str, causal: boo
     key = tuple(tuple(g(wk[r][c], f"{where}.key") for r in range(d)) for c in key_cols)
     value = tuple(tuple(g(wv[r][c], f"{where}.value") for r in range(d)) for c in value_cols)
     output = tuple(tuple(g(wo[c][r], f"{where}.output") for c in value_cols) for r in range(d))
-    return Head(query=query, key=key, value=value, output=output, query_bias=query_bias,
-                key_bias=tuple(g(bk[c], f"{where}.key-bias") for c in key_cols),
-                value_bias=tuple(g(bv[c], f"{where}.value-bias") for c in value_cols),
-                scoring=attention, causal=causal)
+    return Head(
+        query=query,
+        key=key,
+        value=value,
+        output=output,
+        query_bias=query_bias,
+        key_bias=tuple(g(bk[c], f"{where}.key-bias") for c in key_cols),
+        value_bias=tuple(g(bv[c], f"{where}.value-bias") for c in value_cols),
+        scoring=attention,
+        causal=causal,
+    )
 
 
-def _notes(export: TracrExport, weights: _Weights, attention: str, quantize: dict | None, key_size: int,
-           dropped_heads: int, dropped_units: int, layers: int, heads: int, hidden: int) -> list[str]:
+def _notes(
+    export: TracrExport,
+    weights: _Weights,
+    attention: str,
+    quantize: dict | None,
+    key_size: int,
+    dropped_heads: int,
+    dropped_units: int,
+    layers: int,
+    heads: int,
+    hidden: int,
+) -> list[str]:
     name = Path(export.path).name
-    notes = [f"tracr model {name}: {layers} layer(s) of {heads} head(s) (key size {key_size}) and a ReLU MLP of "
-             f"{hidden} units, residual width {export.d_model}; vocabulary {{{', '.join(export.symbols)}}}, BOS "
-             f"{export.bos!r} at position 0, inputs of length 1..{export.max_seq_len} (never padded: tracr does not "
-             f"mask PAD); {export.output_kind} output"]
+    notes = [
+        f"tracr model {name}: {layers} layer(s) of {heads} head(s) (key size {key_size}) and a ReLU MLP of "
+        f"{hidden} units, residual width {export.d_model}; vocabulary {{{', '.join(export.symbols)}}}, BOS "
+        f"{export.bos!r} at position 0, inputs of length 1..{export.max_seq_len} (never padded: tracr does not "
+        f"mask PAD); {export.output_kind} output"
+    ]
     dens = sorted(weights.denominators)
     shown = ", ".join(str(x) for x in dens[:8]) + (f", ... ({len(dens)} in all)" if len(dens) > 8 else "")
-    worst = f"{fmt(weights.worst)} (about {float(weights.worst):.3g}, at {weights.worst_where})" if weights.worst \
-        else "0"
+    worst = (
+        f"{fmt(weights.worst)} (about {float(weights.worst):.3g}, at {weights.worst_where})" if weights.worst else "0"
+    )
     if weights.snap:
-        notes.append(f"snap: {weights.count} non-zero weights read as the simplest rationals inside their float32 "
-                     f"rounding intervals; denominators {{{shown}}}; largest |snapped - float32| = {worst}")
+        notes.append(
+            f"snap: {weights.count} non-zero weights read as the simplest rationals inside their float32 "
+            f"rounding intervals; denominators {{{shown}}}; largest |snapped - float32| = {worst}"
+        )
     else:
-        notes.append(f"snap: false: {weights.count} non-zero weights taken as their exact float32 values "
-                     f"(denominators {{{shown}}}); snapping would move them by at most {worst}")
+        notes.append(
+            f"snap: false: {weights.count} non-zero weights taken as their exact float32 values "
+            f"(denominators {{{shown}}}); snapping would move them by at most {worst}"
+        )
     if attention == "hardmax":
-        notes.append(f"attention read as hardmax: tracr's softmax logits (100 where selected, 50 for the BOS "
-                     f"default, 0 elsewhere) times 1/sqrt({key_size}) > 0 have the same argmax set and tie "
-                     "averages at every scale")
+        notes.append(
+            f"attention read as hardmax: tracr's softmax logits (100 where selected, 50 for the BOS "
+            f"default, 0 elsewhere) times 1/sqrt({key_size}) > 0 have the same argmax set and tie "
+            "averages at every scale"
+        )
     else:
-        notes.append(f"attention read as the fixed-point softmax of the spec's arithmetic, with 1/sqrt({key_size}) "
-                     "folded into W_Q")
+        notes.append(
+            f"attention read as the fixed-point softmax of the spec's arithmetic, with 1/sqrt({key_size}) "
+            "folded into W_Q"
+        )
     if quantize is not None:
-        notes.append(f"quantize: every weight rounded to the nearest multiple of 2^-{quantize['frac']}; largest "
-                     f"rounding error (rational weights) {fmt(weights.q_worst)}")
+        notes.append(
+            f"quantize: every weight rounded to the nearest multiple of 2^-{quantize['frac']}; largest "
+            f"rounding error (rational weights) {fmt(weights.q_worst)}"
+        )
     if dropped_heads or dropped_units:
-        notes.append(f"left out as exactly zero: {dropped_heads} head(s) and {dropped_units} hidden unit(s) tracr "
-                     "pads layers with")
+        notes.append(
+            f"left out as exactly zero: {dropped_heads} head(s) and {dropped_units} hidden unit(s) tracr "
+            "pads layers with"
+        )
     return notes

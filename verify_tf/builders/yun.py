@@ -28,14 +28,22 @@ def _psi_head(u: tuple[Fraction, ...], b: Fraction, scale: Fraction) -> Head:
     d = len(u)
     e1_scaled = [[scale if r == 0 else Fraction(0)] for r in range(d)]
     return Head(
-        query=matrix([u]), key=matrix([u]), value=matrix([u]), output=matrix(e1_scaled),
-        query_bias=vector([-b]), key_bias=zeros(1), value_bias=zeros(1),
-        scoring="hardmax", causal=False, positional="standard",
+        query=matrix([u]),
+        key=matrix([u]),
+        value=matrix([u]),
+        output=matrix(e1_scaled),
+        query_bias=vector([-b]),
+        key_bias=zeros(1),
+        value_bias=zeros(1),
+        scoring="hardmax",
+        causal=False,
+        positional="standard",
     )
 
 
-def yun_contextual_mapping(d: int, delta: Fraction, n: int, global_shift_scale: Fraction | None = None,
-                           drop_layer: int | None = None) -> Model:
+def yun_contextual_mapping(
+    d: int, delta: Fraction, n: int, global_shift_scale: Fraction | None = None, drop_layer: int | None = None
+) -> Model:
     """The Lemma 6 network. ``global_shift_scale`` / ``drop_layer`` build deliberately broken variants."""
     delta = Fraction(delta)
     if d < 1 or n < 1:
@@ -60,7 +68,10 @@ def yun_contextual_mapping(d: int, delta: Fraction, n: int, global_shift_scale: 
     global_scale = n * inv ** ((n + 1) * d + 1) if global_shift_scale is None else Fraction(global_shift_scale)
     blocks.append(Block(attention=AttentionLayer((_psi_head(u, Fraction(0), global_scale),), zeros(d))))
     return Model(
-        tokens=GridTokens(d), dim=d, blocks=tuple(blocks), readout=u,
+        tokens=GridTokens(d),
+        dim=d,
+        blocks=tuple(blocks),
+        readout=u,
         name=f"yun2019-contextual-mapping(d={d}, delta={delta}, n={n})"
         + (f" with global shift {global_scale}" if global_shift_scale is not None else "")
         + (f" without selective-shift layer {drop_layer}" if drop_layer is not None else ""),

@@ -31,17 +31,25 @@ from .split import recheck_split, split_evidence
 
 FORMAT = "verify-tf-certificate/1"
 TRUSTED = {
-    "smt": ["the encoder (verify_tf.symbolic): the query says what the property means",
-            "for the LRAT check: the LIA-to-BV width argument (verify_tf.symbolic.bv) and z3's bit-blaster",
-            "the LRAT checker (verify_tf.certify.lrat, ~120 lines)"],
-    "exhaustive": ["the input space's numbering (verify_tf.spaces) beyond the sampled inputs",
-                   "the batched evaluator on inputs outside the sample (differential tests cover it)"],
-    "counting": ["that strings reaching the same joint state agree on every continuation (engines.counting.explore)",
-                 "the counting model on strings outside the sample (the engine's differential tests cover it)",
-                 "for every length: the encoder of one position (engines.counting.induction) and z3's answers as "
-                 "re-proved by cvc5 (unbounded integers: no LRAT chain)"],
-    "split": ["the interval bounds (verify_tf.bounds) that closed cubes without evaluating them",
-              "the batched evaluator on enumerated leaves outside the sample (differential tests cover it)"],
+    "smt": [
+        "the encoder (verify_tf.symbolic): the query says what the property means",
+        "for the LRAT check: the LIA-to-BV width argument (verify_tf.symbolic.bv) and z3's bit-blaster",
+        "the LRAT checker (verify_tf.certify.lrat, ~120 lines)",
+    ],
+    "exhaustive": [
+        "the input space's numbering (verify_tf.spaces) beyond the sampled inputs",
+        "the batched evaluator on inputs outside the sample (differential tests cover it)",
+    ],
+    "counting": [
+        "that strings reaching the same joint state agree on every continuation (engines.counting.explore)",
+        "the counting model on strings outside the sample (the engine's differential tests cover it)",
+        "for every length: the encoder of one position (engines.counting.induction) and z3's answers as "
+        "re-proved by cvc5 (unbounded integers: no LRAT chain)",
+    ],
+    "split": [
+        "the interval bounds (verify_tf.bounds) that closed cubes without evaluating them",
+        "the batched evaluator on enumerated leaves outside the sample (differential tests cover it)",
+    ],
 }
 
 
@@ -61,8 +69,15 @@ def certify(task: Task, verdict: Verdict, directory: Path, seconds: float) -> No
     start = time.perf_counter()
     folder = directory / slug(verdict)
     folder.mkdir(parents=True, exist_ok=True)
-    body: dict = {"format": FORMAT, "property": verdict.property, "kind_of_property": verdict.kind,
-                  "spec": verdict.spec, "index": verdict.index, "engine": verdict.engine, "method": verdict.method}
+    body: dict = {
+        "format": FORMAT,
+        "property": verdict.property,
+        "kind_of_property": verdict.kind,
+        "spec": verdict.spec,
+        "index": verdict.index,
+        "engine": verdict.engine,
+        "method": verdict.method,
+    }
     if covered is not None:  # engine counting: its exploration, and for every length its induction queries
         body.update(counting_evidence(task, covered, task.settings.seed))
         body["trusted"] = TRUSTED["counting"]
@@ -76,8 +91,7 @@ def certify(task: Task, verdict: Verdict, directory: Path, seconds: float) -> No
         body.update(split_evidence(task, verdict.statistics, task.settings.seed))
         body["trusted"] = TRUSTED["split"]
     elif verdict.statistics.get(OUTPUTS_DIGEST) is not None:
-        body.update(exhaustive_evidence(task, {**verdict.statistics, CERTIFY_CHUNKS: chunks or []},
-                                        task.settings.seed))
+        body.update(exhaustive_evidence(task, {**verdict.statistics, CERTIFY_CHUNKS: chunks or []}, task.settings.seed))
         body["trusted"] = TRUSTED["exhaustive"]
     else:
         body.update(kind="none", checks=[], note=f"no certificate for {verdict.engine} ({verdict.method}) proofs")
@@ -90,10 +104,16 @@ def certify(task: Task, verdict: Verdict, directory: Path, seconds: float) -> No
     path.write_text(text)
     checked_by = sorted({f"{c['check']}: {c['tool']}" for c in checks if c["ok"] is True})
     partial = sorted({f"{c['check']}: {c.get('note', '')}" for c in checks if c["ok"] is not True})
-    verdict.statistics["certificate"] = {"path": str(path), "sha256": sha256(text), "kind": body["kind"],
-                                         "complete": body["complete"], "failed": body["failed"],
-                                         "checked_by": checked_by, "not_checked": partial[:20],
-                                         "seconds": body["seconds"]}
+    verdict.statistics["certificate"] = {
+        "path": str(path),
+        "sha256": sha256(text),
+        "kind": body["kind"],
+        "complete": body["complete"],
+        "failed": body["failed"],
+        "checked_by": checked_by,
+        "not_checked": partial[:20],
+        "seconds": body["seconds"],
+    }
 
 
 def _smt_certificate(queries: list[dict], folder: Path, seconds: float) -> dict:
@@ -122,11 +142,15 @@ def _smt_certificate(queries: list[dict], folder: Path, seconds: float) -> dict:
         if query["answer"] != "unsat":  # not a proof obligation: a failing step the property concluded from
             entry.update(evidence=[], note=f"z3 answered {query['answer']}: not a step of the proof")
         elif query.get("no_bit_vector_form"):
-            entry["evidence"] = [within("cvc5", cvc5_reprove, text),
-                                 {**LRAT_RECORD, "ok": None, "note": query["no_bit_vector_form"]}]
+            entry["evidence"] = [
+                within("cvc5", cvc5_reprove, text),
+                {**LRAT_RECORD, "ok": None, "note": query["no_bit_vector_form"]},
+            ]
         else:
-            entry["evidence"] = [within("cvc5", cvc5_reprove, text),
-                                 within("lrat", lrat_evidence, text, folder / f"query-{k}.lrat.gz")]
+            entry["evidence"] = [
+                within("cvc5", cvc5_reprove, text),
+                within("lrat", lrat_evidence, text, folder / f"query-{k}.lrat.gz"),
+            ]
         out.append(entry)
     return {"kind": "smt", "queries": out, "trusted": TRUSTED["smt"]}
 
@@ -197,5 +221,6 @@ def _recheck_queries(body: dict, folder: Path, deadline: Deadline, problems: lis
                 if again["ok"] is not True:
                     problems.append(f"{name}: cvc5 re-proof: {again.get('note', again.get('answer'))}")
             else:
-                problems += [f"{name}: {p}" for p in
-                             recheck_lrat(text, record, folder / record["proof"], deadline.expired)]
+                problems += [
+                    f"{name}: {p}" for p in recheck_lrat(text, record, folder / record["proof"], deadline.expired)
+                ]

@@ -24,8 +24,14 @@ def conclusion_checks(task: Task, statistics: dict) -> list[dict]:
     """Checks of a query-free conclusion, or a single ``ok: None`` record saying none applies."""
     pair, language = statistics.get("pair"), getattr(task.options, "language", None)
     if not pair or language is None or "depth" not in statistics:
-        return [{"check": "the conclusion (no solver query)", "tool": "none", "ok": None,
-                 "note": "the proof asked no solver query and has no re-checkable conclusion"}]
+        return [
+            {
+                "check": "the conclusion (no solver query)",
+                "tool": "none",
+                "ok": None,
+                "note": "the proof asked no solver query and has no re-checkable conclusion",
+            }
+        ]
     u, v = pair
     depth = statistics["depth"]
     signatures = Signatures(depth, bool(bos_offset(task.model)))
@@ -35,9 +41,22 @@ def conclusion_checks(task: Task, statistics: dict) -> list[dict]:
     first, second = (evaluate(task.model, task.arithmetic, tuple(w)) for w in (u, v))
     same_column = first.output[-1] == second.output[-1]
     ok = same_signature and inside[0] != inside[1] and inside == statistics.get("in_language") and same_column
-    return [{"check": f"the pair {u!r}, {v!r}: equal depth-{depth} signatures, separated by the language, not told "
-                      "apart by the spec's model", "tool": TOOL, "ok": ok, "pair": [u, v],
-             "same_signature": same_signature, "in_language": inside, "model_same_last_column": same_column,
-             "depth": depth},
-            {"check": "the class-wide step", "tool": "none (an argument, not a computation)", "ok": None,
-             "note": f"trusted: equal depth-{depth} signatures mean no member of the class tells the words apart"}]
+    return [
+        {
+            "check": f"the pair {u!r}, {v!r}: equal depth-{depth} signatures, separated by the language, not told "
+            "apart by the spec's model",
+            "tool": TOOL,
+            "ok": ok,
+            "pair": [u, v],
+            "same_signature": same_signature,
+            "in_language": inside,
+            "model_same_last_column": same_column,
+            "depth": depth,
+        },
+        {
+            "check": "the class-wide step",
+            "tool": "none (an argument, not a computation)",
+            "ok": None,
+            "note": f"trusted: equal depth-{depth} signatures mean no member of the class tells the words apart",
+        },
+    ]

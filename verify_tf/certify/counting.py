@@ -94,15 +94,28 @@ def counting_evidence(task: Task, covered: dict, seed: int) -> dict:
     words = sample_words(alphabet, length, seed)
     outputs, problems = _evaluate_sample(task, words)
     checks = [
-        {"check": "strings counted two ways", "tool": "verify-tf (closed form |Σ|^n; the exploration's merges)",
-         "ok": covered["strings_per_length"] == closed, "closed_form": closed,
-         "explored": covered["strings_per_length"], "states": covered["states"]},
-        {"check": f"seeded sample of {len(words)} strings of length {length} re-evaluated on the reference "
-                  "interpreter", "tool": "verify_tf.semantics (reference interpreter)", "ok": not problems,
-         "seed": seed, "sample_size": len(words), "interpreter_sha256": fractions_digest(outputs),
-         "property_rechecked_on": min(len(words), VIOLATION_SAMPLE), "problems": problems[:10],
-         "note": "readouts equal the counting model's bit for bit, decisions equal the counter machine's"
-                 if not problems else problems[0]},
+        {
+            "check": "strings counted two ways",
+            "tool": "verify-tf (closed form |Σ|^n; the exploration's merges)",
+            "ok": covered["strings_per_length"] == closed,
+            "closed_form": closed,
+            "explored": covered["strings_per_length"],
+            "states": covered["states"],
+        },
+        {
+            "check": f"seeded sample of {len(words)} strings of length {length} re-evaluated on the reference "
+            "interpreter",
+            "tool": "verify_tf.semantics (reference interpreter)",
+            "ok": not problems,
+            "seed": seed,
+            "sample_size": len(words),
+            "interpreter_sha256": fractions_digest(outputs),
+            "property_rechecked_on": min(len(words), VIOLATION_SAMPLE),
+            "problems": problems[:10],
+            "note": "readouts equal the counting model's bit for bit, decisions equal the counter machine's"
+            if not problems
+            else problems[0],
+        },
     ]
     return {"kind": "counting", "covered": {"alphabet": alphabet, "max_length": length}, "checks": checks}
 
@@ -113,8 +126,10 @@ def recheck_counting(task: Task, record: dict) -> list[str]:
     goal = task.prop.counting_goal(task)
     covered = record.get("covered", {})
     if covered.get("alphabet") != list(goal.alphabet) or covered.get("max_length") != goal.max_length:
-        problems.append(f"the certificate covers {covered}, the spec asks lengths up to {goal.max_length} over "
-                        f"{list(goal.alphabet)}")
+        problems.append(
+            f"the certificate covers {covered}, the spec asks lengths up to {goal.max_length} over "
+            f"{list(goal.alphabet)}"
+        )
     count: dict = next((c for c in record.get("checks", []) if c["check"] == "strings counted two ways"), {})
     closed = [len(goal.alphabet) ** n for n in range(goal.max_length + 1)]
     if count.get("closed_form") != closed or count.get("explored") != closed:

@@ -37,8 +37,11 @@ def closed_form_size(vocabulary: int, lengths: tuple[int, ...], order: str, dist
     total = 0
     for n in lengths:
         if order == "all":
-            total += math.factorial(vocabulary) // math.factorial(vocabulary - n) if distinct and n <= vocabulary \
-                else (0 if distinct else vocabulary ** n)
+            total += (
+                math.factorial(vocabulary) // math.factorial(vocabulary - n)
+                if distinct and n <= vocabulary
+                else (0 if distinct else vocabulary**n)
+            )
         elif order == "sorted":  # multisets (stars and bars) or sets
             total += math.comb(vocabulary, n) if distinct else math.comb(vocabulary + n - 1, n)
         elif order == "constant":
@@ -59,8 +62,9 @@ def listed_size(vocabulary: int, lengths: tuple[int, ...], order: str, distinct:
         if order == "all":
             source = itertools.permutations(symbols, n) if distinct else itertools.product(symbols, repeat=n)
         elif order == "sorted":
-            source = itertools.combinations(symbols, n) if distinct else itertools.combinations_with_replacement(
-                symbols, n)
+            source = (
+                itertools.combinations(symbols, n) if distinct else itertools.combinations_with_replacement(symbols, n)
+            )
         else:
             source = (tuple([s] * n) for s in symbols if n > 0 and (n == 1 or not distinct))
         count += sum(1 for _ in source)
@@ -84,7 +88,7 @@ def reevaluate(task: Task, indices: list[int]) -> tuple[list[list[Fraction]], li
     space = space_of(task)
     distinct = getattr(task.prop, "form", "each-input") == "distinct-values"
     outputs, violations, rows = [], [], []
-    spread = set(indices[::max(1, len(indices) // VIOLATION_SAMPLE)])
+    spread = set(indices[:: max(1, len(indices) // VIOLATION_SAMPLE)])
     for index in indices:
         row = space.rows(index, index + 1)[0][0]
         tokens = space.decode(row)
@@ -139,23 +143,45 @@ def exhaustive_evidence(task: Task, verdict_statistics: dict[str, Any], seed: in
     indices = sample_indices(closed, seed)
     outputs, violations, rows = reevaluate(task, indices)
     batched = batched_outputs(task, rows)
-    mismatches = [indices[k] for k in range(len(rows))
-                  if not isinstance(batched, str) and batched[k] != outputs[k]]
+    mismatches = [indices[k] for k in range(len(rows)) if not isinstance(batched, str) and batched[k] != outputs[k]]
     checks = [
-        {"check": "domain size two ways vs inputs evaluated", "tool": "verify-tf (closed form; itertools listing)",
-         "ok": count_ok, "closed_form": closed, "listed": listed, "evaluated": evaluated, "chunks_cover": covered},
-        {"check": "digest of the evaluated outputs", "tool": "sha256", "ok": digest_ok, "outputs_sha256": digest,
-         "note": "" if digest_ok else "the chunk digests do not cover the space or do not combine to the digest"},
-        {"check": f"seeded sample of {len(indices)} inputs re-evaluated on the reference interpreter",
-         "tool": "verify_tf.semantics (reference interpreter)", "ok": not violations and not mismatches,
-         "seed": seed, "sample_size": len(indices), "interpreter_sha256": fractions_digest(outputs),
-         "property_rechecked_on": len(indices[::max(1, len(indices) // VIOLATION_SAMPLE)]),
-         "violations": violations[:10], "batched_mismatches": mismatches[:10],
-         "batched_compared": not isinstance(batched, str),
-         "note": batched if isinstance(batched, str) else "outputs equal the batched evaluator's bit for bit"},
+        {
+            "check": "domain size two ways vs inputs evaluated",
+            "tool": "verify-tf (closed form; itertools listing)",
+            "ok": count_ok,
+            "closed_form": closed,
+            "listed": listed,
+            "evaluated": evaluated,
+            "chunks_cover": covered,
+        },
+        {
+            "check": "digest of the evaluated outputs",
+            "tool": "sha256",
+            "ok": digest_ok,
+            "outputs_sha256": digest,
+            "note": "" if digest_ok else "the chunk digests do not cover the space or do not combine to the digest",
+        },
+        {
+            "check": f"seeded sample of {len(indices)} inputs re-evaluated on the reference interpreter",
+            "tool": "verify_tf.semantics (reference interpreter)",
+            "ok": not violations and not mismatches,
+            "seed": seed,
+            "sample_size": len(indices),
+            "interpreter_sha256": fractions_digest(outputs),
+            "property_rechecked_on": len(indices[:: max(1, len(indices) // VIOLATION_SAMPLE)]),
+            "violations": violations[:10],
+            "batched_mismatches": mismatches[:10],
+            "batched_compared": not isinstance(batched, str),
+            "note": batched if isinstance(batched, str) else "outputs equal the batched evaluator's bit for bit",
+        },
     ]
-    return {"kind": "exhaustive", "space": space.describe(), "outputs": "property values" if getattr(
-        task.prop, "form", "") == "distinct-values" else "readout", "chunks": chunks, "checks": checks}
+    return {
+        "kind": "exhaustive",
+        "space": space.describe(),
+        "outputs": "property values" if getattr(task.prop, "form", "") == "distinct-values" else "readout",
+        "chunks": chunks,
+        "checks": checks,
+    }
 
 
 def recheck_exhaustive(task: Task, record: dict) -> list[str]:
@@ -165,8 +191,10 @@ def recheck_exhaustive(task: Task, record: dict) -> list[str]:
     count: dict = next((c for c in record["checks"] if c["check"].startswith("domain size")), {})
     closed = closed_form_size(len(space.tokens), space.lengths, space.order, space.distinct)
     if count.get("closed_form") != closed or count.get("evaluated") != closed:
-        problems.append(f"input count: the domain has {closed} inputs, the certificate says "
-                        f"{count.get('closed_form')} (evaluated {count.get('evaluated')})")
+        problems.append(
+            f"input count: the domain has {closed} inputs, the certificate says "
+            f"{count.get('closed_form')} (evaluated {count.get('evaluated')})"
+        )
     chunks = [tuple(c) for c in record.get("chunks", [])]
     if sum(b - a for a, b, _ in chunks) != closed:
         problems.append("the chunk digests do not cover the input space")

@@ -56,8 +56,14 @@ def parse_dimacs(text: str) -> tuple[int, list[tuple[int, ...]]]:
     return variables, clauses
 
 
-def check_lrat(variables: int, clauses: list[tuple[int, ...]], proof: Iterable[bytes], *,
-               numbering: str = "gaps", expired: Callable[[], bool] = lambda: False) -> dict:
+def check_lrat(
+    variables: int,
+    clauses: list[tuple[int, ...]],
+    proof: Iterable[bytes],
+    *,
+    numbering: str = "gaps",
+    expired: Callable[[], bool] = lambda: False,
+) -> dict:
     """Raise ``LratError`` unless ``proof`` derives the empty clause from ``clauses``; statistics otherwise.
 
     ``expired()`` is polled every few thousand lines; when it is true the check stops with ``TimeoutError``.
@@ -98,7 +104,7 @@ def check_lrat(variables: int, clauses: list[tuple[int, ...]], proof: Iterable[b
             separator = numbers.index(0, 1)
         except ValueError:
             raise LratError(f"proof line {number}: literals not terminated by 0") from None
-        literals, hints = numbers[1:separator], numbers[separator + 1:]
+        literals, hints = numbers[1:separator], numbers[separator + 1 :]
         if not hints or hints[-1] != 0 or 0 in hints[:-1]:
             raise LratError(f"proof line {number}: hints not terminated by one 0")
         hints.pop()

@@ -64,9 +64,9 @@ def for_cvc5(text: str) -> str:
             out.append(token)
         elif token == ")":
             start = opened.pop()
-            body = out[start + 1:]
+            body = out[start + 1 :]
             if len(body) >= 2 and body[0] == "+" and _single_term(body[1:]):
-                del out[start:start + 2]  # keep the one argument, drop "(", "+" and this ")"
+                del out[start : start + 2]  # keep the one argument, drop "(", "+" and this ")"
             else:
                 out.append(token)
         else:
@@ -112,15 +112,24 @@ def cvc5_reprove(text: str, deadline: Deadline) -> dict:
             command.invoke(solver, symbols)
         result = solver.checkSat()
     except RuntimeError as exc:
-        return {**record, "ok": False, "note": f"cvc5 rejected the query: {str(exc)[:200]}",
-                "seconds": round(time.perf_counter() - start, 3)}
+        return {
+            **record,
+            "ok": False,
+            "note": f"cvc5 rejected the query: {str(exc)[:200]}",
+            "seconds": round(time.perf_counter() - start, 3),
+        }
     seconds = round(time.perf_counter() - start, 3)
     if result.isUnsat():
         return {**record, "ok": True, "answer": "unsat", "seconds": seconds}
     if result.isSat():  # a disagreement between solvers: never a pass
         return {**record, "ok": False, "answer": "sat", "seconds": seconds, "note": "cvc5 finds the query sat"}
-    return {**record, "ok": None, "answer": "unknown", "seconds": seconds,
-            "note": f"cvc5 unknown ({result.getUnknownExplanation()}) within the certification budget"}
+    return {
+        **record,
+        "ok": None,
+        "answer": "unknown",
+        "seconds": seconds,
+        "note": f"cvc5 unknown ({result.getUnknownExplanation()}) within the certification budget",
+    }
 
 
 # ---------------------------------------------------------------- LIA → BV → CNF → LRAT
@@ -144,8 +153,13 @@ def bitblast(text: str) -> tuple[str, dict]:
         body = [line for line in sub.dimacs(include_names=False).splitlines()[1:] if line and line[0] != "c"]
         top = max((abs(int(t)) for line in body for t in line.split()), default=0)
         dimacs = f"p cnf {top} {len(body)}\n" + "\n".join(body) + "\n"  # z3 can under-count variables
-    width = {"width": bv.width, "widest_interval": [bv.widest[0], bv.widest[1]],
-             "bounded_variables": bv.bounded_variables, "argument": bv.argument(), "bv_sha256": sha256(bv.text)}
+    width = {
+        "width": bv.width,
+        "widest_interval": [bv.widest[0], bv.widest[1]],
+        "bounded_variables": bv.bounded_variables,
+        "argument": bv.argument(),
+        "bv_sha256": sha256(bv.text),
+    }
     return dimacs, width
 
 
@@ -189,9 +203,11 @@ def _cadical_child(clauses: list[tuple[int, ...]], trace_path: str) -> None:
     os._exit(10 if status else 20)  # no interpreter teardown: the parent only reads the exit code and the file
 
 
-LRAT_RECORD = {"check": "LRAT proof of the bit-blasted query checked by verify_tf.certify.lrat",
-               "tool": f"z3 {version_of('z3-solver')} bit-blaster; CaDiCaL 1.9.5 (python-sat "
-                       f"{version_of('python-sat')}); verify-tf LRAT checker"}
+LRAT_RECORD = {
+    "check": "LRAT proof of the bit-blasted query checked by verify_tf.certify.lrat",
+    "tool": f"z3 {version_of('z3-solver')} bit-blaster; CaDiCaL 1.9.5 (python-sat "
+    f"{version_of('python-sat')}); verify-tf LRAT checker",
+}
 
 
 def lrat_evidence(text: str, deadline: Deadline, proof_path: Path | None) -> dict:
@@ -207,8 +223,13 @@ def lrat_evidence(text: str, deadline: Deadline, proof_path: Path | None) -> dic
     except (NotTranslatable, Exception) as exc:  # z3 parse errors of reals/UF queries land here too
         return {**record, "ok": None, "note": f"no exact bit-vector form: {str(exc)[:160]}"}
     variables, clauses = parse_dimacs(dimacs)
-    record.update(width, cnf_variables=variables, cnf_clauses=len(clauses), cnf_sha256=sha256(dimacs),
-                  bitblast_seconds=round(time.perf_counter() - start, 3))
+    record.update(
+        width,
+        cnf_variables=variables,
+        cnf_clauses=len(clauses),
+        cnf_sha256=sha256(dimacs),
+        bitblast_seconds=round(time.perf_counter() - start, 3),
+    )
     if deadline.remaining() <= 0:
         return {**record, "ok": None, "note": "not attempted: certification budget spent"}
     solve_start = time.perf_counter()
@@ -219,8 +240,11 @@ def lrat_evidence(text: str, deadline: Deadline, proof_path: Path | None) -> dic
     if status is True:
         return {**record, "ok": False, "note": "CaDiCaL finds the bit-blasted query satisfiable"}
     if proof.startswith(b"too large"):
-        return {**record, "ok": None, "note": f"LRAT proof {proof.split()[-1].decode()} bytes, over the "
-                                             f"{LRAT_MAX_BYTES} byte limit: not kept"}
+        return {
+            **record,
+            "ok": None,
+            "note": f"LRAT proof {proof.split()[-1].decode()} bytes, over the {LRAT_MAX_BYTES} byte limit: not kept",
+        }
     record["lrat_bytes"] = len(proof)
     check_start = time.perf_counter()
     try:

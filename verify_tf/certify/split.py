@@ -16,8 +16,10 @@ from ..engines.base import Task
 from ..engines.scan import fractions_digest
 from .exhaustive import closed_form_size, reevaluate, sample_indices, space_of
 
-BOUNDS_TRUSTED = ("cubes closed by interval bounds (verify_tf.bounds) are not re-checked independently; the "
-                  "sample and the bounds' own hypothesis test are the evidence")
+BOUNDS_TRUSTED = (
+    "cubes closed by interval bounds (verify_tf.bounds) are not re-checked independently; the "
+    "sample and the bounds' own hypothesis test are the evidence"
+)
 
 
 def split_evidence(task: Task, statistics: dict[str, Any], seed: int) -> dict:
@@ -27,16 +29,34 @@ def split_evidence(task: Task, statistics: dict[str, Any], seed: int) -> dict:
     indices = sample_indices(size, seed)
     outputs, violations, _ = reevaluate(task, indices)
     checks = [
-        {"check": "closed cubes cover the domain", "tool": "verify-tf (closed form)",
-         "ok": closed == total == size, "closed_inputs": closed, "domain_inputs": total, "closed_form": size,
-         "by_bounds": statistics.get("closed_by_bounds"), "by_enumeration": statistics.get("closed_by_enumeration"),
-         "by_smt": statistics.get("closed_by_smt")},
-        {"check": f"seeded sample of {len(indices)} inputs re-evaluated on the reference interpreter",
-         "tool": "verify_tf.semantics (reference interpreter)", "ok": not violations, "seed": seed,
-         "sample_size": len(indices), "interpreter_sha256": fractions_digest(outputs), "violations": violations[:10]},
-        {"check": "cubes closed by bounds", "tool": "-", "ok": None if statistics.get("closed_by_bounds") else True,
-         "note": BOUNDS_TRUSTED if statistics.get("closed_by_bounds") else "none: every cube was enumerated or "
-                                                                           "proved by a solver"},
+        {
+            "check": "closed cubes cover the domain",
+            "tool": "verify-tf (closed form)",
+            "ok": closed == total == size,
+            "closed_inputs": closed,
+            "domain_inputs": total,
+            "closed_form": size,
+            "by_bounds": statistics.get("closed_by_bounds"),
+            "by_enumeration": statistics.get("closed_by_enumeration"),
+            "by_smt": statistics.get("closed_by_smt"),
+        },
+        {
+            "check": f"seeded sample of {len(indices)} inputs re-evaluated on the reference interpreter",
+            "tool": "verify_tf.semantics (reference interpreter)",
+            "ok": not violations,
+            "seed": seed,
+            "sample_size": len(indices),
+            "interpreter_sha256": fractions_digest(outputs),
+            "violations": violations[:10],
+        },
+        {
+            "check": "cubes closed by bounds",
+            "tool": "-",
+            "ok": None if statistics.get("closed_by_bounds") else True,
+            "note": BOUNDS_TRUSTED
+            if statistics.get("closed_by_bounds")
+            else "none: every cube was enumerated or proved by a solver",
+        },
     ]
     return {"kind": "split", "space": space.describe(), "checks": checks}
 

@@ -37,8 +37,12 @@ err_console = _make_console(stderr=True)
 def _fail_input(message: str, hint: str | None = None) -> None:
     from rich.markup import escape
 
-    err_console.print(f"[bold red]error:[/] {escape(message)}" + (f"\n  hint: {escape(hint)}" if hint else ""),
-                      highlight=False, markup=True, soft_wrap=True)
+    err_console.print(
+        f"[bold red]error:[/] {escape(message)}" + (f"\n  hint: {escape(hint)}" if hint else ""),
+        highlight=False,
+        markup=True,
+        soft_wrap=True,
+    )
     sys.exit(EXIT_INPUT_ERROR)
 
 
@@ -63,8 +67,12 @@ class _Progress:
     def _beat(self) -> None:
         while not self.stopped.wait(self.every):
             if self.phase:
-                err_console.print(f"[{time.perf_counter() - self.start:6.0f} s] {self.label}: {self.phase}"
-                                  f"{self.amount}", highlight=False, markup=False, soft_wrap=True)
+                err_console.print(
+                    f"[{time.perf_counter() - self.start:6.0f} s] {self.label}: {self.phase}{self.amount}",
+                    highlight=False,
+                    markup=False,
+                    soft_wrap=True,
+                )
 
     def __call__(self, event) -> None:
         if event.phase:
@@ -75,12 +83,19 @@ class _Progress:
         if self.progress is None:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                     TimeElapsedColumn(), console=err_console, transient=True)
+            self.progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err_console,
+                transient=True,
+            )
             self.progress.start()
             self.task = self.progress.add_task(self.label, total=event.total)
-        self.progress.update(self.task, completed=event.done, total=event.total,
-                             description=f"{self.label}: {self.phase}"[:100])
+        self.progress.update(
+            self.task, completed=event.done, total=event.total, description=f"{self.label}: {self.phase}"[:100]
+        )
 
     def close(self) -> None:
         self.stopped.set()
@@ -140,8 +155,10 @@ def _module_exists(module_name: str) -> bool:
         return False
     if spec is None or not spec.submodule_search_locations:
         return False
-    return any((Path(folder) / f"{leaf}.py").is_file() or (Path(folder) / leaf / "__init__.py").is_file()
-               for folder in spec.submodule_search_locations)
+    return any(
+        (Path(folder) / f"{leaf}.py").is_file() or (Path(folder) / leaf / "__init__.py").is_file()
+        for folder in spec.submodule_search_locations
+    )
 
 
 def _import_optional(module_name: str, attribute: str) -> click.Command | None:
@@ -153,8 +170,9 @@ def _import_optional(module_name: str, attribute: str) -> click.Command | None:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name is not None and exc.name.split(".")[0] == "torch":  # an optional dependency: name the extra
-            raise click.UsageError("this command needs PyTorch, which is not installed: pip install "
-                                   "'verify-tf[torch]'") from None
+            raise click.UsageError(
+                "this command needs PyTorch, which is not installed: pip install 'verify-tf[torch]'"
+            ) from None
         parts = module_name.split(".")
         if exc.name not in {".".join(parts[:i]) for i in range(2, len(parts) + 1)}:
             raise
@@ -176,45 +194,117 @@ def main() -> None:
 
 @main.command()
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--engine", type=click.Choice(["auto", "interpret", "enumerate", "smt", "search", "architecture",
-                                              "counting"]),
-              help="Override every property's engine (properties that cannot use it keep their own choice).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
-              help="Seconds per property, encoding and solving included (overrides the spec).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the JSON report (format: docs/cli.md).")
-@click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write a JUnit XML report: one test case per property.")
-@click.option("--unknown-as", type=click.Choice(["skipped", "error"]), default="skipped", show_default=True,
-              help="How an unknown verdict appears in the JUnit report.")
-@click.option("--fail-on", type=click.Choice(["unknown", "refuted"]), default="unknown", show_default=True,
-              help="The weakest outcome that fails the run: 'unknown' (exit 3 when nothing is refuted) or "
-                   "'refuted' (unknown verdicts exit 0).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Worker processes: properties run side by side and each property's work units are spread "
-                   "over them.")
-@click.option("--cluster", "cluster_address", metavar="ADDRESS",
-              help="Run the work units on a Dask cluster: 'local:N' starts N worker processes on this machine for "
-                   "this run; 'tcp://HOST:PORT' uses a running Dask scheduler (docs/distributed.md). Needs the "
-                   "cluster extra: pip install 'verify-tf[cluster]'.")
-@click.option("--cache", "cache_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path(".verify-tf-cache"), show_default=True,
-              help="Proof cache folder: unchanged proved/refuted verdicts are not recomputed.")
+@click.option(
+    "--engine",
+    type=click.Choice(["auto", "interpret", "enumerate", "smt", "search", "architecture", "counting"]),
+    help="Override every property's engine (properties that cannot use it keep their own choice).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds per property, encoding and solving included (overrides the spec).",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the JSON report (format: docs/cli.md).",
+)
+@click.option(
+    "--junit",
+    "junit_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write a JUnit XML report: one test case per property.",
+)
+@click.option(
+    "--unknown-as",
+    type=click.Choice(["skipped", "error"]),
+    default="skipped",
+    show_default=True,
+    help="How an unknown verdict appears in the JUnit report.",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["unknown", "refuted"]),
+    default="unknown",
+    show_default=True,
+    help="The weakest outcome that fails the run: 'unknown' (exit 3 when nothing is refuted) or "
+    "'refuted' (unknown verdicts exit 0).",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Worker processes: properties run side by side and each property's work units are spread over them.",
+)
+@click.option(
+    "--cluster",
+    "cluster_address",
+    metavar="ADDRESS",
+    help="Run the work units on a Dask cluster: 'local:N' starts N worker processes on this machine for "
+    "this run; 'tcp://HOST:PORT' uses a running Dask scheduler (docs/distributed.md). Needs the "
+    "cluster extra: pip install 'verify-tf[cluster]'.",
+)
+@click.option(
+    "--cache",
+    "cache_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(".verify-tf-cache"),
+    show_default=True,
+    help="Proof cache folder: unchanged proved/refuted verdicts are not recomputed.",
+)
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the proof cache.")
 @click.option("--explain", is_flag=True, help="Print each counterexample's layer-by-layer trace.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the counterexamples as a self-contained HTML report.")
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the counterexamples as a self-contained HTML report.",
+)
 @click.option("--minimize", is_flag=True, help="Prefer the smallest counterexample in a stated order.")
-@click.option("--smt2", "smt2_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Write every SMT query as SMT-LIB2 into this folder (bypasses the cache).")
-@click.option("--certify", "certify_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Certify every proved verdict into this folder (put it beside the --json report; "
-                   "re-check with `verify-tf audit`; bypasses the cache; docs/trust.md).")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
-              help="Device for the torch path.")
+@click.option(
+    "--smt2",
+    "smt2_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write every SMT query as SMT-LIB2 into this folder (bypasses the cache).",
+)
+@click.option(
+    "--certify",
+    "certify_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Certify every proved verdict into this folder (put it beside the --json report; "
+    "re-check with `verify-tf audit`; bypasses the cache; docs/trust.md).",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cpu", "cuda"]),
+    default="auto",
+    show_default=True,
+    help="Device for the torch path.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No table; only the exit code and errors.")
-def check(specs, engine, timeout, json_path, junit_path, unknown_as, fail_on, jobs, cluster_address, cache_dir,
-          no_cache, explain, html_path, minimize, smt2_dir, certify_dir, device, quiet) -> None:
+def check(
+    specs,
+    engine,
+    timeout,
+    json_path,
+    junit_path,
+    unknown_as,
+    fail_on,
+    jobs,
+    cluster_address,
+    cache_dir,
+    no_cache,
+    explain,
+    html_path,
+    minimize,
+    smt2_dir,
+    certify_dir,
+    device,
+    quiet,
+) -> None:
     """Check every property of every SPEC and print a verdict table.
 
     Exit codes: 0 every property proved (or got its `expect:` verdict), 1 something refuted (or a definite
@@ -235,9 +325,15 @@ def check(specs, engine, timeout, json_path, junit_path, unknown_as, fail_on, jo
             problem = "--cluster and -j N cannot be combined: the cluster's workers run the units"
         if problem is not None:
             _fail_input(problem, hint="--cluster local:4 (four worker processes here) or --cluster tcp://HOST:8786")
-    overrides = Overrides(engine=None if engine == "auto" else engine, timeout=timeout, minimize=minimize,
-                          smt2_dir=smt2_dir, device=device, cache_dir=None if no_cache else cache_dir,
-                          certify_dir=certify_dir)
+    overrides = Overrides(
+        engine=None if engine == "auto" else engine,
+        timeout=timeout,
+        minimize=minimize,
+        smt2_dir=smt2_dir,
+        device=device,
+        cache_dir=None if no_cache else cache_dir,
+        certify_dir=certify_dir,
+    )
     try:  # report folders are created up front, so a typo fails before the checks, not after
         for folder in (smt2_dir, certify_dir):
             if folder is not None:
@@ -274,9 +370,14 @@ def check(specs, engine, timeout, json_path, junit_path, unknown_as, fail_on, jo
 
     try:
         verdicts = check_all(
-            loaded, overrides, jobs=jobs, cache=None if no_cache else ProofCache(cache_dir), on_verdict=arrived,
+            loaded,
+            overrides,
+            jobs=jobs,
+            cache=None if no_cache else ProofCache(cache_dir),
+            on_verdict=arrived,
             executor=executor,
-            progress=lambda spec, prop: _Progress(f"{spec.path.name}: {prop.label}", "off" if side_by_side else mode))
+            progress=lambda spec, prop: _Progress(f"{spec.path.name}: {prop.label}", "off" if side_by_side else mode),
+        )
     finally:
         overall.close()
         if executor is not None:
@@ -349,8 +450,13 @@ def _show_explained(explained, print_traces: bool, html_path: Path | None, sourc
 
 @main.command()
 @click.argument("report_path", metavar="REPORT", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
-              help="Seconds per certificate for re-checking it.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=600.0,
+    show_default=True,
+    help="Seconds per certificate for re-checking it.",
+)
 @click.option("--strict", is_flag=True, help="Partial evidence (e.g. an LRAT proof over budget) fails too.")
 def audit(report_path, timeout, strict) -> None:
     """Re-check a JSON report offline: every certificate, every counterexample, every cached verdict.
@@ -367,8 +473,11 @@ def audit(report_path, timeout, strict) -> None:
     style = {"ok": "green", PARTIAL: "yellow", FAILED: "bold red"}
     for item in items:
         cached = " (cached)" if item.cached else ""
-        console.print(f"[{style[item.outcome]}]{item.outcome}[/] {Path(item.spec).name}: {item.property} "
-                      f"({item.verdict}{cached})", highlight=False)
+        console.print(
+            f"[{style[item.outcome]}]{item.outcome}[/] {Path(item.spec).name}: {item.property} "
+            f"({item.verdict}{cached})",
+            highlight=False,
+        )
         for line in item.checked:
             console.print(f"    checked: {line}", highlight=False)
         for line in item.partial:
@@ -377,15 +486,20 @@ def audit(report_path, timeout, strict) -> None:
             console.print(f"    [red]FAILED:[/] {line}", highlight=False)
     failed = sum(i.outcome == FAILED for i in items)
     partial = sum(i.outcome == PARTIAL for i in items)
-    console.print(f"{len(items)} results: {len(items) - failed - partial} ok, {partial} partial, {failed} failed",
-                  highlight=False)
+    console.print(
+        f"{len(items)} results: {len(items) - failed - partial} ok, {partial} partial, {failed} failed", highlight=False
+    )
     sys.exit(audit_exit_code(items, strict))
 
 
 @main.command()
 @click.argument("report_path", metavar="REPORT", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write a self-contained HTML report with attention heatmaps.")
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write a self-contained HTML report with attention heatmaps.",
+)
 @click.option("--property", "only", multiple=True, help="Only these properties (by name; repeatable).")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors (with --html).")
 def explain(report_path, html_path, only, quiet) -> None:
@@ -405,9 +519,13 @@ def explain(report_path, html_path, only, quiet) -> None:
 
 @main.command()
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--input", "input_text", required=True,
-              help="The input: a string for alphabet models ('abba'), or a YAML list of tokens "
-                   "('[0, 1/2]' for d=1, '[[0, 1/2], [1/2, 0]]' for d=2).")
+@click.option(
+    "--input",
+    "input_text",
+    required=True,
+    help="The input: a string for alphabet models ('abba'), or a YAML list of tokens "
+    "('[0, 1/2]' for d=1, '[[0, 1/2], [1/2, 0]]' for d=2).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the trace as JSON instead of tables.")
 def run(spec_path, input_text, as_json) -> None:
     """Evaluate the SPEC's model on one input and print the layer-by-layer trace."""
@@ -469,10 +587,16 @@ def list_properties() -> None:
 
 def _mount_optional_groups() -> None:
     """Register the click groups other parts of the project provide; each is imported on first use."""
-    main.optional["crasp"] = ("verify_tf.cli.crasp", "crasp",
-                              "C-RASP programs: counting, boolean tests and comparisons over prefixes.")
-    main.optional["experiment"] = ("verify_tf.cli.experiment", "experiment",
-                                   "Float training experiments (evidence, never verdicts).")
+    main.optional["crasp"] = (
+        "verify_tf.cli.crasp",
+        "crasp",
+        "C-RASP programs: counting, boolean tests and comparisons over prefixes.",
+    )
+    main.optional["experiment"] = (
+        "verify_tf.cli.experiment",
+        "experiment",
+        "Float training experiments (evidence, never verdicts).",
+    )
 
 
 _mount_optional_groups()

@@ -90,18 +90,44 @@ def run(file: Path, string: str, prefix: bool) -> None:
 
 @crasp.command(name="compile")
 @click.argument("file", type=_FILE)
-@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="The model file to write (.safetensors, .npz or .pt).")
-@click.option("--frac", type=click.IntRange(0, 32), default=0, show_default=True,
-              help="Fractional bits f of the fixed-point arithmetic.")
-@click.option("--bits", type=click.IntRange(2, 64), default=None,
-              help="Total bits p (default: the fewest that never saturate); fewer than needed is an error.")
-@click.option("--heads", type=click.Choice(["uniform", "softmax"]), default="uniform", show_default=True,
-              help="Uniform heads, or softmax heads with zero query/key weights (every score 0).")
-@click.option("--set", "settings", multiple=True, metavar="PARAMETER=VALUE",
-              help="Then change one weight, e.g. 'layers[0].attention.heads[0].value-bias[0]=0' (a mutated model).")
-def compile_command(file: Path, output: Path, frac: int, bits: int | None, heads: str,
-                    settings: tuple[str, ...]) -> None:
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The model file to write (.safetensors, .npz or .pt).",
+)
+@click.option(
+    "--frac",
+    type=click.IntRange(0, 32),
+    default=0,
+    show_default=True,
+    help="Fractional bits f of the fixed-point arithmetic.",
+)
+@click.option(
+    "--bits",
+    type=click.IntRange(2, 64),
+    default=None,
+    help="Total bits p (default: the fewest that never saturate); fewer than needed is an error.",
+)
+@click.option(
+    "--heads",
+    type=click.Choice(["uniform", "softmax"]),
+    default="uniform",
+    show_default=True,
+    help="Uniform heads, or softmax heads with zero query/key weights (every score 0).",
+)
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="PARAMETER=VALUE",
+    help="Then change one weight, e.g. 'layers[0].attention.heads[0].value-bias[0]=0' (a mutated model).",
+)
+def compile_command(
+    file: Path, output: Path, frac: int, bits: int | None, heads: str, settings: tuple[str, ...]
+) -> None:
     """Compile the C-RASP program in FILE into a transformer (fixed point, exact-sums attention)."""
     program = _load(file)
     with _reporting_errors():

@@ -26,6 +26,7 @@ from .devices import NO_CUDA_HINT, device_problem
 
 __all__ = ["experiment"]
 
+
 class _InputError(click.ClickException):
     exit_code = EXIT_INPUT_ERROR
 
@@ -37,8 +38,14 @@ class _ProgressBars:
     """One rich progress bar per trained model, on stderr."""
 
     def __init__(self, console: Console):
-        self.progress = Progress(TextColumn("{task.description:<34}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TimeRemainingColumn(), console=console)
+        self.progress = Progress(
+            TextColumn("{task.description:<34}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+        )
         self.tasks: dict[str, Any] = {}
 
     def __call__(self, label: str, done: int, total: int) -> None:
@@ -49,15 +56,36 @@ class _ProgressBars:
 
 @click.command(name="experiment")
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
-              show_default=True, help="Folder for the JSON result and the PNG plot.")
-@click.option("--preset", type=click.Choice(PRESETS), default="small", show_default=True,
-              help="small: minutes on a CPU; gpu: larger models and longer training.")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
-              help="auto uses CUDA when torch sees a GPU.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("results"),
+    show_default=True,
+    help="Folder for the JSON result and the PNG plot.",
+)
+@click.option(
+    "--preset",
+    type=click.Choice(PRESETS),
+    default="small",
+    show_default=True,
+    help="small: minutes on a CPU; gpu: larger models and longer training.",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cpu", "cuda"]),
+    default="auto",
+    show_default=True,
+    help="auto uses CUDA when torch sees a GPU.",
+)
 @click.option("--seed", type=int, help="Override the spec's seed.")
-@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
-              help="CPU threads for torch (the small models gain little from more).")
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="CPU threads for torch (the small models gain little from more).",
+)
 def experiment(spec: Path, out_dir: Path, preset: str, device: str, seed: int | None, threads: int) -> None:
     """Float training experiments (Luo et al. RPE/URPE, Yang et al. depth staircase): evidence, not verdicts."""
     problem = device_problem(device)
@@ -78,10 +106,17 @@ def experiment(spec: Path, out_dir: Path, preset: str, device: str, seed: int | 
     console = Console()
     console.print(_summary_table(result))
     console.print(f"[dim]{result['evidence']}[/]")
-    wrote = f"wrote {json_path} and {png_path}" if png_path else (
-        f"wrote {json_path} (no plot: matplotlib is not installed; pip install 'verify-tf[plots]')")
-    console.print(f"{result['wall_seconds']:.1f} s wall, {result['cpu_seconds']:.1f} s CPU on {result['device']} "
-                  f"({result['device_name']}); {wrote}", highlight=False, markup=False)
+    wrote = (
+        f"wrote {json_path} and {png_path}"
+        if png_path
+        else (f"wrote {json_path} (no plot: matplotlib is not installed; pip install 'verify-tf[plots]')")
+    )
+    console.print(
+        f"{result['wall_seconds']:.1f} s wall, {result['cpu_seconds']:.1f} s CPU on {result['device']} "
+        f"({result['device_name']}); {wrote}",
+        highlight=False,
+        markup=False,
+    )
 
 
 def _summary_table(result: dict[str, Any]) -> Table:
@@ -91,19 +126,29 @@ def _summary_table(result: dict[str, Any]) -> Table:
 
 
 def _luo_table(result: dict[str, Any]) -> Table:
-    table = Table(title=f"{result['title']}\nbest over training, on random and on constant inputs: sup-error "
-                        "(position-index) or accuracy; ε* = (n−1)/2")
+    table = Table(
+        title=f"{result['title']}\nbest over training, on random and on constant inputs: sup-error "
+        "(position-index) or accuracy; ε* = (n−1)/2"
+    )
     for name in ("task", "variant", "random", "constant", "ε*", "< ε*"):
         table.add_column(name, justify="left" if name in ("task", "variant") else "right", no_wrap=True)
     for run in result["runs"]:
         best = run["best"]
         if run["task"] == "position-index":
-            cells = (f"{best['sup_error_random']:.3f}", f"{best['sup_error_constant']:.3f}", f"{run['epsilon_star']:g}",
-                     "yes" if run["below_epsilon_star"] else "no")
+            cells = (
+                f"{best['sup_error_random']:.3f}",
+                f"{best['sup_error_constant']:.3f}",
+                f"{run['epsilon_star']:g}",
+                "yes" if run["below_epsilon_star"] else "no",
+            )
         else:
             constant = best.get("accuracy_constant")
-            cells = (f"{100 * best['accuracy_random']:.1f}%", "—" if constant is None else f"{100 * constant:.1f}%",
-                     "", "")
+            cells = (
+                f"{100 * best['accuracy_random']:.1f}%",
+                "—" if constant is None else f"{100 * constant:.1f}%",
+                "",
+                "",
+            )
         table.add_row(run["task"], run["variant"], *cells)
     return table
 
@@ -120,6 +165,11 @@ def _yang_table(result: dict[str, Any]) -> Table:
     for k, row in zip(result["table"]["languages"], result["table"]["test_exact"]):
         stairs = result["staircase"][f"L{k}"]
         measured = stairs["smallest_depth_solved"]
-        table.add_row(f"L{k}", *(f"{100 * value:.0f}" for value in row), str(stairs["crasp_program_depth"]),
-                      str(stairs["prediction_task_depth"]), "—" if measured is None else str(measured))
+        table.add_row(
+            f"L{k}",
+            *(f"{100 * value:.0f}" for value in row),
+            str(stairs["crasp_program_depth"]),
+            str(stairs["prediction_task_depth"]),
+            "—" if measured is None else str(measured),
+        )
     return table

@@ -50,8 +50,9 @@ def program_outputs_batched(program: Program, alphabet: tuple[str, ...], rows: n
                 return -value(operand)
             case Count(operand):
                 return np.cumsum(value(operand), axis=1, dtype=np.int64)
-            case BoolOp(op, left, right) | Compare(op, left, right) | ArithOp(op, left, right) | \
-                    MinMax(op, left, right):
+            case (
+                BoolOp(op, left, right) | Compare(op, left, right) | ArithOp(op, left, right) | MinMax(op, left, right)
+            ):
                 return _ARRAY_OPERATORS[op](value(left), value(right))
             case Conditional(condition, if_true, if_false):
                 return np.where(value(condition), value(if_true), value(if_false))
@@ -64,7 +65,16 @@ def program_outputs_batched(program: Program, alphabet: tuple[str, ...], rows: n
 
 
 _ARRAY_OPERATORS = {
-    "&&": np.logical_and, "||": np.logical_or, "<": np.less, "<=": np.less_equal, ">": np.greater,
-    ">=": np.greater_equal, "==": np.equal, "!=": np.not_equal, "+": np.add, "-": np.subtract,
-    "min": np.minimum, "max": np.maximum,
+    "&&": np.logical_and,
+    "||": np.logical_or,
+    "<": np.less,
+    "<=": np.less_equal,
+    ">": np.greater,
+    ">=": np.greater_equal,
+    "==": np.equal,
+    "!=": np.not_equal,
+    "+": np.add,
+    "-": np.subtract,
+    "min": np.minimum,
+    "max": np.maximum,
 }

@@ -120,9 +120,7 @@ class Letter(Expr):
 
     def __post_init__(self) -> None:
         if len(self.symbol) != 1 or self.symbol.isspace() or self.symbol in "\"'":
-            raise CraspError(
-                f"a letter is a single non-blank character other than a quote, got {self.symbol!r}"
-            )
+            raise CraspError(f"a letter is a single non-blank character other than a quote, got {self.symbol!r}")
 
 
 @dataclass(frozen=True)

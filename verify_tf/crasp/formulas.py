@@ -61,8 +61,9 @@ def program_outputs_symbolic(program: Program, inp) -> list:
                     running = running + z3.If(x, 1, 0)
                     out.append(running)
                 return out
-            case BoolOp(op, left, right) | Compare(op, left, right) | ArithOp(op, left, right) | \
-                    MinMax(op, left, right):
+            case (
+                BoolOp(op, left, right) | Compare(op, left, right) | ArithOp(op, left, right) | MinMax(op, left, right)
+            ):
                 return [_SYMBOLIC_OPERATORS[op](a, b) for a, b in zip(value(left), value(right))]
             case Conditional(condition, if_true, if_false):
                 return [z3.If(c, a, b) for c, a, b in zip(value(condition), value(if_true), value(if_false))]
@@ -74,8 +75,16 @@ def program_outputs_symbolic(program: Program, inp) -> list:
 
 
 _SYMBOLIC_OPERATORS = {
-        "&&": lambda a, b: z3.And(a, b), "||": lambda a, b: z3.Or(a, b), "<": lambda a, b: a < b,
-        "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "==": lambda a, b: a == b,
-        "!=": lambda a, b: a != b, "+": lambda a, b: a + b, "-": lambda a, b: a - b,
-    "min": lambda a, b: z3.If(a <= b, a, b), "max": lambda a, b: z3.If(a >= b, a, b),
+    "&&": lambda a, b: z3.And(a, b),
+    "||": lambda a, b: z3.Or(a, b),
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "min": lambda a, b: z3.If(a <= b, a, b),
+    "max": lambda a, b: z3.If(a >= b, a, b),
 }

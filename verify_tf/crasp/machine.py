@@ -61,19 +61,50 @@ class _Ops:
 
 
 _CONCRETE = _Ops(
-    boolean=bool, integer=int, letter=lambda symbol, letter: symbol == letter,
-    logic={"&&": lambda a, b: a and b, "||": lambda a, b: a or b, "<": operator.lt, "<=": operator.le,
-           ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne, "+": operator.add,
-           "-": operator.sub, "min": min, "max": max},
-    negate=operator.not_, ite=lambda c, a, b: a if c else b, indicator=int)
+    boolean=bool,
+    integer=int,
+    letter=lambda symbol, letter: symbol == letter,
+    logic={
+        "&&": lambda a, b: a and b,
+        "||": lambda a, b: a or b,
+        "<": operator.lt,
+        "<=": operator.le,
+        ">": operator.gt,
+        ">=": operator.ge,
+        "==": operator.eq,
+        "!=": operator.ne,
+        "+": operator.add,
+        "-": operator.sub,
+        "min": min,
+        "max": max,
+    },
+    negate=operator.not_,
+    ite=lambda c, a, b: a if c else b,
+    indicator=int,
+)
 
 _SYMBOLIC = _Ops(
-    boolean=z3.BoolVal, integer=z3.IntVal, letter=lambda symbol, letter: z3.BoolVal(symbol == letter),
-    logic={"&&": lambda a, b: z3.And(a, b), "||": lambda a, b: z3.Or(a, b), "<": lambda a, b: a < b,
-           "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
-           "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "+": lambda a, b: a + b, "-": lambda a, b: a - b,
-           "min": lambda a, b: z3.If(a <= b, a, b), "max": lambda a, b: z3.If(a >= b, a, b)},
-    negate=z3.Not, ite=z3.If, indicator=lambda p: z3.If(p, z3.IntVal(1), z3.IntVal(0)))
+    boolean=z3.BoolVal,
+    integer=z3.IntVal,
+    letter=lambda symbol, letter: z3.BoolVal(symbol == letter),
+    logic={
+        "&&": lambda a, b: z3.And(a, b),
+        "||": lambda a, b: z3.Or(a, b),
+        "<": lambda a, b: a < b,
+        "<=": lambda a, b: a <= b,
+        ">": lambda a, b: a > b,
+        ">=": lambda a, b: a >= b,
+        "==": lambda a, b: a == b,
+        "!=": lambda a, b: a != b,
+        "+": lambda a, b: a + b,
+        "-": lambda a, b: a - b,
+        "min": lambda a, b: z3.If(a <= b, a, b),
+        "max": lambda a, b: z3.If(a >= b, a, b),
+    },
+    negate=z3.Not,
+    ite=z3.If,
+    indicator=lambda p: z3.If(p, z3.IntVal(1), z3.IntVal(0)),
+)
 
 
 class ProgramMachine:
@@ -125,8 +156,12 @@ class ProgramMachine:
                     if expr not in new:
                         new[expr] = counts[self.index[expr]] + ops.indicator(value(operand))
                     return new[expr]
-                case BoolOp(op, left, right) | Compare(op, left, right) | ArithOp(op, left, right) | \
-                        MinMax(op, left, right):
+                case (
+                    BoolOp(op, left, right)
+                    | Compare(op, left, right)
+                    | ArithOp(op, left, right)
+                    | MinMax(op, left, right)
+                ):
                     return ops.logic[op](value(left), value(right))
                 case Conditional(condition, if_true, if_false):
                     return ops.ite(value(condition), value(if_true), value(if_false))
@@ -206,7 +241,7 @@ def _caps(program: Program, counts: tuple[Count, ...]) -> tuple[int | None, ...]
             difference = linear(ArithOp("-", expr.left, expr.right))
             used = counts_in(expr.left) | counts_in(expr.right)
             if difference is not None and len(difference[0]) == 1:
-                (count, a), = difference[0].items()
+                ((count, a),) = difference[0].items()
                 thresholds[count] = max(thresholds.get(count, 0), abs(difference[1]) // abs(a) + 1)
             elif difference is None or len(difference[0]) > 1:
                 exact.update(used)

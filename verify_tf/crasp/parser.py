@@ -434,7 +434,7 @@ class _Parser:
         """A letter test, written "a" or Q(a)."""
         if self.at("Q"):
             self.advance()
-            self.expect("(", hint="a letter test is written Q(a) or \"a\"")
+            self.expect("(", hint='a letter test is written Q(a) or "a"')
             token = self.current
             symbol = self.symbol()
             self.expect(")")

@@ -66,10 +66,18 @@ class Task:
     fingerprint: str = ""  # content hash of model, arithmetic and domain: caches compiled evaluators
 
     @staticmethod
-    def make(label: str, prop: Any, options: Any, model: Model, arithmetic: Arithmetic, domain: Domain | None,
-             settings: Settings | None = None) -> Task:
-        digest = hashlib.sha256(json.dumps([model_to_dict(model), repr(arithmetic), repr(domain)],
-                                           default=str).encode()).hexdigest()[:16]
+    def make(
+        label: str,
+        prop: Any,
+        options: Any,
+        model: Model,
+        arithmetic: Arithmetic,
+        domain: Domain | None,
+        settings: Settings | None = None,
+    ) -> Task:
+        digest = hashlib.sha256(
+            json.dumps([model_to_dict(model), repr(arithmetic), repr(domain)], default=str).encode()
+        ).hexdigest()[:16]
         return Task(label, prop, options, model, arithmetic, domain, settings or Settings(), digest)
 
 
@@ -99,6 +107,7 @@ class Run:
 
 
 # ---------------------------------------------------------------- what engines ask of a property
+
 
 @runtime_checkable
 class EachInput(Protocol):
@@ -186,26 +195,63 @@ class CountingGoal:
 
 # ---------------------------------------------------------------- verdict assembly
 
-def verdict(task: Task, run: Run, status: str, engine: str, *, method: str = "", detail: str = "",
-            witness: Witness | None = None, statistics: dict | None = None, tried: Sequence[str] = ()) -> Verdict:
-    return Verdict(task.label, status, engine, method=method, detail=detail, seconds=run.deadline.elapsed(),
-                   counterexample=witness, statistics=dict(statistics or {}), tried=list(tried))
+
+def verdict(
+    task: Task,
+    run: Run,
+    status: str,
+    engine: str,
+    *,
+    method: str = "",
+    detail: str = "",
+    witness: Witness | None = None,
+    statistics: dict | None = None,
+    tried: Sequence[str] = (),
+) -> Verdict:
+    return Verdict(
+        task.label,
+        status,
+        engine,
+        method=method,
+        detail=detail,
+        seconds=run.deadline.elapsed(),
+        counterexample=witness,
+        statistics=dict(statistics or {}),
+        tried=list(tried),
+    )
 
 
 def proved(task: Task, run: Run, engine: str, method: str, detail: str, statistics: dict | None = None) -> Verdict:
     return verdict(task, run, PROVED, engine, method=method, detail=detail, statistics=statistics)
 
 
-def refuted(task: Task, run: Run, engine: str, method: str, witness: Witness,
-            statistics: dict | None = None) -> Verdict:
-    return verdict(task, run, REFUTED, engine, method=method, detail=witness.get("summary", "counterexample"),
-                   witness=witness, statistics=statistics)
+def refuted(
+    task: Task, run: Run, engine: str, method: str, witness: Witness, statistics: dict | None = None
+) -> Verdict:
+    return verdict(
+        task,
+        run,
+        REFUTED,
+        engine,
+        method=method,
+        detail=witness.get("summary", "counterexample"),
+        witness=witness,
+        statistics=statistics,
+    )
 
 
-def unknown(task: Task, run: Run, engine: str, detail: str, tried: Sequence[str],
-            statistics: dict | None = None, method: str = "") -> Verdict:
-    return verdict(task, run, UNKNOWN, engine, method=method, detail=detail, statistics=statistics,
-                   tried=tried or [detail])
+def unknown(
+    task: Task,
+    run: Run,
+    engine: str,
+    detail: str,
+    tried: Sequence[str],
+    statistics: dict | None = None,
+    method: str = "",
+) -> Verdict:
+    return verdict(
+        task, run, UNKNOWN, engine, method=method, detail=detail, statistics=statistics, tried=tried or [detail]
+    )
 
 
 def error(task: Task, run: Run, engine: str, detail: str, statistics: dict | None = None) -> Verdict:
@@ -222,8 +268,11 @@ def replayed(task: Task, tokens: tuple[Token, ...], claim: str) -> Witness:
     """The property's witness for ``tokens`` from the reference interpreter; an engine bug if there is none."""
     witness = task.prop.violation(task, tokens)
     if witness is None:
-        raise ReplayMismatch(f"{task.label}: {claim}, but the reference interpreter finds no violation",
-                             claimed=claim, replayed="no violation")
+        raise ReplayMismatch(
+            f"{task.label}: {claim}, but the reference interpreter finds no violation",
+            claimed=claim,
+            replayed="no violation",
+        )
     return witness
 
 

@@ -36,8 +36,9 @@ class Evaluators:
             if kept is None or kept[0] is not model:
                 kept = self._digests[id(model)] = (model, model_digest(model))
             key = kept[1]
-        return evaluator_for(f"{self.task.fingerprint}:{key}", model, self.task.arithmetic, self.tokens,
-                             device=self.task.settings.device)
+        return evaluator_for(
+            f"{self.task.fingerprint}:{key}", model, self.task.arithmetic, self.tokens, device=self.task.settings.device
+        )
 
     def chunk_size(self, length: int) -> int:
         return self.of().chunk_size(length)

@@ -151,8 +151,14 @@ class RunStore:
         """Every run; spilled ones memory-mapped (read block by block by ``merged``)."""
         out = list(self.in_memory)
         for prefix, den, has_groups in self.spilled:
-            out.append(Run(np.load(prefix + ".keys.npy", mmap_mode="r"), np.load(prefix + ".index.npy", mmap_mode="r"),
-                           np.load(prefix + ".groups.npy", mmap_mode="r") if has_groups else None, den))
+            out.append(
+                Run(
+                    np.load(prefix + ".keys.npy", mmap_mode="r"),
+                    np.load(prefix + ".index.npy", mmap_mode="r"),
+                    np.load(prefix + ".groups.npy", mmap_mode="r") if has_groups else None,
+                    den,
+                )
+            )
         return out
 
     def close(self) -> None:
@@ -179,8 +185,9 @@ class Block:
     groups: np.ndarray | None  # (N, G) limbs, or None: the group is the input
 
 
-def _scaled(run: Run, rows: slice, den: int, limbs: int, group_limbs: int, grouped: bool) \
-        -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def _scaled(
+    run: Run, rows: slice, den: int, limbs: int, group_limbs: int, grouped: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     keys = np.asarray(run.keys[rows])
     index = np.asarray(run.index[rows])
     factor = den // run.den
@@ -223,8 +230,13 @@ def merged(store: RunStore, block_bytes: int) -> Iterator[Block]:
     step = max(1, block_bytes // (per_row * len(runs)))
     cursors = [0] * len(runs)
     pending: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = [
-        (np.zeros((0, limbs), dtype=np.int64), np.zeros(0, dtype=np.int64),
-         np.zeros((0, store.group_limbs), dtype=np.int64) if grouped else None) for _ in runs]
+        (
+            np.zeros((0, limbs), dtype=np.int64),
+            np.zeros(0, dtype=np.int64),
+            np.zeros((0, store.group_limbs), dtype=np.int64) if grouped else None,
+        )
+        for _ in runs
+    ]
     while True:
         # top up every run's pending keys to one block
         for r, run in enumerate(runs):
@@ -233,8 +245,11 @@ def merged(store: RunStore, block_bytes: int) -> Iterator[Block]:
                 stop = min(len(run), cursors[r] + step - len(index))
                 more = _scaled(run, slice(cursors[r], stop), den, limbs, store.group_limbs, grouped)
                 cursors[r] = stop
-                pending[r] = (np.concatenate([keys, more[0]]), np.concatenate([index, more[1]]),
-                              np.concatenate([groups, more[2]]) if grouped else None)
+                pending[r] = (
+                    np.concatenate([keys, more[0]]),
+                    np.concatenate([index, more[1]]),
+                    np.concatenate([groups, more[2]]) if grouped else None,
+                )
         live = [r for r in range(len(runs)) if len(pending[r][1])]
         if not live:
             return

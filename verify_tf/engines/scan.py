@@ -66,8 +66,11 @@ def outputs_digest(numerators: Any, den: int) -> str:
     """
     rows = np.asarray(numerators, dtype=object) if not isinstance(numerators, np.ndarray) else numerators
     flat = [int(v) for v in rows.reshape(-1)] if rows.dtype == object else None
-    common = math.gcd(den, *flat) if flat is not None else math.gcd(den, int(np.gcd.reduce(rows.reshape(-1)))
-                                                                     if rows.size else 0)
+    common = (
+        math.gcd(den, *flat)
+        if flat is not None
+        else math.gcd(den, int(np.gcd.reduce(rows.reshape(-1))) if rows.size else 0)
+    )
     common = common or 1
     digest = hashlib.sha256(f"{den // common};{rows.shape}".encode())
     if flat is None:
@@ -98,13 +101,17 @@ def combined_digest(chunks: list[tuple[int, int, str]]) -> str:
     return hashlib.sha256("".join(f"{a}-{b}:{d}\n" for a, b, d in sorted(chunks)).encode()).hexdigest()
 
 
-def fold_measures(kinds: dict[str, str], into: dict[str, tuple[Fraction, int]],
-                  found: dict[str, tuple[Fraction, int]]) -> None:
+def fold_measures(
+    kinds: dict[str, str], into: dict[str, tuple[Fraction, int]], found: dict[str, tuple[Fraction, int]]
+) -> None:
     """Keep the extreme (``kinds[name]`` is "max" or "min") of each named measure, the earliest on ties."""
     for name, (value, index) in found.items():
         best = into.get(name)
-        if best is None or (value > best[0] if kinds[name] == "max" else value < best[0]) \
-                or (value == best[0] and index < best[1]):
+        if (
+            best is None
+            or (value > best[0] if kinds[name] == "max" else value < best[0])
+            or (value == best[0] and index < best[1])
+        ):
             into[name] = (value, index)
 
 
@@ -113,8 +120,9 @@ def chunk_size(total: int, workers: int, *, smallest: int, largest: int) -> int:
     return max(smallest, min(largest, math.ceil(total / (64 * max(1, workers)))))
 
 
-def first_violation(task: Task, run: Run, space: InputSpace, engine: str, evaluate_chunk: Callable,
-                    size: int, extra: tuple = ()) -> tuple[ChunkResult | None, dict, Any]:
+def first_violation(
+    task: Task, run: Run, space: InputSpace, engine: str, evaluate_chunk: Callable, size: int, extra: tuple = ()
+) -> tuple[ChunkResult | None, dict, Any]:
     """Scan ``space`` in chunks of ``size``; (the least violating chunk result or None, statistics, schedule).
 
     ``evaluate_chunk(task, space, start, stop, *extra, deadline=, cancelled=) -> ChunkResult`` is the engine's
@@ -125,9 +133,10 @@ def first_violation(task: Task, run: Run, space: InputSpace, engine: str, evalua
     # a property whose claim is about a measure (position-blind's ε) is refuted with the input where the
     # measure is extreme, so the whole space is scanned; every other property stops at the least violation
     by_measure = getattr(task.prop, "witness_measure", None)
-    units = [WorkUnit(f"{engine}: inputs {a}..{b - 1}", evaluate_chunk, (task, space, a, b, *extra), order=i,
-                      weight=b - a)
-             for i, (a, b) in enumerate(iter_chunks(total, size))]
+    units = [
+        WorkUnit(f"{engine}: inputs {a}..{b - 1}", evaluate_chunk, (task, space, a, b, *extra), order=i, weight=b - a)
+        for i, (a, b) in enumerate(iter_chunks(total, size))
+    ]
     done = 0
     best: ChunkResult | None = None
     incomplete: list[str] = []
@@ -153,15 +162,27 @@ def first_violation(task: Task, run: Run, space: InputSpace, engine: str, evalua
     if best is not None and by_measure is not None and by_measure in measures:
         index = measures[by_measure][1]
         best = ChunkResult(index, index + 1, 1, violation=index, claim=f"the largest {by_measure}")
-    stats = {"inputs_checked": done, "space_size": total, "space": space.describe(), "units": len(units),
-             "executor": run.executor.name, **getattr(task.prop, "statistics", lambda task: {})(task)}
+    stats = {
+        "inputs_checked": done,
+        "space_size": total,
+        "space": space.describe(),
+        "units": len(units),
+        "executor": run.executor.name,
+        **getattr(task.prop, "statistics", lambda task: {})(task),
+    }
     for name, (value, index) in measures.items():
         stats[name] = str(value)
         stats[f"{name}_at"] = index
     if summary.errors:
         stats["unit_errors"] = [f"{e.key}: {e.message}" for e in summary.errors]
-    complete = best is None and not summary.errors and not incomplete and not summary.expired \
-        and not summary.not_started and not summary.cancelled
+    complete = (
+        best is None
+        and not summary.errors
+        and not incomplete
+        and not summary.expired
+        and not summary.not_started
+        and not summary.cancelled
+    )
     stats["complete"] = complete
     if task.settings.certify and complete:
         stats[OUTPUTS_DIGEST] = combined_digest(chunks)
@@ -169,8 +190,15 @@ def first_violation(task: Task, run: Run, space: InputSpace, engine: str, evalua
     return best, stats, summary
 
 
-def check_each_input(task: Task, run: Run, engine: str, evaluate_chunk: Callable, size: int,
-                     extra: tuple = (), method: str = "exhaustive") -> Verdict:
+def check_each_input(
+    task: Task,
+    run: Run,
+    engine: str,
+    evaluate_chunk: Callable,
+    size: int,
+    extra: tuple = (),
+    method: str = "exhaustive",
+) -> Verdict:
     """The exhaustive verdict for an ``EachInput`` property: proved only when every input was examined."""
     prop = task.prop
     for tokens in getattr(prop, "candidates", lambda task: [])(task):
@@ -186,28 +214,39 @@ def check_each_input(task: Task, run: Run, engine: str, evaluate_chunk: Callable
         return refuted(task, run, engine, method, witness, stats)
     if summary.errors:
         first = summary.errors[0]
-        return error(task, run, engine, f"work unit failed: {first.key}: {first.message}",
-                     {**stats, "traceback": first.remote_traceback})
+        return error(
+            task,
+            run,
+            engine,
+            f"work unit failed: {first.key}: {first.message}",
+            {**stats, "traceback": first.remote_traceback},
+        )
     if not stats["complete"]:
         what = f"{stats['inputs_checked']} of {stats['space_size']} inputs examined, no violation so far"
-        return unknown(task, run, engine, f"timeout: {what}", [f"exhaustive {engine}: {what} ({summary.describe()})"],
-                       stats)
-    default = f"all {stats['space_size']} inputs" if space.order == "all" and space.only_lengths is None \
-        else space.describe()
+        return unknown(
+            task, run, engine, f"timeout: {what}", [f"exhaustive {engine}: {what} ({summary.describe()})"], stats
+        )
+    default = (
+        f"all {stats['space_size']} inputs" if space.order == "all" and space.only_lengths is None else space.describe()
+    )
     text = describe_proof(task, engine, default, stats)
     return proved(task, run, engine, method, text, stats)
 
 
-def minimise(task: Task, run: Run, engine: str, evaluate_chunk: Callable, size: int, extra: tuple,
-             witness: dict, stats: dict) -> dict:
+def minimise(
+    task: Task, run: Run, engine: str, evaluate_chunk: Callable, size: int, extra: tuple, witness: dict, stats: dict
+) -> dict:
     """The least witness: scan the inputs the property says come before this one (``preceding``), if any."""
     preceding = getattr(task.prop, "preceding", None)
     space = preceding(task, witness) if preceding is not None else None
     if space is None or space.count() == 0 or run.deadline.expired():
         return witness
     found, inner, _ = first_violation(task, run, space, engine, evaluate_chunk, size, extra)
-    stats["minimisation"] = {"space": space.describe(), "inputs_checked": inner["inputs_checked"],
-                             "complete": inner["complete"] or found is not None}
+    stats["minimisation"] = {
+        "space": space.describe(),
+        "inputs_checked": inner["inputs_checked"],
+        "complete": inner["complete"] or found is not None,
+    }
     if found is None:
         return witness
     tokens = space.decode(space.rows(found.violation, found.violation + 1)[0][0])
@@ -232,8 +271,12 @@ class ValuesResult:
     def of(start: int, stop: int, numerators: Any, den: int, groups: Any, certify: bool = False) -> ValuesResult:
         """``numerators[k, i] / den`` is q(x_{start+k})_i ((B, n) int64 or Python integers); ``groups``: (B,)
         codes (inputs with equal codes are exempt from each other) or None (nothing exempt)."""
-        return ValuesResult(start, stop, sorted_run(np.asarray(numerators), den, start, groups),
-                            digest=outputs_digest(numerators, den) if certify else "")
+        return ValuesResult(
+            start,
+            stop,
+            sorted_run(np.asarray(numerators), den, start, groups),
+            digest=outputs_digest(numerators, den) if certify else "",
+        )
 
 
 INT64_SAFE = 1 << 62
@@ -280,31 +323,39 @@ def closest_pair(scaled: np.ndarray, groups: np.ndarray, n: int, denominator: in
     if best_pair is None:
         return Closest(None, None, smallest, largest, count)
     (a, b) = best_pair
-    return Closest(Fraction(int(best_gap), denominator), ((a // n, a % n), (b // n, b % n)), smallest, largest,
-                   count)
+    return Closest(Fraction(int(best_gap), denominator), ((a // n, a % n), (b // n, b % n)), smallest, largest, count)
 
 
 def multiset_codes(rows: np.ndarray, vocabulary: int) -> np.ndarray:
     """One code per row, equal exactly for rows that are permutations of each other."""
     ordered = np.sort(rows, axis=1)
     n = ordered.shape[1]
-    dtype = np.int64 if vocabulary ** n < INT64_SAFE else object  # object: exact Python integers
-    return ordered.astype(dtype) @ np.array([vocabulary ** p for p in range(n)], dtype=dtype)
+    dtype = np.int64 if vocabulary**n < INT64_SAFE else object  # object: exact Python integers
+    return ordered.astype(dtype) @ np.array([vocabulary**p for p in range(n)], dtype=dtype)
 
 
-def check_distinct_values(task: Task, run: Run, engine: str, values_chunk: Callable, size: int,
-                          extra: tuple = (), memory: int | None = None) -> Verdict:
+def check_distinct_values(
+    task: Task, run: Run, engine: str, values_chunk: Callable, size: int, extra: tuple = (), memory: int | None = None
+) -> Verdict:
     """The exhaustive verdict for a ``DistinctValues`` property: sorted runs, a k-way merge, one closest-pair
     pass, within ``memory`` bytes of runs (default ``SCAN_MEMORY``; the rest is spilled to disk)."""
     memory = SCAN_MEMORY if memory is None else memory
     prop = task.prop
     for first, i, second, j in getattr(prop, "candidate_pairs", lambda task: [])(task):
-        return refuted(task, run, engine, "by equivariance", prop.pair_witness(task, first, i, second, j),
-                       {"reason": "permutation-equivariant model: a permutation of L shares all of L's values"})
+        return refuted(
+            task,
+            run,
+            engine,
+            "by equivariance",
+            prop.pair_witness(task, first, i, second, j),
+            {"reason": "permutation-equivariant model: a permutation of L shares all of L's values"},
+        )
     space = prop.input_space(task)
     total = space.count()
-    units = [WorkUnit(f"{engine}: inputs {a}..{b - 1}", values_chunk, (task, space, a, b, *extra), order=k,
-                      weight=b - a) for k, (a, b) in enumerate(iter_chunks(total, size))]
+    units = [
+        WorkUnit(f"{engine}: inputs {a}..{b - 1}", values_chunk, (task, space, a, b, *extra), order=k, weight=b - a)
+        for k, (a, b) in enumerate(iter_chunks(total, size))
+    ]
     clashes: list[ValuesResult] = []
     digests: list[tuple[int, int, str]] = []  # with --certify: (start, stop, outputs_digest) per chunk
     done = 0
@@ -327,21 +378,34 @@ def check_distinct_values(task: Task, run: Run, engine: str, values_chunk: Calla
             return CONTINUE
 
         summary = schedule(run.executor, units, run.deadline, on_result)
-        stats: dict[str, Any] = {"inputs_evaluated": done, "space": space.describe(), "space_size": total,
-                                 "units": len(units), "executor": run.executor.name, **prop.statistics(task)}
+        stats: dict[str, Any] = {
+            "inputs_evaluated": done,
+            "space": space.describe(),
+            "space_size": total,
+            "units": len(units),
+            "executor": run.executor.name,
+            **prop.statistics(task),
+        }
         if clashes:
             clash = min(clashes, key=lambda r: r.clash[0])
             x = space.decode(space.rows(clash.clash[0], clash.clash[0] + 1)[0][0])
-            return refuted(task, run, engine, "exhaustive",
-                           prop.pair_witness(task, x, clash.clash[1], x, clash.clash[2]), stats)
+            return refuted(
+                task, run, engine, "exhaustive", prop.pair_witness(task, x, clash.clash[1], x, clash.clash[2]), stats
+            )
         if summary.errors:
             first = summary.errors[0]
-            return error(task, run, engine, f"work unit failed: {first.key}: {first.message}",
-                         {**stats, "traceback": first.remote_traceback})
+            return error(
+                task,
+                run,
+                engine,
+                f"work unit failed: {first.key}: {first.message}",
+                {**stats, "traceback": first.remote_traceback},
+            )
         if done < total:
             what = f"{done} of {total} inputs evaluated"
-            return unknown(task, run, engine, f"timeout: {what}",
-                           [f"exhaustive {engine}: {what} ({summary.describe()})"], stats)
+            return unknown(
+                task, run, engine, f"timeout: {what}", [f"exhaustive {engine}: {what} ({summary.describe()})"], stats
+            )
         den = math.lcm(*store.dens) if store.dens else 1
         closest = ClosestPair(n)
         for block in merged(store, max(1 << 20, memory // 4)):
@@ -357,18 +421,37 @@ def check_distinct_values(task: Task, run: Run, engine: str, values_chunk: Calla
         if store.spilled:
             stats["spilled_bytes"] = store.spilled_bytes
     if found.smallest is not None:
-        stats.update({"min_q": str(found.smallest), "max_q": str(found.largest), "keys": found.keys,
-                      "smallest_gap": None if found.gap is None else str(found.gap)})
+        stats.update(
+            {
+                "min_q": str(found.smallest),
+                "max_q": str(found.largest),
+                "keys": found.keys,
+                "smallest_gap": None if found.gap is None else str(found.gap),
+            }
+        )
     if found.gap is not None and prop.too_close(task, found.gap):
         (a, i), (b, j) = found.pair
         rows = space.rows(a, a + 1)[0][0], space.rows(b, b + 1)[0][0]
-        return refuted(task, run, engine, "exhaustive",
-                       prop.pair_witness(task, space.decode(rows[0]), i, space.decode(rows[1]), j), stats)
+        return refuted(
+            task,
+            run,
+            engine,
+            "exhaustive",
+            prop.pair_witness(task, space.decode(rows[0]), i, space.decode(rows[1]), j),
+            stats,
+        )
     gap = "no two values to compare" if found.gap is None else f"smallest gap {fmt(found.gap)}"
     span = "" if found.smallest is None else f", q in [{fmt(found.smallest)}, {fmt(found.largest)}]"
-    return proved(task, run, engine, "exhaustive", describe_proof(
-        task, engine, f"all values {prop.requirement(task)}: {gap}{span} ({total} {_noun(space)} evaluated)", stats),
-        stats)
+    return proved(
+        task,
+        run,
+        engine,
+        "exhaustive",
+        describe_proof(
+            task, engine, f"all values {prop.requirement(task)}: {gap}{span} ({total} {_noun(space)} evaluated)", stats
+        ),
+        stats,
+    )
 
 
 def _noun(space: InputSpace) -> str:

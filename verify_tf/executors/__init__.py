@@ -138,8 +138,9 @@ class ProcessPool:
         self._pool = self._start()
 
     def _start(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context, initializer=_pool_init,
-                                   initargs=(self._flags,))
+        return ProcessPoolExecutor(
+            max_workers=self.workers, mp_context=self._context, initializer=_pool_init, initargs=(self._flags,)
+        )
 
     def _release(self, slot: int) -> None:
         if slot >= 0:
@@ -193,14 +194,19 @@ def cluster_address_problem(address: str) -> str | None:
     """Why ``--cluster ADDRESS`` is malformed (None when it is ``local:N`` or ``tcp://``/``tls://HOST:PORT``)."""
     if address.startswith("local:"):
         count = address.split(":", 1)[1]
-        return None if count.isdigit() and int(count) >= 1 else f"--cluster {address}: N in local:N must be a " \
-                                                                 "positive number of worker processes"
+        return (
+            None
+            if count.isdigit() and int(count) >= 1
+            else f"--cluster {address}: N in local:N must be a positive number of worker processes"
+        )
     scheme, _, rest = address.partition("://")
     host, _, port = rest.rpartition(":")
     if scheme in ("tcp", "tls") and host and port.isdigit():
         return None
-    return f"--cluster {address}: expected local:N (N worker processes on this machine) or the address of a " \
-           "running Dask scheduler, tcp://HOST:PORT"
+    return (
+        f"--cluster {address}: expected local:N (N worker processes on this machine) or the address of a "
+        "running Dask scheduler, tcp://HOST:PORT"
+    )
 
 
 def open_cluster(address: str, **options: Any) -> Any:
@@ -213,6 +219,7 @@ def open_cluster(address: str, **options: Any) -> Any:
     except ModuleNotFoundError as exc:
         if exc.name is not None and exc.name.split(".")[0] == "verify_tf":
             raise
-        raise ClusterUnavailable(f"--cluster needs the 'cluster' extra, which is not installed (no module "
-                                 f"{exc.name!r})", CLUSTER_EXTRA_HINT) from None
+        raise ClusterUnavailable(
+            f"--cluster needs the 'cluster' extra, which is not installed (no module {exc.name!r})", CLUSTER_EXTRA_HINT
+        ) from None
     return cluster.connect(address, **options)

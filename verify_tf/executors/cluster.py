@@ -75,7 +75,9 @@ LOCAL_SETTINGS: dict[str, Any] = {
     # the CPU with it (bench/bench_cluster.py; docs/distributed.md). None removes the variable.
     "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
     # nothing is downloaded or executed from configuration on a local cluster
-    "distributed.scheduler.preload": [], "distributed.worker.preload": [], "distributed.nanny.preload": [],
+    "distributed.scheduler.preload": [],
+    "distributed.worker.preload": [],
+    "distributed.nanny.preload": [],
     "distributed.client.preload": [],
 }
 
@@ -91,9 +93,13 @@ def fingerprint() -> tuple[tuple[str, str], ...]:
     digest = hashlib.sha256()
     for path in sorted(package.rglob("*.py"), key=lambda p: p.relative_to(package).as_posix()):
         digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return (("verify-tf", __version__), ("verify-tf source", digest.hexdigest()[:12]),
-            ("z3", z3.get_full_version()), ("python", f"{sys.version_info.major}.{sys.version_info.minor}"),
-            *_dask_versions())
+    return (
+        ("verify-tf", __version__),
+        ("verify-tf source", digest.hexdigest()[:12]),
+        ("z3", z3.get_full_version()),
+        ("python", f"{sys.version_info.major}.{sys.version_info.minor}"),
+        *_dask_versions(),
+    )
 
 
 def _dask_versions() -> tuple[tuple[str, str], ...]:
@@ -114,15 +120,26 @@ def fingerprint_digest(values: tuple[tuple[str, str], ...]) -> str:
 def differences(expected: tuple[tuple[str, str], ...], found: tuple[tuple[str, str], ...]) -> str:
     """``z3 4.13.0 here, 4.12.2 there; ...`` (empty when equal)."""
     theirs = dict(found)
-    return "; ".join(f"{name} {mine} here, {theirs.get(name, 'missing')} there" for name, mine in expected
-                     if theirs.get(name) != mine)
+    return "; ".join(
+        f"{name} {mine} here, {theirs.get(name, 'missing')} there"
+        for name, mine in expected
+        if theirs.get(name) != mine
+    )
 
 
 def _worker_check(expected: tuple[tuple[str, str], ...], nthreads: int) -> str:
     problem = differences(expected, fingerprint())
     if nthreads != 1:
-        problem = "; ".join(filter(None, [problem, f"{nthreads} threads (verify-tf needs --nthreads 1: z3 is "
-                                                   "not thread-safe; use --nworkers N instead)"]))
+        problem = "; ".join(
+            filter(
+                None,
+                [
+                    problem,
+                    f"{nthreads} threads (verify-tf needs --nthreads 1: z3 is "
+                    "not thread-safe; use --nworkers N instead)",
+                ],
+            )
+        )
     return problem
 
 
@@ -266,9 +283,18 @@ class DaskExecutor:
 
     name = "dask"
 
-    def __init__(self, client: Client, address: str, workers: int, *, cluster: Any = None,
-                 scratch: str | None = None, refused: list[str] | None = None, ship_once_bytes: int = SHIP_ONCE_BYTES,
-                 max_batch: int = MAX_BATCH):
+    def __init__(
+        self,
+        client: Client,
+        address: str,
+        workers: int,
+        *,
+        cluster: Any = None,
+        scratch: str | None = None,
+        refused: list[str] | None = None,
+        ship_once_bytes: int = SHIP_ONCE_BYTES,
+        max_batch: int = MAX_BATCH,
+    ):
         self.client, self.address, self.workers = client, address, workers
         self.cluster, self.scratch = cluster, scratch
         self.refused = list(refused or [])
@@ -330,8 +356,11 @@ class DaskExecutor:
                     if h.failed is not None:
                         ready.append(h)
                     elif h.batch is not None and h.batch.future.done():
-                        (broken if h.batch.future.status == "error" and len(h.batch.handles) > 1
-                         and not h.batch.split else ready).append(h)
+                        (
+                            broken
+                            if h.batch.future.status == "error" and len(h.batch.handles) > 1 and not h.batch.split
+                            else ready
+                        ).append(h)
                 left = end - time.monotonic()
                 if not ready and not broken:
                     if left <= 0:
@@ -384,8 +413,11 @@ class DaskExecutor:
                 shutil.rmtree(self.scratch, ignore_errors=True)
 
     def describe(self) -> str:
-        where = f"local cluster of {self.workers} worker processes" if self.cluster is not None \
+        where = (
+            f"local cluster of {self.workers} worker processes"
+            if self.cluster is not None
             else f"scheduler {self.address}, {self.workers} workers"
+        )
         secure = " (TLS)" if self.address.startswith("tls://") else ""
         return f"Dask {distributed.__version__}: {where}{secure}"
 
@@ -459,9 +491,15 @@ class DaskExecutor:
             return
         priority = max(h.unit.priority * (1 << 40) - h.unit.order for h in handles)
         try:
-            future = self.client.submit(_run_batch, self.expected, blob,
-                                        [group.shipped] if group.shipped is not None else [],
-                                        key=key, pure=False, priority=priority)
+            future = self.client.submit(
+                _run_batch,
+                self.expected,
+                blob,
+                [group.shipped] if group.shipped is not None else [],
+                key=key,
+                pure=False,
+                priority=priority,
+            )
         except Exception as exc:  # the client is closed
             self._lost = self._lost or f"the Dask client cannot submit ({type(exc).__name__}: {exc})"
             for h in handles:
@@ -559,8 +597,14 @@ def connect_timeout() -> float:
     return float(dask.utils.parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="seconds"))
 
 
-def connect(address: str, *, timeout: float | None = None, ship_once_bytes: int = SHIP_ONCE_BYTES,
-            max_batch: int = MAX_BATCH, directory: str | Path | None = None) -> DaskExecutor:
+def connect(
+    address: str,
+    *,
+    timeout: float | None = None,
+    ship_once_bytes: int = SHIP_ONCE_BYTES,
+    max_batch: int = MAX_BATCH,
+    directory: str | Path | None = None,
+) -> DaskExecutor:
     """``local:N`` starts a LocalCluster of N single-threaded worker processes bound to 127.0.0.1 (mutual TLS
     with throw-away certificates when ``cryptography`` is installed), with its directories in a temporary
     folder (made in ``directory``, default the system's temporary folder) that ``close`` removes; anything else
@@ -572,20 +616,36 @@ def connect(address: str, *, timeout: float | None = None, ship_once_bytes: int 
         cluster = None
         try:
             with dask.config.set(LOCAL_SETTINGS):
-                cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                       dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
-                                       local_directory=scratch, security=_local_security(),
-                                       silence_logs=logging.CRITICAL)  # problems are reported in verdicts
+                cluster = LocalCluster(
+                    n_workers=count,
+                    threads_per_worker=1,
+                    processes=True,
+                    host="127.0.0.1",
+                    dashboard_address="127.0.0.1:0",
+                    worker_dashboard_address="127.0.0.1:0",
+                    local_directory=scratch,
+                    security=_local_security(),
+                    silence_logs=logging.CRITICAL,
+                )  # problems are reported in verdicts
                 client = Client(cluster, timeout=timeout, set_as_default=False)
-            return _prepare(client, cluster.scheduler_address, cluster=cluster, scratch=scratch,
-                            timeout=timeout, ship_once_bytes=ship_once_bytes, max_batch=max_batch)
+            return _prepare(
+                client,
+                cluster.scheduler_address,
+                cluster=cluster,
+                scratch=scratch,
+                timeout=timeout,
+                ship_once_bytes=ship_once_bytes,
+                max_batch=max_batch,
+            )
         except BaseException as exc:
             if cluster is not None:
                 cluster.close(timeout=10)
             shutil.rmtree(scratch, ignore_errors=True)
             if isinstance(exc, Exception) and not isinstance(exc, ClusterUnavailable):
-                raise ClusterUnavailable(f"could not start a local Dask cluster of {count} workers: "
-                                         f"{type(exc).__name__}: {exc}", "try fewer workers, or -j N") from exc
+                raise ClusterUnavailable(
+                    f"could not start a local Dask cluster of {count} workers: {type(exc).__name__}: {exc}",
+                    "try fewer workers, or -j N",
+                ) from exc
             raise
     try:
         client = Client(address, timeout=timeout, set_as_default=False)
@@ -594,7 +654,8 @@ def connect(address: str, *, timeout: float | None = None, ship_once_bytes: int 
             f"cannot reach the Dask scheduler at {address}: {exc}",
             "start one with `dask scheduler --host HOST` and workers with `dask worker tcp://HOST:8786 --nthreads 1`"
             " (docs/distributed.md), check host, port and firewall, or use --cluster local:N on this machine; "
-            "Dask waits distributed.comm.timeouts.connect (DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT) for it") from None
+            "Dask waits distributed.comm.timeouts.connect (DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT) for it",
+        ) from None
     try:
         return _prepare(client, address, timeout=timeout, ship_once_bytes=ship_once_bytes, max_batch=max_batch)
     except BaseException:
@@ -610,15 +671,24 @@ def _local_security() -> Any:
     return True
 
 
-def _prepare(client: Client, address: str, *, cluster: Any = None, scratch: str | None = None, timeout: float,
-             ship_once_bytes: int, max_batch: int) -> DaskExecutor:
+def _prepare(
+    client: Client,
+    address: str,
+    *,
+    cluster: Any = None,
+    scratch: str | None = None,
+    timeout: float,
+    ship_once_bytes: int,
+    max_batch: int,
+) -> DaskExecutor:
     """Check every worker (refusing mismatches by name), guard later ones, and build the executor."""
     try:
         client.wait_for_workers(1, timeout=timeout)
     except (TimeoutError, distributed.TimeoutError):
-        raise ClusterUnavailable(f"the Dask scheduler at {address} has no workers (waited {timeout:g} s)",
-                                 "start workers with `dask worker ADDRESS --nthreads 1` (docs/distributed.md)"
-                                 ) from None
+        raise ClusterUnavailable(
+            f"the Dask scheduler at {address} has no workers (waited {timeout:g} s)",
+            "start workers with `dask worker ADDRESS --nthreads 1` (docs/distributed.md)",
+        ) from None
     _check_scheduler(client, address)
     expected = fingerprint()
     problems = client.run(_describe_worker, expected, on_error="return")
@@ -635,7 +705,8 @@ def _prepare(client: Client, address: str, *, cluster: Any = None, scratch: str 
         raise ClusterUnavailable(
             f"no usable worker on the Dask cluster at {address}: " + "; ".join(refused),
             "install the same verify-tf, z3-solver and Python on the scheduler's workers as here, and start them "
-            "with --nthreads 1 (docs/distributed.md: version matching)")
+            "with --nthreads 1 (docs/distributed.md: version matching)",
+        )
     # refuses mismatched workers now (closing them) and any that join later; close() unregisters it. An error
     # here names a worker it refused, which `refused` lists already
     with contextlib.suppress(Exception):
@@ -644,19 +715,30 @@ def _prepare(client: Client, address: str, *, cluster: Any = None, scratch: str 
     if stubborn:
         with contextlib.suppress(Exception):
             client.retire_workers(workers=stubborn, close_workers=True)
-    return DaskExecutor(client, address, usable, cluster=cluster, scratch=scratch, refused=refused,
-                        ship_once_bytes=ship_once_bytes, max_batch=max_batch)
+    return DaskExecutor(
+        client,
+        address,
+        usable,
+        cluster=cluster,
+        scratch=scratch,
+        refused=refused,
+        ship_once_bytes=ship_once_bytes,
+        max_batch=max_batch,
+    )
 
 
 def _check_scheduler(client: Client, address: str) -> None:
     """A scheduler with another verify-tf or Dask is refused (exit 2), by what differs."""
-    hint = ("install the same verify-tf[cluster] on the scheduler, the workers and here (docs/distributed.md: "
-            "version matching)")
+    hint = (
+        "install the same verify-tf[cluster] on the scheduler, the workers and here (docs/distributed.md: "
+        "version matching)"
+    )
     try:
         theirs = client.run_on_scheduler(_scheduler_versions)
     except Exception as exc:  # e.g. verify-tf missing there: it cannot unpickle the function
-        raise ClusterUnavailable(f"the Dask scheduler at {address} cannot run verify-tf's version check "
-                                 f"({type(exc).__name__}: {exc})", hint) from None
+        raise ClusterUnavailable(
+            f"the Dask scheduler at {address} cannot run verify-tf's version check ({type(exc).__name__}: {exc})", hint
+        ) from None
     problem = differences(_scheduler_versions(), theirs)
     if problem:
         raise ClusterUnavailable(f"the Dask scheduler at {address} runs other versions: {problem}", hint)

@@ -14,5 +14,14 @@ from .modules import Attention, TinyTransformer
 from .runner import run_experiment, write_outputs
 from .spec import ExperimentSpec, load_experiment, parse_experiment
 
-__all__ = ["EVIDENCE_NOTE", "Attention", "ExperimentError", "ExperimentSpec", "TinyTransformer", "load_experiment",
-           "parse_experiment", "run_experiment", "write_outputs"]
+__all__ = [
+    "EVIDENCE_NOTE",
+    "Attention",
+    "ExperimentError",
+    "ExperimentSpec",
+    "TinyTransformer",
+    "load_experiment",
+    "parse_experiment",
+    "run_experiment",
+    "write_outputs",
+]

@@ -19,8 +19,10 @@ import torch
 
 __all__ = ["EVIDENCE_NOTE", "ExperimentError", "Progress", "choose_device", "deterministic", "run_seed", "train"]
 
-EVIDENCE_NOTE = ("float training (gradient descent on float32 models): evidence about learnability, "
-                 "never a verdict — a failure to learn proves nothing and a success is not a proof")
+EVIDENCE_NOTE = (
+    "float training (gradient descent on float32 models): evidence about learnability, "
+    "never a verdict — a failure to learn proves nothing and a success is not a proof"
+)
 
 # (run label, steps done, total steps)
 Progress = Callable[[str, int, int], None]
@@ -61,9 +63,17 @@ def deterministic(threads: int) -> Iterator[None]:
         torch.use_deterministic_algorithms(previous_deterministic, warn_only=previous_warn_only)
 
 
-def train(model: torch.nn.Module, *, steps: int, learning_rate: float, batch_loss: Callable[[int], torch.Tensor],
-          evaluate: Callable[[], dict[str, float]], eval_every: int, label: str,
-          progress: Progress | None) -> list[dict[str, float | None]]:
+def train(
+    model: torch.nn.Module,
+    *,
+    steps: int,
+    learning_rate: float,
+    batch_loss: Callable[[int], torch.Tensor],
+    evaluate: Callable[[], dict[str, float]],
+    eval_every: int,
+    label: str,
+    progress: Progress | None,
+) -> list[dict[str, float | None]]:
     """Adam on ``batch_loss(step)`` with the learning rate decayed to 0 along a cosine; ``evaluate()`` (under
     no_grad, eval mode) at step 0, every ``eval_every`` steps and at the end.  Returns the evaluation
     history: ``step``, the last batch ``loss`` (None at step 0) and the metrics."""

@@ -43,8 +43,11 @@ def epsilon_star(length: int) -> float:
 
 
 def _outputs(task: str, settings: dict[str, Any]) -> int:
-    return {"position-index": 1, "position-identification": settings["length"],
-            "even-token-prediction": settings["vocab"]}[task]
+    return {
+        "position-index": 1,
+        "position-identification": settings["length"],
+        "even-token-prediction": settings["vocab"],
+    }[task]
 
 
 class _Task:
@@ -76,8 +79,9 @@ class _Task:
         if self.task == "position-identification":
             return functional.cross_entropy(logits.reshape(-1, self.length), self.positions.repeat(batch))
         half = self.length // 2
-        return functional.cross_entropy(logits[:, :half].reshape(-1, self.vocab),
-                                        self._even_targets(tokens).reshape(-1))
+        return functional.cross_entropy(
+            logits[:, :half].reshape(-1, self.vocab), self._even_targets(tokens).reshape(-1)
+        )
 
     def _even_targets(self, tokens: torch.Tensor) -> torch.Tensor:
         """Target of position i < n/2: the token at position 2i+1."""
@@ -88,15 +92,23 @@ class _Task:
 
     def metrics(self, model: torch.nn.Module) -> dict[str, float]:
         if self.task == "position-index":
-            errors = {name: (self._predict(model, tokens)[..., 0] - self.targets).abs()
-                      for name, tokens in (("constant", self.constant_inputs), ("random", self.random_inputs))}
-            return {"sup_error_constant": float(errors["constant"].max()),
-                    "mean_error_constant": float(errors["constant"].mean()),
-                    "sup_error_random": float(errors["random"].max())}
+            errors = {
+                name: (self._predict(model, tokens)[..., 0] - self.targets).abs()
+                for name, tokens in (("constant", self.constant_inputs), ("random", self.random_inputs))
+            }
+            return {
+                "sup_error_constant": float(errors["constant"].max()),
+                "mean_error_constant": float(errors["constant"].mean()),
+                "sup_error_random": float(errors["random"].max()),
+            }
         if self.task == "position-identification":
-            return {name: float((self._predict(model, tokens).argmax(-1) == self.positions).float().mean())
-                    for name, tokens in (("accuracy_random", self.random_inputs),
-                                         ("accuracy_constant", self.constant_inputs))}
+            return {
+                name: float((self._predict(model, tokens).argmax(-1) == self.positions).float().mean())
+                for name, tokens in (
+                    ("accuracy_random", self.random_inputs),
+                    ("accuracy_constant", self.constant_inputs),
+                )
+            }
         half = self.length // 2
         predicted = self._predict(model, self.random_inputs)[:, :half].argmax(-1)
         return {"accuracy_random": float((predicted == self._even_targets(self.random_inputs)).float().mean())}
@@ -114,26 +126,46 @@ def _best(task: str, history: list[dict[str, Any]]) -> dict[str, float]:
     return best
 
 
-def _train_one(task: str, variant: str, settings: dict[str, Any], device: torch.device, seed: int,
-               progress: Progress | None) -> dict[str, Any]:
+def _train_one(
+    task: str, variant: str, settings: dict[str, Any], device: torch.device, seed: int, progress: Progress | None
+) -> dict[str, Any]:
     label = f"{task} / {variant}"
     started = time.perf_counter()
     seed_of_run = run_seed(seed, label)
     torch.manual_seed(seed_of_run)
-    model = TinyTransformer(vocab=settings["vocab"], width=settings["width"], heads=settings["heads"],
-                            layers=settings["layers"], ffn_width=settings["ffn-width"],
-                            outputs=_outputs(task, settings),
-                            positional=variant, causal=False, max_length=settings["length"],
-                            layernorm=settings["layernorm"]).to(device)
+    model = TinyTransformer(
+        vocab=settings["vocab"],
+        width=settings["width"],
+        heads=settings["heads"],
+        layers=settings["layers"],
+        ffn_width=settings["ffn-width"],
+        outputs=_outputs(task, settings),
+        positional=variant,
+        causal=False,
+        max_length=settings["length"],
+        layernorm=settings["layernorm"],
+    ).to(device)
     data = _Task(task, settings, torch.Generator().manual_seed(seed_of_run), device)
-    history = train(model, steps=settings["steps"], learning_rate=settings["learning-rate"],
-                    batch_loss=lambda _step: data.batch_loss(model, settings["batch"]),
-                    evaluate=lambda: data.metrics(model), eval_every=settings["eval-every"], label=label,
-                    progress=progress)
-    run = {"task": task, "variant": variant, "seed": seed_of_run,
-           "parameters": sum(p.numel() for p in model.parameters()), "best": _best(task, history),
-           "final": {k: v for k, v in history[-1].items() if k not in ("step", "loss")}, "history": history,
-           "wall_seconds": time.perf_counter() - started}
+    history = train(
+        model,
+        steps=settings["steps"],
+        learning_rate=settings["learning-rate"],
+        batch_loss=lambda _step: data.batch_loss(model, settings["batch"]),
+        evaluate=lambda: data.metrics(model),
+        eval_every=settings["eval-every"],
+        label=label,
+        progress=progress,
+    )
+    run = {
+        "task": task,
+        "variant": variant,
+        "seed": seed_of_run,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "best": _best(task, history),
+        "final": {k: v for k, v in history[-1].items() if k not in ("step", "loss")},
+        "history": history,
+        "wall_seconds": time.perf_counter() - started,
+    }
     if task == "position-index":
         eps = epsilon_star(settings["length"])
         run["epsilon_star"] = eps
@@ -141,19 +173,23 @@ def _train_one(task: str, variant: str, settings: dict[str, Any], device: torch.
     return run
 
 
-def run_luo(spec: ExperimentSpec, settings: dict[str, Any], device: torch.device, seed: int,
-            progress: Progress | None = None) -> dict[str, Any]:
+def run_luo(
+    spec: ExperimentSpec, settings: dict[str, Any], device: torch.device, seed: int, progress: Progress | None = None
+) -> dict[str, Any]:
     """Train every (task, variant) of the spec; returns ``runs`` and a ``summary`` of the best values."""
-    runs = [_train_one(task, variant, settings, device, seed, progress)
-            for task in spec.tasks for variant in spec.variants]
+    runs = [
+        _train_one(task, variant, settings, device, seed, progress) for task in spec.tasks for variant in spec.variants
+    ]
     summary: dict[str, Any] = {}
     for run in runs:
         entry = summary.setdefault(run["task"], {})
         if run["task"] == "position-index":
             entry["epsilon_star"] = run["epsilon_star"]
-            entry[run["variant"]] = {"best_sup_error_constant": run["best"]["sup_error_constant"],
-                                     "best_sup_error_random": run["best"]["sup_error_random"],
-                                     "below_epsilon_star": run["below_epsilon_star"]}
+            entry[run["variant"]] = {
+                "best_sup_error_constant": run["best"]["sup_error_constant"],
+                "best_sup_error_random": run["best"]["sup_error_random"],
+                "below_epsilon_star": run["below_epsilon_star"],
+            }
         else:
             entry[run["variant"]] = {key: value for key, value in run["best"].items()}
     return {"runs": runs, "summary": summary}
@@ -171,11 +207,21 @@ def plot_luo(result: dict[str, Any], title: str):
             steps = [entry["step"] for entry in run["history"]]
             metric = "sup_error_constant" if task == "position-index" else "accuracy_random"
             colour = VARIANT_COLOURS[run["variant"]]
-            axis.plot(steps, [entry[metric] for entry in run["history"]], color=colour,
-                      label=VARIANT_LABELS[run["variant"]], linewidth=1.6)
+            axis.plot(
+                steps,
+                [entry[metric] for entry in run["history"]],
+                color=colour,
+                label=VARIANT_LABELS[run["variant"]],
+                linewidth=1.6,
+            )
             if task == "position-identification":
-                axis.plot(steps, [entry["accuracy_constant"] for entry in run["history"]], color=colour,
-                          linestyle=":", linewidth=1.4)
+                axis.plot(
+                    steps,
+                    [entry["accuracy_constant"] for entry in run["history"]],
+                    color=colour,
+                    linestyle=":",
+                    linewidth=1.4,
+                )
         axis.set_xlabel("training step")
         axis.grid(alpha=0.3)
         if task == "position-index":
@@ -189,8 +235,12 @@ def plot_luo(result: dict[str, Any], title: str):
             axis.set_ylabel("accuracy on random inputs")
             if task == "position-identification":
                 axis.set_ylabel("accuracy (solid: random, dotted: constant inputs)")
-            axis.set_title({"position-identification": "Position Identification",
-                            "even-token-prediction": "Even Token Prediction"}[task])
+            axis.set_title(
+                {
+                    "position-identification": "Position Identification",
+                    "even-token-prediction": "Even Token Prediction",
+                }[task]
+            )
         axis.legend(fontsize=8, loc="best")
     figure.suptitle(f"{title}\nfloat training — evidence, not a verdict", fontsize=10)
     return figure

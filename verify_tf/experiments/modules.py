@@ -44,8 +44,7 @@ LAYERNORM_PLACEMENTS = ("none", "pre", "post")
 class Attention(nn.Module):
     """Multi-head softmax attention with optional RPE bias B[j-i] and URPE factor C[j-i], optionally causal."""
 
-    def __init__(self, width: int, heads: int, positional: str = "standard", causal: bool = False,
-                 max_length: int = 1):
+    def __init__(self, width: int, heads: int, positional: str = "standard", causal: bool = False, max_length: int = 1):
         super().__init__()
         if width % heads:
             raise ValueError(f"width {width} is not a multiple of heads {heads}")
@@ -108,8 +107,9 @@ class FeedForward(nn.Module):
 class Block(nn.Module):
     """Attention then feed-forward, each with a residual connection and an optional LayerNorm."""
 
-    def __init__(self, width: int, heads: int, ffn_width: int, positional: str, causal: bool, max_length: int,
-                 layernorm: str):
+    def __init__(
+        self, width: int, heads: int, ffn_width: int, positional: str, causal: bool, max_length: int, layernorm: str
+    ):
         super().__init__()
         self.attention = Attention(width, heads, positional, causal, max_length)
         self.ffn = FeedForward(width, ffn_width) if ffn_width else None
@@ -139,8 +139,19 @@ class TinyTransformer(nn.Module):
     embedding, standard attention), ``rpe`` or ``urpe`` (relative tables inside every attention layer).
     """
 
-    def __init__(self, vocab: int, width: int, heads: int, layers: int, ffn_width: int, outputs: int,
-                 positional: str = "none", causal: bool = False, max_length: int = 1, layernorm: str = "none"):
+    def __init__(
+        self,
+        vocab: int,
+        width: int,
+        heads: int,
+        layers: int,
+        ffn_width: int,
+        outputs: int,
+        positional: str = "none",
+        causal: bool = False,
+        max_length: int = 1,
+        layernorm: str = "none",
+    ):
         super().__init__()
         if positional not in POSITIONAL_KINDS:
             raise ValueError(f"positional must be one of {POSITIONAL_KINDS}, got {positional!r}")
@@ -152,7 +163,8 @@ class TinyTransformer(nn.Module):
             self.position_embedding = nn.Parameter(torch.randn(max_length, width) * 0.1)
         attention_kind = positional if positional in ("rpe", "urpe") else "standard"
         self.blocks = nn.ModuleList(
-            Block(width, heads, ffn_width, attention_kind, causal, max_length, layernorm) for _ in range(layers))
+            Block(width, heads, ffn_width, attention_kind, causal, max_length, layernorm) for _ in range(layers)
+        )
         self.readout = nn.Linear(width, outputs)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:

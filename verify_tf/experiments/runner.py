@@ -29,8 +29,15 @@ def _device_description(device: torch.device) -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
-def run_experiment(spec: ExperimentSpec, *, preset: str = "small", device: str = "auto", seed: int | None = None,
-                   threads: int = 1, progress: Progress | None = None) -> dict[str, Any]:
+def run_experiment(
+    spec: ExperimentSpec,
+    *,
+    preset: str = "small",
+    device: str = "auto",
+    seed: int | None = None,
+    threads: int = 1,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
     """Train everything the spec asks for under ``preset``; returns the JSON-ready result."""
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
@@ -55,7 +62,7 @@ def run_experiment(spec: ExperimentSpec, *, preset: str = "small", device: str =
         "evidence": EVIDENCE_NOTE,
         "wall_seconds": time.perf_counter() - started,
         "cpu_seconds": time.process_time() - cpu_started,  # all threads of this process; wall time is inflated
-                                                            # when other processes share the CPU
+        # when other processes share the CPU
         **body,
     }
 

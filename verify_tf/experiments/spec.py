@@ -38,20 +38,68 @@ LUO_VARIANTS = ("ape", "rpe", "urpe")
 # Sizes: `small` finishes in a few minutes on a 2-core CPU; `gpu` follows the papers more closely
 # (Luo et al.: 3 layers, long training; Yang et al.: d=256, 1 head, post-LN, longer strings).
 LUO_DEFAULTS: dict[str, dict[str, Any]] = {
-    "small": {"length": 16, "vocab": 16, "width": 32, "heads": 2, "layers": 2, "ffn-width": 64,
-              "layernorm": "none", "steps": 1500, "batch": 32, "learning-rate": 0.003, "eval-every": 50,
-              "constant-fraction": 0.5, "eval-samples": 256},
-    "gpu": {"length": 32, "vocab": 64, "width": 128, "heads": 4, "layers": 3, "ffn-width": 512,
-            "layernorm": "none", "steps": 20000, "batch": 256, "learning-rate": 0.001, "eval-every": 250,
-            "constant-fraction": 0.5, "eval-samples": 4096},
+    "small": {
+        "length": 16,
+        "vocab": 16,
+        "width": 32,
+        "heads": 2,
+        "layers": 2,
+        "ffn-width": 64,
+        "layernorm": "none",
+        "steps": 1500,
+        "batch": 32,
+        "learning-rate": 0.003,
+        "eval-every": 50,
+        "constant-fraction": 0.5,
+        "eval-samples": 256,
+    },
+    "gpu": {
+        "length": 32,
+        "vocab": 64,
+        "width": 128,
+        "heads": 4,
+        "layers": 3,
+        "ffn-width": 512,
+        "layernorm": "none",
+        "steps": 20000,
+        "batch": 256,
+        "learning-rate": 0.001,
+        "eval-every": 250,
+        "constant-fraction": 0.5,
+        "eval-samples": 4096,
+    },
 }
 YANG_DEFAULTS: dict[str, dict[str, Any]] = {
-    "small": {"languages": [1, 2, 3, 4, 5], "depths": [1, 2, 3, 4], "train-lengths": [8, 16],
-              "test-lengths": [17, 32], "width": 32, "heads": 1, "ffn-width": 64, "layernorm": "post",
-              "steps": 1000, "batch": 32, "learning-rate": 0.003, "train-size": 2000, "test-size": 256},
-    "gpu": {"languages": [3, 4, 5, 6, 7, 8, 9, 10], "depths": [1, 2, 3, 4, 5, 6, 7, 8], "train-lengths": [20, 60],
-            "test-lengths": [61, 120], "width": 256, "heads": 1, "ffn-width": 1024, "layernorm": "post",
-            "steps": 6000, "batch": 128, "learning-rate": 0.0003, "train-size": 20000, "test-size": 2000},
+    "small": {
+        "languages": [1, 2, 3, 4, 5],
+        "depths": [1, 2, 3, 4],
+        "train-lengths": [8, 16],
+        "test-lengths": [17, 32],
+        "width": 32,
+        "heads": 1,
+        "ffn-width": 64,
+        "layernorm": "post",
+        "steps": 1000,
+        "batch": 32,
+        "learning-rate": 0.003,
+        "train-size": 2000,
+        "test-size": 256,
+    },
+    "gpu": {
+        "languages": [3, 4, 5, 6, 7, 8, 9, 10],
+        "depths": [1, 2, 3, 4, 5, 6, 7, 8],
+        "train-lengths": [20, 60],
+        "test-lengths": [61, 120],
+        "width": 256,
+        "heads": 1,
+        "ffn-width": 1024,
+        "layernorm": "post",
+        "steps": 6000,
+        "batch": 128,
+        "learning-rate": 0.0003,
+        "train-size": 20000,
+        "test-size": 2000,
+    },
 }
 
 
@@ -81,29 +129,37 @@ def _training_fields() -> dict[str, Field]:
     }
 
 
-_LUO_PRESET = Obj({
-    "length": Field(Integer("sequence length n", minimum=2, maximum=1024)),
-    "vocab": Field(Integer("number of token kinds", minimum=2, maximum=100_000)),
-    "layers": Field(Integer("transformer blocks", minimum=1, maximum=64)),
-    **_training_fields(),
-    "eval-every": Field(Integer("steps between evaluations", minimum=1)),
-    "constant-fraction": Field(Number("share of constant sequences in position-index training batches",
-                                      minimum=Fraction(0))),
-    "eval-samples": Field(Integer("random sequences per evaluation", minimum=1, maximum=1_000_000)),
-}, "sizes of one Luo et al. preset; missing keys take the preset's defaults")
+_LUO_PRESET = Obj(
+    {
+        "length": Field(Integer("sequence length n", minimum=2, maximum=1024)),
+        "vocab": Field(Integer("number of token kinds", minimum=2, maximum=100_000)),
+        "layers": Field(Integer("transformer blocks", minimum=1, maximum=64)),
+        **_training_fields(),
+        "eval-every": Field(Integer("steps between evaluations", minimum=1)),
+        "constant-fraction": Field(
+            Number("share of constant sequences in position-index training batches", minimum=Fraction(0))
+        ),
+        "eval-samples": Field(Integer("random sequences per evaluation", minimum=1, maximum=1_000_000)),
+    },
+    "sizes of one Luo et al. preset; missing keys take the preset's defaults",
+)
 
 _LENGTH_RANGE = ListOf(Integer(minimum=1, maximum=100_000), "[shortest, longest] string length", length=2)
 
-_YANG_PRESET = Obj({
-    "languages": Field(ListOf(Integer(minimum=1, maximum=64), "the k of each language L_k", min_length=1)),
-    "depths": Field(ListOf(Integer(minimum=1, maximum=64), "transformer depths to train", min_length=1)),
-    "train-lengths": Field(_LENGTH_RANGE),
-    "test-lengths": Field(_LENGTH_RANGE),
-    **_training_fields(),
-    "train-size": Field(Integer("training strings per language (batches are drawn from them)", minimum=1,
-                                maximum=10_000_000)),
-    "test-size": Field(Integer("strings per evaluation set", minimum=1, maximum=10_000_000)),
-}, "sizes of one Yang et al. preset; missing keys take the preset's defaults")
+_YANG_PRESET = Obj(
+    {
+        "languages": Field(ListOf(Integer(minimum=1, maximum=64), "the k of each language L_k", min_length=1)),
+        "depths": Field(ListOf(Integer(minimum=1, maximum=64), "transformer depths to train", min_length=1)),
+        "train-lengths": Field(_LENGTH_RANGE),
+        "test-lengths": Field(_LENGTH_RANGE),
+        **_training_fields(),
+        "train-size": Field(
+            Integer("training strings per language (batches are drawn from them)", minimum=1, maximum=10_000_000)
+        ),
+        "test-size": Field(Integer("strings per evaluation set", minimum=1, maximum=10_000_000)),
+    },
+    "sizes of one Yang et al. preset; missing keys take the preset's defaults",
+)
 
 
 def _presets(preset_schema: Obj) -> Field:
@@ -117,16 +173,22 @@ _COMMON = {
 }
 
 SCHEMAS: dict[str, Obj] = {
-    "luo-position-index": Obj({
-        **_COMMON,
-        "tasks": Field(ListOf(String(choices=LUO_TASKS), min_length=1), default=list(LUO_TASKS)),
-        "variants": Field(ListOf(String(choices=LUO_VARIANTS), min_length=1), default=list(LUO_VARIANTS)),
-        "presets": _presets(_LUO_PRESET),
-    }, "Luo et al. 2022: APE / RPE / URPE transformers on position tasks"),
-    "yang-lk-depth": Obj({
-        **_COMMON,
-        "presets": _presets(_YANG_PRESET),
-    }, "Yang, Cadilhac, Chiang 2025: depth needed for the per-prefix L_k task"),
+    "luo-position-index": Obj(
+        {
+            **_COMMON,
+            "tasks": Field(ListOf(String(choices=LUO_TASKS), min_length=1), default=list(LUO_TASKS)),
+            "variants": Field(ListOf(String(choices=LUO_VARIANTS), min_length=1), default=list(LUO_VARIANTS)),
+            "presets": _presets(_LUO_PRESET),
+        },
+        "Luo et al. 2022: APE / RPE / URPE transformers on position tasks",
+    ),
+    "yang-lk-depth": Obj(
+        {
+            **_COMMON,
+            "presets": _presets(_YANG_PRESET),
+        },
+        "Yang, Cadilhac, Chiang 2025: depth needed for the per-prefix L_k task",
+    ),
 }
 
 _DEFAULT_TITLES = {
@@ -152,8 +214,9 @@ def parse_experiment(text: str, file: str = "<experiment>") -> ExperimentSpec:
     root = parse_yaml(text, file)
     ctx = Context(file=file, base_dir=Path(file).parent)
     if root.kind != "map":
-        raise ctx.expected(root, "", "a mapping with an 'experiment' key",
-                           "start with e.g. 'experiment: yang-lk-depth'")
+        raise ctx.expected(
+            root, "", "a mapping with an 'experiment' key", "start with e.g. 'experiment: yang-lk-depth'"
+        )
     if "experiment" not in root.value:
         raise ctx.error(root, "", "missing required key 'experiment'", f"one of: {', '.join(EXPERIMENTS)}")
     experiment = _COMMON["experiment"].schema.validate(root.value["experiment"], ctx, "experiment")
@@ -175,9 +238,15 @@ def parse_experiment(text: str, file: str = "<experiment>") -> ExperimentSpec:
         _check_settings(experiment, settings, node, ctx, join("presets", name))
         presets[name] = settings
     return ExperimentSpec(
-        path=Path(file), experiment=experiment, title=values["title"] or _DEFAULT_TITLES[experiment],
-        seed=values["seed"], presets=presets, tasks=tuple(values.get("tasks") or ()),
-        variants=tuple(values.get("variants") or ()), source_text=text)
+        path=Path(file),
+        experiment=experiment,
+        title=values["title"] or _DEFAULT_TITLES[experiment],
+        seed=values["seed"],
+        presets=presets,
+        tasks=tuple(values.get("tasks") or ()),
+        variants=tuple(values.get("variants") or ()),
+        source_text=text,
+    )
 
 
 def _check_settings(experiment: str, settings: dict[str, Any], node: Node, ctx: Context, path: str) -> None:
@@ -186,8 +255,11 @@ def _check_settings(experiment: str, settings: dict[str, Any], node: Node, ctx: 
         raise ctx.error(node, path, f"heads ({settings['heads']}) must divide width ({settings['width']})")
     if experiment == "luo-position-index":
         if settings["constant-fraction"] > 1:
-            raise ctx.error(node, join(path, "constant-fraction"),
-                            f"expected a number between 0 and 1, got {settings['constant-fraction']}")
+            raise ctx.error(
+                node,
+                join(path, "constant-fraction"),
+                f"expected a number between 0 and 1, got {settings['constant-fraction']}",
+            )
         return
     for key in ("train-lengths", "test-lengths"):
         shortest, longest = settings[key]
@@ -195,6 +267,10 @@ def _check_settings(experiment: str, settings: dict[str, Any], node: Node, ctx: 
             raise ctx.error(node, join(path, key), f"expected [shortest, longest], got [{shortest}, {longest}]")
     longest_k = max(settings["languages"])
     if settings["train-lengths"][0] < longest_k:
-        raise ctx.error(node, join(path, "train-lengths"),
-                        f"strings of L_{longest_k} have at least {longest_k} letters, got a shortest train length "
-                        f"of {settings['train-lengths'][0]}", "raise the shortest length or drop long languages")
+        raise ctx.error(
+            node,
+            join(path, "train-lengths"),
+            f"strings of L_{longest_k} have at least {longest_k} letters, got a shortest train length "
+            f"of {settings['train-lengths'][0]}",
+            "raise the shortest length or drop long languages",
+        )

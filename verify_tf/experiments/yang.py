@@ -49,8 +49,9 @@ def sample_lk_words(k: int, shortest: int, longest: int, count: int, generator: 
     for length in lengths:
         cuts = sorted((torch.randperm(length - 1, generator=generator)[: k - 1] + 1).tolist())
         bounds = [0, *cuts, length]
-        words.append("".join(("a" if block % 2 == 0 else "b") * (bounds[block + 1] - bounds[block])
-                             for block in range(k)))
+        words.append(
+            "".join(("a" if block % 2 == 0 else "b") * (bounds[block + 1] - bounds[block]) for block in range(k))
+        )
     return words
 
 
@@ -88,55 +89,91 @@ def _logits(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
     return model(tokens)[:, 1:, 0]  # drop the BOS position
 
 
-def _scores(model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Tensor,
-            mask: torch.Tensor) -> tuple[float, float]:
+def _scores(
+    model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor
+) -> tuple[float, float]:
     """(exact match over strings, accuracy over positions)."""
-    correct = torch.cat([(_logits(model, chunk) > 0).float() == target
-                         for chunk, target in zip(tokens.split(512), labels.split(512))])
+    correct = torch.cat(
+        [(_logits(model, chunk) > 0).float() == target for chunk, target in zip(tokens.split(512), labels.split(512))]
+    )
     exact = (correct | ~mask).all(dim=1).float().mean()
     positions = (correct & mask).sum() / mask.sum()
     return float(exact), float(positions)
 
 
-def _train_one(k: int, depth: int, data: _Data, settings: dict[str, Any], device: torch.device, seed: int,
-               progress: Progress | None) -> dict[str, Any]:
+def _train_one(
+    k: int,
+    depth: int,
+    data: _Data,
+    settings: dict[str, Any],
+    device: torch.device,
+    seed: int,
+    progress: Progress | None,
+) -> dict[str, Any]:
     label = f"L{k} / depth {depth}"
     started = time.perf_counter()
     seed_of_run = run_seed(seed, label)
     torch.manual_seed(seed_of_run)
     generator = torch.Generator().manual_seed(seed_of_run)
-    model = TinyTransformer(vocab=3, width=settings["width"], heads=settings["heads"], layers=depth,
-                            ffn_width=settings["ffn-width"], outputs=1, positional="none", causal=True,
-                            layernorm=settings["layernorm"]).to(device)
+    model = TinyTransformer(
+        vocab=3,
+        width=settings["width"],
+        heads=settings["heads"],
+        layers=depth,
+        ffn_width=settings["ffn-width"],
+        outputs=1,
+        positional="none",
+        causal=True,
+        layernorm=settings["layernorm"],
+    ).to(device)
     tokens, labels, mask = data.train
 
     def batch_loss(_step: int) -> torch.Tensor:
         rows = torch.randint(len(tokens), (settings["batch"],), generator=generator).to(device)
-        losses = functional.binary_cross_entropy_with_logits(_logits(model, tokens[rows]), labels[rows],
-                                                             reduction="none")
+        losses = functional.binary_cross_entropy_with_logits(
+            _logits(model, tokens[rows]), labels[rows], reduction="none"
+        )
         return losses[mask[rows]].mean()
 
     def evaluate() -> dict[str, float]:
         validation_exact, validation_positions = _scores(model, *data.validation)
         test_exact, test_positions = _scores(model, *data.test)
-        return {"validation_exact": validation_exact, "validation_positions": validation_positions,
-                "test_exact": test_exact, "test_positions": test_positions}
+        return {
+            "validation_exact": validation_exact,
+            "validation_positions": validation_positions,
+            "test_exact": test_exact,
+            "test_positions": test_positions,
+        }
 
-    history = train(model, steps=settings["steps"], learning_rate=settings["learning-rate"], batch_loss=batch_loss,
-                    evaluate=evaluate, eval_every=max(1, settings["steps"] // _EVALUATIONS), label=label,
-                    progress=progress)
+    history = train(
+        model,
+        steps=settings["steps"],
+        learning_rate=settings["learning-rate"],
+        batch_loss=batch_loss,
+        evaluate=evaluate,
+        eval_every=max(1, settings["steps"] // _EVALUATIONS),
+        label=label,
+        progress=progress,
+    )
     selected = max(reversed(history), key=lambda entry: entry["validation_exact"])  # ties: the latest
-    return {"language": k, "depth": depth, "seed": seed_of_run,
-            "parameters": sum(p.numel() for p in model.parameters()), "selected": selected, "history": history,
-            "wall_seconds": time.perf_counter() - started}
+    return {
+        "language": k,
+        "depth": depth,
+        "seed": seed_of_run,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "selected": selected,
+        "history": history,
+        "wall_seconds": time.perf_counter() - started,
+    }
 
 
 def predicted_depths(k: int) -> dict[str, int]:
     return {"crasp_program_depth": program_depth(lk_program(k)), "prediction_task_depth": k - 2}
 
 
-def run_yang(spec: ExperimentSpec, settings: dict[str, Any], device: torch.device, seed: int,
-             progress: Progress | None = None) -> dict[str, Any]:
+def run_yang(
+    spec: ExperimentSpec, settings: dict[str, Any], device: torch.device, seed: int, progress: Progress | None = None
+) -> dict[str, Any]:
     """Train one model per (language, depth); returns ``runs``, the accuracy ``table`` and the predictions."""
     del spec  # every setting of this experiment lives in the preset
     languages, depths = settings["languages"], settings["depths"]
@@ -155,12 +192,17 @@ def run_yang(spec: ExperimentSpec, settings: dict[str, Any], device: torch.devic
         staircase[f"L{k}"] = {"smallest_depth_solved": min(solved) if solved else None, **predicted_depths(k)}
     return {
         "runs": runs,
-        "table": {"languages": languages, "depths": depths, "test_exact": grid("test_exact"),
-                  "validation_exact": grid("validation_exact"), "test_positions": grid("test_positions")},
+        "table": {
+            "languages": languages,
+            "depths": depths,
+            "test_exact": grid("test_exact"),
+            "validation_exact": grid("validation_exact"),
+            "test_positions": grid("test_positions"),
+        },
         "staircase": staircase,
         "solved_threshold": SOLVED_THRESHOLD,
         "overlay": "solid line: C-RASP program depth k of lk_program(k) (recognition); dashed line: the paper's "
-                   "prediction-task depth k-2; cells right of a line are predicted solvable",
+        "prediction-task depth k-2; cells right of a line are predicted solvable",
     }
 
 
@@ -173,16 +215,25 @@ def plot_yang(result: dict[str, Any], title: str):
     languages, depths = table["languages"], table["depths"]
     figure = Figure(figsize=(2.6 + 2 * 0.75 * len(depths) + 2.2, 1.6 + 0.55 * len(languages)), layout="constrained")
     axes = figure.subplots(1, 2, squeeze=False)[0]
-    panels = (("test_exact", "longer test strings (length generalisation)"),
-              ("validation_exact", "held-out strings of the training lengths"))
+    panels = (
+        ("test_exact", "longer test strings (length generalisation)"),
+        ("validation_exact", "held-out strings of the training lengths"),
+    )
     for axis, (metric, subtitle) in zip(axes, panels):
         values = table[metric]
         image = axis.imshow(values, vmin=0, vmax=1, cmap="viridis", aspect="auto")
         for row, _language in enumerate(languages):
             for column, _depth in enumerate(depths):
                 value = values[row][column]
-                axis.text(column, row, f"{100 * value:.0f}", ha="center", va="center", fontsize=8,
-                          color="black" if value > 0.6 else "white")
+                axis.text(
+                    column,
+                    row,
+                    f"{100 * value:.0f}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="black" if value > 0.6 else "white",
+                )
         for key, colour, style in _OVERLAYS:
             xs, ys = [], []
             for row, k in enumerate(languages):
@@ -198,12 +249,18 @@ def plot_yang(result: dict[str, Any], title: str):
         axis.set_xlabel("transformer depth (layers)")
         axis.set_title(subtitle, fontsize=9)
     figure.colorbar(image, ax=axes, label="exact match (all prefix labels right)", shrink=0.9)
-    labels = {"crasp_program_depth": "C-RASP program depth k (recognition)",
-              "prediction_task_depth": "paper: this prediction task at depth k−2"}
-    figure.legend(handles=[Line2D([], [], color=colour, linestyle=style, label=labels[key])
-                           for key, colour, style in _OVERLAYS],
-                  loc="outside lower center", ncols=2, fontsize=8, title="predicted solvable right of the line",
-                  title_fontsize=8)
+    labels = {
+        "crasp_program_depth": "C-RASP program depth k (recognition)",
+        "prediction_task_depth": "paper: this prediction task at depth k−2",
+    }
+    figure.legend(
+        handles=[Line2D([], [], color=colour, linestyle=style, label=labels[key]) for key, colour, style in _OVERLAYS],
+        loc="outside lower center",
+        ncols=2,
+        fontsize=8,
+        title="predicted solvable right of the line",
+        title_fontsize=8,
+    )
     figure.suptitle(f"{title}\nfloat training — evidence, not a verdict; numbers are % exact match", fontsize=10)
     return figure
 

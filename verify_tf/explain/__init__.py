@@ -12,15 +12,15 @@ from .terminal import print_explained
 from .witness_roles import WitnessRoles, roles_of
 
 __all__ = [
-           "ExplainError",
-           "Explained",
-           "RoleTrace",
-           "WitnessRoles",
-           "explain_report",
-           "explain_verdict",
-           "explain_verdicts",
-           "print_explained",
-           "render_html",
-           "roles_of",
-           "write_html",
+    "ExplainError",
+    "Explained",
+    "RoleTrace",
+    "WitnessRoles",
+    "explain_report",
+    "explain_verdict",
+    "explain_verdicts",
+    "print_explained",
+    "render_html",
+    "roles_of",
+    "write_html",
 ]

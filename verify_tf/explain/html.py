@@ -72,16 +72,23 @@ def _colour(value: Fraction, scale: Fraction) -> str:
     return f"rgb({r},{g},{b})"
 
 
-def heatmap_svg(scores: Sequence[Sequence[Fraction | None]], weights: Sequence[Sequence[Fraction]],
-                labels: Sequence[str], differs: set[tuple[int, int]], title: str) -> str:
+def heatmap_svg(
+    scores: Sequence[Sequence[Fraction | None]],
+    weights: Sequence[Sequence[Fraction]],
+    labels: Sequence[str],
+    differs: set[tuple[int, int]],
+    title: str,
+) -> str:
     n = len(weights)
     cell = 30 if n <= 8 else max(10, 240 // n)
     margin = 28
     width = height = margin + n * cell + 2
     scale = max((abs(w) for row in weights for w in row), default=Fraction(0))
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" aria-label="{_e(title)}">',
-             f"<title>{_e(title)}</title>"]
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_e(title)}">',
+        f"<title>{_e(title)}</title>",
+    ]
     for k, label in enumerate(labels[:n]):
         short = _e(label)
         center = margin + k * cell + cell / 2
@@ -94,15 +101,22 @@ def heatmap_svg(scores: Sequence[Sequence[Fraction | None]], weights: Sequence[S
             weight = weights[i][j]
             fill = "#e0e0e0" if masked else _colour(weight, scale)
             stroke = ' stroke="#e67e22" stroke-width="3"' if (i, j) in differs else ' stroke="#fff" stroke-width="1"'
-            tip = (f"query {labels[i]}, key {labels[j]}: masked" if masked else
-                   f"query {labels[i]}, key {labels[j]}: weight {fmt(weight)}, score {fmt(scores[i][j])}")
-            parts.append(f'<rect x="{x}" y="{y}" width="{cell}" height="{cell}" fill="{fill}"{stroke}>'
-                         f"<title>{_e(tip)}</title></rect>")
+            tip = (
+                f"query {labels[i]}, key {labels[j]}: masked"
+                if masked
+                else f"query {labels[i]}, key {labels[j]}: weight {fmt(weight)}, score {fmt(scores[i][j])}"
+            )
+            parts.append(
+                f'<rect x="{x}" y="{y}" width="{cell}" height="{cell}" fill="{fill}"{stroke}>'
+                f"<title>{_e(tip)}</title></rect>"
+            )
             if cell >= 26:
                 text = "·" if masked else _short(weight)
                 colour = "#fff" if not masked and scale and abs(weight) / scale > Fraction(3, 5) else "#222"
-                parts.append(f'<text x="{x + cell / 2}" y="{y + cell / 2 + 3}" font-size="8" text-anchor="middle" '
-                             f'fill="{colour}">{_e(text)}</text>')
+                parts.append(
+                    f'<text x="{x + cell / 2}" y="{y + cell / 2 + 3}" font-size="8" text-anchor="middle" '
+                    f'fill="{colour}">{_e(text)}</text>'
+                )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -126,7 +140,7 @@ def _stage_table(role: RoleTrace, vectors, marked: set[tuple[int, int]], collisi
             value = _vector_html(vector, i, marked)
         css = ' class="focus"' if i in focus else ""
         label = role.labels[i] if i < len(role.labels) else str(i)
-        rows.append(f"<tr{css}><td>{label}</td><td class=\"token\">{_e(_token_text(token))}</td><td>{value}</td></tr>")
+        rows.append(f'<tr{css}><td>{label}</td><td class="token">{_e(_token_text(token))}</td><td>{value}</td></tr>')
     rows.append("</table>")
     return "".join(rows)
 
@@ -136,34 +150,48 @@ def _grid(columns: int) -> str:
 
 
 def _section(item: Explained, number: int) -> str:
-    out = [f'<section class="counterexample" id="cx-{number}">',
-           f"<h2>{_e(item.spec_path)}: {_e(item.property)} — refuted</h2>",
-           f'<p class="summary">{_e(item.summary)}</p>']
+    out = [
+        f'<section class="counterexample" id="cx-{number}">',
+        f"<h2>{_e(item.spec_path)}: {_e(item.property)} — refuted</h2>",
+        f'<p class="summary">{_e(item.summary)}</p>',
+    ]
     out += [f'<p class="note">{_e(note)}</p>' for note in item.notes]
     table = witness_table(item.counterexample)
     if table is not None:
         columns, rows = table
-        out.append("<h3>the property's trace (from the witness)</h3><table><tr>"
-                   + "".join(f"<th>{_e(c)}</th>" for c in columns) + "</tr>"
-                   + "".join("<tr>" + "".join(f"<td>{_e(x)}</td>" for x in row) + "</tr>" for row in rows)
-                   + "</table>")
+        out.append(
+            "<h3>the property's trace (from the witness)</h3><table><tr>"
+            + "".join(f"<th>{_e(c)}</th>" for c in columns)
+            + "</tr>"
+            + "".join("<tr>" + "".join(f"<td>{_e(x)}</td>" for x in row) + "</tr>" for row in rows)
+            + "</table>"
+        )
     replayed = [r for r in item.roles if r.trace is not None]
     out += [f'<p class="note">{_e(r.problem)}</p>' for r in item.roles if r.problem is not None]
     if replayed:
-        out.append("<h3>inputs (replayed on the reference interpreter"
-                   f"{', ' + _e(item.arithmetic.describe()) if item.arithmetic is not None else ''})</h3><ul>")
+        out.append(
+            "<h3>inputs (replayed on the reference interpreter"
+            f"{', ' + _e(item.arithmetic.describe()) if item.arithmetic is not None else ''})</h3><ul>"
+        )
         for r in replayed:
-            out.append(f"<li><b>{_e(r.role)}</b>: {_e(' '.join(_token_text(t) for t in r.tokens))}"
-                       + (f" — position of interest {r.focus}" if r.focus is not None else "") + "</li>")
+            out.append(
+                f"<li><b>{_e(r.role)}</b>: {_e(' '.join(_token_text(t) for t in r.tokens))}"
+                + (f" — position of interest {r.focus}" if r.focus is not None else "")
+                + "</li>"
+            )
         out.append("</ul>")
         if len(replayed) > 1:
-            out.append('<p class="legend"><span><span class="differs">value</span> differs from the first input\'s '
-                       'aligned value</span><span>outlined row: position of interest</span>'
-                       '<span><span class="collision">value</span> colliding values</span>'
-                       '<span>orange outline in a heatmap: a different attention weight</span></p>')
+            out.append(
+                '<p class="legend"><span><span class="differs">value</span> differs from the first input\'s '
+                "aligned value</span><span>outlined row: position of interest</span>"
+                '<span><span class="collision">value</span> colliding values</span>'
+                "<span>orange outline in a heatmap: a different attention weight</span></p>"
+            )
         out.append(_stages_html(replayed))
-    out.append("<details><summary>witness JSON</summary><pre>"
-               f"{_e(json.dumps(item.counterexample, indent=2, default=str))}</pre></details>")
+    out.append(
+        "<details><summary>witness JSON</summary><pre>"
+        f"{_e(json.dumps(item.counterexample, indent=2, default=str))}</pre></details>"
+    )
     out.append("</section>")
     return "".join(out)
 
@@ -185,8 +213,10 @@ def _stages_html(roles: list[RoleTrace]) -> str:
             marked = differing_cells(first_vectors, stage[s][1], mapping) if role is not first else set()
             rows = focus_rows(role)
             collision_row = next(iter(rows)) if collision and last and rows else None
-            out.append(f'<div class="role"><h4>{_e(role.role)}</h4>'
-                       f"{_stage_table(role, stage[s][1], marked, collision_row)}</div>")
+            out.append(
+                f'<div class="role"><h4>{_e(role.role)}</h4>'
+                f"{_stage_table(role, stage[s][1], marked, collision_row)}</div>"
+            )
         out.append("</div>")
     return "".join(out)
 
@@ -202,15 +232,17 @@ def _heatmaps_html(roles: list[RoleTrace], mappings: list[dict[int, int]], layer
     heads = len(first.trace.blocks[layer].heads)
     out = []
     for h in range(heads):
-        out.append(f"<h3>layer {layer} head {h}: attention weights (rows: query i, columns: key j)</h3>"
-                   + _grid(len(roles)))
+        out.append(
+            f"<h3>layer {layer} head {h}: attention weights (rows: query i, columns: key j)</h3>" + _grid(len(roles))
+        )
         first_weights = first.trace.blocks[layer].heads[h].weights
         for role, mapping in zip(roles, mappings):
             head = role.trace.blocks[layer].heads[h]
             differs = differing_weights(first_weights, head.weights, mapping) if role is not first else set()
             labels = role.labels
-            svg = heatmap_svg(head.scores, head.weights, labels, differs,
-                              f"{role.role}: layer {layer} head {h} attention weights")
+            svg = heatmap_svg(
+                head.scores, head.weights, labels, differs, f"{role.role}: layer {layer} head {h} attention weights"
+            )
             out.append(f'<div class="role"><h4>{_e(role.role)}</h4>{svg}</div>')
         out.append("</div>")
     return "".join(out)
@@ -218,17 +250,28 @@ def _heatmaps_html(roles: list[RoleTrace], mappings: list[dict[int, int]], layer
 
 def render_html(explained: Sequence[Explained], source: str = "") -> str:
     count = len(explained)
-    body = [f"<h1>verify-tf counterexamples</h1><p>{count} refuted propert{'y' if count == 1 else 'ies'}"
-            + (f" from <code>{_e(source)}</code>" if source else "") + f" — verify-tf {__version__}</p>"]
+    body = [
+        f"<h1>verify-tf counterexamples</h1><p>{count} refuted propert{'y' if count == 1 else 'ies'}"
+        + (f" from <code>{_e(source)}</code>" if source else "")
+        + f" — verify-tf {__version__}</p>"
+    ]
     if not explained:
         body.append("<p>No refuted property: nothing to explain.</p>")
     else:
-        body.append("<ul>" + "".join(f'<li><a href="#cx-{k}">{_e(item.spec_path)}: {_e(item.property)}</a></li>'
-                                     for k, item in enumerate(explained)) + "</ul>")
+        body.append(
+            "<ul>"
+            + "".join(
+                f'<li><a href="#cx-{k}">{_e(item.spec_path)}: {_e(item.property)}</a></li>'
+                for k, item in enumerate(explained)
+            )
+            + "</ul>"
+        )
     body += [_section(item, k) for k, item in enumerate(explained)]
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<title>verify-tf counterexamples</title>"
-            f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        "<title>verify-tf counterexamples</title>"
+        f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>\n"
+    )
 
 
 def write_html(path: str | Path, explained: Sequence[Explained], source: str = "") -> None:

@@ -106,13 +106,21 @@ def _replay_roles(model: Model, arithmetic: Arithmetic, roles: WitnessRoles) -> 
 def explain_verdict(spec, verdict: Verdict) -> Explained:
     """Replay one refuted verdict of ``spec`` (a loaded ``Spec``)."""
     counterexample = verdict.counterexample or {}
-    item = Explained(spec_path=verdict.spec or str(spec.path), property=verdict.property, index=verdict.index,
-                     summary=str(counterexample.get("summary") or verdict.detail), counterexample=counterexample,
-                     model=spec.model, arithmetic=spec.arithmetic)
+    item = Explained(
+        spec_path=verdict.spec or str(spec.path),
+        property=verdict.property,
+        index=verdict.index,
+        summary=str(counterexample.get("summary") or verdict.detail),
+        counterexample=counterexample,
+        model=spec.model,
+        arithmetic=spec.arithmetic,
+    )
     roles = roles_of(counterexample)
     if not roles.names:
-        item.notes.append("this witness names no inputs ('input', '*_input' or 'inputs'; docs/explore.md), "
-                          "so there is no trace to show")
+        item.notes.append(
+            "this witness names no inputs ('input', '*_input' or 'inputs'; docs/explore.md), "
+            "so there is no trace to show"
+        )
         return item
     item.roles = _replay_roles(spec.model, spec.arithmetic, roles)
     return item
@@ -147,8 +155,10 @@ def explain_report(path: str | Path, only: set[str] | None = None) -> list[Expla
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ExplainError(f"{path}: not a JSON report ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != REPORT_FORMAT or not isinstance(data.get("results"), list):
-        raise ExplainError(f"{path}: not a verify-tf JSON report (expected format {REPORT_FORMAT!r}; "
-                           "write one with `verify-tf check SPEC --json REPORT.json`)")
+        raise ExplainError(
+            f"{path}: not a verify-tf JSON report (expected format {REPORT_FORMAT!r}; "
+            "write one with `verify-tf check SPEC --json REPORT.json`)"
+        )
     specs: dict[Path, Any] = {}
     explained = []
     for entry in data["results"]:
@@ -162,8 +172,12 @@ def explain_report(path: str | Path, only: set[str] | None = None) -> list[Expla
             raise ExplainError(f"{path}: malformed result for {entry.get('property')!r}: {exc}") from None
         spec_file = _locate_spec(entry, path.resolve().parent)
         if spec_file is None:
-            explained.append(_unreplayed(verdict, f"spec {entry.get('spec')!r} not found (looked next to the report "
-                                                  "and in the current folder)"))
+            explained.append(
+                _unreplayed(
+                    verdict,
+                    f"spec {entry.get('spec')!r} not found (looked next to the report and in the current folder)",
+                )
+            )
             continue
         if spec_file not in specs:
             try:
@@ -185,12 +199,18 @@ def explain_report(path: str | Path, only: set[str] | None = None) -> list[Expla
 
 def _unreplayed(verdict: Verdict, problem: str) -> Explained:
     counterexample = verdict.counterexample or {}
-    return Explained(spec_path=verdict.spec, property=verdict.property, index=verdict.index,
-                     summary=str(counterexample.get("summary") or verdict.detail), counterexample=counterexample,
-                     notes=[problem])
+    return Explained(
+        spec_path=verdict.spec,
+        property=verdict.property,
+        index=verdict.index,
+        summary=str(counterexample.get("summary") or verdict.detail),
+        counterexample=counterexample,
+        notes=[problem],
+    )
 
 
 # ---------------------------------------------------------------- the property's own trace (both renderers)
+
 
 def witness_table(counterexample: dict[str, Any]) -> tuple[list[str], list[list[str]]] | None:
     """The witness's ``trace`` rows (a property's own per-position table, e.g. the RASP or C-RASP program's
@@ -218,14 +238,19 @@ def _text(value: Any) -> str:
 
 # ---------------------------------------------------------------- comparing aligned traces (both renderers)
 
+
 def stages(trace: Trace) -> list[tuple[str, list[Sequence[Fraction]]]]:
     """The per-position vectors of a trace, stage by stage, ending with the readout q."""
     out: list[tuple[str, list[Sequence[Fraction]]]] = [("embedding", list(trace.embedded))]
     for index, block in enumerate(trace.blocks):
-        for name, vectors in (("attention LayerNorm", block.attention_norm),
-                              ("attention output", block.attention_output), ("after attention", block.after_attention),
-                              ("feed-forward LayerNorm", block.feed_forward_norm),
-                              ("hidden activation", block.hidden), ("after feed-forward", block.after_feed_forward)):
+        for name, vectors in (
+            ("attention LayerNorm", block.attention_norm),
+            ("attention output", block.attention_output),
+            ("after attention", block.after_attention),
+            ("feed-forward LayerNorm", block.feed_forward_norm),
+            ("hidden activation", block.hidden),
+            ("after feed-forward", block.after_feed_forward),
+        ):
             if vectors is not None:
                 out.append((f"layer {index}: {name}", list(vectors)))
     if trace.before_final_norm is not None:
@@ -249,8 +274,9 @@ def trace_alignment(role: RoleTrace, first: RoleTrace) -> dict[int, int]:
     return mapping
 
 
-def differing_cells(first: Sequence[Sequence[Fraction]], other: Sequence[Sequence[Fraction]],
-                    mapping: dict[int, int]) -> set[tuple[int, int]]:
+def differing_cells(
+    first: Sequence[Sequence[Fraction]], other: Sequence[Sequence[Fraction]], mapping: dict[int, int]
+) -> set[tuple[int, int]]:
     """(position, coordinate) cells of ``other`` whose value differs from the aligned cell of ``first``."""
     cells = set()
     for i, vector in enumerate(other):
@@ -263,8 +289,9 @@ def differing_cells(first: Sequence[Sequence[Fraction]], other: Sequence[Sequenc
     return cells
 
 
-def differing_weights(first: Sequence[Sequence[Fraction]], other: Sequence[Sequence[Fraction]],
-                      mapping: dict[int, int]) -> set[tuple[int, int]]:
+def differing_weights(
+    first: Sequence[Sequence[Fraction]], other: Sequence[Sequence[Fraction]], mapping: dict[int, int]
+) -> set[tuple[int, int]]:
     """Attention cells (i, j) of ``other`` whose weight differs from the first role's a[π(i)][π(j)]."""
     cells = set()
     for i, row in enumerate(other):
@@ -283,6 +310,9 @@ def focus_rows(role: RoleTrace) -> set[int]:
 
 def focus_collision(roles: Sequence[RoleTrace]) -> bool:
     """True when the roles' positions of interest have equal readouts (e.g. a contextual-mapping collision)."""
-    values = [r.trace.readout[r.offset + r.focus] for r in roles
-              if r.trace is not None and r.focus is not None and 0 <= r.offset + r.focus < len(r.trace.readout)]
+    values = [
+        r.trace.readout[r.offset + r.focus]
+        for r in roles
+        if r.trace is not None and r.focus is not None and 0 <= r.offset + r.focus < len(r.trace.readout)
+    ]
     return len(values) >= 2 and len(set(values)) == 1

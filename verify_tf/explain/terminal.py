@@ -35,8 +35,9 @@ def _cell(vector, position: int, marked: set[tuple[int, int]]) -> str:
     return "[" + ", ".join(parts) + "]"
 
 
-def _aligned_rows(first_length: int, roles: list[RoleTrace], mappings: list[dict[int, int]],
-                  lengths: list[int]) -> list[list[int | None]]:
+def _aligned_rows(
+    first_length: int, roles: list[RoleTrace], mappings: list[dict[int, int]], lengths: list[int]
+) -> list[list[int | None]]:
     """Rows of positions, one column per role: row k holds first-role position k and, for every other role,
     the position aligned with it; positions aligned with nothing get rows of their own at the end."""
     inverse = [{target: own for own, target in mapping.items()} for mapping in mappings]
@@ -54,8 +55,11 @@ def _comparison_tables(console: Console, roles: list[RoleTrace]) -> None:
     collision = focus_collision(roles)
     for s, (title, first_vectors) in enumerate(per_role[0]):
         last = s == len(per_role[0]) - 1
-        table = Table(title=f"{title}: aligned side by side (values that differ from {first.role} in red)",
-                      title_justify="left", header_style="bold")
+        table = Table(
+            title=f"{title}: aligned side by side (values that differ from {first.role} in red)",
+            title_justify="left",
+            header_style="bold",
+        )
         for r in roles:
             table.add_column(f"{r.role} pos", justify="right")
             table.add_column(r.role)

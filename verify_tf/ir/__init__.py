@@ -330,11 +330,15 @@ def validate_shapes(model: Model) -> list[str]:
                 if head.positional == "urpe" and head.urpe_c is None:
                     problems.append(f"{p}: positional urpe needs urpe-c")
                 if head.positional == "standard" and head.rpe_bias is not None:
-                    problems.append(f"{p}.rpe-bias: positional standard does not use an RPE bias "
-                                    "(set positional: rpe or urpe, or drop the table)")
+                    problems.append(
+                        f"{p}.rpe-bias: positional standard does not use an RPE bias "
+                        "(set positional: rpe or urpe, or drop the table)"
+                    )
                 if head.positional != "urpe" and head.urpe_c is not None:
-                    problems.append(f"{p}.urpe-c: positional {head.positional} does not use a URPE table "
-                                    "(set positional: urpe, or drop the table)")
+                    problems.append(
+                        f"{p}.urpe-c: positional {head.positional} does not use a URPE table "
+                        "(set positional: urpe, or drop the table)"
+                    )
             check_vector(f"layers[{index}].attention.output-bias", block.attention.output_bias, d)
         if block.feed_forward is not None:
             ff = block.feed_forward

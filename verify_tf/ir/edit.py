@@ -32,8 +32,10 @@ def with_parameter(model: Model, path: str, value: Fraction) -> Model:
     """
     known = dict(model.parameters())
     if path not in known:
-        raise EditError(f"the model has no parameter {path!r}",
-                        hint="parameter names look like layers[0].feed-forward.b1[1] or readout[3]")
+        raise EditError(
+            f"the model has no parameter {path!r}",
+            hint="parameter names look like layers[0].feed-forward.b1[1] or readout[3]",
+        )
     data = model_to_dict(model)
     steps: list[str | int] = [m.group(1) if m.group(1) else int(m.group(2)) for m in _PATH_PART.finditer(path)]
     if steps[0] in ("embedding", "bos-embedding"):
@@ -55,7 +57,9 @@ def apply_settings(model: Model, settings: list[str] | tuple[str, ...]) -> Model
                 raise NotANumber(text)
             value = parse_rational(text)
         except NotANumber:
-            raise EditError(f"cannot read the setting {setting!r}",
-                            hint="write PARAMETER=NUMBER, e.g. layers[0].attention.heads[0].value-bias[0]=0") from None
+            raise EditError(
+                f"cannot read the setting {setting!r}",
+                hint="write PARAMETER=NUMBER, e.g. layers[0].attention.heads[0].value-bias[0]=0",
+            ) from None
         model = with_parameter(model, parameter.strip(), value)
     return model

@@ -46,19 +46,34 @@ def model_to_dict(model: Model) -> dict[str, Any]:
         tokens: dict[str, Any] = {"grid": model.tokens.dim}
     else:
         t = model.tokens
-        tokens = {"alphabet": list(t.symbols), "embedding": mat(t.embedding), "bos": t.bos,
-                  "bos-embedding": vec(t.bos_embedding) if t.bos_embedding is not None else None}
+        tokens = {
+            "alphabet": list(t.symbols),
+            "embedding": mat(t.embedding),
+            "bos": t.bos,
+            "bos-embedding": vec(t.bos_embedding) if t.bos_embedding is not None else None,
+        }
     layers = []
     for block in model.blocks:
         layer: dict[str, Any] = {"attention": None, "feed-forward": None}
         if block.attention is not None:
             layer["attention"] = {
-                "heads": [{
-                    "scoring": h.scoring, "causal": h.causal, "positional": h.positional,
-                    "query": mat(h.query), "key": mat(h.key), "value": mat(h.value), "output": mat(h.output),
-                    "query-bias": vec(h.query_bias), "key-bias": vec(h.key_bias), "value-bias": vec(h.value_bias),
-                    "rpe-bias": table(h.rpe_bias), "urpe-c": table(h.urpe_c),
-                } for h in block.attention.heads],
+                "heads": [
+                    {
+                        "scoring": h.scoring,
+                        "causal": h.causal,
+                        "positional": h.positional,
+                        "query": mat(h.query),
+                        "key": mat(h.key),
+                        "value": mat(h.value),
+                        "output": mat(h.output),
+                        "query-bias": vec(h.query_bias),
+                        "key-bias": vec(h.key_bias),
+                        "value-bias": vec(h.value_bias),
+                        "rpe-bias": table(h.rpe_bias),
+                        "urpe-c": table(h.urpe_c),
+                    }
+                    for h in block.attention.heads
+                ],
                 "output-bias": vec(block.attention.output_bias),
                 "residual": block.attention.residual,
             }
@@ -67,17 +82,27 @@ def model_to_dict(model: Model) -> dict[str, Any]:
                 layer["attention"]["norm-first"] = block.attention.norm_first
         if block.feed_forward is not None:
             f = block.feed_forward
-            layer["feed-forward"] = {"w1": mat(f.w1), "b1": vec(f.b1), "w2": mat(f.w2), "b2": vec(f.b2),
-                                     "residual": f.residual}
+            layer["feed-forward"] = {
+                "w1": mat(f.w1),
+                "b1": vec(f.b1),
+                "w2": mat(f.w2),
+                "b2": vec(f.b2),
+                "residual": f.residual,
+            }
             if f.activation != "relu":
                 layer["feed-forward"]["activation"] = f.activation
             if f.norm is not None:
                 layer["feed-forward"]["norm"] = norm(f.norm)
                 layer["feed-forward"]["norm-first"] = f.norm_first
         layers.append(layer)
-    data = {"format": FORMAT, "name": model.name, "tokens": tokens,
-            "positional-encoding": mat(model.positional_encoding) if model.positional_encoding else None,
-            "layers": layers, "readout": vec(model.readout)}
+    data = {
+        "format": FORMAT,
+        "name": model.name,
+        "tokens": tokens,
+        "positional-encoding": mat(model.positional_encoding) if model.positional_encoding else None,
+        "layers": layers,
+        "readout": vec(model.readout),
+    }
     if model.final_norm is not None:
         data["final-norm"] = norm(model.final_norm)
     return data
@@ -102,28 +127,63 @@ def model_from_dict(data: dict[str, Any]) -> Model:
         dim = tokens.dim
     else:
         emb = mat(tok["embedding"])
-        tokens = AlphabetTokens(tuple(tok["alphabet"]), emb, tok.get("bos"),
-                                vec(tok["bos-embedding"]) if tok.get("bos-embedding") is not None else None)
+        tokens = AlphabetTokens(
+            tuple(tok["alphabet"]),
+            emb,
+            tok.get("bos"),
+            vec(tok["bos-embedding"]) if tok.get("bos-embedding") is not None else None,
+        )
         dim = len(emb[0])
     blocks = []
     for layer in data["layers"]:
         attention = None
         if layer.get("attention"):
             a = layer["attention"]
-            heads = tuple(Head(
-                query=mat(h["query"]), key=mat(h["key"]), value=mat(h["value"]), output=mat(h["output"]),
-                query_bias=vec(h["query-bias"]), key_bias=vec(h["key-bias"]), value_bias=vec(h["value-bias"]),
-                scoring=h["scoring"], causal=bool(h["causal"]), positional=h["positional"],
-                rpe_bias=table(h.get("rpe-bias")), urpe_c=table(h.get("urpe-c")),
-            ) for h in a["heads"])
-            attention = AttentionLayer(heads, vec(a["output-bias"]), bool(a.get("residual", True)),
-                                       norm(a.get("norm")), bool(a.get("norm-first", False)))
+            heads = tuple(
+                Head(
+                    query=mat(h["query"]),
+                    key=mat(h["key"]),
+                    value=mat(h["value"]),
+                    output=mat(h["output"]),
+                    query_bias=vec(h["query-bias"]),
+                    key_bias=vec(h["key-bias"]),
+                    value_bias=vec(h["value-bias"]),
+                    scoring=h["scoring"],
+                    causal=bool(h["causal"]),
+                    positional=h["positional"],
+                    rpe_bias=table(h.get("rpe-bias")),
+                    urpe_c=table(h.get("urpe-c")),
+                )
+                for h in a["heads"]
+            )
+            attention = AttentionLayer(
+                heads,
+                vec(a["output-bias"]),
+                bool(a.get("residual", True)),
+                norm(a.get("norm")),
+                bool(a.get("norm-first", False)),
+            )
         ff = None
         if layer.get("feed-forward"):
             f = layer["feed-forward"]
-            ff = FeedForward(mat(f["w1"]), vec(f["b1"]), mat(f["w2"]), vec(f["b2"]), bool(f.get("residual", True)),
-                             f.get("activation", "relu"), norm(f.get("norm")), bool(f.get("norm-first", False)))
+            ff = FeedForward(
+                mat(f["w1"]),
+                vec(f["b1"]),
+                mat(f["w2"]),
+                vec(f["b2"]),
+                bool(f.get("residual", True)),
+                f.get("activation", "relu"),
+                norm(f.get("norm")),
+                bool(f.get("norm-first", False)),
+            )
         blocks.append(Block(attention, ff))
     pe = mat(data["positional-encoding"]) if data.get("positional-encoding") else None
-    return Model(tokens=tokens, dim=dim, blocks=tuple(blocks), readout=vec(data["readout"]),
-                 positional_encoding=pe, final_norm=norm(data.get("final-norm")), name=data.get("name", "model"))
+    return Model(
+        tokens=tokens,
+        dim=dim,
+        blocks=tuple(blocks),
+        readout=vec(data["readout"]),
+        positional_encoding=pe,
+        final_norm=norm(data.get("final-norm")),
+        name=data.get("name", "model"),
+    )

@@ -40,8 +40,7 @@ def typed(cls: type) -> Callable[[dict], Any]:
     names = {f.name for f in dataclasses.fields(cls)}
 
     def build(values: dict) -> Any:
-        return cls(**{key.replace("-", "_"): value for key, value in values.items()
-                      if key.replace("-", "_") in names})
+        return cls(**{key.replace("-", "_"): value for key, value in values.items() if key.replace("-", "_") in names})
 
     return build
 
@@ -83,8 +82,9 @@ def bos_offset(model: Model) -> int:
 BOS = "BOS"  # how witnesses name the BOS position (user positions are 0, 1, ... as the user wrote the input)
 
 
-def compared_positions(model: Model, length: int, include_bos: bool,
-                       chosen: Sequence[int] | None = None) -> list[tuple[int | str, int]]:
+def compared_positions(
+    model: Model, length: int, include_bos: bool, chosen: Sequence[int] | None = None
+) -> list[tuple[int | str, int]]:
     """(witness label, stream index) of the positions a property compares, in stream order.
 
     The one numbering of docs/semantics.md ("Positions"): user positions 0..length-1 as the user wrote the input

@@ -80,25 +80,47 @@ def is_permutation(first: tuple, second: tuple) -> bool:
 
 class ContextualMapping(Property):
     name = "contextual-mapping"
-    summary = ("Yun et al. Def 3.1: the readout values of every input are distinct, and differ from every value of "
-               "every other input (optionally at least a margin apart; permutations optionally exempt)")
-    options = Obj({
-        "readout": Field(ListOf(Number(), "u: the values are q_i = u·z_i of the final stream (default: the "
-                                "model's readout)", min_length=1)),
-        "margin": Field(Number("every two values must be at least this far apart (default: merely distinct)",
-                               positive=True)),
-        "exempt-permutations": Field(Boolean("pairs where one input is a permutation of the other are exempt "
-                                             "from condition (2) (Yun's setting for models without positions)"),
-                                     default=False),
-    }, check=typed(Options))
+    summary = (
+        "Yun et al. Def 3.1: the readout values of every input are distinct, and differ from every value of "
+        "every other input (optionally at least a margin apart; permutations optionally exempt)"
+    )
+    options = Obj(
+        {
+            "readout": Field(
+                ListOf(
+                    Number(),
+                    "u: the values are q_i = u·z_i of the final stream (default: the model's readout)",
+                    min_length=1,
+                )
+            ),
+            "margin": Field(
+                Number("every two values must be at least this far apart (default: merely distinct)", positive=True)
+            ),
+            "exempt-permutations": Field(
+                Boolean(
+                    "pairs where one input is a permutation of the other are exempt "
+                    "from condition (2) (Yun's setting for models without positions)"
+                ),
+                default=False,
+            ),
+        },
+        check=typed(Options),
+    )
     engines = ("enumerate", "interpret", "smt", "split")
     form = DISTINCT_VALUES
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
-        require(isinstance(domain, GridDomain), "", "contextual-mapping needs a grid domain",
-                "e.g. domain: {grid: {step: 1/2}, length: 3}")
-        require(options.readout is None or len(options.readout) == model.dim, "readout",
-                f"readout has {len(options.readout or ())} entries, expected the model width {model.dim}")
+        require(
+            isinstance(domain, GridDomain),
+            "",
+            "contextual-mapping needs a grid domain",
+            "e.g. domain: {grid: {step: 1/2}, length: 3}",
+        )
+        require(
+            options.readout is None or len(options.readout) == model.dim,
+            "readout",
+            f"readout has {len(options.readout or ())} entries, expected the model width {model.dim}",
+        )
 
     def equivariant(self, task: Task) -> bool:
         return equivariance_obstacle(task.model) is None
@@ -118,11 +140,14 @@ class ContextualMapping(Property):
 
     def statistics(self, task: Task) -> dict:
         obstacle = equivariance_obstacle(task.model)
-        return {"permutation_equivariant": True if obstacle is None else f"no: {obstacle}",
-                "domain_size": task.domain.size(),
-                "enumerated": "multisets" if self.input_space(task).order == "sorted" else "sequences",
-                "symmetry_breaking": "fix0: colliding positions moved to 0 (and 1), the rest sorted" if obstacle is None
-                else f"none: free (i, j), the model is not permutation-equivariant ({obstacle})"}
+        return {
+            "permutation_equivariant": True if obstacle is None else f"no: {obstacle}",
+            "domain_size": task.domain.size(),
+            "enumerated": "multisets" if self.input_space(task).order == "sorted" else "sequences",
+            "symmetry_breaking": "fix0: colliding positions moved to 0 (and 1), the rest sorted"
+            if obstacle is None
+            else f"none: free (i, j), the model is not permutation-equivariant ({obstacle})",
+        }
 
     def values(self, task: Task, tokens: tuple) -> list[Fraction]:
         """q(L) on the reference interpreter."""
@@ -155,17 +180,33 @@ class ContextualMapping(Property):
             raise ReplayMismatch("contextual-mapping: the claimed pair is an exempt permutation", first, second)
         a, b = q1[i], q2[j]
         if not task.options.gap_violates(abs(a - b)):
-            raise ReplayMismatch(f"contextual-mapping: q(L)_{i} = {a} and q(L')_{j} = {b} are "
-                                 f"{task.options.requirement()}", "too close", (str(a), str(b)))
+            raise ReplayMismatch(
+                f"contextual-mapping: q(L)_{i} = {a} and q(L')_{j} = {b} are {task.options.requirement()}",
+                "too close",
+                (str(a), str(b)),
+            )
         relation = "=" if a == b else "≈"
         closeness = "" if a == b else f" (only {fmt(abs(a - b))} apart, margin {fmt(task.options.margin)})"
-        summary = (f"L = {format_input(first)}: q(L)_{i} = {fmt(a)} {relation} q(L)_{j} = {fmt(b)}{closeness}: two "
-                   "positions of one input") if same else \
-            (f"L = {format_input(first)}, L′ = {format_input(second)}: q(L)_{i} = {fmt(a)} {relation} "
-             f"q(L′)_{j} = {fmt(b)}{closeness}")
-        return {"input": input_to_json(first), "other_input": input_to_json(second), "positions": [i, j],
-                "values": [str(a), str(b)], "gap": str(abs(a - b)), "condition": 1 if same else 2,
-                "summary": summary}
+        summary = (
+            (
+                f"L = {format_input(first)}: q(L)_{i} = {fmt(a)} {relation} q(L)_{j} = {fmt(b)}{closeness}: two "
+                "positions of one input"
+            )
+            if same
+            else (
+                f"L = {format_input(first)}, L′ = {format_input(second)}: q(L)_{i} = {fmt(a)} {relation} "
+                f"q(L′)_{j} = {fmt(b)}{closeness}"
+            )
+        )
+        return {
+            "input": input_to_json(first),
+            "other_input": input_to_json(second),
+            "positions": [i, j],
+            "values": [str(a), str(b)],
+            "gap": str(abs(a - b)),
+            "condition": 1 if same else 2,
+            "summary": summary,
+        }
 
     # -- enumerate: the same values from the batched evaluator, as integers over one denominator
     def batched_values(self, task: Task, evaluators: Any, rows: np.ndarray) -> tuple[np.ndarray, int]:
@@ -251,7 +292,7 @@ def token_codes(inp, domain: GridDomain) -> list:
 
 
 def sorted_from(codes: list, start: int, strict: bool) -> list:
-    return [(a < b) if strict else (a <= b) for a, b in zip(codes[start:], codes[start + 1:])]
+    return [(a < b) if strict else (a <= b) for a, b in zip(codes[start:], codes[start + 1 :])]
 
 
 def claimed_pair(cases: dict, evaluate_term) -> tuple[int, int]:

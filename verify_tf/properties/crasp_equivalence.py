@@ -112,32 +112,59 @@ def checked_positions(task: Task, length: int) -> range:
 class CraspEquivalence(Property):
     name = "crasp-equivalence"
     summary = "the model accepts exactly what a C-RASP program accepts (last position, or every prefix)"
-    options = Obj({
-        "program": Field(ProgramFile("the C-RASP program (.cr), relative to the spec's folder"), required=True),
-        "mode": Field(String("accept: the decision at the last position of every string; prefix: the decision "
-                             "at every position (the prediction task)", MODES), default="accept"),
-        "threshold": Field(Number("the model accepts at position i iff its readout q_i > threshold"),
-                           default=Fraction(0)),
-        "queries": Field(String("smt engine, causal models: one query on the longest strings covering every "
-                                "position (measured faster), or one query per length", ("one", "per-length")),
-                         default="one"),
-        "lengths": Field(String("domain: the strings of the domain; all: every length (engine counting: the "
-                                "domain's lengths by counting, then induction over positions)", LENGTHS),
-                         default="domain"),
-    }, check=typed(Options))
+    options = Obj(
+        {
+            "program": Field(ProgramFile("the C-RASP program (.cr), relative to the spec's folder"), required=True),
+            "mode": Field(
+                String(
+                    "accept: the decision at the last position of every string; prefix: the decision "
+                    "at every position (the prediction task)",
+                    MODES,
+                ),
+                default="accept",
+            ),
+            "threshold": Field(
+                Number("the model accepts at position i iff its readout q_i > threshold"), default=Fraction(0)
+            ),
+            "queries": Field(
+                String(
+                    "smt engine, causal models: one query on the longest strings covering every "
+                    "position (measured faster), or one query per length",
+                    ("one", "per-length"),
+                ),
+                default="one",
+            ),
+            "lengths": Field(
+                String(
+                    "domain: the strings of the domain; all: every length (engine counting: the "
+                    "domain's lengths by counting, then induction over positions)",
+                    LENGTHS,
+                ),
+                default="domain",
+            ),
+        },
+        check=typed(Options),
+    )
     engines = ("enumerate", "interpret", "smt", "counting", "split")
 
     def engines_for(self, options: Options) -> tuple[str, ...]:
         return ("counting",) if options.lengths == "all" else self.engines
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
-        require(isinstance(model.tokens, AlphabetTokens) and isinstance(domain, StringDomain), "",
-                "crasp-equivalence needs an alphabet model and a strings domain",
-                "e.g. domain: {strings: {alphabet: [a, b], max-length: 8}}")
+        require(
+            isinstance(model.tokens, AlphabetTokens) and isinstance(domain, StringDomain),
+            "",
+            "crasp-equivalence needs an alphabet model and a strings domain",
+            "e.g. domain: {strings: {alphabet: [a, b], max-length: 8}}",
+        )
         program = load_program(options.program)
         foreign = [s for s in domain.alphabet if s not in program.alphabet]
-        require(not foreign, "program", f"domain symbol {foreign[0] if foreign else ''!r} is not in the program's "
-                f"alphabet {format_alphabet(program.alphabet)}")
+        require(
+            not foreign,
+            "program",
+            f"domain symbol {foreign[0] if foreign else ''!r} is not in the program's "
+            f"alphabet {format_alphabet(program.alphabet)}",
+        )
 
     def statistics(self, task: Task) -> dict:
         return {"domain_size": _size(task.domain), "causal_prefixes": all_causal(task.model)}
@@ -192,20 +219,34 @@ class CraspEquivalence(Property):
         model_side, program_side, trace, program_trace = self.decisions(task, program, word)
         offset = bos_offset(task.model)
         readout = [trace.readout[i - 1 + offset] if i - 1 + offset >= 0 else None for i in range(len(word) + 1)]
-        rows = [{"position": i - 1, "letter": word[i - 1],
-                 "program": {name: _plain(program_trace.values[name][i - 1]) for name in program.names},
-                 "program_output": program_side[i], "model_readout": str(readout[i]), "model_output": model_side[i]}
-                for i in range(1, len(word) + 1)]
+        rows = [
+            {
+                "position": i - 1,
+                "letter": word[i - 1],
+                "program": {name: _plain(program_trace.values[name][i - 1]) for name in program.names},
+                "program_output": program_side[i],
+                "model_readout": str(readout[i]),
+                "model_output": model_side[i],
+            }
+            for i in range(1, len(word) + 1)
+        ]
         verb = {True: "accepts", False: "rejects"}
         shown = readout[position] if readout[position] is not None else "none (no BOS)"
         threshold = task.options.threshold
         label = position_label(position)
-        return {"string": word, "input": input_to_json(tuple(word)), "position": label,
-                "mode": task.options.mode, "program_output": program_side[position],
-                "model_output": model_side[position], "model_readout": str(shown), "threshold": str(threshold),
-                "trace": rows,
-                "summary": f"string {word!r} at position {label}: the program {verb[program_side[position]]}, "
-                           f"the model {verb[model_side[position]]} (readout {shown}, accepts iff > {threshold})"}
+        return {
+            "string": word,
+            "input": input_to_json(tuple(word)),
+            "position": label,
+            "mode": task.options.mode,
+            "program_output": program_side[position],
+            "model_output": model_side[position],
+            "model_readout": str(shown),
+            "threshold": str(threshold),
+            "trace": rows,
+            "summary": f"string {word!r} at position {label}: the program {verb[program_side[position]]}, "
+            f"the model {verb[model_side[position]]} (readout {shown}, accepts iff > {threshold})",
+        }
 
     # -- enumerate: the model's decisions and the program's arrays on the same rows
     def batched_violations(self, task: Task, evaluators: Any, rows: np.ndarray) -> tuple[np.ndarray, dict]:
@@ -241,8 +282,11 @@ class CraspEquivalence(Property):
         positions = checked_positions(task, length)
         if all_causal(task.model) and task.options.queries != "one" and task.options.mode == "accept":
             positions = range(length, length + 1)
-        differences = [z3.Not(builder.ge(threshold, readout[p - 1 + offset])) != program_side[p]
-                       for p in positions if p > 0 or offset]
+        differences = [
+            z3.Not(builder.ge(threshold, readout[p - 1 + offset])) != program_side[p]
+            for p in positions
+            if p > 0 or offset
+        ]
         return Query(builder.assertions + [z3.Or(differences)], [inp], builder.stats)
 
     def replay_query(self, task: Task, plan: QueryPlan, decoded: Any) -> Witness | None:
@@ -255,32 +299,44 @@ class CraspEquivalence(Property):
         mode every prefix of length p >= 1."""
         domain: StringDomain = task.domain
         first = 1 if task.options.mode == "prefix" else domain.min_length
-        return CountingGoal(_machine(task.options.program), domain.alphabet, task.options.threshold, first,
-                            domain.max_length, task.options.lengths == "all")
+        return CountingGoal(
+            _machine(task.options.program),
+            domain.alphabet,
+            task.options.threshold,
+            first,
+            domain.max_length,
+            task.options.lengths == "all",
+        )
 
     def describe_proof(self, task: Task, engine: str, default: str, statistics: dict) -> str:
         domain: StringDomain = task.domain
         where = "the last position" if task.options.mode == "accept" else "every position"
         if engine == "counting" and task.options.lengths == "all":
             first = 1 if task.options.mode == "prefix" else max(domain.min_length, 0)
-            return (f"every string over {{{', '.join(domain.alphabet)}}} of every length >= {first} agrees with "
-                    f"{Path(task.options.program).name} at {where} ({default})")
+            return (
+                f"every string over {{{', '.join(domain.alphabet)}}} of every length >= {first} agrees with "
+                f"{Path(task.options.program).name} at {where} ({default})"
+            )
         if engine in ("smt", "counting"):
             how = default
         elif all_causal(task.model) and len(domain.lengths) > 1:
-            how = f"{statistics.get('space_size')} of length {domain.max_length} evaluated, causal: shorter ones " \
-                  "are prefixes"
+            how = (
+                f"{statistics.get('space_size')} of length {domain.max_length} evaluated, causal: shorter ones "
+                "are prefixes"
+            )
         else:
             how = f"{statistics.get('space_size')} evaluated"
-        return (f"{_size(domain)} strings of length {domain.min_length}..{domain.max_length} agree with "
-                f"{Path(task.options.program).name} at {where} ({how})")
+        return (
+            f"{_size(domain)} strings of length {domain.min_length}..{domain.max_length} agree with "
+            f"{Path(task.options.program).name} at {where} ({how})"
+        )
 
 
 def _size(domain: StringDomain) -> int | str:
     """The number of strings; beyond 18 digits "about 10^k" (the counting engine reaches lengths whose
     string counts have thousands of digits, more than Python prints or JSON holds)."""
     size = domain.size()
-    if size < 10 ** 18:
+    if size < 10**18:
         return size
     return f"about 10^{int(size.bit_length() * math.log10(2))}"
 

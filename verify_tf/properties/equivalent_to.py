@@ -61,35 +61,62 @@ def cross_scaled(values: Any, other_den: int) -> np.ndarray:
 class EquivalentTo(Property):
     name = "equivalent-to"
     summary = "the model and another model give the same outputs on every input in the domain (a miter)"
-    options = Obj({
-        "model": Field(ModelSection("the model to compare with (inline, file, random or construct)"), required=True),
-        "on": Field(String("compare the full final stream ('output') or only the readout q ('readout')", ON),
-                    default="output"),
-        "include-bos": Field(Boolean("also compare the BOS position (the user's positions are always compared)"),
-                             default=False),
-    }, check=typed(Options))
+    options = Obj(
+        {
+            "model": Field(
+                ModelSection("the model to compare with (inline, file, random or construct)"), required=True
+            ),
+            "on": Field(
+                String("compare the full final stream ('output') or only the readout q ('readout')", ON),
+                default="output",
+            ),
+            "include-bos": Field(
+                Boolean("also compare the BOS position (the user's positions are always compared)"), default=False
+            ),
+        },
+        check=typed(Options),
+    )
     engines = ("enumerate", "interpret", "search", "smt", "split")
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         other = options.model
         alphabet = isinstance(model.tokens, AlphabetTokens)
-        require(alphabet == isinstance(other.tokens, AlphabetTokens), "model",
-                "the two models take different token kinds (grid vs alphabet)")
+        require(
+            alphabet == isinstance(other.tokens, AlphabetTokens),
+            "model",
+            "the two models take different token kinds (grid vs alphabet)",
+        )
         if alphabet:
-            require(model.tokens.bos == other.tokens.bos, "model", "the two models prepend different BOS tokens, "
-                    "so their positions do not correspond")
+            require(
+                model.tokens.bos == other.tokens.bos,
+                "model",
+                "the two models prepend different BOS tokens, so their positions do not correspond",
+            )
             missing = [s for s in domain.alphabet if s not in other.tokens.symbols]
-            require(not missing, "model", f"symbol {missing[0]!r} of the domain is not in the other model's "
-                    "alphabet" if missing else "")
+            require(
+                not missing,
+                "model",
+                f"symbol {missing[0]!r} of the domain is not in the other model's alphabet" if missing else "",
+            )
         else:
-            require(other.tokens.dim == model.tokens.dim, "model",
-                    f"grid tokens of dimension {model.tokens.dim} and {other.tokens.dim}",
-                    "both models must read the same inputs")
-        require(options.on != "output" or model.dim == other.dim, "on",
-                f"on: output compares streams of width {model.dim} and {other.dim}", "use on: readout")
+            require(
+                other.tokens.dim == model.tokens.dim,
+                "model",
+                f"grid tokens of dimension {model.tokens.dim} and {other.tokens.dim}",
+                "both models must read the same inputs",
+            )
+        require(
+            options.on != "output" or model.dim == other.dim,
+            "on",
+            f"on: output compares streams of width {model.dim} and {other.dim}",
+            "use on: readout",
+        )
         longest = len(other.prepare_input(["?"] * max(domain.lengths)))
-        require(other.max_length is None or longest <= other.max_length, "model",
-                f"inputs are longer than the other model's positional encoding ({other.max_length} positions)")
+        require(
+            other.max_length is None or longest <= other.max_length,
+            "model",
+            f"inputs are longer than the other model's positional encoding ({other.max_length} positions)",
+        )
 
     def violation(self, task: Task, tokens: tuple) -> Witness | None:
         options: Options = task.options
@@ -99,11 +126,18 @@ class EquivalentTo(Property):
         if not differing:
             return None
         label, p = differing[0]
-        a, b = (fmt(ours[p][0]), fmt(theirs[p][0])) if options.on == "readout" else \
-            (fmt_vector(ours[p]), fmt_vector(theirs[p]))
-        return {"input": input_to_json(tokens), "position": label, "value": [str(x) for x in ours[p]],
-                "other_value": [str(x) for x in theirs[p]],
-                "summary": f"X = {format_input(tokens)}: at position {label} the model gives {a}, the other model {b}"}
+        a, b = (
+            (fmt(ours[p][0]), fmt(theirs[p][0]))
+            if options.on == "readout"
+            else (fmt_vector(ours[p]), fmt_vector(theirs[p]))
+        )
+        return {
+            "input": input_to_json(tokens),
+            "position": label,
+            "value": [str(x) for x in ours[p]],
+            "other_value": [str(x) for x in theirs[p]],
+            "summary": f"X = {format_input(tokens)}: at position {label} the model gives {a}, the other model {b}",
+        }
 
     # -- enumerate / search: both models on the same rows, compared exactly
     def batched_check(self, task: Task, evaluators: Any, length: int) -> None:

@@ -52,8 +52,11 @@ class Options:
 def _options(values: dict) -> Options:
     pair = values.get("pair")
     if pair is None and values.get("language") is None:
-        raise OptionError("", "indistinguishable needs 'pair', 'language' or both",
-                          "e.g. {depth: 1, language: ../examples/crasp/L2.cr}")
+        raise OptionError(
+            "",
+            "indistinguishable needs 'pair', 'language' or both",
+            "e.g. {depth: 1, language: ../examples/crasp/L2.cr}",
+        )
     return Options(values["depth"], tuple(pair) if pair is not None else None, values.get("language"))
 
 
@@ -67,46 +70,76 @@ def attention_layers(model: Model) -> int:
 
 
 def class_text(depth: int, arithmetic: Arithmetic) -> str:
-    return (f"every causal transformer without positional information of depth <= {depth} (any width, heads, "
-            f"feed-forward sublayers and weights; {', '.join(scorings(arithmetic))} heads; {arithmetic.describe()})")
+    return (
+        f"every causal transformer without positional information of depth <= {depth} (any width, heads, "
+        f"feed-forward sublayers and weights; {', '.join(scorings(arithmetic))} heads; {arithmetic.describe()})"
+    )
 
 
 class Indistinguishable(Property):
     name = "indistinguishable"
-    summary = ("no causal transformer without positional information of depth k tells two words apart "
-               "(depth signatures; a pair u in L, v not in L is a depth lower bound for L)")
-    options = Obj({
-        "depth": Field(Integer("attention layers of the class", minimum=0, maximum=16), required=True),
-        "pair": Field(ListOf(String("a word: one letter per character"), "two words [u, v]", length=2)),
-        "language": Field(ProgramFile("a C-RASP program (.cr) defining L: search the domain for u in L, v not in "
-                                      "L")),
-    }, check=_options)
+    summary = (
+        "no causal transformer without positional information of depth k tells two words apart "
+        "(depth signatures; a pair u in L, v not in L is a depth lower bound for L)"
+    )
+    options = Obj(
+        {
+            "depth": Field(Integer("attention layers of the class", minimum=0, maximum=16), required=True),
+            "pair": Field(ListOf(String("a word: one letter per character"), "two words [u, v]", length=2)),
+            "language": Field(
+                ProgramFile("a C-RASP program (.cr) defining L: search the domain for u in L, v not in L")
+            ),
+        },
+        check=_options,
+    )
     engines = ("architecture",)
     form = ARCHITECTURE
     needs_domain = False  # a pair needs none; a language search needs a strings domain (fit says so)
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
-        require(isinstance(model.tokens, AlphabetTokens), "", "indistinguishable needs an alphabet model",
-                "its words are strings over the model's alphabet")
-        require(model.positional_encoding is None and all(h.positional == "standard" for _, _, h in model.heads()),
-                "", "the class has no positional information: this model has a positional encoding or RPE/URPE heads",
-                "use a model without positional information (it stands for the class)")
-        require(all(h.causal for _, _, h in model.heads()), "", "the class is causal: this model has a head "
-                "without a causal mask")
-        require(attention_layers(model) <= options.depth, "depth", f"this model has {attention_layers(model)} "
-                f"attention layers, more than depth {options.depth}", "the spec's model must belong to the class")
+        require(
+            isinstance(model.tokens, AlphabetTokens),
+            "",
+            "indistinguishable needs an alphabet model",
+            "its words are strings over the model's alphabet",
+        )
+        require(
+            model.positional_encoding is None and all(h.positional == "standard" for _, _, h in model.heads()),
+            "",
+            "the class has no positional information: this model has a positional encoding or RPE/URPE heads",
+            "use a model without positional information (it stands for the class)",
+        )
+        require(
+            all(h.causal for _, _, h in model.heads()),
+            "",
+            "the class is causal: this model has a head without a causal mask",
+        )
+        require(
+            attention_layers(model) <= options.depth,
+            "depth",
+            f"this model has {attention_layers(model)} attention layers, more than depth {options.depth}",
+            "the spec's model must belong to the class",
+        )
         symbols = set(model.tokens.symbols)
         for word in options.pair or ():
             bad = [c for c in word if c not in symbols]
             require(not bad, "pair", f"letter {bad[0]!r} of {word!r} is not in the model's alphabet" if bad else "")
         if options.language is not None:
-            require(isinstance(domain, StringDomain), "language", "a language search needs a strings domain",
-                    "e.g. domain: {strings: {alphabet: [a, b], max-length: 8}}")
+            require(
+                isinstance(domain, StringDomain),
+                "language",
+                "a language search needs a strings domain",
+                "e.g. domain: {strings: {alphabet: [a, b], max-length: 8}}",
+            )
             program = _program(options.language)
-            foreign = [s for s in (domain.alphabet if isinstance(domain, StringDomain) else ())
-                       if s not in program.alphabet]
-            require(not foreign, "language", f"domain symbol {foreign[0]!r} is not in the program's alphabet"
-                    if foreign else "")
+            foreign = [
+                s for s in (domain.alphabet if isinstance(domain, StringDomain) else ()) if s not in program.alphabet
+            ]
+            require(
+                not foreign,
+                "language",
+                f"domain symbol {foreign[0]!r} is not in the program's alphabet" if foreign else "",
+            )
 
     # -- architecture engine: signatures first, then the symmetry queries
     def before_induction(self, task: Task, deadline: Any) -> SymmetryCheck | Conclusion:
@@ -119,26 +152,48 @@ class Indistinguishable(Property):
             if signatures.last(u) != signatures.last(v):
                 own = self.separation(task, u, v)
                 if own is not None:
-                    return Conclusion(REFUTED, "this model", f"this model, a member of the class, tells {u} from "
-                                      f"{v}: " + own["summary"], own, {"pair": [u, v]})
-                return Conclusion(UNKNOWN, "signatures", f"{u} and {v} have different depth-{options.depth} "
-                                  "signatures at their last position: the method cannot show that no member tells "
-                                  "them apart (and this model does not)", tried=tried)
+                    return Conclusion(
+                        REFUTED,
+                        "this model",
+                        f"this model, a member of the class, tells {u} from {v}: " + own["summary"],
+                        own,
+                        {"pair": [u, v]},
+                    )
+                return Conclusion(
+                    UNKNOWN,
+                    "signatures",
+                    f"{u} and {v} have different depth-{options.depth} "
+                    "signatures at their last position: the method cannot show that no member tells "
+                    "them apart (and this model does not)",
+                    tried=tried,
+                )
             return SymmetryCheck(self.keys(options, (u, v), bos), (u, v))
         domain: StringDomain = task.domain
         program = _program(options.language)
-        search = find_pair(("".join(w) for w in domain.inputs()), options.depth, bos,
-                           lambda word: accepts(program, word), tick=deadline.check)
+        search = find_pair(
+            ("".join(w) for w in domain.inputs()),
+            options.depth,
+            bos,
+            lambda word: accepts(program, word),
+            tick=deadline.check,
+        )
         if search.pair is None:
             injective = search.distinct == search.words
-            return Conclusion(UNKNOWN, "signature search", f"no u in L, v not in L with equal depth-{options.depth} "
-                              f"signatures among the {search.words} words of {domain.describe()}: {search.distinct} "
-                              "distinct signatures" + (" (one per word: at this depth the signature determines the "
-                                                      "word, so the method cannot go further)" if injective else ""),
-                              statistics={"words": search.words, "distinct_signatures": search.distinct},
-                              tried=tried + [f"search over {search.words} words"])
-        return SymmetryCheck(self.keys(options, search.pair, bos), search.pair,
-                             {"words_searched": search.words})
+            return Conclusion(
+                UNKNOWN,
+                "signature search",
+                f"no u in L, v not in L with equal depth-{options.depth} "
+                f"signatures among the {search.words} words of {domain.describe()}: {search.distinct} "
+                "distinct signatures"
+                + (
+                    " (one per word: at this depth the signature determines the word, so the method cannot go further)"
+                    if injective
+                    else ""
+                ),
+                statistics={"words": search.words, "distinct_signatures": search.distinct},
+                tried=tried + [f"search over {search.words} words"],
+            )
+        return SymmetryCheck(self.keys(options, search.pair, bos), search.pair, {"words_searched": search.words})
 
     @staticmethod
     def keys(options: Options, pair: tuple[str, str], bos: bool) -> int:
@@ -151,42 +206,73 @@ class Indistinguishable(Property):
         if first.output[-1] == second.output[-1]:
             return None
         readouts = (first.readout[-1], second.readout[-1])
-        told = (f"readout {fmt(readouts[0])} on {u} and {fmt(readouts[1])} on {v}" if readouts[0] != readouts[1]
-                else f"the same readout {fmt(readouts[0])}, but a readout vector telling the columns apart exists")
-        return {"input": list(u), "other": list(v), "readout": [str(q) for q in readouts],
-                "columns": [[str(x) for x in first.output[-1]], [str(x) for x in second.output[-1]]],
-                "summary": f"last columns {fmt_vector(first.output[-1])} on {u} and {fmt_vector(second.output[-1])} "
-                           f"on {v} ({told})"}
+        told = (
+            f"readout {fmt(readouts[0])} on {u} and {fmt(readouts[1])} on {v}"
+            if readouts[0] != readouts[1]
+            else f"the same readout {fmt(readouts[0])}, but a readout vector telling the columns apart exists"
+        )
+        return {
+            "input": list(u),
+            "other": list(v),
+            "readout": [str(q) for q in readouts],
+            "columns": [[str(x) for x in first.output[-1]], [str(x) for x in second.output[-1]]],
+            "summary": f"last columns {fmt_vector(first.output[-1])} on {u} and {fmt_vector(second.output[-1])} "
+            f"on {v} ({told})",
+        }
 
-    def conclude_symmetry(self, task: Task, request: SymmetryCheck, result: InductionResult,
-                          deadline: Any) -> Conclusion:
+    def conclude_symmetry(
+        self, task: Task, request: SymmetryCheck, result: InductionResult, deadline: Any
+    ) -> Conclusion:
         options: Options = task.options
         u, v = request.pair
-        stats: dict[str, Any] = {"pair": [u, v], "depth": options.depth,
-                                 "class": class_text(options.depth, task.arithmetic),
-                                 "symmetry_queries": len(result.steps), "symmetry_seconds": round(result.seconds, 3),
-                                 **request.statistics}
+        stats: dict[str, Any] = {
+            "pair": [u, v],
+            "depth": options.depth,
+            "class": class_text(options.depth, task.arithmetic),
+            "symmetry_queries": len(result.steps),
+            "symmetry_seconds": round(result.seconds, 3),
+            **request.statistics,
+        }
         if not result.proved:
             failed = "; ".join(f"{s.name}: {s.status}" + (f" ({s.note})" if s.note else "") for s in result.failing)
-            return Conclusion(UNKNOWN, "signatures + symmetry", f"{u} and {v} have equal depth-{options.depth} "
-                              f"signatures, but a symmetry query did not hold: {failed}", statistics=stats,
-                              tried=[f"symmetry queries: {failed}"])
+            return Conclusion(
+                UNKNOWN,
+                "signatures + symmetry",
+                f"{u} and {v} have equal depth-{options.depth} signatures, but a symmetry query did not hold: {failed}",
+                statistics=stats,
+                tried=[f"symmetry queries: {failed}"],
+            )
         if self.separation(task, u, v) is not None:  # contradicts the lemma: never report it as a proof
-            return Conclusion(ERROR, "signatures + symmetry", f"internal inconsistency: this model tells {u} from "
-                              f"{v} although their signatures agree; please report it", statistics=stats)
+            return Conclusion(
+                ERROR,
+                "signatures + symmetry",
+                f"internal inconsistency: this model tells {u} from "
+                f"{v} although their signatures agree; please report it",
+                statistics=stats,
+            )
         memberships = ""
         if options.language is not None:
             program = _program(options.language)
             inside = [accepts(program, w) for w in (u, v)]
             stats["in_language"] = inside
             if inside[0] != inside[1]:
-                memberships = (f"; {u if inside[0] else v} is in {options.language.name} and "
-                               f"{v if inside[0] else u} is not, so no member recognises it (acceptance read at the "
-                               "last position)")
-        return Conclusion(PROVED, "signatures + symmetry", f"{u} and {v} get the same output at the last position "
-                          f"from {class_text(options.depth, task.arithmetic)}{memberships} ("
-                          + (f"{len(result.steps)} symmetry queries unsat)" if result.steps else
-                             "no attention layer: token-wise maps only)"), statistics=stats)
+                memberships = (
+                    f"; {u if inside[0] else v} is in {options.language.name} and "
+                    f"{v if inside[0] else u} is not, so no member recognises it (acceptance read at the "
+                    "last position)"
+                )
+        return Conclusion(
+            PROVED,
+            "signatures + symmetry",
+            f"{u} and {v} get the same output at the last position "
+            f"from {class_text(options.depth, task.arithmetic)}{memberships} ("
+            + (
+                f"{len(result.steps)} symmetry queries unsat)"
+                if result.steps
+                else "no attention layer: token-wise maps only)"
+            ),
+            statistics=stats,
+        )
 
 
 PROPERTY = Indistinguishable()

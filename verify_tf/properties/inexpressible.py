@@ -47,19 +47,34 @@ from ..witness import ReplayMismatch, input_to_json, values_to_json
 from .base import ARCHITECTURE, Property, bos_offset
 from .position_blind import deviation, parameters_text, row_sum_note
 
-TOKEN = Either([(lambda n: n.kind == "seq", ListOf(Number(), "a grid token: one number per coordinate")),
-                (lambda n: n.kind == "scalar", String("an alphabet symbol, or a number for 1-dimensional grids"))],
-               what="a symbol, a number, or a list of numbers", description="the token x of the constant input")
-ENTRY = Obj({
-    "token": Field(TOKEN, required=True),
-    "outputs": Field(ListOf(Number(), "target readouts at positions 1..n (n = the input length)", min_length=1),
-                     required=True),
-}, "target readouts on the constant input (x, ..., x) of length len(outputs)")
-TARGET = Either([(lambda n: n.kind == "scalar", String("a built-in target", ("position-index",))),
-                 (lambda n: n.kind == "map", Obj({"table": Field(ListOf(ENTRY, min_length=1), required=True)},
-                                                 "target readouts per constant input"))],
-                what="'position-index' or {table: [{token: ..., outputs: [...]}, ...]}",
-                description="the target f: position-index (f(X)_i = i, positions 1..n) or a table")
+TOKEN = Either(
+    [
+        (lambda n: n.kind == "seq", ListOf(Number(), "a grid token: one number per coordinate")),
+        (lambda n: n.kind == "scalar", String("an alphabet symbol, or a number for 1-dimensional grids")),
+    ],
+    what="a symbol, a number, or a list of numbers",
+    description="the token x of the constant input",
+)
+ENTRY = Obj(
+    {
+        "token": Field(TOKEN, required=True),
+        "outputs": Field(
+            ListOf(Number(), "target readouts at positions 1..n (n = the input length)", min_length=1), required=True
+        ),
+    },
+    "target readouts on the constant input (x, ..., x) of length len(outputs)",
+)
+TARGET = Either(
+    [
+        (lambda n: n.kind == "scalar", String("a built-in target", ("position-index",))),
+        (
+            lambda n: n.kind == "map",
+            Obj({"table": Field(ListOf(ENTRY, min_length=1), required=True)}, "target readouts per constant input"),
+        ),
+    ],
+    what="'position-index' or {table: [{token: ..., outputs: [...]}, ...]}",
+    description="the target f: position-index (f(X)_i = i, positions 1..n) or a table",
+)
 
 EXHAUSTIVE_LIMIT = 20_000  # inputs: measure a refuting member's sup-error over the whole domain up to this size
 
@@ -86,12 +101,14 @@ def targets(domain: Domain, options: Options) -> list[tuple[tuple[Token, ...], l
         token = _token(domain, raw, key)
         n = len(outputs)
         if n not in domain.lengths:
-            raise OptionError(f"{key}.outputs", f"{n} outputs, but the domain's lengths are "
-                              f"{', '.join(map(str, domain.lengths))}")
+            raise OptionError(
+                f"{key}.outputs", f"{n} outputs, but the domain's lengths are {', '.join(map(str, domain.lengths))}"
+            )
         tokens = (token,) * n
         if tokens not in members:
-            raise OptionError(key, f"the constant input {format_input(tokens)} is not an input of the domain "
-                              f"({domain.describe()})")
+            raise OptionError(
+                key, f"the constant input {format_input(tokens)} is not an input of the domain ({domain.describe()})"
+            )
         if tokens in seen:
             raise OptionError(key, f"the constant input {format_input(tokens)} appears twice")
         seen.add(tokens)
@@ -102,8 +119,9 @@ def targets(domain: Domain, options: Options) -> list[tuple[tuple[Token, ...], l
 def _token(domain: Domain, raw: Any, key: str) -> Token:
     if isinstance(domain, StringDomain):
         if not isinstance(raw, str) or raw not in domain.alphabet:
-            raise OptionError(f"{key}.token", f"token {raw!r} is not in the domain's alphabet "
-                              f"{{{', '.join(domain.alphabet)}}}")
+            raise OptionError(
+                f"{key}.token", f"token {raw!r} is not in the domain's alphabet {{{', '.join(domain.alphabet)}}}"
+            )
         return raw
     assert isinstance(domain, GridDomain)
     try:
@@ -111,8 +129,9 @@ def _token(domain: Domain, raw: Any, key: str) -> Token:
     except NotANumber:
         raise OptionError(f"{key}.token", f"token {raw!r} is not a number") from None
     if values not in domain.tokens:
-        raise OptionError(f"{key}.token", f"token {fmt_vector(values)} is not a token of the domain "
-                          f"({domain.describe()})")
+        raise OptionError(
+            f"{key}.token", f"token {fmt_vector(values)} is not a token of the domain ({domain.describe()})"
+        )
     return values
 
 
@@ -127,39 +146,56 @@ def epsilon_star(pairs: Sequence[tuple[tuple[Token, ...], list[Fraction]]]):
 
 
 def readout_error(arithmetic: Arithmetic, model: Model, tokens: tuple, values: Sequence[Fraction]) -> Fraction:
-    q = evaluate(model, arithmetic, tokens).readout[bos_offset(model):]
+    q = evaluate(model, arithmetic, tokens).readout[bos_offset(model) :]
     return max(abs(a - b) for a, b in zip(q, values))
 
 
 class Inexpressible(Property):
     name = "inexpressible"
-    summary = ("certificate (Luo et al. 2022): no model of the spec's architecture class reaches sup-error below "
-               "ε* = max over constant inputs of half the target's range (witness + architecture-level proof)")
+    summary = (
+        "certificate (Luo et al. 2022): no model of the spec's architecture class reaches sup-error below "
+        "ε* = max over constant inputs of half the target's range (witness + architecture-level proof)"
+    )
     options = Obj({"target": Field(TARGET, default="position-index")}, check=_options)
     engines = ("architecture",)
     form = ARCHITECTURE
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         if not targets(domain, options):
-            raise OptionError("", "the domain has no constant input of length >= 1",
-                              "Luo et al.'s certificate compares positions of constant inputs (x, ..., x)")
+            raise OptionError(
+                "",
+                "the domain has no constant input of length >= 1",
+                "Luo et al.'s certificate compares positions of constant inputs (x, ..., x)",
+            )
 
     def setting(self, task: Task) -> tuple[Fraction, tuple, list[Fraction], dict, str]:
         eps, witness, values = epsilon_star(targets(task.domain, task.options))
-        stats = {"epsilon_star": str(eps), "witness": input_to_json(witness),
-                 "target_at_witness": values_to_json(values), "positions": "1-based targets: index i holds "
-                 "position i+1", "class": describe_class(task.model)}
+        stats = {
+            "epsilon_star": str(eps),
+            "witness": input_to_json(witness),
+            "target_at_witness": values_to_json(values),
+            "positions": "1-based targets: index i holds position i+1",
+            "class": describe_class(task.model),
+        }
         return eps, witness, values, stats, f"x* = {format_input(witness)}, f(x*) = {fmt_vector(values)}"
 
     def before_induction(self, task: Task, deadline: Any) -> list[int] | Conclusion:
         eps, witness, _values, stats, shown = self.setting(task)
         if eps == 0:
-            return Conclusion(PROVED, "trivial", "ε* = 0: the target is constant on every constant input, so the "
-                              "bound is vacuous", statistics=stats)
+            return Conclusion(
+                PROVED,
+                "trivial",
+                "ε* = 0: the target is constant on every constant input, so the bound is vacuous",
+                statistics=stats,
+            )
         if len(witness) > MAX_LENGTH:
-            return Conclusion(UNKNOWN, "induction", f"ε* = {fmt(eps)} at {shown}, but architecture-level queries are "
-                              f"measured up to n = {MAX_LENGTH}", statistics=stats,
-                              tried=["induction over layers (z3)"])
+            return Conclusion(
+                UNKNOWN,
+                "induction",
+                f"ε* = {fmt(eps)} at {shown}, but architecture-level queries are measured up to n = {MAX_LENGTH}",
+                statistics=stats,
+                tried=["induction over layers (z3)"],
+            )
         return [len(witness)]
 
     def conclude(self, task: Task, results: dict[int, InductionResult], deadline: Any) -> Conclusion:
@@ -171,79 +207,140 @@ class Inexpressible(Property):
             own = readout_error(task.arithmetic, task.model, witness, values)
             stats["this_model_error_at_witness"] = str(own)
             if own < eps:  # the theorem says this cannot happen: never hide it
-                return Conclusion(ERROR, "", f"contradiction: (b) was proved but this model errs only {fmt(own)} < "
-                                  f"ε* = {fmt(eps)} at {shown}", statistics=stats)
-            return Conclusion(PROVED, "witness + induction",
-                              f"no model of the class ({klass}) reaches sup-error below ε* = {fmt(eps)}: (a) witness "
-                              f"{shown}; (b) every member is position-blind on it (induction over layers, "
-                              f"{len(result.steps)} z3 step queries unsat in {result.seconds:.2f} s), so it outputs "
-                              f"one value at all {len(witness)} positions; this model errs {fmt(own)} there",
-                              statistics=stats)
+                return Conclusion(
+                    ERROR,
+                    "",
+                    f"contradiction: (b) was proved but this model errs only {fmt(own)} < ε* = {fmt(eps)} at {shown}",
+                    statistics=stats,
+                )
+            return Conclusion(
+                PROVED,
+                "witness + induction",
+                f"no model of the class ({klass}) reaches sup-error below ε* = {fmt(eps)}: (a) witness "
+                f"{shown}; (b) every member is position-blind on it (induction over layers, "
+                f"{len(result.steps)} z3 step queries unsat in {result.seconds:.2f} s), so it outputs "
+                f"one value at all {len(witness)} positions; this model errs {fmt(own)} there",
+                statistics=stats,
+            )
         failed = "; ".join(f"{s.name}: {s.status}" + (f" ({s.note})" if s.note else "") for s in result.failing)
         tried = [f"induction over layers, n = {len(witness)}: {failed}"]
         if not result.rows_sum_to_one:
-            return Conclusion(UNKNOWN, "induction", f"ε* = {fmt(eps)} at {shown}, but (b) is not provable with "
-                              f"{task.arithmetic.attention_rounding} rounding (a head output is no average of its "
-                              f"values: {failed}); see position-blind (scope: model) for this model's ε",
-                              statistics=stats, tried=tried)
+            return Conclusion(
+                UNKNOWN,
+                "induction",
+                f"ε* = {fmt(eps)} at {shown}, but (b) is not provable with "
+                f"{task.arithmetic.attention_rounding} rounding (a head output is no average of its "
+                f"values: {failed}); see position-blind (scope: model) for this model's ε",
+                statistics=stats,
+                tried=tried,
+            )
         for step in result.failing:
             member, exact = self.member(task, step, witness, values, deadline)
             if member is None:
                 continue
             cex = self.replay(task, member, values, exact)
-            how = (f"it realises f exactly on x* (readout {fmt_vector(member.claimed_readout)}, error 0 < ε*)" if exact
-                   else f"its readout on x* is {fmt_vector(member.claimed_readout)} (positions differ)")
+            how = (
+                f"it realises f exactly on x* (readout {fmt_vector(member.claimed_readout)}, error 0 < ε*)"
+                if exact
+                else f"its readout on x* is {fmt_vector(member.claimed_readout)} (positions differ)"
+            )
             sup = self.sup_error(task, member.model, deadline)
             if sup is not None:
                 cex["sup_error"], cex["sup_error_over"] = str(sup[0]), sup[1]
                 how += f"; its sup-error over {sup[1]} is {fmt(sup[0])}" + (
-                    " < ε*: the class beats the bound" if sup[0] < eps else "")
-            cex["summary"] = (f"{member.active} chosen by the solver ({parameters_text(member.parameters)}) on "
-                              f"x* = {format_input(witness)}: {how}")
+                    " < ε*: the class beats the bound" if sup[0] < eps else ""
+                )
+            cex["summary"] = (
+                f"{member.active} chosen by the solver ({parameters_text(member.parameters)}) on "
+                f"x* = {format_input(witness)}: {how}"
+            )
             if sup is None or sup[0] >= eps:
                 # The claim is "no member gets sup-error below ε*"; a member that merely separates positions
                 # refutes premise (b), not the claim: evidence only.
                 stats["member_separating_positions"] = cex
                 measured = "not measured (domain too large or time up)" if sup is None else f"{fmt(sup[0])} ≥ ε*"
-                return Conclusion(UNKNOWN, "induction + solver-chosen member",
-                                  f"ε* = {fmt(eps)} at {shown}; (b) fails ({step.name}): {cex['summary']}; its "
-                                  f"sup-error is {measured}, so the bound is neither certified nor beaten",
-                                  statistics=stats, tried=tried + ["solver-chosen member: sup-error " + measured])
-            return Conclusion(REFUTED, "induction + solver-chosen member",
-                              f"certificate refuted for ε* = {fmt(eps)}: the class is not position-blind (induction "
-                              f"step {step.name} fails: {step.note or step.status}); " + cex["summary"], cex, stats)
-        return Conclusion(UNKNOWN, "induction", f"ε* = {fmt(eps)} at {shown}; (b) fails ({failed}) but the solver "
-                          "found no concrete member of the class that separates positions", statistics=stats,
-                          tried=tried + ["solver-chosen member"])
+                return Conclusion(
+                    UNKNOWN,
+                    "induction + solver-chosen member",
+                    f"ε* = {fmt(eps)} at {shown}; (b) fails ({step.name}): {cex['summary']}; its "
+                    f"sup-error is {measured}, so the bound is neither certified nor beaten",
+                    statistics=stats,
+                    tried=tried + ["solver-chosen member: sup-error " + measured],
+                )
+            return Conclusion(
+                REFUTED,
+                "induction + solver-chosen member",
+                f"certificate refuted for ε* = {fmt(eps)}: the class is not position-blind (induction "
+                f"step {step.name} fails: {step.note or step.status}); " + cex["summary"],
+                cex,
+                stats,
+            )
+        return Conclusion(
+            UNKNOWN,
+            "induction",
+            f"ε* = {fmt(eps)} at {shown}; (b) fails ({failed}) but the solver "
+            "found no concrete member of the class that separates positions",
+            statistics=stats,
+            tried=tried + ["solver-chosen member"],
+        )
 
     def member(self, task: Task, step, witness: tuple, values: list, deadline: Any):
         """A solver-chosen member: one realising f exactly on x* if any, else one separating positions."""
         block = step.block if step.sublayer == "attention" else None
-        member = realise_targets(task.model, task.arithmetic, block, witness, values,
-                                 timeout=max(deadline.remaining(), 0.001), seed=task.settings.seed)
+        member = realise_targets(
+            task.model,
+            task.arithmetic,
+            block,
+            witness,
+            values,
+            timeout=max(deadline.remaining(), 0.001),
+            seed=task.settings.seed,
+        )
         if member is not None:
             return member, True
-        return separate_positions(task.model, task.arithmetic, block, [witness], on="readout",
-                                  timeout=max(deadline.remaining(), 0.001), seed=task.settings.seed), False
+        return separate_positions(
+            task.model,
+            task.arithmetic,
+            block,
+            [witness],
+            on="readout",
+            timeout=max(deadline.remaining(), 0.001),
+            seed=task.settings.seed,
+        ), False
 
     def replay(self, task: Task, member, values: list, exact_target: bool) -> dict:
         """Replay a solver-chosen member; confirm it realises the targets (or separates positions)."""
         trace = evaluate(member.model, task.arithmetic, member.tokens)
-        q = trace.readout[bos_offset(member.model):]
+        q = trace.readout[bos_offset(member.model) :]
         if q != member.claimed_readout:
-            raise ReplayMismatch("inexpressible: the solver's member of the class does not replay",
-                                 claimed=values_to_json(member.claimed_readout), replayed=values_to_json(q))
+            raise ReplayMismatch(
+                "inexpressible: the solver's member of the class does not replay",
+                claimed=values_to_json(member.claimed_readout),
+                replayed=values_to_json(q),
+            )
         if exact_target and q != list(values):
-            raise ReplayMismatch("inexpressible: the solver's member misses the target on replay",
-                                 claimed=values_to_json(values), replayed=values_to_json(q))
+            raise ReplayMismatch(
+                "inexpressible: the solver's member misses the target on replay",
+                claimed=values_to_json(values),
+                replayed=values_to_json(q),
+            )
         spread, a, b = deviation([(x,) for x in q])
         if spread == 0:
-            raise ReplayMismatch("inexpressible: the solver's member does not separate positions on replay",
-                                 claimed=values_to_json(member.claimed_readout), replayed=values_to_json(q))
-        return {"input": input_to_json(member.tokens), "readout": values_to_json(q),
-                "target": values_to_json(values), "positions": [a, b], "layer": member.active,
-                "parameters": member.parameters, "model": model_to_dict(member.model),
-                "row_sums": row_sum_note(member.model, trace)}
+            raise ReplayMismatch(
+                "inexpressible: the solver's member does not separate positions on replay",
+                claimed=values_to_json(member.claimed_readout),
+                replayed=values_to_json(q),
+            )
+        return {
+            "input": input_to_json(member.tokens),
+            "readout": values_to_json(q),
+            "target": values_to_json(values),
+            "positions": [a, b],
+            "layer": member.active,
+            "parameters": member.parameters,
+            "model": model_to_dict(member.model),
+            "row_sums": row_sum_note(member.model, trace),
+        }
 
     def sup_error(self, task: Task, model: Model, deadline: Any) -> tuple[Fraction, str] | None:
         """A member's sup-error: over the whole domain for position-index (defined everywhere), else the table."""
@@ -255,12 +352,13 @@ class Inexpressible(Property):
                 if deadline.expired():
                     return None
                 if tokens:
-                    worst = max(worst, readout_error(task.arithmetic, model, tokens,
-                                                     [Fraction(i + 1) for i in range(len(tokens))]))
+                    worst = max(
+                        worst,
+                        readout_error(task.arithmetic, model, tokens, [Fraction(i + 1) for i in range(len(tokens))]),
+                    )
             return worst, f"all {task.domain.size()} inputs of the domain"
         pairs = targets(task.domain, task.options)
-        return (max(readout_error(task.arithmetic, model, t, v) for t, v in pairs),
-                f"the {len(pairs)} table inputs")
+        return (max(readout_error(task.arithmetic, model, t, v) for t, v in pairs), f"the {len(pairs)} table inputs")
 
 
 PROPERTY = Inexpressible()

@@ -67,13 +67,21 @@ def _threshold(threshold: int, numerators: np.ndarray) -> int:
 class OutputBounds(Property):
     name = "output-bounds"
     summary = "lo <= q_i <= hi for every input in the domain and every (chosen) position"
-    options = Obj({
-        "lo": Field(Number("smallest allowed readout value")),
-        "hi": Field(Number("largest allowed readout value")),
-        "positions": Field(ListOf(Integer("a user position (0 = the first token); negative counts from the end"),
-                                  "positions to check (default: all)")),
-        "include-bos": Field(Boolean("also bound the readout at the model's BOS position"), default=False),
-    }, "readout bounds", check=typed(Options))
+    options = Obj(
+        {
+            "lo": Field(Number("smallest allowed readout value")),
+            "hi": Field(Number("largest allowed readout value")),
+            "positions": Field(
+                ListOf(
+                    Integer("a user position (0 = the first token); negative counts from the end"),
+                    "positions to check (default: all)",
+                )
+            ),
+            "include-bos": Field(Boolean("also bound the readout at the model's BOS position"), default=False),
+        },
+        "readout bounds",
+        check=typed(Options),
+    )
     engines = ("enumerate", "interpret", "search", "smt", "split")
 
     def violation(self, task: Task, tokens: tuple) -> Witness | None:
@@ -81,10 +89,14 @@ class OutputBounds(Property):
         readout = evaluate(task.model, task.arithmetic, tokens).readout
         for label, p in checked(task, len(tokens)):
             if options.outside(readout[p]):
-                return {"input": input_to_json(tokens), "position": label, "value": str(readout[p]),
-                        "readout": [str(q) for q in readout[bos_offset(task.model):]],
-                        "summary": f"X = {format_input(tokens)}: q at position {label} is {fmt(readout[p])}, "
-                                   f"outside {options.shown()}"}
+                return {
+                    "input": input_to_json(tokens),
+                    "position": label,
+                    "value": str(readout[p]),
+                    "readout": [str(q) for q in readout[bos_offset(task.model) :]],
+                    "summary": f"X = {format_input(tokens)}: q at position {label} is {fmt(readout[p])}, "
+                    f"outside {options.shown()}",
+                }
         return None
 
     # -- enumerate / search: batches compared exactly as integers num/den; the readout range is reported
@@ -104,8 +116,10 @@ class OutputBounds(Property):
             outside |= (picked < _threshold(math.ceil(options.lo * values.den), picked)).any(axis=1)
         if options.hi is not None:
             outside |= (picked > _threshold(math.floor(options.hi * values.den), picked)).any(axis=1)
-        return outside, {"readout_min": (picked.min(axis=1), values.den), "readout_max": (picked.max(axis=1),
-                                                                                          values.den)}
+        return outside, {
+            "readout_min": (picked.min(axis=1), values.den),
+            "readout_max": (picked.max(axis=1), values.den),
+        }
 
     # -- smt: one query per input length, "some checked position has q < lo or q > hi"
     def smt_queries(self, task: Task) -> list[QueryPlan]:
@@ -148,8 +162,10 @@ class OutputBounds(Property):
 
     def describe_proof(self, task: Task, engine: str, default: str, statistics: dict) -> str:
         if "readout_min" in statistics:
-            return f"{default}; readout range seen [{fmt(Fraction(statistics['readout_min']))}, " \
-                   f"{fmt(Fraction(statistics['readout_max']))}]"
+            return (
+                f"{default}; readout range seen [{fmt(Fraction(statistics['readout_min']))}, "
+                f"{fmt(Fraction(statistics['readout_max']))}]"
+            )
         return default
 
 

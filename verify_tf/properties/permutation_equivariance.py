@@ -42,7 +42,7 @@ class Options:
 
 
 def swap(tokens: tuple, k: int) -> tuple:
-    return tokens[:k] + (tokens[k + 1], tokens[k]) + tokens[k + 2:]
+    return tokens[:k] + (tokens[k + 1], tokens[k]) + tokens[k + 2 :]
 
 
 def transposed(values: list, k: int, offset: int) -> list:
@@ -59,12 +59,20 @@ def compared(task: Task, length: int) -> list[tuple[int | str, int]]:
 class PermutationEquivariance(Property):
     name = "permutation-equivariance"
     summary = "f(πX) = πf(X) for every input X in the domain (checked on adjacent transpositions)"
-    options = Obj({
-        "on": Field(String("compare the full final stream ('output') or only the readout q ('readout')",
-                           ("output", "readout")), default="output"),
-        "include-bos": Field(Boolean("also require the BOS output to be the same for every order of the tokens"),
-                             default=False),
-    }, check=typed(Options))
+    options = Obj(
+        {
+            "on": Field(
+                String(
+                    "compare the full final stream ('output') or only the readout q ('readout')", ("output", "readout")
+                ),
+                default="output",
+            ),
+            "include-bos": Field(
+                Boolean("also require the BOS output to be the same for every order of the tokens"), default=False
+            ),
+        },
+        check=typed(Options),
+    )
     engines = ("enumerate", "interpret", "search", "smt", "split")
 
     def observed(self, task: Task, tokens: tuple) -> list:
@@ -80,11 +88,16 @@ class PermutationEquivariance(Property):
         if not differing:
             return None
         label, p = differing[0]
-        return {"input": input_to_json(tokens), "transposition": [k, k + 1], "permuted_input": input_to_json(swapped),
-                "position": label, "f_of_permuted": vectors_to_json(out_y[offset:]),
-                "permuted_f": vectors_to_json(expected[offset:]),
-                "summary": f"X = {format_input(tokens)}, swap positions {k},{k + 1}: at position {label} "
-                           f"f(τX) = {fmt_vector(out_y[p])} but τf(X) = {fmt_vector(expected[p])}"}
+        return {
+            "input": input_to_json(tokens),
+            "transposition": [k, k + 1],
+            "permuted_input": input_to_json(swapped),
+            "position": label,
+            "f_of_permuted": vectors_to_json(out_y[offset:]),
+            "permuted_f": vectors_to_json(expected[offset:]),
+            "summary": f"X = {format_input(tokens)}, swap positions {k},{k + 1}: at position {label} "
+            f"f(τX) = {fmt_vector(out_y[p])} but τf(X) = {fmt_vector(expected[p])}",
+        }
 
     def violation(self, task: Task, tokens: tuple) -> Witness | None:
         """Conditions (a) and (b) of the module docstring for X, as a transposition witness."""
@@ -117,14 +130,14 @@ class PermutationEquivariance(Property):
         sorted_rows = np.take_along_axis(rows, order, axis=1)
         values = evaluators.of().values(np.concatenate([rows, sorted_rows]), task.options.on)
         both = values.numerators if values.numerators.ndim == 3 else values.numerators[..., None]
-        f_x, f_s = both[: len(rows)], both[len(rows):]
+        f_x, f_s = both[: len(rows)], both[len(rows) :]
         rank = np.argsort(order, axis=1)  # X's position p holds S's token at position rank[p]
         expected = np.take_along_axis(f_s[:, offset:], rank[..., None], axis=1)
         mismatch = (f_x[:, offset:] != expected).any(axis=(1, 2))
         if task.options.include_bos:
             mismatch |= (f_x[:, :offset] != f_s[:, :offset]).any(axis=(1, 2))
         equal_tokens = sorted_rows[:, 1:] == sorted_rows[:, :-1]
-        changed = (f_s[:, offset + 1:] != f_s[:, offset:-1]).any(axis=2)
+        changed = (f_s[:, offset + 1 :] != f_s[:, offset:-1]).any(axis=2)
         return mismatch | (equal_tokens & changed).any(axis=1), {}
 
     def batched_score(self, task: Task, evaluators: Any, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -143,10 +156,13 @@ class PermutationEquivariance(Property):
         for k in range(n - 1):
             expected = base.copy()
             expected[:, [offset + k, offset + k + 1]] = expected[:, [offset + k + 1, offset + k]]
-            permuted_out = outputs[(k + 1) * count:(k + 2) * count]
+            permuted_out = outputs[(k + 1) * count : (k + 2) * count]
             violated |= (permuted_out[:, columns] != expected[:, columns]).any(axis=(1, 2))
-            gap = np.maximum(gap, np.abs(permuted_out[:, columns].astype(np.float64) - expected[:, columns])
-                             .max(axis=(1, 2)) / values.den)
+            gap = np.maximum(
+                gap,
+                np.abs(permuted_out[:, columns].astype(np.float64) - expected[:, columns]).max(axis=(1, 2))
+                / values.den,
+            )
         return gap, violated
 
     # -- smt: X and τ_k X on the same symbolic variables, one query per length and transposition

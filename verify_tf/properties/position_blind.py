@@ -93,8 +93,9 @@ def parameters_text(parameters: dict) -> str:
             return "(" + ", ".join(show(v) for v in value) + ")"
         return fmt(Fraction(value))
 
-    return ", ".join(f"{k} = {show(v)}" for k, v in parameters.items()
-                     if k != "rpe-bias" or any(Fraction(x) != 0 for x in v))
+    return ", ".join(
+        f"{k} = {show(v)}" for k, v in parameters.items() if k != "rpe-bias" or any(Fraction(x) != 0 for x in v)
+    )
 
 
 def replay_member(task: Task, member, lengths_note: str) -> Witness:
@@ -104,35 +105,62 @@ def replay_member(task: Task, member, lengths_note: str) -> Witness:
     outs = observed(member.model, trace, on)
     claimed = [(q,) for q in member.claimed_readout] if on == "readout" else member.claimed_output
     if outs != claimed:
-        raise ReplayMismatch("position-blind: the solver's member of the class does not replay", claimed=claimed,
-                             replayed=outs)
+        raise ReplayMismatch(
+            "position-blind: the solver's member of the class does not replay", claimed=claimed, replayed=outs
+        )
     epsilon, a, b = deviation(outs)
     if epsilon <= tolerance:
-        raise ReplayMismatch("position-blind: the solver's member does not separate positions on replay",
-                             claimed=claimed, replayed=outs)
+        raise ReplayMismatch(
+            "position-blind: the solver's member does not separate positions on replay", claimed=claimed, replayed=outs
+        )
     note = row_sum_note(member.model, trace)
-    summary = (f"{member.active} chosen by the solver ({parameters_text(member.parameters)}): on x = "
-               f"{format_input(member.tokens)} position {a} gives {fmt_vector(outs[a])}, position {b} gives "
-               f"{fmt_vector(outs[b])}" + (f"; {note}" if note else ""))
-    return {"input": input_to_json(member.tokens), "positions": [a, b],
-            "outputs": vectors_to_json([outs[a], outs[b]]), "deviation": str(epsilon), "layer": member.active,
-            "parameters": member.parameters, "model": model_to_dict(member.model), "lengths": lengths_note,
-            "summary": summary}
+    summary = (
+        f"{member.active} chosen by the solver ({parameters_text(member.parameters)}): on x = "
+        f"{format_input(member.tokens)} position {a} gives {fmt_vector(outs[a])}, position {b} gives "
+        f"{fmt_vector(outs[b])}" + (f"; {note}" if note else "")
+    )
+    return {
+        "input": input_to_json(member.tokens),
+        "positions": [a, b],
+        "outputs": vectors_to_json([outs[a], outs[b]]),
+        "deviation": str(epsilon),
+        "layer": member.active,
+        "parameters": member.parameters,
+        "model": model_to_dict(member.model),
+        "lengths": lengths_note,
+        "summary": summary,
+    }
 
 
 class PositionBlind(Property):
     name = "position-blind"
-    summary = ("on every constant input (x, ..., x) all positions give the same output, up to a tolerance "
-               "(Luo et al. 2022); scope model or architecture")
-    options = Obj({
-        "on": Field(String("compare the full final stream ('output') or only the readout q ('readout')",
-                           ("output", "readout")), default="output"),
-        "tolerance": Field(Number("largest deviation between positions still accepted (exact)",
-                                  minimum=Fraction(0)), default=Fraction(0)),
-        "scope": Field(String("'model': this model's weights, exhaustive over constant inputs; 'architecture': "
-                              "every weight choice of its architecture, induction over layers (z3)",
-                              ("model", "architecture")), default="model"),
-    }, check=typed(Options))
+    summary = (
+        "on every constant input (x, ..., x) all positions give the same output, up to a tolerance "
+        "(Luo et al. 2022); scope model or architecture"
+    )
+    options = Obj(
+        {
+            "on": Field(
+                String(
+                    "compare the full final stream ('output') or only the readout q ('readout')", ("output", "readout")
+                ),
+                default="output",
+            ),
+            "tolerance": Field(
+                Number("largest deviation between positions still accepted (exact)", minimum=Fraction(0)),
+                default=Fraction(0),
+            ),
+            "scope": Field(
+                String(
+                    "'model': this model's weights, exhaustive over constant inputs; 'architecture': "
+                    "every weight choice of its architecture, induction over layers (z3)",
+                    ("model", "architecture"),
+                ),
+                default="model",
+            ),
+        },
+        check=typed(Options),
+    )
     engines = ("interpret", "enumerate", "architecture")
 
     def engines_for(self, options: Options) -> tuple[str, ...]:
@@ -148,8 +176,11 @@ class PositionBlind(Property):
         return {"epsilon": "max"}
 
     def measure(self, task: Task, tokens: tuple) -> dict[str, Fraction]:
-        return {"epsilon": deviation(observed(task.model, evaluate(task.model, task.arithmetic, tokens),
-                                              task.options.on))[0]}
+        return {
+            "epsilon": deviation(observed(task.model, evaluate(task.model, task.arithmetic, tokens), task.options.on))[
+                0
+            ]
+        }
 
     def violation(self, task: Task, tokens: tuple) -> Witness | None:
         trace = evaluate(task.model, task.arithmetic, tokens)
@@ -163,15 +194,24 @@ class PositionBlind(Property):
             why = " (per-probability rounding: attention rows need not sum to 1, so position leaks)"
         elif bos_offset(task.model) and task.model.has_positions:
             why = " (with a BOS token the input is not constant: Luo et al.'s hypothesis does not apply)"
-        summary = (f"x = {format_input(tokens)}: position {a} gives {fmt_vector(outs[a])}, position {b} gives "
-                   f"{fmt_vector(outs[b])} (deviation {fmt(epsilon)} > tolerance {fmt(task.options.tolerance)})"
-                   + (f"; {note}" if note else "") + why)
-        return {"input": input_to_json(tokens), "positions": [a, b], "outputs": vectors_to_json([outs[a], outs[b]]),
-                "deviation": str(epsilon), "row_sums": note, "summary": summary}
+        summary = (
+            f"x = {format_input(tokens)}: position {a} gives {fmt_vector(outs[a])}, position {b} gives "
+            f"{fmt_vector(outs[b])} (deviation {fmt(epsilon)} > tolerance {fmt(task.options.tolerance)})"
+            + (f"; {note}" if note else "")
+            + why
+        )
+        return {
+            "input": input_to_json(tokens),
+            "positions": [a, b],
+            "outputs": vectors_to_json([outs[a], outs[b]]),
+            "deviation": str(epsilon),
+            "row_sums": note,
+            "summary": summary,
+        }
 
     def batched_violations(self, task: Task, evaluators: Any, rows: np.ndarray) -> tuple[np.ndarray, dict]:
         values = evaluators.of().values(rows, task.options.on)
-        users = values.numerators[:, bos_offset(task.model):]
+        users = values.numerators[:, bos_offset(task.model) :]
         users = users if users.ndim == 3 else users[..., None]
         if users.shape[1] == 0:
             spread = np.zeros(len(rows), dtype=np.int64)
@@ -179,8 +219,9 @@ class PositionBlind(Property):
             spread = (users.max(axis=1) - users.min(axis=1)).max(axis=1, initial=0)
         tolerance = task.options.tolerance
         # ε = spread/den > tolerance = p/q  <=>  spread·q > p·den (exact, Python ints where int64 could overflow)
-        flagged = np.asarray(spread.astype(object) * tolerance.denominator > tolerance.numerator * values.den,
-                             dtype=bool)
+        flagged = np.asarray(
+            spread.astype(object) * tolerance.denominator > tolerance.numerator * values.den, dtype=bool
+        )
         return flagged, {"epsilon": (spread, values.den)}
 
     def describe_proof(self, task: Task, engine: str, default: str, statistics: dict) -> str:
@@ -192,8 +233,10 @@ class PositionBlind(Property):
         space = self.input_space(task)
         tokens = space.decode(space.rows(at, at + 1)[0][0])
         note = row_sum_note(task.model, evaluate(task.model, task.arithmetic, tokens))
-        return (f"position-blind up to ε = {fmt(epsilon)} (≤ tolerance {fmt(task.options.tolerance)}) over {count} "
-                f"constant inputs; largest at x = {format_input(tokens)}" + (f"; {note}" if note else ""))
+        return (
+            f"position-blind up to ε = {fmt(epsilon)} (≤ tolerance {fmt(task.options.tolerance)}) over {count} "
+            f"constant inputs; largest at x = {format_input(tokens)}" + (f"; {note}" if note else "")
+        )
 
     # -- scope architecture (and scope model on the architecture engine): induction over layers
     def before_induction(self, task: Task, deadline: Any) -> list[int] | Conclusion:
@@ -201,8 +244,12 @@ class PositionBlind(Property):
         if not lengths:
             return Conclusion(PROVED, "trivial", "the domain has no constant input of length >= 1")
         if max(lengths) > MAX_LENGTH:
-            return Conclusion(UNKNOWN, "induction", f"architecture-level queries are measured up to n = {MAX_LENGTH}; "
-                              f"the domain has length {max(lengths)}", tried=["induction over layers (z3)"])
+            return Conclusion(
+                UNKNOWN,
+                "induction",
+                f"architecture-level queries are measured up to n = {MAX_LENGTH}; the domain has length {max(lengths)}",
+                tried=["induction over layers (z3)"],
+            )
         return lengths
 
     def conclude(self, task: Task, results: dict[int, InductionResult], deadline: Any) -> Conclusion:
@@ -219,42 +266,77 @@ class PositionBlind(Property):
             if own is not None and not result.rows_sum_to_one:
                 # the solver cannot build members for this rounding, but the spec's own model is a member of the
                 # class: when it separates positions, so does the class
-                return Conclusion(REFUTED, "induction + this model", f"the class is not position-blind: this model, "
-                                  f"a member of it, separates positions (induction: {failed}); " + own["summary"],
-                                  own, stats)
+                return Conclusion(
+                    REFUTED,
+                    "induction + this model",
+                    f"the class is not position-blind: this model, "
+                    f"a member of it, separates positions (induction: {failed}); " + own["summary"],
+                    own,
+                    stats,
+                )
             if not result.rows_sum_to_one:
                 epsilon = self.model_epsilon(task, deadline)
                 if epsilon is not None:
                     stats["model_epsilon"] = str(epsilon)
                 rounding = task.arithmetic.attention_rounding
-                return Conclusion(UNKNOWN, "induction", f"not applicable: with {rounding} rounding a head output is "
-                                  f"no average of its values, so the induction step fails (n = {n}: {failed})"
-                                  + (f"; for this model (scope: model) ε = {fmt(epsilon)}" if epsilon is not None
-                                     else ""), statistics=stats, tried=[f"induction over layers, n = {n}: {failed}"])
+                return Conclusion(
+                    UNKNOWN,
+                    "induction",
+                    f"not applicable: with {rounding} rounding a head output is "
+                    f"no average of its values, so the induction step fails (n = {n}: {failed})"
+                    + (f"; for this model (scope: model) ε = {fmt(epsilon)}" if epsilon is not None else ""),
+                    statistics=stats,
+                    tried=[f"induction over layers, n = {n}: {failed}"],
+                )
             if model_scope:
-                return Conclusion(UNKNOWN, "induction", f"the architecture class is not position-blind (n = {n}: "
-                                  f"{failed}); this model's own weights may still be: use engine interpret",
-                                  statistics=stats, tried=[f"induction over layers, n = {n}"])
+                return Conclusion(
+                    UNKNOWN,
+                    "induction",
+                    f"the architecture class is not position-blind (n = {n}: "
+                    f"{failed}); this model's own weights may still be: use engine interpret",
+                    statistics=stats,
+                    tried=[f"induction over layers, n = {n}"],
+                )
             candidates = [t for t in self.input_space(task).inputs() if len(t) == n]
             for step in result.failing:
-                member = separate_positions(task.model, task.arithmetic,
-                                            step.block if step.sublayer == "attention" else None, candidates,
-                                            on=task.options.on, tolerance=task.options.tolerance,
-                                            timeout=max(deadline.remaining(), 0.001), seed=task.settings.seed)
+                member = separate_positions(
+                    task.model,
+                    task.arithmetic,
+                    step.block if step.sublayer == "attention" else None,
+                    candidates,
+                    on=task.options.on,
+                    tolerance=task.options.tolerance,
+                    timeout=max(deadline.remaining(), 0.001),
+                    seed=task.settings.seed,
+                )
                 if member is None:
                     continue
                 witness = replay_member(task, member, f"n = {n}")
-                return Conclusion(REFUTED, "induction + solver-chosen member",
-                                  f"the class is not position-blind: induction step {step.name} fails "
-                                  f"({step.note or step.status}); " + witness["summary"], witness, stats)
+                return Conclusion(
+                    REFUTED,
+                    "induction + solver-chosen member",
+                    f"the class is not position-blind: induction step {step.name} fails "
+                    f"({step.note or step.status}); " + witness["summary"],
+                    witness,
+                    stats,
+                )
             if own is not None:
-                return Conclusion(REFUTED, "induction + this model", f"the class is not position-blind: this model, "
-                                  f"a member of it, separates positions (induction: {failed}); " + own["summary"],
-                                  own, stats)
-            return Conclusion(UNKNOWN, "induction", f"induction step fails (n = {n}: {failed}) but the solver found "
-                              "no concrete member of the class that separates positions", statistics=stats,
-                              tried=[f"induction over layers, n = {n}",
-                                     "solver-chosen member (one active sublayer)"])
+                return Conclusion(
+                    REFUTED,
+                    "induction + this model",
+                    f"the class is not position-blind: this model, "
+                    f"a member of it, separates positions (induction: {failed}); " + own["summary"],
+                    own,
+                    stats,
+                )
+            return Conclusion(
+                UNKNOWN,
+                "induction",
+                f"induction step fails (n = {n}: {failed}) but the solver found "
+                "no concrete member of the class that separates positions",
+                statistics=stats,
+                tried=[f"induction over layers, n = {n}", "solver-chosen member (one active sublayer)"],
+            )
         lengths = sorted(results)
         span = f"n = {lengths[0]}" if len(lengths) == 1 else f"n = {lengths[0]}..{lengths[-1]}"
         subject = "this model's architecture class" if model_scope else "every weight choice"
@@ -262,12 +344,19 @@ class PositionBlind(Property):
         # the induction is per sublayer: when a layer's queries do not change one layer deeper, the proof covers
         # any number of layers of these kinds (checked for every length proved)
         any_depth = all(deeper_layers_add_no_query(task.model, task.arithmetic, n) for n in lengths if n >= 2)
-        depth = (f"any number of layers, each like one of these {len(task.model.blocks)}, in any order (each layer's "
-                 "step queries are unchanged one layer deeper)" if any_depth
-                 else f"these {len(task.model.blocks)} layers only")
-        return Conclusion(PROVED, "induction", f"{subject} ({klass}): columns stay equal through every layer, {span}, "
-                          f"{depth} ({total} step queries unsat)",
-                          statistics={**stats, "lengths": lengths, "rows_sum_to_one": True, "any_depth": any_depth})
+        depth = (
+            f"any number of layers, each like one of these {len(task.model.blocks)}, in any order (each layer's "
+            "step queries are unchanged one layer deeper)"
+            if any_depth
+            else f"these {len(task.model.blocks)} layers only"
+        )
+        return Conclusion(
+            PROVED,
+            "induction",
+            f"{subject} ({klass}): columns stay equal through every layer, {span}, "
+            f"{depth} ({total} step queries unsat)",
+            statistics={**stats, "lengths": lengths, "rows_sum_to_one": True, "any_depth": any_depth},
+        )
 
     def own_separation(self, task: Task, length: int) -> Witness | None:
         """The spec's model's worst constant input of this length, as a witness, if it separates positions."""

@@ -106,28 +106,51 @@ def agrees(expected: Value, got: Decoded) -> bool:
 class RaspEquivalence(Property):
     name = "rasp-equivalence"
     summary = "a tracr-compiled model's decoded output equals its RASP program's at every defined position"
-    options = Obj({
-        "program": Field(ExportFile("the tracr export (the model and its tabulated RASP program), relative to the "
-                                    "spec's folder"), required=True),
-    }, check=typed(Options))
+    options = Obj(
+        {
+            "program": Field(
+                ExportFile(
+                    "the tracr export (the model and its tabulated RASP program), relative to the spec's folder"
+                ),
+                required=True,
+            ),
+        },
+        check=typed(Options),
+    )
     engines = ("enumerate", "interpret", "smt")
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
-        require(isinstance(model.tokens, AlphabetTokens) and model.tokens.bos is not None
-                and isinstance(domain, StringDomain), "",
-                "rasp-equivalence needs a tracr model (alphabet tokens with BOS) and a strings domain",
-                "model: {tracr: export.json} and domain: {strings: {max-length: N}}")
+        require(
+            isinstance(model.tokens, AlphabetTokens)
+            and model.tokens.bos is not None
+            and isinstance(domain, StringDomain),
+            "",
+            "rasp-equivalence needs a tracr model (alphabet tokens with BOS) and a strings domain",
+            "model: {tracr: export.json} and domain: {strings: {max-length: N}}",
+        )
         export = _export(options.program)
         symbols = [s for s in model.tokens.symbols if s != model.tokens.bos]
-        require(model.tokens.bos == export.bos and sorted(symbols) == sorted(export.symbols), "program",
-                f"the model's alphabet {symbols} (BOS {model.tokens.bos!r}) is not the program's vocabulary "
-                f"{list(export.symbols)} (BOS {export.bos!r})", "name the export the model was imported from")
-        require(model.dim == export.d_model and model.max_length == export.max_seq_len + 1, "program",
-                f"the model (width {model.dim}, {model.max_length} positions) is not the export's (width "
-                f"{export.d_model}, {export.max_seq_len + 1} positions)", "name the export the model was imported from")
-        require(domain.max_length <= export.max_seq_len, "program",
-                f"the domain's strings of length {domain.max_length} exceed the program's maximum length "
-                f"{export.max_seq_len}", f"domain: {{strings: {{max-length: {export.max_seq_len}}}}}")
+        require(
+            model.tokens.bos == export.bos and sorted(symbols) == sorted(export.symbols),
+            "program",
+            f"the model's alphabet {symbols} (BOS {model.tokens.bos!r}) is not the program's vocabulary "
+            f"{list(export.symbols)} (BOS {export.bos!r})",
+            "name the export the model was imported from",
+        )
+        require(
+            model.dim == export.d_model and model.max_length == export.max_seq_len + 1,
+            "program",
+            f"the model (width {model.dim}, {model.max_length} positions) is not the export's (width "
+            f"{export.d_model}, {export.max_seq_len + 1} positions)",
+            "name the export the model was imported from",
+        )
+        require(
+            domain.max_length <= export.max_seq_len,
+            "program",
+            f"the domain's strings of length {domain.max_length} exceed the program's maximum length "
+            f"{export.max_seq_len}",
+            f"domain: {{strings: {{max-length: {export.max_seq_len}}}}}",
+        )
 
     def statistics(self, task: Task) -> dict:
         return {"domain_size": task.domain.size()}
@@ -152,28 +175,42 @@ class RaspEquivalence(Property):
                 return self.witness(task, tokens, p, expected, got, program_trace)
         return None
 
-    def witness(self, task: Task, tokens: Sequence[str], p: int, expected: list[Value], got: list[Decoded],
-                program_trace: Any) -> Witness:
+    def witness(
+        self, task: Task, tokens: Sequence[str], p: int, expected: list[Value], got: list[Decoded], program_trace: Any
+    ) -> Witness:
         export = _export(task.options.program)
         word = format_input(tuple(tokens))
         program_text = "[" + ", ".join(show(v) for v in expected) + "]"
         model_text = "[" + ", ".join(g.text() for g in got) + "]"
         position = witness_position(p)
         if got[p].tie:
-            finding = (f"the model's output is a tie between {', '.join(show(v) for v in got[p].tie)} (each "
-                       f"{fmt(got[p].score)}), the program gives {show(expected[p])}")
+            finding = (
+                f"the model's output is a tie between {', '.join(show(v) for v in got[p].tie)} (each "
+                f"{fmt(got[p].score)}), the program gives {show(expected[p])}"
+            )
         else:
             finding = f"the program gives {show(expected[p])}, the model {show(got[p].value)}"
-        rows = [{"position": witness_position(i), "token": t,
-                 "program": {n.label: show(program_trace.values(n.label)[i]) for n in export.program.sops},
-                 "program_output": show(expected[i]), "model_output": got[i].text(),
-                 "checked": expected[i] is not None} for i, t in enumerate(tokens)]
+        rows = [
+            {
+                "position": witness_position(i),
+                "token": t,
+                "program": {n.label: show(program_trace.values(n.label)[i]) for n in export.program.sops},
+                "program_output": show(expected[i]),
+                "model_output": got[i].text(),
+                "checked": expected[i] is not None,
+            }
+            for i, t in enumerate(tokens)
+        ]
         witness: Witness = {
-            "input": input_to_json(tuple(tokens)), "string": word, "position": position,
+            "input": input_to_json(tuple(tokens)),
+            "string": word,
+            "position": position,
             "program_output": [None if v is None else show(v) for v in expected],
-            "model_output": [g.text() for g in got], "trace": rows,
+            "model_output": [g.text() for g in got],
+            "trace": rows,
             "summary": f"input {word} at position {position}: {finding} (RASP {program_text}, model {model_text}; "
-                       "None: don't care)"}
+            "None: don't care)",
+        }
         if got[p].tie:
             witness["tie"] = [show(v) for v in got[p].tie]
         return witness
@@ -185,15 +222,16 @@ class RaspEquivalence(Property):
         if length == 0:
             return np.zeros(len(rows), dtype=bool), {}
         program = export.program
-        token_code = np.array([program.tokens_node.code_of[v] for v in
-                               tokens_from_symbols(program, task.domain.alphabet)], dtype=np.int64)
+        token_code = np.array(
+            [program.tokens_node.code_of[v] for v in tokens_from_symbols(program, task.domain.alphabet)], dtype=np.int64
+        )
         codes, undefined = outputs_batched(program, token_code[rows])
         output = program.output_node
         none_code = output.code_of.get(None, -1)
         defined = codes != none_code
         stream = evaluators.of().values(rows, "output")
         offset = bos_offset(task.model)
-        numerators = np.asarray(stream.numerators)[:, offset:offset + length, :]
+        numerators = np.asarray(stream.numerators)[:, offset : offset + length, :]
         if export.output_kind == "categorical":
             scores = numerators[:, :, [i for _, i in export.output_space]]
             best = scores.max(axis=2)
@@ -206,14 +244,15 @@ class RaspEquivalence(Property):
         return (defined & wrong).any(axis=1) | undefined, {}
 
     @staticmethod
-    def _numerical_wrong(export: TracrExport, numerators: np.ndarray, den: int, codes: np.ndarray,
-                         defined: np.ndarray) -> np.ndarray:
+    def _numerical_wrong(
+        export: TracrExport, numerators: np.ndarray, den: int, codes: np.ndarray, defined: np.ndarray
+    ) -> np.ndarray:
         """Exact comparison per distinct (model numerator, program code) pair."""
         values = export.program.output_node.values
-        pairs, inverse = np.unique(np.stack([numerators.reshape(-1), codes.reshape(-1)]), axis=1,
-                                   return_inverse=True)
-        differs = np.array([values[int(c)] is not None and Fraction(int(m), den) != values[int(c)]
-                            for m, c in pairs.T], dtype=bool)
+        pairs, inverse = np.unique(np.stack([numerators.reshape(-1), codes.reshape(-1)]), axis=1, return_inverse=True)
+        differs = np.array(
+            [values[int(c)] is not None and Fraction(int(m), den) != values[int(c)] for m, c in pairs.T], dtype=bool
+        )
         return differs[np.asarray(inverse).reshape(-1)].reshape(codes.shape) & defined
 
     # -- smt: the program as z3 terms over the same symbolic input
@@ -226,8 +265,9 @@ class RaspEquivalence(Property):
         inp = input_for_length(task.domain, length, builder)
         stream = encode_model(task.model, task.arithmetic, inp, builder).output
         program = export.program
-        codes, undefined = program_outputs_symbolic(program, inp, tokens_from_symbols(program, task.domain.alphabet),
-                                                    builder.tick)
+        codes, undefined = program_outputs_symbolic(
+            program, inp, tokens_from_symbols(program, task.domain.alphabet), builder.tick
+        )
         output = program.output_node
         offset = bos_offset(task.model)
         differences = []
@@ -237,8 +277,14 @@ class RaspEquivalence(Property):
             if export.output_kind == "categorical":
                 bad = self._categorical_wrong(export, output, code, z, builder)
             else:
-                bad = z3.Or([z3.And(code == c, builder.ne(z[export.output_index], Sym.const(v)))
-                             for c, v in enumerate(output.values) if v is not None] or [z3.BoolVal(False)])
+                bad = z3.Or(
+                    [
+                        z3.And(code == c, builder.ne(z[export.output_index], Sym.const(v)))
+                        for c, v in enumerate(output.values)
+                        if v is not None
+                    ]
+                    or [z3.BoolVal(False)]
+                )
             differences.append(bad)
         # an input on which the program is undefined is an answer too: its replay reports the program's error
         return Query(builder.assertions + [z3.Or(differences + [undefined])], [inp], builder.stats)
@@ -255,8 +301,9 @@ class RaspEquivalence(Property):
             if k is None:
                 wrong.append(code == c)  # the program's value is not in the output space: never named
                 continue
-            strict = z3.And([z3.Not(builder.ge(coordinates[j], coordinates[k])) for j in range(len(coordinates))
-                             if j != k])
+            strict = z3.And(
+                [z3.Not(builder.ge(coordinates[j], coordinates[k])) for j in range(len(coordinates)) if j != k]
+            )
             wrong.append(z3.And(code == c, z3.Not(strict)))
         return z3.Or(wrong) if wrong else z3.BoolVal(False)
 
@@ -267,9 +314,11 @@ class RaspEquivalence(Property):
         domain: StringDomain = task.domain
         export = _export(task.options.program)
         how = default if engine == "smt" else f"{statistics.get('space_size', domain.size())} evaluated"
-        return (f"{domain.size()} strings of length {domain.min_length}..{domain.max_length} over "
-                f"{{{', '.join(domain.alphabet)}}}: the model's {export.output_kind} output equals the RASP "
-                f"program's at every position where it is defined ({how})")
+        return (
+            f"{domain.size()} strings of length {domain.min_length}..{domain.max_length} over "
+            f"{{{', '.join(domain.alphabet)}}}: the model's {export.output_kind} output equals the RASP "
+            f"program's at every position where it is defined ({how})"
+        )
 
 
 def _export(path: Path) -> TracrExport:

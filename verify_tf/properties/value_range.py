@@ -73,26 +73,46 @@ def grid_step(domain: GridDomain) -> Fraction | None:
 
 class ValueRange(Property):
     name = "value-range"
-    summary = ("every readout value lies inside (or outside) [lo, hi]; interval yun-lemma6: Yun et al.'s t_l, t_r "
-               "(Lemma 6 claims 3 and 4)")
-    options = Obj({
-        "interval": Field(Either([(lambda n: n.kind == "seq", ListOf(Number(), "[lo, hi]", length=2)),
-                                  (lambda n: n.kind == "scalar", String("a built-in interval", (YUN,)))],
-                                 what="[lo, hi] or 'yun-lemma6'",
-                                 description="the interval: [lo, hi], or yun-lemma6 = [t_l, t_r] from d, δ, n"),
-                          required=True),
-        "inside": Field(Boolean("true: every value inside the interval; false: every value outside it"),
-                        default=True),
-        "except-distinct": Field(Boolean("skip the inputs of G̃_δ (pairwise distinct tokens inside the grid): "
-                                         "Lemma 6's claim (4) quantifies over G⁺_δ minus G̃_δ"), default=False),
-    }, check=_options)
+    summary = (
+        "every readout value lies inside (or outside) [lo, hi]; interval yun-lemma6: Yun et al.'s t_l, t_r "
+        "(Lemma 6 claims 3 and 4)"
+    )
+    options = Obj(
+        {
+            "interval": Field(
+                Either(
+                    [
+                        (lambda n: n.kind == "seq", ListOf(Number(), "[lo, hi]", length=2)),
+                        (lambda n: n.kind == "scalar", String("a built-in interval", (YUN,))),
+                    ],
+                    what="[lo, hi] or 'yun-lemma6'",
+                    description="the interval: [lo, hi], or yun-lemma6 = [t_l, t_r] from d, δ, n",
+                ),
+                required=True,
+            ),
+            "inside": Field(
+                Boolean("true: every value inside the interval; false: every value outside it"), default=True
+            ),
+            "except-distinct": Field(
+                Boolean(
+                    "skip the inputs of G̃_δ (pairwise distinct tokens inside the grid): "
+                    "Lemma 6's claim (4) quantifies over G⁺_δ minus G̃_δ"
+                ),
+                default=False,
+            ),
+        },
+        check=_options,
+    )
     engines = ("enumerate", "interpret", "search")
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         if options.interval == YUN:
-            require(isinstance(domain, GridDomain) and grid_step(domain) is not None, "interval",
-                    "interval yun-lemma6 needs the grid G_δ = {0, δ, ..., 1 − δ} (optionally plus outside values)",
-                    "e.g. domain: {grid: {step: 1/2}, length: 2, distinct-tokens: true}")
+            require(
+                isinstance(domain, GridDomain) and grid_step(domain) is not None,
+                "interval",
+                "interval yun-lemma6 needs the grid G_δ = {0, δ, ..., 1 − δ} (optionally plus outside values)",
+                "e.g. domain: {grid: {step: 1/2}, length: 2, distinct-tokens: true}",
+            )
         if options.except_distinct:
             require(isinstance(domain, GridDomain), "except-distinct", "except-distinct needs a grid domain")
 
@@ -105,8 +125,9 @@ class ValueRange(Property):
     def skipped(self, task: Task, tokens: tuple) -> bool:
         """An input of G̃_δ when except-distinct: pairwise distinct tokens, all inside the grid."""
         domain = task.domain
-        return task.options.except_distinct and len(set(tokens)) == len(tokens) and \
-            all(domain.in_grid(t) for t in tokens)
+        return (
+            task.options.except_distinct and len(set(tokens)) == len(tokens) and all(domain.in_grid(t) for t in tokens)
+        )
 
     def statistics(self, task: Task) -> dict:
         lo, hi = self.interval(task)
@@ -121,18 +142,23 @@ class ValueRange(Property):
             q = readout[p]
             if (lo <= q <= hi) != task.options.inside:
                 where = "outside" if task.options.inside else "inside"
-                return {"input": input_to_json(tokens), "position": label, "value": str(q),
-                        "interval": [str(lo), str(hi)],
-                        "summary": f"X = {format_input(tokens)}: q at position {label} is {fmt(q)}, {where} "
-                                   f"[{fmt(lo)}, {fmt(hi)}]"}
+                return {
+                    "input": input_to_json(tokens),
+                    "position": label,
+                    "value": str(q),
+                    "interval": [str(lo), str(hi)],
+                    "summary": f"X = {format_input(tokens)}: q at position {label} is {fmt(q)}, {where} "
+                    f"[{fmt(lo)}, {fmt(hi)}]",
+                }
         return None
 
     def batched_violations(self, task: Task, evaluators: Any, rows: np.ndarray) -> tuple[np.ndarray, dict]:
         lo, hi = self.interval(task)
         values = evaluators.of().values(rows, "readout")
         num = np.asarray(values.numerators, dtype=object)  # exact comparisons whatever the magnitudes
-        inside = ((num * lo.denominator >= lo.numerator * values.den)
-                  & (num * hi.denominator <= hi.numerator * values.den))
+        inside = (num * lo.denominator >= lo.numerator * values.den) & (
+            num * hi.denominator <= hi.numerator * values.den
+        )
         flagged = (~inside if task.options.inside else inside).any(axis=1)
         if task.options.except_distinct:
             sorted_rows = np.sort(rows, axis=1)

@@ -72,15 +72,17 @@ def run_batched(program: RaspProgram, token_codes: np.ndarray) -> tuple[dict[str
     return codes, errors
 
 
-def _aggregate(program: RaspProgram, node: Node, chosen: np.ndarray, source_codes: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray]:
+def _aggregate(
+    program: RaspProgram, node: Node, chosen: np.ndarray, source_codes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     source = program.node(node.inputs[1])
     count = chosen.sum(axis=2)
     out = np.full(count.shape, node.default, dtype=np.int64)
     errors = np.zeros(count.shape[0], dtype=bool)
     # one selected: its own value, looked up in the aggregate's value list
-    single_code = np.array([node.code_of.get(canonical(v, node.numerical), RAISED) for v in source.values],
-                           dtype=np.int64)
+    single_code = np.array(
+        [node.code_of.get(canonical(v, node.numerical), RAISED) for v in source.values], dtype=np.int64
+    )
     first = np.argmax(chosen, axis=2)
     ones = count == 1
     picked = single_code[np.take_along_axis(source_codes, first, axis=1)]
@@ -99,16 +101,25 @@ def _aggregate(program: RaspProgram, node: Node, chosen: np.ndarray, source_code
     errors |= (several & ~selected_numeric.all(axis=2)).any(axis=1)
     sums = (chosen * np.asarray(numerators, dtype=np.int64)[source_codes][:, None, :]).sum(axis=2)
     pairs, inverse = np.unique(np.stack([sums[several], count[several]]), axis=1, return_inverse=True)
-    lookup = np.array([node.code_of.get(canonical(Fraction(int(s), int(c) * den), node.numerical), RAISED)
-                       for s, c in pairs.T], dtype=np.int64)
+    lookup = np.array(
+        [node.code_of.get(canonical(Fraction(int(s), int(c) * den), node.numerical), RAISED) for s, c in pairs.T],
+        dtype=np.int64,
+    )
     means = lookup[np.asarray(inverse).reshape(-1)]
     errors |= np.bincount(np.nonzero(several)[0][means == RAISED], minlength=count.shape[0]).astype(bool)
     out[several] = means
     return out, errors
 
 
-def _aggregate_slowly(node: Node, source: Node, chosen: np.ndarray, source_codes: np.ndarray, out: np.ndarray,
-                      errors: np.ndarray, several: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _aggregate_slowly(
+    node: Node,
+    source: Node,
+    chosen: np.ndarray,
+    source_codes: np.ndarray,
+    out: np.ndarray,
+    errors: np.ndarray,
+    several: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
     for b, q in zip(*np.nonzero(several)):
         try:
             out[b, q] = aggregate_code(node, [source.values[c] for c, s in zip(source_codes[b], chosen[b, q]) if s])
@@ -121,4 +132,3 @@ def outputs_batched(program: RaspProgram, token_codes: np.ndarray) -> tuple[np.n
     """The output node's codes (B, n) and the rows on which the program is undefined."""
     codes, errors = run_batched(program, token_codes)
     return codes[program.output], errors
-

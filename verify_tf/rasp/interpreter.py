@@ -78,15 +78,17 @@ def _sop(program: RaspProgram, node: Node, args: list, tokens: Sequence[Value]) 
     if node.kind == "sequence_map":
         out = [node.table[a][b] for a, b in zip(args[0], args[1])]
         first, second = (program.node(i) for i in node.inputs)
-        _check_raised(program, node, out, lambda p: f"{show(first.values[args[0][p]])}, "
-                                                    f"{show(second.values[args[1][p]])}")
+        _check_raised(
+            program, node, out, lambda p: f"{show(first.values[args[0][p]])}, {show(second.values[args[1][p]])}"
+        )
         return out
     if node.kind == "selector_width":
         return [sum(row) for row in args[0]]
     if node.kind == "aggregate":
         source = program.node(node.inputs[1])
-        return [aggregate_code(node, [source.values[c] for c, chosen in zip(args[1], row) if chosen])
-                for row in args[0]]
+        return [
+            aggregate_code(node, [source.values[c] for c, chosen in zip(args[1], row) if chosen]) for row in args[0]
+        ]
     raise RaspError(f"node {node.label!r}: unknown kind {node.kind!r}")
 
 
@@ -99,8 +101,10 @@ def aggregate_code(node: Node, selected: Sequence[Value]) -> int:
     elif all(is_number(v) for v in selected):
         value = canonical(sum((Fraction(v) for v in selected), Fraction(0)) / len(selected), node.numerical)
     else:
-        raise RaspError(f"aggregate {node.label!r}: the mean of {', '.join(show(v) for v in selected)} is undefined "
-                        "(RASP averages numbers only)")
+        raise RaspError(
+            f"aggregate {node.label!r}: the mean of {', '.join(show(v) for v in selected)} is undefined "
+            "(RASP averages numbers only)"
+        )
     code = node.code_of.get(value)
     if code is None:
         raise RaspError(f"aggregate {node.label!r}: value {show(value)} is not in its tabulated value set")
@@ -115,8 +119,10 @@ def _selector(program: RaspProgram, node: Node, args: list) -> list[list[bool]]:
             i = next(i for i, row in enumerate(rows) if RAISED in row)
             j = rows[i].index(RAISED)
             key_node, query_node = (program.node(x) for x in node.inputs)
-            raise RaspError(f"select {node.label!r}: the predicate raised on key {show(key_node.values[keys[j]])}, "
-                            f"query {show(query_node.values[queries[i]])}")
+            raise RaspError(
+                f"select {node.label!r}: the predicate raised on key {show(key_node.values[keys[j]])}, "
+                f"query {show(query_node.values[queries[i]])}"
+            )
         return [[bool(x) for x in row] for row in rows]
     if node.kind == "selector_not":
         return [[not x for x in row] for row in args[0]]

@@ -34,8 +34,20 @@ RAISED = -1
 SOP_KINDS = ("tokens", "indices", "length", "full", "map", "sequence_map", "selector_width", "aggregate")
 SELECTOR_KINDS = ("select", "selector_and", "selector_or", "selector_not")
 KINDS = SOP_KINDS + SELECTOR_KINDS
-ARITY = {"tokens": 0, "indices": 0, "length": 0, "full": 0, "map": 1, "sequence_map": 2, "selector_width": 1,
-         "aggregate": 2, "select": 2, "selector_and": 2, "selector_or": 2, "selector_not": 1}
+ARITY = {
+    "tokens": 0,
+    "indices": 0,
+    "length": 0,
+    "full": 0,
+    "map": 1,
+    "sequence_map": 2,
+    "selector_width": 1,
+    "aggregate": 2,
+    "select": 2,
+    "selector_and": 2,
+    "selector_or": 2,
+    "selector_not": 1,
+}
 ENCODINGS = ("categorical", "numerical")
 
 
@@ -48,6 +60,7 @@ class RaspError(Exception):
 
 
 # ---------------------------------------------------------------- values
+
 
 def is_number(value: Value) -> bool:
     return isinstance(value, (int, bool, Fraction)) and value is not None
@@ -67,8 +80,10 @@ def canonical(value: Value, numerical: bool = False) -> Value:
         if numerical:
             return value
         return int(value) if value.denominator == 1 else value
-    raise ProgramError(f"value {value!r} of type {type(value).__name__} is not a RASP value verify-tf reads "
-                       "(str, int, bool, None, tuples, rationals)")
+    raise ProgramError(
+        f"value {value!r} of type {type(value).__name__} is not a RASP value verify-tf reads "
+        "(str, int, bool, None, tuples, rationals)"
+    )
 
 
 def sort_key(value: Value) -> tuple:
@@ -138,6 +153,7 @@ def symbol_of(value: Value) -> str:
 
 
 # ---------------------------------------------------------------- the program
+
 
 @dataclass(frozen=True)
 class Node:
@@ -247,9 +263,16 @@ def _node_from_json(entry: dict, where: str, seen: dict[str, Node], max_length: 
     if not isinstance(inputs, list) or len(inputs) != ARITY[kind] or any(i not in seen for i in inputs):
         raise ProgramError(f"{where}: expected {ARITY[kind]} input(s) among the nodes before it, got {inputs!r}")
     ins = [seen[i] for i in inputs]
-    wants_selector = {"select": (False, False), "selector_and": (True, True), "selector_or": (True, True),
-                      "selector_not": (True,), "selector_width": (True,), "aggregate": (True, False),
-                      "map": (False,), "sequence_map": (False, False)}.get(kind, ())
+    wants_selector = {
+        "select": (False, False),
+        "selector_and": (True, True),
+        "selector_or": (True, True),
+        "selector_not": (True,),
+        "selector_width": (True,),
+        "aggregate": (True, False),
+        "map": (False,),
+        "sequence_map": (False, False),
+    }.get(kind, ())
     for child, selector in zip(ins, wants_selector):
         if child.is_selector != selector:
             raise ProgramError(f"{where}: input {child.label!r} must {'' if selector else 'not '}be a selector")
@@ -274,8 +297,9 @@ def _node_from_json(entry: dict, where: str, seen: dict[str, Node], max_length: 
     default = None
     if kind == "indices" and values != tuple(canonical(i, encoding == "numerical") for i in range(max_length)):
         raise ProgramError(f"{where}.values: expected 0..{max_length - 1}")
-    if kind == "selector_width" and values != tuple(canonical(i, encoding == "numerical")
-                                                   for i in range(max_length + 1)):
+    if kind == "selector_width" and values != tuple(
+        canonical(i, encoding == "numerical") for i in range(max_length + 1)
+    ):
         raise ProgramError(f"{where}.values: expected 0..{max_length}")
     if kind == "length" and values != tuple(canonical(i, encoding == "numerical") for i in range(1, max_length + 1)):
         raise ProgramError(f"{where}.values: expected 1..{max_length}")
@@ -283,10 +307,15 @@ def _node_from_json(entry: dict, where: str, seen: dict[str, Node], max_length: 
         raise ProgramError(f"{where}.values: a constant has one value")
     if kind == "map":
         raw = entry.get("table")
-        if not isinstance(raw, list) or len(raw) != len(ins[0].values) or \
-                any(c not in codes and c != RAISED for c in raw):
-            raise ProgramError(f"{where}.table: expected one output code per value of {ins[0].label!r} "
-                               f"({len(ins[0].values)} entries in 0..{len(values) - 1}, or {RAISED})")
+        if (
+            not isinstance(raw, list)
+            or len(raw) != len(ins[0].values)
+            or any(c not in codes and c != RAISED for c in raw)
+        ):
+            raise ProgramError(
+                f"{where}.table: expected one output code per value of {ins[0].label!r} "
+                f"({len(ins[0].values)} entries in 0..{len(values) - 1}, or {RAISED})"
+            )
         table = tuple(raw)
     elif kind == "sequence_map":
         table = _table2(entry.get("table"), len(ins[0].values), len(ins[1].values), codes + (RAISED,), where)
@@ -299,8 +328,11 @@ def _node_from_json(entry: dict, where: str, seen: dict[str, Node], max_length: 
 
 def _table2(raw: Any, rows: int, cols: int, allowed: Iterable[int], where: str) -> tuple:
     allowed = set(allowed)
-    if not isinstance(raw, list) or len(raw) != rows or \
-            any(not isinstance(r, list) or len(r) != cols or any(c not in allowed for c in r) for r in raw):
+    if (
+        not isinstance(raw, list)
+        or len(raw) != rows
+        or any(not isinstance(r, list) or len(r) != cols or any(c not in allowed for c in r) for r in raw)
+    ):
         raise ProgramError(f"{where}.table: expected {rows} rows of {cols} entries")
     return tuple(tuple(r) for r in raw)
 

@@ -93,8 +93,9 @@ class _Encoder:
             rows = [[max(t, 0) for t in row] for row in node.table]
             out = []
             for a, b in zip(args[0], args[1]):
-                self.undefined.append(_any([z3.And(_is(a, i), self.raised(row, b))
-                                            for i, row in enumerate(node.table) if RAISED in row]))
+                self.undefined.append(
+                    _any([z3.And(_is(a, i), self.raised(row, b)) for i, row in enumerate(node.table) if RAISED in row])
+                )
                 out.append(_lookup(rows[a], b) if isinstance(a, int) else self._lookup2(rows, a, b))
             return out
         if kind == "selector_width":
@@ -137,16 +138,24 @@ class _Encoder:
         count = z3.Sum([z3.If(s, 1, 0) for s in row]) if row else z3.IntVal(0)
         single = [node.code_of.get(canonical(v, node.numerical), RAISED) for v in source.values]
         picked = z3.Sum([z3.If(s, _lookup([max(x, 0) for x in single], c), 0) for s, c in zip(row, source_codes)])
-        self.undefined.append(z3.And(count == 1, _any([z3.And(s, self.raised(single, c))
-                                                      for s, c in zip(row, source_codes)])))
+        self.undefined.append(
+            z3.And(count == 1, _any([z3.And(s, self.raised(single, c)) for s, c in zip(row, source_codes)]))
+        )
         numeric = [is_number(v) for v in source.values]
         fractions = [Fraction(v) if ok else Fraction(0) for v, ok in zip(source.values, numeric)]
         den = math.lcm(*(f.denominator for f in fractions))
         numerators = [int(f * den) for f in fractions]
-        total = z3.Sum([z3.If(s, _lookup(numerators, c), 0) for s, c in zip(row, source_codes)]) if row \
-            else z3.IntVal(0)
-        non_numeric = _any([z3.And(s, _is(c, i)) if isinstance(c, int) else z3.And(s, c == i)
-                            for s, c in zip(row, source_codes) for i, ok in enumerate(numeric) if not ok])
+        total = (
+            z3.Sum([z3.If(s, _lookup(numerators, c), 0) for s, c in zip(row, source_codes)]) if row else z3.IntVal(0)
+        )
+        non_numeric = _any(
+            [
+                z3.And(s, _is(c, i)) if isinstance(c, int) else z3.And(s, c == i)
+                for s, c in zip(row, source_codes)
+                for i, ok in enumerate(numeric)
+                if not ok
+            ]
+        )
         mean: Code = z3.IntVal(RAISED)
         for m in range(len(row), 1, -1):
             for c, value in enumerate(node.values):
@@ -157,8 +166,9 @@ class _Encoder:
         return z3.If(count == 0, node.default, z3.If(count == 1, picked, mean))
 
 
-def program_outputs_symbolic(program: RaspProgram, inp: Any, alphabet_values: Sequence[Value], tick: Any = None
-                             ) -> tuple[list[Code], Any]:
+def program_outputs_symbolic(
+    program: RaspProgram, inp: Any, alphabet_values: Sequence[Value], tick: Any = None
+) -> tuple[list[Code], Any]:
     """The output node's code at every position of a symbolic string, and the condition under which the
     program is undefined somewhere. ``alphabet_values[i]`` is the vocabulary value of the domain's i-th symbol;
     ``tick()`` is called as the encoding proceeds (``Builder.tick``: it raises once the deadline passes)."""

@@ -65,11 +65,16 @@ class Number(Schema):
 
     def validate(self, node: Node, ctx: Context, path: str) -> Fraction:
         if node.kind != "scalar" or node.scalar_kind in ("null", "bool"):
-            raise ctx.expected(node, path, self.what,
-                               "write an integer, a decimal such as 0.25, or a ratio such as 1/4")
+            raise ctx.expected(
+                node, path, self.what, "write an integer, a decimal such as 0.25, or a ratio such as 1/4"
+            )
         if node.scalar_kind == "float" and node.value.lower().lstrip("+-") in (".inf", ".nan"):
-            raise ctx.error(node, path, f"expected a finite number, got {node.value}",
-                            "infinities and NaN have no exact value; verify-tf numbers are exact rationals")
+            raise ctx.error(
+                node,
+                path,
+                f"expected a finite number, got {node.value}",
+                "infinities and NaN have no exact value; verify-tf numbers are exact rationals",
+            )
         try:
             value = parse_rational(node.value)
         except NotANumber as exc:
@@ -160,14 +165,21 @@ class FilePath(String):
             raise ctx.error(node, path, f"file not found: {text!r} contains a NUL character")
         resolved = (ctx.base_dir / text).resolve()
         if not resolved.is_file():
-            raise ctx.error(node, path, f"file not found: {text}",
-                            f"paths are relative to the spec's folder ({ctx.base_dir})")
+            raise ctx.error(
+                node, path, f"file not found: {text}", f"paths are relative to the spec's folder ({ctx.base_dir})"
+            )
         return resolved
 
 
 class ListOf(Schema):
-    def __init__(self, item: Schema, description: str = "", length: int | None = None,
-                 min_length: int = 0, what: str | None = None):
+    def __init__(
+        self,
+        item: Schema,
+        description: str = "",
+        length: int | None = None,
+        min_length: int = 0,
+        what: str | None = None,
+    ):
         self.item, self.description = item, description
         self.length, self.min_length = length, min_length
         count = f"{length} " if length is not None else ""
@@ -194,7 +206,7 @@ class ListOf(Schema):
 def _plural(what: str) -> str:
     for article in ("a ", "an "):
         if what.startswith(article):
-            noun = what[len(article):]
+            noun = what[len(article) :]
             head, _, tail = noun.partition(" ")
             return (head + "s " + tail).strip() if not head.endswith("s") else noun
     return what
@@ -216,8 +228,11 @@ class MatrixOf(Schema):
         widths = {len(r) for r in rows}
         if len(widths) != 1:
             bad = next(i for i, r in enumerate(rows) if len(r) != len(rows[0]))
-            raise ctx.error(node.value[bad], join(path, bad),
-                            f"expected a row of {len(rows[0])} numbers like row 0, got {len(rows[bad])}")
+            raise ctx.error(
+                node.value[bad],
+                join(path, bad),
+                f"expected a row of {len(rows[0])} numbers like row 0, got {len(rows[bad])}",
+            )
         return rows
 
     def json(self) -> dict:
@@ -236,9 +251,14 @@ class Obj(Schema):
 
     what = "a mapping"
 
-    def __init__(self, fields: dict[str, Field], description: str = "",
-                 convert: Callable[[dict, Node, Context, str], Any] | None = None,
-                 exclusive: Sequence[Sequence[str]] = (), check: Callable[[dict], Any] | None = None):
+    def __init__(
+        self,
+        fields: dict[str, Field],
+        description: str = "",
+        convert: Callable[[dict, Node, Context, str], Any] | None = None,
+        exclusive: Sequence[Sequence[str]] = (),
+        check: Callable[[dict], Any] | None = None,
+    ):
         self.fields, self.description, self.convert = fields, description, convert
         self.exclusive = exclusive  # groups of keys of which at most one may appear
         # check(values) -> value: a typed conversion/cross-field check that never sees a node; an OptionError
@@ -260,15 +280,20 @@ class Obj(Schema):
         for group in self.exclusive:
             present = [k for k in group if k in node.value]
             if len(present) > 1:
-                raise ctx.error(node, path, f"keys {' and '.join(repr(k) for k in present)} cannot be combined",
-                                f"choose one of: {', '.join(group)}")
+                raise ctx.error(
+                    node,
+                    path,
+                    f"keys {' and '.join(repr(k) for k in present)} cannot be combined",
+                    f"choose one of: {', '.join(group)}",
+                )
         out: dict[str, Any] = {}
         for key, f in self.fields.items():
             if key in node.value:
                 out[key] = f.schema.validate(node.value[key], ctx, join(path, key))
             elif f.required:
-                raise ctx.error(node, path, f"missing required key {key!r}",
-                                f.schema.description or f"expected {f.schema.what}")
+                raise ctx.error(
+                    node, path, f"missing required key {key!r}", f.schema.description or f"expected {f.schema.what}"
+                )
             else:
                 out[key] = f.default
         if self.check is not None:
@@ -347,13 +372,23 @@ class TaggedUnion(Schema):
             raise ctx.expected(node, path, self.what, f"write e.g. '- {next(iter(self.variants))}: {{}}'")
         if name not in self.variants:
             guess = closest(name, self.variants)
-            raise ctx.error(node, path, f"unknown {self.what.split(' ', 1)[-1]} {name!r}",
-                            f"did you mean {guess!r}?" if guess else f"known: {', '.join(self.variants)}")
+            raise ctx.error(
+                node,
+                path,
+                f"unknown {self.what.split(' ', 1)[-1]} {name!r}",
+                f"did you mean {guess!r}?" if guess else f"known: {', '.join(self.variants)}",
+            )
         return name, self.variants[name].validate(options, ctx, join(path, name)), node
 
     def json(self) -> dict:
         alts = [{"type": "string", "enum": list(self.variants)}]
         for name, schema in self.variants.items():
-            alts.append({"type": "object", "properties": {name: schema.json()}, "required": [name],
-                         "additionalProperties": False})
+            alts.append(
+                {
+                    "type": "object",
+                    "properties": {name: schema.json()},
+                    "required": [name],
+                    "additionalProperties": False,
+                }
+            )
         return self._doc({"anyOf": alts})

@@ -19,8 +19,9 @@ def strip_terminal_codes(text: str) -> str:
 class SpecError(Exception):
     """Bad user input. The CLI prints ``str(error)`` and exits with the input-error code (2)."""
 
-    def __init__(self, message: str, *, file: str | None = None, line: int | None = None, path: str = "",
-                 hint: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, file: str | None = None, line: int | None = None, path: str = "", hint: str | None = None
+    ) -> None:
         message = strip_terminal_codes(message)
         super().__init__(message)
         self.message = message

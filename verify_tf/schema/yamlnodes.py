@@ -77,8 +77,12 @@ def from_plain(value: Any, line: int = 0) -> Node:
     object is wrapped as a node of kind "object" (e.g. a Model for a model-valued option).
     """
     if isinstance(value, dict):
-        return Node("map", {str(k): from_plain(v, line) for k, v in value.items()}, line,
-                    key_lines={str(k): line for k in value})
+        return Node(
+            "map",
+            {str(k): from_plain(v, line) for k, v in value.items()},
+            line,
+            key_lines={str(k): line for k in value},
+        )
     if isinstance(value, (list, tuple)):
         return Node("seq", [from_plain(v, line) for v in value], line)
     if value is None:
@@ -126,21 +130,33 @@ def _too_deep(text: str) -> int | None:
 def parse_yaml(text: str, file: str) -> Node:
     deep = _too_deep(text)
     if deep is not None:
-        raise SpecError(f"lists or mappings nested more than {_MAX_NESTING} deep", file=file, line=deep,
-                        hint="specs hold shallow plain data; look for unbalanced brackets")
+        raise SpecError(
+            f"lists or mappings nested more than {_MAX_NESTING} deep",
+            file=file,
+            line=deep,
+            hint="specs hold shallow plain data; look for unbalanced brackets",
+        )
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
         problem = exc.problem or "malformed YAML"
-        raise SpecError(f"malformed YAML: {problem}", file=file, line=line,
-                        hint="check indentation and that every 'key: value' has a space after the colon") from None
+        raise SpecError(
+            f"malformed YAML: {problem}",
+            file=file,
+            line=line,
+            hint="check indentation and that every 'key: value' has a space after the colon",
+        ) from None
     except yaml.YAMLError as exc:
         raise SpecError(f"malformed YAML: {exc}", file=file, line=1) from None
     except RecursionError:
-        raise SpecError("nested too deeply to read", file=file, line=1,
-                        hint="specs hold shallow plain data; look for unbalanced brackets") from None
+        raise SpecError(
+            "nested too deeply to read",
+            file=file,
+            line=1,
+            hint="specs hold shallow plain data; look for unbalanced brackets",
+        ) from None
     if root is None:
         raise SpecError("the spec is empty", file=file, line=1, hint="run `verify-tf init` for a starter spec")
     # aliases may repeat values, but an expansion 100 times beyond the distinct values the text holds is an alias
@@ -170,23 +186,33 @@ def _distinct_nodes(root: yaml.Node) -> int:
 def _convert(node: yaml.Node, file: str, count: list[int]) -> Node:  # count: [values so far, budget]
     line = node.start_mark.line + 1
     if node.tag not in _CORE_TAGS:
-        raise SpecError(f"YAML tags such as {node.tag!r} are not allowed", file=file, line=line,
-                        hint="specs hold plain data: mappings, lists, numbers and strings")
+        raise SpecError(
+            f"YAML tags such as {node.tag!r} are not allowed",
+            file=file,
+            line=line,
+            hint="specs hold plain data: mappings, lists, numbers and strings",
+        )
     count[0] += 1
     if count[0] > count[1]:
-        raise SpecError("the spec expands to too many values (recursive or repeated YAML aliases?)",
-                        file=file, line=line)
+        raise SpecError(
+            "the spec expands to too many values (recursive or repeated YAML aliases?)", file=file, line=line
+        )
     if isinstance(node, yaml.MappingNode):
         items: dict[str, Node] = {}
         key_lines: dict[str, int] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
-                raise SpecError("mapping keys must be plain words or numbers", file=file,
-                                line=key_node.start_mark.line + 1)
+                raise SpecError(
+                    "mapping keys must be plain words or numbers", file=file, line=key_node.start_mark.line + 1
+                )
             key = key_node.value
             if key in items:
-                raise SpecError(f"duplicate key {key!r}", file=file, line=key_node.start_mark.line + 1,
-                                hint="each key may appear once in a mapping")
+                raise SpecError(
+                    f"duplicate key {key!r}",
+                    file=file,
+                    line=key_node.start_mark.line + 1,
+                    hint="each key may appear once in a mapping",
+                )
             items[key] = _convert(value_node, file, count)
             key_lines[key] = key_node.start_mark.line + 1
         return Node("map", items, line, key_lines=key_lines)

@@ -135,8 +135,9 @@ class Fixed:
             return self.max_value if x > 0 else self.min_value
         return self.saturate(Fraction(floor_exp_times(s, x * self.scale), self.scale))
 
-    def rounded_terms_row(self, scores: Sequence[Fraction | None],
-                          contributions: Sequence[Sequence[Fraction]]) -> tuple[list[Fraction], list[Fraction]]:
+    def rounded_terms_row(
+        self, scores: Sequence[Fraction | None], contributions: Sequence[Sequence[Fraction]]
+    ) -> tuple[list[Fraction], list[Fraction]]:
         """Yang, Cadilhac & Chiang's head output for one query row (``attention-rounding: rounded-terms``):
 
             c = round( Σ_j round(e^{s_j} · x_j) / Σ_j round(e^{s_j}) ),  sums exact, scores s_j exact,
@@ -152,11 +153,14 @@ class Fixed:
         total = sum(exps.values(), Fraction(0))
         if total == 0:
             weights = [Fraction(1, len(live)) if s is not None else Fraction(0) for s in scores]
-            return weights, [self.round(sum((contributions[j][c] for j in live), Fraction(0)) / len(live))
-                             for c in range(width)]
+            return weights, [
+                self.round(sum((contributions[j][c] for j in live), Fraction(0)) / len(live)) for c in range(width)
+            ]
         weights = [exps[j] / total if j in exps else Fraction(0) for j in range(len(scores))]
-        sums = [sum((self.rounded_term(live_scores[j], contributions[j][c]) for j in live), Fraction(0))
-                for c in range(width)]
+        sums = [
+            sum((self.rounded_term(live_scores[j], contributions[j][c]) for j in live), Fraction(0))
+            for c in range(width)
+        ]
         return weights, [self.round(x / total) for x in sums]
 
     def describe(self) -> str:

@@ -84,7 +84,7 @@ def floor_exp_times(s: Fraction, x: Fraction) -> int:
         return x.numerator // x.denominator
     if s > _BIG:
         raise OverflowError("e^s·x is beyond every fixed-point range")  # callers saturate before asking
-    if s < -_BIG and abs(x) < 2 ** 200:
+    if s < -_BIG and abs(x) < 2**200:
         return 0 if x > 0 else -1
     if len(str(abs(x.numerator))) > 60:
         raise ArithmeticError(f"e^{s}·{x}: x has too many digits for the precision used")

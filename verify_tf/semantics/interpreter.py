@@ -132,8 +132,7 @@ def attention_head(head: Head, z: list[Vector], r: _Counter) -> HeadTrace:
         normalised = r.arith.attention_weights(row, head.scoring)
         scaled = [a * head.relative_scale(j - i) for j, a in enumerate(normalised)]  # URPE: softmax ⊙ C
         out = tuple(
-            r.round(sum((scaled[j] * values[j][c] for j in range(n)), Fraction(0)))
-            for c in range(head.value_dim)
+            r.round(sum((scaled[j] * values[j][c] for j in range(n)), Fraction(0))) for c in range(head.value_dim)
         )
         scores.append(row)
         weights.append(scaled)
@@ -147,8 +146,10 @@ def layer_norm(norm: LayerNorm, z: list[Vector], r: _Counter) -> list[Vector]:
     round(gamma_c n_c + beta_c)."""
     arith = r.arith
     if not isinstance(arith, Fixed):
-        raise UnsupportedInMode("LayerNorm divides by a square root, which is irrational in exact arithmetic; use "
-                                "arithmetic: fixed (integer square root, docs/semantics.md)")
+        raise UnsupportedInMode(
+            "LayerNorm divides by a square root, which is irrational in exact arithmetic; use "
+            "arithmetic: fixed (integer square root, docs/semantics.md)"
+        )
     out = []
     for zi in z:
         mantissas = layer_norm_mantissas([arith.mantissa(c) for c in zi], arith.frac, norm.eps)

@@ -46,7 +46,7 @@ def igelu_bounds(lo: Fraction, hi: Fraction) -> tuple[Fraction, Fraction]:
     if hi <= -IGELU_CLIP:
         return Fraction(0), Fraction(0)
     upper = igelu(hi) if hi > 0 else Fraction(0)
-    lower = igelu(lo) if lo >= 0 else max(lo * (-IGELU_A * IGELU_B ** 2) / 2, IGELU_MIN)
+    lower = igelu(lo) if lo >= 0 else max(lo * (-IGELU_A * IGELU_B**2) / 2, IGELU_MIN)
     return lower, upper
 
 
@@ -60,7 +60,7 @@ def layer_norm_parts(mantissas: Sequence[int], frac: int, eps: Fraction) -> tupl
     total = sum(mantissas)
     y = [d * m - total for m in mantissas]
     squares = sum(v * v for v in y)  # = d³·4^f·Var
-    radicand = math.floor(Fraction(squares << (2 * frac), d ** 3) + eps * (1 << (4 * frac)))
+    radicand = math.floor(Fraction(squares << (2 * frac), d**3) + eps * (1 << (4 * frac)))
     return y, radicand, math.isqrt(radicand)
 
 

@@ -76,12 +76,15 @@ class Spec:
 
 # ---------------------------------------------------------------- model section
 
+
 def _rel_table_schema(what: str) -> Either:
     as_list = ListOf(Number(), what="a list of an odd number of numbers (offsets -r..r)")
     as_map = _OffsetMap()
-    return Either([(lambda n: n.kind == "seq", as_list), (lambda n: n.kind == "map", as_map)],
-                  what=f"{what}: a list [b(-r), ..., b(0), ..., b(r)] or a mapping {{offset: value}}",
-                  description=f"{what} indexed by the relative offset j - i")
+    return Either(
+        [(lambda n: n.kind == "seq", as_list), (lambda n: n.kind == "map", as_map)],
+        what=f"{what}: a list [b(-r), ..., b(0), ..., b(r)] or a mapping {{offset: value}}",
+        description=f"{what} indexed by the relative offset j - i",
+    )
 
 
 class _OffsetMap(Obj):
@@ -94,8 +97,9 @@ class _OffsetMap(Obj):
             try:
                 offset = int(key)
             except ValueError:
-                raise ctx.error(child, join(path, key),
-                                f"expected an integer offset j - i as key, got {key!r}") from None
+                raise ctx.error(
+                    child, join(path, key), f"expected an integer offset j - i as key, got {key!r}"
+                ) from None
             out[offset] = Number().validate(child, ctx, join(path, key))
         return out
 
@@ -109,83 +113,113 @@ def _check_table(value, node, ctx, path):
     return value
 
 
-HEAD = Obj({
-    "scoring": Field(String("how logits become weights", SCORINGS), default="softmax"),
-    "causal": Field(Boolean("mask keys j > i"), default=False),
-    "positional": Field(String("positional flavour inside attention", POSITIONALS), default="standard"),
-    "query": Field(MatrixOf("W_Q (k x d)"), required=True),
-    "key": Field(MatrixOf("W_K (k x d)"), required=True),
-    "value": Field(MatrixOf("W_V (v x d)"), required=True),
-    "output": Field(MatrixOf("W_O (d x v)"), required=True),
-    "query-bias": Field(ListOf(Number(), "b_Q (k)")),
-    "key-bias": Field(ListOf(Number(), "b_K (k)")),
-    "value-bias": Field(ListOf(Number(), "b_V (v)")),
-    "rpe-bias": Field(_rel_table_schema("RPE bias B[j-i] added to the logits")),
-    "urpe-c": Field(_rel_table_schema("URPE Toeplitz C[j-i] multiplied into the normalised weights")),
-}, "one attention head")
+HEAD = Obj(
+    {
+        "scoring": Field(String("how logits become weights", SCORINGS), default="softmax"),
+        "causal": Field(Boolean("mask keys j > i"), default=False),
+        "positional": Field(String("positional flavour inside attention", POSITIONALS), default="standard"),
+        "query": Field(MatrixOf("W_Q (k x d)"), required=True),
+        "key": Field(MatrixOf("W_K (k x d)"), required=True),
+        "value": Field(MatrixOf("W_V (v x d)"), required=True),
+        "output": Field(MatrixOf("W_O (d x v)"), required=True),
+        "query-bias": Field(ListOf(Number(), "b_Q (k)")),
+        "key-bias": Field(ListOf(Number(), "b_K (k)")),
+        "value-bias": Field(ListOf(Number(), "b_V (v)")),
+        "rpe-bias": Field(_rel_table_schema("RPE bias B[j-i] added to the logits")),
+        "urpe-c": Field(_rel_table_schema("URPE Toeplitz C[j-i] multiplied into the normalised weights")),
+    },
+    "one attention head",
+)
 
-NORM = Obj({
-    "gamma": Field(ListOf(Number(), "γ (d): the elementwise scale"), required=True),
-    "beta": Field(ListOf(Number(), "β (d): the elementwise shift")),
-    "eps": Field(Number("ε inside the square root (torch's default 1e-5)")),
-}, "LayerNorm (z − mean)/√(var + eps)·γ + β, fixed arithmetic only (docs/semantics.md)")
-NORM_FIRST = Field(Boolean("true: z + f(LN(z)) (pre-LN); false: LN(z + f(z)) (post-LN, torch's default)"),
-                   default=False)
+NORM = Obj(
+    {
+        "gamma": Field(ListOf(Number(), "γ (d): the elementwise scale"), required=True),
+        "beta": Field(ListOf(Number(), "β (d): the elementwise shift")),
+        "eps": Field(Number("ε inside the square root (torch's default 1e-5)")),
+    },
+    "LayerNorm (z − mean)/√(var + eps)·γ + β, fixed arithmetic only (docs/semantics.md)",
+)
+NORM_FIRST = Field(
+    Boolean("true: z + f(LN(z)) (pre-LN); false: LN(z + f(z)) (post-LN, torch's default)"), default=False
+)
 
-LAYER = Obj({
-    "attention": Field(Obj({
-        "heads": Field(ListOf(HEAD, min_length=1), required=True),
-        "output-bias": Field(ListOf(Number(), "b_O (d)")),
-        "residual": Field(Boolean("add the attention output to the stream"), default=True),
-        "norm": Field(NORM),
-        "norm-first": NORM_FIRST,
-    }, "multi-head attention sublayer")),
-    "feed-forward": Field(Obj({
-        "w1": Field(MatrixOf("W1 (r x d)"), required=True),
-        "b1": Field(ListOf(Number(), "b1 (r)")),
-        "w2": Field(MatrixOf("W2 (d x r)"), required=True),
-        "b2": Field(ListOf(Number(), "b2 (d)")),
-        "residual": Field(Boolean(), default=True),
-        "activation": Field(String("relu, or I-BERT's integer polynomial i-gelu", ACTIVATIONS), default="relu"),
-        "norm": Field(NORM),
-        "norm-first": NORM_FIRST,
-    }, "feed-forward sublayer: z + W2 act(W1 z + b1) + b2")),
-}, "one block: attention then feed-forward, each optional")
+LAYER = Obj(
+    {
+        "attention": Field(
+            Obj(
+                {
+                    "heads": Field(ListOf(HEAD, min_length=1), required=True),
+                    "output-bias": Field(ListOf(Number(), "b_O (d)")),
+                    "residual": Field(Boolean("add the attention output to the stream"), default=True),
+                    "norm": Field(NORM),
+                    "norm-first": NORM_FIRST,
+                },
+                "multi-head attention sublayer",
+            )
+        ),
+        "feed-forward": Field(
+            Obj(
+                {
+                    "w1": Field(MatrixOf("W1 (r x d)"), required=True),
+                    "b1": Field(ListOf(Number(), "b1 (r)")),
+                    "w2": Field(MatrixOf("W2 (d x r)"), required=True),
+                    "b2": Field(ListOf(Number(), "b2 (d)")),
+                    "residual": Field(Boolean(), default=True),
+                    "activation": Field(
+                        String("relu, or I-BERT's integer polynomial i-gelu", ACTIVATIONS), default="relu"
+                    ),
+                    "norm": Field(NORM),
+                    "norm-first": NORM_FIRST,
+                },
+                "feed-forward sublayer: z + W2 act(W1 z + b1) + b2",
+            )
+        ),
+    },
+    "one block: attention then feed-forward, each optional",
+)
 
-TOKENS = Obj({
-    "grid": Field(Integer("continuous tokens of this dimension", minimum=1, maximum=64)),
-    "alphabet": Field(ListOf(String(), "symbols", min_length=1)),
-    "embedding": Field(MatrixOf("one row per alphabet symbol")),
-    "bos": Field(String("a beginning-of-sequence symbol prepended to every input")),
-    "bos-embedding": Field(ListOf(Number(), "embedding of the BOS symbol")),
-}, "token embedding: {grid: d} or {alphabet: [...], embedding: [[...]]}", exclusive=[("grid", "alphabet")])
+TOKENS = Obj(
+    {
+        "grid": Field(Integer("continuous tokens of this dimension", minimum=1, maximum=64)),
+        "alphabet": Field(ListOf(String(), "symbols", min_length=1)),
+        "embedding": Field(MatrixOf("one row per alphabet symbol")),
+        "bos": Field(String("a beginning-of-sequence symbol prepended to every input")),
+        "bos-embedding": Field(ListOf(Number(), "embedding of the BOS symbol")),
+    },
+    "token embedding: {grid: d} or {alphabet: [...], embedding: [[...]]}",
+    exclusive=[("grid", "alphabet")],
+)
 
-RANDOM = Obj({
-    "seed": Field(Integer(minimum=0), default=0),
-    "width": Field(Integer("model width d", minimum=1, maximum=64), default=2),
-    "layers": Field(Integer(minimum=0, maximum=32), default=1),
-    "heads": Field(Integer(minimum=1, maximum=16), default=1),
-    "key-dim": Field(Integer(minimum=1, maximum=64)),
-    "value-dim": Field(Integer(minimum=1, maximum=64)),
-    "ffn-width": Field(Integer("0 = no feed-forward", minimum=0, maximum=256), default=0),
-    "scoring": Field(String(choices=SCORINGS), default="hardmax"),
-    "positional": Field(String(choices=POSITIONALS), default="standard"),
-    "causal": Field(Boolean(), default=False),
-    "absolute-pe": Field(Boolean("learned absolute positional encoding"), default=False),
-    "max-length": Field(Integer("positions covered by PE / RPE tables", minimum=1, maximum=1024), default=8),
-    "range": Field(Number("weights drawn from [-range, range]", positive=True), default=Fraction(2)),
-    "denominator": Field(Integer("weights are multiples of 1/denominator", minimum=1, maximum=1 << 20), default=4),
-    "alphabet": Field(ListOf(String(), min_length=1)),
-    "bos": Field(String()),
-    "activation": Field(String(choices=ACTIVATIONS), default="relu"),
-    "layernorm": Field(String("LayerNorm on every sublayer: pre-LN, post-LN or none", LAYERNORMS), default="none"),
-    "final-norm": Field(Boolean("a LayerNorm after the last block"), default=False),
-}, "a seeded random model with exact dyadic weights")
+RANDOM = Obj(
+    {
+        "seed": Field(Integer(minimum=0), default=0),
+        "width": Field(Integer("model width d", minimum=1, maximum=64), default=2),
+        "layers": Field(Integer(minimum=0, maximum=32), default=1),
+        "heads": Field(Integer(minimum=1, maximum=16), default=1),
+        "key-dim": Field(Integer(minimum=1, maximum=64)),
+        "value-dim": Field(Integer(minimum=1, maximum=64)),
+        "ffn-width": Field(Integer("0 = no feed-forward", minimum=0, maximum=256), default=0),
+        "scoring": Field(String(choices=SCORINGS), default="hardmax"),
+        "positional": Field(String(choices=POSITIONALS), default="standard"),
+        "causal": Field(Boolean(), default=False),
+        "absolute-pe": Field(Boolean("learned absolute positional encoding"), default=False),
+        "max-length": Field(Integer("positions covered by PE / RPE tables", minimum=1, maximum=1024), default=8),
+        "range": Field(Number("weights drawn from [-range, range]", positive=True), default=Fraction(2)),
+        "denominator": Field(Integer("weights are multiples of 1/denominator", minimum=1, maximum=1 << 20), default=4),
+        "alphabet": Field(ListOf(String(), min_length=1)),
+        "bos": Field(String()),
+        "activation": Field(String(choices=ACTIVATIONS), default="relu"),
+        "layernorm": Field(String("LayerNorm on every sublayer: pre-LN, post-LN or none", LAYERNORMS), default="none"),
+        "final-norm": Field(Boolean("a LayerNorm after the last block"), default=False),
+    },
+    "a seeded random model with exact dyadic weights",
+)
 
 
 def _construct_schema() -> dict[str, Field]:
     fields: dict[str, Field] = {
-        "construct": Field(String("built-in construction", tuple(constructions())), required=True)}
+        "construct": Field(String("built-in construction", tuple(constructions())), required=True)
+    }
     for c in constructions().values():
         for key, f in c.parameters.items():
             fields.setdefault(key, Field(f.schema))
@@ -195,34 +229,64 @@ def _construct_schema() -> dict[str, Field]:
 MODEL_SOURCES = ("layers", "file", "random", "construct", "torch", "tracr")
 TRACR_KEYS = ("snap", "attention")
 
-TORCH_ARCHITECTURE = Obj({
-    "heads": Field(Integer("attention heads per layer (a state dict does not store it)", minimum=1, maximum=64),
-                   required=True),
-    "scoring": Field(String("how the imported heads normalise logits", SCORINGS), default="softmax"),
-    "causal": Field(Boolean("the model was trained with a causal mask"), default=False),
-    "activation": Field(String("feed-forward activation: relu, or i-gelu (I-BERT's integer polynomial) for a "
-                               "model trained with GELU; gelu itself is refused", ("relu", "i-gelu", "gelu")),
-                        default="relu"),
-    "layernorm": Field(String("LayerNorm in the state dict: refuse it, or verify the fixed-point integer LayerNorm "
-                              "of docs/semantics.md", ("refuse", "integer")), default="refuse"),
-    "norm-first": Field(Boolean("where the layers' norms sit: true pre-LN z + f(LN(z)), false post-LN LN(z + f(z)) "
-                                "(torch's norm_first; a state dict does not record it)")),
-    "layernorm-eps": Field(Number("LayerNorm eps (torch's default 1e-5; a state dict does not record it)")),
-    "names": Field(Obj({role: Field(String(f"the model's name for torch's {role!r} module, e.g. ff.0"))
-                        for role in TORCH_ROLE_NAMES},
-                       "the model's own module names for the ones the importer reads (docs/import.md)")),
-    "alphabet": Field(ListOf(String(), "symbols of the rows of embedding.weight, in order", min_length=1)),
-    "bos": Field(String("a symbol of the alphabet prepended to every input")),
-    "readout-row": Field(Integer("the row of readout.weight to verify (when it has several)", minimum=0)),
-    "readout-bias": Field(String("a non-zero readout.bias is refused unless dropped explicitly", ("refuse", "drop")),
-                          default="refuse"),
-}, "what a torch state dict does not say about the model (docs/import.md)")
+TORCH_ARCHITECTURE = Obj(
+    {
+        "heads": Field(
+            Integer("attention heads per layer (a state dict does not store it)", minimum=1, maximum=64), required=True
+        ),
+        "scoring": Field(String("how the imported heads normalise logits", SCORINGS), default="softmax"),
+        "causal": Field(Boolean("the model was trained with a causal mask"), default=False),
+        "activation": Field(
+            String(
+                "feed-forward activation: relu, or i-gelu (I-BERT's integer polynomial) for a "
+                "model trained with GELU; gelu itself is refused",
+                ("relu", "i-gelu", "gelu"),
+            ),
+            default="relu",
+        ),
+        "layernorm": Field(
+            String(
+                "LayerNorm in the state dict: refuse it, or verify the fixed-point integer LayerNorm "
+                "of docs/semantics.md",
+                ("refuse", "integer"),
+            ),
+            default="refuse",
+        ),
+        "norm-first": Field(
+            Boolean(
+                "where the layers' norms sit: true pre-LN z + f(LN(z)), false post-LN LN(z + f(z)) "
+                "(torch's norm_first; a state dict does not record it)"
+            )
+        ),
+        "layernorm-eps": Field(Number("LayerNorm eps (torch's default 1e-5; a state dict does not record it)")),
+        "names": Field(
+            Obj(
+                {
+                    role: Field(String(f"the model's name for torch's {role!r} module, e.g. ff.0"))
+                    for role in TORCH_ROLE_NAMES
+                },
+                "the model's own module names for the ones the importer reads (docs/import.md)",
+            )
+        ),
+        "alphabet": Field(ListOf(String(), "symbols of the rows of embedding.weight, in order", min_length=1)),
+        "bos": Field(String("a symbol of the alphabet prepended to every input")),
+        "readout-row": Field(Integer("the row of readout.weight to verify (when it has several)", minimum=0)),
+        "readout-bias": Field(
+            String("a non-zero readout.bias is refused unless dropped explicitly", ("refuse", "drop")), default="refuse"
+        ),
+    },
+    "what a torch state dict does not say about the model (docs/import.md)",
+)
 
-QUANTIZE = Obj({
-    "bits": Field(Integer("total bits p", minimum=2, maximum=64), required=True),
-    "frac": Field(Integer("fractional bits f: weights are rounded to multiples of 2^-f", minimum=0, maximum=32),
-                  required=True),
-}, "round every imported weight to the nearest multiple of 2^-frac (the largest error is reported)")
+QUANTIZE = Obj(
+    {
+        "bits": Field(Integer("total bits p", minimum=2, maximum=64), required=True),
+        "frac": Field(
+            Integer("fractional bits f: weights are rounded to multiples of 2^-f", minimum=0, maximum=32), required=True
+        ),
+    },
+    "round every imported weight to the nearest multiple of 2^-frac (the largest error is reported)",
+)
 
 
 def _build_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model:
@@ -230,31 +294,59 @@ def _build_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
     if not present:
         raise ctx.error(node, path, "expected one model source", f"give one of: {', '.join(MODEL_SOURCES)}")
     source = present[0]
-    stray = [k for k in ("architecture", "quantize") if section.get(k) is not None
-             and not (source == "tracr" and k == "quantize")]
+    stray = [
+        k
+        for k in ("architecture", "quantize")
+        if section.get(k) is not None and not (source == "tracr" and k == "quantize")
+    ]
     if source != "torch" and stray:
-        raise ctx.error(node, join(path, stray[0]), f"'{stray[0]}' applies only to a torch source",
-                        "write model: {torch: model.pt, architecture: {heads: N}, quantize: {bits: 16, frac: 8}}")
+        raise ctx.error(
+            node,
+            join(path, stray[0]),
+            f"'{stray[0]}' applies only to a torch source",
+            "write model: {torch: model.pt, architecture: {heads: N}, quantize: {bits: 16, frac: 8}}",
+        )
     if section.get("final-norm") is not None and source != "layers":
-        raise ctx.error(node, join(path, "final-norm"), "'final-norm' applies only to an inline model (layers)",
-                        "a random model takes random: {final-norm: true}; a torch import reads the final norm "
-                        "from the state dict")
+        raise ctx.error(
+            node,
+            join(path, "final-norm"),
+            "'final-norm' applies only to an inline model (layers)",
+            "a random model takes random: {final-norm: true}; a torch import reads the final norm from the state dict",
+        )
     stray = [k for k in TRACR_KEYS if section.get(k) is not None]
     if source != "tracr" and stray:
-        raise ctx.error(node, join(path, stray[0]), f"'{stray[0]}' applies only to a tracr source",
-                        "write model: {tracr: export.json, snap: true, attention: hardmax} (docs/tracr.md)")
+        raise ctx.error(
+            node,
+            join(path, stray[0]),
+            f"'{stray[0]}' applies only to a tracr source",
+            "write model: {tracr: export.json, snap: true, attention: hardmax} (docs/tracr.md)",
+        )
     try:
         if source == "file":
             model = load_model(section["file"])
         elif source == "random":
             r = section["random"]
             config = RandomConfig(
-                seed=r["seed"], width=r["width"], layers=r["layers"], heads=r["heads"], key_dim=r["key-dim"],
-                value_dim=r["value-dim"], ffn_width=r["ffn-width"], scoring=r["scoring"], positional=r["positional"],
-                causal=r["causal"], absolute_pe=r["absolute-pe"], max_length=r["max-length"],
-                weight_range=r["range"], denominator=r["denominator"],
-                alphabet=tuple(r["alphabet"]) if r["alphabet"] else None, bos=r["bos"], activation=r["activation"],
-                layernorm=r["layernorm"], final_norm=r["final-norm"])
+                seed=r["seed"],
+                width=r["width"],
+                layers=r["layers"],
+                heads=r["heads"],
+                key_dim=r["key-dim"],
+                value_dim=r["value-dim"],
+                ffn_width=r["ffn-width"],
+                scoring=r["scoring"],
+                positional=r["positional"],
+                causal=r["causal"],
+                absolute_pe=r["absolute-pe"],
+                max_length=r["max-length"],
+                weight_range=r["range"],
+                denominator=r["denominator"],
+                alphabet=tuple(r["alphabet"]) if r["alphabet"] else None,
+                bos=r["bos"],
+                activation=r["activation"],
+                layernorm=r["layernorm"],
+                final_norm=r["final-norm"],
+            )
             model = random_model(config)
         elif source == "torch":
             try:  # torch is an optional dependency: say which extra installs it
@@ -262,35 +354,54 @@ def _build_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
             except ModuleNotFoundError as exc:
                 if exc.name is None or exc.name.split(".")[0] != "torch":
                     raise
-                raise ctx.error(node, join(path, "torch"), "a torch state dict needs PyTorch, which is not installed",
-                                "install the torch extra: pip install 'verify-tf[torch]'") from None
+                raise ctx.error(
+                    node,
+                    join(path, "torch"),
+                    "a torch state dict needs PyTorch, which is not installed",
+                    "install the torch extra: pip install 'verify-tf[torch]'",
+                ) from None
 
             quantize = section["quantize"]
             if quantize is not None and quantize["frac"] >= quantize["bits"]:
-                raise ctx.error(quantize["__node__"], join(path, "quantize.frac"), "expected fewer fractional bits "
-                                f"than bits ({quantize['bits']}), got {quantize['frac']}")
+                raise ctx.error(
+                    quantize["__node__"],
+                    join(path, "quantize.frac"),
+                    f"expected fewer fractional bits than bits ({quantize['bits']}), got {quantize['frac']}",
+                )
             model = import_torch_model(section["torch"], section["architecture"], quantize)
         elif source == "tracr":
             from ..builders.tracr_import import TracrImportError, import_tracr
 
             quantize = section["quantize"]
             if quantize is not None and quantize["frac"] >= quantize["bits"]:
-                raise ctx.error(quantize["__node__"], join(path, "quantize.frac"), "expected fewer fractional bits "
-                                f"than bits ({quantize['bits']}), got {quantize['frac']}")
+                raise ctx.error(
+                    quantize["__node__"],
+                    join(path, "quantize.frac"),
+                    f"expected fewer fractional bits than bits ({quantize['bits']}), got {quantize['frac']}",
+                )
             try:
-                model = import_tracr(section["tracr"], snap=section["snap"] is not False,
-                                     attention=section["attention"] or "hardmax", quantize=quantize,
-                                     name=section["name"] or None)
+                model = import_tracr(
+                    section["tracr"],
+                    snap=section["snap"] is not False,
+                    attention=section["attention"] or "hardmax",
+                    quantize=quantize,
+                    name=section["name"] or None,
+                )
             except TracrImportError as exc:
-                raise ctx.error(node, join(path, "tracr"), str(exc), "export files are written by "
-                                "verify_tf.tracr_export.write_export (docs/tracr.md)") from None
+                raise ctx.error(
+                    node,
+                    join(path, "tracr"),
+                    str(exc),
+                    "export files are written by verify_tf.tracr_export.write_export (docs/tracr.md)",
+                ) from None
         elif source == "construct":
             construction = constructions()[section["construct"]]
             params = {}
             for key, f in construction.parameters.items():
                 if section.get(key) is None and f.required:
-                    raise ctx.error(node, path, f"construction {construction.name} needs parameter {key!r}",
-                                    f.schema.description)
+                    raise ctx.error(
+                        node, path, f"construction {construction.name} needs parameter {key!r}", f.schema.description
+                    )
                 params[key] = section.get(key)
             model = construction.build(params)
         else:
@@ -303,16 +414,25 @@ def _build_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
                 raise ctx.error(tokens["__node__"], join(path, "tokens"), "an alphabet needs an 'embedding' table")
             model = build_inline(section)
     except ModelFileError as exc:
-        raise ctx.error(node, join(path, "file"), str(exc), "verify-tf model files are written by save_model / "
-                        "`verify-tf crasp compile`") from None
+        raise ctx.error(
+            node,
+            join(path, "file"),
+            str(exc),
+            "verify-tf model files are written by save_model / `verify-tf crasp compile`",
+        ) from None
     except ValueError as exc:
         raise ctx.error(node, path, str(exc), getattr(exc, "hint", None)) from None
     problems = validate_shapes(model)
     if problems:
         where, _, what = problems[0].partition(": ")
-        raise ctx.error(node.find(where), join(path, where), what,
-                        "; ".join(problems[1:4]) if len(problems) > 1 else "matrices are rows x columns; width d is "
-                        "the token dimension")
+        raise ctx.error(
+            node.find(where),
+            join(path, where),
+            what,
+            "; ".join(problems[1:4])
+            if len(problems) > 1
+            else "matrices are rows x columns; width d is the token dimension",
+        )
     return model
 
 
@@ -330,30 +450,42 @@ def model_schema(description: str = "the transformer") -> Obj:
         "torch": Field(FilePath("a PyTorch state dict (.pt) of MultiheadAttention layers (docs/import.md)")),
         "architecture": Field(TORCH_ARCHITECTURE),
         "tracr": Field(FilePath("a tracr model exported by verify_tf.tracr_export (docs/tracr.md)")),
-        "snap": Field(Boolean("tracr: read each float32 weight as the simplest rational inside its rounding "
-                              "interval (false: the float32 value exactly)")),
-        "attention": Field(String("tracr: how to read its softmax attention (hardmax is exact; softmax is the "
-                                  "fixed-point reading and needs quantize)", ("hardmax", "softmax"))),
+        "snap": Field(
+            Boolean(
+                "tracr: read each float32 weight as the simplest rational inside its rounding "
+                "interval (false: the float32 value exactly)"
+            )
+        ),
+        "attention": Field(
+            String(
+                "tracr: how to read its softmax attention (hardmax is exact; softmax is the "
+                "fixed-point reading and needs quantize)",
+                ("hardmax", "softmax"),
+            )
+        ),
         "quantize": Field(QUANTIZE),
     }
     for key, f in _construct_schema().items():
         fields.setdefault(key, Field(f.schema))
-    return Obj(fields, description, convert=_build_model,
-               exclusive=[MODEL_SOURCES])
+    return Obj(fields, description, convert=_build_model, exclusive=[MODEL_SOURCES])
 
 
 # ---------------------------------------------------------------- arithmetic and domain
 
-ARITH_OBJ = Obj({
-    "mode": Field(String(choices=("exact", "fixed")), required=True),
-    "bits": Field(Integer("total bits p", minimum=2, maximum=64), default=16),
-    "frac": Field(Integer("fractional bits f", minimum=0, maximum=32), default=8),
-    "attention-rounding": Field(String(choices=ATTENTION_ROUNDINGS), default="exact-sums"),
-}, "arithmetic mode")
-ARITHMETIC = Either([(lambda n: n.kind == "scalar", String(choices=("exact", "fixed"))),
-                     (lambda n: n.kind == "map", ARITH_OBJ)],
-                    what="'exact', 'fixed', or {mode: fixed, bits: 16, frac: 8, attention-rounding: exact-sums}",
-                    description="the arithmetic every engine uses (docs/semantics.md)")
+ARITH_OBJ = Obj(
+    {
+        "mode": Field(String(choices=("exact", "fixed")), required=True),
+        "bits": Field(Integer("total bits p", minimum=2, maximum=64), default=16),
+        "frac": Field(Integer("fractional bits f", minimum=0, maximum=32), default=8),
+        "attention-rounding": Field(String(choices=ATTENTION_ROUNDINGS), default="exact-sums"),
+    },
+    "arithmetic mode",
+)
+ARITHMETIC = Either(
+    [(lambda n: n.kind == "scalar", String(choices=("exact", "fixed"))), (lambda n: n.kind == "map", ARITH_OBJ)],
+    what="'exact', 'fixed', or {mode: fixed, bits: 16, frac: 8, attention-rounding: exact-sums}",
+    description="the arithmetic every engine uses (docs/semantics.md)",
+)
 
 
 def _arithmetic(value: Any, node: Node, ctx: Context) -> Arithmetic:
@@ -364,33 +496,57 @@ def _arithmetic(value: Any, node: Node, ctx: Context) -> Arithmetic:
     if value["mode"] == "exact":
         return Exact()
     if value["frac"] >= value["bits"]:
-        raise ctx.error(node, "arithmetic.frac", f"expected fewer fractional bits than bits ({value['bits']}), "
-                        f"got {value['frac']}")
+        raise ctx.error(
+            node, "arithmetic.frac", f"expected fewer fractional bits than bits ({value['bits']}), got {value['frac']}"
+        )
     return Fixed(value["bits"], value["frac"], value["attention-rounding"])
 
 
-DOMAIN = Obj({
-    "grid": Field(Obj({
-        "dim": Field(Integer("token dimension (default: the model's)", minimum=1, maximum=64)),
-        "step": Field(Number("grid step δ", positive=True)),
-        "lo": Field(Number("smallest coordinate value"), default=Fraction(0)),
-        "hi": Field(Number("largest coordinate value (default 1 - step)")),
-        "values": Field(ListOf(Number(), "explicit coordinate values", min_length=1)),
-        "plus": Field(Either([(lambda n: n.kind == "scalar" and n.scalar_kind == "bool",
-                               Boolean("true: add Yun et al.'s -δ^-nd (n = length, d = dim)")),
-                              (lambda n: n.kind == "scalar", Number("the coordinate value to add"))],
-                             what="true (Yun et al.'s -δ^-nd) or a number",
-                             description="G⁺_δ: add one coordinate value outside the grid (Yun et al. 2020, Lemma 6: "
-                                         "the value their quantisation gives coordinates outside [0, 1))")),
-    }, "grid tokens {lo, lo+step, ..., hi}^dim", exclusive=[("step", "values")])),
-    "length": Field(Integer("sequence length n", minimum=1, maximum=4096)),
-    "distinct-tokens": Field(Boolean("only inputs with no repeated token (Yun's G~)"), default=False),
-    "strings": Field(Obj({
-        "alphabet": Field(ListOf(String(), min_length=1)),
-        "min-length": Field(Integer(minimum=0), default=1),
-        "max-length": Field(Integer(minimum=0), required=True),
-    }, "all strings over the alphabet with lengths in [min-length, max-length]")),
-}, "the finite input domain properties quantify over", exclusive=[("grid", "strings")])
+DOMAIN = Obj(
+    {
+        "grid": Field(
+            Obj(
+                {
+                    "dim": Field(Integer("token dimension (default: the model's)", minimum=1, maximum=64)),
+                    "step": Field(Number("grid step δ", positive=True)),
+                    "lo": Field(Number("smallest coordinate value"), default=Fraction(0)),
+                    "hi": Field(Number("largest coordinate value (default 1 - step)")),
+                    "values": Field(ListOf(Number(), "explicit coordinate values", min_length=1)),
+                    "plus": Field(
+                        Either(
+                            [
+                                (
+                                    lambda n: n.kind == "scalar" and n.scalar_kind == "bool",
+                                    Boolean("true: add Yun et al.'s -δ^-nd (n = length, d = dim)"),
+                                ),
+                                (lambda n: n.kind == "scalar", Number("the coordinate value to add")),
+                            ],
+                            what="true (Yun et al.'s -δ^-nd) or a number",
+                            description="G⁺_δ: add one coordinate value outside the grid (Yun et al. 2020, Lemma 6: "
+                            "the value their quantisation gives coordinates outside [0, 1))",
+                        )
+                    ),
+                },
+                "grid tokens {lo, lo+step, ..., hi}^dim",
+                exclusive=[("step", "values")],
+            )
+        ),
+        "length": Field(Integer("sequence length n", minimum=1, maximum=4096)),
+        "distinct-tokens": Field(Boolean("only inputs with no repeated token (Yun's G~)"), default=False),
+        "strings": Field(
+            Obj(
+                {
+                    "alphabet": Field(ListOf(String(), min_length=1)),
+                    "min-length": Field(Integer(minimum=0), default=1),
+                    "max-length": Field(Integer(minimum=0), required=True),
+                },
+                "all strings over the alphabet with lengths in [min-length, max-length]",
+            )
+        ),
+    },
+    "the finite input domain properties quantify over",
+    exclusive=[("grid", "strings")],
+)
 
 
 def _domain(value: dict, model: Model, arith: Arithmetic, ctx: Context) -> Domain:
@@ -403,23 +559,35 @@ def _domain(value: dict, model: Model, arith: Arithmetic, ctx: Context) -> Domai
         alphabet = tuple(s["alphabet"]) if s["alphabet"] else symbols
         unknown = [a for a in alphabet if a not in model.tokens.symbols]
         if unknown:
-            raise ctx.error(s["__node__"], "domain.strings.alphabet", f"symbol {unknown[0]!r} is not in the model's "
-                            f"alphabet {list(symbols)}")
+            raise ctx.error(
+                s["__node__"],
+                "domain.strings.alphabet",
+                f"symbol {unknown[0]!r} is not in the model's alphabet {list(symbols)}",
+            )
         if s["min-length"] > s["max-length"]:
             raise ctx.error(s["__node__"], "domain.strings", "min-length exceeds max-length")
         domain: Domain = StringDomain(alphabet, s["min-length"], s["max-length"])
     else:
         if value["grid"] is None or value["length"] is None:
-            raise ctx.error(node, "domain", "expected 'grid' and 'length' (or 'strings')",
-                            "e.g. domain: {grid: {step: 1/2}, length: 3}")
+            raise ctx.error(
+                node,
+                "domain",
+                "expected 'grid' and 'length' (or 'strings')",
+                "e.g. domain: {grid: {step: 1/2}, length: 3}",
+            )
         g = value["grid"]
         dim = g["dim"] or (model.tokens.dim if isinstance(model.tokens, GridTokens) else None)
         if not isinstance(model.tokens, GridTokens):
-            raise ctx.error(node, "domain.grid", "a grid domain needs a model with grid tokens",
-                            "alphabet models use domain: {strings: {max-length: N}}")
+            raise ctx.error(
+                node,
+                "domain.grid",
+                "a grid domain needs a model with grid tokens",
+                "alphabet models use domain: {strings: {max-length: N}}",
+            )
         if dim != model.tokens.dim:
-            raise ctx.error(g["__node__"], "domain.grid.dim", f"expected the model's token dimension "
-                            f"{model.tokens.dim}, got {dim}")
+            raise ctx.error(
+                g["__node__"], "domain.grid.dim", f"expected the model's token dimension {model.tokens.dim}, got {dim}"
+            )
         if g["values"] is not None:
             domain = GridDomain(dim, tuple(sorted(set(g["values"]))), value["length"], value["distinct-tokens"])
         elif g["step"] is not None:
@@ -428,32 +596,50 @@ def _domain(value: dict, model: Model, arith: Arithmetic, ctx: Context) -> Domai
                 raise ctx.error(g["__node__"], "domain.grid", f"hi ({hi}) is below lo ({g['lo']})")
             if ((hi - g["lo"]) / g["step"]).denominator != 1:
                 below = g["lo"] + ((hi - g["lo"]) // g["step"]) * g["step"]
-                raise ctx.error(g["__node__"].value.get("hi", g["__node__"]), "domain.grid.hi",
-                                f"hi ({hi}) is not lo + k·step (lo {g['lo']}, step {g['step']})",
-                                f"the grid's largest value would be {below}: write hi: {below}, or list the values")
+                raise ctx.error(
+                    g["__node__"].value.get("hi", g["__node__"]),
+                    "domain.grid.hi",
+                    f"hi ({hi}) is not lo + k·step (lo {g['lo']}, step {g['step']})",
+                    f"the grid's largest value would be {below}: write hi: {below}, or list the values",
+                )
             domain = GridDomain.regular(dim, g["step"], value["length"], g["lo"], hi, value["distinct-tokens"])
         else:
             raise ctx.error(g["__node__"], "domain.grid", "expected 'step' or 'values'")
         if g["plus"] is not None and g["plus"] is not False:
             if g["plus"] is True and g["step"] is None:
-                raise ctx.error(g["__node__"], "domain.grid.plus", "plus: true needs a regular grid (step)",
-                                "write the value explicitly: plus: -16")
-            extra = -(1 / g["step"]) ** (value["length"] * dim) if g["plus"] is True else g["plus"]
+                raise ctx.error(
+                    g["__node__"],
+                    "domain.grid.plus",
+                    "plus: true needs a regular grid (step)",
+                    "write the value explicitly: plus: -16",
+                )
+            extra = -((1 / g["step"]) ** (value["length"] * dim)) if g["plus"] is True else g["plus"]
             if extra in domain.values:
                 raise ctx.error(g["__node__"], "domain.grid.plus", f"{extra} is already a grid value")
-            domain = GridDomain(dim, tuple(sorted(domain.values + (extra,))), domain.length, domain.distinct_tokens,
-                                (extra,))
+            domain = GridDomain(
+                dim, tuple(sorted(domain.values + (extra,))), domain.length, domain.distinct_tokens, (extra,)
+            )
         bad = [v for v in domain.values if not arith.representable(v)]
         if bad:
-            raise ctx.error(g["__node__"], "domain.grid", f"grid value {bad[0]} is not representable in "
-                            f"{arith.describe()}", "in fixed arithmetic use a power-of-two step")
+            raise ctx.error(
+                g["__node__"],
+                "domain.grid",
+                f"grid value {bad[0]} is not representable in {arith.describe()}",
+                "in fixed arithmetic use a power-of-two step",
+            )
         if domain.distinct_tokens and domain.length > len(domain.tokens):
-            raise ctx.error(node, "domain.length", f"expected at most {len(domain.tokens)} positions for distinct "
-                            f"tokens, got {domain.length}")
+            raise ctx.error(
+                node,
+                "domain.length",
+                f"expected at most {len(domain.tokens)} positions for distinct tokens, got {domain.length}",
+            )
     too_long = model.max_length is not None and max(domain.lengths) > model.max_length
     if too_long:
-        raise ctx.error(node, "domain", f"inputs of length {max(domain.lengths)} exceed the positional encoding's "
-                        f"{model.max_length} positions")
+        raise ctx.error(
+            node,
+            "domain",
+            f"inputs of length {max(domain.lengths)} exceed the positional encoding's {model.max_length} positions",
+        )
     return domain
 
 
@@ -463,10 +649,12 @@ COMMON_PROPERTY_FIELDS = {
     "name": Field(String("label shown in reports")),
     "engine": Field(String("engine for this property", ENGINES)),
     "timeout": Field(Number("seconds for this property (the whole check, encoding included)", positive=True)),
-    "expect": Field(String("the verdict this property is expected to get (CI treats a match as success)",
-                           VERDICT_NAMES)),
-    "solver": Field(String("smt engine: z3, cvc5, bitwuzla (optional extras) or a portfolio race", SOLVERS),
-                    default="z3"),
+    "expect": Field(
+        String("the verdict this property is expected to get (CI treats a match as success)", VERDICT_NAMES)
+    ),
+    "solver": Field(
+        String("smt engine: z3, cvc5, bitwuzla (optional extras) or a portfolio race", SOLVERS), default="z3"
+    ),
     "rlimit": Field(Integer("smt engine: z3 resource limit per query (deterministic budget)", minimum=1)),
     "samples": Field(Integer("search engine: how many inputs to try (seeded by the spec's seed)", minimum=1)),
 }
@@ -487,22 +675,28 @@ def _split_common(own: Obj):
         common = {k: values[k] for k in COMMON_PROPERTY_FIELDS}
         options = {k: v for k, v in values.items() if k not in COMMON_PROPERTY_FIELDS}
         return common, own.check(options) if own.check is not None else options
+
     return split
 
 
 def top_schema() -> Obj:
-    return Obj({
-        "name": Field(String("a title for reports")),
-        "description": Field(String("free text")),
-        "model": Field(model_schema(), required=True),
-        "arithmetic": Field(ARITHMETIC, default="exact"),
-        "domain": Field(DOMAIN),
-        "properties": Field(ListOf(TaggedUnion(property_schemas(), "a property"), "properties to check", min_length=1),
-                            required=True),
-        "engine": Field(String("default engine", ENGINES), default="auto"),
-        "timeout": Field(Number("seconds per property", positive=True), default=Fraction(60)),
-        "seed": Field(Integer("seed for randomised engines", minimum=0), default=0),
-    }, "a verify-tf spec")
+    return Obj(
+        {
+            "name": Field(String("a title for reports")),
+            "description": Field(String("free text")),
+            "model": Field(model_schema(), required=True),
+            "arithmetic": Field(ARITHMETIC, default="exact"),
+            "domain": Field(DOMAIN),
+            "properties": Field(
+                ListOf(TaggedUnion(property_schemas(), "a property"), "properties to check", min_length=1),
+                required=True,
+            ),
+            "engine": Field(String("default engine", ENGINES), default="auto"),
+            "timeout": Field(Number("seconds per property", positive=True), default=Fraction(60)),
+            "seed": Field(Integer("seed for randomised engines", minimum=0), default=0),
+        },
+        "a verify-tf spec",
+    )
 
 
 def json_schema() -> dict:
@@ -525,8 +719,9 @@ def load_spec(path: str | Path) -> Spec:
 
 
 def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None) -> Spec:
-    ctx = Context(file, base_dir or Path.cwd(),
-                  model_section=lambda node, c, path: model_schema().validate(node, c, path))
+    ctx = Context(
+        file, base_dir or Path.cwd(), model_section=lambda node, c, path: model_schema().validate(node, c, path)
+    )
     root = parse_yaml(text, file)
     if root.kind != "map":
         raise ctx.expected(root, "", "a mapping with keys model, properties, ...")
@@ -543,31 +738,58 @@ def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None
         prop = registry()[name]
         where = f"properties[{index}].{name}"
         if prop.needs_domain and domain is None:
-            raise ctx.error(node, where, "this property needs a 'domain' section",
-                            "e.g. domain: {grid: {step: 1/2}, length: 3}")
+            raise ctx.error(
+                node, where, "this property needs a 'domain' section", "e.g. domain: {grid: {step: 1/2}, length: 3}"
+            )
         engines = supported_engines(prop, options)
         if common["engine"] is not None and common["engine"] != "auto" and common["engine"] not in engines:
-            raise ctx.error(node, f"{where}.engine",
-                            f"expected one of {', '.join(('auto',) + engines)}, got {common['engine']!r}")
+            raise ctx.error(
+                node, f"{where}.engine", f"expected one of {', '.join(('auto',) + engines)}, got {common['engine']!r}"
+            )
         try:
             prop.fit(model, arith, domain, options)
         except OptionError as exc:
             body = node.value[name] if node.kind == "map" else node
-            raise ctx.error(locate(body, exc.key), join(where, exc.key) if exc.key else where, exc.message,
-                            exc.hint) from None
-        properties.append(PropertySpec(
-            name=name, label=common["name"] or name, options=options, line=node.line, index=index,
-            engine=common["engine"], timeout=float(common["timeout"]) if common["timeout"] else None,
-            expect=common["expect"], solver=common["solver"], rlimit=common["rlimit"], samples=common["samples"]))
+            raise ctx.error(
+                locate(body, exc.key), join(where, exc.key) if exc.key else where, exc.message, exc.hint
+            ) from None
+        properties.append(
+            PropertySpec(
+                name=name,
+                label=common["name"] or name,
+                options=options,
+                line=node.line,
+                index=index,
+                engine=common["engine"],
+                timeout=float(common["timeout"]) if common["timeout"] else None,
+                expect=common["expect"],
+                solver=common["solver"],
+                rlimit=common["rlimit"],
+                samples=common["samples"],
+            )
+        )
     if data["engine"] != "auto":
         for p in properties:
             engines = supported_engines(registry()[p.name], p.options)
             if p.engine is None and data["engine"] not in engines:
-                raise ctx.error(root.value["engine"], "engine", f"property {p.label!r} does not support engine "
-                                f"{data['engine']!r}", f"it supports: {', '.join(engines)}")
-    return Spec(path=Path(file), name=data["name"] or Path(file).stem, model=model, arithmetic=arith, domain=domain,
-                properties=tuple(properties), engine=data["engine"], timeout=float(data["timeout"]),
-                seed=data["seed"], source_text=text)
+                raise ctx.error(
+                    root.value["engine"],
+                    "engine",
+                    f"property {p.label!r} does not support engine {data['engine']!r}",
+                    f"it supports: {', '.join(engines)}",
+                )
+    return Spec(
+        path=Path(file),
+        name=data["name"] or Path(file).stem,
+        model=model,
+        arithmetic=arith,
+        domain=domain,
+        properties=tuple(properties),
+        engine=data["engine"],
+        timeout=float(data["timeout"]),
+        seed=data["seed"],
+        source_text=text,
+    )
 
 
 def supported_engines(prop: Any, options: Any) -> tuple[str, ...]:
@@ -579,21 +801,34 @@ def supported_engines(prop: Any, options: Any) -> tuple[str, ...]:
 def _check_model_in_arithmetic(model: Model, arith: Arithmetic, node: Node, ctx: Context) -> None:
     if isinstance(arith, Exact):
         for where, _ in model.norms():
-            raise ctx.error(node.find(where), f"model.{where}",
-                            "LayerNorm divides by a square root, which is not exactly representable in exact "
-                            "arithmetic", "use arithmetic: fixed (an integer square root, docs/semantics.md)")
+            raise ctx.error(
+                node.find(where),
+                f"model.{where}",
+                "LayerNorm divides by a square root, which is not exactly representable in exact arithmetic",
+                "use arithmetic: fixed (an integer square root, docs/semantics.md)",
+            )
         for layer, head_index, head in model.heads():
             if head.scoring == "softmax":
                 where = f"layers[{layer}].attention.heads[{head_index}].scoring"
-                raise ctx.error(node.find(where), f"model.{where}",
-                                "softmax is not exactly representable in exact arithmetic",
-                                "use arithmetic: fixed (an exp table, docs/semantics.md), or hardmax/uniform scoring")
+                raise ctx.error(
+                    node.find(where),
+                    f"model.{where}",
+                    "softmax is not exactly representable in exact arithmetic",
+                    "use arithmetic: fixed (an exp table, docs/semantics.md), or hardmax/uniform scoring",
+                )
         return
     for name, value in model.parameters():
         if name.startswith("readout["):
             continue  # the readout is an exact measurement of the stream, not a stored value (docs/semantics.md)
         if not arith.representable(value):
-            reason = (f"is not a multiple of 2^-{arith.frac}" if (value * arith.scale).denominator != 1
-                      else f"is outside the {arith.bits}-bit range [{arith.min_value}, {arith.max_value}]")
-            raise ctx.error(node.find(name), f"model.{name}", f"weight {value} {reason}",
-                            "fixed arithmetic needs every weight on its grid; quantize the weights or raise frac/bits")
+            reason = (
+                f"is not a multiple of 2^-{arith.frac}"
+                if (value * arith.scale).denominator != 1
+                else f"is outside the {arith.bits}-bit range [{arith.min_value}, {arith.max_value}]"
+            )
+            raise ctx.error(
+                node.find(name),
+                f"model.{name}",
+                f"weight {value} {reason}",
+                "fixed arithmetic needs every weight on its grid; quantize the weights or raise frac/bits",
+            )

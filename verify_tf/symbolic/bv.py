@@ -30,11 +30,13 @@ class Translation:
 
     def argument(self) -> str:
         lo, hi = self.widest
-        return (f"{self.bounded_variables} Int variables, each bounded by top-level conjuncts; interval analysis over "
-                f"{self.subterms} Int subterms; the widest interval [{lo}, {hi}] needs "
-                f"{max(abs(lo), abs(hi)).bit_length()} magnitude bits; width = that + 1 sign bit + 1 spare = "
-                f"{self.width}: every subterm's value fits in signed {self.width}-bit arithmetic, and +, -, * agree "
-                f"with integers modulo 2^{self.width}, so no comparison, division or ite sees a wrapped value")
+        return (
+            f"{self.bounded_variables} Int variables, each bounded by top-level conjuncts; interval analysis over "
+            f"{self.subterms} Int subterms; the widest interval [{lo}, {hi}] needs "
+            f"{max(abs(lo), abs(hi)).bit_length()} magnitude bits; width = that + 1 sign bit + 1 spare = "
+            f"{self.width}: every subterm's value fits in signed {self.width}-bit arithmetic, and +, -, * agree "
+            f"with integers modulo 2^{self.width}, so no comparison, division or ite sees a wrapped value"
+        )
 
 
 def _literal(e) -> int | None:
@@ -54,8 +56,12 @@ def _variable_bounds(assertions) -> dict[str, tuple[int, int]]:
             for c in e.children():
                 visit(c)
             return
-        if (z3.is_ge(e) or z3.is_le(e)) and z3.is_const(e.arg(0)) and _literal(e.arg(1)) is not None \
-                and e.arg(0).decl().kind() == z3.Z3_OP_UNINTERPRETED:
+        if (
+            (z3.is_ge(e) or z3.is_le(e))
+            and z3.is_const(e.arg(0))
+            and _literal(e.arg(1)) is not None
+            and e.arg(0).decl().kind() == z3.Z3_OP_UNINTERPRETED
+        ):
             entry = bounds.setdefault(e.arg(0).decl().name(), [None, None])
             entry[0 if z3.is_ge(e) else 1] = _literal(e.arg(1))
 

@@ -21,7 +21,7 @@ from ..ir import Model
 from ..semantics.arithmetic import Arithmetic, Fixed, UnsupportedInMode
 from ..semantics.nonlinear import IGELU_A, IGELU_B, IGELU_CLIP, IGELU_K
 
-EXACT_STEP = 2.0 ** -12  # exact arithmetic has no grid: the deviation is scanned at this spacing
+EXACT_STEP = 2.0**-12  # exact arithmetic has no grid: the deviation is scanned at this spacing
 
 
 def _reachable(model: Model, arith: Arithmetic, domain: Domain) -> tuple[float, float] | None:
@@ -87,7 +87,7 @@ def igelu_deviation_note(model: Model, arith: Arithmetic, domain: Domain | None)
         return None
     gap, at = igelu_deviation(lo, hi, arith)
     rounded = " (its output rounded to the grid)" if isinstance(arith, Fixed) else ""
-    return (f"i-GELU{rounded} differs from torch's float GELU by at most {gap:.4g} (at x = {at:.4g}) {where}; "
-            f"the verified model computes i-GELU")
-
-
+    return (
+        f"i-GELU{rounded} differs from torch's float GELU by at most {gap:.4g} (at x = {at:.4g}) {where}; "
+        f"the verified model computes i-GELU"
+    )

@@ -107,17 +107,21 @@ def encode_embed(model: Model, tokens: Sequence[SymToken], r: Rounding) -> list[
             vectors.append(tuple(Sym.const(c) for c in _embedding(model, token.symbol)))
         else:
             rows = [_embedding(model, s) for s in token.alphabet]
-            vectors.append(tuple(
-                r.builder.select([(token.symbol_index == k, Sym.const(row[c])) for k, row in enumerate(rows[:-1])],
-                                 Sym.const(rows[-1][c]))
-                for c in range(model.dim)))
+            vectors.append(
+                tuple(
+                    r.builder.select(
+                        [(token.symbol_index == k, Sym.const(row[c])) for k, row in enumerate(rows[:-1])],
+                        Sym.const(rows[-1][c]),
+                    )
+                    for c in range(model.dim)
+                )
+            )
     pe = model.positional_encoding
     if pe is None:
         return vectors
     if len(tokens) > len(pe):
         raise NotEncodable(f"input length {len(tokens)} exceeds the positional encoding's {len(pe)} positions")
-    return [tuple(r.saturate(r.builder.add(a, Sym.const(b))) for a, b in zip(v, pe[i]))
-            for i, v in enumerate(vectors)]
+    return [tuple(r.saturate(r.builder.add(a, Sym.const(b))) for a, b in zip(v, pe[i])) for i, v in enumerate(vectors)]
 
 
 def _embedding(model: Model, symbol: str) -> Vector:
@@ -155,15 +159,17 @@ def encode_attention_head(head: Head, z: list[SymVector], r: Rounding) -> SymHea
             row_weights, pre = _softmax_row(row, scaled_values, head.value_dim, r)
         else:
             row_weights, pre = _average_row(row, scaled_values, head.value_dim, head.scoring, r)
-        weights.append([None if w is None else b.scale(head.relative_scale(j - i), w)
-                        for j, w in enumerate(row_weights)])
+        weights.append(
+            [None if w is None else b.scale(head.relative_scale(j - i), w) for j, w in enumerate(row_weights)]
+        )
         scores.append(row)
         outputs.append(tuple(r.round(p) for p in pre))
     return SymHeadTrace(scores, weights, outputs)
 
 
-def _average_row(row: list[Sym | None], scaled_values: list[SymVector], value_dim: int, scoring: str,
-                 r: Rounding) -> tuple[list[Sym | None], list[Sym]]:
+def _average_row(
+    row: list[Sym | None], scaled_values: list[SymVector], value_dim: int, scoring: str, r: Rounding
+) -> tuple[list[Sym | None], list[Sym]]:
     """hardmax / uniform: weights 1/|set| on the argmax set (or all unmasked keys), as the arithmetic rounds them.
 
     Returns the row's weights a_ij (before URPE scaling) and the head's pre-rounding output Σ_j a_ij C v_j.
@@ -189,9 +195,10 @@ def _average_row(row: list[Sym | None], scaled_values: list[SymVector], value_di
     if len(candidates) == 1:
         member = {candidates[0]: z3.BoolVal(True)}
     else:
-        member = {j: z3.And(sorted((mantissa[j] >= mantissa[k] for k in candidates if k != j),
-                                   key=lambda e: e.get_id()))
-                  for j in candidates}
+        member = {
+            j: z3.And(sorted((mantissa[j] >= mantissa[k] for k in candidates if k != j), key=lambda e: e.get_id()))
+            for j in candidates
+        }
     count = _sum([z3.If(member[j], z3.IntVal(1), z3.IntVal(0)) for j in candidates]) if len(candidates) > 1 else 1
     sizes = list(range(1, len(candidates) + 1))
     common = math.lcm(*(weight_for[k].denominator for k in sizes))
@@ -227,8 +234,9 @@ def _average_row(row: list[Sym | None], scaled_values: list[SymVector], value_di
     return weights, pre
 
 
-def _softmax_row(row: list[Sym | None], scaled_values: list[SymVector], value_dim: int,
-                 r: Rounding) -> tuple[list[Sym | None], list[Sym]]:
+def _softmax_row(
+    row: list[Sym | None], scaled_values: list[SymVector], value_dim: int, r: Rounding
+) -> tuple[list[Sym | None], list[Sym]]:
     """Fixed-point softmax: E[(max - s_j)·2^f] from the exp table, exact sums, one rounded division."""
     arith = r.arith
     if not isinstance(arith, Fixed):
@@ -248,10 +256,13 @@ def _softmax_row(row: list[Sym | None], scaled_values: list[SymVector], value_di
     total = Sym(total.num, total.den, max(total.lo, Fraction(scale)), total.hi)
     if arith.attention_rounding == "per-probability":
         probabilities = {j: b.floor_div(b.scale(scale, exps[j]), total, 0, scale) for j in allowed}
-        weights = [Sym(probabilities[j].num, scale, Fraction(0), Fraction(1)) if j in probabilities
-                   else Sym.const(0) for j in range(len(row))]
-        pre = [b.linear([(Fraction(1), b.mul(weights[j], scaled_values[j][c])) for j in allowed])
-               for c in range(value_dim)]
+        weights = [
+            Sym(probabilities[j].num, scale, Fraction(0), Fraction(1)) if j in probabilities else Sym.const(0)
+            for j in range(len(row))
+        ]
+        pre = [
+            b.linear([(Fraction(1), b.mul(weights[j], scaled_values[j][c])) for j in allowed]) for c in range(value_dim)
+        ]
         return weights, pre
     # exact sums: head = floor(2^f · Σ_j e_j C v_j / Σ_j e_j) / 2^f, one division by the symbolic row sum
     pre: list[Sym] = []
@@ -268,8 +279,9 @@ def _softmax_row(row: list[Sym | None], scaled_values: list[SymVector], value_di
 ROUNDED_TERMS_VALUES = 2048  # distinct values one exact score may take before the encoding gives up
 
 
-def _rounded_terms_row(row: list[Sym | None], scaled_values: list[SymVector], value_dim: int,
-                       r: Rounding) -> tuple[list[Sym | None], list[Sym]]:
+def _rounded_terms_row(
+    row: list[Sym | None], scaled_values: list[SymVector], value_dim: int, r: Rounding
+) -> tuple[list[Sym | None], list[Sym]]:
     """Yang et al.'s head output c = round(Σ_j round(e^{s_j}·x_j) / Σ_j round(e^{s_j})) (arithmetic.py).
 
     Each exact score takes finitely many values (its interval over its denominator); per value the terms are
@@ -286,12 +298,17 @@ def _rounded_terms_row(row: list[Sym | None], scaled_values: list[SymVector], va
     scale = arith.scale
     allowed = [j for j, s in enumerate(row) if s is not None]
     cases = {j: _score_values(row[j]) for j in allowed}
-    exp_terms = {j: _choose(b, row[j], cases[j], lambda value: arith.rounded_term(value, Fraction(1)) * scale)
-                 for j in allowed}  # round(e^{s_j}) as a mantissa over 2^f
+    exp_terms = {
+        j: _choose(b, row[j], cases[j], lambda value: arith.rounded_term(value, Fraction(1)) * scale) for j in allowed
+    }  # round(e^{s_j}) as a mantissa over 2^f
     total = b.linear([(Fraction(1), exp_terms[j]) for j in allowed])
     zero_total = total.num == 0 if not total.is_const else z3.BoolVal(total.value == 0)
-    safe_total = Sym(z3.If(zero_total, z3.IntVal(1), to_z3(total.num)) if not total.is_const
-                     else max(total.num, 1), total.den, max(Fraction(1), total.lo), max(Fraction(1), total.hi))
+    safe_total = Sym(
+        z3.If(zero_total, z3.IntVal(1), to_z3(total.num)) if not total.is_const else max(total.num, 1),
+        total.den,
+        max(Fraction(1), total.lo),
+        max(Fraction(1), total.hi),
+    )
     pre: list[Sym] = []
     for c in range(value_dim):
         terms = [_rounded_product(b, arith, row[j], cases[j], scaled_values[j][c]) for j in allowed]
@@ -309,8 +326,9 @@ def _rounded_terms_row(row: list[Sym | None], scaled_values: list[SymVector], va
 def _score_values(score: Sym) -> list[Fraction]:
     low, high = score.num_bounds
     if high - low + 1 > ROUNDED_TERMS_VALUES:
-        raise NotEncodable(f"rounded-terms attention: a score ranges over {high - low + 1} values "
-                           f"(more than {ROUNDED_TERMS_VALUES})")
+        raise NotEncodable(
+            f"rounded-terms attention: a score ranges over {high - low + 1} values (more than {ROUNDED_TERMS_VALUES})"
+        )
     return [Fraction(k, score.den) for k in range(low, high + 1)]
 
 
@@ -345,10 +363,17 @@ def _rounded_product(b: Builder, arith: Fixed, score: Sym, values: list[Fraction
         matches = score.num == int(value * score.den) if not score.is_const else z3.BoolVal(True)
         hi_num, hi_den = (hi * scale).numerator, (hi * scale).denominator * x.den
         lo_num, lo_den = (lo * scale).numerator, (lo * scale).denominator * x.den
-        upper.append(z3.Implies(matches, z3.If(numerator >= 0, t * hi_den <= hi_num * numerator,
-                                               t * lo_den <= lo_num * numerator)))
-        lower.append(z3.Implies(matches, z3.If(numerator >= 0, (t + 1) * lo_den > lo_num * numerator,
-                                               (t + 1) * hi_den > hi_num * numerator)))
+        upper.append(
+            z3.Implies(
+                matches, z3.If(numerator >= 0, t * hi_den <= hi_num * numerator, t * lo_den <= lo_num * numerator)
+            )
+        )
+        lower.append(
+            z3.Implies(
+                matches,
+                z3.If(numerator >= 0, (t + 1) * lo_den > lo_num * numerator, (t + 1) * hi_den > hi_num * numerator),
+            )
+        )
     b.assertions.extend(upper + lower)
     saturate_high = [score.num == int(v * score.den) for v in values if v > SATURATING_EXPONENT]
     term = z3.If(t > high, z3.IntVal(high), z3.If(t < low, z3.IntVal(low), t))
@@ -375,8 +400,10 @@ def _maximum(b: Builder, items: list[Sym]) -> Sym:
 def _exp_lookup(b: Builder, diff: Sym, table: tuple[int, ...]) -> Sym:
     """E[t] as an ite chain over t in the interval of ``diff`` (0 beyond the table)."""
     lo, hi = max(0, math.ceil(diff.lo)), math.floor(diff.hi)
+
     def entry(t: int) -> int:
         return table[t] if t < len(table) else 0
+
     if diff.is_const:
         return Sym.const(entry(int(diff.value)))
     if lo >= len(table):
@@ -402,14 +429,16 @@ def encode_layer_norm(norm: LayerNorm, z: list[SymVector], r: Rounding) -> list[
         d = len(zi)
         # integer mantissas x_c (every stored value is a multiple of 2^-f in fixed arithmetic)
         grid = [x if scale % x.den == 0 else b.floor_to(x, scale) for x in zi]
-        m = [Sym(x.scaled_num(scale), 1, Fraction(math.ceil(x.lo * scale)), Fraction(math.floor(x.hi * scale)))
-             for x in grid]
+        m = [
+            Sym(x.scaled_num(scale), 1, Fraction(math.ceil(x.lo * scale)), Fraction(math.floor(x.hi * scale)))
+            for x in grid
+        ]
         total = b.linear([(Fraction(1), mc) for mc in m])
         # Q = Σ_c (d·x_c − S)² = d²·Σ x_c² − d·S² = d³·4^f·Var, in [0, d³·(max − min)²/4] (Popoviciu)
         squares = b.linear([(Fraction(d * d), b.mul(mc, mc)) for mc in m] + [(Fraction(-d), b.mul(total, total))])
         spread = max(mc.hi for mc in m) - min(mc.lo for mc in m)
-        squares = Sym(squares.num, squares.den, Fraction(0), min(squares.hi, d ** 3 * spread * spread / 4))
-        radicand = b.floor_to(b.linear([(Fraction(1 << (2 * frac), d ** 3), squares)], norm.eps * (1 << (4 * frac))), 1)
+        squares = Sym(squares.num, squares.den, Fraction(0), min(squares.hi, d**3 * spread * spread / 4))
+        radicand = b.floor_to(b.linear([(Fraction(1 << (2 * frac), d**3), squares)], norm.eps * (1 << (4 * frac))), 1)
         root = b.isqrt(radicand)
         if root.lo < 1:  # max(s, 1): s = 0 only when the variance is below 2^-4f
             root = Sym(z3.If(to_z3(root.num) >= 1, to_z3(root.num), z3.IntVal(1)), 1, Fraction(1), max(root.hi, 1))
@@ -419,8 +448,12 @@ def encode_layer_norm(norm: LayerNorm, z: list[SymVector], r: Rounding) -> list[
         for c in range(d):
             centred = b.linear([(Fraction(d - 1 if k == c else -1), mk) for k, mk in enumerate(m)])
             numerator = b.scale(Fraction(1 << (2 * frac)), centred)
-            corners = [numerator.lo / divisor.lo, numerator.lo / divisor.hi, numerator.hi / divisor.lo,
-                       numerator.hi / divisor.hi]
+            corners = [
+                numerator.lo / divisor.lo,
+                numerator.lo / divisor.hi,
+                numerator.hi / divisor.lo,
+                numerator.hi / divisor.hi,
+            ]
             lo, hi = max(math.floor(min(corners)), -limit), min(math.floor(max(corners)), limit)
             q = b.floor_div(numerator, divisor, lo, hi)
             normalized.append(r.saturate(Sym(q.num, scale, Fraction(lo, scale), Fraction(hi, scale))))
@@ -504,8 +537,9 @@ def _igelu_table(h: Sym, r: Rounding) -> Sym | None:
     return r.saturate(Sym(term, scale, Fraction(min(reachable), scale), Fraction(max(reachable), scale)))
 
 
-def encode_attention_layer(layer: AttentionLayer, z: list[SymVector], r: Rounding,
-                           trace: SymBlockTrace) -> list[SymVector]:
+def encode_attention_layer(
+    layer: AttentionLayer, z: list[SymVector], r: Rounding, trace: SymBlockTrace
+) -> list[SymVector]:
     if layer.norm is not None and layer.norm_first:
         trace.attention_norm = encode_layer_norm(layer.norm, z, r)
         heads = [encode_attention_head(h, trace.attention_norm, r) for h in layer.heads]

@@ -117,14 +117,23 @@ class Raced:
     solver: str = ""
 
 
-def race(lia_text: str, names: list[str], solvers: list[str], timeout_s: float, seed: int,
-         cancelled: Callable[[], bool] = lambda: False) -> Raced:
+def race(
+    lia_text: str,
+    names: list[str],
+    solvers: list[str],
+    timeout_s: float,
+    seed: int,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> Raced:
     """The first definite answer of ``solvers`` on the query (child processes; the others are terminated)."""
     missing = [s for s in solvers if s != "z3" and s not in available()]
     solvers = [s for s in solvers if s not in missing]
     if not solvers:
-        return Raced("unknown", reason=f"solver {', '.join(missing)} not installed (pip install "
-                      "'verify-tf[solvers]')", solver=",".join(missing))
+        return Raced(
+            "unknown",
+            reason=f"solver {', '.join(missing)} not installed (pip install 'verify-tf[solvers]')",
+            solver=",".join(missing),
+        )
     texts = {}
     reasons = []
     for s in solvers:
@@ -135,8 +144,9 @@ def race(lia_text: str, names: list[str], solvers: list[str], timeout_s: float, 
     solvers = [s for s in solvers if s in texts]
     context = multiprocessing.get_context("spawn")
     out = context.Queue()
-    processes = {s: context.Process(target=_run, args=(s, texts[s], names, timeout_s, seed, out), daemon=True)
-                 for s in solvers}
+    processes = {
+        s: context.Process(target=_run, args=(s, texts[s], names, timeout_s, seed, out), daemon=True) for s in solvers
+    }
     start = time.perf_counter()
     for p in processes.values():
         p.start()
@@ -166,5 +176,9 @@ def race(lia_text: str, names: list[str], solvers: list[str], timeout_s: float, 
             p.join(timeout=5)
     if answer is not None:
         return answer
-    return Raced("unknown", reason="; ".join(reasons) or "no solver answered in time",
-                  seconds=time.perf_counter() - start, solver="+".join(solvers))
+    return Raced(
+        "unknown",
+        reason="; ".join(reasons) or "no solver answered in time",
+        seconds=time.perf_counter() - start,
+        solver="+".join(solvers),
+    )

@@ -70,8 +70,9 @@ def grid_coordinate(builder: Builder, values: Sequence[Fraction], name: str) -> 
     return builder.select(cases, Sym.const(values[-1])), idx
 
 
-def grid_input(domain: GridDomain, builder: Builder, fixed: Mapping[int, Token] | None = None,
-               name: str = "x") -> SymbolicInput:
+def grid_input(
+    domain: GridDomain, builder: Builder, fixed: Mapping[int, Token] | None = None, name: str = "x"
+) -> SymbolicInput:
     """Every length-n sequence of grid tokens (positions in ``fixed`` pinned to the given token)."""
     fixed = dict(fixed or {})
     values = list(domain.values)
@@ -100,8 +101,9 @@ def grid_input(domain: GridDomain, builder: Builder, fixed: Mapping[int, Token] 
     return SymbolicInput(tuple(tokens), index_terms, decoders)
 
 
-def _assert_distinct(builder: Builder, domain: GridDomain, fixed: Mapping[int, Token],
-                     per_position: list, values: list[Fraction]) -> None:
+def _assert_distinct(
+    builder: Builder, domain: GridDomain, fixed: Mapping[int, Token], per_position: list, values: list[Fraction]
+) -> None:
     def index_vector(i: int) -> list:
         if per_position[i] is not None:
             return per_position[i]
@@ -113,8 +115,9 @@ def _assert_distinct(builder: Builder, domain: GridDomain, fixed: Mapping[int, T
             builder.assertions.append(z3.Or([x != y for x, y in zip(a, b)]))
 
 
-def string_input(alphabet: Sequence[str], length: int, builder: Builder, fixed: Mapping[int, str] | None = None,
-                 name: str = "s") -> SymbolicInput:
+def string_input(
+    alphabet: Sequence[str], length: int, builder: Builder, fixed: Mapping[int, str] | None = None, name: str = "s"
+) -> SymbolicInput:
     """Every string of ``length`` symbols over ``alphabet`` (positions in ``fixed`` pinned)."""
     fixed = dict(fixed or {})
     alphabet = tuple(alphabet)
@@ -134,8 +137,9 @@ def string_input(alphabet: Sequence[str], length: int, builder: Builder, fixed: 
     return SymbolicInput(tuple(tokens), index_terms, decoders)
 
 
-def input_for_length(domain: GridDomain | StringDomain, length: int, builder: Builder,
-                     name: str = "x") -> SymbolicInput:
+def input_for_length(
+    domain: GridDomain | StringDomain, length: int, builder: Builder, name: str = "x"
+) -> SymbolicInput:
     """Every input of ``domain`` with this length (grid domains have one length)."""
     if isinstance(domain, GridDomain):
         return grid_input(domain, builder, name=name)

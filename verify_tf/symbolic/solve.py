@@ -33,8 +33,10 @@ LOGIC = "QF_LIA"  # every encoding is linear integer arithmetic with Booleans (d
 # side by side (check_all with -j N or --cluster), holds this lock.
 DRIVER_Z3_LOCK = threading.RLock()
 
-ORDER = ("lexicographically smallest index vector: positions left to right, coordinates in order; "
-         "index k is the k-th grid value (or alphabet symbol) of the domain")
+ORDER = (
+    "lexicographically smallest index vector: positions left to right, coordinates in order; "
+    "index k is the k-th grid value (or alphabet symbol) of the domain"
+)
 
 
 @dataclass
@@ -114,8 +116,14 @@ class _Watchdog:
         self.thread.join()
 
 
-def solve_z3(assertions: list, variables: list[z3.ArithRef], timeout_s: float, seed: int, rlimit: int | None,
-             cancelled: Callable[[], bool] = lambda: False) -> Answer:
+def solve_z3(
+    assertions: list,
+    variables: list[z3.ArithRef],
+    timeout_s: float,
+    seed: int,
+    rlimit: int | None,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> Answer:
     if timeout_s <= 0:
         return Answer("unknown", reason="timeout (no time left)")
     solver = z3.Solver()
@@ -142,8 +150,15 @@ def solve_z3(assertions: list, variables: list[z3.ArithRef], timeout_s: float, s
     return Answer("unknown", reason=reason, seconds=seconds, statistics=keep)
 
 
-def solve(assertions: list, variables: list[z3.ArithRef], solver: str, timeout_s: float, seed: int,
-          rlimit: int | None, cancelled: Callable[[], bool] = lambda: False) -> Answer:
+def solve(
+    assertions: list,
+    variables: list[z3.ArithRef],
+    solver: str,
+    timeout_s: float,
+    seed: int,
+    rlimit: int | None,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> Answer:
     if solver == "z3":
         return solve_z3(assertions, variables, timeout_s, seed, rlimit, cancelled)
     if timeout_s <= 0:
@@ -167,6 +182,7 @@ def lexicographically_smaller(terms: list[z3.ArithRef], values: list[int]):
 def decode_inputs(query: Query, values: dict[str, int]) -> list[tuple]:
     def value_of(var: z3.ArithRef) -> int:
         return values[var.decl().name()]
+
     return [inp.decode(value_of) for inp in query.inputs]
 
 

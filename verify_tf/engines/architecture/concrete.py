@@ -139,10 +139,18 @@ def _zero_head(head: Head, dim: int) -> Head:
     def zero_table(table: RelativeTable | None) -> RelativeTable | None:
         return RelativeTable.constant(Fraction(0), table.radius) if table is not None else None
 
-    return replace(head, query=tuple(zeros(dim) for _ in range(k)), key=tuple(zeros(dim) for _ in range(k)),
-                   value=tuple(zeros(dim) for _ in range(m)), output=tuple(zeros(m) for _ in range(dim)),
-                   query_bias=zeros(k), key_bias=zeros(k), value_bias=zeros(m),
-                   rpe_bias=zero_table(head.rpe_bias), urpe_c=zero_table(head.urpe_c))
+    return replace(
+        head,
+        query=tuple(zeros(dim) for _ in range(k)),
+        key=tuple(zeros(dim) for _ in range(k)),
+        value=tuple(zeros(dim) for _ in range(m)),
+        output=tuple(zeros(m) for _ in range(dim)),
+        query_bias=zeros(k),
+        key_bias=zeros(k),
+        value_bias=zeros(m),
+        rpe_bias=zero_table(head.rpe_bias),
+        urpe_c=zero_table(head.urpe_c),
+    )
 
 
 def _pass_through(block: Block, dim: int) -> Block | None:
@@ -154,8 +162,13 @@ def _pass_through(block: Block, dim: int) -> Block | None:
     if attention is not None:
         attention = AttentionLayer(tuple(_zero_head(h, dim) for h in attention.heads), zeros(dim), True)
     if ff is not None:
-        ff = FeedForward(tuple(zeros(dim) for _ in range(ff.width)), zeros(ff.width),
-                         tuple(zeros(ff.width) for _ in range(dim)), zeros(dim), True)
+        ff = FeedForward(
+            tuple(zeros(dim) for _ in range(ff.width)),
+            zeros(ff.width),
+            tuple(zeros(ff.width) for _ in range(dim)),
+            zeros(dim),
+            True,
+        )
     return Block(attention, ff)
 
 
@@ -221,8 +234,9 @@ def _plans(model: Model, active_block: int | None, readouts: list[Vector]) -> It
     ff = model.blocks[active_block].feed_forward
     if layer is None or (ff is not None and not ff.residual):
         return
-    order = sorted(range(len(layer.heads)), key=lambda h: (layer.heads[h].positional != "urpe",
-                                                             not layer.heads[h].causal, h))
+    order = sorted(
+        range(len(layer.heads)), key=lambda h: (layer.heads[h].positional != "urpe", not layer.heads[h].causal, h)
+    )
     for h in order:
         for bias in _bias_patterns(layer.heads[h]):
             for u in readouts:
@@ -244,7 +258,7 @@ class _Encoded:
         if plan.active_block is None:
             columns = self._encode_pe(model, tokens)
         else:
-            prefix = replace(model, blocks=model.blocks[:plan.active_block])
+            prefix = replace(model, blocks=model.blocks[: plan.active_block])
             entering = evaluate(prefix, arithmetic, tokens).output
             columns = self._encode_attention(model, entering, model.dim)
         self.columns = [[self.unit.value(x) for x in col] for col in columns]  # real values
@@ -265,8 +279,10 @@ class _Encoded:
         embedded = evaluate(replace(model, positional_encoding=None, blocks=()), self.arith, tokens).output
         self.pe_rows = len(model.positional_encoding)
         pe = self._matrix("positional-encoding", len(embedded), model.dim)
-        return [[unit.saturate(unit.const(e[c]) + unit.term(pe[j][c])) for c in range(model.dim)]
-                for j, e in enumerate(embedded)]
+        return [
+            [unit.saturate(unit.const(e[c]) + unit.term(pe[j][c])) for c in range(model.dim)]
+            for j, e in enumerate(embedded)
+        ]
 
     def _encode_attention(self, model: Model, z: list[Vector], dim: int) -> list[list]:
         plan, unit = self.plan, self.unit
@@ -279,12 +295,14 @@ class _Encoded:
         rows = _rows(head, plan.bias, len(z), self.arith)
         radius = head.urpe_c.radius if head.positional == "urpe" else None
         if radius is not None:
-            self.c_bits = {o: [z3.Bool(f"C[{o}].bit{b}") for b in range(TABLE_BITS)]
-                           for o in range(-radius, radius + 1)}
+            self.c_bits = {
+                o: [z3.Bool(f"C[{o}].bit{b}") for b in range(TABLE_BITS)] for o in range(-radius, radius + 1)
+            }
             self.c_offset = 1 << (TABLE_BITS - 1)
             for _o, table_bits in self.c_bits.items():  # C is integer-valued: weigh it in mantissa units too
-                self.unit.mantissas.append(unit.scale * (z3.Sum([z3.If(b, 1 << k, 0) for k, b in enumerate(table_bits)])
-                                                         - self.c_offset))
+                self.unit.mantissas.append(
+                    unit.scale * (z3.Sum([z3.If(b, 1 << k, 0) for k, b in enumerate(table_bits)]) - self.c_offset)
+                )
         heads_out = []
         for i in range(len(z)):
             coords = []
@@ -297,8 +315,9 @@ class _Encoded:
                     x = values[j][c]
                     table_bits = self.c_bits[max(-radius, min(radius, j - i))]
                     zero = z3.IntVal(0) if unit.fixed else z3.RealVal(0)
-                    products.append(z3.Sum([z3.If(b, x * (1 << k), zero) for k, b in enumerate(table_bits)])
-                                    - x * self.c_offset)
+                    products.append(
+                        z3.Sum([z3.If(b, x * (1 << k), zero) for k, b in enumerate(table_bits)]) - x * self.c_offset
+                    )
                 coords.append(unit.weighted(rows[i], products, 1))
             heads_out.append(coords)
         bo = self._vector("output-bias", dim)
@@ -313,7 +332,7 @@ class _Encoded:
         return after
 
     def user(self, values: list) -> list:
-        return values[self.bos:]
+        return values[self.bos :]
 
     def build(self, smodel: z3.ModelRef) -> tuple[Model, str, dict[str, list]]:
         """The concrete Model (exact rationals) from the solver's values."""
@@ -350,17 +369,21 @@ class _Encoded:
                 urpe = RelativeTable(tuple(entries))
                 shown["urpe-c"] = [str(x) for x in entries]
             zero = _zero_head(head, model.dim)
-            heads.append(replace(zero, value=value, value_bias=value_bias, output=output, rpe_bias=plan.bias,
-                                 urpe_c=urpe))
+            heads.append(
+                replace(zero, value=value, value_bias=value_bias, output=output, rpe_bias=plan.bias, urpe_c=urpe)
+            )
             shown["value"] = [[str(x) for x in r] for r in value]
             shown["value-bias"] = [str(x) for x in value_bias]
             if plan.bias is not None:
                 shown["rpe-bias"] = [str(x) for x in plan.bias.values]
         output_bias = tuple(val(x) for x in self.params["output-bias"])
         shown["output-bias"] = [str(x) for x in output_bias]
-        new_block = Block(AttentionLayer(tuple(heads), output_bias, layer.residual),
-                          _pass_through(Block(None, block.feed_forward), model.dim).feed_forward
-                          if block.feed_forward is not None else None)
+        new_block = Block(
+            AttentionLayer(tuple(heads), output_bias, layer.residual),
+            _pass_through(Block(None, block.feed_forward), model.dim).feed_forward
+            if block.feed_forward is not None
+            else None,
+        )
         blocks = list(model.blocks)
         blocks[plan.active_block] = new_block
         built = replace(model, blocks=tuple(blocks), readout=plan.readout)
@@ -382,9 +405,16 @@ def _rows(head: Head, bias: RelativeTable | None, total: int, arithmetic: Arithm
     return rows
 
 
-def _solve(model: Model, arithmetic: Arithmetic, active_block: int | None, candidates: Sequence[tuple[Token, ...]],
-           goal: Callable[[_Encoded], z3.BoolRef], readouts: list[Vector], timeout: float,
-           seed: int) -> ConcreteMember | None:
+def _solve(
+    model: Model,
+    arithmetic: Arithmetic,
+    active_block: int | None,
+    candidates: Sequence[tuple[Token, ...]],
+    goal: Callable[[_Encoded], z3.BoolRef],
+    readouts: list[Vector],
+    timeout: float,
+    seed: int,
+) -> ConcreteMember | None:
     deadline = time.perf_counter() + timeout
     start = time.perf_counter()
     for plan in _plans(model, active_block, readouts):
@@ -401,8 +431,10 @@ def _solve(model: Model, arithmetic: Arithmetic, active_block: int | None, candi
             smodel = _smallest(encoded, min(OPTIMISE_SECONDS, deadline - time.perf_counter())) or encoded.solver.model()
             built, active, shown = encoded.build(smodel)
             readout = [_frac(smodel.eval(q, model_completion=True)) for q in encoded.user(encoded.readout)]
-            output = [tuple(_frac(smodel.eval(x, model_completion=True)) for x in col)
-                      for col in encoded.user(encoded.columns)]
+            output = [
+                tuple(_frac(smodel.eval(x, model_completion=True)) for x in col)
+                for col in encoded.user(encoded.columns)
+            ]
             return ConcreteMember(built, tokens, active, shown, readout, output, time.perf_counter() - start)
     return None
 
@@ -425,12 +457,20 @@ def _members_buildable(model: Model) -> bool:
     """Members are built from zero-weight pass-through blocks with ReLU feed-forwards and no LayerNorm, which
     belong to the model's class only when it has neither (a post-LN block is no pass-through)."""
     return next(model.norms(), None) is None and all(
-        b.feed_forward is None or b.feed_forward.activation == "relu" for b in model.blocks)
+        b.feed_forward is None or b.feed_forward.activation == "relu" for b in model.blocks
+    )
 
 
-def separate_positions(model: Model, arithmetic: Arithmetic, active_block: int | None,
-                       candidates: Sequence[tuple[Token, ...]], on: str = "output", tolerance: Fraction = Fraction(0),
-                       timeout: float = 30.0, seed: int = 0) -> ConcreteMember | None:
+def separate_positions(
+    model: Model,
+    arithmetic: Arithmetic,
+    active_block: int | None,
+    candidates: Sequence[tuple[Token, ...]],
+    on: str = "output",
+    tolerance: Fraction = Fraction(0),
+    timeout: float = 30.0,
+    seed: int = 0,
+) -> ConcreteMember | None:
     """A member of the class whose user positions differ by more than ``tolerance`` on a constant input.
 
     ``active_block`` is the block whose attention the solver chooses (None: the absolute PE table).
@@ -441,15 +481,21 @@ def separate_positions(model: Model, arithmetic: Arithmetic, active_block: int |
     def goal(enc: _Encoded) -> z3.BoolRef:
         observed = [[q] for q in enc.user(enc.readout)] if on == "readout" else enc.user(enc.columns)
         tol = z3.RealVal(tolerance)
-        return z3.Or([z3.Or(a - b > tol, b - a > tol)
-                      for col in observed[1:] for a, b in zip(col, observed[0])])
+        return z3.Or([z3.Or(a - b > tol, b - a > tol) for col in observed[1:] for a, b in zip(col, observed[0])])
 
     readouts = _readouts(model) if on == "readout" else [model.readout]
     return _solve(model, arithmetic, active_block, candidates, goal, readouts, timeout, seed)
 
 
-def realise_targets(model: Model, arithmetic: Arithmetic, active_block: int | None, tokens: tuple[Token, ...],
-                    targets: Sequence[Fraction], timeout: float = 30.0, seed: int = 0) -> ConcreteMember | None:
+def realise_targets(
+    model: Model,
+    arithmetic: Arithmetic,
+    active_block: int | None,
+    tokens: tuple[Token, ...],
+    targets: Sequence[Fraction],
+    timeout: float = 30.0,
+    seed: int = 0,
+) -> ConcreteMember | None:
     """A member of the class whose readout equals ``targets`` (one per user position) on ``tokens`` exactly."""
     if not _members_buildable(model):
         return None

@@ -96,12 +96,20 @@ def describe_class(model: Model) -> str:
         kinds = []
         if block.attention is not None:
             heads = ", ".join(_head_kind(h) for h in block.attention.heads)
-            kinds.append(f"attention ({heads})" + ("" if block.attention.residual else " without residual")
-                         + _norm_kind(block.attention))
+            kinds.append(
+                f"attention ({heads})"
+                + ("" if block.attention.residual else " without residual")
+                + _norm_kind(block.attention)
+            )
         if block.feed_forward is not None:
             ff = block.feed_forward
-            kinds.append(f"feed-forward (width {ff.width}" + ("" if ff.activation == "relu" else f", {ff.activation}")
-                         + ")" + ("" if ff.residual else " without residual") + _norm_kind(ff))
+            kinds.append(
+                f"feed-forward (width {ff.width}"
+                + ("" if ff.activation == "relu" else f", {ff.activation}")
+                + ")"
+                + ("" if ff.residual else " without residual")
+                + _norm_kind(ff)
+            )
         parts.append(f"layer {index}: " + " + ".join(kinds or ["empty"]))
     if model.final_norm is not None:
         parts.append("final LayerNorm")
@@ -197,8 +205,11 @@ def _attention_step(query: _Query, layer: AttentionLayer, dim: int) -> None:
         for j in range(total):  # the score is a function of (q_i, k_j, B[j-i])
             rows = [i for i in range(total) if j in allowed[i]]
             for i, i2 in itertools.combinations(rows, 2):
-                query.solver.add(z3.Implies(z3.And(_same(q[i], q[i2]), bias_at(j - i) == bias_at(j - i2)),
-                                            scores[i, j] == scores[i2, j]))
+                query.solver.add(
+                    z3.Implies(
+                        z3.And(_same(q[i], q[i2]), bias_at(j - i) == bias_at(j - i2)), scores[i, j] == scores[i2, j]
+                    )
+                )
         weights = {(i, j): z3.Real(f"a{h}[{i}][{j}]") for i in range(total) for j in allowed[i]}
         for i in range(total):
             live = allowed[i]
@@ -211,8 +222,12 @@ def _attention_step(query: _Query, layer: AttentionLayer, dim: int) -> None:
                 query.solver.add(row_sum == 1)
         for i, i2 in itertools.combinations(range(total), 2):  # the row is a function of the score row
             if allowed[i] == allowed[i2]:
-                query.solver.add(z3.Implies(z3.And([scores[i, j] == scores[i2, j] for j in allowed[i]]),
-                                            z3.And([weights[i, j] == weights[i2, j] for j in allowed[i]])))
+                query.solver.add(
+                    z3.Implies(
+                        z3.And([scores[i, j] == scores[i2, j] for j in allowed[i]]),
+                        z3.And([weights[i, j] == weights[i2, j] for j in allowed[i]]),
+                    )
+                )
         c_radius = head.urpe_c.radius if head.urpe_c is not None else 0
         c_table = {o: z3.Real(f"C{h}[{o}]") for o in range(-c_radius, c_radius + 1)}
         if query.rounded_terms and head.scoring == "softmax":
@@ -221,8 +236,11 @@ def _attention_step(query: _Query, layer: AttentionLayer, dim: int) -> None:
             outputs = [[z3.Real(f"r{h}[{i}][{c}]") for c in range(head.value_dim)] for i in range(total)]
             for i, i2 in itertools.combinations(range(total), 2):
                 if allowed[i] == allowed[i2]:
-                    query.solver.add(z3.Implies(z3.And([scores[i, j] == scores[i2, j] for j in allowed[i]]),
-                                                _same(outputs[i], outputs[i2])))
+                    query.solver.add(
+                        z3.Implies(
+                            z3.And([scores[i, j] == scores[i2, j] for j in allowed[i]]), _same(outputs[i], outputs[i2])
+                        )
+                    )
             for i in range(total):
                 head_outputs[i].extend(outputs[i])
             continue
@@ -237,8 +255,10 @@ def _attention_step(query: _Query, layer: AttentionLayer, dim: int) -> None:
                     terms.append(a * v[j][c])
                 head_outputs[i].append(query.round(z3.Sum(terms)))
     projected = query.tokenwise("o", dim, head_outputs)  # W_O, b_O and their rounding act per position
-    after = [[query.saturate(z[i][c] + projected[i][c]) if layer.residual else projected[i][c] for c in range(dim)]
-             for i in range(total)]
+    after = [
+        [query.saturate(z[i][c] + projected[i][c]) if layer.residual else projected[i][c] for c in range(dim)]
+        for i in range(total)
+    ]
     query.refute_equal_users(after)
 
 
@@ -246,8 +266,10 @@ def _feed_forward_step(query: _Query, residual: bool, dim: int) -> None:
     z = query.columns("z", dim)
     query.assume_equal_users(z)
     update = query.tokenwise("f", dim, z)
-    after = [[query.saturate(z[i][c] + update[i][c]) if residual else update[i][c] for c in range(dim)]
-             for i in range(query.total)]
+    after = [
+        [query.saturate(z[i][c] + update[i][c]) if residual else update[i][c] for c in range(dim)]
+        for i in range(query.total)
+    ]
     query.refute_equal_users(after)
 
 
@@ -315,8 +337,18 @@ def _build(model: Model, arithmetic: Arithmetic, length: int, name: str, sublaye
     return query
 
 
-def run_step(model: Model, arithmetic: Arithmetic, length: int, name: str, sublayer: str, block: int | None, *,
-             seconds: float, seed: int = 0, cancelled=lambda: False) -> tuple[StepResult, str]:
+def run_step(
+    model: Model,
+    arithmetic: Arithmetic,
+    length: int,
+    name: str,
+    sublayer: str,
+    block: int | None,
+    *,
+    seconds: float,
+    seed: int = 0,
+    cancelled=lambda: False,
+) -> tuple[StepResult, str]:
     """One step query of the induction for sequences of ``length`` user tokens: its result and SMT-LIB text."""
     if length > MAX_LENGTH:
         raise ValueError(f"architecture-level queries are supported up to n = {MAX_LENGTH} (got {length})")
@@ -353,8 +385,10 @@ def deeper_layers_add_no_query(model: Model, arithmetic: Arithmetic, length: int
     for index, block in enumerate(model.blocks):
         deeper = replace(model, blocks=model.blocks + (block,))
         for sublayer, present in (("attention", block.attention), ("feed-forward", block.feed_forward)):
-            if present is not None and (query_digest(model, arithmetic, length, sublayer, index)
-                                        != query_digest(deeper, arithmetic, length, sublayer, len(model.blocks))):
+            if present is not None and (
+                query_digest(model, arithmetic, length, sublayer, index)
+                != query_digest(deeper, arithmetic, length, sublayer, len(model.blocks))
+            ):
                 return False
     return True
 
@@ -371,8 +405,15 @@ def rows_sum_to_one(arithmetic: Arithmetic, model: Model | None = None) -> bool:
     return True
 
 
-def prove_position_blind(model: Model, arithmetic: Arithmetic, length: int, timeout: float = 60.0,
-                         seed: int = 0, smt2_dir: str | None = None, label: str = "position-blind") -> InductionResult:
+def prove_position_blind(
+    model: Model,
+    arithmetic: Arithmetic,
+    length: int,
+    timeout: float = 60.0,
+    seed: int = 0,
+    smt2_dir: str | None = None,
+    label: str = "position-blind",
+) -> InductionResult:
     """Every step query of the induction for ``length`` user tokens, one after another in this process
     (each with the whole ``timeout``; the engine driver runs them as work units under one deadline)."""
     results = []

@@ -62,8 +62,9 @@ class PairSearch:
     distinct: int  # distinct last-position signatures among them
 
 
-def find_pair(words: Iterable[str], depth: int, bos: bool, accepts: Callable[[str], bool],
-              tick: Callable[[], None] = lambda: None) -> PairSearch:
+def find_pair(
+    words: Iterable[str], depth: int, bos: bool, accepts: Callable[[str], bool], tick: Callable[[], None] = lambda: None
+) -> PairSearch:
     """The first pair of words (in ``words`` order) with the same depth-``depth`` signature at their last position
     and different memberships, as (the word in L, the word not in L): its later word is the least word that
     completes such a pair. Stops there; without a pair every word is looked at."""

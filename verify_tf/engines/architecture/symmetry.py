@@ -51,8 +51,13 @@ class SymmetryStep:
 
 def symmetry_steps(arithmetic: Arithmetic, max_keys: int) -> list[SymmetryStep]:
     """Every step needed for rows of up to ``max_keys`` keys (the query's own included)."""
-    return [SymmetryStep(scoring, m, g) for scoring in scorings(arithmetic) for m in range(3, max_keys + 1)
-            for g in GENERATORS if not (m == 3 and g == "cycle")]  # with 2 keys before the query both coincide
+    return [
+        SymmetryStep(scoring, m, g)
+        for scoring in scorings(arithmetic)
+        for m in range(3, max_keys + 1)
+        for g in GENERATORS
+        if not (m == 3 and g == "cycle")
+    ]  # with 2 keys before the query both coincide
 
 
 class _Head:
@@ -91,8 +96,9 @@ class _Head:
         ``relative_bias``: add an RPE bias B[j - i] to each score (outside the class: for tests)."""
         query = columns[-1]
         m = len(columns)
-        scores = [self.score(query, c) + (z3.Real(f"B[{j - m + 1}]") if relative_bias else 0)
-                  for j, c in enumerate(columns)]
+        scores = [
+            self.score(query, c) + (z3.Real(f"B[{j - m + 1}]") if relative_bias else 0) for j, c in enumerate(columns)
+        ]
         values = [self.value(c) for c in columns]
         if scoring == "uniform":
             weights = [z3.RealVal(1) / m] * m
@@ -123,8 +129,9 @@ def permuted(columns: list, generator: str) -> list:
     return keys + [query]
 
 
-def run_symmetry_step(arithmetic: Arithmetic, step: SymmetryStep, *, seconds: float, seed: int = 0,
-                      relative_bias: bool = False) -> tuple[StepResult, str]:
+def run_symmetry_step(
+    arithmetic: Arithmetic, step: SymmetryStep, *, seconds: float, seed: int = 0, relative_bias: bool = False
+) -> tuple[StepResult, str]:
     """One query: output(keys) != output(permuted keys) for some head of the class; unsat = the step holds."""
     if seconds <= 0:
         return StepResult(step.name, "attention", None, UNDECIDED, 0.0, "not attempted: timeout"), ""
@@ -133,8 +140,10 @@ def run_symmetry_step(arithmetic: Arithmetic, step: SymmetryStep, *, seconds: fl
     solver = z3.Solver()
     solver.set("timeout", max(1, int(seconds * 1000)))
     solver.set("random_seed", seed)
-    solver.add(head.output(step.scoring, columns, relative_bias)
-               != head.output(step.scoring, permuted(columns, step.generator), relative_bias))
+    solver.add(
+        head.output(step.scoring, columns, relative_bias)
+        != head.output(step.scoring, permuted(columns, step.generator), relative_bias)
+    )
     solver.add(head.constraints)
     start = time.perf_counter()
     answer = solver.check()

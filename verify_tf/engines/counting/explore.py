@@ -39,10 +39,17 @@ class Exploration:
     strings: list[int] = field(default_factory=list)
 
 
-def explore(counting: CountingModel, goal: CountingGoal, max_length: int,
-            increments: Sequence[tuple[int, int] | None] | None, *, deadline: Deadline,
-            cancelled: Callable[[], bool] = lambda: False, exact: bool = False,
-            state_limit: int | None = None) -> Exploration:
+def explore(
+    counting: CountingModel,
+    goal: CountingGoal,
+    max_length: int,
+    increments: Sequence[tuple[int, int] | None] | None,
+    *,
+    deadline: Deadline,
+    cancelled: Callable[[], bool] = lambda: False,
+    exact: bool = False,
+    state_limit: int | None = None,
+) -> Exploration:
     machine, alphabet = goal.machine, goal.alphabet
     result = Exploration()
     sums, positions, readout = counting.start()
@@ -73,7 +80,7 @@ def explore(counting: CountingModel, goal: CountingGoal, max_length: int,
                 new_sums, readout = counting.step(sums, positions, symbol, None if exact else increments)
                 new_counts, output = machine.step(counts, symbol)
                 if exact:
-                    new_letters = letters[:a] + (letters[a] + 1,) + letters[a + 1:]
+                    new_letters = letters[:a] + (letters[a] + 1,) + letters[a + 1 :]
                     key = (new_sums, new_counts, new_letters)
                 else:
                     new_letters = letters

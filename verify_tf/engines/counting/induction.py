@@ -43,8 +43,10 @@ from .explore import Point
 from .stream import CountingModel, rounded_average
 
 PROVED, FAILED, UNDECIDED = "proved", "failed", "undecided"
-UNBOUNDED = ("the position, the sums and the counts are unbounded integers (induction over every length): the "
-             "query has no equivalent bit-vector form, so no LRAT proof")
+UNBOUNDED = (
+    "the position, the sums and the counts are unbounded integers (induction over every length): the "
+    "query has no equivalent bit-vector form, so no LRAT proof"
+)
 MAX_ROUNDS = 200
 
 
@@ -71,6 +73,7 @@ def word_position(letters_before: int) -> str:
 
 
 # ---------------------------------------------------------------- exact linear algebra
+
 
 def null_space(points: Sequence[Point]) -> list[tuple[int, ...]]:
     """Integer vectors r (over (1, p)) with r_0 + Σ r_k p_k = 0 for every point: a basis, exactly."""
@@ -112,6 +115,7 @@ def _holds(relation: tuple[int, ...], point: Point) -> bool:
 
 # ---------------------------------------------------------------- the symbolic state and one step
 
+
 @dataclass
 class _Layout:
     names: list[str]  # of the point's entries: i, sums, counts, letter counts
@@ -141,8 +145,9 @@ def _encode_step(counting: CountingModel, goal: CountingGoal, layout: _Layout, p
     if not isinstance(arith, Fixed):
         raise NotEncodable("exact arithmetic: a head's average S/n is not on a grid")
     if arith.attention_rounding == "per-probability":
-        raise NotEncodable("per-probability rounding: a head's weight floor(1/n) times its sum is a product of "
-                           "two unknowns")
+        raise NotEncodable(
+            "per-probability rounding: a head's weight floor(1/n) times its sum is a product of two unknowns"
+        )
     builder = Builder()
     i = pre[0]
     keys = i + (1 if counting.bos is not None else 0) + 1  # stream positions up to and including the new one
@@ -162,6 +167,7 @@ def _encode_step(counting: CountingModel, goal: CountingGoal, layout: _Layout, p
 
 # ---------------------------------------------------------------- candidate bounds
 
+
 @dataclass(frozen=True)
 class _Bound:
     """Σ coefficient·entry + constant ≥ 0 over the point's entries (entry 0 is i)."""
@@ -180,8 +186,9 @@ class _Bound:
 def _candidate_bounds(layout: _Layout, start: Point, increments: Sequence[tuple[int, int]] | None) -> list[_Bound]:
     names = layout.names
     bounds = []
-    for k in list(range(layout.counts.start, layout.counts.stop)) + list(range(layout.letters.start,
-                                                                               layout.letters.stop)):
+    for k in list(range(layout.counts.start, layout.counts.stop)) + list(
+        range(layout.letters.start, layout.letters.stop)
+    ):
         bounds.append(_Bound(((k, 1),), 0, f"{names[k]} >= 0"))
         bounds.append(_Bound(((0, 1), (k, -1)), 0, f"{names[k]} <= i"))
     if increments is not None:
@@ -210,9 +217,18 @@ def _relation_text(relation: tuple[int, ...], names: list[str]) -> str:
 
 # ---------------------------------------------------------------- the induction
 
-def prove_all_lengths(counting: CountingModel, goal: CountingGoal, points: list[Point], start: Point,
-                      increments: Sequence[tuple[int, int]] | None, *, deadline: Deadline,
-                      cancelled: Callable[[], bool] = lambda: False, record: bool = False) -> InductionResult:
+
+def prove_all_lengths(
+    counting: CountingModel,
+    goal: CountingGoal,
+    points: list[Point],
+    start: Point,
+    increments: Sequence[tuple[int, int]] | None,
+    *,
+    deadline: Deadline,
+    cancelled: Callable[[], bool] = lambda: False,
+    record: bool = False,
+) -> InductionResult:
     """Base, step and decisions (module docstring); ``points``: every state the exact exploration reached.
     ``record``: keep the proof's queries as SMT-LIB text (``InductionResult.asked``) for a certificate."""
     layout = _layout(counting, goal)
@@ -233,8 +249,11 @@ def prove_all_lengths(counting: CountingModel, goal: CountingGoal, points: list[
     began = time.perf_counter()
 
     def invariant(values: list, rels, bnds) -> list:
-        return [z3.Sum([to_z3(r[0]), *(c * v for c, v in zip(r[1:], values) if c)]) == 0 for r in rels] + \
-               [b.term(values) for b in bnds] + [values[0] >= 0]
+        return (
+            [z3.Sum([to_z3(r[0]), *(c * v for c, v in zip(r[1:], values) if c)]) == 0 for r in rels]
+            + [b.term(values) for b in bnds]
+            + [values[0] >= 0]
+        )
 
     this_round: list[dict[str, Any]] = []  # record: the current refinement round's step queries
 
@@ -247,8 +266,9 @@ def prove_all_lengths(counting: CountingModel, goal: CountingGoal, points: list[
         result.solver_seconds += time.perf_counter() - start_time
         result.queries += 1
         if record:
-            this_round.append({"name": name, "smt2": solver.to_smt2(), "answer": str(answer),
-                               "no_bit_vector_form": UNBOUNDED})
+            this_round.append(
+                {"name": name, "smt2": solver.to_smt2(), "answer": str(answer), "no_bit_vector_form": UNBOUNDED}
+            )
         if answer == z3.sat:
             return "sat", solver.model()
         return ("unsat", None) if answer == z3.unsat else ("unknown", solver.reason_unknown())
@@ -268,8 +288,10 @@ def prove_all_lengths(counting: CountingModel, goal: CountingGoal, points: list[
         this_round.clear()
         for symbol, step in steps.items():
             claim = invariant(step.post, relations, bounds)
-            answer, model = ask([*invariant(pre, relations, bounds), *step.side, z3.Not(z3.And(claim))],
-                                f"induction step, letter {symbol!r}")
+            answer, model = ask(
+                [*invariant(pre, relations, bounds), *step.side, z3.Not(z3.And(claim))],
+                f"induction step, letter {symbol!r}",
+            )
             if answer == "unknown":
                 result.detail = f"z3 could not decide the step for letter {symbol!r} ({model})"
                 return _finish(result, relations, bounds, names, began)
@@ -289,8 +311,15 @@ def prove_all_lengths(counting: CountingModel, goal: CountingGoal, points: list[
         if deadline.expired() or cancelled():
             result.detail = "timeout while checking the decisions"
             return _finish(result, relations, bounds, names, began)
-        answer, model = ask([*invariant(pre, relations, bounds), *step.side, pre[0] + 1 >= goal.first_position,
-                             step.model_accepts != step.machine_accepts], f"decisions, letter {symbol!r}")
+        answer, model = ask(
+            [
+                *invariant(pre, relations, bounds),
+                *step.side,
+                pre[0] + 1 >= goal.first_position,
+                step.model_accepts != step.machine_accepts,
+            ],
+            f"decisions, letter {symbol!r}",
+        )
         if answer == "unknown":
             result.detail = f"z3 could not decide the decisions for letter {symbol!r} ({model})"
             return _finish(result, relations, bounds, names, began)
@@ -300,11 +329,12 @@ def prove_all_lengths(counting: CountingModel, goal: CountingGoal, points: list[
             verb = {True: "accepts", False: "rejects"}
             result.status = FAILED
             shown = ", ".join(f"{n} = {v}" for n, v in zip(names, state))
-            result.detail = (f"the induction step fails: in a state that satisfies the invariant ({shown}), "
-                             f"reading {symbol!r} at {word_position(state[0])} the model {verb[accepts]} and the "
-                             f"program {verb[not accepts]} (the state may be unreachable)")
-            result.counterexample = {"state": dict(zip(names, state)), "letter": symbol,
-                                     "model_accepts": accepts}
+            result.detail = (
+                f"the induction step fails: in a state that satisfies the invariant ({shown}), "
+                f"reading {symbol!r} at {word_position(state[0])} the model {verb[accepts]} and the "
+                f"program {verb[not accepts]} (the state may be unreachable)"
+            )
+            result.counterexample = {"state": dict(zip(names, state)), "letter": symbol, "model_accepts": accepts}
             return _finish(result, relations, bounds, names, began)
     result.status = PROVED
     result.asked = list(this_round)  # the last round's steps (all unsat) and the decisions

@@ -48,8 +48,7 @@ ASKED_KEYS = 64  # up to this many keys the arithmetic itself computes the weigh
 
 def _closed_form_weight(arith: Arithmetic, keys: int) -> Fraction:
     weight = Fraction(1, keys)
-    return arith.floor(weight) if isinstance(arith, Fixed) and arith.attention_rounding == "per-probability" \
-        else weight
+    return arith.floor(weight) if isinstance(arith, Fixed) and arith.attention_rounding == "per-probability" else weight
 
 
 class NotApplicable(Exception):
@@ -80,6 +79,7 @@ Sums = tuple  # one entry per Coordinate: the running sum (Fraction) or Frozen
 
 def _zero_scores(head: Head) -> bool:
     """Scores exactly 0 for every key: q = 0 or k = 0 (weights and bias), standard positions."""
+
     def zero(weights, bias) -> bool:
         return all(w == 0 for row in weights for w in row) and all(b == 0 for b in bias)
 
@@ -98,8 +98,9 @@ class CountingModel:
 
     def __init__(self, model: Model, arith: Arithmetic) -> None:
         self.model, self.arith = model, arith
-        self.coordinates = tuple(Coordinate(layer, h, c) for layer, h, head in model.heads()
-                                 for c in range(head.value_dim))
+        self.coordinates = tuple(
+            Coordinate(layer, h, c) for layer, h, head in model.heads() for c in range(head.value_dim)
+        )
         tokens = model.tokens
         assert isinstance(tokens, AlphabetTokens)
         self.bos = tokens.bos
@@ -118,8 +119,10 @@ class CountingModel:
             raise NotApplicable(f"{where} is a LayerNorm, which the counting machine does not compute")
         for layer, block in enumerate(model.blocks):
             if block.feed_forward is not None and block.feed_forward.activation != "relu":
-                raise NotApplicable(f"layers[{layer}].feed-forward uses {block.feed_forward.activation}, which the "
-                                    "counting machine does not compute (ReLU only)")
+                raise NotApplicable(
+                    f"layers[{layer}].feed-forward uses {block.feed_forward.activation}, which the "
+                    "counting machine does not compute (ReLU only)"
+                )
         for layer, h, head in model.heads():
             where = f"layers[{layer}].heads[{h}]"
             if not head.causal:
@@ -127,15 +130,23 @@ class CountingModel:
             if head.positional != "standard":
                 raise NotApplicable(f"{where} uses {head.positional}: its weights depend on the distance j - i")
             if head.scoring != "uniform" and not _key_independent(head):
-                raise NotApplicable(f"{where} is {head.scoring} with scores that depend on the key: its weights "
-                                    "are not a function of counts")
+                raise NotApplicable(
+                    f"{where} is {head.scoring} with scores that depend on the key: its weights "
+                    "are not a function of counts"
+                )
             if head.scoring == "softmax" and isinstance(arith, Exact):
                 raise NotApplicable(f"{where} is softmax, which exact arithmetic cannot evaluate")
-            if head.scoring == "softmax" and isinstance(arith, Fixed) and arith.rounded_terms and \
-                    not (_zero_scores(head) and arith.rounded_term(Fraction(0), Fraction(1)) == 1):
+            if (
+                head.scoring == "softmax"
+                and isinstance(arith, Fixed)
+                and arith.rounded_terms
+                and not (_zero_scores(head) and arith.rounded_term(Fraction(0), Fraction(1)) == 1)
+            ):
                 # round(Σ round(e^s·v_j) / Σ round(e^s)) is round(S/n) only for s = 0 and 1 representable
-                raise NotApplicable(f"{where} is softmax under rounded-terms with scores that are not all 0 (or "
-                                    "1 not representable): each term is rounded on its own, not their sum")
+                raise NotApplicable(
+                    f"{where} is softmax under rounded-terms with scores that are not all 0 (or "
+                    "1 not representable): each term is rounded on its own, not their sum"
+                )
         counting = CountingModel(model, arith)
         for scoring in {head.scoring for _, _, head in model.heads()}:
             if any(counting.weight(scoring, n) != _closed_form_weight(arith, n) for n in range(1, ASKED_KEYS + 1)):
@@ -165,8 +176,9 @@ class CountingModel:
         sums, readout = self.step(empty, 0, self.bos)
         return sums, 1, readout
 
-    def step(self, sums: Sums, positions: int, symbol: str,
-             increments: Sequence[tuple[int, int] | None] | None = None) -> tuple[Sums, Fraction]:
+    def step(
+        self, sums: Sums, positions: int, symbol: str, increments: Sequence[tuple[int, int] | None] | None = None
+    ) -> tuple[Sums, Fraction]:
         """The sums and the readout after one more position holding ``symbol`` (``positions`` before it).
 
         Sums are integer mantissas (sums of values on the 2^-f grid) in fixed arithmetic, Fractions in exact
@@ -199,8 +211,9 @@ class CountingModel:
                             y = r.round(weight * total / scale)
                             out.append(y)
                             bounds = increments[k] if increments is not None else None
-                            if isinstance(self.arith, Fixed) and self.frozen(int(total), int(y * scale), weight,
-                                                                              keys, bounds):
+                            if isinstance(self.arith, Fixed) and self.frozen(
+                                int(total), int(y * scale), weight, keys, bounds
+                            ):
                                 total = Frozen(int(y * scale))
                             new[k] = total
                         k += 1
@@ -208,8 +221,10 @@ class CountingModel:
                 projected = []
                 layer = block.attention
                 for c, bias in enumerate(layer.output_bias):
-                    total = bias + sum((w * x for head, out in zip(layer.heads, outputs)
-                                        for w, x in zip(head.output[c], out)), Fraction(0))
+                    total = bias + sum(
+                        (w * x for head, out in zip(layer.heads, outputs) for w, x in zip(head.output[c], out)),
+                        Fraction(0),
+                    )
                     projected.append(r.round(total))
                 z = tuple(r.saturate(a + b) for a, b in zip(z, projected)) if layer.residual else tuple(projected)
             if block.feed_forward is not None:
@@ -217,8 +232,9 @@ class CountingModel:
         readout = sum((u * x for u, x in zip(self.model.readout, z)), Fraction(0))
         return tuple(new), readout
 
-    def frozen(self, mantissa: int, output: int, weight: Fraction, keys: int,
-               increments: tuple[int, int] | None) -> bool:
+    def frozen(
+        self, mantissa: int, output: int, weight: Fraction, keys: int, increments: tuple[int, int] | None
+    ) -> bool:
         """Whether a coordinate with mantissa sum ``mantissa`` over ``keys`` keys outputs ``output`` forever."""
         if weight == 0:  # per-probability: floor_f(1/n) = 0 stays 0 for every larger n
             return True
@@ -231,8 +247,9 @@ class CountingModel:
 
     # ---------------------------------------------------------------- the same position over z3 terms
 
-    def encode_position(self, builder: Builder, symbol: str,
-                        head_output: Callable[[int, Sym], Sym]) -> tuple[Sym, list[Sym]]:
+    def encode_position(
+        self, builder: Builder, symbol: str, head_output: Callable[[int, Sym], Sym]
+    ) -> tuple[Sym, list[Sym]]:
         """(readout, value of every coordinate) at a position holding ``symbol``, as symbolic values.
 
         ``head_output(k, value)`` returns the output of coordinate k given its value at this position.
@@ -260,8 +277,11 @@ class CountingModel:
                 for c, bias in enumerate(layer.output_bias):
                     pairs = [(w, x) for head, out in zip(layer.heads, outputs) for w, x in zip(head.output[c], out)]
                     projected.append(r.round(builder.linear(pairs, bias)))
-                z = tuple(r.saturate(builder.add(a, b)) for a, b in zip(z, projected)) if layer.residual \
+                z = (
+                    tuple(r.saturate(builder.add(a, b)) for a, b in zip(z, projected))
+                    if layer.residual
                     else tuple(projected)
+                )
             if block.feed_forward is not None:
                 z = encode_feed_forward(block.feed_forward, [z], r, SymBlockTrace())[0]
         readout = builder.linear(list(zip(self.model.readout, z)))
@@ -291,8 +311,10 @@ class _FixedProgram:
         self.scale, self.lo, self.hi = scale, arith.min_mantissa, arith.max_mantissa
         tokens = model.tokens
         assert isinstance(tokens, AlphabetTokens)
-        self.embedding = {symbol: tuple(int(v * scale) for v in tokens.embed(symbol))
-                          for symbol in tokens.symbols + ((tokens.bos,) if tokens.bos is not None else ())}
+        self.embedding = {
+            symbol: tuple(int(v * scale) for v in tokens.embed(symbol))
+            for symbol in tokens.symbols + ((tokens.bos,) if tokens.bos is not None else ())
+        }
         self.blocks = []
         for block in model.blocks:
             attention = None
@@ -332,8 +354,14 @@ class _FixedProgram:
         lo, hi = self.lo, self.hi
         return [lo if a + b < lo else hi if a + b > hi else a + b for a, b in zip(z, update)]
 
-    def step(self, machine: CountingModel, sums: Sums, positions: int, symbol: str,
-             increments: Sequence[tuple[int, int] | None] | None) -> tuple[Sums, Fraction]:
+    def step(
+        self,
+        machine: CountingModel,
+        sums: Sums,
+        positions: int,
+        symbol: str,
+        increments: Sequence[tuple[int, int] | None] | None,
+    ) -> tuple[Sums, Fraction]:
         lo, hi = self.lo, self.hi
         z = list(self.embedding[symbol])
         new = list(sums)
@@ -390,8 +418,9 @@ def rounded_average(builder: Builder, arith: Fixed, total: Any, keys: Any) -> Sy
     return Sym(clamped, arith.scale, Fraction(lo, arith.scale), Fraction(hi, arith.scale))
 
 
-def value_bounds(machine: CountingModel, letters: Sequence[str], bos_values: Sequence[int],
-                 seconds: float) -> list[tuple[int, int]] | None:
+def value_bounds(
+    machine: CountingModel, letters: Sequence[str], bos_values: Sequence[int], seconds: float
+) -> list[tuple[int, int]] | None:
     """Per coordinate, the mantissa range of its value at any word position of any input (None: not computed).
 
     Layer by layer: the values of a layer are encoded for every letter with the outputs of the earlier heads

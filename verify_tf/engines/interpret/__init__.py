@@ -42,8 +42,16 @@ def check(task: Task, run: Run) -> Verdict:
     return check_each_input(task, run, ENGINE, violation_chunk, size)
 
 
-def violation_chunk(task: Task, space: InputSpace, start: int, stop: int, *, deadline: Deadline,
-                    cancelled: Callable[[], bool], report: Callable[[str], None]) -> ChunkResult:
+def violation_chunk(
+    task: Task,
+    space: InputSpace,
+    start: int,
+    stop: int,
+    *,
+    deadline: Deadline,
+    cancelled: Callable[[], bool],
+    report: Callable[[str], None],
+) -> ChunkResult:
     """The first input of [start, stop) that violates the property (a work unit)."""
     prop = task.prop
     measure = getattr(prop, "measure", None)
@@ -55,8 +63,14 @@ def violation_chunk(task: Task, space: InputSpace, start: int, stop: int, *, dea
     for offset, tokens in enumerate(space.inputs(start, stop)):
         index = start + offset
         if deadline.expired() or cancelled():
-            return ChunkResult(start, stop, offset, violation=first, stopped="timeout" if deadline.expired()
-                               else "cancelled", measures=measures)
+            return ChunkResult(
+                start,
+                stop,
+                offset,
+                violation=first,
+                stopped="timeout" if deadline.expired() else "cancelled",
+                measures=measures,
+            )
         if measure is not None:
             fold_measures(kinds, measures, {k: (v, index) for k, v in measure(task, tokens).items()})
         if task.settings.certify:
@@ -64,14 +78,28 @@ def violation_chunk(task: Task, space: InputSpace, start: int, stop: int, *, dea
         if first is None and prop.violation(task, tokens) is not None:
             first = index
             if not whole:
-                return ChunkResult(start, stop, offset + 1, violation=index,
-                                   claim="the interpreter finds a violation", measures=measures)
+                return ChunkResult(
+                    start,
+                    stop,
+                    offset + 1,
+                    violation=index,
+                    claim="the interpreter finds a violation",
+                    measures=measures,
+                )
     digests = [(start, stop, fractions_digest(readouts))] if task.settings.certify else []
     return ChunkResult(start, stop, stop - start, violation=first, measures=measures, digests=digests)
 
 
-def values_chunk(task: Task, space: InputSpace, start: int, stop: int, *, deadline: Deadline,
-                 cancelled: Callable[[], bool], report: Callable[[str], None]) -> ValuesResult:
+def values_chunk(
+    task: Task,
+    space: InputSpace,
+    start: int,
+    stop: int,
+    *,
+    deadline: Deadline,
+    cancelled: Callable[[], bool],
+    report: Callable[[str], None],
+) -> ValuesResult:
     """Every value q(x)_i of inputs [start, stop) as integers over their common denominator (a work unit)."""
     rows = np.concatenate(space.rows(start, stop)) if stop > start else np.zeros((0, 0), dtype=np.int64)
     values = []
@@ -89,5 +117,4 @@ def values_chunk(task: Task, space: InputSpace, start: int, stop: int, *, deadli
     array = np.array(integers, dtype=np.int64 if 2 * bound < (1 << 62) else object)
     if not values:
         array = np.zeros((0, max(space.lengths, default=0)), dtype=np.int64)
-    return ValuesResult.of(start, stop, array, den, groups_for(task, space, start, rows),
-                           certify=task.settings.certify)
+    return ValuesResult.of(start, stop, array, den, groups_for(task, space, start, rows), certify=task.settings.certify)

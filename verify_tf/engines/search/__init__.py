@@ -51,27 +51,44 @@ def _objective(task: Task, space: InputSpace) -> tuple[Callable, str, int]:
     return flagged_only, evaluators.of().describe(), 1024
 
 
-def search_unit(task: Task, space: InputSpace, seed: int, samples: int, *, deadline: Deadline,
-                cancelled: Callable[[], bool], report: Callable[[str], None]) -> tuple[SearchResult, str]:
+def search_unit(
+    task: Task,
+    space: InputSpace,
+    seed: int,
+    samples: int,
+    *,
+    deadline: Deadline,
+    cancelled: Callable[[], bool],
+    report: Callable[[str], None],
+) -> tuple[SearchResult, str]:
     """One seeded search (a work unit): the candidate rows it believes violate the property."""
     objective, how, batch = _objective(task, space)
     sampling = SearchSpace(len(space.tokens), space.lengths, space.distinct)
-    result = search(sampling, objective, seed=seed, samples=samples, seconds=deadline.remaining(), batch=batch,
-                    stop=cancelled)
+    result = search(
+        sampling, objective, seed=seed, samples=samples, seconds=deadline.remaining(), batch=batch, stop=cancelled
+    )
     return result, how
 
 
 def check(task: Task, run: Run, *, samples: int | None = None) -> Verdict:
     space = task.prop.input_space(task)
     if space.order == "constant" or not space.lengths:
-        return unknown(task, run, ENGINE, "search samples whole inputs; this property's space is "
-                       f"{space.describe()}", ["search: not applicable"])
+        return unknown(
+            task,
+            run,
+            ENGINE,
+            f"search samples whole inputs; this property's space is {space.describe()}",
+            ["search: not applicable"],
+        )
     budget = samples if samples is not None else task.settings.samples
     workers = max(1, run.executor.workers)
     seeds = [task.settings.seed + k for k in range(workers)]
-    units = [WorkUnit(f"search: seed {seed}", search_unit, (task, space, seed, max(1, budget // workers)), order=k,
-                      priority=1)  # cheap falsification runs before other properties' exhaustive units
-             for k, seed in enumerate(seeds)]
+    units = [
+        WorkUnit(
+            f"search: seed {seed}", search_unit, (task, space, seed, max(1, budget // workers)), order=k, priority=1
+        )  # cheap falsification runs before other properties' exhaustive units
+        for k, seed in enumerate(seeds)
+    ]
     found: list[Any] = []
     totals = {"samples": 0, "rounds": 0}
     how = ""
@@ -88,21 +105,38 @@ def check(task: Task, run: Run, *, samples: int | None = None) -> Verdict:
                 found.append(witness)
                 return STOP
         if result.candidates:
-            raise ReplayMismatch(f"{task.label}: the search objective claimed a violation that the interpreter "
-                                 "does not reproduce", claimed=str(space.decode(result.candidates[0])))
+            raise ReplayMismatch(
+                f"{task.label}: the search objective claimed a violation that the interpreter does not reproduce",
+                claimed=str(space.decode(result.candidates[0])),
+            )
         return CONTINUE
 
     summary = schedule(run.executor, units, run.deadline, on_result)
-    statistics = {**totals, "seed": task.settings.seed, "searches": len(units), "evaluator": how,
-                  "space_size": space.count()}
+    statistics = {
+        **totals,
+        "seed": task.settings.seed,
+        "searches": len(units),
+        "evaluator": how,
+        "space_size": space.count(),
+    }
     if found:
         return refuted(task, run, ENGINE, "search", found[0], statistics)
     if summary.errors:
         first = summary.errors[0]
-        return error(task, run, ENGINE, f"work unit failed: {first.key}: {first.message}",
-                     {**statistics, "traceback": first.remote_traceback})
+        return error(
+            task,
+            run,
+            ENGINE,
+            f"work unit failed: {first.key}: {first.message}",
+            {**statistics, "traceback": first.remote_traceback},
+        )
     stopped = "timeout" if summary.expired or totals["samples"] < budget else "sample budget"
-    return unknown(task, run, ENGINE, f"no counterexample in {totals['samples']} samples (seed "
-                   f"{task.settings.seed}, {stopped})",
-                   [f"random sampling + hill climbing, {totals['samples']} samples ({stopped})"], statistics,
-                   method="sampled")
+    return unknown(
+        task,
+        run,
+        ENGINE,
+        f"no counterexample in {totals['samples']} samples (seed {task.settings.seed}, {stopped})",
+        [f"random sampling + hill climbing, {totals['samples']} samples ({stopped})"],
+        statistics,
+        method="sampled",
+    )

@@ -82,10 +82,19 @@ def mutate(rng: np.random.Generator, space: SearchSpace, parents: np.ndarray) ->
     return children
 
 
-def search(space: SearchSpace, objective: Objective, *, seed: int = 0, samples: int = 100_000, batch: int = 1024,
-           elite: int = 32, seconds: float | None = None, max_candidates: int = 8,
-           progress: Callable[[int, int | None], None] | None = None,
-           stop: Callable[[], bool] | None = None) -> SearchResult:
+def search(
+    space: SearchSpace,
+    objective: Objective,
+    *,
+    seed: int = 0,
+    samples: int = 100_000,
+    batch: int = 1024,
+    elite: int = 32,
+    seconds: float | None = None,
+    max_candidates: int = 8,
+    progress: Callable[[int, int | None], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> SearchResult:
     """Sample and hill-climb until a violation is claimed, ``samples`` rows were scored, or ``seconds`` ran out."""
     rng = np.random.default_rng(seed)
     deadline = None if seconds is None else time.perf_counter() + seconds

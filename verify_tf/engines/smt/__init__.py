@@ -77,8 +77,9 @@ class QueryResult:
     exact: bool = True  # False: an over-approximating encoding, whose sat answers may not replay
 
 
-def solve_query(task: Task, plan: QueryPlan, *, deadline: Deadline, cancelled: Callable[[], bool],
-                report: Callable[[str], None]) -> QueryResult:
+def solve_query(
+    task: Task, plan: QueryPlan, *, deadline: Deadline, cancelled: Callable[[], bool], report: Callable[[str], None]
+) -> QueryResult:
     """Encode one query, solve it, decode (and with --minimize, shrink) a sat answer: a work unit."""
     settings = task.settings
     report(f"encoding {plan.name}")
@@ -89,21 +90,31 @@ def solve_query(task: Task, plan: QueryPlan, *, deadline: Deadline, cancelled: C
     except NotEncodable as exc:
         return QueryResult(plan, "not-encodable", reason=str(exc))
     except DeadlineExpired:
-        return QueryResult(plan, "unknown", reason="timeout while encoding", timed_out=True,
-                           encode_seconds=deadline.elapsed() - start)
+        return QueryResult(
+            plan, "unknown", reason="timeout while encoding", timed_out=True, encode_seconds=deadline.elapsed() - start
+        )
     encoded = deadline.elapsed() - start
-    result = QueryResult(plan, "unknown", encode_seconds=encoded, variables=len(builder.bounded_ints),
-                         assertions=len(query.assertions), bounds=query.stats.as_dict(), exact=not builder.inexact)
+    result = QueryResult(
+        plan,
+        "unknown",
+        encode_seconds=encoded,
+        variables=len(builder.bounded_ints),
+        assertions=len(query.assertions),
+        bounds=query.stats.as_dict(),
+        exact=not builder.inexact,
+    )
     if settings.smt2_dir is not None or settings.certify:
         result.smt2 = smt2_text(query.assertions)
     report(f"solving {plan.name}")
     variables = input_variables(query)
-    answer = solve(query.assertions, variables, settings.solver, deadline.remaining(), settings.seed,
-                   settings.rlimit, cancelled)
+    answer = solve(
+        query.assertions, variables, settings.solver, deadline.remaining(), settings.seed, settings.rlimit, cancelled
+    )
     result.solve_seconds, result.solver, result.solver_stats = answer.seconds, answer.solver, answer.statistics
     result.status, result.reason = answer.status, answer.reason
-    result.timed_out = answer.status == "unknown" and ("timeout" in answer.reason or "canceled" in answer.reason
-                                                       or deadline.expired())
+    result.timed_out = answer.status == "unknown" and (
+        "timeout" in answer.reason or "canceled" in answer.reason or deadline.expired()
+    )
     if answer.status != "sat":
         return result
     result.decoded = decode(query, answer)
@@ -116,8 +127,9 @@ def solve_query(task: Task, plan: QueryPlan, *, deadline: Deadline, cancelled: C
     return result
 
 
-def _minimise(task: Task, plan: QueryPlan, query: Query, result: QueryResult, deadline: Deadline,
-              cancelled: Callable[[], bool]) -> None:
+def _minimise(
+    task: Task, plan: QueryPlan, query: Query, result: QueryResult, deadline: Deadline, cancelled: Callable[[], bool]
+) -> None:
     """Iterative tightening: assert "lexicographically smaller" and re-solve until unsat or out of time.
 
     Every improvement is replayed here too, so the final witness is a violation whatever happens to time.
@@ -125,8 +137,14 @@ def _minimise(task: Task, plan: QueryPlan, query: Query, result: QueryResult, de
     variables = input_variables(query)
     result.minimal = False
     while not deadline.expired() and not cancelled():
-        answer = solve_z3(query.assertions + [lexicographically_smaller(variables, result.indices)], variables,
-                          deadline.remaining(), task.settings.seed, task.settings.rlimit, cancelled)
+        answer = solve_z3(
+            query.assertions + [lexicographically_smaller(variables, result.indices)],
+            variables,
+            deadline.remaining(),
+            task.settings.seed,
+            task.settings.rlimit,
+            cancelled,
+        )
         result.rounds += 1
         result.solve_seconds += answer.seconds
         if answer.status == "unsat":
@@ -149,14 +167,25 @@ def check(task: Task, run: Run) -> Verdict:
     second_turn: list[int] = []
     found: list[tuple[QueryResult, dict]] = []
     totals = BoundStats()
-    statistics: dict[str, Any] = {"theory": "QF_BV (translated from QF_LIA)" if task.settings.solver == "bitwuzla"
-                                  else LOGIC, "solver": task.settings.solver, "queries": len(plans),
-                                  "variables": 0, "assertions": 0, "solver_seconds": 0.0, "encode_seconds": 0.0,
-                                  **getattr(prop, "statistics", lambda task: {})(task)}
+    statistics: dict[str, Any] = {
+        "theory": "QF_BV (translated from QF_LIA)" if task.settings.solver == "bitwuzla" else LOGIC,
+        "solver": task.settings.solver,
+        "queries": len(plans),
+        "variables": 0,
+        "assertions": 0,
+        "solver_seconds": 0.0,
+        "encode_seconds": 0.0,
+        **getattr(prop, "statistics", lambda task: {})(task),
+    }
 
     def unit(index: int, share: float, turn: int) -> WorkUnit:
-        return WorkUnit(f"smt: {plans[index].name}" + (" (second turn)" if turn else ""), solve_query,
-                        (task, plans[index]), order=index, share=share)
+        return WorkUnit(
+            f"smt: {plans[index].name}" + (" (second turn)" if turn else ""),
+            solve_query,
+            (task, plans[index]),
+            order=index,
+            share=share,
+        )
 
     def on_result(work: WorkUnit, result: QueryResult) -> str:
         index = work.order
@@ -174,18 +203,25 @@ def check(task: Task, run: Run) -> Verdict:
             path = smt2_path(task, index + 1, result.plan.name)
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             Path(path).write_text(result.smt2, encoding="utf-8")
-        run.progress(ProgressEvent(ENGINE, f"smt: {result.plan.name}: {result.status}", len(results), len(plans),
-                                   "queries"))
+        run.progress(
+            ProgressEvent(ENGINE, f"smt: {result.plan.name}: {result.status}", len(results), len(plans), "queries")
+        )
         if result.status == "sat":
             witness = prop.replay_query(task, result.plan, result.decoded)
             if witness is None and not result.exact:
-                result.status, result.reason = "unknown", "the over-approximated encoding admits a violation that " \
-                    "does not replay (a rounded-terms floor too close to an integer)"
+                result.status, result.reason = (
+                    "unknown",
+                    "the over-approximated encoding admits a violation that "
+                    "does not replay (a rounded-terms floor too close to an integer)",
+                )
                 return CONTINUE
             if witness is None:
-                raise ReplayMismatch(f"{result.plan.name}: the solver ({result.solver}) claims a violation on "
-                                     f"{result.decoded} that the interpreter does not reproduce",
-                                     claimed=str(result.decoded), replayed="no violation")
+                raise ReplayMismatch(
+                    f"{result.plan.name}: the solver ({result.solver}) claims a violation on "
+                    f"{result.decoded} that the interpreter does not reproduce",
+                    claimed=str(result.decoded),
+                    replayed="no violation",
+                )
             found.append((result, witness))
             return STOP
         if result.timed_out and not work.key.endswith("(second turn)"):
@@ -209,8 +245,13 @@ def check(task: Task, run: Run) -> Verdict:
         return refuted(task, run, ENGINE, "smt", witness, statistics)
     if summary.errors:
         first_error = summary.errors[0]
-        return error(task, run, ENGINE, f"work unit failed: {first_error.key}: {first_error.message}",
-                     {**statistics, "traceback": first_error.remote_traceback})
+        return error(
+            task,
+            run,
+            ENGINE,
+            f"work unit failed: {first_error.key}: {first_error.message}",
+            {**statistics, "traceback": first_error.remote_traceback},
+        )
     tried, reasons = [], []
     for index, plan in enumerate(plans):
         result = results.get(index)
@@ -221,15 +262,24 @@ def check(task: Task, run: Run) -> Verdict:
             tried.append(f"{plan.name}: not encodable exactly ({result.reason})")
             reasons.append(f"not encodable: {result.reason}")
         elif result.status != "unsat":
-            tried.append(f"{plan.name}: {result.solver} {result.status} after {result.solve_seconds:.2f} s "
-                         f"({result.reason})")
+            tried.append(
+                f"{plan.name}: {result.solver} {result.status} after {result.solve_seconds:.2f} s ({result.reason})"
+            )
             reasons.append(result.reason)
     if not reasons:
         count = len(plans)
         text = f"{count} {statistics['theory']} quer{'y' if count == 1 else 'ies'} unsat ({task.settings.solver})"
         if task.settings.certify:
-            statistics[CERTIFY_QUERIES] = [{"name": results[i].plan.name, "smt2": results[i].smt2, "answer": "unsat"}
-                                           for i in range(len(plans))]
+            statistics[CERTIFY_QUERIES] = [
+                {"name": results[i].plan.name, "smt2": results[i].smt2, "answer": "unsat"} for i in range(len(plans))
+            ]
         return proved(task, run, ENGINE, "smt", describe_proof(task, ENGINE, text, statistics), statistics)
-    return unknown(task, run, ENGINE, f"{len(reasons)} of {len(plans)} queries unknown ({reasons[0]})", tried,
-                   statistics, method="smt")
+    return unknown(
+        task,
+        run,
+        ENGINE,
+        f"{len(reasons)} of {len(plans)} queries unknown ({reasons[0]})",
+        tried,
+        statistics,
+        method="smt",
+    )

@@ -91,8 +91,16 @@ class BatchResult:
 # ---------------------------------------------------------------- one work unit
 
 
-def cube_batch(task: Task, space: InputSpace, cubes: list[SplitCube], limits: Limits, *, deadline: Deadline,
-               cancelled: Callable[[], bool], report: Callable[[str], None]) -> BatchResult:
+def cube_batch(
+    task: Task,
+    space: InputSpace,
+    cubes: list[SplitCube],
+    limits: Limits,
+    *,
+    deadline: Deadline,
+    cancelled: Callable[[], bool],
+    report: Callable[[str], None],
+) -> BatchResult:
     """Bound, decide, enumerate, solve or split each cube of the batch (a work unit)."""
     seconds = dict.fromkeys(PHASES, 0.0)
     outcomes: list[Outcome] = []
@@ -117,8 +125,12 @@ def cube_batch(task: Task, space: InputSpace, cubes: list[SplitCube], limits: Li
             hit = next((k for k in range(len(same)) if flagged[k]), None)
             if hit is not None:
                 index = same[hit][0]
-                outcomes[index] = Outcome(outcomes[index].cube, "refuted", candidate=space.decode(candidates[hit]),
-                                          claim="the center of a cube violates the property")
+                outcomes[index] = Outcome(
+                    outcomes[index].cube,
+                    "refuted",
+                    candidate=space.decode(candidates[hit]),
+                    claim="the center of a cube violates the property",
+                )
                 break
         seconds["candidates"] += time.perf_counter() - start
     return BatchResult(outcomes, seconds, [(o.cube.volume(), o.how == "bounds") for o in outcomes if o.bounded])
@@ -135,8 +147,16 @@ def _flag(task: Task, space: InputSpace, evaluators: Evaluators, batch: np.ndarr
     return np.array([task.prop.violation(task, space.decode(row)) is not None for row in batch], dtype=bool)
 
 
-def _one_cube(task: Task, space: InputSpace, cube: SplitCube, limits: Limits, evaluators: Evaluators,
-              seconds: dict[str, float], deadline: Deadline, cancelled: Callable[[], bool]) -> Outcome:
+def _one_cube(
+    task: Task,
+    space: InputSpace,
+    cube: SplitCube,
+    limits: Limits,
+    evaluators: Evaluators,
+    seconds: dict[str, float],
+    deadline: Deadline,
+    cancelled: Callable[[], bool],
+) -> Outcome:
     if cube.volume() <= limits.enumerate_at:
         start = time.perf_counter()
         members = rows(space, cube)
@@ -144,8 +164,12 @@ def _one_cube(task: Task, space: InputSpace, cube: SplitCube, limits: Limits, ev
         seconds["enumeration"] += time.perf_counter() - start
         hits = np.flatnonzero(flagged)
         if len(hits):
-            return Outcome(cube, "refuted", candidate=space.decode(members[int(hits[0])]),
-                           claim="the batched evaluator flags a violation in an enumerated cube")
+            return Outcome(
+                cube,
+                "refuted",
+                candidate=space.decode(members[int(hits[0])]),
+                claim="the batched evaluator flags a violation in an enumerated cube",
+            )
         return Outcome(cube, "enumeration")
     score = 0.0
     decide = getattr(task.prop, "decide_on_bounds", None)
@@ -167,8 +191,13 @@ def _one_cube(task: Task, space: InputSpace, cube: SplitCube, limits: Limits, ev
         if status == VIOLATED:
             row = center_row(space, cube)
             if row is not None:
-                return Outcome(cube, "refuted", candidate=space.decode(row[0]), bounded=True,
-                               claim="the cube's bounds lie outside the property for every input")
+                return Outcome(
+                    cube,
+                    "refuted",
+                    candidate=space.decode(row[0]),
+                    bounded=True,
+                    claim="the cube's bounds lie outside the property for every input",
+                )
     note = ""
     if limits.smt_at and cube.volume() <= limits.smt_at and hasattr(task.prop, "build_query"):
         start = time.perf_counter()
@@ -184,15 +213,17 @@ def _one_cube(task: Task, space: InputSpace, cube: SplitCube, limits: Limits, ev
         flagged = _flag(task, space, evaluators, members) if len(members) else np.zeros(0, dtype=bool)
         seconds["enumeration"] += time.perf_counter() - start
         if flagged.any():
-            return Outcome(cube, "refuted", candidate=space.decode(members[0]),
-                           claim="the batched evaluator flags a violation")
+            return Outcome(
+                cube, "refuted", candidate=space.decode(members[0]), claim="the batched evaluator flags a violation"
+            )
         return Outcome(cube, "enumeration")
     first, second = cube.halves(*where)
     return Outcome(cube, "split", children=[(score, first), (score, second)], note=note, bounded=decide is not None)
 
 
-def _smt_leaf(task: Task, space: InputSpace, cube: SplitCube, limits: Limits, deadline: Deadline,
-              cancelled: Callable[[], bool]) -> Outcome:
+def _smt_leaf(
+    task: Task, space: InputSpace, cube: SplitCube, limits: Limits, deadline: Deadline, cancelled: Callable[[], bool]
+) -> Outcome:
     """The property's solver queries of the cube's length, the inputs restricted to the cube: all unsat closes."""
     plans = [plan for plan in task.prop.smt_queries(task) if plan.key[:1] == (cube.length,)]
     if not plans:
@@ -212,16 +243,31 @@ def _smt_leaf(task: Task, space: InputSpace, cube: SplitCube, limits: Limits, de
             if len(inp.index_terms) != cube.length * coordinates:
                 return Outcome(cube, "open", note="the query's inputs cannot be restricted to the cube")
             ranges = [r for position in cube.ranges for r in position]
-            restriction += [z3.And(term >= a, term <= b) for term, (a, b) in zip(inp.index_terms, ranges)
-                            if (a, b) != (0, values - 1)]
-        answer = solve(query.assertions + restriction, input_variables(query), task.settings.solver,
-                       budget.remaining(), task.settings.seed, task.settings.rlimit, cancelled)
+            restriction += [
+                z3.And(term >= a, term <= b)
+                for term, (a, b) in zip(inp.index_terms, ranges)
+                if (a, b) != (0, values - 1)
+            ]
+        answer = solve(
+            query.assertions + restriction,
+            input_variables(query),
+            task.settings.solver,
+            budget.remaining(),
+            task.settings.seed,
+            task.settings.rlimit,
+            cancelled,
+        )
         if answer.status == "sat":
             decoded = decode_answer(query, answer)
             if decoded is None:
                 return Outcome(cube, "open", note="sat without values for every input")
-            return Outcome(cube, "refuted", plan=plan, decoded=decoded,
-                           claim=f"{answer.solver} finds a violation in the cube ({plan.name})")
+            return Outcome(
+                cube,
+                "refuted",
+                plan=plan,
+                decoded=decoded,
+                claim=f"{answer.solver} finds a violation in the cube ({plan.name})",
+            )
         if answer.status != "unsat":
             return Outcome(cube, "open", note=f"{answer.solver} {answer.status} ({answer.reason})")
     return Outcome(cube, "smt")
@@ -236,6 +282,7 @@ def check(task: Task, run: Run, limits: Limits | None = None) -> Verdict:
         return unknown(task, run, ENGINE, refusal, [f"split: {refusal}"], {}, method="branch and bound")
     if getattr(task.prop, "form", "each-input") == "distinct-values":
         from .distinct import check_distinct
+
         return check_distinct(task, run, limits or Limits())
     return check_each_input(task, run, limits or Limits())
 
@@ -255,10 +302,16 @@ class Tally:
     leaves: list[SplitCube] | None = None  # every closed cube (kept only when asked, for tests)
 
     def as_dict(self) -> dict:
-        return {"cubes_created": self.created, "closed_by_bounds": self.closed["bounds"],
-                "closed_by_enumeration": self.closed["enumeration"], "closed_by_smt": self.closed["smt"],
-                "max_depth": self.max_depth, "max_open_cubes": self.max_queue, "units": self.units,
-                **{f"{phase}_seconds": round(value, 4) for phase, value in self.seconds.items()}}
+        return {
+            "cubes_created": self.created,
+            "closed_by_bounds": self.closed["bounds"],
+            "closed_by_enumeration": self.closed["enumeration"],
+            "closed_by_smt": self.closed["smt"],
+            "max_depth": self.max_depth,
+            "max_open_cubes": self.max_queue,
+            "units": self.units,
+            **{f"{phase}_seconds": round(value, 4) for phase, value in self.seconds.items()},
+        }
 
 
 def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None = None) -> Verdict:
@@ -307,8 +360,11 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
                 open_notes.append(outcome.note)
                 push(outcome.cube, 0.0, again=True)  # still open
         tally.max_queue = max(tally.max_queue, len(queue))
-        run.progress(ProgressEvent(ENGINE, f"split: {tally.created} cubes, depth {tally.max_depth}",
-                                   closed_volume, total, "inputs closed"))
+        run.progress(
+            ProgressEvent(
+                ENGINE, f"split: {tally.created} cubes, depth {tally.max_depth}", closed_volume, total, "inputs closed"
+            )
+        )
         return CONTINUE
 
     # where bounds close none of the (at least 16) cubes they saw near the leaf size, larger cubes are enumerated
@@ -323,9 +379,15 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
         for k in range(max(1, workers)):
             batch = [heapq.heappop(queue)[3] for _ in range(min(per_unit, len(queue)))]
             if batch:
-                units.append(WorkUnit(f"split: {len(batch)} cubes (depth {batch[0].depth})", cube_batch,
-                                      (task, space, batch, current), order=tally.units + k,
-                                      weight=sum(c.volume() for c in batch)))
+                units.append(
+                    WorkUnit(
+                        f"split: {len(batch)} cubes (depth {batch[0].depth})",
+                        cube_batch,
+                        (task, space, batch, current),
+                        order=tally.units + k,
+                        weight=sum(c.volume() for c in batch),
+                    )
+                )
         tally.units += len(units)
         summary = schedule(run.executor, units, run.deadline, on_result)
         errors += [f"{e.key}: {e.message}" for e in summary.errors]
@@ -335,11 +397,17 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
             tally.near_leaf = [0, 0]
             current = dataclasses.replace(current, enumerate_at=min(limits.enumerate_max, 4 * current.enumerate_at))
             tally.enumerate_at = current.enumerate_at
-    statistics = {**tally.as_dict(), "space": space.describe(), "closed_share": _share(closed_volume, total),
-                  "closed_inputs": closed_volume, "domain_inputs": total,
-                  "enumerate_at": tally.enumerate_at or limits.enumerate_at, "smt_at": limits.smt_at,
-                  "executor": run.executor.name,
-                  **getattr(task.prop, "statistics", lambda task: {})(task)}
+    statistics = {
+        **tally.as_dict(),
+        "space": space.describe(),
+        "closed_share": _share(closed_volume, total),
+        "closed_inputs": closed_volume,
+        "domain_inputs": total,
+        "enumerate_at": tally.enumerate_at or limits.enumerate_at,
+        "smt_at": limits.smt_at,
+        "executor": run.executor.name,
+        **getattr(task.prop, "statistics", lambda task: {})(task),
+    }
     if found:
         outcome, witness = found[0]
         statistics["witness_cube_depth"] = outcome.cube.depth
@@ -347,13 +415,15 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
     if errors:
         return error(task, run, ENGINE, f"work unit failed: {errors[0]}", statistics)
     if not queue and closed_volume == total:
-        text = (f"{sum(tally.closed.values())} cubes closed ({tally.closed['bounds']} by bounds, "
-                f"{tally.closed['enumeration']} by enumeration, {tally.closed['smt']} by smt), depth "
-                f"{tally.max_depth}")
-        return proved(task, run, ENGINE, "branch and bound", describe_proof(task, ENGINE, text, statistics),
-                      statistics)
-    why = "timeout" if run.deadline.expired() else ("open-cube limit reached" if len(queue) > limits.queue
-                                                    else "stopped")
+        text = (
+            f"{sum(tally.closed.values())} cubes closed ({tally.closed['bounds']} by bounds, "
+            f"{tally.closed['enumeration']} by enumeration, {tally.closed['smt']} by smt), depth "
+            f"{tally.max_depth}"
+        )
+        return proved(task, run, ENGINE, "branch and bound", describe_proof(task, ENGINE, text, statistics), statistics)
+    why = (
+        "timeout" if run.deadline.expired() else ("open-cube limit reached" if len(queue) > limits.queue else "stopped")
+    )
     detail = f"{_share(closed_volume, total)} of the domain closed, {len(queue)} cubes open ({why})"
     return unknown(task, run, ENGINE, detail, [f"split: {detail}"], statistics, method="branch and bound")
 
@@ -376,7 +446,10 @@ def _replay(task: Task, outcome: Outcome) -> dict:
     if outcome.plan is not None:
         witness = task.prop.replay_query(task, outcome.plan, outcome.decoded)
         if witness is None:
-            raise ReplayMismatch(f"{task.label}: {outcome.claim}, but the reference interpreter finds no "
-                                 "violation", claimed=str(outcome.decoded), replayed="no violation")
+            raise ReplayMismatch(
+                f"{task.label}: {outcome.claim}, but the reference interpreter finds no violation",
+                claimed=str(outcome.decoded),
+                replayed="no violation",
+            )
         return witness
     return replayed(task, outcome.candidate, outcome.claim)

@@ -68,8 +68,8 @@ class SplitCube:
         middle = (a + b) // 2
 
         def with_range(new: Range) -> SplitCube:
-            position = self.ranges[p][:c] + (new,) + self.ranges[p][c + 1:]
-            return SplitCube(self.ranges[:p] + (position,) + self.ranges[p + 1:], self.depth + 1)
+            position = self.ranges[p][:c] + (new,) + self.ranges[p][c + 1 :]
+            return SplitCube(self.ranges[:p] + (position,) + self.ranges[p + 1 :], self.depth + 1)
 
         return with_range((a, middle)), with_range((middle + 1, b))
 
@@ -88,8 +88,9 @@ def coordinate_sizes(space: InputSpace) -> tuple[int, int]:
 def roots(space: InputSpace) -> list[SplitCube]:
     """One cube per length of the space: every token at every position."""
     values, coordinates = coordinate_sizes(space)
-    return [SplitCube(tuple(tuple((0, values - 1) for _ in range(coordinates)) for _ in range(n)))
-            for n in space.lengths]
+    return [
+        SplitCube(tuple(tuple((0, values - 1) for _ in range(coordinates)) for _ in range(n))) for n in space.lengths
+    ]
 
 
 def token_indices(space: InputSpace, position: tuple[Range, ...]) -> np.ndarray:
@@ -116,8 +117,9 @@ def member_mask(space: InputSpace, rows: np.ndarray) -> np.ndarray:
     if rows.shape[1] < 2:
         return keep
     if space.order == "sorted":
-        keep &= (rows[:, 1:] > rows[:, :-1]).all(axis=1) if space.distinct else \
-            (rows[:, 1:] >= rows[:, :-1]).all(axis=1)
+        keep &= (
+            (rows[:, 1:] > rows[:, :-1]).all(axis=1) if space.distinct else (rows[:, 1:] >= rows[:, :-1]).all(axis=1)
+        )
     elif space.order == "constant":
         keep &= (rows == rows[:, :1]).all(axis=1)
     if space.distinct:
@@ -148,8 +150,10 @@ def center_row(space: InputSpace, cube: SplitCube) -> np.ndarray | None:
 
     (A concrete candidate only: it is evaluated and, if it violates, replayed; it never proves anything.)
     """
-    middle = [int(token_indices(space, tuple(((a + b) // 2, (a + b) // 2) for a, b in position))[0])
-              for position in cube.ranges]
+    middle = [
+        int(token_indices(space, tuple(((a + b) // 2, (a + b) // 2) for a, b in position))[0])
+        for position in cube.ranges
+    ]
     row = np.array([middle], dtype=np.int64)
     if member_mask(space, row)[0]:
         return row

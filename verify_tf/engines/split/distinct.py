@@ -63,8 +63,15 @@ def leaves_of(space: InputSpace, size: int, deadline: Deadline) -> list[SplitCub
     return out
 
 
-def leaf_values(task: Task, space: InputSpace, cubes: list[SplitCube], *, deadline: Deadline,
-                cancelled: Callable[[], bool], report: Callable[[str], None]) -> list[Leaf]:
+def leaf_values(
+    task: Task,
+    space: InputSpace,
+    cubes: list[SplitCube],
+    *,
+    deadline: Deadline,
+    cancelled: Callable[[], bool],
+    report: Callable[[str], None],
+) -> list[Leaf]:
     """Exact values of every input of each leaf, and condition (1) inside each input (a work unit)."""
     evaluators = Evaluators(task, space)
     out = []
@@ -97,12 +104,24 @@ def check_distinct(task: Task, run: Run, limits) -> Verdict:
     space = task.prop.input_space(task)
     margin: Fraction | None = getattr(task.options, "margin", None)
     cubes = leaves_of(space, limits.enumerate_at, run.deadline)
-    statistics = {"leaves": len(cubes), "space": space.describe(), "enumerate_at": limits.enumerate_at,
-                  "executor": run.executor.name, **getattr(task.prop, "statistics", lambda task: {})(task)}
+    statistics = {
+        "leaves": len(cubes),
+        "space": space.describe(),
+        "enumerate_at": limits.enumerate_at,
+        "executor": run.executor.name,
+        **getattr(task.prop, "statistics", lambda task: {})(task),
+    }
     per_unit = max(1, min(64, -(-len(cubes) // (16 * max(1, run.executor.workers)))))
-    units = [WorkUnit(f"split: leaves {k}..{min(len(cubes), k + per_unit) - 1}", leaf_values,
-                      (task, space, cubes[k:k + per_unit]), order=k, weight=per_unit)
-             for k in range(0, len(cubes), per_unit)]
+    units = [
+        WorkUnit(
+            f"split: leaves {k}..{min(len(cubes), k + per_unit) - 1}",
+            leaf_values,
+            (task, space, cubes[k : k + per_unit]),
+            order=k,
+            weight=per_unit,
+        )
+        for k in range(0, len(cubes), per_unit)
+    ]
     leaves: list[Leaf] = []
     clash: list[tuple[Leaf, tuple[int, int, int]]] = []
 
@@ -119,11 +138,13 @@ def check_distinct(task: Task, run: Run, limits) -> Verdict:
     if clash:
         leaf, (row, i, j) = clash[0]
         tokens = space.decode(leaf.rows[row])
-        return refuted(task, run, ENGINE, "branch and bound", task.prop.pair_witness(task, tokens, i, tokens, j),
-                       statistics)
+        return refuted(
+            task, run, ENGINE, "branch and bound", task.prop.pair_witness(task, tokens, i, tokens, j), statistics
+        )
     if summary.errors:
-        return error(task, run, ENGINE, f"work unit failed: {summary.errors[0].key}: {summary.errors[0].message}",
-                     statistics)
+        return error(
+            task, run, ENGINE, f"work unit failed: {summary.errors[0].key}: {summary.errors[0].message}", statistics
+        )
     stopped = [leaf for leaf in leaves if leaf.stopped]
     if summary.expired or summary.not_started or summary.cancelled or stopped or len(leaves) != len(cubes):
         detail = f"{len(leaves) - len(stopped)} of {len(cubes)} leaves evaluated (timeout)"
@@ -147,9 +168,13 @@ def check_distinct(task: Task, run: Run, limits) -> Verdict:
             components.append([index])
             reach = hi
     sizes = [len(c) for c in components]
-    statistics.update({"components": len(components), "largest_component": max(sizes, default=0),
-                       "leaf_pairs_closed_by_separation": math.comb(len(hulls), 2) - sum(math.comb(s, 2)
-                                                                                         for s in sizes)})
+    statistics.update(
+        {
+            "components": len(components),
+            "largest_component": max(sizes, default=0),
+            "leaf_pairs_closed_by_separation": math.comb(len(hulls), 2) - sum(math.comb(s, 2) for s in sizes),
+        }
+    )
     exempt = task.prop.exempt_pairs(task) and space.order == "all"
     next_id = 0
     for component in components:
@@ -169,10 +194,13 @@ def check_distinct(task: Task, run: Run, limits) -> Verdict:
         if found is not None:
             (_, _, la, ra, pa), (_, _, lb, rb, pb) = found
             first, second = space.decode(leaves[la].rows[ra]), space.decode(leaves[lb].rows[rb])
-            return refuted(task, run, ENGINE, "branch and bound",
-                           task.prop.pair_witness(task, first, pa, second, pb), statistics)
-    text = (f"{len(cubes)} leaves evaluated exactly; {statistics['leaf_pairs_closed_by_separation']} leaf pairs "
-            f"closed by separated value ranges, {len(components)} components compared value by value")
+            return refuted(
+                task, run, ENGINE, "branch and bound", task.prop.pair_witness(task, first, pa, second, pb), statistics
+            )
+    text = (
+        f"{len(cubes)} leaves evaluated exactly; {statistics['leaf_pairs_closed_by_separation']} leaf pairs "
+        f"closed by separated value ranges, {len(components)} components compared value by value"
+    )
     return proved(task, run, ENGINE, "branch and bound", describe_proof(task, ENGINE, text, statistics), statistics)
 
 
