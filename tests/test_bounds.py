@@ -9,6 +9,7 @@ import itertools
 from fractions import Fraction as F
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from verify_tf.bounds import Cube, cube_bounds
@@ -194,6 +195,7 @@ def _all_points(bounds) -> bool:
     return all(lo == hi for stage in boxes for vector in stage for lo, hi in vector)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=150,
     deadline=None,

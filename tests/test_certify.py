@@ -122,6 +122,7 @@ def _rewrite_certificate(report: Path, entry_verdict: str, change) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_smt_certificate_audits_and_tampering_fails(tmp_path):
     report = _check(tmp_path, "smt-equivalence-proved.yaml")
     summary = _entry(report, "proved")["statistics"]["certificate"]
@@ -209,6 +210,7 @@ def _counting_spec(tmp_path: Path) -> str:
     return "l1.yaml"
 
 
+@pytest.mark.slow
 def test_counting_certificates_audit_and_tampering_fails(tmp_path):
     report = tmp_path / "report.json"
     name = _counting_spec(tmp_path)
@@ -287,6 +289,7 @@ def test_sample_digest_of_inputs_of_several_lengths():
     assert fractions_digest(rows) != fractions_digest([[Fraction(1)], [Fraction(1, 2), Fraction(1)]])
 
 
+@pytest.mark.slow
 def test_split_certificate_is_partial_and_tampering_fails(tmp_path):
     """specs/split-two-layer-output-bounds.yaml proves |q| <= 93/4 by bounds alone: the certificate counts the
     closed cubes' inputs against the domain ((9^2)^3 = 531,441 inputs: 9 grid points per coordinate, d = 2,

@@ -107,6 +107,7 @@ def test_device_cuda_without_a_gpu_is_the_same_input_error_in_check_and_experime
         assert "use --device auto" in result.output
 
 
+@pytest.mark.slow
 def test_progress_lines_in_logs_name_the_phase(tmp_path):
     """Not a terminal (CliRunner): a plain line per interval, naming what runs, also while one query runs."""
     spec = spec_file(tmp_path, (ROOT / "examples" / "budgets" / "two-layer-softmax.yaml").read_text())

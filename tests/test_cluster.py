@@ -38,6 +38,8 @@ from verify_tf.runner import DRIVERS, Overrides, check_all, check_property
 from verify_tf.spec import load_spec
 from verify_tf.work import CONTINUE, STOP, Deadline, WorkUnit, schedule
 
+pytestmark = pytest.mark.slow  # end to end: real Dask clusters on 127.0.0.1
+
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = ROOT / "specs"
 HAVE_DASK = importlib.util.find_spec("distributed") is not None

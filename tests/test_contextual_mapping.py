@@ -464,6 +464,7 @@ def test_smt_agrees_with_exhaustive_on_random_hardmax_models(seed, positional):
         check_replays(model, solved)
 
 
+@pytest.mark.slow
 def test_auto_picks_an_exhaustive_engine_for_tiny_instances_and_smt_when_nothing_else_can_finish():
     tiny = PROPERTY.run(request(yun(1, 4, 3), grid(1, 4, 3), engine="auto", **YUN))
     assert tiny.status == "proved" and tiny.statistics["auto"]["chosen"] in ("interpret", "enumerate")

@@ -8,6 +8,7 @@ import itertools
 from fractions import Fraction
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from verify_tf.engines.runs import ClosestPair, RunStore, from_limbs, limbs_needed, merged, sorted_run, to_limbs
@@ -47,6 +48,7 @@ def keys(draw):
     return values, groups, draw(st.sampled_from([1, 3])), cuts
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(keys(), st.sampled_from([1, 200, 1 << 20]), st.sampled_from([1, 64, 1 << 16]))
 def test_streamed_scan_agrees_with_closest_pair(case, memory, block):

@@ -64,6 +64,7 @@ def test_leaves_partition_the_space(space):
     assert sorted(listed) == sorted(tuple(row) for chunk in space.chunks(1000) for row in chunk.rows)
 
 
+@pytest.mark.slow
 def test_driver_leaves_partition_the_domain_with_bounds_closing_cubes():
     """A bound that holds, tiny enumeration leaves: cubes are closed by bounds and by enumeration; their volumes
     add up to the domain's size and no input lies in two leaves."""

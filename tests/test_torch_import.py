@@ -554,6 +554,7 @@ def _first_order_bound(state: dict, x: torch.Tensor, frac: int) -> torch.Tensor:
     return bound
 
 
+@pytest.mark.slow
 def test_a_trained_layernorm_encoder_tracks_torch_within_its_rounding_bound_and_is_verified(tmp_path):
     """Trains the example's encoder (post-LN, GELU, a final norm) for a few seconds, imports it with
     layernorm: integer and activation: i-gelu at 8 fractional bits, and compares it with torch on all 6561
