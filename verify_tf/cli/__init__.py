@@ -17,6 +17,7 @@ import click
 from rich.console import Console
 
 from .. import __version__
+from ..spec.loader import ENGINES
 from ..verdict import EXIT_INPUT_ERROR, EXIT_INTERNAL
 
 LOG_WIDTH = 160  # columns for tables when the output is not a terminal (CI logs, pipes) and COLUMNS is unset
@@ -196,7 +197,7 @@ def main() -> None:
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--engine",
-    type=click.Choice(["auto", "interpret", "enumerate", "smt", "search", "architecture", "counting"]),
+    type=click.Choice(ENGINES),
     help="Override every property's engine (properties that cannot use it keep their own choice).",
 )
 @click.option(
