@@ -39,7 +39,7 @@ __all__ = ["Trace", "Vector", "accepts", "evaluate", "run_program"]
 Vector = tuple[int, ...] | tuple[bool, ...]
 """Per-position values of one expression: booleans or integers."""
 
-_BINARY: dict[str, Callable[[int, int], int | bool]] = {
+BINARY_OPERATORS: dict[str, Callable[[int, int], int | bool]] = {
     "&&": lambda left, right: left and right,
     "||": lambda left, right: left or right,
     "<": operator.lt,
@@ -91,7 +91,7 @@ def evaluate(expr: Expr, word: str, environment: Mapping[str, Vector]) -> Vector
         case Count(operand):
             return tuple(itertools.accumulate(int(value) for value in evaluate(operand, word, environment)))
         case BoolOp(op, left, right) | Compare(op, left, right) | ArithOp(op, left, right) | MinMax(op, left, right):
-            function = _BINARY[op]
+            function = BINARY_OPERATORS[op]
             left_values = evaluate(left, word, environment)
             right_values = evaluate(right, word, environment)
             return tuple(function(a, b) for a, b in zip(left_values, right_values))

@@ -43,6 +43,7 @@ from .ast import (
     Type,
     format_expr,
 )
+from .interpreter import BINARY_OPERATORS
 
 Counts = tuple[int, ...]
 
@@ -64,20 +65,7 @@ _CONCRETE = _Ops(
     boolean=bool,
     integer=int,
     letter=lambda symbol, letter: symbol == letter,
-    logic={
-        "&&": lambda a, b: a and b,
-        "||": lambda a, b: a or b,
-        "<": operator.lt,
-        "<=": operator.le,
-        ">": operator.gt,
-        ">=": operator.ge,
-        "==": operator.eq,
-        "!=": operator.ne,
-        "+": operator.add,
-        "-": operator.sub,
-        "min": min,
-        "max": max,
-    },
+    logic=BINARY_OPERATORS,  # the C-RASP interpreter's own operators
     negate=operator.not_,
     ite=lambda c, a, b: a if c else b,
     indicator=int,
