@@ -66,6 +66,7 @@ from itertools import product
 from .ir import AlphabetTokens, AttentionLayer, FeedForward, Head, LayerNorm, Matrix, Model, Token, Vector
 from .semantics.arithmetic import Arithmetic, Fixed, UnsupportedInMode
 from .semantics.exp_table import exp_table
+from .semantics.interpreter import ROPE_IN_EXACT, rotation
 from .semantics.nonlinear import igelu, igelu_bounds, layer_norm_mantissas, normalized_bound
 
 Interval = tuple[Fraction, Fraction]
@@ -345,12 +346,35 @@ def _candidates(
     return tuple(kept)
 
 
+def rotate(head: Head, x: IVector, position: int, r: _Rounding, memo: _Memo) -> IVector:
+    """interpreter.rotate: pair (a, b) becomes round(x_a·c − x_b·s), round(x_a·s + x_b·c) with the rotation
+    table's constants, exact interval arithmetic before the (monotone) rounding."""
+    if not isinstance(r.arith, Fixed):
+        raise UnsupportedInMode(ROPE_IN_EXACT)
+    assert head.rope is not None
+    rope, arith = head.rope, r.arith
+
+    def compute() -> IVector:
+        out = list(x)
+        for frequency, (a, b) in zip(rope.frequencies, rope.pairs(len(x))):
+            c, s = rotation(arith, frequency, position)
+            out[a] = r.round(add(scale(c, x[a]), scale(-s, x[b])))
+            out[b] = r.round(add(scale(s, x[a]), scale(c, x[b])))
+        return tuple(out)
+
+    # the result stays in the memo's table, so its id (the score memo's key) is never reused
+    return memo.get(("rotate", memo.hold(x), position, memo.hold(rope)), compute)
+
+
 def attention_head(head: Head, z: list[IVector], r: _Rounding, memo: _Memo) -> HeadBounds:
     """interpreter.attention_head: q/k/v, scores, the keys that can win, weights and the head output."""
     n = len(z)
     # the interpreter computes no q and k for a uniform head; their bounds here are unused (the scores are 0)
     queries = [affine(head.query, head.query_bias, zi, r, memo) for zi in z]
     keys = [affine(head.key, head.key_bias, zi, r, memo) for zi in z]
+    if head.positional == "rope" and head.scoring != "uniform":
+        queries = [rotate(head, q, p, r, memo) for p, q in enumerate(queries)]
+        keys = [rotate(head, k, p, r, memo) for p, k in enumerate(keys)]
     values = [affine(head.value, head.value_bias, zi, r, memo) for zi in z]
     rounded_terms = head.scoring == "softmax" and r.fixed and r.arith.rounded_terms
     round_score = (lambda iv: iv) if rounded_terms else r.round  # Yang et al.'s scores stay exact

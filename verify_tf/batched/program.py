@@ -799,6 +799,13 @@ def unsupported_reason(model: Model, arith: Arithmetic) -> str | None:
             "softmax is not exactly representable in exact arithmetic; use arithmetic: fixed, or "
             "hardmax/uniform scoring"
         )
+    for layer, index, head in model.heads():
+        if head.positional in ("rope", "alibi"):
+            kind = "RoPE" if head.positional == "rope" else "ALiBi"
+            return (
+                f"batched evaluation: layers[{layer}] head {index} uses {kind}, which the batched evaluator does "
+                "not run yet; use the interpret or smt engine"
+            )
     if not isinstance(arith, Fixed):  # checked before the bounds, which refuse exact LayerNorm like the interpreter
         for what, present in (("LayerNorm", next(model.norms(), None) is not None), ("i-GELU", _has_igelu(model))):
             if present:

@@ -145,16 +145,21 @@ def compile_command(
 
 
 def _trace_table(trace: Trace, title: str) -> Table:
-    """One row per position: the position, its letter and the value of every definition."""
+    """One row per position (numbered from 0, as every witness): the position, its letter and the value of every
+    definition."""
     table = Table(title=title)
     table.add_column("i", justify="right")
     table.add_column("letter", justify="center")
+    unary = [predicate for predicate in trace.program.predicates if predicate.arity == 1]
+    for predicate in unary:
+        table.add_column(f"{predicate.name}(i)", justify="right", no_wrap=True)
     for name in trace.program.names:
         header = f"{name} (output)" if name == trace.program.output else name
         table.add_column(header, justify="right", no_wrap=True)
     for index, letter in enumerate(trace.word):
+        tests = ["true" if predicate.holds(index) else "false" for predicate in unary]
         cells = [_format_value(trace.values[name], index) for name in trace.program.names]
-        table.add_row(str(index + 1), letter, *cells)
+        table.add_row(str(index), letter, *tests, *cells)
     return table
 
 
