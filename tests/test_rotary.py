@@ -210,3 +210,85 @@ def test_shapes_and_plain_data_round_trip() -> None:
     assert validate_shapes(one_head_model(missing)) == ["layers[0].attention.heads[0]: positional alibi needs a slope"]
     stray = constant_head((1,), (1,), alibi=Alibi(F(1)))
     assert any("has no ALiBi slope" in problem for problem in validate_shapes(one_head_model(stray)))
+
+
+# --------------------------------------------------------------------------- specs
+
+
+SPEC = """\
+model:
+  tokens: {alphabet: [a, b], embedding: [[1, 0], [0, 1]]}
+  layers:
+    - attention:
+        heads:
+%s
+arithmetic: %s
+domain:
+  strings: {alphabet: [a, b], max-length: 2}
+properties:
+  - output-bounds: {lo: -10, hi: 10}
+"""
+ROPE_HEAD = "          - {%s query: [[1, 0], [0, 1]], key: [[1, 0], [0, 1]], value: [[1, 0]], output: [[1], [0]]}"
+ALIBI_HEAD = "          - {%s query: [[1, 0]], key: [[1, 0]], value: [[1, 0]], output: [[1], [0]]}"
+
+
+def test_specs_declare_rope_and_alibi() -> None:
+    from verify_tf.spec import load_spec_text
+
+    heads = "\n".join(
+        [
+            ROPE_HEAD % "positional: rope, rope: {base: 100, pairing: interleaved},",
+            ROPE_HEAD % "positional: rope, rope: {turns: [1/6]},",
+            ALIBI_HEAD % "positional: alibi,",
+            ALIBI_HEAD % "positional: alibi, alibi: {slope: 1/2, distance: symmetric},",
+        ]
+    )
+    spec = load_spec_text(SPEC % (heads, "{mode: fixed, bits: 16, frac: 8}"), "spec.yaml")
+    first, turns, standard, explicit = spec.model.blocks[0].attention.heads
+    assert first.rope == Rotary((Frequency("power", F(100), F(0)),), "interleaved")
+    assert turns.rope == Rotary((Frequency("turns", F(1, 6)),), "half")
+    # the third of four heads takes the third standard slope for four heads: 1/64
+    assert standard.alibi == Alibi(F(1, 64)) and explicit.alibi == Alibi(F(1, 2), "symmetric")
+
+
+@pytest.mark.parametrize(
+    ("head", "arithmetic", "message"),
+    [
+        (
+            ROPE_HEAD % "positional: rope, scoring: hardmax,",
+            "exact",
+            "spec.yaml:6: model.layers[0].attention.heads[0].positional: RoPE rotates by cos and sin",
+        ),
+        (
+            ALIBI_HEAD % "positional: rope,",
+            "{mode: fixed, bits: 16, frac: 8}",
+            "RoPE rotates pairs of coordinates; the key dimension 1 is odd",
+        ),
+        (
+            ALIBI_HEAD % "positional: alibi,",
+            "{mode: fixed, bits: 16, frac: 4}",
+            "model.layers[0].attention.heads[0].alibi-slope: weight 1/256 is not a multiple of 2^-4",
+        ),
+        (
+            ALIBI_HEAD % "positional: standard, alibi: {slope: 1},",
+            "exact",
+            "positional standard has no ALiBi slope (set positional: alibi)",
+        ),
+        (
+            ALIBI_HEAD % "positional: alibi, alibi: {slope: -1},",
+            "exact",
+            "expected a number >= 0, got -1",
+        ),
+        (
+            ROPE_HEAD % "positional: rope, rope: {base: 10, turns: [1]},",
+            "{mode: fixed, bits: 16, frac: 8}",
+            "keys 'base' and 'turns' cannot be combined",
+        ),
+    ],
+)
+def test_spec_errors_are_located(head: str, arithmetic: str, message: str) -> None:
+    from verify_tf.spec import SpecError, load_spec_text
+
+    with pytest.raises(SpecError) as caught:
+        load_spec_text(SPEC % (head, arithmetic), "spec.yaml")
+    assert message in str(caught.value)

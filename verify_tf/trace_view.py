@@ -70,9 +70,21 @@ def print_trace(console: Console, model: Model, arith: Arithmetic, trace: Trace)
                     f"layer {index}: LayerNorm (attention input)", labels, trace.tokens, block.attention_norm
                 )
             )
+        layer = model.blocks[index].attention
         for h, head in enumerate(block.heads):
+            seen = layer.heads[h].describe_positions() if layer is not None else ""
+            if head.rotated_queries is not None and head.rotated_keys is not None:
+                console.print(
+                    _vectors_table(
+                        f"layer {index} head {h}: queries after RoPE", labels, trace.tokens, head.rotated_queries
+                    )
+                )
+                console.print(
+                    _vectors_table(f"layer {index} head {h}: keys after RoPE", labels, trace.tokens, head.rotated_keys)
+                )
             table = Table(
                 title=f"layer {index} head {h}: attention weights (rows: query i, cols: key j)",
+                caption=seen,
                 title_justify="left",
                 header_style="bold",
             )
@@ -137,6 +149,11 @@ def trace_to_json(trace: Trace, model: Model | None = None) -> dict[str, Any]:
                         "weights": [[str(w) for w in row] for row in h.weights],
                         "output": vecs(h.output),
                     }
+                    | (
+                        {"rotated_queries": vecs(h.rotated_queries), "rotated_keys": vecs(h.rotated_keys)}
+                        if h.rotated_queries is not None
+                        else {}
+                    )
                     for h in b.heads
                 ],
                 "attention_output": vecs(b.attention_output),

@@ -114,7 +114,7 @@ class Frequency:
             return f"{self.value} rad"
         if self.kind == "turns":
             return f"2π·{self.value} rad"
-        return f"{self.value}^(-{self.exponent}) rad"
+        return "1 rad" if self.exponent == 0 else f"{self.value}^(-{self.exponent}) rad"
 
 
 @dataclass(frozen=True)
@@ -223,6 +223,18 @@ class Head:
         if self.positional == "alibi":
             return self.alibi is not None
         return self.positional in ("rpe", "urpe") and self.rpe_bias is not None
+
+    def describe_positions(self) -> str:
+        """How this head sees positions, in a few words (trace titles, reports)."""
+        mask = "causal" if self.causal else "bidirectional"
+        if self.positional == "rope" and self.rope is not None:
+            frequencies = ", ".join(f.describe() for f in self.rope.frequencies)
+            return f"{mask}, RoPE ({self.rope.pairing} pairs; θ = {frequencies})"
+        if self.positional == "alibi" and self.alibi is not None:
+            return f"{mask}, ALiBi (slope {self.alibi.slope}, {self.alibi.distance} distance)"
+        if self.positional in ("rpe", "urpe"):
+            return f"{mask}, {self.positional.upper()} tables"
+        return mask
 
     def relative_bias(self, offset: int) -> Fraction:
         """The score bias for key offset j − i: the RPE table entry, or ALiBi's slope · distance."""

@@ -36,6 +36,8 @@ class HeadTrace:
     scores: list[list[Fraction | None]]  # [query i][key j]; None where the causal mask hides j
     weights: list[list[Fraction]]  # a'_ij: normalised (and, for urpe, multiplied by C[j-i])
     output: list[Vector]  # head_i = round(sum_j a'_ij v_j)
+    rotated_queries: list[Vector] | None = None  # RoPE heads: q_i and k_j after the rotation (what the score uses)
+    rotated_keys: list[Vector] | None = None
 
 
 @dataclass
@@ -110,7 +112,8 @@ def attention_head(head: Head, z: list[Vector], r: _Counter) -> HeadTrace:
     rounded_terms = head.scoring == "softmax" and isinstance(r.arith, Fixed) and r.arith.rounded_terms
     queries = [] if uniform else [affine(head.query, zi, head.query_bias, r) for zi in z]
     keys = [] if uniform else [affine(head.key, zi, head.key_bias, r) for zi in z]
-    if head.positional == "rope" and not uniform:
+    rotated = head.positional == "rope" and not uniform
+    if rotated:
         queries = [rotate(head, q, p, r) for p, q in enumerate(queries)]
         keys = [rotate(head, k, p, r) for p, k in enumerate(keys)]
     values = [affine(head.value, zi, head.value_bias, r) for zi in z]
@@ -143,7 +146,7 @@ def attention_head(head: Head, z: list[Vector], r: _Counter) -> HeadTrace:
         scores.append(row)
         weights.append(scaled)
         outputs.append(out)
-    return HeadTrace(scores, weights, outputs)
+    return HeadTrace(scores, weights, outputs, queries if rotated else None, keys if rotated else None)
 
 
 def rotation(arith: Fixed, frequency: Frequency, position: int) -> tuple[Fraction, Fraction]:
