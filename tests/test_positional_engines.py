@@ -94,3 +94,41 @@ def test_bounds_of_rope_and_alibi_models_contain_every_input(config, arith, data
     _check_input(model, arith, single, chosen[0])
     assert _all_points(single)
     assert [lo for lo, _ in single.readout] == evaluate(model, arith, chosen[0]).readout
+
+
+def _largest_deviation(model, arith) -> F:
+    """ε over the 25 constant inputs of length 4 on the grid {-1/2, ..., 1/2}^2 (the luo-*.yaml domains)."""
+    values = [F(k, 4) for k in range(-2, 3)]
+    best = F(0)
+    for a in values:
+        for b in values:
+            outputs = evaluate(model, arith, [(a, b)] * 4).output
+            best = max(best, *(max(o[c] for o in outputs) - min(o[c] for o in outputs) for c in range(2)))
+    return best
+
+
+@pytest.mark.slow
+def test_which_leaks_are_the_encodings_doing() -> None:
+    """docs/rpe-witness.md, "RoPE and ALiBi": the luo-*.yaml model with standard, RoPE and ALiBi heads. Under
+    per-probability even standard causal attention leaks (rows lose mass), by the same 11/256 as RoPE; under
+    rounded-terms standard attention stays blind (equal scores along a row) while RoPE and ALiBi leak."""
+    epsilon = {}
+    for positional in ("standard", "rope", "alibi"):
+        config = RandomConfig(
+            seed=2, width=2, layers=2, heads=2, key_dim=2, ffn_width=4, scoring="softmax", positional=positional,
+            causal=True, weight_range=F(1), alibi_slopes="standard",
+        )  # fmt: skip
+        model = random_model(config)
+        for rounding in ("exact-sums", "per-probability", "rounded-terms"):
+            epsilon[positional, rounding] = _largest_deviation(model, Fixed(16, 8, rounding))
+    assert epsilon == {
+        ("standard", "exact-sums"): 0,
+        ("standard", "per-probability"): F(11, 256),
+        ("standard", "rounded-terms"): 0,
+        ("rope", "exact-sums"): 0,
+        ("rope", "per-probability"): F(11, 256),
+        ("rope", "rounded-terms"): F(315, 256),
+        ("alibi", "exact-sums"): 0,
+        ("alibi", "per-probability"): F(3, 64),
+        ("alibi", "rounded-terms"): F(41, 256),
+    }
