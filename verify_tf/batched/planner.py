@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import numpy as np
@@ -92,6 +92,50 @@ def _magnitudes(vectors: Sequence[IVector], den: int, width: int) -> tuple[int, 
     """Per coordinate, the largest |numerator| over ``den`` of any position's interval."""
     distinct = list({id(v): v for v in vectors}.values())  # positions often share one interval object
     return tuple(math.ceil(max((magnitude(v[c]) for v in distinct), default=0) * den) for c in range(width))
+
+
+@dataclass(frozen=True)
+class _Scores:
+    """A head's scores over one denominator ``den``: acc_ij = dot_scale * (q_i . k_j) + bias[i][j]."""
+
+    den: int
+    dot_scale: int
+    bias: list[list[int]]  # RPE bias numerators (all 0 for standard heads)
+    bias_bound: int
+    has_bias: bool  # an RPE bias table is applied (HeadPlan.score_bias)
+    requantize: Requantize  # fixed: the score's rounding to the grid
+    live: np.ndarray  # (n, n) bool: key j visible from query i
+
+
+@dataclass(frozen=True)
+class _Weights:
+    """A head's integer weights a_ij >= 0 (before URPE's C) and their row totals T_i."""
+
+    weight_max: int
+    total_max: int
+    exp: np.ndarray | None = None  # softmax: exp table mantissas followed by one 0
+    counts: Sequence[int] = ()  # hardmax / uniform: every possible number of averaged keys in a row
+
+
+@dataclass(frozen=True)
+class _Division:
+    """How a head's weighted sum becomes its output (HeadPlan's out_* fields), over ``out_den``."""
+
+    out_den: int
+    out_mul: int = 1
+    out_div: int = 1
+    out_clamp: tuple[int, int] | None = None
+    common: int = 1
+    count_multiplier: np.ndarray | None = None
+    tie_free: bool = False
+
+
+def _has_bias(head: Head) -> bool:
+    return head.positional != "standard" and head.rpe_bias is not None
+
+
+def _urpe(head: Head) -> bool:
+    return head.positional == "urpe" and head.urpe_c is not None
 
 
 class _Planner:
@@ -256,27 +300,10 @@ class _Planner:
         stage = Stage(den, _magnitudes(out, den, len(stream.bound)))
         return ResidualPlan(True, s, u, clamp, bound, native, stage.bound), stage
 
-    # -- interpreter.attention_head -------------------------------------------------------------------
+    # -- interpreter.attention_head (symbolic/encoder.py: encode_attention_head and one *_row per scoring) -----
     def head(self, head: Head, z: Stage, hb) -> tuple[HeadPlan, Stage]:
         n, dens = self.n, [z.den] * len(z.bound)
-        if head.scoring not in ("hardmax", "uniform", "softmax"):
-            raise ValueError(f"unknown scoring {head.scoring!r}")
-        if head.scoring == "softmax" and not self.fixed:
-            raise Unsupported(
-                "softmax is not exactly representable in exact arithmetic; use arithmetic: "
-                "fixed, or hardmax/uniform scoring"
-            )
-        has_bias = head.positional != "standard" and head.rpe_bias is not None
-        urpe = head.positional == "urpe" and head.urpe_c is not None
-        rounded_terms = head.scoring == "softmax" and self.fixed and self.arith.rounded_terms
-        if head.scoring == "uniform":
-            mode = "uniform"
-        elif rounded_terms:
-            mode = "rounded-terms"
-        elif head.scoring == "hardmax" and not self.fixed and head.key_dim == 1 and not has_bias and not urpe:
-            mode = "argmax1d"
-        else:
-            mode = "general"
+        mode = self._head_mode(head)
         query = key = None
         q = k = Stage(1, (0,) * head.key_dim)
         if mode != "uniform":
@@ -284,134 +311,198 @@ class _Planner:
             key, k = self.affine(head.key, head.key_bias, dens, z.bound, hb.key)
         value, v = self.affine(head.value, head.value_bias, dens, z.bound, hb.value)
         self.largest = max(self.largest, n)
-
-        # scores: round(q_i . k_j + B[j - i])
-        offsets = [[j - i for j in range(n)] for i in range(n)]
-        bias = [[head.relative_bias(o) for o in row] for row in offsets]
-        acc_den = _lcm([q.den * k.den, _den([b for row in bias for b in row]), self.scale])
-        dot_scale = acc_den // (q.den * k.den)
-        bias_num = [[exact_int(Fraction(b) * acc_den) for b in row] for row in bias]
-        bias_bound = max((abs(b) for row in bias_num for b in row), default=0)
-        score_requantize, _ = self.round_to_grid(acc_den)
-        live = np.array([[j <= i or not head.causal for j in range(n)] for i in range(n)], dtype=bool).reshape(n, n)
-
-        # weights: numerators a_ij >= 0 with row total T_i (indicator/count, or exp-table entries/sum)
-        exp = None
-        most_winners = max((len(w) for w in hb.winners), default=1)
-        if rounded_terms:  # mantissas of round(e^s·x) and round(e^s): saturated to the format
-            weight_max = max(-self.arith.min_mantissa, self.arith.max_mantissa)
-            total_max = n * weight_max
+        scores = self._scores(head, q, k)
+        if mode == "rounded-terms":
+            weights = self._rounded_terms_weights()
         elif head.scoring == "softmax":
-            exp = np.array(exp_table(self.arith.frac) + (0,), dtype=np.int64)
-            weight_max, total_max = self.scale, n * self.scale
-        elif head.scoring == "hardmax":
-            weight_max, total_max = 1, max(most_winners, 1)
+            weights = self._softmax_weights()
         else:
-            weight_max, total_max = 1, n
-        c_den, c_num, c_max = 1, None, 1
-        if urpe:
-            c_values = [[head.relative_scale(o) for o in row] for row in offsets]
-            c_den = _den([c for row in c_values for c in row])
-            c_ints = [[exact_int(Fraction(c) * c_den) for c in row] for row in c_values]
-            c_max = max((abs(c) for row in c_ints for c in row), default=0)
-            c_num = c_ints
+            weights = self._average_weights(head, hb)
+        c_den, c_num, c_max = self._relative_scale(head)
         per_probability = self.fixed and self.arith.attention_rounding == "per-probability"
+        weight_max, total_max = weights.weight_max, weights.total_max
         if per_probability:
             total_max = max(total_max, self.scale)  # floor(a * 2^f / T) <= 2^f, and they sum to <= 2^f
             weight_max = max(weight_max, self.scale)
-
-        count_multiplier, out_clamp, out_mul, out_div, common, tie_free = None, None, 1, 1, 1, False
-        if self.fixed:
-            out_clamp = (self.arith.min_mantissa, self.arith.max_mantissa)
-            out_den = self.scale
-            if per_probability or rounded_terms:
-                out_div = c_den * v.den  # w_ij already carries 2^f; rounded-terms: x_ij's denominator
-            else:
-                g = math.gcd(self.scale, c_den * v.den)
-                out_mul, out_div = self.scale // g, (c_den * v.den) // g
-        else:
-            if head.scoring == "uniform":
-                # every live count of a row: n, or 1..n with a causal mask (the empty input has no row)
-                counts = [n] if not head.causal and n > 0 else range(1, n + 1)
-            else:
-                counts = range(1, max(most_winners, 1) + 1)
-            common = _lcm(counts)
-            if head.scoring == "hardmax" and common > 1:
-                self.uses_ties = True
-                tie_free = self.tie_free
-            if tie_free:
-                common = 1
-            count_multiplier = (
-                _array([0] + [common // c for c in range(1, n + 1)], (n + 1,), _fits(common)) if not tie_free else None
-            )
-            out_den = common * c_den * v.den
-        out = Stage(out_den, _magnitudes(hb.output, out_den, head.value_dim))
+        division = self._division(head, weights, c_den * v.den, per_probability or mode == "rounded-terms")
+        out = Stage(division.out_den, _magnitudes(hb.output, division.out_den, head.value_dim))
         score_limit = self.mantissa_bound() if self.fixed else None
         plan = HeadPlan(
             query=query,
             key=key,
             value=value,
             mode=mode,
-            dot_scale=dot_scale,
+            dot_scale=scores.dot_scale,
             score_bias=None,
             scores_float_ok=False,
-            score_requantize=score_requantize,
-            live=live,
+            score_requantize=scores.requantize,
+            live=scores.live,
             causal=head.causal,
             scoring=head.scoring,
-            exp=exp,
+            exp=weights.exp,
             relative_scale=None,
             mix_float_ok=False,
             per_probability=per_probability,
             frac=self.arith.frac if self.fixed else 0,
-            out_mul=out_mul,
-            out_div=out_div,
-            out_shift=_pow2_shift(out_div) if per_probability else None,
-            count_multiplier=count_multiplier,
-            tie_free=tie_free,
-            out_clamp=out_clamp,
+            out_mul=division.out_mul,
+            out_div=division.out_div,
+            out_shift=_pow2_shift(division.out_div) if per_probability else None,
+            count_multiplier=division.count_multiplier,
+            tie_free=division.tie_free,
+            out_clamp=division.out_clamp,
             positions=n,
             total_max=total_max,
             weight_max=weight_max,
             c_max=c_max,
-            bias_bound=bias_bound,
-            score_divisor=score_requantize.divisor,
+            bias_bound=scores.bias_bound,
+            score_divisor=scores.requantize.divisor,
             score_limit=score_limit,
-            common=common,
+            common=division.common,
             bound=0,
             native=True,
             out_bound=out.bound,
-            terms=RoundedTerms(self.arith, acc_den, c_den * v.den) if rounded_terms else None,
+            terms=RoundedTerms(self.arith, scores.den, c_den * v.den) if mode == "rounded-terms" else None,
         )
         bound = plan.intermediate_bound(q.bound, k.bound, v.bound)
-        native = _fits(
-            dot_scale, bias_bound, score_requantize.divisor, c_max, out_mul, out_div, total_max * out_div, common
-        ) and (score_limit is None or _fits(2 * score_limit))
-        if native:
-            self.note(
-                max(
-                    bound,
-                    dot_scale,
-                    bias_bound,
-                    score_requantize.divisor,
-                    c_max,
-                    out_mul,
-                    out_div,
-                    common,
-                    *(abs(c) for c in score_requantize.clamp or ()),
-                    *(abs(c) for c in out_clamp or ()),
-                )
-            )
+        native = self._head_native(plan, bound)
         plan = replace(
             plan,
             bound=bound,
             native=native,
-            score_bias=_array(bias_num, (n, n), native) if has_bias else None,
-            relative_scale=_array(c_num, (n, n), native) if urpe else None,
+            score_bias=_array(scores.bias, (n, n), native) if scores.has_bias else None,
+            relative_scale=_array(c_num, (n, n), native) if c_num is not None else None,
             scores_float_ok=plan.dot_float_ok(q.bound, k.bound),
             mix_float_ok=plan.mix_ok(v.bound),
         )
         return plan, out
+
+    def _head_mode(self, head: Head) -> str:
+        """The kernel that runs the head (``HeadPlan.mode``); refuses a scoring the batched evaluator cannot run."""
+        if head.scoring not in ("hardmax", "uniform", "softmax"):
+            raise ValueError(f"unknown scoring {head.scoring!r}")
+        if head.scoring == "softmax" and not self.fixed:
+            raise Unsupported(
+                "softmax is not exactly representable in exact arithmetic; use arithmetic: "
+                "fixed, or hardmax/uniform scoring"
+            )
+        if head.scoring == "uniform":
+            return "uniform"
+        if head.scoring == "softmax" and self.fixed and self.arith.rounded_terms:
+            return "rounded-terms"
+        if (
+            head.scoring == "hardmax"
+            and not self.fixed
+            and head.key_dim == 1
+            and not _has_bias(head)
+            and not _urpe(head)
+        ):
+            return "argmax1d"
+        return "general"
+
+    def _scores(self, head: Head, q: Stage, k: Stage) -> _Scores:
+        """Scores round(q_i . k_j + B[j - i]) as dot_scale * (q_i . k_j) + bias[i, j] over one denominator."""
+        n = self.n
+        offsets = [[j - i for j in range(n)] for i in range(n)]
+        bias = [[head.relative_bias(o) for o in row] for row in offsets]
+        acc_den = _lcm([q.den * k.den, _den([b for row in bias for b in row]), self.scale])
+        bias_num = [[exact_int(Fraction(b) * acc_den) for b in row] for row in bias]
+        requantize, _ = self.round_to_grid(acc_den)
+        live = np.array([[j <= i or not head.causal for j in range(n)] for i in range(n)], dtype=bool).reshape(n, n)
+        return _Scores(
+            den=acc_den,
+            dot_scale=acc_den // (q.den * k.den),
+            bias=bias_num,
+            bias_bound=max((abs(b) for row in bias_num for b in row), default=0),
+            has_bias=_has_bias(head),
+            requantize=requantize,
+            live=live,
+        )
+
+    # weights: numerators a_ij >= 0 with row total T_i (indicator/count, or exp-table entries/sum)
+    def _average_weights(self, head: Head, hb) -> _Weights:
+        """hardmax / uniform (encoder._average_row): weight 1 on each averaged key, so T_i is their count."""
+        n = self.n
+        most_winners = max((len(w) for w in hb.winners), default=1)
+        if head.scoring == "hardmax":
+            return _Weights(1, max(most_winners, 1), counts=range(1, max(most_winners, 1) + 1))
+        # every live count of a row: n, or 1..n with a causal mask (the empty input has no row)
+        return _Weights(1, n, counts=[n] if not head.causal and n > 0 else range(1, n + 1))
+
+    def _softmax_weights(self) -> _Weights:
+        """Fixed-point softmax (encoder._softmax_row): the exp table's mantissas, at most 2^f each."""
+        exp = np.array(exp_table(self.arith.frac) + (0,), dtype=np.int64)
+        return _Weights(self.scale, self.n * self.scale, exp=exp)
+
+    def _rounded_terms_weights(self) -> _Weights:
+        """Yang et al.'s softmax (encoder._rounded_terms_row): mantissas of round(e^s·x) and round(e^s), saturated
+        to the format."""
+        weight_max = max(-self.arith.min_mantissa, self.arith.max_mantissa)
+        return _Weights(weight_max, self.n * weight_max)
+
+    def _relative_scale(self, head: Head) -> tuple[int, list[list[int]] | None, int]:
+        """URPE's C[j - i] as numerators over one denominator: (c_den, numerators or None when C = 1, max |C|)."""
+        if not _urpe(head):
+            return 1, None, 1
+        n = self.n
+        c_values = [[head.relative_scale(j - i) for j in range(n)] for i in range(n)]
+        c_den = _den([c for row in c_values for c in row])
+        c_ints = [[exact_int(Fraction(c) * c_den) for c in row] for row in c_values]
+        return c_den, c_ints, max((abs(c) for row in c_ints for c in row), default=0)
+
+    def _division(self, head: Head, weights: _Weights, mixed_den: int, weighted: bool) -> _Division:
+        """How the weighted sum S_i of a row becomes head_i (HeadPlan's comment): over 2^f, rounded, in fixed
+        arithmetic; times the tie-count multiplier (or divided by T_i, tie-free) in exact arithmetic.
+
+        ``mixed_den``: the denominator of C v_j; ``weighted``: the weights already carry 2^f (per-probability,
+        rounded terms)."""
+        if self.fixed:
+            if weighted:
+                out_mul, out_div = 1, mixed_den
+            else:
+                g = math.gcd(self.scale, mixed_den)
+                out_mul, out_div = self.scale // g, mixed_den // g
+            return _Division(self.scale, out_mul, out_div, (self.arith.min_mantissa, self.arith.max_mantissa))
+        n = self.n
+        common = _lcm(weights.counts)
+        tie_free = False
+        if head.scoring == "hardmax" and common > 1:
+            self.uses_ties = True
+            tie_free = self.tie_free
+        if tie_free:
+            common = 1
+        count_multiplier = (
+            _array([0] + [common // c for c in range(1, n + 1)], (n + 1,), _fits(common)) if not tie_free else None
+        )
+        return _Division(common * mixed_den, common=common, count_multiplier=count_multiplier, tie_free=tie_free)
+
+    def _head_native(self, plan: HeadPlan, bound: int) -> bool:
+        """Whether every constant of the head fits int64 (then its largest static number is noted)."""
+        native = _fits(
+            plan.dot_scale,
+            plan.bias_bound,
+            plan.score_divisor,
+            plan.c_max,
+            plan.out_mul,
+            plan.out_div,
+            plan.total_max * plan.out_div,
+            plan.common,
+        ) and (plan.score_limit is None or _fits(2 * plan.score_limit))
+        if native:
+            self.note(
+                max(
+                    bound,
+                    plan.dot_scale,
+                    plan.bias_bound,
+                    plan.score_divisor,
+                    plan.c_max,
+                    plan.out_mul,
+                    plan.out_div,
+                    plan.common,
+                    *(abs(c) for c in plan.score_requantize.clamp or ()),
+                    *(abs(c) for c in plan.out_clamp or ()),
+                )
+            )
+        return native
 
     # -- interpreter.attention_layer ------------------------------------------------------------------
     def attention(self, layer: AttentionLayer, z: Stage, bb, where: str) -> tuple[AttentionPlan, Stage]:
