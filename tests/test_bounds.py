@@ -119,9 +119,11 @@ def _check_input(model, arith, bounds, tokens) -> None:
                     ("value", head.value, head.value_bias, hb.value),
                 ):
                     vectors = [interpreter_affine(weights, z, bias, counter) for z in stream]
-                    if name != "value" and head.positional == "rope" and head.scoring != "uniform":
-                        vectors = [interpreter_rotate(head, x, p, counter) for p, x in enumerate(vectors)]
                     _check_vectors(vectors, boxes, f"{where} {name}")
+                    rotated = {"query": hb.rotated_query, "key": hb.rotated_key}.get(name)
+                    if rotated is not None:
+                        vectors = [interpreter_rotate(head, x, p, counter) for p, x in enumerate(vectors)]
+                        _check_vectors(vectors, rotated, f"{where} {name} after RoPE")
                 for i, (row, brow) in enumerate(zip(ht.scores, hb.scores)):
                     for j, (s, iv) in enumerate(zip(row, brow)):
                         assert (s is None) == (iv is None)

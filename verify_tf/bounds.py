@@ -21,7 +21,8 @@ interpreter's value at that stage for **every** input of the cube:
                                         ``after_feed_forward``, ``output``; ``attention_norm`` /
                                         ``feed_forward_norm``: a sublayer's LayerNorm output (the
                                         sublayer's input when pre-LN, its output when post-LN)
-``HeadBounds``                          ``query``, ``key``, ``value`` (per position), ``scores[i][j]`` (None where
+``HeadBounds``                          ``query``, ``key``, ``value`` (per position; RoPE heads also
+                                        ``rotated_query``, ``rotated_key``), ``scores[i][j]`` (None where
                                         the mask hides j), ``winners[i]`` (the keys that can get a nonzero weight
                                         for query i: hardmax's possible argmax set, softmax's keys within the exp
                                         table, uniform's live keys; rounded-terms: every live key),
@@ -122,6 +123,8 @@ class HeadBounds:
     winners: list[tuple[int, ...]]  # keys that can receive a nonzero weight for query i
     weights: list[list[Interval]]  # a'_ij (0 outside winners)
     output: list[IVector]
+    rotated_query: list[IVector] | None = None  # RoPE heads: q_i and k_j after the rotation (scores use these)
+    rotated_key: list[IVector] | None = None
 
 
 @dataclass
@@ -370,9 +373,10 @@ def attention_head(head: Head, z: list[IVector], r: _Rounding, memo: _Memo) -> H
     """interpreter.attention_head: q/k/v, scores, the keys that can win, weights and the head output."""
     n = len(z)
     # the interpreter computes no q and k for a uniform head; their bounds here are unused (the scores are 0)
-    queries = [affine(head.query, head.query_bias, zi, r, memo) for zi in z]
-    keys = [affine(head.key, head.key_bias, zi, r, memo) for zi in z]
-    if head.positional == "rope" and head.scoring != "uniform":
+    unrotated_queries = queries = [affine(head.query, head.query_bias, zi, r, memo) for zi in z]
+    unrotated_keys = keys = [affine(head.key, head.key_bias, zi, r, memo) for zi in z]
+    rotated = head.positional == "rope" and head.scoring != "uniform"
+    if rotated:
         queries = [rotate(head, q, p, r, memo) for p, q in enumerate(queries)]
         keys = [rotate(head, k, p, r, memo) for p, k in enumerate(keys)]
     values = [affine(head.value, head.value_bias, zi, r, memo) for zi in z]
@@ -445,7 +449,17 @@ def attention_head(head: Head, z: list[IVector], r: _Rounding, memo: _Memo) -> H
                 ),
             )
         )
-    return HeadBounds(queries, keys, values, scores, winners, weights, outputs)
+    return HeadBounds(
+        unrotated_queries,
+        unrotated_keys,
+        values,
+        scores,
+        winners,
+        weights,
+        outputs,
+        queries if rotated else None,
+        keys if rotated else None,
+    )
 
 
 def _rounded_terms_row(
