@@ -281,6 +281,10 @@ TORCH_ARCHITECTURE = Obj(
         ),
         "scoring": Field(String("how the imported heads normalise logits", SCORINGS), default="softmax"),
         "causal": Field(Boolean("the model was trained with a causal mask"), default=False),
+        "rope-base": Field(
+            Number("RoPE: frequencies base^(-2k/d_head), checked against the state dict's inv_freq", positive=True),
+            default=Fraction(10000),
+        ),
         "activation": Field(
             String(
                 "feed-forward activation: relu, or i-gelu (I-BERT's integer polynomial) for a "
