@@ -47,13 +47,13 @@ from torch import nn
 
 from ..ir import (
     DEFAULT_LAYERNORM_EPS,
+    Alibi,
     AlphabetTokens,
     AttentionLayer,
     Block,
     FeedForward,
     GridTokens,
     Head,
-    Alibi,
     LayerNorm,
     Model,
     RelativeTable,
