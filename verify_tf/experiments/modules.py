@@ -29,9 +29,9 @@ state_dict name                                shape                        mean
 Attention logits are ``(W_q x_i)·(W_k x_j) / sqrt(d_h) + rpe_bias[h, j-i]`` (an importer folds the
 1/sqrt(d_h) into W_Q). RoPE rotates each head's query and key at position p the usual way (Llama's
 ``rotate_half``: coordinate k paired with k + d_h/2, angle p·inv_freq[k]) before the product; ALiBi adds
-``alibi_slopes[h]·(j − i)`` to the logits.  URPE (Luo et al. 2022, eq. for Attn in Sec. 4) multiplies the softmax weights by the
-Toeplitz matrix C[j-i] *after* normalisation, without renormalising; C starts at all ones, where URPE equals
-RPE.  The tables cover every offset of a ``max_length`` input, so no clipping happens.
+``alibi_slopes[h]·(j − i)`` to the logits.  URPE (Luo et al. 2022, eq. for Attn in Sec. 4) multiplies the
+softmax weights by the Toeplitz matrix C[j-i] *after* normalisation, without renormalising; C starts at all
+ones, where URPE equals RPE.  The tables cover every offset of a ``max_length`` input, so no clipping happens.
 """
 
 from __future__ import annotations
