@@ -292,3 +292,32 @@ def test_spec_errors_are_located(head: str, arithmetic: str, message: str) -> No
     with pytest.raises(SpecError) as caught:
         load_spec_text(SPEC % (head, arithmetic), "spec.yaml")
     assert message in str(caught.value)
+
+
+def test_run_traces_show_the_rotated_queries_and_the_positions_a_head_sees(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from verify_tf.cli import main
+
+    heads = "\n".join(
+        [
+            ROPE_HEAD % "positional: rope, scoring: hardmax, rope: {turns: [1/4]},",
+            ALIBI_HEAD % "positional: alibi, alibi: {slope: 1/2},",
+        ]
+    )
+    path = tmp_path / "spec.yaml"
+    path.write_text(SPEC % (heads, "{mode: fixed, bits: 16, frac: 8}"))
+    result = CliRunner().invoke(main, ["run", str(path), "--input", "ab", "--json"])
+    assert result.exit_code == 0, result.output
+    import json
+
+    layer = json.loads(result.stdout)["layers"][0]
+    rope, alibi = layer["heads"]
+    # quarter turns at f = 8: q = (1, 0) for a, (0, 1) for b; at stream position 1 a quarter turn maps (0, 1) to
+    # (-1, 0); the keys are the same vectors
+    assert rope["rotated_queries"] == [["1", "0"], ["-1", "0"]] and rope["rotated_keys"] == rope["rotated_queries"]
+    assert "rotated_queries" not in alibi
+    assert alibi["scores"][1] == ["-1/2", "0"]  # the query of b is 0, so the scores are 1/2·(j − i) for j = 0, 1
+    text = CliRunner().invoke(main, ["run", str(path), "--input", "ab"], env={"COLUMNS": "200"}).stdout
+    assert "layer 0 head 0: bidirectional, RoPE (half pairs; θ = 2π·1/4 rad)" in text
+    assert "layer 0 head 1: bidirectional, ALiBi (slope 1/2, causal distance)" in text

@@ -72,19 +72,17 @@ def print_trace(console: Console, model: Model, arith: Arithmetic, trace: Trace)
             )
         layer = model.blocks[index].attention
         for h, head in enumerate(block.heads):
-            seen = layer.heads[h].describe_positions() if layer is not None else ""
+            if layer is not None:  # one line, never wrapped to a table's width
+                console.print(f"layer {index} head {h}: {layer.heads[h].describe_positions()}", soft_wrap=True)
             if head.rotated_queries is not None and head.rotated_keys is not None:
                 console.print(
-                    _vectors_table(
-                        f"layer {index} head {h}: queries after RoPE", labels, trace.tokens, head.rotated_queries
-                    )
+                    _vectors_table(f"layer {index} head {h}: q after RoPE", labels, trace.tokens, head.rotated_queries)
                 )
                 console.print(
-                    _vectors_table(f"layer {index} head {h}: keys after RoPE", labels, trace.tokens, head.rotated_keys)
+                    _vectors_table(f"layer {index} head {h}: k after RoPE", labels, trace.tokens, head.rotated_keys)
                 )
             table = Table(
                 title=f"layer {index} head {h}: attention weights (rows: query i, cols: key j)",
-                caption=seen,
                 title_justify="left",
                 header_style="bold",
             )
