@@ -28,8 +28,7 @@ import numpy as np
 from verify_tf.batched import BatchedEvaluator, NumpyOps
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.ir import Frequency, Rotary
-from verify_tf.semantics import Fixed, evaluate
-from verify_tf.semantics import rotary
+from verify_tf.semantics import Fixed, evaluate, rotary
 
 
 def cpu() -> float:
