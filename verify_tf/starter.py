@@ -14,6 +14,7 @@ model:
         heads:
           - scoring: hardmax     # hardmax (ties averaged) | softmax (fixed arithmetic) | uniform
             positional: standard # standard | rpe (bias B[j-i] in the logits) | urpe (also C[j-i] after)
+                                 # | rope (rotated q, k; fixed arithmetic) | alibi (slope·(j-i) in the logits)
             causal: false
             query: [[1]]         # W_Q, k x d
             key: [[1]]           # W_K, k x d
