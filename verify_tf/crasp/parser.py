@@ -476,9 +476,7 @@ class _Parser:
     def multiple(self, left: _Located, right: _Located, star: _Token) -> Expr:
         """k*C or C*k for an integer constant k: multiplication by a constant only (counts stay linear)."""
         for factor, operand in ((left, right), (right, left)):
-            if isinstance(factor.expr, CountConst):
-                if isinstance(operand.expr, CountConst):
-                    return CountConst(factor.expr.value * operand.expr.value)
+            if isinstance(factor.expr, CountConst):  # not folded when both are: the printer round-trips
                 return Scale(factor.expr.value, self.require(operand, Type.COUNT))
         raise self.error(
             star,
