@@ -18,8 +18,8 @@ from verify_tf.bounds import cube_bounds
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.builders.yun import yun_contextual_mapping
 from verify_tf.domain import GridDomain, StringDomain
-from verify_tf.engines import split
 from verify_tf.engines.base import Run
+from verify_tf.engines.split import driver as split
 from verify_tf.engines.split.cubes import SplitCube, bounds_cube, members, roots, rows
 from verify_tf.executors import InProcess
 from verify_tf.semantics import Exact, Fixed, evaluate
@@ -285,14 +285,16 @@ def test_auto_predictions_spend_no_budget(monkeypatch):
     """The cost model is pure: predicting enumerate compiles no batched program (it once compiled every length,
     3 s of a 2 s budget on specs/tracr-shuffle-dyck2.yaml), and split's whole-domain bounds analysis is skipped
     when it is predicted to cost more than a tenth of the remaining time."""
+    import verify_tf.engines.split as split_card
     from verify_tf import auto
     from verify_tf.batched import evaluator
+    from verify_tf.engines.cost import Calibration
 
     def no_compiling(*args, **kwargs):
         raise AssertionError("the cost model compiled a program")
 
     monkeypatch.setattr(evaluator, "compile_program", no_compiling)
-    monkeypatch.setattr(auto, "cube_bounds", no_compiling)
+    monkeypatch.setattr(split_card, "cube_bounds", no_compiling)
     model = random_model(
         RandomConfig(seed=5, width=2, layers=2, ffn_width=2, scoring="hardmax", weight_range=F(1), denominator=4)
     )
@@ -303,7 +305,7 @@ def test_auto_predictions_spend_no_budget(monkeypatch):
         "output-bounds",
         {"lo": -(10**6), "hi": 10**6},
     )
-    calibration = auto.Calibration(1e-6, 1e-9, 1e-7, "test", "test")
+    calibration = Calibration(1e-6, 1e-9, 1e-7, "test", "test")
     enumerate_, split_ = auto.predict(checked, ("enumerate", "split"), calibration, remaining=1e-9)
     assert enumerate_.seconds > 0 and enumerate_.why == ""
     assert split_.seconds == float("inf") and "too costly" in split_.why

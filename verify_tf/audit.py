@@ -109,7 +109,7 @@ def audit_entry(entry: dict[str, Any], report_dir: Path, seconds: float) -> Audi
 
 def _replay(item: Audited, entry: dict[str, Any], spec, prop, task) -> None:
     witness = entry.get("counterexample") or {}
-    if "input" in witness and hasattr(task.prop, "violation"):
+    if "input" in witness and task.prop.defines("violation"):
         # a pair witness (equivariance: X and the transposed X) is named by its smaller input; the violation
         # may show on the other one
         inputs = [witness["input"]] + [witness[k] for k in ("permuted_input", "other") if k in witness]

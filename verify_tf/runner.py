@@ -24,27 +24,18 @@ from typing import Any
 from . import auto
 from .cache import key_material, key_of, served_from_cache
 from .certify import certify
-from .engines import architecture, counting, enumerate as enumerate_engine, interpret, search, smt, split
-from .engines.base import ProgressEvent, Run, Settings, Task, no_progress
+from .contract import Settings, Task
+from .engines import load as load_engine
+from .engines.base import ProgressEvent, Run, no_progress
 from .executors import InProcess, ProcessPool
 from .properties import registry
 from .semantics import UnsupportedInMode
 from .spec import PropertySpec, Spec
 from .spec.loader import supported_engines
 from .symbolic.solve import DRIVER_Z3_LOCK
-from .verdict import ERROR, REFUTED, UNKNOWN, Verdict
+from .verdict import ERROR, UNKNOWN, Verdict
 from .witness import ReplayMismatch
 from .work import Deadline, Executor
-
-DRIVERS: dict[str, Callable[[Task, Run], Verdict]] = {
-    "interpret": interpret.check,
-    "enumerate": enumerate_engine.check,
-    "smt": smt.check,
-    "search": search.check,
-    "architecture": architecture.check,
-    "counting": counting.check,
-    "split": split.check,
-}
 
 
 @dataclasses.dataclass
@@ -144,26 +135,8 @@ def check_property(
 def run_engine(task: Task, run: Run, engine: str, cache_dir: Path | None = None) -> Verdict:
     """Run one engine, or for ``auto`` the falsification pass and then the engine the cost model picks."""
     if engine != "auto":
-        return DRIVERS[engine](task, run)
-    engines = supported_engines(task.prop, task.options)
-    notes: dict[str, Any] = {}
-    if auto.worth_falsifying(task, engines):
-        share = auto.falsify_seconds(run.deadline.remaining())
-        quick = Run(run.executor, Deadline(share), run.progress)
-        found = search.check(task, quick, samples=max(1024, min(task.settings.samples, 1 << 16)))
-        notes["falsification"] = (
-            f"search, {found.statistics.get('samples', 0)} samples in {quick.deadline.elapsed():.2f} s"
-        )
-        if found.status in (REFUTED, ERROR):
-            found.statistics["auto"] = notes
-            return found
-    chosen, why = auto.choose(task, engines, run.deadline.remaining(), auto.load(cache_dir))
-    notes.update(why)
-    verdict = DRIVERS[chosen](task, run)
-    verdict.statistics["auto"] = notes
-    if verdict.status == UNKNOWN and "falsification" in notes:
-        verdict.tried = [f"auto: {notes['falsification']}: no counterexample"] + list(verdict.tried)
-    return verdict
+        return load_engine(engine).check(task, run)
+    return auto.run(task, run, supported_engines(task.prop, task.options), cache_dir)
 
 
 ProgressFactory = Callable[[Spec, PropertySpec], Callable[[ProgressEvent], None]]

@@ -26,12 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from ..contract import Task
 from ..numbers import fmt
 from ..spaces import InputSpace
 from ..verdict import Verdict
 from ..work import CONTINUE, STOP, STOP_AFTER, WorkUnit, iter_chunks, schedule
-from .base import OUTPUTS_DIGEST, ProgressEvent, Run, Task, describe_proof, error, proved, refuted, replayed, unknown
-from .runs import Closest, ClosestPair, Run as SortedRun, RunStore, merged, sorted_run
+from .base import OUTPUTS_DIGEST, ProgressEvent, Run, proved, refuted, replayed, unit_failed, unknown
+from .runs import Closest, ClosestPair, RunStore, SortedRun, merged, sorted_run
 
 SCAN_MEMORY = 256 << 20  # bytes of sorted runs held in memory before they are spilled to disk
 
@@ -129,10 +130,10 @@ def first_violation(
     unit function (module-level, so it can run in other processes).
     """
     total = space.count()
-    kinds = getattr(task.prop, "measure_kinds", lambda task: {})(task)
+    kinds = task.prop.measure_kinds(task)
     # a property whose claim is about a measure (position-blind's ε) is refuted with the input where the
     # measure is extreme, so the whole space is scanned; every other property stops at the least violation
-    by_measure = getattr(task.prop, "witness_measure", None)
+    by_measure = task.prop.witness_measure
     units = [
         WorkUnit(f"{engine}: inputs {a}..{b - 1}", evaluate_chunk, (task, space, a, b, *extra), order=i, weight=b - a)
         for i, (a, b) in enumerate(iter_chunks(total, size))
@@ -168,7 +169,7 @@ def first_violation(
         "space": space.describe(),
         "units": len(units),
         "executor": run.executor.name,
-        **getattr(task.prop, "statistics", lambda task: {})(task),
+        **task.prop.statistics(task),
     }
     for name, (value, index) in measures.items():
         stats[name] = str(value)
@@ -201,7 +202,7 @@ def check_each_input(
 ) -> Verdict:
     """The exhaustive verdict for an ``EachInput`` property: proved only when every input was examined."""
     prop = task.prop
-    for tokens in getattr(prop, "candidates", lambda task: [])(task):
+    for tokens in prop.candidates(task):
         witness = prop.violation(task, tokens)
         if witness is not None:
             return refuted(task, run, engine, "candidate", witness, {"candidate": True})
@@ -214,13 +215,7 @@ def check_each_input(
         return refuted(task, run, engine, method, witness, stats)
     if summary.errors:
         first = summary.errors[0]
-        return error(
-            task,
-            run,
-            engine,
-            f"work unit failed: {first.key}: {first.message}",
-            {**stats, "traceback": first.remote_traceback},
-        )
+        return unit_failed(task, run, engine, first, stats)
     if not stats["complete"]:
         what = f"{stats['inputs_checked']} of {stats['space_size']} inputs examined, no violation so far"
         return unknown(
@@ -229,7 +224,7 @@ def check_each_input(
     default = (
         f"all {stats['space_size']} inputs" if space.order == "all" and space.only_lengths is None else space.describe()
     )
-    text = describe_proof(task, engine, default, stats)
+    text = task.prop.describe_proof(task, engine, default, stats)
     return proved(task, run, engine, method, text, stats)
 
 
@@ -237,8 +232,7 @@ def minimise(
     task: Task, run: Run, engine: str, evaluate_chunk: Callable, size: int, extra: tuple, witness: dict, stats: dict
 ) -> dict:
     """The least witness: scan the inputs the property says come before this one (``preceding``), if any."""
-    preceding = getattr(task.prop, "preceding", None)
-    space = preceding(task, witness) if preceding is not None else None
+    space = task.prop.preceding(task, witness)
     if space is None or space.count() == 0 or run.deadline.expired():
         return witness
     found, inner, _ = first_violation(task, run, space, engine, evaluate_chunk, size, extra)
@@ -341,7 +335,7 @@ def check_distinct_values(
     pass, within ``memory`` bytes of runs (default ``SCAN_MEMORY``; the rest is spilled to disk)."""
     memory = SCAN_MEMORY if memory is None else memory
     prop = task.prop
-    for first, i, second, j in getattr(prop, "candidate_pairs", lambda task: [])(task):
+    for first, i, second, j in prop.candidate_pairs(task):
         return refuted(
             task,
             run,
@@ -394,13 +388,7 @@ def check_distinct_values(
             )
         if summary.errors:
             first = summary.errors[0]
-            return error(
-                task,
-                run,
-                engine,
-                f"work unit failed: {first.key}: {first.message}",
-                {**stats, "traceback": first.remote_traceback},
-            )
+            return unit_failed(task, run, engine, first, stats)
         if done < total:
             what = f"{done} of {total} inputs evaluated"
             return unknown(
@@ -447,7 +435,7 @@ def check_distinct_values(
         run,
         engine,
         "exhaustive",
-        describe_proof(
+        task.prop.describe_proof(
             task, engine, f"all values {prop.requirement(task)}: {gap}{span} ({total} {_noun(space)} evaluated)", stats
         ),
         stats,

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import z3
 
+from ..contract import QueryPlan, Task, Witness
 from ..domain import Domain, GridDomain, format_input
-from ..engines.base import QueryPlan, Task, Witness
 from ..ir import Model
 from ..numbers import fmt
 from ..schema.dsl import Boolean, Field, ListOf, Number, Obj

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import z3
 
+from ..contract import CountingGoal, QueryPlan, Task, Witness
 from ..crasp.arrays import program_outputs_batched
 from ..crasp.ast import CraspError, Program, format_alphabet
 from ..crasp.formulas import program_outputs_symbolic
@@ -47,7 +48,6 @@ from ..crasp.interpreter import run_program
 from ..crasp.machine import ProgramMachine
 from ..crasp.parser import load_program
 from ..domain import Domain, StringDomain
-from ..engines.base import CountingGoal, QueryPlan, Task, Witness
 from ..ir import AlphabetTokens, Model
 from ..schema.dsl import Context, Field, FilePath, Number, Obj, String
 from ..schema.yamlnodes import Node

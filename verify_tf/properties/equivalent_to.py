@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import z3
 
+from ..contract import QueryPlan, Task, Witness
 from ..domain import Domain, format_input
-from ..engines.base import QueryPlan, Task, Witness
 from ..ir import AlphabetTokens, Model
 from ..numbers import fmt, fmt_vector
 from ..schema.dsl import Boolean, Field, ModelSection, Obj, String

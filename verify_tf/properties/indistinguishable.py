@@ -26,12 +26,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..contract import Conclusion, InductionResult, SymmetryCheck, Task
 from ..crasp.ast import Program
 from ..crasp.interpreter import accepts
 from ..crasp.parser import load_program
 from ..domain import Domain, StringDomain
-from ..engines.architecture import Conclusion, InductionResult, Signatures, SymmetryCheck, find_pair, scorings
-from ..engines.base import Task
+from ..engines.architecture.signatures import Signatures, find_pair
+from ..engines.architecture.symmetry import scorings
 from ..ir import AlphabetTokens, Model
 from ..numbers import fmt, fmt_vector
 from ..schema.dsl import Field, Integer, ListOf, Obj, String

@@ -26,16 +26,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from ..contract import Conclusion, InductionResult, Task
 from ..domain import Domain, GridDomain, StringDomain, format_input
-from ..engines.architecture import (
-    MAX_LENGTH,
-    Conclusion,
-    InductionResult,
-    describe_class,
-    realise_targets,
-    separate_positions,
-)
-from ..engines.base import Task
+from ..engines.architecture.concrete import realise_targets, separate_positions
+from ..engines.architecture.induction import MAX_LENGTH, describe_class
 from ..ir import Model, Token
 from ..ir.plain import model_to_dict
 from ..numbers import NotANumber, fmt, fmt_vector, to_fraction

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import z3
 
+from ..contract import QueryPlan, Task, Witness
 from ..domain import format_input
-from ..engines.base import QueryPlan, Task, Witness
 from ..numbers import fmt
 from ..schema.dsl import Boolean, Field, Integer, ListOf, Number, Obj
 from ..schema.errors import OptionError

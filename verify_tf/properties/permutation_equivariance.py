@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import z3
 
+from ..contract import QueryPlan, Task, Witness
 from ..domain import format_input
-from ..engines.base import QueryPlan, Task, Witness
 from ..numbers import fmt_vector
 from ..schema.dsl import Boolean, Field, Obj, String
 from ..semantics import evaluate

@@ -28,16 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from ..contract import Conclusion, InductionResult, Task, Witness
 from ..domain import Domain, format_input
-from ..engines.architecture import (
-    MAX_LENGTH,
-    Conclusion,
-    InductionResult,
-    deeper_layers_add_no_query,
-    describe_class,
-    separate_positions,
-)
-from ..engines.base import Task, Witness
+from ..engines.architecture.concrete import separate_positions
+from ..engines.architecture.induction import MAX_LENGTH, deeper_layers_add_no_query, describe_class
 from ..ir import Model, Vector
 from ..ir.plain import model_to_dict
 from ..numbers import fmt, fmt_vector

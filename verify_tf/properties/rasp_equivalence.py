@@ -30,8 +30,8 @@ import numpy as np
 import z3
 
 from ..builders.tracr_import import TracrExport, TracrImportError, read_export
+from ..contract import QueryPlan, Task, Witness
 from ..domain import Domain, StringDomain, format_input
-from ..engines.base import QueryPlan, Task, Witness
 from ..ir import AlphabetTokens, Model, Vector
 from ..numbers import fmt
 from ..rasp.batched import outputs_batched

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from ..contract import Task, Witness
 from ..domain import Domain, GridDomain, format_input
-from ..engines.base import Task, Witness
 from ..ir import Model
 from ..numbers import fmt
 from ..schema.dsl import Boolean, Either, Field, ListOf, Number, Obj, String

@@ -16,8 +16,9 @@ from ..builders.files import ModelFileError, load_model
 from ..builders.inline import build_inline
 from ..builders.random_model import LAYERNORMS, RandomConfig, random_model
 from ..domain import Domain, GridDomain, StringDomain
+from ..engines import names as engine_names
 from ..ir import ACTIVATIONS, POSITIONALS, SCORINGS, AlphabetTokens, GridTokens, Model, validate_shapes
-from ..properties import registry
+from ..properties import Property, registry
 from ..schema.dsl import (
     Boolean,
     Context,
@@ -40,7 +41,7 @@ from ..semantics import Arithmetic, Exact, Fixed
 from ..semantics.arithmetic import ATTENTION_ROUNDINGS
 from ..symbolic.deviation import igelu_deviation_note
 
-ENGINES = ("auto", "interpret", "enumerate", "smt", "search", "architecture", "counting", "split")
+ENGINES = ("auto", *engine_names())  # the engines found in verify_tf/engines/ (docs/architecture.md)
 SOLVERS = ("z3", "cvc5", "bitwuzla", "portfolio")
 VERDICT_NAMES = ("proved", "refuted", "unknown")
 
@@ -792,10 +793,9 @@ def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None
     )
 
 
-def supported_engines(prop: Any, options: Any) -> tuple[str, ...]:
+def supported_engines(prop: Property, options: Any) -> tuple[str, ...]:
     """The engines a property can run with these options (some options narrow them, e.g. scope)."""
-    narrowed = getattr(prop, "engines_for", None)
-    return narrowed(options) if narrowed is not None else prop.engines
+    return prop.engines_for(options)
 
 
 def _check_model_in_arithmetic(model: Model, arith: Arithmetic, node: Node, ctx: Context) -> None:

@@ -36,11 +36,12 @@ import hashlib
 import itertools
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from fractions import Fraction
 
 import z3
 
+from ...contract import STEP_FAILS, STEP_HOLDS, STEP_UNDECIDED, InductionResult, StepResult
 from ...ir import AlphabetTokens, AttentionLayer, Model
 from ...semantics import Arithmetic, Fixed
 
@@ -48,39 +49,7 @@ from ...semantics import Arithmetic, Fixed
 # (RPE/causal/BOS, d = 4, two heads); beyond that the T^3 consistency constraints grow quickly.
 MAX_LENGTH = 16
 
-HOLDS, FAILS, UNDECIDED = "holds", "fails", "unknown"
-
-
-@dataclass(frozen=True)
-class StepResult:
-    name: str  # "embedding", "layers[0].attention", "layers[0].feed-forward", "readout"
-    sublayer: str  # embedding | attention | feed-forward | readout
-    block: int | None
-    status: str  # holds | fails | unknown
-    seconds: float
-    note: str = ""  # why a step fails or what it assumed
-
-    def to_json(self) -> dict:
-        return {"step": self.name, "status": self.status, "seconds": round(self.seconds, 4), "note": self.note}
-
-
-@dataclass(frozen=True)
-class InductionResult:
-    length: int
-    steps: tuple[StepResult, ...]
-    rows_sum_to_one: bool  # False for per-probability rounding: the induction premise is false
-
-    @property
-    def proved(self) -> bool:
-        return all(s.status == HOLDS for s in self.steps)
-
-    @property
-    def failing(self) -> list[StepResult]:
-        return [s for s in self.steps if s.status != HOLDS]
-
-    @property
-    def seconds(self) -> float:
-        return sum(s.seconds for s in self.steps)
+HOLDS, FAILS, UNDECIDED = STEP_HOLDS, STEP_FAILS, STEP_UNDECIDED
 
 
 def describe_class(model: Model) -> str:

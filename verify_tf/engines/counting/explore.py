@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ...contract import CountingGoal
 from ...work import Deadline
-from ..base import CountingGoal
 from .stream import CountingModel
 
 Point = tuple[int, ...]  # (positions so far i, every sum, every count, every letter count): integers

@@ -35,10 +35,10 @@ from typing import Any
 
 import z3
 
+from ...contract import CountingGoal
 from ...semantics.arithmetic import Fixed
 from ...symbolic.values import Builder, NotEncodable, Sym, to_z3
 from ...work import Deadline
-from ..base import CountingGoal
 from .explore import Point
 from .stream import CountingModel, rounded_average
 

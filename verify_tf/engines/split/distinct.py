@@ -25,10 +25,11 @@ from fractions import Fraction
 import numpy as np
 
 from ...batched import Unsupported
+from ...contract import Task
 from ...spaces import InputSpace
 from ...verdict import Verdict
 from ...work import CONTINUE, STOP, Deadline, WorkUnit, schedule
-from ..base import ProgressEvent, Run, Task, describe_proof, error, proved, refuted, unknown
+from ..base import ProgressEvent, Run, proved, refuted, unit_failed, unknown
 from ..evaluators import Evaluators
 from ..scan import multiset_codes
 from .cubes import SplitCube, roots, rows
@@ -109,7 +110,7 @@ def check_distinct(task: Task, run: Run, limits) -> Verdict:
         "space": space.describe(),
         "enumerate_at": limits.enumerate_at,
         "executor": run.executor.name,
-        **getattr(task.prop, "statistics", lambda task: {})(task),
+        **task.prop.statistics(task),
     }
     per_unit = max(1, min(64, -(-len(cubes) // (16 * max(1, run.executor.workers)))))
     units = [
@@ -142,9 +143,7 @@ def check_distinct(task: Task, run: Run, limits) -> Verdict:
             task, run, ENGINE, "branch and bound", task.prop.pair_witness(task, tokens, i, tokens, j), statistics
         )
     if summary.errors:
-        return error(
-            task, run, ENGINE, f"work unit failed: {summary.errors[0].key}: {summary.errors[0].message}", statistics
-        )
+        return unit_failed(task, run, ENGINE, summary.errors[0], statistics)
     stopped = [leaf for leaf in leaves if leaf.stopped]
     if summary.expired or summary.not_started or summary.cancelled or stopped or len(leaves) != len(cubes):
         detail = f"{len(leaves) - len(stopped)} of {len(cubes)} leaves evaluated (timeout)"
@@ -201,7 +200,9 @@ def check_distinct(task: Task, run: Run, limits) -> Verdict:
         f"{len(cubes)} leaves evaluated exactly; {statistics['leaf_pairs_closed_by_separation']} leaf pairs "
         f"closed by separated value ranges, {len(components)} components compared value by value"
     )
-    return proved(task, run, ENGINE, "branch and bound", describe_proof(task, ENGINE, text, statistics), statistics)
+    return proved(
+        task, run, ENGINE, "branch and bound", task.prop.describe_proof(task, ENGINE, text, statistics), statistics
+    )
 
 
 def _closest_other_group(entries: list, margin: Fraction | None, den: int):
