@@ -27,10 +27,10 @@ import numpy as np
 import numpy.typing as npt
 
 from .domain import Domain
-from .ir import Model, Token
+from .ir import Model, Token, Vector
 from .ir.plain import model_to_dict
 from .schema.dsl import Obj
-from .semantics import Arithmetic
+from .semantics import Arithmetic, Trace
 from .spaces import InputSpace
 from .work import Deadline
 
@@ -193,28 +193,99 @@ class InductionResult:
         return sum(s.seconds for s in self.steps)
 
 
-@dataclass
-class Conclusion:
-    """What the architecture engine's results mean for the property's claim (the property says it)."""
+@dataclass(frozen=True)
+class Induction:
+    """Request: the induction over layers for these input lengths (is every member of the class position-blind
+    on constant inputs?). ``any_depth``: also ask whether the proof covers any number of such layers. Answered
+    with an ``InductionOutcome``."""
 
-    status: str  # proved | refuted | unknown | error
-    method: str
-    detail: str
-    witness: Witness | None = None  # refuted: already replayed by the property on the interpreter
-    statistics: dict[str, Any] = field(default_factory=dict)
-    tried: list[str] = field(default_factory=list)
+    lengths: tuple[int, ...]
+    any_depth: bool = False
+
+
+@dataclass(frozen=True)
+class InductionOutcome:
+    """The answer to ``Induction``."""
+
+    results: dict[int, InductionResult]  # per length; empty when a length exceeds ``limit`` (nothing ran)
+    limit: int  # the longest input length the engine's step queries are measured for
+    any_depth: bool | None = None  # asked and every length proved: whether one layer deeper adds no step query
 
 
 @dataclass(frozen=True)
 class SymmetryCheck:
-    """``before_induction``'s request for the symmetry queries of rows up to ``max_keys`` keys
-    (``engines/architecture/symmetry.py``) instead of the position-blindness induction; the property's
-    ``conclude_symmetry(task, request, result, deadline)`` receives this request back with the queries as one
-    InductionResult."""
+    """Request: the symmetry queries for attention rows of up to ``max_keys`` keys (does every head of the class
+    read its keys as a multiset?). Answered with one ``InductionResult`` holding the queries as steps."""
 
     max_keys: int
     pair: tuple[str, str]  # the two words whose signatures agree
     statistics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PairSearch:
+    """Request: search the (strings) domain, in its order, for u in L and v not in L with equal depth-``depth``
+    signatures at their last position. Answered with a ``PairFound``."""
+
+    depth: int
+    bos: bool
+    accepts: Callable[[str], bool]  # membership of L (run in the engine's process)
+
+
+@dataclass(frozen=True)
+class PairFound:
+    """The answer to ``PairSearch``."""
+
+    pair: tuple[str, str] | None  # (u in L, v not in L) with equal last-position signatures, or None
+    words: int  # words looked at
+    distinct: int  # distinct last-position signatures among them
+
+
+@dataclass(frozen=True)
+class MemberSearch:
+    """Request, after an induction step failed: a concrete member of the class that breaks the step, chosen by
+    the solver (everything fixed except the parameters of one sublayer: a failing step's), one failing step after
+    another. The engine replays a member on the interpreter (its claimed outputs, then the property's
+    ``member_witness``) before answering with it (a ``Member``), or answers None when no step yields one."""
+
+    length: int
+    steps: tuple[StepResult, ...]  # the failing steps, tried in order
+    inputs: tuple[Inputs, ...]  # constant inputs on which the member must separate positions
+    on: str = "output"  # compare the final columns ("output") or the readout ("readout")
+    tolerance: Fraction = Fraction(0)  # separate by more than this
+    targets: tuple[Fraction, ...] | None = None  # first try a member whose readout on inputs[0] is exactly this
+    notes: Any = None  # the property's own notes, handed back with the answer
+
+
+@dataclass(frozen=True)
+class Member:
+    """A member of the class chosen by the solver, replayed on the interpreter: the answer to ``MemberSearch``."""
+
+    model: Model
+    tokens: Inputs  # the constant input (user tokens)
+    active: str  # the sublayer the solver chose, e.g. "layers[0].attention.heads[0]" or "positional-encoding"
+    parameters: dict[str, Any]  # the solver's values for it: (nested) lists of exact strings
+    step: StepResult  # the failing step it answers
+    exact: bool  # its readout on ``tokens`` equals the search's targets
+    trace: Trace  # the interpreter's run of ``model`` on ``tokens``
+    observed: list[Vector]  # the compared outputs of the user positions (columns, or 1-vectors of the readout)
+    witness: Witness  # the property's ``member_witness`` of it
+
+
+ArchitectureRequest = Induction | SymmetryCheck | PairSearch | MemberSearch
+
+
+@dataclass
+class Conclusion:
+    """What the architecture engine's answers mean for the property's claim (the property says it)."""
+
+    status: str  # proved | refuted | unknown | error
+    method: str
+    detail: str
+    witness: Witness | None = None  # refuted: the replayed member's witness, or the spec's own model's (below)
+    statistics: dict[str, Any] = field(default_factory=dict)
+    tried: list[str] = field(default_factory=list)
+    replay: Inputs | None = None  # refuted on the spec's own model at this input: the engine replays it
 
 
 # ---------------------------------------------------------------- the property base class
@@ -371,20 +442,24 @@ class Property:
         """The solver's decoded answer replayed on the interpreter: the witness, or None."""
         raise self._missing("replay_query")
 
-    # -- engine architecture: a claim about every model of the spec's architecture class
-    def before_induction(self, task: Task, deadline: Deadline) -> list[int] | SymmetryCheck | Conclusion:
-        """The lengths to run the induction over layers on, a request for the symmetry queries, or an answer."""
-        raise self._missing("before_induction")
+    # -- engine architecture: a claim about every model of the spec's architecture class. The property asks
+    # (requests: Induction, SymmetryCheck, PairSearch, MemberSearch) and says what the answers mean; the engine
+    # runs every query and search, replays every member and builds the verdict.
+    def architecture_plan(self, task: Task) -> ArchitectureRequest | Conclusion:
+        """The first request, or an answer that needs none."""
+        raise self._missing("architecture_plan")
 
-    def conclude(self, task: Task, results: dict[int, InductionResult], deadline: Deadline) -> Conclusion:
-        """What the induction's step results mean for the claim."""
+    def conclude(
+        self, task: Task, request: ArchitectureRequest, answer: Any, deadline: Deadline
+    ) -> ArchitectureRequest | Conclusion:
+        """What ``answer`` (to ``request``) means: the next request or the conclusion. ``deadline`` bounds the
+        property's own evaluations on concrete models (the spec's model, a member's error over the domain)."""
         raise self._missing("conclude")
 
-    def conclude_symmetry(
-        self, task: Task, request: SymmetryCheck, result: InductionResult, deadline: Deadline
-    ) -> Conclusion:
-        """What the symmetry queries' results mean for the claim."""
-        raise self._missing("conclude_symmetry")
+    def member_witness(self, task: Task, search: MemberSearch, member: Member) -> Witness | None:
+        """The witness of a member the solver chose (already run on the interpreter: ``member.trace``,
+        ``member.observed``), or None when it does not break the claim as the solver said (an engine bug)."""
+        raise self._missing("member_witness")
 
     # -- engine counting: equivalence with a counter machine over count vectors
     def counting_goal(self, task: Task) -> CountingGoal:

@@ -2,15 +2,44 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from ...contract import Conclusion, SymmetryCheck, Task
+from ...contract import (
+    ArchitectureRequest,
+    Conclusion,
+    Induction,
+    InductionOutcome,
+    Member,
+    MemberSearch,
+    PairSearch,
+    SymmetryCheck,
+    Task,
+)
+from ...ir import Vector
+from ...semantics import evaluate
 from ...symbolic.solve import DRIVER_Z3_LOCK
 from ...verdict import Verdict
-from ...work import CONTINUE, Deadline, WorkUnit, schedule
-from ..base import CERTIFY_QUERIES, ProgressEvent, Run, unit_failed, verdict
-from .induction import FAILS, HOLDS, UNDECIDED, InductionResult, StepResult, rows_sum_to_one, run_step, steps
+from ...witness import ReplayMismatch
+from ...work import CONTINUE, Deadline, UnitError, WorkUnit, schedule
+from ..base import CERTIFY_QUERIES, ProgressEvent, Run, replayed, unit_failed, verdict
+from .concrete import ConcreteMember, realise_targets, separate_positions
+from .induction import (
+    FAILS,
+    HOLDS,
+    MAX_LENGTH,
+    UNDECIDED,
+    InductionResult,
+    StepResult,
+    bos_offset,
+    deeper_layers_add_no_query,
+    rows_sum_to_one,
+    run_step,
+    steps,
+)
+from .signatures import find_pair
 from .symmetry import SymmetryStep, run_symmetry_step, symmetry_steps
 
 ENGINE = "architecture"
@@ -50,14 +79,47 @@ def step_unit(
     )
 
 
+Asked = list[tuple[str, tuple[StepResult, str]]]  # every step query with its SMT-LIB text (certification)
+
+
+class _UnitFailed(Exception):
+    def __init__(self, failure: UnitError) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+
+
 def check(task: Task, run: Run) -> Verdict:
+    """Answer the property's requests (``contract``: Induction, SymmetryCheck, PairSearch, MemberSearch) until it
+    concludes; every member the solver chooses is replayed on the interpreter before the property sees it."""
     prop = task.prop
-    early = prop.before_induction(task, run.deadline)
-    if isinstance(early, Conclusion):
-        return _verdict(task, run, early)
-    if isinstance(early, SymmetryCheck):
-        return _symmetry(task, run, early)
-    lengths: list[int] = early
+    asked: Asked = []
+    step = prop.architecture_plan(task)
+    try:
+        while not isinstance(step, Conclusion):
+            answer = _answer(task, run, step, asked)
+            with DRIVER_Z3_LOCK:  # the property may evaluate concrete models meanwhile, in this thread
+                step = prop.conclude(task, step, answer, run.deadline)
+    except _UnitFailed as failed:
+        return unit_failed(task, run, ENGINE, failed.failure)
+    return _verdict(task, run, step, asked)
+
+
+def _answer(task: Task, run: Run, request: ArchitectureRequest, asked: Asked) -> Any:
+    if isinstance(request, Induction):
+        return _induction(task, run, request, asked)
+    if isinstance(request, SymmetryCheck):
+        return _symmetry(task, run, request, asked)
+    if isinstance(request, PairSearch):
+        words = ("".join(str(token) for token in word) for word in task.given_domain().inputs())
+        return find_pair(words, request.depth, request.bos, request.accepts, tick=run.deadline.check)
+    with DRIVER_Z3_LOCK:  # the member search asks z3 in this thread (not a unit)
+        return _member(task, run, request)
+
+
+def _induction(task: Task, run: Run, request: Induction, asked: Asked) -> InductionOutcome:
+    lengths = request.lengths
+    if max(lengths, default=0) > MAX_LENGTH:
+        return InductionOutcome({}, MAX_LENGTH)
     plan = [(n, step) for n in lengths for step in steps(task.model)]
     units = [
         WorkUnit(
@@ -80,8 +142,7 @@ def check(task: Task, run: Run) -> Verdict:
 
     summary = schedule(run.executor, units, run.deadline, on_result)
     if summary.errors:
-        first = summary.errors[0]
-        return unit_failed(task, run, ENGINE, first)
+        raise _UnitFailed(summary.errors[0])
     results = {}
     for n in lengths:
         done = [
@@ -90,13 +151,17 @@ def check(task: Task, run: Run) -> Verdict:
             if m == n
         ]
         results[n] = InductionResult(n, tuple(done), rows_sum_to_one(task.arithmetic, task.model))
-    asked = [(f"n = {plan[k][0]}: {plan[k][1][0]}", found[k]) for k in sorted(found)]
-    with DRIVER_Z3_LOCK:  # conclude may ask z3 for a concrete member, in this thread (not a unit)
-        conclusion = prop.conclude(task, results, run.deadline)
-    return _verdict(task, run, conclusion, asked)
+    asked += [(f"n = {plan[k][0]}: {plan[k][1][0]}", found[k]) for k in sorted(found)]
+    any_depth = None
+    if request.any_depth and all(result.proved for result in results.values()):
+        # the induction is per sublayer: when a layer's queries do not change one layer deeper, the proof covers
+        # any number of layers of these kinds (checked for every length proved)
+        with DRIVER_Z3_LOCK:
+            any_depth = all(deeper_layers_add_no_query(task.model, task.arithmetic, n) for n in lengths if n >= 2)
+    return InductionOutcome(results, MAX_LENGTH, any_depth)
 
 
-def _symmetry(task: Task, run: Run, request: SymmetryCheck) -> Verdict:
+def _symmetry(task: Task, run: Run, request: SymmetryCheck, asked: Asked) -> InductionResult:
     plan = symmetry_steps(task.arithmetic, request.max_keys)
     units = [
         WorkUnit(
@@ -119,15 +184,78 @@ def _symmetry(task: Task, run: Run, request: SymmetryCheck) -> Verdict:
 
     summary = schedule(run.executor, units, run.deadline, on_result)
     if summary.errors:
-        first = summary.errors[0]
-        return unit_failed(task, run, ENGINE, first)
+        raise _UnitFailed(summary.errors[0])
     done = tuple(
         found.get(k, StepResult(step.name, "attention", None, UNDECIDED, 0.0, "not attempted: timeout"))
         for k, step in enumerate(plan)
     )
-    result = InductionResult(request.max_keys, done, True)
-    asked = [(f"symmetry: {plan[k].name}", (found[k], texts[k])) for k in sorted(found)]
-    return _verdict(task, run, task.prop.conclude_symmetry(task, request, result, run.deadline), asked)
+    asked += [(f"symmetry: {plan[k].name}", (found[k], texts[k])) for k in sorted(found)]
+    return InductionResult(request.max_keys, done, True)
+
+
+def _member(task: Task, run: Run, search: MemberSearch) -> Member | None:
+    """The first failing step for which the solver builds a member (one realising the targets exactly when
+    asked, else one separating positions), replayed on the interpreter."""
+    for step in search.steps:
+        block = step.block if step.sublayer == "attention" else None
+        chosen, exact = None, False
+        if search.targets is not None:
+            chosen = realise_targets(
+                task.model,
+                task.arithmetic,
+                block,
+                search.inputs[0],
+                search.targets,
+                timeout=max(run.deadline.remaining(), 0.001),
+                seed=task.settings.seed,
+            )
+            exact = chosen is not None
+        if chosen is None:
+            chosen = separate_positions(
+                task.model,
+                task.arithmetic,
+                block,
+                list(search.inputs),
+                on=search.on,
+                tolerance=search.tolerance,
+                timeout=max(run.deadline.remaining(), 0.001),
+                seed=task.settings.seed,
+            )
+        if chosen is not None:
+            return _replay(task, search, chosen, step, exact)
+    return None
+
+
+def _replay(task: Task, search: MemberSearch, chosen: ConcreteMember, step: StepResult, exact: bool) -> Member:
+    """Run the solver's member on the interpreter: it must give what the solver claims (an engine bug otherwise),
+    and the property must agree that it breaks the claim."""
+    trace = evaluate(chosen.model, task.arithmetic, chosen.tokens)
+    users = bos_offset(chosen.model)
+    readout = list(trace.readout[users:])
+    observed: list[Vector]
+    claimed: list[Vector]
+    if search.on == "readout":
+        observed, claimed = [(q,) for q in readout], [(q,) for q in chosen.claimed_readout]
+    else:
+        observed, claimed = list(trace.output[users:]), list(chosen.claimed_output)
+    name = task.label
+    if observed != claimed:
+        raise ReplayMismatch(
+            f"{name}: the solver's member of the class does not replay", claimed=claimed, replayed=observed
+        )
+    if exact and search.targets is not None and readout != list(search.targets):
+        raise ReplayMismatch(
+            f"{name}: the solver's member misses the target on replay", claimed=search.targets, replayed=readout
+        )
+    member = Member(
+        chosen.model, chosen.tokens, chosen.active, chosen.parameters, step, exact, trace, observed, witness={}
+    )
+    witness = task.prop.member_witness(task, search, member)
+    if witness is None:
+        raise ReplayMismatch(
+            f"{name}: the solver's member does not break the claim on replay", claimed=claimed, replayed=observed
+        )
+    return dataclasses.replace(member, witness=witness)
 
 
 def _write_smt2(task: Task, name: str, text: str) -> None:
@@ -139,10 +267,11 @@ def _write_smt2(task: Task, name: str, text: str) -> None:
     path.write_text(text)
 
 
-def _verdict(
-    task: Task, run: Run, conclusion: Conclusion, asked: Sequence[tuple[str, tuple[StepResult, str]]] = ()
-) -> Verdict:
+def _verdict(task: Task, run: Run, conclusion: Conclusion, asked: Asked) -> Verdict:
     statistics = conclusion.statistics
+    witness = conclusion.witness
+    if conclusion.replay is not None:  # refuted on the spec's own model: replayed here, as every refutation
+        witness = {**replayed(task, conclusion.replay, conclusion.detail), **(witness or {})}
     if task.settings.certify:  # every step query with z3's answer; a step that needed no query has no text
         answers = {HOLDS: "unsat", FAILS: "sat", UNDECIDED: "unknown"}
         statistics = {
@@ -158,7 +287,7 @@ def _verdict(
         ENGINE,
         method=conclusion.method,
         detail=conclusion.detail,
-        witness=conclusion.witness,
+        witness=witness,
         statistics=statistics,
         tried=conclusion.tried,
     )

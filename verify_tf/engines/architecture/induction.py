@@ -52,57 +52,8 @@ MAX_LENGTH = 16
 HOLDS, FAILS, UNDECIDED = STEP_HOLDS, STEP_FAILS, STEP_UNDECIDED
 
 
-def describe_class(model: Model) -> str:
-    """The architecture class in words (weights irrelevant)."""
-    parts = []
-    if isinstance(model.tokens, AlphabetTokens):
-        parts.append(f"alphabet tokens, d = {model.dim}" + (", BOS" if model.tokens.bos is not None else ""))
-    else:
-        parts.append(f"grid tokens, d = {model.dim}")
-    if model.positional_encoding is not None:
-        parts.append(f"absolute PE ({len(model.positional_encoding)} positions)")
-    for index, block in enumerate(model.blocks):
-        kinds = []
-        if block.attention is not None:
-            heads = ", ".join(_head_kind(h) for h in block.attention.heads)
-            kinds.append(
-                f"attention ({heads})"
-                + ("" if block.attention.residual else " without residual")
-                + _norm_kind(block.attention)
-            )
-        if block.feed_forward is not None:
-            ff = block.feed_forward
-            kinds.append(
-                f"feed-forward (width {ff.width}"
-                + ("" if ff.activation == "relu" else f", {ff.activation}")
-                + ")"
-                + ("" if ff.residual else " without residual")
-                + _norm_kind(ff)
-            )
-        parts.append(f"layer {index}: " + " + ".join(kinds or ["empty"]))
-    if model.final_norm is not None:
-        parts.append("final LayerNorm")
-    return "; ".join(parts)
-
-
-def _norm_kind(sublayer) -> str:
-    """LayerNorm and i-GELU act on each column alone: token-wise maps, covered by the arbitrary functions above."""
-    if sublayer.norm is None:
-        return ""
-    return " with pre-LN" if sublayer.norm_first else " with post-LN"
-
-
-def _head_kind(head) -> str:
-    text = head.scoring + (" causal" if head.causal else "")
-    if head.positional == "rpe":
-        text += " RPE"
-    elif head.positional == "urpe":
-        radius = head.urpe_c.radius if head.urpe_c is not None else 0
-        text += f" URPE (C radius {radius})"
-    return text
-
-
-def _bos(model: Model) -> int:
+def bos_offset(model: Model) -> int:
+    """1 when the model prepends a BOS token (stream position 0), else 0."""
     return 1 if isinstance(model.tokens, AlphabetTokens) and model.tokens.bos is not None else 0
 
 
@@ -115,7 +66,7 @@ class _Query:
         self.per_probability = self.fixed and arithmetic.attention_rounding == "per-probability"
         self.rounded_terms = self.fixed and arithmetic.attention_rounding == "rounded-terms"
         self.frac = arithmetic.frac if self.fixed else 0
-        self.bos = _bos(model)
+        self.bos = bos_offset(model)
         self.total = length + self.bos  # columns the network sees
         self.users = list(range(self.bos, self.total))  # the compared positions (BOS excluded)
         self.tag = tag

@@ -27,15 +27,11 @@ from dataclasses import dataclass
 
 import z3
 
+from ...classes import scorings
 from ...semantics import Arithmetic, Fixed
 from .induction import FAILS, HOLDS, UNDECIDED, StepResult
 
 GENERATORS = ("transposition", "cycle")
-
-
-def scorings(arithmetic: Arithmetic) -> tuple[str, ...]:
-    """The scorings the semantics defines under ``arithmetic`` (softmax needs fixed point)."""
-    return ("uniform", "hardmax", "softmax") if isinstance(arithmetic, Fixed) else ("uniform", "hardmax")
 
 
 @dataclass(frozen=True)
