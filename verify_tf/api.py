@@ -19,7 +19,7 @@ from .domain import Domain
 from .engines.base import ProgressEvent, Run, Settings, Task, no_progress
 from .executors import InProcess
 from .ir import Model
-from .properties import registry
+from .properties import load, names
 from .runner import run_engine
 from .schema.dsl import Context
 from .schema.errors import OptionError, SpecError
@@ -39,9 +39,9 @@ def options_of(
     base_dir: Path | None = None,
 ) -> Any:
     """Validate plain ``options`` for property ``name`` (and its fit to the model and domain): typed options."""
-    if name not in registry():
-        raise SpecError(f"unknown property {name!r}", hint=f"known: {', '.join(registry())}")
-    prop = registry()[name]
+    if name not in names():
+        raise SpecError(f"unknown property {name!r}", hint=f"known: {', '.join(names())}")
+    prop = load(name)
     ctx = Context(
         "<options>", base_dir or Path.cwd(), model_section=lambda node, c, path: _model_section(node, c, path)
     )
@@ -87,7 +87,7 @@ def make_task(
         samples=samples or 100_000,
         smt2_dir=str(smt2_dir) if smt2_dir is not None else None,
     )
-    return Task.make(label or name, registry()[name], typed, model, arithmetic, domain, settings)
+    return Task.make(label or name, load(name), typed, model, arithmetic, domain, settings)
 
 
 def check(

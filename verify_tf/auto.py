@@ -34,8 +34,6 @@ from typing import Any
 import numpy as np
 
 from . import __version__
-from .batched import BatchedEvaluator
-from .builders.random_model import RandomConfig, random_model
 from .contract import Task
 from .domain import GridDomain
 from .engines import load as load_engine
@@ -54,12 +52,16 @@ CALIBRATION_FILE = "calibration.json"
 
 
 def _reference() -> tuple[Model, Any, list]:
+    from .builders.random_model import RandomConfig, random_model  # only to calibrate (once per machine)
+
     model = random_model(RandomConfig(seed=1, width=2, layers=1, heads=2, ffn_width=4, scoring="softmax"))
     return model, Fixed(16, 8), GridDomain.regular(2, Fraction(1, 4), 4, Fraction(-1), Fraction(1)).tokens
 
 
 def measure() -> Calibration:
     """About 0.3 s: the interpreter and the batched evaluator on a fixed reference model."""
+    from .batched import BatchedEvaluator  # only to calibrate (once per machine)
+
     model, arith, tokens = _reference()
     macs = multiply_accumulates(model, 4)
     start, count = time.perf_counter(), 0

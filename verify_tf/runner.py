@@ -23,19 +23,17 @@ from typing import Any
 
 from . import auto
 from .cache import key_material, key_of, served_from_cache
-from .certify import certify
 from .contract import Settings, Task
 from .engines import load as load_engine
 from .engines.base import ProgressEvent, Run, no_progress
 from .executors import InProcess, ProcessPool
-from .properties import registry
+from .properties import load as load_property
 from .semantics import UnsupportedInMode
 from .spec import PropertySpec, Spec
 from .spec.loader import supported_engines
-from .symbolic.solve import DRIVER_Z3_LOCK
 from .verdict import ERROR, UNKNOWN, Verdict
 from .witness import ReplayMismatch
-from .work import Deadline, Executor
+from .work import Z3_LOCK, Deadline, Executor
 
 
 @dataclasses.dataclass
@@ -51,7 +49,7 @@ class Overrides:
 
 def requested_engine(spec: Spec, prop: PropertySpec, overrides: Overrides) -> str:
     """The engine asked for: the command line, then the property, then the spec ("auto" when none applies)."""
-    engines = supported_engines(registry()[prop.name], prop.options)
+    engines = supported_engines(load_property(prop.name), prop.options)
     for choice in (overrides.engine, prop.engine, spec.engine):
         if choice is not None and choice != "auto":
             return choice if choice in engines else "auto"  # a global override it cannot honour: its own choice
@@ -76,7 +74,7 @@ def make_task(spec: Spec, prop: PropertySpec, overrides: Overrides) -> Task:
         certify=overrides.certify_dir is not None,
     )
     return Task.make(
-        prop.label, registry()[prop.name], prop.options, spec.model, spec.arithmetic, spec.domain, settings
+        prop.label, load_property(prop.name), prop.options, spec.model, spec.arithmetic, spec.domain, settings
     )
 
 
@@ -121,7 +119,9 @@ def check_property(
     # certification: its own budget, as long as the proof's; its time is reported separately
     if overrides.certify_dir is not None and task is not None:
         try:  # in this thread, with z3: properties that run side by side (-j N, --cluster) take turns
-            with DRIVER_Z3_LOCK:
+            from .certify import certify  # only with --certify (cvc5, the LRAT checker): a check does not load it
+
+            with Z3_LOCK:
                 certify(task, verdict, overrides.certify_dir, timeout_of(spec, prop, overrides))
         except Exception as exc:  # a certification bug must not turn a proof into a crash: say so instead
             verdict.statistics["certificate"] = {

@@ -38,6 +38,8 @@ __all__ = [
     "Property",
     "bos_offset",
     "compared_positions",
+    "load",
+    "names",
     "registry",
     "require",
     "typed",
@@ -83,14 +85,25 @@ def require(condition: bool, key: str, message: str, hint: str | None = None) ->
 
 
 @cache
-def registry() -> dict[str, Property]:
-    found: dict[str, Property] = {}
+def names() -> tuple[str, ...]:
+    """Every property's name, found without importing any: module ``value_range.py`` defines ``value-range``."""
     package = importlib.import_module(__package__)
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if info.name.startswith("_") or info.name == "base":
-            continue
-        module = importlib.import_module(f"{__package__}.{info.name}")
-        prop = getattr(module, "PROPERTY", None)
-        if isinstance(prop, Property):
-            found[prop.name] = prop
-    return found
+    modules = (info.name for info in pkgutil.iter_modules(package.__path__) if not info.ispkg)
+    return tuple(sorted(name.replace("_", "-") for name in modules if not name.startswith("_") and name != "base"))
+
+
+@cache
+def load(name: str) -> Property:
+    """The property ``name``, importing its module only (a check loads only the properties it runs)."""
+    if name not in names():
+        raise KeyError(f"unknown property {name!r} (properties: {', '.join(names())})")
+    module = importlib.import_module(f"{__package__}.{name.replace('-', '_')}")
+    prop = getattr(module, "PROPERTY", None)
+    if not isinstance(prop, Property) or prop.name != name:
+        raise ImportError(f"{module.__name__} must define PROPERTY, a Property named {name!r}")
+    return prop
+
+
+def registry() -> dict[str, Property]:
+    """Every property, by name (imports them all: for listings and the JSON schema)."""
+    return {name: load(name) for name in names()}

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -360,7 +360,7 @@ class Either(Schema):
 class TaggedUnion(Schema):
     """A one-key mapping ``{name: options}`` (or a bare ``name``) choosing one of several schemas."""
 
-    def __init__(self, variants: dict[str, Schema], what: str, description: str = ""):
+    def __init__(self, variants: Mapping[str, Schema], what: str, description: str = ""):
         self.variants, self.what, self.description = variants, what, description
 
     def validate(self, node: Node, ctx: Context, path: str) -> tuple[str, Any, Node]:

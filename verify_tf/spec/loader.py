@@ -5,6 +5,7 @@ Every failure is a ``SpecError`` naming file, line, key path, expectation and a 
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -18,7 +19,7 @@ from ..builders.random_model import LAYERNORMS, RandomConfig, random_model
 from ..domain import Domain, GridDomain, StringDomain
 from ..engines import names as engine_names
 from ..ir import ACTIVATIONS, POSITIONALS, SCORINGS, AlphabetTokens, GridTokens, Model, validate_shapes
-from ..properties import Property, registry
+from ..properties import Property, load as load_property, names as property_names
 from ..schema.dsl import (
     Boolean,
     Context,
@@ -661,14 +662,27 @@ COMMON_PROPERTY_FIELDS = {
 }
 
 
-def property_schemas() -> dict[str, Obj]:
-    """Each property's options plus the common fields; the property's own typed check runs on its part."""
-    out = {}
-    for name, prop in registry().items():
+class PropertySchemas(Mapping[str, Obj]):
+    """Each property's options plus the common fields, by name; the property's own typed check runs on its part.
+    A property's module is imported when a spec names it (a check loads only the properties it runs)."""
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(property_names())
+
+    def __len__(self) -> int:
+        return len(property_names())
+
+    def __getitem__(self, name: str) -> Obj:
+        if name not in property_names():
+            raise KeyError(name)
+        prop = load_property(name)
         fields = dict(COMMON_PROPERTY_FIELDS)
         fields.update(prop.options.fields)
-        out[name] = Obj(fields, prop.summary, exclusive=prop.options.exclusive, check=_split_common(prop.options))
-    return out
+        return Obj(fields, prop.summary, exclusive=prop.options.exclusive, check=_split_common(prop.options))
+
+
+def property_schemas() -> Mapping[str, Obj]:
+    return PropertySchemas()
 
 
 def _split_common(own: Obj):
@@ -736,7 +750,7 @@ def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None
         model = replace(model, notes=model.notes + (note,))
     properties = []
     for index, (name, (common, options), node) in enumerate(data["properties"]):
-        prop = registry()[name]
+        prop = load_property(name)
         where = f"properties[{index}].{name}"
         if prop.needs_domain and domain is None:
             raise ctx.error(
@@ -771,7 +785,7 @@ def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None
         )
     if data["engine"] != "auto":
         for p in properties:
-            engines = supported_engines(registry()[p.name], p.options)
+            engines = supported_engines(load_property(p.name), p.options)
             if p.engine is None and data["engine"] not in engines:
                 raise ctx.error(
                     root.value["engine"],

@@ -20,10 +20,9 @@ from ...contract import (
 )
 from ...ir import Vector
 from ...semantics import evaluate
-from ...symbolic.solve import DRIVER_Z3_LOCK
 from ...verdict import Verdict
 from ...witness import ReplayMismatch
-from ...work import CONTINUE, Deadline, UnitError, WorkUnit, schedule
+from ...work import CONTINUE, Z3_LOCK, Deadline, UnitError, WorkUnit, schedule
 from ..base import CERTIFY_QUERIES, ProgressEvent, Run, replayed, unit_failed, verdict
 from .concrete import ConcreteMember, realise_targets, separate_positions
 from .induction import (
@@ -97,7 +96,7 @@ def check(task: Task, run: Run) -> Verdict:
     try:
         while not isinstance(step, Conclusion):
             answer = _answer(task, run, step, asked)
-            with DRIVER_Z3_LOCK:  # the property may evaluate concrete models meanwhile, in this thread
+            with Z3_LOCK:  # the property may evaluate concrete models meanwhile, in this thread
                 step = prop.conclude(task, step, answer, run.deadline)
     except _UnitFailed as failed:
         return unit_failed(task, run, ENGINE, failed.failure)
@@ -112,7 +111,7 @@ def _answer(task: Task, run: Run, request: ArchitectureRequest, asked: Asked) ->
     if isinstance(request, PairSearch):
         words = ("".join(str(token) for token in word) for word in task.given_domain().inputs())
         return find_pair(words, request.depth, request.bos, request.accepts, tick=run.deadline.check)
-    with DRIVER_Z3_LOCK:  # the member search asks z3 in this thread (not a unit)
+    with Z3_LOCK:  # the member search asks z3 in this thread (not a unit)
         return _member(task, run, request)
 
 
@@ -156,7 +155,7 @@ def _induction(task: Task, run: Run, request: Induction, asked: Asked) -> Induct
     if request.any_depth and all(result.proved for result in results.values()):
         # the induction is per sublayer: when a layer's queries do not change one layer deeper, the proof covers
         # any number of layers of these kinds (checked for every length proved)
-        with DRIVER_Z3_LOCK:
+        with Z3_LOCK:
             any_depth = all(deeper_layers_add_no_query(task.model, task.arithmetic, n) for n in lengths if n >= 2)
     return InductionOutcome(results, MAX_LENGTH, any_depth)
 
