@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from .domain import Domain
+from .domain import Domain, GridDomain, StringDomain
 from .ir import Model, Token, Vector
 from .ir.plain import model_to_dict
 from .schema.dsl import Obj
@@ -98,6 +98,18 @@ class Task:
         """The domain of a property that needs one (``Property.needs_domain``; the spec loader insists)."""
         if self.domain is None:
             raise ValueError(f"{self.label}: this property needs a domain")
+        return self.domain
+
+    def grid(self) -> GridDomain:
+        """The domain of a property over grid inputs (its ``fit`` insists)."""
+        if not isinstance(self.domain, GridDomain):
+            raise TypeError(f"{self.label}: this property needs a grid domain")
+        return self.domain
+
+    def strings(self) -> StringDomain:
+        """The domain of a property over strings (its ``fit`` insists)."""
+        if not isinstance(self.domain, StringDomain):
+            raise TypeError(f"{self.label}: this property needs a strings domain")
         return self.domain
 
 

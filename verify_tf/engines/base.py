@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # Task, Settings, QueryPlan, CountingGoal and Witness are the contract's; re-exported for engines written
 # against the earlier layout (new code imports them from verify_tf.contract)
@@ -73,7 +74,7 @@ def verdict(
     method: str = "",
     detail: str = "",
     witness: Witness | None = None,
-    statistics: dict | None = None,
+    statistics: dict[str, Any] | None = None,
     tried: Sequence[str] = (),
 ) -> Verdict:
     return Verdict(
@@ -89,12 +90,14 @@ def verdict(
     )
 
 
-def proved(task: Task, run: Run, engine: str, method: str, detail: str, statistics: dict | None = None) -> Verdict:
+def proved(
+    task: Task, run: Run, engine: str, method: str, detail: str, statistics: dict[str, Any] | None = None
+) -> Verdict:
     return verdict(task, run, PROVED, engine, method=method, detail=detail, statistics=statistics)
 
 
 def refuted(
-    task: Task, run: Run, engine: str, method: str, witness: Witness, statistics: dict | None = None
+    task: Task, run: Run, engine: str, method: str, witness: Witness, statistics: dict[str, Any] | None = None
 ) -> Verdict:
     return verdict(
         task,
@@ -114,7 +117,7 @@ def unknown(
     engine: str,
     detail: str,
     tried: Sequence[str],
-    statistics: dict | None = None,
+    statistics: dict[str, Any] | None = None,
     method: str = "",
 ) -> Verdict:
     return verdict(
@@ -122,11 +125,13 @@ def unknown(
     )
 
 
-def error(task: Task, run: Run, engine: str, detail: str, statistics: dict | None = None) -> Verdict:
+def error(task: Task, run: Run, engine: str, detail: str, statistics: dict[str, Any] | None = None) -> Verdict:
     return verdict(task, run, ERROR, engine, detail=detail, statistics=statistics)
 
 
-def unit_failed(task: Task, run: Run, engine: str, failure: UnitError, statistics: dict | None = None) -> Verdict:
+def unit_failed(
+    task: Task, run: Run, engine: str, failure: UnitError, statistics: dict[str, Any] | None = None
+) -> Verdict:
     """Verdict ``error`` for a work unit that raised (or whose worker died): it names the unit and keeps the
     worker's traceback; never ``proved``, whatever the other units found."""
     return error(

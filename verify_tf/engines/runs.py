@@ -117,7 +117,7 @@ class RunStore:
         self.in_memory: list[SortedRun] = []
         self.spilled: list[tuple[str, int, bool]] = []  # (path prefix, den, has groups)
         self.held = 0
-        self._folder: tempfile.TemporaryDirectory | None = None
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
         self.dens: set[int] = set()
         self.keys = 0
         self.limbs = 1
@@ -169,7 +169,7 @@ class RunStore:
     def __enter__(self) -> RunStore:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -268,9 +268,9 @@ def merged(store: RunStore, block_bytes: int) -> Iterator[Block]:
             count = int(take.sum())  # sorted runs: the emitted keys are a prefix
             out_keys.append(keys[:count])
             out_index.append(index[:count])
-            if grouped:
+            if groups is not None:
                 out_groups.append(groups[:count])
-            pending[r] = (keys[count:], index[count:], groups[count:] if grouped else None)
+            pending[r] = (keys[count:], index[count:], groups[count:] if groups is not None else None)
         keys = np.concatenate(out_keys)
         index = np.concatenate(out_index)
         order = np.lexsort((index,) + tuple(keys[:, k] for k in range(keys.shape[1] - 1, -1, -1)))
@@ -304,8 +304,8 @@ class ClosestPair:
         self.n = max(n, 1)
         self.best: tuple[int, int] | None = None  # (gap, stream position of the lower key)
         self.pair: tuple[tuple[int, int], tuple[int, int]] | None = None
-        self.smallest = None
-        self.largest = None
+        self.smallest: int | None = None
+        self.largest: int | None = None
         self.keys = 0
         self.carry: Block | None = None
         self.carry_position = np.zeros(0, dtype=np.int64)
@@ -371,6 +371,7 @@ class ClosestPair:
         """Gap and extremes as Fractions over ``den``."""
         if not self.keys:
             return Closest(None, None, None, None, 0)
+        assert self.smallest is not None and self.largest is not None  # set by the first block
         smallest, largest = Fraction(self.smallest, den), Fraction(self.largest, den)
         if self.best is None:
             return Closest(None, None, smallest, largest, self.keys)

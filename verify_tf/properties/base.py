@@ -46,11 +46,11 @@ __all__ = [
 ]
 
 
-def typed(cls: type) -> Callable[[dict], Any]:
+def typed(cls: type) -> Callable[[dict[str, Any]], Any]:
     """The ``check`` of an options schema: validated values (hyphenated keys) -> the frozen dataclass ``cls``."""
     names = {f.name for f in dataclasses.fields(cls)}
 
-    def build(values: dict) -> Any:
+    def build(values: dict[str, Any]) -> Any:
         return cls(**{key.replace("-", "_"): value for key, value in values.items() if key.replace("-", "_") in names})
 
     return build

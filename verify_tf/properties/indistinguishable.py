@@ -50,7 +50,7 @@ class Options:
     language: Path | None = None
 
 
-def _options(values: dict) -> Options:
+def _options(values: dict[str, Any]) -> Options:
     pair = values.get("pair")
     if pair is None and values.get("language") is None:
         raise OptionError(
@@ -121,6 +121,7 @@ class Indistinguishable(Property):
             f"this model has {attention_layers(model)} attention layers, more than depth {options.depth}",
             "the spec's model must belong to the class",
         )
+        assert isinstance(model.tokens, AlphabetTokens)  # required above
         symbols = set(model.tokens.symbols)
         for word in options.pair or ():
             bad = [c for c in word if c not in symbols]
@@ -202,7 +203,7 @@ class Indistinguishable(Property):
         """The longest attention row the pair meets (0 without attention layers: nothing to check)."""
         return max(len(w) for w in pair) + int(bos) if options.depth > 0 else 0
 
-    def separation(self, task: Task, u: str, v: str) -> dict | None:
+    def separation(self, task: Task, u: str, v: str) -> dict[str, Any] | None:
         """The spec's model's last columns (and readouts) on u and v, as a witness when the columns differ."""
         first, second = (evaluate(task.model, task.arithmetic, tuple(w)) for w in (u, v))
         if first.output[-1] == second.output[-1]:

@@ -43,7 +43,7 @@ from ..ir.plain import model_to_dict
 from ..numbers import NotANumber, fmt, fmt_vector, to_fraction
 from ..schema.dsl import Either, Field, ListOf, Number, Obj, String
 from ..schema.errors import OptionError
-from ..semantics import Arithmetic, evaluate
+from ..semantics import Arithmetic, Fixed, evaluate
 from ..verdict import ERROR, PROVED, REFUTED, UNKNOWN
 from ..witness import input_to_json, values_to_json
 from ..work import Deadline
@@ -87,7 +87,7 @@ class Options:
     target: Any = "position-index"  # "position-index" or ((raw token, (outputs...)), ...)
 
 
-def _options(values: dict) -> Options:
+def _options(values: dict[str, Any]) -> Options:
     target = values["target"]
     if isinstance(target, dict):
         target = tuple((entry["token"], tuple(entry["outputs"])) for entry in target["table"])
@@ -138,17 +138,22 @@ def _token(domain: Domain, raw: Any, key: str) -> Token:
     return values
 
 
-def epsilon_star(pairs: Sequence[tuple[tuple[Token, ...], list[Fraction]]]):
+def epsilon_star(
+    pairs: Sequence[tuple[tuple[Token, ...], list[Fraction]]],
+) -> tuple[Fraction, tuple[Token, ...], list[Fraction]]:
     """(ε*, the witness input x*, its targets): the first constant input with the largest half-range."""
-    best = None
+    best: tuple[Fraction, tuple[Token, ...], list[Fraction]] | None = None
     for tokens, values in pairs:
         gap = (max(values) - min(values)) / 2
         if best is None or gap > best[0]:
             best = (gap, tokens, values)
+    assert best is not None  # fit: the domain has a constant input
     return best
 
 
-def readout_error(arithmetic: Arithmetic, model: Model, tokens: tuple, values: Sequence[Fraction]) -> Fraction:
+def readout_error(
+    arithmetic: Arithmetic, model: Model, tokens: tuple[Any, ...], values: Sequence[Fraction]
+) -> Fraction:
     q = evaluate(model, arithmetic, tokens).readout[bos_offset(model) :]
     return max(abs(a - b) for a, b in zip(q, values))
 
@@ -164,6 +169,7 @@ class Inexpressible(Property):
     form = ARCHITECTURE
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
+        assert domain is not None  # needs_domain: the spec loader insists
         if not targets(domain, options):
             raise OptionError(
                 "",
@@ -171,8 +177,8 @@ class Inexpressible(Property):
                 "Luo et al.'s certificate compares positions of constant inputs (x, ..., x)",
             )
 
-    def setting(self, task: Task) -> tuple[Fraction, tuple, list[Fraction], dict, str]:
-        eps, witness, values = epsilon_star(targets(task.domain, task.options))
+    def setting(self, task: Task) -> tuple[Fraction, tuple[Token, ...], list[Fraction], dict[str, Any], str]:
+        eps, witness, values = epsilon_star(targets(task.given_domain(), task.options))
         stats = {
             "epsilon_star": str(eps),
             "witness": input_to_json(witness),
@@ -233,11 +239,12 @@ class Inexpressible(Property):
         failed = "; ".join(f"{s.name}: {s.status}" + (f" ({s.note})" if s.note else "") for s in result.failing)
         tried = [f"induction over layers, n = {len(witness)}: {failed}"]
         if not result.rows_sum_to_one:
+            rounding = task.arithmetic.attention_rounding if isinstance(task.arithmetic, Fixed) else "exact"
             return Conclusion(
                 UNKNOWN,
                 "induction",
                 f"ε* = {fmt(eps)} at {shown}, but (b) is not provable with "
-                f"{task.arithmetic.attention_rounding} rounding (a head output is no average of its "
+                f"{rounding} rounding (a head output is no average of its "
                 f"values: {failed}); see position-blind (scope: model) for this model's ε",
                 statistics=stats,
                 tried=tried,
@@ -319,10 +326,10 @@ class Inexpressible(Property):
     def sup_error(self, task: Task, model: Model, deadline: Any) -> tuple[Fraction, str] | None:
         """A member's sup-error: over the whole domain for position-index (defined everywhere), else the table."""
         if task.options.target == "position-index":
-            if task.domain.size() > EXHAUSTIVE_LIMIT:
+            if task.given_domain().size() > EXHAUSTIVE_LIMIT:
                 return None
             worst = Fraction(0)
-            for tokens in task.domain.inputs():
+            for tokens in task.given_domain().inputs():
                 if deadline.expired():
                     return None
                 if tokens:
@@ -330,8 +337,8 @@ class Inexpressible(Property):
                         worst,
                         readout_error(task.arithmetic, model, tokens, [Fraction(i + 1) for i in range(len(tokens))]),
                     )
-            return worst, f"all {task.domain.size()} inputs of the domain"
-        pairs = targets(task.domain, task.options)
+            return worst, f"all {task.given_domain().size()} inputs of the domain"
+        pairs = targets(task.given_domain(), task.options)
         return (max(readout_error(task.arithmetic, model, t, v) for t, v in pairs), f"the {len(pairs)} table inputs")
 
 

@@ -31,10 +31,13 @@ import numpy as np
 from ..classes import describe_class
 from ..contract import (
     ArchitectureRequest,
+    Array,
     Conclusion,
+    Evaluators,
     Induction,
     InductionOutcome,
     Inputs,
+    Measures,
     Member,
     MemberSearch,
     Task,
@@ -89,10 +92,10 @@ def row_sum_note(model: Model, trace: Trace) -> str:
     return ""
 
 
-def parameters_text(parameters: dict) -> str:
+def parameters_text(parameters: dict[str, Any]) -> str:
     """``urpe-c = (1, 1, 0), value-bias = (3)``: the solver's choices, zero RPE biases left out."""
 
-    def show(value) -> str:
+    def show(value: Any) -> str:
         if isinstance(value, list):
             return "(" + ", ".join(show(v) for v in value) + ")"
         return fmt(Fraction(value))
@@ -137,7 +140,7 @@ class PositionBlind(Property):
         return ("architecture",) if options.scope == "architecture" else self.engines
 
     def input_space(self, task: Task) -> InputSpace:
-        return InputSpace(task.domain, order="constant")
+        return InputSpace(task.given_domain(), order="constant")
 
     # -- scope model: the largest deviation ε over the constant inputs (a refutation shows the worst input)
     witness_measure = "epsilon"
@@ -145,14 +148,14 @@ class PositionBlind(Property):
     def measure_kinds(self, task: Task) -> dict[str, str]:
         return {"epsilon": "max"}
 
-    def measure(self, task: Task, tokens: tuple) -> dict[str, Fraction]:
+    def measure(self, task: Task, tokens: tuple[Any, ...]) -> dict[str, Fraction]:
         return {
             "epsilon": deviation(observed(task.model, evaluate(task.model, task.arithmetic, tokens), task.options.on))[
                 0
             ]
         }
 
-    def violation(self, task: Task, tokens: tuple) -> Witness | None:
+    def violation(self, task: Task, tokens: tuple[Any, ...]) -> Witness | None:
         trace = evaluate(task.model, task.arithmetic, tokens)
         outs = observed(task.model, trace, task.options.on)
         epsilon, a, b = deviation(outs)
@@ -179,7 +182,7 @@ class PositionBlind(Property):
             "summary": summary,
         }
 
-    def batched_violations(self, task: Task, evaluators: Any, rows: np.ndarray) -> tuple[np.ndarray, dict]:
+    def batched_violations(self, task: Task, evaluators: Evaluators, rows: Array) -> tuple[Array, Measures]:
         values = evaluators.of().values(rows, task.options.on)
         users = values.numerators[:, bos_offset(task.model) :]
         users = users if users.ndim == 3 else users[..., None]
@@ -194,7 +197,7 @@ class PositionBlind(Property):
         )
         return flagged, {"epsilon": (spread, values.den)}
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict) -> str:
+    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
         epsilon = Fraction(statistics.get("epsilon", 0))
         count = statistics.get("space_size", 0)
         if epsilon == 0:
@@ -248,7 +251,7 @@ class PositionBlind(Property):
                 epsilon = self.model_epsilon(task, deadline)
                 if epsilon is not None:
                     stats["model_epsilon"] = str(epsilon)
-                rounding = task.arithmetic.attention_rounding
+                rounding = task.arithmetic.attention_rounding if isinstance(task.arithmetic, Fixed) else "exact"
                 return Conclusion(
                     UNKNOWN,
                     "induction",
@@ -354,7 +357,7 @@ class PositionBlind(Property):
     def own_separation(self, task: Task, length: int) -> tuple[Inputs, Witness] | None:
         """The spec's model's worst constant input of this length and its witness, if it separates positions."""
         worst = None
-        for tokens in InputSpace(task.domain, order="constant", only_lengths=(length,)).inputs():
+        for tokens in InputSpace(task.given_domain(), order="constant", only_lengths=(length,)).inputs():
             epsilon = self.measure(task, tokens)["epsilon"]
             if epsilon > task.options.tolerance and (worst is None or epsilon > worst[0]):
                 worst = (epsilon, tokens)

@@ -154,13 +154,21 @@ class String(Schema):
         return self._doc(s)
 
 
-class FilePath(String):
+class FilePath(Schema):
     """A path resolved relative to the spec's directory; it must exist."""
 
     what = "a path to an existing file"
 
+    def __init__(self, description: str = ""):
+        self.description = description
+
+    def json(self) -> dict:
+        return self._doc({"type": "string"})
+
     def validate(self, node: Node, ctx: Context, path: str) -> Path:
-        text = super().validate(node, ctx, path)
+        if node.kind != "scalar" or node.is_null:
+            raise ctx.expected(node, path, self.what)
+        text = node.value
         if "\0" in text:  # no file name holds one (os calls raise ValueError)
             raise ctx.error(node, path, f"file not found: {text!r} contains a NUL character")
         resolved = (ctx.base_dir / text).resolve()

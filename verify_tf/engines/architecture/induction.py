@@ -35,9 +35,10 @@ from __future__ import annotations
 import hashlib
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from fractions import Fraction
+from typing import Any
 
 import z3
 
@@ -63,9 +64,10 @@ class _Query:
     def __init__(self, model: Model, arithmetic: Arithmetic, length: int, tag: str):
         self.solver = z3.Solver()
         self.fixed = isinstance(arithmetic, Fixed)
-        self.per_probability = self.fixed and arithmetic.attention_rounding == "per-probability"
-        self.rounded_terms = self.fixed and arithmetic.attention_rounding == "rounded-terms"
-        self.frac = arithmetic.frac if self.fixed else 0
+        rounding = arithmetic.attention_rounding if isinstance(arithmetic, Fixed) else ""
+        self.per_probability = rounding == "per-probability"
+        self.rounded_terms = rounding == "rounded-terms"
+        self.frac = arithmetic.frac if isinstance(arithmetic, Fixed) else 0
         self.bos = bos_offset(model)
         self.total = length + self.bos  # columns the network sees
         self.users = list(range(self.bos, self.total))  # the compared positions (BOS excluded)
@@ -74,10 +76,10 @@ class _Query:
         self._round = z3.Function("round", real, real) if self.fixed else None
         self._saturate = z3.Function("saturate", real, real) if self.fixed else None
 
-    def round(self, x):
+    def round(self, x: z3.ArithRef) -> z3.ArithRef:
         return self._round(x) if self._round is not None else x
 
-    def saturate(self, x):
+    def saturate(self, x: z3.ArithRef) -> z3.ArithRef:
         return self._saturate(x) if self._saturate is not None else x
 
     def columns(self, name: str, width: int) -> list[list[z3.ArithRef]]:
@@ -99,7 +101,7 @@ class _Query:
         self.solver.add(z3.Or([cols[j][c] != cols[first][c] for j in self.users[1:] for c in range(len(cols[first]))]))
 
 
-def _same(a: Sequence, b: Sequence):
+def _same(a: Sequence[z3.ArithRef], b: Sequence[z3.ArithRef]) -> z3.BoolRef:
     return z3.And([x == y for x, y in zip(a, b)]) if len(a) else z3.BoolVal(True)
 
 
@@ -107,7 +109,7 @@ def _attention_step(query: _Query, layer: AttentionLayer, dim: int) -> None:
     z = query.columns("z", dim)
     query.assume_equal_users(z)
     total = query.total
-    head_outputs: list[list] = [[] for _ in range(total)]
+    head_outputs: list[list[Any]] = [[] for _ in range(total)]
     for h, head in enumerate(layer.heads):
         q = query.tokenwise(f"q{h}", head.key_dim, z)
         query.tokenwise(f"k{h}", head.key_dim, z)  # the keys: constrained, not referred to again
@@ -116,7 +118,7 @@ def _attention_step(query: _Query, layer: AttentionLayer, dim: int) -> None:
         bias_radius = head.rpe_bias.radius if head.rpe_bias is not None else 0
         bias = {o: z3.Real(f"B{h}[{o}]") for o in range(-bias_radius, bias_radius + 1)}
 
-        def bias_at(offset: int):
+        def bias_at(offset: int) -> z3.ArithRef:
             if head.positional == "standard" or head.rpe_bias is None:
                 return z3.RealVal(0)
             return bias[max(-bias_radius, min(bias_radius, offset))]
@@ -224,9 +226,10 @@ def _steps(model: Model) -> list[tuple[str, str, int | None]]:
 def _failure_note(model: Model, sublayer: str, block: int | None, query: _Query) -> str:
     if sublayer == "embedding":
         return "absolute positional encoding: x + p_i differs across positions"
-    if sublayer != "attention":
+    layer = model.blocks[block].attention if sublayer == "attention" and block is not None else None
+    if layer is None:
         return ""
-    heads = model.blocks[block].attention.heads
+    heads = layer.heads
     reasons = []
     if query.per_probability:
         reasons.append("per-probability rounding: rows need not sum to 1")
@@ -249,9 +252,15 @@ def _build(model: Model, arithmetic: Arithmetic, length: int, name: str, sublaye
     if sublayer == "embedding":
         _embedding_step(query, model)
     elif sublayer == "attention":
-        _attention_step(query, model.blocks[block].attention, model.dim)
+        assert block is not None
+        layer = model.blocks[block].attention
+        assert layer is not None  # a step of a block's attention
+        _attention_step(query, layer, model.dim)
     elif sublayer == "feed-forward":
-        _feed_forward_step(query, model.blocks[block].feed_forward.residual, model.dim)
+        assert block is not None
+        ff = model.blocks[block].feed_forward
+        assert ff is not None  # a step of a block's feed-forward
+        _feed_forward_step(query, ff.residual, model.dim)
     else:
         _readout_step(query, model.dim)
     return query
@@ -267,7 +276,7 @@ def run_step(
     *,
     seconds: float,
     seed: int = 0,
-    cancelled=lambda: False,
+    cancelled: Callable[[], bool] = lambda: False,
 ) -> tuple[StepResult, str]:
     """One step query of the induction for sequences of ``length`` user tokens: its result and SMT-LIB text."""
     if length > MAX_LENGTH:

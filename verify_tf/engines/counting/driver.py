@@ -9,7 +9,7 @@ from typing import Any
 from ...contract import CountingGoal, Task
 from ...verdict import Verdict
 from ...witness import ReplayMismatch
-from ...work import CONTINUE, Deadline, WorkUnit, schedule
+from ...work import CONTINUE, Deadline, UnitError, WorkUnit, schedule
 from ..base import CERTIFY_COUNTING, CERTIFY_QUERIES, ProgressEvent, Run, proved, refuted, unit_failed, unknown
 from .explore import Exploration, explore
 from .induction import FAILED, PROVED, InductionResult, prove_all_lengths
@@ -28,7 +28,7 @@ class Bounded:
 
     not_applicable: str = ""
     exploration: Exploration | None = None
-    increments: list | None = None  # per head coordinate: mantissa range of its value, or None
+    increments: list[Any] | None = None  # per head coordinate: mantissa range of its value, or None
     coordinates: int = 0
     counters: int = 0
 
@@ -52,7 +52,7 @@ def bounded_unit(
 
 def induction_unit(
     task: Task,
-    increments: list | None,
+    increments: list[Any] | None,
     *,
     deadline: Deadline,
     cancelled: Callable[[], bool],
@@ -90,7 +90,7 @@ def check(task: Task, run: Run) -> Verdict:
     statistics: dict[str, Any] = {**task.prop.statistics(task)}
     answers: dict[str, Any] = {}
 
-    def run_unit(key: str, function, args: tuple) -> Any:
+    def run_unit(key: str, function: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         def on_result(unit: WorkUnit, value: Any) -> str:
             answers[key] = value
             run.progress(ProgressEvent(ENGINE, unit.key, 1, 1, "steps"))
@@ -122,6 +122,7 @@ def check(task: Task, run: Run) -> Verdict:
                 statistics,
             )
         exploration = bounded.exploration
+        assert exploration is not None  # applicable: the unit explored
         statistics.update(_exploration_statistics(bounded, exploration))
         if exploration.disagreement is not None:
             return _refuted(task, run, exploration, statistics)
@@ -219,7 +220,7 @@ def check(task: Task, run: Run) -> Verdict:
 
 
 class _UnitFailed(Exception):
-    def __init__(self, error) -> None:
+    def __init__(self, error: UnitError) -> None:
         super().__init__(str(error))
         self.error = error
 
@@ -235,8 +236,9 @@ def _exploration_statistics(bounded: Bounded, exploration: Exploration) -> dict[
     }
 
 
-def _refuted(task: Task, run: Run, exploration: Exploration, statistics: dict) -> Verdict:
+def _refuted(task: Task, run: Run, exploration: Exploration, statistics: dict[str, Any]) -> Verdict:
     tokens = exploration.disagreement
+    assert tokens is not None  # refuted: the shortlex-least disagreeing string
     witness = task.prop.violation(task, tokens)  # the reference interpreter and the program's interpreter
     if witness is None:
         raise ReplayMismatch(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +50,7 @@ def check(task: Task, run: Run) -> Verdict:
     return verdict
 
 
-def widths(evaluators: Evaluators, space: InputSpace) -> dict:
+def widths(evaluators: Evaluators, space: InputSpace) -> dict[str, Any]:
     """How wide the exact integers had to be: proven int64 on the whole domain, or checked per chunk."""
     evaluator = evaluators.of()
     programs = [evaluator.program(n) for n in space.lengths]
@@ -155,6 +156,7 @@ def values_chunk(
             certify=task.settings.certify,
         )
     common = math.lcm(*dens)  # a tie-free program's fallback rows may refine one chunk's denominator
+    assert all(g is not None for g in groups) or all(g is None for g in groups)
     scaled = [v if d == common else v.astype(object) * (common // d) for v, d in zip(numerators, dens)]
     joined = (
         np.concatenate(scaled)
@@ -162,10 +164,11 @@ def values_chunk(
         else np.concatenate([v.astype(object) for v in scaled])
     )
     group = None
-    if groups[0] is not None:
+    present = [g for g in groups if g is not None]
+    if present:
         group = (
-            np.concatenate(groups)
-            if all(g.dtype != object for g in groups)
-            else np.concatenate([g.astype(object) for g in groups])
+            np.concatenate(present)
+            if all(g.dtype != object for g in present)
+            else np.concatenate([g.astype(object) for g in present])
         )
     return ValuesResult.of(start, stop, joined, common, group, certify=task.settings.certify)

@@ -20,7 +20,7 @@ from .sampling import SearchResult, SearchSpace, search
 ENGINE = "search"
 
 
-def _objective(task: Task, space: InputSpace) -> tuple[Callable, str, int]:
+def _objective(task: Task, space: InputSpace) -> tuple[Callable[..., Any], str, int]:
     prop = task.prop
     try:
         evaluators = Evaluators(task, space)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ...contract import QueryPlan, Task
@@ -46,8 +45,8 @@ class QueryResult:
     solve_seconds: float = 0.0
     variables: int = 0
     assertions: int = 0
-    bounds: dict = field(default_factory=dict)
-    solver_stats: dict = field(default_factory=dict)
+    bounds: dict[str, Any] = field(default_factory=dict)
+    solver_stats: dict[str, Any] = field(default_factory=dict)
     smt2: str | None = None
     rounds: int = 0
     exact: bool = True  # False: an over-approximating encoding, whose sat answers may not replay
@@ -97,6 +96,7 @@ def solve_query(
     if result.decoded is None:
         result.status, result.reason = "unknown", f"{answer.solver} answered sat without values for every input"
         return result
+    assert answer.values is not None  # sat answers carry values
     result.indices = [answer.values[v.decl().name()] for v in variables]
     if settings.minimize and variables:
         _minimise(task, plan, query, result, deadline, cancelled)
@@ -112,7 +112,7 @@ def _minimise(
     """
     variables = input_variables(query)
     result.minimal = False
-    while not deadline.expired() and not cancelled():
+    while not deadline.expired() and not cancelled() and result.indices is not None:
         answer = solve_z3(
             query.assertions + [lexicographically_smaller(variables, result.indices)],
             variables,
@@ -129,7 +129,7 @@ def _minimise(
         if answer.status != "sat":
             return
         decoded = decode(query, answer)
-        if decoded is None or task.prop.replay_query(task, plan, decoded) is None:
+        if decoded is None or answer.values is None or task.prop.replay_query(task, plan, decoded) is None:
             return  # keep the last replayed answer; the driver replays it again
         result.decoded = decoded
         result.indices = [answer.values[v.decl().name()] for v in variables]
@@ -141,7 +141,7 @@ def check(task: Task, run: Run) -> Verdict:
     workers = run.executor.workers
     results: dict[int, QueryResult] = {}
     second_turn: list[int] = []
-    found: list[tuple[QueryResult, dict]] = []
+    found: list[tuple[QueryResult, dict[str, Any]]] = []
     totals = BoundStats()
     statistics: dict[str, Any] = {
         "theory": "QF_BV (translated from QF_LIA)" if task.settings.solver == "bitwuzla" else LOGIC,
@@ -177,8 +177,9 @@ def check(task: Task, run: Run) -> Verdict:
             statistics[f"{result.solver}_{key}"] = statistics.get(f"{result.solver}_{key}", 0) + value
         if result.smt2 is not None and task.settings.smt2_dir is not None:
             path = smt2_path(task, index + 1, result.plan.name)
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            Path(path).write_text(result.smt2, encoding="utf-8")
+            assert path is not None  # smt2_dir is set
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(result.smt2, encoding="utf-8")
         run.progress(
             ProgressEvent(ENGINE, f"smt: {result.plan.name}: {result.status}", len(results), len(plans), "queries")
         )
@@ -224,18 +225,18 @@ def check(task: Task, run: Run) -> Verdict:
         return unit_failed(task, run, ENGINE, first_error, statistics)
     tried, reasons = [], []
     for index, plan in enumerate(plans):
-        result = results.get(index)
-        if result is None:
+        ended = results.get(index)
+        if ended is None:
             tried.append(f"{plan.name}: not attempted (timeout {run.deadline.seconds:g} s spent)")
             reasons.append("timeout")
-        elif result.status == "not-encodable":
-            tried.append(f"{plan.name}: not encodable exactly ({result.reason})")
-            reasons.append(f"not encodable: {result.reason}")
-        elif result.status != "unsat":
+        elif ended.status == "not-encodable":
+            tried.append(f"{plan.name}: not encodable exactly ({ended.reason})")
+            reasons.append(f"not encodable: {ended.reason}")
+        elif ended.status != "unsat":
             tried.append(
-                f"{plan.name}: {result.solver} {result.status} after {result.solve_seconds:.2f} s ({result.reason})"
+                f"{plan.name}: {ended.solver} {ended.status} after {ended.solve_seconds:.2f} s ({ended.reason})"
             )
-            reasons.append(result.reason)
+            reasons.append(ended.reason)
     if not reasons:
         count = len(plans)
         text = f"{count} {statistics['theory']} quer{'y' if count == 1 else 'ies'} unsat ({task.settings.solver})"

@@ -135,7 +135,8 @@ def rows(space: InputSpace, cube: SplitCube) -> np.ndarray:
         return np.zeros((1, 0), dtype=np.int64)
     grids = np.meshgrid(*per_position, indexing="ij")
     out = np.stack([g.reshape(-1) for g in grids], axis=1).astype(np.int64)
-    return out[member_mask(space, out)]
+    kept: np.ndarray = out[member_mask(space, out)]
+    return kept
 
 
 def members(space: InputSpace, cube: SplitCube) -> int:
@@ -168,3 +169,15 @@ def center_row(space: InputSpace, cube: SplitCube) -> np.ndarray | None:
 
 def decode(space: InputSpace, row: np.ndarray) -> tuple[Token, ...]:
     return space.decode(row)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How the engine splits (plain data, part of every unit)."""
+
+    enumerate_at: int = 4096  # cubes with at most this many inputs are enumerated exactly ...
+    enumerate_max: int = 1 << 18  # ... raised up to this while bounds close nothing (see ``check_each_input``)
+    smt_at: int = 0  # cubes with at most this many inputs (and more than enumerate_at) go to SMT; 0: never
+    smt_seconds: float = 2.0  # per SMT leaf (an unknown answer splits the cube instead)
+    batch: int = 16  # cubes per work unit, at most
+    queue: int = 1 << 20  # open cubes held at most (depth-first keeps it far below)

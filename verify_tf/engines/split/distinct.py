@@ -21,6 +21,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ from ...work import CONTINUE, STOP, Deadline, WorkUnit, schedule
 from ..base import ProgressEvent, Run, proved, refuted, unit_failed, unknown
 from ..evaluators import Evaluators
 from ..scan import multiset_codes
-from .cubes import SplitCube, roots, rows
+from .cubes import Limits, SplitCube, roots, rows
 
 ENGINE = "split"
 
@@ -101,7 +102,7 @@ def _too_close(margin: Fraction | None, gap: int, den: int) -> bool:
     return gap == 0 if margin is None else gap * margin.denominator < margin.numerator * den
 
 
-def check_distinct(task: Task, run: Run, limits) -> Verdict:
+def check_distinct(task: Task, run: Run, limits: Limits) -> Verdict:
     space = task.prop.input_space(task)
     margin: Fraction | None = getattr(task.options, "margin", None)
     cubes = leaves_of(space, limits.enumerate_at, run.deadline)
@@ -184,7 +185,7 @@ def check_distinct(task: Task, run: Run, limits) -> Verdict:
             scaled = leaf.numerators * (den // leaf.den)
             groups = multiset_codes(leaf.rows, len(space.tokens)) if exempt else None
             for r in range(len(leaf.rows)):
-                group = ("m", int(groups[r])) if exempt else ("i", next_id + r)
+                group = ("m", int(groups[r])) if groups is not None else ("i", next_id + r)
                 for p in range(scaled.shape[1]):
                     entries.append((int(scaled[r, p]), group, index, r, p))
             next_id += len(leaf.rows)
@@ -205,7 +206,7 @@ def check_distinct(task: Task, run: Run, limits) -> Verdict:
     )
 
 
-def _closest_other_group(entries: list, margin: Fraction | None, den: int):
+def _closest_other_group(entries: list[Any], margin: Fraction | None, den: int) -> tuple[Any, Any] | None:
     """In value order: a pair of entries of different groups too close, or None.
 
     For each entry the nearest earlier entry of another group is either the previous entry or, when that one

@@ -25,22 +25,11 @@ from ...witness import ReplayMismatch
 from ...work import CONTINUE, STOP, Deadline, DeadlineExpired, UnitError, WorkUnit, schedule
 from ..base import ProgressEvent, Run, proved, refuted, replayed, unit_failed, unknown
 from ..evaluators import Evaluators
-from .cubes import SplitCube, bounds_cube, center_row, coordinate_sizes, roots, rows
+from .cubes import Limits, SplitCube, bounds_cube, center_row, coordinate_sizes, roots, rows
+from .distinct import check_distinct
 
 ENGINE = "split"
 PHASES = ("bounds", "enumeration", "smt", "candidates")
-
-
-@dataclass(frozen=True)
-class Limits:
-    """How the engine splits (plain data, part of every unit)."""
-
-    enumerate_at: int = 4096  # cubes with at most this many inputs are enumerated exactly ...
-    enumerate_max: int = 1 << 18  # ... raised up to this while bounds close nothing (see ``check_each_input``)
-    smt_at: int = 0  # cubes with at most this many inputs (and more than enumerate_at) go to SMT; 0: never
-    smt_seconds: float = 2.0  # per SMT leaf (an unknown answer splits the cube instead)
-    batch: int = 16  # cubes per work unit, at most
-    queue: int = 1 << 20  # open cubes held at most (depth-first keeps it far below)
 
 
 @dataclass
@@ -50,7 +39,7 @@ class Outcome:
     cube: SplitCube
     how: str  # bounds | enumeration | smt | split | refuted | open
     children: list[tuple[float, SplitCube]] = field(default_factory=list)  # (priority, cube): higher first
-    candidate: tuple | None = None  # refuted: the input (tokens) to replay
+    candidate: tuple[Any, ...] | None = None  # refuted: the input (tokens) to replay
     plan: Any = None  # refuted by smt: the query plan (the property replays the decoded answer)
     decoded: Any = None
     claim: str = ""
@@ -257,8 +246,6 @@ def check(task: Task, run: Run, limits: Limits | None = None) -> Verdict:
     if refusal is not None:
         return unknown(task, run, ENGINE, refusal, [f"split: {refusal}"], {}, method="branch and bound")
     if task.prop.form == DISTINCT_VALUES:
-        from .distinct import check_distinct
-
         return check_distinct(task, run, limits or Limits())
     return check_each_input(task, run, limits or Limits())
 
@@ -277,7 +264,7 @@ class Tally:
     enumerate_at: int = 0  # the enumeration size reached (when raised)
     leaves: list[SplitCube] | None = None  # every closed cube (kept only when asked, for tests)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "cubes_created": self.created,
             "closed_by_bounds": self.closed["bounds"],
@@ -307,7 +294,7 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
         push(root, 0.0)
     total = sum(root.volume() for root in roots(space))
     closed_volume = 0
-    found: list[tuple[Outcome, dict]] = []
+    found: list[tuple[Outcome, dict[str, Any]]] = []
     open_notes: list[str] = []
     errors: list[UnitError] = []
     workers = run.executor.workers
@@ -408,8 +395,8 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
 
 def _refusal(task: Task) -> str | None:
     """Why neither the bounds nor the interpreter can evaluate the task's models (exact LayerNorm), or None."""
-    options = getattr(task, "options", None)
-    models = [task.model, *([options.model] if isinstance(getattr(options, "model", None), Model) else [])]
+    other = getattr(task.options, "model", None)  # a property comparing with another model (equivalent-to)
+    models = [task.model, *([other] if isinstance(other, Model) else [])]
     if not isinstance(task.arithmetic, Fixed) and any(next(m.norms(), None) is not None for m in models):
         return "LayerNorm is defined in fixed arithmetic only (an irrational square root in exact arithmetic)"
     return None
@@ -419,7 +406,7 @@ def _share(closed: int, total: int) -> str:
     return f"{100 * closed / total:.4g}%" if total else "100%"
 
 
-def _replay(task: Task, outcome: Outcome) -> dict:
+def _replay(task: Task, outcome: Outcome) -> dict[str, Any]:
     """The interpreter's witness for a cube's candidate (an engine bug if it does not reproduce)."""
     if outcome.plan is not None:
         witness = task.prop.replay_query(task, outcome.plan, outcome.decoded)
@@ -430,4 +417,5 @@ def _replay(task: Task, outcome: Outcome) -> dict:
                 replayed="no violation",
             )
         return witness
+    assert outcome.candidate is not None  # refuted by evaluation: the candidate input
     return replayed(task, outcome.candidate, outcome.claim)
