@@ -332,7 +332,7 @@ def test_a_unit_that_raises_is_an_error_naming_it(local, tmp_path):
     assert verdict.status == "error"
     # chunks of 16 inputs (scan.chunk_size for 27 inputs on 2 workers): input 13 is in the first
     assert "work unit failed: interpret: inputs 0..15: ValueError: deliberate failure" in verdict.detail
-    assert "cluster_units.py" in verdict.statistics["traceback"]  # the worker's traceback travels back
+    assert "cluster_units.py" in verdict.traceback  # the worker's traceback travels back
 
 
 @needs_dask

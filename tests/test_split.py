@@ -234,7 +234,7 @@ def test_auto_picks_split_when_the_domains_bounds_decide():
     domain = GridDomain.regular(2, F(1, 2), 8, lo=F(-1), hi=F(1))
     result = verdict(model, Exact(), domain, "output-bounds", {"lo": -(10**6), "hi": 10**6}, timeout=30)
     assert (result.status, result.engine) == ("proved", "split")
-    assert result.statistics["auto"]["chosen"] == "split"
+    assert result.auto["chosen"] == "split"
 
 
 def test_layernorm_and_igelu_models_get_the_enumerated_verdicts():

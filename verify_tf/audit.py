@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .certify import recheck
-from .runner import Overrides, check_property, make_task
+from .runner import Overrides, check_property, task_of
 from .spec import SpecError, load_spec
 from .verdict import PROVED, REFUTED, Verdict
 from .witness import input_from_json
@@ -90,7 +90,7 @@ def audit_entry(entry: dict[str, Any], report_dir: Path, seconds: float) -> Audi
     props = [p for p in spec.properties if p.index == entry.get("index")]
     if not props:
         return _fail(item, f"spec has no property number {entry.get('index')}")
-    task = make_task(spec, props[0], Overrides())
+    task = task_of(spec, props[0], Overrides())
     if item.verdict == PROVED:
         summary = (entry.get("statistics") or {}).get("certificate")
         if not summary or "path" not in summary:

@@ -113,27 +113,26 @@ _CACHED: dict[str, Calibration] = {}
 
 def run(task: Task, run: Run, engines: tuple[str, ...], cache_dir: Path | None = None) -> Verdict:
     """Check ``task`` with ``engine: auto`` among ``engines`` (the property's, for its options): falsification,
-    then the engine the cost model picks. The verdict's ``statistics["auto"]`` says what ran and why."""
+    then the engine the cost model picks. The verdict's ``auto`` says what ran and why."""
     notes: dict[str, Any] = {}
     sampler = falsifier(task, engines)
     if sampler is not None:
-        quick = Run(run.executor, Deadline(falsify_seconds(run.deadline.remaining())), run.progress)
+        began = run.deadline.elapsed()  # the sampler's own budget, on the property's clock
+        budget = Deadline(began + falsify_seconds(run.deadline.remaining()), start=run.deadline.start)
         samples = max(1024, min(task.settings.samples, 1 << 16))
         brief = dataclasses.replace(task, settings=dataclasses.replace(task.settings, samples=samples))
-        found = load_engine(sampler).check(brief, quick)
-        notes["falsification"] = (
-            f"{sampler}, {found.statistics.get('samples', 0)} samples in {quick.deadline.elapsed():.2f} s"
-        )
+        found = load_engine(sampler).check(brief, Run(run.executor, budget, run.progress))
+        spent = budget.elapsed() - began
+        notes["falsification"] = f"{sampler}, {found.statistics.get('samples', 0)} samples in {spent:.2f} s"
         if found.status in (REFUTED, ERROR):
-            found.statistics["auto"] = notes
-            return found
+            return dataclasses.replace(found, auto=notes)
     chosen, why = choose(task, engines, run.deadline.remaining(), load(cache_dir))
     notes.update(why)
     verdict = load_engine(chosen).check(task, run)
-    verdict.statistics["auto"] = notes
+    tried = verdict.tried
     if verdict.status == UNKNOWN and "falsification" in notes:
-        verdict.tried = [f"auto: {notes['falsification']}: no counterexample"] + list(verdict.tried)
-    return verdict
+        tried = [f"auto: {notes['falsification']}: no counterexample"] + list(tried)
+    return dataclasses.replace(verdict, auto=notes, tried=tried)
 
 
 def role(engine: str) -> str | None:

@@ -52,6 +52,9 @@ FORMS = (EACH_INPUT, DISTINCT_VALUES, ARCHITECTURE)
 HOLDS, VIOLATED, OPEN = "holds", "violated", "open"  # what a cube's bounds say (``decide_on_bounds``)
 
 
+DEFAULT_SAMPLES = 100_000  # the search engine's budget when a spec gives none
+
+
 @dataclass(frozen=True)
 class Settings:
     """Engine settings of one check (spec, property and command line merged)."""
@@ -61,7 +64,7 @@ class Settings:
     device: str = "auto"
     solver: str = "z3"
     rlimit: int | None = None
-    samples: int = 100_000
+    samples: int = DEFAULT_SAMPLES
     smt2_dir: str | None = None
     certify: bool = False  # keep what a certificate needs (queries asked, outputs digest) in ``Verdict.evidence``
 
@@ -78,6 +81,8 @@ class Task:
     domain: Domain | None
     settings: Settings = field(default_factory=Settings)
     fingerprint: str = ""  # content hash of model, arithmetic and domain: caches compiled evaluators
+    spec: str = ""  # where the property comes from (the spec file, and its index there), for the verdict
+    index: int = 0
 
     @staticmethod
     def make(
@@ -88,11 +93,13 @@ class Task:
         arithmetic: Arithmetic,
         domain: Domain | None,
         settings: Settings | None = None,
+        spec: str = "",
+        index: int = 0,
     ) -> Task:
         digest = hashlib.sha256(
             json.dumps([model_to_dict(model), repr(arithmetic), repr(domain)], default=str).encode()
         ).hexdigest()[:16]
-        return Task(label, prop, options, model, arithmetic, domain, settings or Settings(), digest)
+        return Task(label, prop, options, model, arithmetic, domain, settings or Settings(), digest, spec, index)
 
     def given_domain(self) -> Domain:
         """The domain of a property that needs one (``Property.needs_domain``; the spec loader insists)."""

@@ -29,6 +29,8 @@ class Verdict:
     index: int = 0
     cached: bool = False
     kind: str = ""  # the property's registry name (e.g. "position-blind"), whatever the spec calls it
+    auto: dict[str, Any] | None = None  # engine auto: what ran before the chosen engine, and why it was chosen
+    traceback: str = ""  # an error's traceback (the worker's, for a work unit that failed)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -43,6 +45,9 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["verdict"] = data.pop("status")
+        for optional in ("auto", "traceback"):  # only where they say something
+            if not data[optional]:
+                del data[optional]
         return data
 
     @staticmethod

@@ -388,8 +388,8 @@ def check(
     if not quiet:
         console.print(verdict_table(verdicts, expectations))
         for v in verdicts:
-            if v.status == "error" and v.statistics.get("traceback"):
-                err_console.print(f"[magenta]{v.property}[/]: {v.statistics['traceback']}", highlight=False)
+            if v.status == "error" and v.traceback:
+                err_console.print(f"[magenta]{v.property}[/]: {v.traceback}", highlight=False)
     if json_path is not None:
         write_json(json_path, verdicts, expectations, fail_on)
     if junit_path is not None:

@@ -76,6 +76,7 @@ def verdict(
     witness: Witness | None = None,
     statistics: dict[str, Any] | None = None,
     tried: Sequence[str] = (),
+    traceback: str = "",
 ) -> Verdict:
     return Verdict(
         task.label,
@@ -87,6 +88,10 @@ def verdict(
         counterexample=witness,
         statistics=dict(statistics or {}),
         tried=list(tried),
+        spec=task.spec,
+        index=task.index,
+        kind=task.prop.name,
+        traceback=traceback,
     )
 
 
@@ -134,13 +139,8 @@ def unit_failed(
 ) -> Verdict:
     """Verdict ``error`` for a work unit that raised (or whose worker died): it names the unit and keeps the
     worker's traceback; never ``proved``, whatever the other units found."""
-    return error(
-        task,
-        run,
-        engine,
-        f"work unit failed: {failure.key}: {failure.message}",
-        {**(statistics or {}), "traceback": failure.remote_traceback},
-    )
+    detail = f"work unit failed: {failure.key}: {failure.message}"
+    return verdict(task, run, ERROR, engine, detail=detail, statistics=statistics, traceback=failure.remote_traceback)
 
 
 def replayed(task: Task, tokens: tuple[Token, ...], claim: str) -> Witness:

@@ -60,6 +60,7 @@ class PropertySpec:
     solver: str = "z3"
     rlimit: int | None = None
     samples: int | None = None
+    engines: tuple[str, ...] = ()  # the engines the property can run with these options (computed once, here)
 
 
 @dataclass(frozen=True)
@@ -781,17 +782,17 @@ def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None
                 solver=common["solver"],
                 rlimit=common["rlimit"],
                 samples=common["samples"],
+                engines=engines,
             )
         )
     if data["engine"] != "auto":
         for p in properties:
-            engines = supported_engines(load_property(p.name), p.options)
-            if p.engine is None and data["engine"] not in engines:
+            if p.engine is None and data["engine"] not in p.engines:
                 raise ctx.error(
                     root.value["engine"],
                     "engine",
                     f"property {p.label!r} does not support engine {data['engine']!r}",
-                    f"it supports: {', '.join(engines)}",
+                    f"it supports: {', '.join(p.engines)}",
                 )
     return Spec(
         path=Path(file),
