@@ -115,7 +115,8 @@ def test_the_hook_table_lists_every_engine_and_caller():
 
 @pytest.mark.parametrize("row", sorted(set(names()) | set(CALLERS)))
 def test_the_hook_table_says_what_the_code_calls(row):
-    assert documented().get(row, set()) == code_hooks(row), row
+    # `name` names things everywhere (every verdict's kind): the table lists it once, with the registry
+    assert documented().get(row, set()) - {"name"} == code_hooks(row) - {"name"}, row
 
 
 def test_every_member_of_the_property_base_is_documented_and_used():
