@@ -24,7 +24,6 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-import numpy.typing as npt
 
 from .domain import Domain, GridDomain, StringDomain
 from .ir import Model, Token, Vector
@@ -35,6 +34,7 @@ from .spaces import InputSpace
 from .work import Deadline
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
     import z3
 
     from .batched import BatchedEvaluator
@@ -44,7 +44,10 @@ if TYPE_CHECKING:
 
 Witness = dict[str, Any]  # JSON-ready, with a one-line "summary"; produced by replay on the interpreter
 Inputs = tuple[Token, ...]  # one input: the user's tokens (a BOS token is added by the model)
-Array = npt.NDArray[Any]  # token-index rows (B, n), exact numerators, flags (B,) ...
+if TYPE_CHECKING:
+    Array = npt.NDArray[Any]  # token-index rows (B, n), exact numerators, flags (B,) ...
+else:
+    Array = np.ndarray  # (numpy.typing is not imported to run a check)
 Measures = dict[str, tuple[Array, int]]  # name -> (numerators per row, their denominator)
 
 EACH_INPUT, DISTINCT_VALUES, ARCHITECTURE = "each-input", "distinct-values", "architecture"

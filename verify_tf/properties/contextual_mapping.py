@@ -23,10 +23,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import z3
 
 from ..contract import Inputs, QueryPlan, Task, Witness
 from ..domain import Domain, GridDomain, format_input
@@ -35,12 +34,16 @@ from ..numbers import fmt
 from ..schema.dsl import Boolean, Field, ListOf, Number, Obj
 from ..semantics import Arithmetic, evaluate
 from ..spaces import InputSpace
-from ..symbolic.encoder import encode_model
-from ..symbolic.inputs import SymbolicInput, grid_input
-from ..symbolic.solve import Query
-from ..symbolic.values import Builder, Sym
 from ..witness import ReplayMismatch, input_to_json
 from .base import DISTINCT_VALUES, Property, require, typed
+
+if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
+    import z3
+
+    from ..symbolic.inputs import SymbolicInput
+    from ..symbolic.solve import Query
+    from ..symbolic.values import Builder, Sym
+
 
 INT64_SAFE = 1 << 62
 
@@ -272,6 +275,8 @@ class ContextualMapping(Property):
 
 
 def symbolic_values(task: Task, inp: SymbolicInput, builder: Builder) -> list[Any]:
+    from ..symbolic.encoder import encode_model
+
     trace = encode_model(task.model, task.arithmetic, inp, builder)
     if task.options.readout is None:
         return list(trace.readout)
@@ -280,6 +285,8 @@ def symbolic_values(task: Task, inp: SymbolicInput, builder: Builder) -> list[An
 
 def too_close_formula(options: Options, builder: Builder, a: Sym, b: Sym) -> z3.BoolRef:
     """|a − b| < margin (or a = b), linear: a − b = num/den, so compare num with margin·den."""
+    import z3
+
     difference = builder.linear([(Fraction(1), a), (Fraction(-1), b)])
     if difference.is_const:
         return z3.BoolVal(options.gap_violates(abs(difference.value)))
@@ -292,6 +299,8 @@ def too_close_formula(options: Options, builder: Builder, a: Sym, b: Sym) -> z3.
 
 def token_codes(inp: SymbolicInput, domain: GridDomain) -> list[Any]:
     """One integer per position identifying its grid token (coordinate indices in base K)."""
+    import z3
+
     K, d = len(domain.values), domain.dim
     terms = inp.index_terms
     return [z3.Sum([terms[p * d + c] * K**c for c in range(d)]) if d > 1 else terms[p] for p in range(domain.length)]
@@ -303,11 +312,18 @@ def sorted_from(codes: list[Any], start: int, strict: bool) -> list[Any]:
 
 def claimed_pair(cases: dict[tuple[int, int], z3.BoolRef], evaluate_term: Callable[[Any], Any]) -> tuple[int, int]:
     """The (i, j) whose closeness literal the solver's model makes true (the goal is their disjunction)."""
+    import z3
+
     return next(pair for pair, literal in cases.items() if z3.is_true(evaluate_term(literal)))
 
 
 def one_copy_query(task: Task, builder: Builder) -> Query:
     """Some input has two positions with values too close: condition (1) fails."""
+    import z3
+
+    from ..symbolic.inputs import grid_input
+    from ..symbolic.solve import Query
+
     domain = task.grid()
     inp = grid_input(domain, builder, name="x")
     q = symbolic_values(task, inp, builder)
@@ -330,6 +346,11 @@ def one_copy_query(task: Task, builder: Builder) -> Query:
 
 def two_copy_query(task: Task, builder: Builder) -> Query:
     """Two inputs L ≠ L′ (not permutations of each other when exempt) with q(L)_i too close to q(L′)_j."""
+    import z3
+
+    from ..symbolic.inputs import grid_input
+    from ..symbolic.solve import Query
+
     domain, exempt = task.grid(), task.options.exempt_permutations
     n = domain.length
     first, second = grid_input(domain, builder, name="x"), grid_input(domain, builder, name="y")

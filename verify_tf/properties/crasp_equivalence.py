@@ -35,15 +35,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import z3
 
 from ..contract import Array, CountingGoal, Evaluators, Measures, QueryPlan, Task, Witness
 from ..crasp.arrays import program_outputs_batched
 from ..crasp.ast import CraspError, Program, format_alphabet
-from ..crasp.formulas import program_outputs_symbolic
 from ..crasp.interpreter import run_program
 from ..crasp.machine import ProgramMachine
 from ..crasp.parser import load_program
@@ -53,12 +51,12 @@ from ..schema.dsl import Context, Field, FilePath, Number, Obj, String
 from ..schema.yamlnodes import Node
 from ..semantics import Arithmetic, evaluate
 from ..spaces import InputSpace
-from ..symbolic.encoder import encode_model
-from ..symbolic.inputs import input_for_length
-from ..symbolic.solve import Query
-from ..symbolic.values import Sym
 from ..witness import input_to_json
 from .base import BOS, Property, bos_offset, require, typed
+
+if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
+    from ..symbolic.solve import Query
+
 
 MODES = ("accept", "prefix")
 LENGTHS = ("domain", "all")
@@ -275,6 +273,14 @@ class CraspEquivalence(Property):
         return [QueryPlan(f"length {n}", (n,)) for n in domain.lengths if n > 0 or bos_offset(task.model)]
 
     def build_query(self, task: Task, plan: QueryPlan, builder: Any) -> Query:
+        import z3
+
+        from ..crasp.formulas import program_outputs_symbolic
+        from ..symbolic.encoder import encode_model
+        from ..symbolic.inputs import input_for_length
+        from ..symbolic.solve import Query
+        from ..symbolic.values import Sym
+
         length = plan.key[0]
         inp = input_for_length(task.strings(), length, builder)
         readout = encode_model(task.model, task.arithmetic, inp, builder).readout

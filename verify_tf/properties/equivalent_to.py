@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import z3
 
 from ..contract import Array, Evaluators, Measures, QueryPlan, Task, Witness
 from ..domain import Domain, StringDomain, format_input
@@ -22,11 +21,12 @@ from ..ir import AlphabetTokens, GridTokens, Model
 from ..numbers import fmt, fmt_vector
 from ..schema.dsl import Boolean, Field, ModelSection, Obj, String
 from ..semantics import Arithmetic, evaluate
-from ..symbolic.encoder import encode_model
-from ..symbolic.inputs import input_for_length
-from ..symbolic.solve import Query
 from ..witness import input_to_json
 from .base import Property, compared_positions, require, typed
+
+if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
+    from ..symbolic.solve import Query
+
 
 ON = ("output", "readout")
 
@@ -176,6 +176,12 @@ class EquivalentTo(Property):
         return [QueryPlan(f"length {n}", (n,)) for n in task.given_domain().lengths]
 
     def build_query(self, task: Task, plan: QueryPlan, builder: Any) -> Query:
+        import z3
+
+        from ..symbolic.encoder import encode_model
+        from ..symbolic.inputs import input_for_length
+        from ..symbolic.solve import Query
+
         options: Options = task.options
         inp = input_for_length(task.given_domain(), plan.key[0], builder)
         ours = encode_model(task.model, task.arithmetic, inp, builder)

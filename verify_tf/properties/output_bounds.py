@@ -12,10 +12,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import z3
 
 from ..contract import Array, Evaluators, Measures, QueryPlan, Task, Witness
 from ..domain import format_input
@@ -23,12 +22,11 @@ from ..numbers import fmt
 from ..schema.dsl import Boolean, Field, Integer, ListOf, Number, Obj
 from ..schema.errors import OptionError
 from ..semantics import evaluate
-from ..symbolic.encoder import encode_model
-from ..symbolic.inputs import input_for_length
-from ..symbolic.solve import Query
-from ..symbolic.values import Sym
 from ..witness import input_to_json
 from .base import Property, bos_offset, compared_positions, typed
+
+if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
+    from ..symbolic.solve import Query
 
 
 @dataclass(frozen=True)
@@ -126,6 +124,13 @@ class OutputBounds(Property):
         return [QueryPlan(f"length {n}", (n,)) for n in task.given_domain().lengths]
 
     def build_query(self, task: Task, plan: QueryPlan, builder: Any) -> Query:
+        import z3
+
+        from ..symbolic.encoder import encode_model
+        from ..symbolic.inputs import input_for_length
+        from ..symbolic.solve import Query
+        from ..symbolic.values import Sym
+
         options: Options = task.options
         inp = input_for_length(task.given_domain(), plan.key[0], builder)
         readout = encode_model(task.model, task.arithmetic, inp, builder).readout

@@ -18,22 +18,21 @@ refuted for absolute PE, RPE and URPE models with generic weights.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import z3
 
 from ..contract import Array, Evaluators, Measures, QueryPlan, Task, Witness
 from ..domain import format_input
 from ..numbers import fmt_vector
 from ..schema.dsl import Boolean, Field, Obj, String
 from ..semantics import evaluate
-from ..symbolic.encoder import encode_model
-from ..symbolic.inputs import input_for_length, permuted
-from ..symbolic.solve import Query
-from ..symbolic.values import Sym
 from ..witness import input_to_json, vectors_to_json
 from .base import Property, bos_offset, compared_positions, typed
+
+if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
+    from ..symbolic.solve import Query
+    from ..symbolic.values import Sym
 
 
 @dataclass(frozen=True)
@@ -175,6 +174,12 @@ class PermutationEquivariance(Property):
         ]
 
     def build_query(self, task: Task, plan: QueryPlan, builder: Any) -> Query:
+        import z3
+
+        from ..symbolic.encoder import encode_model
+        from ..symbolic.inputs import input_for_length, permuted
+        from ..symbolic.solve import Query
+
         length, k = plan.key
         offset = bos_offset(task.model)
         inp = input_for_length(task.given_domain(), length, builder)

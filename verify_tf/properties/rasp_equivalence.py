@@ -24,10 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import z3
 
 from ..builders.tracr_import import TracrExport, TracrImportError, read_export
 from ..contract import Array, Evaluators, Measures, QueryPlan, Task, Witness
@@ -37,16 +36,14 @@ from ..numbers import fmt
 from ..rasp.batched import outputs_batched
 from ..rasp.interpreter import run, tokens_from_symbols
 from ..rasp.program import RaspError, Value, show
-from ..rasp.symbolic import program_outputs_symbolic
 from ..schema.dsl import Context, Field, FilePath, Obj
 from ..schema.yamlnodes import Node
 from ..semantics import Arithmetic, evaluate
-from ..symbolic.encoder import encode_model
-from ..symbolic.inputs import input_for_length
-from ..symbolic.solve import Query
-from ..symbolic.values import Sym
 from ..witness import input_to_json
 from .base import Property, bos_offset, require, typed
+
+if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
+    from ..symbolic.solve import Query
 
 
 class ExportFile(FilePath):
@@ -267,6 +264,14 @@ class RaspEquivalence(Property):
         return [QueryPlan(f"length {n}", (n,)) for n in task.strings().lengths if n > 0]
 
     def build_query(self, task: Task, plan: QueryPlan, builder: Any) -> Query:
+        import z3
+
+        from ..rasp.symbolic import program_outputs_symbolic
+        from ..symbolic.encoder import encode_model
+        from ..symbolic.inputs import input_for_length
+        from ..symbolic.solve import Query
+        from ..symbolic.values import Sym
+
         export = _export(task.options.program)
         length = plan.key[0]
         inp = input_for_length(task.strings(), length, builder)
@@ -301,6 +306,8 @@ class RaspEquivalence(Property):
     @staticmethod
     def _categorical_wrong(export: TracrExport, output: Any, code: Any, z: Sequence[Any], builder: Any) -> Any:
         """Defined here and the model does not name the program's value with a strict maximum."""
+        import z3
+
         coordinates = [z[i] for _, i in export.output_space]
         wrong = []
         for c, value in enumerate(output.values):
