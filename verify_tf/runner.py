@@ -224,9 +224,10 @@ def check_all(
                 keys[slot] = key_of(material)
                 hit = cache.get(keys[slot])
                 if hit is not None:
-                    verdicts[slot] = served_from_cache(hit, prop, str(spec.path), time.perf_counter() - start)
+                    served = served_from_cache(hit, prop, str(spec.path), time.perf_counter() - start)
+                    verdicts[slot] = served
                     if on_verdict is not None:
-                        on_verdict(verdicts[slot])
+                        on_verdict(served)
                     continue
         pending.append(slot)
 
@@ -236,8 +237,9 @@ def check_all(
         try:
             return check_property(spec, prop, overrides, tick, shared)
         finally:
-            if hasattr(tick, "close"):
-                tick.close()
+            close = getattr(tick, "close", None)  # a progress display that holds a terminal or a thread
+            if close is not None:
+                close()
 
     def finish(slot: int, verdict: Verdict) -> None:
         verdicts[slot] = verdict
@@ -246,11 +248,10 @@ def check_all(
         if on_verdict is not None:
             on_verdict(verdict)
 
-    own = executor is None and jobs > 1
-    shared = ProcessPool(jobs) if own else executor
+    pool = ProcessPool(jobs) if executor is None and jobs > 1 else None
+    shared = pool or executor
     try:
-        parallel = shared is not None and shared.workers > 1 and len(pending) > 1
-        if parallel:
+        if shared is not None and shared.workers > 1 and len(pending) > 1:
             with ThreadPoolExecutor(max_workers=shared.workers) as threads:
                 futures = {threads.submit(one, slot, shared): slot for slot in pending}
                 for future in as_completed(futures):  # on_verdict as each property finishes, in any order
@@ -259,6 +260,6 @@ def check_all(
             for slot in pending:
                 finish(slot, one(slot, shared))
     finally:
-        if own:
-            shared.close()
+        if pool is not None:
+            pool.close()
     return [v for v in verdicts if v is not None]
