@@ -223,11 +223,23 @@ def test_rows_are_numbered_like_the_space():
     assert np.array_equal(rows(space, cube), np.array([[2, 0], [3, 0]]))
 
 
-def test_auto_picks_split_when_the_domains_bounds_decide():
+def test_auto_picks_split_when_the_domains_bounds_decide(monkeypatch):
     """|q| <= 10^6 on a 2-layer model over 25^8 ≈ 1.5·10^11 inputs: far beyond enumeration, decided by the root
-    cube's bounds, so auto's cost model predicts split finishes first; a tight bound is left to the others."""
+    cube's bounds, so auto's cost model predicts split finishes first; a tight bound is left to the others. The
+    root cube's bounds are computed once: the prediction's analysis is split's first step."""
     from helpers import verdict
+    from verify_tf.bounds import cube_bounds
+    from verify_tf.engines.split import cubes, driver
 
+    cubes.whole_bounds.cache_clear()
+    computed = []
+
+    def counted(model, arithmetic, cube):
+        computed.append(cube)
+        return cube_bounds(model, arithmetic, cube)
+
+    for module in (cubes, driver):  # the prediction's analysis (cubes) and the engine's cubes (driver)
+        monkeypatch.setattr(module, "cube_bounds", counted)
     model = random_model(
         RandomConfig(seed=5, width=2, layers=2, ffn_width=2, scoring="hardmax", weight_range=F(1), denominator=4)
     )
@@ -235,6 +247,8 @@ def test_auto_picks_split_when_the_domains_bounds_decide():
     result = verdict(model, Exact(), domain, "output-bounds", {"lo": -(10**6), "hi": 10**6}, timeout=30)
     assert (result.status, result.engine) == ("proved", "split")
     assert result.auto["chosen"] == "split"
+    roots = [cube for cube in computed if all(len(p) == 25 for p in cube.positions)]  # 25 grid tokens
+    assert len(roots) == 1 and roots[0].length == 8  # one length, one root cube, bounded once
 
 
 def test_layernorm_and_igelu_models_get_the_enumerated_verdicts():

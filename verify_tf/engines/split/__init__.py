@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import math
 
-from ...bounds import Bounds, Cube, cube_bounds
+from ...bounds import Bounds, Cube
 from ...contract import HOLDS, Task
 from ...ir import Model
 from ...verdict import Verdict
 from ..base import Run
 from ..cost import EXHAUSTIVE, Estimate, Prediction
+from .cubes import whole_bounds
 
 ENGINE = "split"
 ROLE = EXHAUSTIVE
@@ -62,7 +63,7 @@ def predict(task: Task, estimate: Estimate) -> Prediction:
         whole = Cube.whole(space.tokens, n)
 
         def bounds_of(model: Model | None = None, whole: Cube = whole) -> Bounds:
-            return cube_bounds(task.model if model is None else model, task.arithmetic, whole)
+            return whole_bounds(task.model if model is None else model, task.arithmetic, whole)
 
         decision = task.prop.decide_on_bounds(task, bounds_of)
         if decision is None or decision[0] != HOLDS:

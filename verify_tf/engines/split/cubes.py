@@ -16,12 +16,14 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
-from ...bounds import Cube
+from ...bounds import Bounds, Cube, cube_bounds
 from ...domain import GridDomain
-from ...ir import Token
+from ...ir import Model, Token
+from ...semantics import Arithmetic
 from ...spaces import InputSpace
 
 Range = tuple[int, int]  # inclusive index range into a coordinate's values
@@ -109,6 +111,13 @@ def bounds_cube(space: InputSpace, cube: SplitCube) -> Cube:
     """The ``verify_tf.bounds`` cube of the product (per position, its tokens)."""
     tokens = space.tokens
     return Cube(tuple(tuple(tokens[int(t)] for t in token_indices(space, position)) for position in cube.ranges))
+
+
+@lru_cache(maxsize=8)
+def whole_bounds(model: Model, arithmetic: Arithmetic, cube: Cube) -> Bounds:
+    """The bounds of a root cube (every input of one length): auto's prediction for split (the engine's card)
+    and the engine's first step ask for the same ones; in one process they are computed once."""
+    return cube_bounds(model, arithmetic, cube)
 
 
 def member_mask(space: InputSpace, rows: np.ndarray) -> np.ndarray:

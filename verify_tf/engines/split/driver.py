@@ -25,7 +25,7 @@ from ...witness import ReplayMismatch
 from ...work import CONTINUE, STOP, Deadline, DeadlineExpired, UnitError, WorkUnit, schedule
 from ..base import ProgressEvent, Run, proved, refuted, replayed, unit_failed, unknown
 from ..evaluators import Evaluators
-from .cubes import Limits, SplitCube, bounds_cube, center_row, coordinate_sizes, roots, rows
+from .cubes import Limits, SplitCube, bounds_cube, center_row, coordinate_sizes, roots, rows, whole_bounds
 from .distinct import check_distinct
 
 ENGINE = "split"
@@ -142,8 +142,9 @@ def _one_cube(
 
     def bounds_of(model: Model | None = None) -> Bounds:  # computed only when the property's rule asks
         model = task.model if model is None else model
-        if id(model) not in memo:
-            memo[id(model)] = cube_bounds(model, task.arithmetic, exact)
+        if id(model) not in memo:  # a root cube's were likely computed already, by auto's prediction
+            bound = whole_bounds if cube.depth == 0 else cube_bounds
+            memo[id(model)] = bound(model, task.arithmetic, exact)
         return memo[id(model)]
 
     start = time.perf_counter()
