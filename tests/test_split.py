@@ -299,16 +299,17 @@ def test_auto_predictions_spend_no_budget(monkeypatch):
     """The cost model is pure: predicting enumerate compiles no batched program (it once compiled every length,
     3 s of a 2 s budget on specs/tracr-shuffle-dyck2.yaml), and split's whole-domain bounds analysis is skipped
     when it is predicted to cost more than a tenth of the remaining time."""
-    import verify_tf.engines.split as split_card
     from verify_tf import auto
     from verify_tf.batched import evaluator
     from verify_tf.engines.cost import Calibration
+    from verify_tf.engines.split import cubes
 
     def no_compiling(*args, **kwargs):
         raise AssertionError("the cost model compiled a program")
 
     monkeypatch.setattr(evaluator, "compile_program", no_compiling)
-    monkeypatch.setattr(split_card, "cube_bounds", no_compiling)
+    cubes.whole_bounds.cache_clear()
+    monkeypatch.setattr(cubes, "cube_bounds", no_compiling)  # the whole domain's bounds (split's prediction)
     model = random_model(
         RandomConfig(seed=5, width=2, layers=2, ffn_width=2, scoring="hardmax", weight_range=F(1), denominator=4)
     )
