@@ -121,5 +121,5 @@ def test_workflow_cache_is_per_branch_and_signed():
     prefix = "verify-tf:${{ github.ref_name }}:"
     assert cache["with"]["key"] == prefix + "${{ hashFiles('specs/**', 'models/**') }}"
     # a restore key is a prefix: it must end in a character no branch name holds (git check-ref-format: ":")
-    for restore in str(cache["with"].get("restore-keys", "")).split():
+    for restore in str(cache["with"].get("restore-keys", "")).splitlines():
         assert restore == prefix
