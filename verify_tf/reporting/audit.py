@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .certify import recheck
-from .certify.subject import subject_of
-from .engines.replay import NOT_REPLAYABLE, replay_stored
-from .executors import InProcess
-from .runner import Overrides, check_property, make_task
-from .spec import SpecError, load_spec
-from .verdict import PROVED, REFUTED, Verdict
+from ..certify import recheck
+from ..certify.subject import subject_of
+from ..engines.replay import NOT_REPLAYABLE, replay_stored
+from ..executors import InProcess
+from ..runner import Overrides, check_property, make_task
+from ..spec import SpecError, load_spec
+from ..verdict import PROVED, REFUTED, Verdict
 
 OK, PARTIAL, FAILED = "ok", "partial", "failed"
 
