@@ -142,7 +142,7 @@ def check_property(
     except Exception as exc:  # contain it: report, never crash the run
         return contained(exc, spec, prop, engine, deadline)
     if overrides.certify_dir is not None:  # its own budget, as long as the proof's; its time is reported apart
-        certified(task, verdict, overrides.certify_dir, timeout_of(spec, prop, overrides))
+        certified(spec, prop, task, verdict, overrides.certify_dir, timeout_of(spec, prop, overrides))
     return verdict
 
 
@@ -172,13 +172,13 @@ def contained(exc: Exception, spec: Spec, prop: PropertySpec, engine: str, deadl
     )
 
 
-def certified(task: Task, verdict: Verdict, directory: Path, seconds: float) -> None:
+def certified(spec: Spec, prop: PropertySpec, task: Task, verdict: Verdict, directory: Path, seconds: float) -> None:
     """Certify a proved verdict into ``directory`` (``verify_tf.certify``; its modules load only here)."""
     try:  # in this thread, with z3: properties that run side by side (-j N, --cluster) take turns
         from .certify import certify
 
         with Z3_LOCK:
-            certify(task, verdict, directory, seconds)
+            certify(spec, prop, task, verdict, directory, seconds)
     except Exception as exc:  # a certification bug must not turn a proof into a crash: say so instead
         verdict.statistics["certificate"] = {"complete": False, "failed": True, "error": f"{type(exc).__name__}: {exc}"}
 
@@ -214,15 +214,15 @@ def check_all(
     """
     work = [(spec, prop) for spec in specs for prop in spec.properties]
     verdicts: list[Verdict | None] = [None] * len(work)
-    keys: list[str | None] = [None] * len(work)
+    keys: list[tuple[str, dict] | None] = [None] * len(work)
     pending: list[int] = []
     for slot, (spec, prop) in enumerate(work):
         if cache is not None:
             start = time.perf_counter()
             material = key_material(spec, prop, overrides, requested_engine(spec, prop, overrides))
             if material is not None:
-                keys[slot] = key_of(material)
-                hit = cache.get(keys[slot])
+                keys[slot] = key_of(material), material
+                hit = cache.get(key_of(material), material, task_of(spec, prop, overrides))
                 if hit is not None:
                     served = served_from_cache(hit, prop, str(spec.path), time.perf_counter() - start)
                     verdicts[slot] = served
@@ -243,8 +243,9 @@ def check_all(
 
     def finish(slot: int, verdict: Verdict) -> None:
         verdicts[slot] = verdict
-        if cache is not None and keys[slot] is not None:
-            cache.put(keys[slot], verdict)
+        stored = keys[slot]
+        if cache is not None and stored is not None:
+            cache.put(stored[0], stored[1], verdict)
         if on_verdict is not None:
             on_verdict(verdict)
 
