@@ -389,6 +389,9 @@ def test_shipped_example_trains_saves_and_checks(tmp_path):
         timeout=300,
     )
     assert trained.returncode == 0, trained.stderr
+    # it says what it is doing while it trains (issue 27: 10.8 s without a line)
+    steps = [line.split(", training")[0] for line in trained.stdout.splitlines() if ": step " in line]
+    assert steps == [f"{name}: step {step}/60" for name in ("tiny", "tiny_positions") for step in (12, 24, 36, 48, 60)]
     report = tmp_path / "report.json"
     result = CliRunner(env={"COLUMNS": "200"}).invoke(
         main,

@@ -108,12 +108,13 @@ def test_a_spec_that_needs_torch_names_the_extra(tmp_path):
 
 def test_pt_model_files_and_the_torch_back_end_name_the_extra(tmp_path):
     code = f"""
-from verify_tf.builders.files import ModelFileError, load_model
+from verify_tf.builders.files import load_model
 from verify_tf.batched import TorchOps, Unsupported
+from verify_tf.schema.errors import MissingDependency
 try:
     load_model({str(tmp_path / "m.pt")!r})
-except ModelFileError as exc:
-    print("FILE", exc)
+except MissingDependency as exc:
+    print("FILE", exc.package, exc.message, exc.install)
 try:
     TorchOps("cpu")
 except Unsupported as exc:
@@ -121,8 +122,8 @@ except Unsupported as exc:
 """
     result = run_without_torch(code, tmp_path)
     assert (
-        "FILE m.pt: .pt model files need PyTorch, which is not installed: pip install 'verify-tf[torch]'"
-        in result.stdout
+        "FILE torch m.pt: .pt model files need PyTorch, which is not installed install the torch extra: "
+        "pip install 'verify-tf[torch]'" in result.stdout
     ), result.stderr[-3000:]
     assert (
         "OPS the torch back end needs PyTorch, which is not installed: pip install 'verify-tf[torch]'" in result.stdout

@@ -23,6 +23,7 @@ from verify_tf.crasp.depth import definition_depths
 from verify_tf.crasp.interpreter import Trace, Vector, run_program
 from verify_tf.crasp.parser import load_program
 from verify_tf.ir.edit import EditError, apply_settings
+from verify_tf.schema.errors import MissingDependency
 
 __all__ = ["crasp"]
 
@@ -137,6 +138,8 @@ def compile_command(
         save_model(model, output)
     except (ModelFileError, OSError) as error:
         raise _UsageError(f"cannot write {output}: {error}") from None
+    except MissingDependency as missing:  # a .pt output without torch
+        raise _UsageError(f"cannot write {output}: {missing.message}; {missing.install}") from None
     click.echo(f"wrote {output}: " + compiled.describe()[0])
     for line in compiled.describe()[1:]:
         click.echo("  " + line)
