@@ -7,6 +7,7 @@ result instead of aborting the whole explanation.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import hashlib
 import json
@@ -62,7 +63,7 @@ class Explained:
     notes: list[str] = field(default_factory=list)
     expect: str | None = None  # the property's `expect:` (a refutation is expected only with `expect: refuted`)
 
-    @property
+    @builtins.property  # the field `property` shadows the builtin inside this class body
     def unexpected(self) -> bool:
         """A refutation the spec did not ask for: it fails the run, and both renderers show it first."""
         return self.expect != REFUTED
