@@ -132,7 +132,7 @@ def check_property(
     if overrides.certify_dir is not None and task is not None:
         try:  # in this thread, with z3: properties that run side by side (-j N, --cluster) take turns
             with DRIVER_Z3_LOCK:
-                certify(task, verdict, overrides.certify_dir, timeout_of(spec, prop, overrides))
+                certify(task, verdict, overrides.certify_dir, timeout_of(spec, prop, overrides), run.progress)
         except Exception as exc:  # a certification bug must not turn a proof into a crash: say so instead
             verdict.statistics["certificate"] = {
                 "complete": False,

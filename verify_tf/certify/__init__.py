@@ -14,12 +14,13 @@ check rules out and what stays trusted.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import time
 from pathlib import Path
 
-from ..engines.base import CERTIFY_COUNTING, CERTIFY_QUERIES, OUTPUTS_DIGEST, Task
+from ..engines.base import CERTIFY_COUNTING, CERTIFY_QUERIES, OUTPUTS_DIGEST, Progress, ProgressEvent, Task, no_progress
 from ..engines.scan import CERTIFY_CHUNKS
 from ..verdict import PROVED, Verdict
 from ..work import Deadline
@@ -58,14 +59,25 @@ def slug(verdict: Verdict) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{stem}-{verdict.index}-{verdict.property}").strip("-")
 
 
-def certify(task: Task, verdict: Verdict, directory: Path, seconds: float) -> None:
+CERTIFYING = "certifying (cvc5 / LRAT / sample)"  # the progress phase while a certificate is made
+# the certify extra: module -> distribution (cvc5 re-proves the queries, python-sat's CaDiCaL writes LRAT proofs)
+EXTRA_PACKAGES = {"cvc5": "cvc5", "pysat": "python-sat"}
+
+
+def missing_packages() -> list[str]:
+    """The certify extra's distributions that are not installed (found without importing them)."""
+    return [dist for module, dist in EXTRA_PACKAGES.items() if importlib.util.find_spec(module) is None]
+
+
+def certify(task: Task, verdict: Verdict, directory: Path, seconds: float, progress: Progress = no_progress) -> None:
     """Attach a certificate to ``verdict`` in place (see the module docstring); drops the engine's raw material
-    from the statistics whatever the verdict."""
+    from the statistics whatever the verdict. ``progress`` hears ``CERTIFYING`` with the queries done."""
     queries = verdict.statistics.pop(CERTIFY_QUERIES, None)
     chunks = verdict.statistics.pop(CERTIFY_CHUNKS, None)
     covered = verdict.statistics.pop(CERTIFY_COUNTING, None)
     if verdict.status != PROVED:
         return
+    progress(ProgressEvent("certify", CERTIFYING, 0, len(queries) if queries else None, "queries"))
     start = time.perf_counter()
     folder = directory / slug(verdict)
     folder.mkdir(parents=True, exist_ok=True)
@@ -82,9 +94,9 @@ def certify(task: Task, verdict: Verdict, directory: Path, seconds: float) -> No
         body.update(counting_evidence(task, covered, task.settings.seed))
         body["trusted"] = TRUSTED["counting"]
         if queries is not None:
-            body["queries"] = _smt_certificate(queries, folder, seconds)["queries"]
+            body["queries"] = _smt_certificate(queries, folder, seconds, progress)["queries"]
     elif queries is not None:
-        body.update(_smt_certificate(queries, folder, seconds))
+        body.update(_smt_certificate(queries, folder, seconds, progress))
         if not any(q.get("z3_answer") == "unsat" for q in body["queries"]):
             body["checks"] = conclusion_checks(task, verdict.statistics)
     elif verdict.engine == "split":  # before the exhaustive case: split's enumeration leaves keep no digest
@@ -116,7 +128,7 @@ def certify(task: Task, verdict: Verdict, directory: Path, seconds: float) -> No
     }
 
 
-def _smt_certificate(queries: list[dict], folder: Path, seconds: float) -> dict:
+def _smt_certificate(queries: list[dict], folder: Path, seconds: float, progress: Progress = no_progress) -> dict:
     """Each kind of evidence has its own budget of ``seconds`` over all the queries: a second solver that runs
     out of time does not keep the LRAT chain from being tried."""
     left = {"cvc5": seconds, "lrat": seconds}  # each evidence's budget, spent only while that evidence runs
@@ -130,6 +142,7 @@ def _smt_certificate(queries: list[dict], folder: Path, seconds: float) -> dict:
 
     out = []
     for k, query in enumerate(queries, 1):
+        progress(ProgressEvent("certify", f"{CERTIFYING}: {query['name']}", k - 1, len(queries), "queries"))
         entry = {"name": query["name"], "z3_answer": query["answer"]}
         text = query.get("smt2") or ""
         if not text:
