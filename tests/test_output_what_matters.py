@@ -5,6 +5,7 @@ printed as written (rich markup never eats `[t_l, t_r]`)."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
@@ -123,3 +124,100 @@ def test_the_json_report_has_the_summary(report):
     assert data["summary"]["counts"] == {"proved": 0, "refuted": 2, "unknown": 0, "error": 0}
     assert data["summary"]["as_expected"] == 1
     assert [u["property"] for u in data["summary"]["unexpected"]] == [UNEXPECTED_LABEL]
+
+
+def run_cli(*args: str, env: dict | None = None):
+    return CliRunner(env={"COLUMNS": "250", **(env or {})}).invoke(main, list(args))
+
+
+def test_a_run_ends_with_its_summary_the_unexpected_listed_first(tmp_path):
+    spec = tmp_path / "two.yaml"
+    spec.write_text(SPEC)
+    result = run_cli("check", "--no-cache", str(spec), "specs/equivariance-standard-hardmax.yaml")
+    assert result.exit_code == 1
+    lines = result.stdout.rstrip().splitlines()
+    assert lines[-3:-1] == [
+        "unexpected (1):",
+        f"  two.yaml: {UNEXPECTED_LABEL}: refuted (exhaustive): X = [0, 1], swap positions 0,1: at position 0 "
+        "f(τX) = [4] but τf(X) = [7]",
+    ]
+    assert lines[-1].startswith("summary: 3 properties in 2 specs, ")
+    assert lines[-1].endswith(" s: 1 proved, 2 refuted, 0 unknown, 0 error; 2 as expected, 1 unexpected")
+    assert "claim (4): q(L) outside [t_l, t_r]" in result.stdout  # the table prints the label as written
+    assert "known [bold]gap[/bold]" in result.stdout
+
+
+def test_notes_are_one_line_per_spec_unless_verbose():
+    spec = "specs/tracr-negative-map.yaml"  # four import notes (model, snap, reading, decoding)
+    folded = run_cli("check", "--no-cache", spec)
+    assert folded.exit_code == 0, folded.output
+    notes = [line for line in folded.stderr.splitlines() if line.startswith("tracr-negative-map.yaml:")]
+    assert len(notes) == 1 and notes[0].endswith("; -v prints them all)")
+    assert notes[0].startswith("tracr-negative-map.yaml: 4 notes (tracr model negative-map.json: ")
+    verbose = run_cli("check", "--no-cache", "-v", spec)
+    every = [line for line in verbose.stderr.splitlines() if line.startswith("tracr-negative-map.yaml:")]
+    assert len(every) == 4 and any("attention read as hardmax" in line for line in every)
+
+
+def test_properties_and_audit_print_brackets_as_written(monkeypatch, tmp_path):
+    listed = run_cli("properties")
+    assert "[lo, hi]" in listed.stdout  # value-range's summary: "every readout value inside (or outside) [lo, hi]"
+
+    from verify_tf import audit as audit_module
+
+    item = SimpleNamespace(
+        outcome="partial",
+        spec="specs/[x].yaml",
+        property="p [q]",
+        verdict="proved",
+        cached=False,
+        checked=["sample: 64 inputs [0, 63]"],
+        partial=["cvc5: not run: cvc5 not installed (pip install 'verify-tf[certify]')"],
+        problems=[],
+    )
+    monkeypatch.setattr(audit_module, "audit_report", lambda path, timeout: [item])
+    audited = run_cli("audit", str(tmp_path / "report.json"))
+    assert "partial [x].yaml: p [q] (proved)" in audited.stdout
+    assert "pip install 'verify-tf[certify]'" in audited.stdout and "[0, 63]" in audited.stdout
+
+
+def test_certify_without_the_certify_extra_is_an_input_error_unless_partial(monkeypatch, tmp_path):
+    import verify_tf.certify as certify
+
+    monkeypatch.setattr(certify, "missing_packages", lambda: ["cvc5", "python-sat"])
+    spec = "specs/equivariance-standard-hardmax.yaml"
+    refused = run_cli("check", "--no-cache", spec, "--certify", str(tmp_path / "certs"))
+    assert refused.exit_code == 2
+    assert "--certify needs the certify extra: cvc5 and python-sat are not installed" in refused.stderr
+    assert "pip install 'verify-tf[certify]'" in refused.stderr and "--certify-partial" in refused.stderr
+    partial = run_cli(
+        "check",
+        "--no-cache",
+        spec,
+        "--certify",
+        str(tmp_path / "certs"),
+        "--certify-partial",
+        env={"VERIFY_TF_PROGRESS_SECONDS": "60"},
+    )
+    assert partial.exit_code == 0, partial.output
+    # certification says so as it starts (a log line at once, not only with the next heartbeat)
+    assert "permutation-equivariance: certifying (cvc5 / LRAT / sample)" in partial.stderr
+
+
+def test_certification_has_a_bar_of_its_own(monkeypatch):
+    from verify_tf.cli import output
+    from verify_tf.cli.progress import ProgressDisplay
+    from verify_tf.engines.base import ProgressEvent
+
+    monkeypatch.setattr(output, "err_console", Console(record=True, width=200, force_terminal=True))
+    display = ProgressDisplay("s.yaml: p [x]", "bar")
+    display.start -= 2  # past the first second, when bars appear
+    display(ProgressEvent("smt", "smt: length 3: unsat", 1, 1, "queries"))
+    display(ProgressEvent("certify", "certifying (cvc5 / LRAT / sample)", 0, 2, "queries"))
+    tasks = display.progress.tasks
+    assert [t.description for t in tasks] == [
+        "s.yaml: p \\[x]: smt: length 3: unsat",
+        "s.yaml: p \\[x]: certifying (cvc5 / LRAT / sample)",
+    ]  # escaped: rich shows "p [x]"
+    assert (tasks[1].completed, tasks[1].total) == (0, 2)
+    display.close()

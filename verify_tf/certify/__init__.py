@@ -66,7 +66,14 @@ EXTRA_PACKAGES = {"cvc5": "cvc5", "pysat": "python-sat"}
 
 def missing_packages() -> list[str]:
     """The certify extra's distributions that are not installed (found without importing them)."""
-    return [dist for module, dist in EXTRA_PACKAGES.items() if importlib.util.find_spec(module) is None]
+    return [dist for module, dist in EXTRA_PACKAGES.items() if not _importable(module)]
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken or blocked installation is a missing one
+        return False
 
 
 def certify(task: Task, verdict: Verdict, directory: Path, seconds: float, progress: Progress = no_progress) -> None:

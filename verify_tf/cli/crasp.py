@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from verify_tf.builders.crasp_compiler import compile_program
@@ -149,15 +150,15 @@ def compile_command(
 
 def _trace_table(trace: Trace, title: str) -> Table:
     """One row per position: the position, its letter and the value of every definition."""
-    table = Table(title=title)
+    table = Table(title=escape(title))
     table.add_column("i", justify="right")
     table.add_column("letter", justify="center")
     for name in trace.program.names:
         header = f"{name} (output)" if name == trace.program.output else name
-        table.add_column(header, justify="right", no_wrap=True)
-    for index, letter in enumerate(trace.word):
+        table.add_column(escape(header), justify="right", no_wrap=True)
+    for index, letter in enumerate(trace.word):  # the program's names and letters are plain text, never markup
         cells = [_format_value(trace.values[name], index) for name in trace.program.names]
-        table.add_row(str(index + 1), letter, *cells)
+        table.add_row(str(index + 1), escape(letter), *cells)
     return table
 
 
