@@ -594,6 +594,6 @@ def test_a_trained_layernorm_encoder_tracks_torch_within_its_rounding_bound_and_
     # slip breaks it: the same weights read as pre-LN (norm-first: true) deviate by 1.5, deviation/bound 20.
     assert ratio <= 1
     assert deviation.max().item() < 0.05
-    result = CliRunner(env={"COLUMNS": "200"}).invoke(main, ["check", "--no-cache", str(tmp_path / "spec.yaml")])
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(main, ["check", "--no-cache", "-v", str(tmp_path / "spec.yaml")])
     assert result.exit_code == 0, result.output  # permutation equivariance proved on the imported model
     assert "proved (exhaustive)" in result.output and "differs from torch's float GELU by at most" in result.output
