@@ -11,32 +11,19 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
+from test_explain import POSITIONS
 from verify_tf.cli import main
 from verify_tf.explain import explain_report, print_explained, render_html
 from verify_tf.report import describe_unexpected, summarize, verdict_table
 from verify_tf.verdict import Verdict
 
-# Two copies of one refuted property (permutation-equivariance fails once positions are encoded, hand-checked in
-# tests/test_explain.py): the first expects its refutation, the second does not. Labels carry rich markup.
-SPEC = """
-model:
-  tokens: {grid: 1}
-  positional-encoding: [[0], [1]]
-  layers:
-    - attention:
-        heads:
-          - {scoring: uniform, query: [[0]], key: [[0]], value: [[1]], output: [[1]]}
-      feed-forward: {w1: [[1]], b1: [-1], w2: [[2]], b2: [0]}
-  readout: [1]
-arithmetic: exact
-domain:
-  grid: {values: [0, 1]}
-  length: 2
-  distinct-tokens: true
-properties:
-  - permutation-equivariance: {engine: interpret, expect: refuted, name: "known [bold]gap[/bold]"}
-  - permutation-equivariance: {engine: interpret, name: "claim (4): q(L) outside [t_l, t_r]"}
-"""
+# Two copies of one refuted property (test_explain's model: permutation-equivariance fails once positions are
+# encoded, hand-checked there): the first expects its refutation, the second does not. Labels carry rich markup.
+SPEC = POSITIONS.split("properties:")[0] + (
+    "properties:\n"
+    '  - permutation-equivariance: {engine: interpret, expect: refuted, name: "known [bold]gap[/bold]"}\n'
+    '  - permutation-equivariance: {engine: interpret, name: "claim (4): q(L) outside [t_l, t_r]"}\n'
+)
 EXPECTED_LABEL = "known [bold]gap[/bold]"
 UNEXPECTED_LABEL = "claim (4): q(L) outside [t_l, t_r]"
 
