@@ -14,7 +14,7 @@ from rich.console import Console
 from test_explain import POSITIONS
 from verify_tf.cli import main
 from verify_tf.explain import explain_report, print_explained, render_html
-from verify_tf.report import describe_unexpected, summarize, verdict_table
+from verify_tf.reporting.report import describe_unexpected, summarize, verdict_table
 from verify_tf.verdict import Verdict
 
 # Two copies of one refuted property (test_explain's model: permutation-equivariance fails once positions are
@@ -150,7 +150,7 @@ def test_properties_and_audit_print_brackets_as_written(monkeypatch, tmp_path):
     listed = run_cli("properties")
     assert "[lo, hi]" in listed.stdout  # value-range's summary: "every readout value inside (or outside) [lo, hi]"
 
-    from verify_tf import audit as audit_module
+    from verify_tf.reporting import audit as audit_module
 
     item = SimpleNamespace(
         outcome="partial",

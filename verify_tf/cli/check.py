@@ -149,7 +149,7 @@ def check(
     properties are unknown, naming the package.
     """
     from ..cache import ProofCache
-    from ..report import combined_exit_code, verdict_table, write_json
+    from ..reporting.report import combined_exit_code, verdict_table, write_json
     from ..runner import Overrides, check_all
 
     started = time.perf_counter()
@@ -235,7 +235,7 @@ def check(
     if json_path is not None:
         write_json(json_path, verdicts, expectations, fail_on, seconds)
     if junit_path is not None:
-        from ..junit import write_junit
+        from ..reporting.junit import write_junit
 
         write_junit(junit_path, verdicts, expectations, unknown_as)
     if explain or html_path is not None:
@@ -321,7 +321,7 @@ def _in_spec_order(entries, checked) -> tuple[list, list]:
 
 def print_summary(verdicts, expectations, seconds: float) -> None:
     """The run's last lines: the unexpected verdicts (most serious first), then the counts and the time."""
-    from ..report import describe_unexpected, summarize
+    from ..reporting.report import describe_unexpected, summarize
 
     summary = summarize(verdicts, expectations, seconds)
     style = {"error": "bold magenta", "refuted": "bold red", "unknown": "yellow"}

@@ -13,8 +13,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from . import __version__
-from .verdict import ERROR, PROVED, REFUTED, STATUSES, UNKNOWN, Verdict, exit_code
+from .. import __version__
+from ..verdict import ERROR, PROVED, REFUTED, STATUSES, UNKNOWN, Verdict, exit_code
 
 STYLE = {"proved": "green", "refuted": "red", "unknown": "yellow", "error": "bold magenta"}
 REPORT_FORMAT = "verify-tf-report/1"
