@@ -135,3 +135,18 @@ def test_pre_commit_hook(project):
     positions.write_text(positions.read_text().replace("expect: refuted", "expect: proved"))
     result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 1 and "expected proved" in result.stdout
+
+
+def test_workflow_cache_is_per_branch_and_signed():
+    """The proof cache is keyed by the branch and the specs' and models' digests and never restored from another
+    branch (issue 26: `restore-keys: verify-tf-` let any branch's cache supply it); entries are signed with a
+    repository secret (docs/ci.md, the cache's trust model)."""
+    workflow = yaml.safe_load((CI / "verify-tf.yml").read_text())
+    job = workflow["jobs"]["verify"]
+    assert job["env"]["VERIFY_TF_CACHE_SECRET"] == "${{ secrets.VERIFY_TF_CACHE_SECRET }}"
+    [cache] = [step for step in job["steps"] if step.get("uses", "").startswith("actions/cache")]
+    prefix = "verify-tf:${{ github.ref_name }}:"
+    assert cache["with"]["key"] == prefix + "${{ hashFiles('specs/**', 'models/**') }}"
+    # a restore key is a prefix: it must end in a character no branch name holds (git check-ref-format: ":")
+    for restore in str(cache["with"].get("restore-keys", "")).splitlines():
+        assert restore == prefix

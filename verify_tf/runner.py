@@ -132,7 +132,9 @@ def check_property(
     if overrides.certify_dir is not None and task is not None:
         try:  # in this thread, with z3: properties that run side by side (-j N, --cluster) take turns
             with DRIVER_Z3_LOCK:
-                certify(task, verdict, overrides.certify_dir, timeout_of(spec, prop, overrides), run.progress)
+                certify(
+                    spec, prop, task, verdict, overrides.certify_dir, timeout_of(spec, prop, overrides), run.progress
+                )
         except Exception as exc:  # a certification bug must not turn a proof into a crash: say so instead
             verdict.statistics["certificate"] = {
                 "complete": False,
@@ -208,15 +210,15 @@ def check_all(
     """
     work = [(spec, prop) for spec in specs for prop in spec.properties]
     verdicts: list[Verdict | None] = [None] * len(work)
-    keys: list[str | None] = [None] * len(work)
+    keys: list[tuple[str, dict] | None] = [None] * len(work)
     pending: list[int] = []
     for slot, (spec, prop) in enumerate(work):
         if cache is not None:
             start = time.perf_counter()
             material = key_material(spec, prop, overrides, requested_engine(spec, prop, overrides))
             if material is not None:
-                keys[slot] = key_of(material)
-                hit = cache.get(keys[slot])
+                keys[slot] = key_of(material), material
+                hit = cache.get(key_of(material), material, make_task(spec, prop, overrides))
                 if hit is not None:
                     verdicts[slot] = served_from_cache(hit, prop, str(spec.path), time.perf_counter() - start)
                     if on_verdict is not None:
@@ -235,8 +237,9 @@ def check_all(
 
     def finish(slot: int, verdict: Verdict) -> None:
         verdicts[slot] = verdict
-        if cache is not None and keys[slot] is not None:
-            cache.put(keys[slot], verdict)
+        stored = keys[slot]
+        if cache is not None and stored is not None:
+            cache.put(stored[0], stored[1], verdict)
         if on_verdict is not None:
             on_verdict(verdict)
 

@@ -203,12 +203,13 @@ def check(
         finished.append(verdict)
         overall(ProgressEvent("", f"{verdict.property}: {verdict.status}", len(finished), total, "properties"))
 
+    store = None if no_cache else ProofCache(cache_dir)
     try:
         checked = check_all(
             loaded,
             overrides,
             jobs=jobs,
-            cache=None if no_cache else ProofCache(cache_dir),
+            cache=store,
             on_verdict=arrived,
             executor=executor,
             progress=lambda spec, prop: ProgressDisplay(
@@ -224,6 +225,13 @@ def check(
     verdicts, expectations = _in_spec_order(entries, checked)
     code = combined_exit_code(verdicts, expectations, fail_on)
     seconds = time.perf_counter() - started
+    if store is not None and store.rejected and not quiet:  # docs/ci.md: the cache's trust model
+        output.err_console.print(
+            f"note: {len(store.rejected)} proof-cache entr{'y was' if len(store.rejected) == 1 else 'ies were'} "
+            f"not served and checked again: {store.rejected[0]}",
+            highlight=False,
+            markup=False,
+        )
     if not quiet:
         output.console.print(verdict_table(verdicts, expectations))
         for v in verdicts:

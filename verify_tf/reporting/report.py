@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,17 +146,23 @@ def json_report(
     expectations: Sequence[str | None],
     fail_on: str = "unknown",
     seconds: float | None = None,
+    folder: Path | None = None,
 ) -> dict[str, Any]:
     """The JSON report (format ``verify-tf-report/1``, documented in docs/cli.md).
 
     Every result carries ``spec`` (as given), ``spec_resolved`` (absolute), ``spec_sha256`` and ``index`` (the
-    property's position in the spec), so ``verify-tf explain`` can re-load the spec and replay a witness.
+    property's position in the spec), so ``verify-tf explain`` can re-load the spec and replay a witness. A
+    certificate's path is written relative to ``folder``, the report's own folder, where ``verify-tf audit``
+    resolves it (so a report moved with its certificates still audits).
     ``summary`` is ``summarize``'s (``seconds``: the run's wall time; by default the properties' seconds added).
     """
     digests: dict[str, str | None] = {}
     results = []
     for v, expect in zip(verdicts, expectations):
         entry = v.to_json()
+        certificate = entry["statistics"].get("certificate")
+        if folder is not None and isinstance(certificate, dict) and certificate.get("path"):
+            entry["statistics"]["certificate"] = {**certificate, "path": _relative(certificate["path"], folder)}
         entry["expect"] = expect
         entry["counts_as"] = outcome(v, expect)
         if v.spec:
@@ -179,6 +186,13 @@ def _run_seconds(verdicts: Sequence[Verdict], seconds: float | None) -> float:
     return seconds if seconds is not None else sum(v.seconds for v in verdicts)
 
 
+def _relative(path: str, folder: Path) -> str:
+    try:
+        return os.path.relpath(Path(path).resolve(), folder.resolve())
+    except ValueError:  # another drive (Windows): keep it absolute
+        return str(Path(path).resolve())
+
+
 def _sha256(path: Path) -> str | None:
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -193,5 +207,5 @@ def write_json(
     fail_on: str = "unknown",
     seconds: float | None = None,
 ) -> None:
-    report = json_report(verdicts, expectations, fail_on, seconds)
+    report = json_report(verdicts, expectations, fail_on, seconds, Path(path).parent)
     Path(path).write_text(json.dumps(report, indent=2, default=str) + "\n")

@@ -127,6 +127,16 @@ def solve_query(
     return result
 
 
+def encoded_queries(task: Task, deadline: Deadline) -> list[tuple[str, str]]:
+    """Every query of the property as SMT-LIB text, encoded as ``solve_query`` encodes it and never solved:
+    what ``verify-tf audit`` compares a certificate's query files with (``certify.rederive``)."""
+    out = []
+    for plan in task.prop.smt_queries(task):
+        query: Query = task.prop.build_query(task, plan, Builder(deadline=deadline))
+        out.append((plan.name, smt2_text(query.assertions)))
+    return out
+
+
 def _minimise(
     task: Task, plan: QueryPlan, query: Query, result: QueryResult, deadline: Deadline, cancelled: Callable[[], bool]
 ) -> None:
