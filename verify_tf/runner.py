@@ -32,6 +32,7 @@ from .engines.base import ProgressEvent, Run, no_progress
 from .executors import InProcess, ProcessPool
 from .ir import Model
 from .properties import load as load_property
+from .schema.errors import MissingDependency
 from .semantics import Arithmetic, UnsupportedInMode
 from .spec import PropertySpec, Spec
 from .spec.loader import supported_engines
@@ -142,7 +143,7 @@ def check_property(
     except Exception as exc:  # contain it: report, never crash the run
         return contained(exc, spec, prop, engine, deadline)
     if overrides.certify_dir is not None:  # its own budget, as long as the proof's; its time is reported apart
-        certified(spec, prop, task, verdict, overrides.certify_dir, timeout_of(spec, prop, overrides))
+        certified(spec, prop, task, verdict, overrides.certify_dir, timeout_of(spec, prop, overrides), run.progress)
     return verdict
 
 
@@ -172,13 +173,21 @@ def contained(exc: Exception, spec: Spec, prop: PropertySpec, engine: str, deadl
     )
 
 
-def certified(spec: Spec, prop: PropertySpec, task: Task, verdict: Verdict, directory: Path, seconds: float) -> None:
+def certified(
+    spec: Spec,
+    prop: PropertySpec,
+    task: Task,
+    verdict: Verdict,
+    directory: Path,
+    seconds: float,
+    progress: Callable[[ProgressEvent], None] = no_progress,
+) -> None:
     """Certify a proved verdict into ``directory`` (``verify_tf.certify``; its modules load only here)."""
     try:  # in this thread, with z3: properties that run side by side (-j N, --cluster) take turns
         from .certify import certify
 
         with Z3_LOCK:
-            certify(spec, prop, task, verdict, directory, seconds)
+            certify(spec, prop, task, verdict, directory, seconds, progress)
     except Exception as exc:  # a certification bug must not turn a proof into a crash: say so instead
         verdict.statistics["certificate"] = {"complete": False, "failed": True, "error": f"{type(exc).__name__}: {exc}"}
 
@@ -191,6 +200,26 @@ def run_engine(
     if engine != "auto":
         return load_engine(engine).check(task, run)
     return auto.run(task, run, engines or supported_engines(task.prop, task.options), cache_dir)
+
+
+def not_run(path: str | Path, missing: MissingDependency) -> list[Verdict]:
+    """The verdicts of a spec that cannot run here (an optional package is missing): every property ``unknown``,
+    saying which package is missing and how to install it, so that the other specs of the run still run."""
+    return [
+        Verdict(
+            prop.label,
+            UNKNOWN,
+            "none",
+            method="not run",
+            detail=f"not run: {missing.message}; {missing.install}",
+            tried=[f"nothing: {missing.package} is not installed"],
+            statistics={"missing": {"package": missing.package, "install": missing.install}},
+            spec=str(path),
+            index=prop.index,
+            kind=prop.name,
+        )
+        for prop in missing.properties
+    ]
 
 
 ProgressFactory = Callable[[Spec, PropertySpec], Callable[[ProgressEvent], None]]

@@ -103,6 +103,12 @@ def solve_query(
     return result
 
 
+def _solving_text(turns: list[float]) -> str:
+    """The solver time of one query over all its turns, as statistics.solver_seconds counts it."""
+    text = f"{sum(turns):.2f} s of solving"
+    return text if len(turns) == 1 else f"{text} in {len(turns)} turns"
+
+
 def encoded_queries(task: Task, deadline: Deadline) -> list[tuple[str, str]]:
     """Every query of the property as SMT-LIB text, encoded as ``solve_query`` encodes it and never solved:
     what ``verify-tf audit`` compares a certificate's query files with (``certify.rederive``)."""
@@ -150,6 +156,7 @@ def check(task: Task, run: Run) -> Verdict:
     plans = list(prop.smt_queries(task))
     workers = run.executor.workers
     results: dict[int, QueryResult] = {}
+    solving: dict[int, list[float]] = {}  # per query, the solver seconds of each turn (tried sums them)
     second_turn: list[int] = []
     found: list[tuple[QueryResult, dict[str, Any]]] = []
     totals = BoundStats()
@@ -176,6 +183,7 @@ def check(task: Task, run: Run) -> Verdict:
     def on_result(work: WorkUnit, result: QueryResult) -> str:
         index = work.order
         results[index] = result
+        solving.setdefault(index, []).append(result.solve_seconds)
         statistics["solver_seconds"] += result.solve_seconds
         statistics["encode_seconds"] += result.encode_seconds
         statistics["variables"] += result.variables
@@ -243,9 +251,8 @@ def check(task: Task, run: Run) -> Verdict:
             tried.append(f"{plan.name}: not encodable exactly ({ended.reason})")
             reasons.append(f"not encodable: {ended.reason}")
         elif ended.status != "unsat":
-            tried.append(
-                f"{plan.name}: {ended.solver} {ended.status} after {ended.solve_seconds:.2f} s ({ended.reason})"
-            )
+            spent = _solving_text(solving[index])
+            tried.append(f"{plan.name}: {ended.solver} {ended.status} after {spent} ({ended.reason})")
             reasons.append(ended.reason)
     if not reasons:
         count = len(plans)
