@@ -28,6 +28,7 @@ from .engines import architecture, counting, enumerate as enumerate_engine, inte
 from .engines.base import ProgressEvent, Run, Settings, Task, no_progress
 from .executors import InProcess, ProcessPool
 from .properties import registry
+from .schema.errors import MissingDependency
 from .semantics import UnsupportedInMode
 from .spec import PropertySpec, Spec
 from .spec.loader import supported_engines
@@ -131,7 +132,9 @@ def check_property(
     if overrides.certify_dir is not None and task is not None:
         try:  # in this thread, with z3: properties that run side by side (-j N, --cluster) take turns
             with DRIVER_Z3_LOCK:
-                certify(spec, prop, task, verdict, overrides.certify_dir, timeout_of(spec, prop, overrides))
+                certify(
+                    spec, prop, task, verdict, overrides.certify_dir, timeout_of(spec, prop, overrides), run.progress
+                )
         except Exception as exc:  # a certification bug must not turn a proof into a crash: say so instead
             verdict.statistics["certificate"] = {
                 "complete": False,
@@ -164,6 +167,26 @@ def run_engine(task: Task, run: Run, engine: str, cache_dir: Path | None = None)
     if verdict.status == UNKNOWN and "falsification" in notes:
         verdict.tried = [f"auto: {notes['falsification']}: no counterexample"] + list(verdict.tried)
     return verdict
+
+
+def not_run(path: str | Path, missing: MissingDependency) -> list[Verdict]:
+    """The verdicts of a spec that cannot run here (an optional package is missing): every property ``unknown``,
+    saying which package is missing and how to install it, so that the other specs of the run still run."""
+    return [
+        Verdict(
+            prop.label,
+            UNKNOWN,
+            "none",
+            method="not run",
+            detail=f"not run: {missing.message}; {missing.install}",
+            tried=[f"nothing: {missing.package} is not installed"],
+            statistics={"missing": {"package": missing.package, "install": missing.install}},
+            spec=str(path),
+            index=prop.index,
+            kind=prop.name,
+        )
+        for prop in missing.properties
+    ]
 
 
 ProgressFactory = Callable[[Spec, PropertySpec], Callable[[ProgressEvent], None]]

@@ -17,13 +17,14 @@ re-does any check of the evidence; docs/trust.md says what each check rules out 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..engines.base import CERTIFY_COUNTING, CERTIFY_QUERIES, OUTPUTS_DIGEST, Task
+from ..engines.base import CERTIFY_COUNTING, CERTIFY_QUERIES, OUTPUTS_DIGEST, Progress, ProgressEvent, Task, no_progress
 from ..engines.scan import CERTIFY_CHUNKS
 from ..fingerprint import tool_versions
 from ..verdict import PROVED, Verdict
@@ -78,6 +79,23 @@ def slug(verdict: Verdict) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{stem}-{verdict.index}-{verdict.property}").strip("-")
 
 
+CERTIFYING = "certifying (cvc5 / LRAT / sample)"  # the progress phase while a certificate is made
+# the certify extra: module -> distribution (cvc5 re-proves the queries, python-sat's CaDiCaL writes LRAT proofs)
+EXTRA_PACKAGES = {"cvc5": "cvc5", "pysat": "python-sat"}
+
+
+def missing_packages() -> list[str]:
+    """The certify extra's distributions that are not installed (found without importing them)."""
+    return [dist for module, dist in EXTRA_PACKAGES.items() if not _importable(module)]
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken or blocked installation is a missing one
+        return False
+
+
 def evidence_budget(timeout: float, proof_seconds: float) -> float:
     """Seconds each kind of evidence (cvc5's re-proof, the LRAT chain) may take over all of a proof's queries:
     ``BUDGET_FACTOR`` times the proof's own time, at least ``BUDGET_FLOOR`` (start-up and fixed costs dominate
@@ -85,16 +103,20 @@ def evidence_budget(timeout: float, proof_seconds: float) -> float:
     return min(timeout, max(BUDGET_FLOOR, BUDGET_FACTOR * proof_seconds))
 
 
-def certify(spec, prop, task: Task, verdict: Verdict, directory: Path, timeout: float) -> None:
+def certify(
+    spec, prop, task: Task, verdict: Verdict, directory: Path, timeout: float, progress: Progress = no_progress
+) -> None:
     """Attach a certificate to ``verdict`` in place (see the module docstring); drops the engine's raw material
     from the statistics whatever the verdict. ``spec`` and ``prop`` are the loaded spec and property; the
-    evidence's budget comes from ``timeout`` and the proof's time (``evidence_budget``)."""
+    evidence's budget comes from ``timeout`` and the proof's time (``evidence_budget``). ``progress`` hears
+    ``CERTIFYING`` with the queries done."""
     seconds = evidence_budget(timeout, verdict.seconds)
     queries = verdict.statistics.pop(CERTIFY_QUERIES, None)
     chunks = verdict.statistics.pop(CERTIFY_CHUNKS, None)
     covered = verdict.statistics.pop(CERTIFY_COUNTING, None)
     if verdict.status != PROVED:
         return
+    progress(ProgressEvent("certify", CERTIFYING, 0, len(queries) if queries else None, "queries"))
     start = time.perf_counter()
     folder = directory / slug(verdict)
     folder.mkdir(parents=True, exist_ok=True)
@@ -109,9 +131,9 @@ def certify(spec, prop, task: Task, verdict: Verdict, directory: Path, timeout: 
         body.update(counting_evidence(task, covered, task.settings.seed))
         body["trusted"] = TRUSTED["counting"]
         if queries is not None:
-            body["queries"] = _smt_certificate(queries, folder, seconds)["queries"]
+            body["queries"] = _smt_certificate(queries, folder, seconds, progress)["queries"]
     elif queries:
-        body.update(_smt_certificate(queries, folder, seconds))
+        body.update(_smt_certificate(queries, folder, seconds, progress))
         if not any(q.get("z3_answer") == "unsat" for q in body["queries"]):
             body["checks"] = conclusion_checks(task, verdict.statistics)
     elif queries is not None:  # a proof that asked no solver query: its conclusion is what can be re-checked
@@ -145,7 +167,7 @@ def certify(spec, prop, task: Task, verdict: Verdict, directory: Path, timeout: 
     }
 
 
-def _smt_certificate(queries: list[dict], folder: Path, seconds: float) -> dict:
+def _smt_certificate(queries: list[dict], folder: Path, seconds: float, progress: Progress = no_progress) -> dict:
     """Each kind of evidence has its own budget of ``seconds`` over all the queries: a second solver that runs
     out of time does not keep the LRAT chain from being tried."""
     left = {"cvc5": seconds, "lrat": seconds}  # each evidence's budget, spent only while that evidence runs
@@ -159,6 +181,7 @@ def _smt_certificate(queries: list[dict], folder: Path, seconds: float) -> dict:
 
     out = []
     for k, query in enumerate(queries, 1):
+        progress(ProgressEvent("certify", f"{CERTIFYING}: {query['name']}", k - 1, len(queries), "queries"))
         entry = {"name": query["name"], "z3_answer": query["answer"]}
         text = query.get("smt2") or ""
         if not text:

@@ -169,11 +169,18 @@ def _minimise(
         result.indices = [answer.values[v.decl().name()] for v in variables]
 
 
+def _solving_text(turns: list[float]) -> str:
+    """The solver time of one query over all its turns, as statistics.solver_seconds counts it."""
+    text = f"{sum(turns):.2f} s of solving"
+    return text if len(turns) == 1 else f"{text} in {len(turns)} turns"
+
+
 def check(task: Task, run: Run) -> Verdict:
     prop = task.prop
     plans = list(prop.smt_queries(task))
     workers = run.executor.workers
     results: dict[int, QueryResult] = {}
+    solving: dict[int, list[float]] = {}  # per query, the solver seconds of each turn (tried sums them)
     second_turn: list[int] = []
     found: list[tuple[QueryResult, dict]] = []
     totals = BoundStats()
@@ -200,6 +207,7 @@ def check(task: Task, run: Run) -> Verdict:
     def on_result(work: WorkUnit, result: QueryResult) -> str:
         index = work.order
         results[index] = result
+        solving.setdefault(index, []).append(result.solve_seconds)
         statistics["solver_seconds"] += result.solve_seconds
         statistics["encode_seconds"] += result.encode_seconds
         statistics["variables"] += result.variables
@@ -272,9 +280,8 @@ def check(task: Task, run: Run) -> Verdict:
             tried.append(f"{plan.name}: not encodable exactly ({result.reason})")
             reasons.append(f"not encodable: {result.reason}")
         elif result.status != "unsat":
-            tried.append(
-                f"{plan.name}: {result.solver} {result.status} after {result.solve_seconds:.2f} s ({result.reason})"
-            )
+            spent = _solving_text(solving[index])
+            tried.append(f"{plan.name}: {result.solver} {result.status} after {spent} ({result.reason})")
             reasons.append(result.reason)
     if not reasons:
         count = len(plans)
