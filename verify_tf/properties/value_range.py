@@ -155,11 +155,13 @@ class ValueRange(Property):
     def batched_violations(self, task: Task, evaluators: Any, rows: np.ndarray) -> tuple[np.ndarray, dict]:
         lo, hi = self.interval(task)
         values = evaluators.of().values(rows, "readout")
-        num = np.asarray(values.numerators, dtype=object)  # exact comparisons whatever the magnitudes
+        # the user's positions only, as ``violation`` compares them (docs/semantics.md: BOS excluded)
+        columns = [p for _, p in compared_positions(task.model, rows.shape[1], False)]
+        num = np.asarray(values.numerators, dtype=object)[:, columns]  # exact comparisons whatever the magnitudes
         inside = (num * lo.denominator >= lo.numerator * values.den) & (
             num * hi.denominator <= hi.numerator * values.den
         )
-        flagged = (~inside if task.options.inside else inside).any(axis=1)
+        flagged = (~inside if task.options.inside else inside).any(axis=1) if columns else np.zeros(len(rows), bool)
         if task.options.except_distinct:
             sorted_rows = np.sort(rows, axis=1)
             distinct = (sorted_rows[:, 1:] != sorted_rows[:, :-1]).all(axis=1)
