@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from .numbers import float32_from_bits, snap_float32, snap_float64
+from .rasp.batched import least_undefined, run_batched
 from .rasp.interpreter import run
 from .rasp.program import (
     RAISED,
@@ -311,6 +312,29 @@ def check_against_rasp(program: Any, table: RaspProgram, vocab: Iterable[Any], m
     return count
 
 
+def _least_undefined(table: RaspProgram, max_length: int) -> tuple[str, str, tuple[Value, ...]] | None:
+    """(the input shown, the reason, its values) for the shortlex-least input of length 1..max_length, over the
+    sorted vocabulary, on which the tabulated program is undefined; None if it is defined everywhere."""
+    tokens = table.tokens_node.values if table.tokens_node is not None else (None,)  # no tokens node: one input
+    found, unscanned = least_undefined(table, range(len(tokens)), range(1, max_length + 1))
+    for length in unscanned:  # too many inputs for one scan: the slow, exhaustive way (export time only)
+        for word in itertools.product(range(len(tokens)), repeat=length):
+            _, errors = run_batched(table, np.asarray([word], dtype=np.int64))
+            if errors[0]:
+                found = word
+                break
+        if found is not None:
+            break
+    if found is None:
+        return None
+    values = tuple(tokens[c] for c in found)
+    try:
+        run(table, values)
+    except RaspError as exc:
+        return "[" + ", ".join(show(v) for v in values) + "]", str(exc), values
+    raise AssertionError(f"the RASP evaluators disagree on {values}")  # pragma: no cover (tests/test_rasp.py)
+
+
 def _same(rasp_value: Any, ours: Value) -> bool:
     if rasp_value is None or ours is None:
         return rasp_value is None and ours is None
@@ -354,9 +378,23 @@ def _snap_summary(params: dict) -> dict:
 
 
 def export(
-    model: Any, program: Any, *, source: str = "", compile_settings: dict | None = None, check: bool = True
+    model: Any,
+    program: Any,
+    *,
+    source: str = "",
+    compile_settings: dict | None = None,
+    check: bool = True,
+    undefined: str = "error",
 ) -> dict:
-    """The export document (a JSON-ready dict) of a compiled tracr model and the RASP program it was compiled from."""
+    """The export document (a JSON-ready dict) of a compiled tracr model and the RASP program it was compiled from.
+
+    ``undefined``: what to do when the program is undefined on some input up to max_seq_len (a function raises,
+    a categorical aggregate averages several values: tracr's ``rasp.evaluate`` raises there too). ``"error"``
+    (default) raises ``ExportError`` naming the least such input; ``"dont-care"`` exports anyway and records the
+    policy and the least input (``rasp-equivalence`` then skips those inputs, as tracr promises nothing there).
+    """
+    if undefined not in ("error", "dont-care"):
+        raise ExportError(f"undefined: expected 'error' or 'dont-care', got {undefined!r}")
     from tracr.craft import bases
 
     config = model.model_config
@@ -371,6 +409,13 @@ def export(
     vocab = [v for v in encoder.encoding_map if v not in (bos, pad)]
     table = tabulate(program, vocab, max_length, source)
     checked = check_against_rasp(program, table, vocab, max_length) if check else 0
+    least = _least_undefined(table, max_length)
+    if least is not None and undefined == "error":
+        word, reason, _ = least
+        raise ExportError(
+            f"the RASP program is undefined on {word!r} ({reason}); tracr's rasp.evaluate raises there too. Pass "
+            "undefined='dont-care' to export it with such inputs as don't-care, or fix the program"
+        )
     labels = [str(label) for label in model.residual_labels]
     token_ids = {canonical(v): i for v, i in encoder.encoding_map.items() if v not in (bos, pad)}
     symbols = {v: symbol_of(v) for v in table.vocabulary}
@@ -431,6 +476,7 @@ def export(
         "snap": _snap_summary(params),
         "params": params,
         "program": program_to_json(table),
+        "undefined": {"policy": undefined, "least": None if least is None else [symbol_of(v) for v in least[2]]},
         "checked": {
             "inputs": checked,
             "max_length": max_length if check else 0,
@@ -458,6 +504,7 @@ def compile_and_export(
     causal: bool = False,
     source: str = "",
     check: bool = True,
+    undefined: str = "error",
 ) -> tuple[Any, dict]:
     """Compile ``program`` with tracr and export it (written to ``path`` when given): (model, document)."""
     from tracr.compiler import compiling
@@ -479,7 +526,7 @@ def compile_and_export(
         mlp_exactness=mlp_exactness,
         causal=causal,
     )
-    document = export(model, program, source=source, compile_settings=settings, check=check)
+    document = export(model, program, source=source, compile_settings=settings, check=check, undefined=undefined)
     if path is not None:
         Path(path).write_text(json.dumps(document, separators=(",", ":")) + "\n", encoding="utf-8")
     return model, document

@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+MAX_TIMEOUT = 1_000_000  # seconds (11.6 days): the largest budget a spec or --timeout may ask for (docs/cli.md)
+
 
 class DeadlineExpired(Exception):
     """Raised by long-running construction code (e.g. SMT encoding) that finds its deadline passed."""

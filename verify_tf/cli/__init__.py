@@ -19,6 +19,7 @@ from rich.console import Console
 from .. import __version__
 from ..spec.loader import ENGINES
 from ..verdict import EXIT_INPUT_ERROR, EXIT_INTERNAL
+from ..work import MAX_TIMEOUT
 
 LOG_WIDTH = 160  # columns for tables when the output is not a terminal (CI logs, pipes) and COLUMNS is unset
 
@@ -202,7 +203,7 @@ def main() -> None:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT),
     help="Seconds per property, encoding and solving included (overrides the spec).",
 )
 @click.option(
@@ -453,7 +454,7 @@ def _show_explained(explained, print_traces: bool, html_path: Path | None, sourc
 @click.argument("report_path", metavar="REPORT", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT),
     default=600.0,
     show_default=True,
     help="Seconds per certificate for re-checking it.",

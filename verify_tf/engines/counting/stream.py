@@ -41,6 +41,7 @@ from ...semantics.arithmetic import Arithmetic, Exact, Fixed
 from ...semantics.interpreter import BlockTrace, _Counter, affine, feed_forward
 from ...symbolic.encoder import Rounding, SymBlockTrace, encode_affine, encode_feed_forward
 from ...symbolic.values import Builder, NotEncodable, Sym
+from ...work import Deadline, DeadlineExpired
 
 QUERY_SECONDS = 0.5  # the most one z3 optimisation of a value bound may take
 ASKED_KEYS = 64  # up to this many keys the arithmetic itself computes the weights (see CountingModel.weight)
@@ -248,12 +249,13 @@ class CountingModel:
     # ---------------------------------------------------------------- the same position over z3 terms
 
     def encode_position(
-        self, builder: Builder, symbol: str, head_output: Callable[[int, Sym], Sym]
-    ) -> tuple[Sym, list[Sym]]:
+        self, builder: Builder, symbol: str, head_output: Callable[[int, Sym], Sym], until_layer: int | None = None
+    ) -> tuple[Sym | None, list[Sym]]:
         """(readout, value of every coordinate) at a position holding ``symbol``, as symbolic values.
 
         ``head_output(k, value)`` returns the output of coordinate k given its value at this position.
-        Exact arithmetic is not encoded (its averages are not on a grid).
+        ``until_layer``: stop after that block's head values (the readout is then None). Exact arithmetic is
+        not encoded (its averages are not on a grid). ``builder.deadline`` bounds the encoding.
         """
         if not isinstance(self.arith, Fixed):
             raise NotEncodable("exact arithmetic: a head's average S/n is not on a grid")
@@ -261,7 +263,7 @@ class CountingModel:
         z = tuple(Sym.const(c) for c in self.model.tokens.embed(symbol))
         values: list[Sym] = []
         k = 0
-        for block in self.model.blocks:
+        for index, block in enumerate(self.model.blocks):
             if block.attention is not None:
                 outputs: list[tuple[Sym, ...]] = []
                 for head in block.attention.heads:
@@ -272,6 +274,8 @@ class CountingModel:
                         out.append(head_output(k, value[c]))
                         k += 1
                     outputs.append(tuple(out))
+                if index == until_layer:
+                    return None, values
                 layer = block.attention
                 projected = []
                 for c, bias in enumerate(layer.output_bias):
@@ -421,7 +425,9 @@ def rounded_average(builder: Builder, arith: Fixed, total: Any, keys: Any) -> Sy
 def value_bounds(
     machine: CountingModel, letters: Sequence[str], bos_values: Sequence[int], seconds: float
 ) -> list[tuple[int, int]] | None:
-    """Per coordinate, the mantissa range of its value at any word position of any input (None: not computed).
+    """Per coordinate, the mantissa range of its value at any word position of any input (None: not computed,
+    also when ``seconds`` run out: the encodings check that deadline too, solving alone would not bound a deep
+    model's encoding, issue 26).
 
     Layer by layer: the values of a layer are encoded for every letter with the outputs of the earlier heads
     as free grid variables over their whole possible ranges (every output is a floored average of values the
@@ -436,10 +442,11 @@ def value_bounds(
     ranges: list[tuple[int, int] | None] = [None] * count
     layers = sorted({c.layer for c in machine.coordinates})
     until = time.perf_counter() + seconds
+    deadline = Deadline(seconds)
     for layer in layers:
         members = [k for k, c in enumerate(machine.coordinates) if c.layer == layer]
         for symbol in letters:
-            builder = Builder()
+            builder = Builder(deadline=deadline)
             variables: dict[int, Sym] = {}
 
             def output(k: int, value: Sym) -> Sym:
@@ -450,7 +457,10 @@ def value_bounds(
                 variables[k] = Sym(var, arith.scale, Fraction(lo, arith.scale), Fraction(hi, arith.scale))
                 return variables[k]
 
-            _, values = machine.encode_position(builder, symbol, output)
+            try:
+                _, values = machine.encode_position(builder, symbol, output, until_layer=layer)
+            except DeadlineExpired:
+                return None  # no bounds: sound (nothing freezes early), and the unit keeps its own deadline
             for k in members:
                 found = _tightest(values[k], arith.scale, builder.assertions, until)
                 old = bounds[k]
