@@ -34,7 +34,14 @@ from .spec.loader import supported_engines
 from .symbolic.solve import DRIVER_Z3_LOCK
 from .verdict import ERROR, REFUTED, UNKNOWN, Verdict
 from .witness import ReplayMismatch
-from .work import Deadline, Executor
+from .work import (
+    Deadline,
+    DeadlineExpired,
+    Executor,
+    ResourceExhausted,
+    deadline_in_force,
+    out_of_memory_message,
+)
 
 DRIVERS: dict[str, Callable[[Task, Run], Verdict]] = {
     "interpret": interpret.check,
@@ -56,6 +63,8 @@ class Overrides:
     device: str = "auto"
     cache_dir: Path | None = None  # where auto's calibration is stored (the proof cache folder)
     certify_dir: Path | None = None  # --certify: every proved verdict gets a certificate in this folder
+    memory: int | None = None  # --memory: working memory per process in bytes (None: Settings' default)
+    spill_dir: Path | None = None  # --spill-dir: where sorted runs are spilled (None: TMPDIR)
 
 
 def requested_engine(spec: Spec, prop: PropertySpec, overrides: Overrides) -> str:
@@ -83,6 +92,8 @@ def make_task(spec: Spec, prop: PropertySpec, overrides: Overrides) -> Task:
         samples=prop.samples or 100_000,
         smt2_dir=str(overrides.smt2_dir) if overrides.smt2_dir is not None else None,
         certify=overrides.certify_dir is not None,
+        memory=overrides.memory,
+        spill_dir=str(overrides.spill_dir) if overrides.spill_dir is not None else None,
     )
     return Task.make(
         prop.label, registry()[prop.name], prop.options, spec.model, spec.arithmetic, spec.domain, settings
@@ -104,7 +115,15 @@ def check_property(
         run.executor = InProcess(report=lambda unit, phase: run.progress(ProgressEvent(engine, phase)))
     try:
         task = make_task(spec, prop, overrides)
-        verdict = run_engine(task, run, engine, overrides.cache_dir)
+        with deadline_in_force(deadline):  # also for code below the drivers (planning, bounds): check_deadline
+            verdict = run_engine(task, run, engine, overrides.cache_dir)
+    except DeadlineExpired as exc:  # raised where no driver catches it (e.g. planning the batched program)
+        verdict = Verdict(prop.label, UNKNOWN, engine, detail=str(exc), tried=[f"{engine}: {exc}"])
+    except ResourceExhausted as exc:
+        verdict = Verdict(prop.label, UNKNOWN, engine, detail=str(exc), tried=[f"{engine}: {exc}"])
+    except MemoryError:
+        message = out_of_memory_message()
+        verdict = Verdict(prop.label, UNKNOWN, engine, detail=message, tried=[f"{engine}: {message}"])
     except ReplayMismatch as exc:
         verdict = Verdict(
             prop.label,

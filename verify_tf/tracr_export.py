@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from .numbers import float32_from_bits, snap_float32, snap_float64
-from .rasp.batched import least_undefined, run_batched
+from .rasp.batched import least_undefined
 from .rasp.interpreter import run
 from .rasp.program import (
     RAISED,
@@ -275,17 +275,20 @@ def _means(values: Iterable[Value], numerical: bool, max_length: int, where: str
     return means
 
 
-def check_against_rasp(program: Any, table: RaspProgram, vocab: Iterable[Any], max_length: int) -> int:
+def check_against_rasp(
+    program: Any, table: RaspProgram, vocab: Iterable[Any], max_length: int
+) -> tuple[int, tuple[Value, ...] | None]:
     """Compare the tabulated program with tracr's ``rasp.evaluate`` on every input of length 1..max_length.
 
     Numbers are compared up to 1e-9 (RASP computes in floats); raises ``ExportError`` at the first difference.
-    Returns the number of inputs compared.
+    Returns the number of inputs compared and the first input (shortlex) on which both are undefined, if any.
     """
     from tracr.rasp import rasp
 
     tokens = table.tokens_node.values if table.tokens_node is not None else _sorted(vocab)
     python_tokens = [_python_value(t) for t in tokens]
     count = 0
+    undefined: tuple[Value, ...] | None = None
     for length in range(1, max_length + 1):
         for word in itertools.product(python_tokens, repeat=length):
             count += 1
@@ -299,6 +302,8 @@ def check_against_rasp(program: Any, table: RaspProgram, vocab: Iterable[Any], m
                 got = exc
             if isinstance(expected, Exception) or isinstance(got, Exception):
                 if isinstance(expected, Exception) and isinstance(got, Exception):
+                    if undefined is None:
+                        undefined = tuple(canonical(t) for t in word)
                     continue
                 raise ExportError(
                     f"input {list(word)!r}: rasp.evaluate gives {expected!r}, the tabulated program {got!r}"
@@ -309,25 +314,24 @@ def check_against_rasp(program: Any, table: RaspProgram, vocab: Iterable[Any], m
                         f"input {list(word)!r}, position {position}: rasp.evaluate gives {want!r}, "
                         f"the tabulated program {show(have)}"
                     )
-    return count
+    return count, undefined
 
 
-def _least_undefined(table: RaspProgram, max_length: int) -> tuple[str, str, tuple[Value, ...]] | None:
-    """(the input shown, the reason, its values) for the shortlex-least input of length 1..max_length, over the
-    sorted vocabulary, on which the tabulated program is undefined; None if it is defined everywhere."""
+def _scan_undefined(table: RaspProgram, max_length: int) -> tuple[tuple[Value, ...] | None, int]:
+    """The shortlex-least input on which the tabulated program is undefined among the lengths with at most
+    ``rasp.batched.SCAN_LIMIT`` inputs (scanned in order), and the length up to which every input was scanned."""
     tokens = table.tokens_node.values if table.tokens_node is not None else (None,)  # no tokens node: one input
     found, unscanned = least_undefined(table, range(len(tokens)), range(1, max_length + 1))
-    for length in unscanned:  # too many inputs for one scan: the slow, exhaustive way (export time only)
-        for word in itertools.product(range(len(tokens)), repeat=length):
-            _, errors = run_batched(table, np.asarray([word], dtype=np.int64))
-            if errors[0]:
-                found = word
-                break
-        if found is not None:
-            break
-    if found is None:
+    scanned = (min(unscanned) - 1) if unscanned else max_length
+    if found is None or (unscanned and len(found) > scanned):
+        return None, scanned
+    return tuple(tokens[c] for c in found), scanned
+
+
+def _reason(table: RaspProgram, values: tuple[Value, ...] | None) -> tuple[str, str, tuple[Value, ...]] | None:
+    """(the input shown, why the program is undefined there, the input) for an undefined input, or None."""
+    if values is None:
         return None
-    values = tuple(tokens[c] for c in found)
     try:
         run(table, values)
     except RaspError as exc:
@@ -408,8 +412,11 @@ def export(
     max_length = max_positions - 1
     vocab = [v for v in encoder.encoding_map if v not in (bos, pad)]
     table = tabulate(program, vocab, max_length, source)
-    checked = check_against_rasp(program, table, vocab, max_length) if check else 0
-    least = _least_undefined(table, max_length)
+    checked, found = check_against_rasp(program, table, vocab, max_length) if check else (0, None)
+    scanned = max_length
+    if not check:  # no exhaustive pass ran: scan the lengths that are cheap to scan (the spec's load checks all)
+        found, scanned = _scan_undefined(table, max_length)
+    least = _reason(table, found)
     if least is not None and undefined == "error":
         word, reason, _ = least
         raise ExportError(
@@ -476,7 +483,11 @@ def export(
         "snap": _snap_summary(params),
         "params": params,
         "program": program_to_json(table),
-        "undefined": {"policy": undefined, "least": None if least is None else [symbol_of(v) for v in least[2]]},
+        "undefined": {
+            "policy": undefined,
+            "least": None if least is None else [symbol_of(v) for v in least[2]],
+            "searched_up_to": scanned,  # every input up to this length was looked at
+        },
         "checked": {
             "inputs": checked,
             "max_length": max_length if check else 0,

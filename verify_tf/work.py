@@ -21,10 +21,12 @@ as progress where the unit runs in this process; a no-op elsewhere).
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -33,6 +35,51 @@ MAX_TIMEOUT = 1_000_000  # seconds (11.6 days): the largest budget a spec or --t
 
 class DeadlineExpired(Exception):
     """Raised by long-running construction code (e.g. SMT encoding) that finds its deadline passed."""
+
+
+class ResourceExhausted(Exception):
+    """The machine ran out of something a check needs (disk for spilled runs, memory). The verdict is ``unknown``
+    with this message, which says what ran out and what to change: nothing is wrong with the model or an engine,
+    so it is never ``error``."""
+
+
+_AMBIENT = threading.local()
+
+
+@contextmanager
+def deadline_in_force(deadline: Deadline) -> Iterator[None]:
+    """Make ``deadline`` the one ``check_deadline`` consults in this thread (the innermost one wins)."""
+    previous = getattr(_AMBIENT, "deadline", None)
+    _AMBIENT.deadline = deadline
+    try:
+        yield
+    finally:
+        _AMBIENT.deadline = previous
+
+
+def check_deadline(what: str) -> None:
+    """Raise ``DeadlineExpired`` once the deadline in force in this thread has passed. For code deep below the
+    drivers that takes no deadline argument (interval bounds, planning a batched program): it runs inside a
+    work unit (``run_unit``) or a property check (``runner.check_property``), which put their deadline in force."""
+    deadline = getattr(_AMBIENT, "deadline", None)
+    if deadline is not None:
+        deadline.check(what)
+
+
+def out_of_memory_message() -> str:
+    """What ran out, how much this process held, and what to lower (for a MemoryError)."""
+    text = "out of memory"
+    try:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+        text += f": this process reached {peak / 2**30:.2f} GiB"
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit != resource.RLIM_INFINITY:
+            text += f" of its {limit / 2**30:.2f} GiB address-space limit (ulimit -v)"
+    except (ImportError, OSError, ValueError):  # no resource module (Windows): the advice still holds
+        pass
+    return text + "; lower --memory (the working memory of each process) or run fewer jobs (-j)"
 
 
 class Deadline:
@@ -95,6 +142,19 @@ class UnitError(Exception):
 
     def __reduce__(self):  # it crosses process boundaries: pickle the constructor's arguments
         return UnitError, (self.key, self.message, self.remote_traceback)
+
+    @property
+    def expired(self) -> bool:
+        """The unit ran out of its budget (``DeadlineExpired`` raised inside it): a timeout, not a failure."""
+        return self.message.startswith("DeadlineExpired:")
+
+    @property
+    def exhausted(self) -> str | None:
+        """The message of a resource the unit ran out of (memory, spill disk), or None."""
+        for prefix in ("MemoryError: ", "ResourceExhausted: "):
+            if self.message.startswith(prefix):
+                return self.message[len(prefix) :]
+        return None
 
 
 class Handle(Protocol):
@@ -218,8 +278,15 @@ def schedule(
             try:
                 value = handle.result()
             except UnitError as error:
-                summary.errors.append(error)
-                decision = on_error(error) if on_error is not None else STOP
+                if error.exhausted is not None:  # the machine, not the unit: stop the property, say what ran out
+                    drop(list(running))
+                    raise ResourceExhausted(error.exhausted) from None
+                if error.expired:  # a timeout inside the unit: what ran is reported as for any timeout
+                    summary.expired = True
+                    decision = STOP
+                else:
+                    summary.errors.append(error)
+                    decision = on_error(error) if on_error is not None else STOP
             else:
                 decision = on_result(handle.unit, value)
             if decision == STOP:
@@ -237,6 +304,13 @@ def schedule(
 
 
 def describe_exception(exc: BaseException) -> tuple[str, str]:
+    """(message, traceback) of a unit's exception; running out of memory or disk gets a message that says so
+    (``UnitError.exhausted`` reads it back in the process that schedules the unit)."""
+    if isinstance(exc, MemoryError):
+        return f"MemoryError: {out_of_memory_message()}", traceback.format_exc(limit=12)
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        where = f" ({exc.filename})" if exc.filename else ""
+        return f"ResourceExhausted: no space left on the device{where}", traceback.format_exc(limit=12)
     return f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=12)
 
 
@@ -267,8 +341,11 @@ def run_unit(
     cancelled: Callable[[], bool] = never_cancelled,
     report: Callable[[str], None] = no_report,
 ) -> Any:
-    """Call a unit's function with its budget (what every executor does, in whichever process)."""
-    return unit.function(*unit.args, deadline=Deadline(seconds), cancelled=cancelled, report=report)
+    """Call a unit's function with its budget (what every executor does, in whichever process); the budget is
+    also the deadline in force (``check_deadline``) for whatever the unit calls."""
+    deadline = Deadline(seconds)
+    with deadline_in_force(deadline):
+        return unit.function(*unit.args, deadline=deadline, cancelled=cancelled, report=report)
 
 
 def iter_chunks(total: int, size: int, start: int = 0) -> Iterator[tuple[int, int]]:

@@ -17,6 +17,28 @@ from . import output
 from .progress import ProgressDisplay
 from .reports import show_explained
 
+SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+class ByteSize(click.ParamType):
+    """A size in bytes: 1048576, 512K, 256M, 2G (binary multiples; an optional B or iB)."""
+
+    name = "SIZE"
+
+    def convert(self, value, param, ctx) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().upper().removesuffix("B").removesuffix("I")
+        unit = text[-1:] if text[-1:] in SIZE_UNITS else ""
+        try:
+            number = float(text[: len(text) - len(unit)])
+        except ValueError:
+            self.fail(f"{value!r} is not a size (e.g. 512M, 2G)", param, ctx)
+        size = int(number * SIZE_UNITS[unit])
+        if not (1 << 20) <= size <= (1 << 50):
+            self.fail(f"{value!r}: expected between 1M and 1024T", param, ctx)
+        return size
+
 
 @click.command()
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
@@ -110,6 +132,18 @@ from .reports import show_explained
     show_default=True,
     help="Device for the torch path.",
 )
+@click.option(
+    "--memory",
+    type=ByteSize(),
+    help="Working memory of each process (e.g. 512M, 2G; default 256M): the size of evaluated batches and of the "
+    "sorted runs kept in memory before they are spilled. Lower it when a check runs out of memory.",
+)
+@click.option(
+    "--spill-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder for the sorted runs a large distinct-values scan spills (default: TMPDIR, else the system's "
+    "temporary folder); each check removes its own.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No table; only the exit code and errors.")
 def check(
     specs,
@@ -129,6 +163,8 @@ def check(
     smt2_dir,
     certify_dir,
     device,
+    memory,
+    spill_dir,
     quiet,
 ) -> None:
     """Check every property of every SPEC and print a verdict table.
@@ -161,9 +197,11 @@ def check(
         device=device,
         cache_dir=None if no_cache else cache_dir,
         certify_dir=certify_dir,
+        memory=memory,
+        spill_dir=spill_dir,
     )
     try:  # report folders are created up front, so a typo fails before the checks, not after
-        for folder in (smt2_dir, certify_dir):
+        for folder in (smt2_dir, certify_dir, spill_dir):
             if folder is not None:
                 folder.mkdir(parents=True, exist_ok=True)
         for target in (json_path, junit_path, html_path):
@@ -236,12 +274,8 @@ def check(
 
 def _open_cluster(address: str, quiet: bool):
     """The Dask executor for ``--cluster`` (Dask is imported only here); a cluster that cannot be used is exit 2."""
-    import logging
-
     from ..executors import ClusterUnavailable, open_cluster
 
-    # a lost scheduler is reported in the verdicts; Dask's client would also log each reconnection attempt
-    logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
     try:
         executor = open_cluster(address)
     except ClusterUnavailable as exc:

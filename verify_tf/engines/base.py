@@ -44,6 +44,8 @@ class Settings:
     samples: int = 100_000
     smt2_dir: str | None = None
     certify: bool = False  # keep what a certificate needs (queries asked, outputs digest) in the statistics
+    memory: int | None = None  # --memory: bytes of working memory per process (batches, the scan's runs); None: 256 MiB
+    spill_dir: str | None = None  # where the scan spills sorted runs (None: the system's temporary folder)
 
 
 # Statistics keys the certificate module (verify_tf/certify) reads and removes before the report is written

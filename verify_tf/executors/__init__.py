@@ -112,7 +112,10 @@ class _PoolHandle:
         except UnitError:
             raise
         except BrokenProcessPool as exc:
-            raise UnitError(self.unit.key, f"the worker process died ({exc})") from None
+            raise UnitError(
+                self.unit.key,
+                f"the worker process died ({exc}); if the system killed it for memory, lower --memory or -j",
+            ) from None
         except Exception as exc:  # e.g. a result that could not be sent back
             raise UnitError(self.unit.key, f"{type(exc).__name__}: {exc}") from None
 

@@ -609,6 +609,11 @@ def connect(
     with throw-away certificates when ``cryptography`` is installed), with its directories in a temporary
     folder (made in ``directory``, default the system's temporary folder) that ``close`` removes; anything else
     is the address of a running scheduler. Raises ``ClusterUnavailable``."""
+    # a lost scheduler is reported once, in the verdicts ("the connection to the Dask scheduler at ... was lost");
+    # Dask's client would also log a 40-line traceback per reconnection attempt. Set here, after Dask's own
+    # logging configuration ran (importing distributed resets these levels).
+    for name in ("distributed.client", "distributed.utils", "distributed.comm", "distributed.core"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     timeout = connect_timeout() if timeout is None else timeout
     if address.startswith("local:"):
         count = int(address.split(":", 1)[1])
