@@ -199,7 +199,7 @@ def test_memory_sizes_on_the_command_line():
     from verify_tf.cli import main
 
     result = CliRunner().invoke(main, ["check", str(ROOT / "specs" / "crasp-L1.yaml"), "--memory", "1K"])
-    assert result.exit_code == 2 and "expected between 1M and 1024T" in result.output
+    assert result.exit_code == 2 and "expected between 64K and 1024T" in result.output
     from verify_tf.cli.check import ByteSize
 
     assert ByteSize().convert("512M", None, None) == 512 << 20

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 from rich.table import Table
 
 from . import __version__
-from .verdict import PROVED, REFUTED, UNKNOWN, Verdict, exit_code
+from .verdict import EXIT_INTERRUPTED, PROVED, REFUTED, UNKNOWN, Verdict, exit_code
 
 STYLE = {"proved": "green", "refuted": "red", "unknown": "yellow", "error": "bold magenta"}
 REPORT_FORMAT = "verify-tf-report/1"
@@ -71,12 +72,17 @@ def combined_exit_code(
 
 
 def json_report(
-    verdicts: Sequence[Verdict], expectations: Sequence[str | None], fail_on: str = "unknown"
+    verdicts: Sequence[Verdict],
+    expectations: Sequence[str | None],
+    fail_on: str = "unknown",
+    interrupted: str | None = None,
 ) -> dict[str, Any]:
     """The JSON report (format ``verify-tf-report/1``, documented in docs/cli.md).
 
     Every result carries ``spec`` (as given), ``spec_resolved`` (absolute), ``spec_sha256`` and ``index`` (the
     property's position in the spec), so ``verify-tf explain`` can re-load the spec and replay a witness.
+    ``interrupted``: the signal that stopped the run (``SIGINT``/``SIGTERM``): the report then says so and its
+    exit code is the interrupt's (130/143), never a verdict's.
     """
     digests: dict[str, str | None] = {}
     results = []
@@ -95,7 +101,12 @@ def json_report(
         "tool": "verify-tf",
         "version": __version__,
         "fail_on": fail_on,
-        "exit_code": combined_exit_code(verdicts, expectations, fail_on),
+        "exit_code": (
+            EXIT_INTERRUPTED[getattr(signal, interrupted)]
+            if interrupted
+            else combined_exit_code(verdicts, expectations, fail_on)
+        ),
+        **({"interrupted": interrupted} if interrupted else {}),
         "results": results,
     }
 
@@ -108,6 +119,11 @@ def _sha256(path: Path) -> str | None:
 
 
 def write_json(
-    path: str | Path, verdicts: Sequence[Verdict], expectations: Sequence[str | None], fail_on: str = "unknown"
+    path: str | Path,
+    verdicts: Sequence[Verdict],
+    expectations: Sequence[str | None],
+    fail_on: str = "unknown",
+    interrupted: str | None = None,
 ) -> None:
-    Path(path).write_text(json.dumps(json_report(verdicts, expectations, fail_on), indent=2, default=str) + "\n")
+    report = json_report(verdicts, expectations, fail_on, interrupted)
+    Path(path).write_text(json.dumps(report, indent=2, default=str) + "\n")

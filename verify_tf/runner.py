@@ -14,6 +14,7 @@ of this process and all their work units go to one shared pool of worker process
 from __future__ import annotations
 
 import dataclasses
+import signal
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -32,7 +33,7 @@ from .semantics import UnsupportedInMode
 from .spec import PropertySpec, Spec
 from .spec.loader import supported_engines
 from .symbolic.solve import DRIVER_Z3_LOCK
-from .verdict import ERROR, REFUTED, UNKNOWN, Verdict
+from .verdict import ERROR, INTERRUPTED, REFUTED, UNKNOWN, Verdict
 from .witness import ReplayMismatch
 from .work import (
     Deadline,
@@ -40,6 +41,7 @@ from .work import (
     Executor,
     ResourceExhausted,
     deadline_in_force,
+    interrupted,
     out_of_memory_message,
 )
 
@@ -185,6 +187,25 @@ def run_engine(task: Task, run: Run, engine: str, cache_dir: Path | None = None)
     return verdict
 
 
+def interrupted_verdict(spec: Spec, prop: PropertySpec, overrides: Overrides, stopped: Verdict | None) -> Verdict:
+    """``unknown (interrupted)`` for a property that SIGINT/SIGTERM kept from finishing: an interrupt is never
+    a verdict, so whatever the check had when it stopped (a timeout, a failed unit) is not reported as one."""
+    name = signal.Signals(interrupted() or signal.SIGINT).name
+    return Verdict(
+        prop.label,
+        UNKNOWN,
+        stopped.engine if stopped is not None else requested_engine(spec, prop, overrides),
+        method=INTERRUPTED,
+        detail=f"interrupted ({name}) before it finished" if stopped is not None else f"not started ({name})",
+        seconds=stopped.seconds if stopped is not None else 0.0,
+        statistics={"interrupted": name},
+        tried=list(stopped.tried) if stopped is not None else [],
+        spec=str(spec.path),
+        index=prop.index,
+        kind=prop.name,
+    )
+
+
 ProgressFactory = Callable[[Spec, PropertySpec], Callable[[ProgressEvent], None]]
 
 
@@ -224,6 +245,8 @@ def check_all(
 
     def one(slot: int, shared: Executor | None) -> Verdict:
         spec, prop = work[slot]
+        if interrupted() is not None:  # SIGINT/SIGTERM: what has not started never starts
+            return interrupted_verdict(spec, prop, overrides, None)
         tick = progress(spec, prop) if progress is not None else None
         try:
             return check_property(spec, prop, overrides, tick, shared)
@@ -232,6 +255,8 @@ def check_all(
                 tick.close()
 
     def finish(slot: int, verdict: Verdict) -> None:
+        if interrupted() is not None and verdict.status in (UNKNOWN, ERROR) and verdict.method != INTERRUPTED:
+            verdict = interrupted_verdict(*work[slot], overrides, verdict)  # it stopped because of the interrupt
         verdicts[slot] = verdict
         if cache is not None and keys[slot] is not None:
             cache.put(keys[slot], verdict)

@@ -26,11 +26,68 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 MAX_TIMEOUT = 1_000_000  # seconds (11.6 days): the largest budget a spec or --timeout may ask for (docs/cli.md)
+
+
+# ---------------------------------------------------------------- interrupts (SIGINT, SIGTERM)
+#
+# An interrupt is never a verdict (docs/cli.md, "Interrupts"). The CLI turns a signal into ``request_interrupt``;
+# from then on every ``Deadline`` of this process has expired and every ``cancelled()`` is true, so drivers,
+# ``schedule`` and solvers wind down the way they do at a timeout (within the polling intervals they already
+# have), the CLI relabels what did not finish ``unknown (interrupted)``, removes the scratch folders registered
+# here, ends the processes it started and exits 130 or 143.
+
+_INTERRUPT = threading.Event()
+_INTERRUPT_SIGNAL: list[int] = []
+_ON_INTERRUPT: list[Callable[[], None]] = []
+_SCRATCH: set[str] = set()
+_SCRATCH_LOCK = threading.Lock()
+
+
+def request_interrupt(signum: int) -> None:
+    """Stop every check of this process as soon as it polls (any thread may call it)."""
+    if not _INTERRUPT_SIGNAL:
+        _INTERRUPT_SIGNAL.append(signum)
+    _INTERRUPT.set()
+    for hook in list(_ON_INTERRUPT):
+        with suppress(Exception):  # a hook that fails must not keep the others from running
+            hook()
+
+
+def interrupted() -> int | None:
+    """The signal that interrupted this process, or None."""
+    return _INTERRUPT_SIGNAL[0] if _INTERRUPT.is_set() and _INTERRUPT_SIGNAL else None
+
+
+def clear_interrupt() -> None:
+    """Forget an interrupt (tests, and the API between runs)."""
+    _INTERRUPT.clear()
+    _INTERRUPT_SIGNAL.clear()
+
+
+def on_interrupt(hook: Callable[[], None]) -> None:
+    """Call ``hook`` when an interrupt is requested (e.g. interrupt z3, which does not poll in C code)."""
+    _ON_INTERRUPT.append(hook)
+
+
+def register_scratch(path: str) -> None:
+    """A temporary folder to remove if the process is interrupted before its owner removes it."""
+    with _SCRATCH_LOCK:
+        _SCRATCH.add(path)
+
+
+def forget_scratch(path: str) -> None:
+    with _SCRATCH_LOCK:
+        _SCRATCH.discard(path)
+
+
+def scratch_folders() -> list[str]:
+    with _SCRATCH_LOCK:
+        return sorted(_SCRATCH)
 
 
 class DeadlineExpired(Exception):
@@ -96,15 +153,19 @@ class Deadline:
         self.end = self.start + seconds
 
     def remaining(self) -> float:
+        if _INTERRUPT.is_set():
+            return 0.0
         return max(0.0, self.end - time.perf_counter())
 
     def expired(self) -> bool:
-        return time.perf_counter() >= self.end
+        return _INTERRUPT.is_set() or time.perf_counter() >= self.end
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
 
     def check(self, what: str = "") -> None:
+        if _INTERRUPT.is_set():
+            raise DeadlineExpired(f"interrupted {what}".strip())
         if self.expired():
             raise DeadlineExpired(f"timeout ({self.seconds:g} s) {what}".strip())
 
@@ -115,7 +176,7 @@ class Deadline:
 
 
 def never_cancelled() -> bool:
-    return False
+    return _INTERRUPT.is_set()  # nothing cancels the unit, but an interrupt stops everything
 
 
 @dataclass(frozen=True)
@@ -192,6 +253,7 @@ class Executor(Protocol):
 # ---------------------------------------------------------------- the scheduling loop
 
 CONTINUE, STOP_AFTER, STOP = "continue", "stop-after", "stop"
+POLL_SECONDS = 0.25  # the longest ``schedule`` waits for a unit before it looks at the deadline again
 
 
 @dataclass
@@ -271,7 +333,8 @@ def schedule(
             summary.expired = True
             drop(list(running))
             break
-        done = executor.completed(running, timeout=deadline.remaining())
+        # in slices: an interrupt (which expires the deadline) is noticed within POLL_SECONDS, not at the end
+        done = executor.completed(running, timeout=min(deadline.remaining(), POLL_SECONDS))
         for handle in done:
             running.remove(handle)
             summary.finished += 1
@@ -324,7 +387,7 @@ class CancelFlag:
         self._event.set()
 
     def __call__(self) -> bool:
-        return self._event.is_set()
+        return self._event.is_set() or _INTERRUPT.is_set()
 
 
 def no_report(phase: str) -> None:

@@ -6,14 +6,19 @@ Exit codes: 0 all proved, 1 something refuted, 2 input error, 3 nothing refuted 
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
 from ..spec.loader import ENGINES
-from ..work import MAX_TIMEOUT
+from ..verdict import EXIT_INTERRUPTED
+from ..work import MAX_TIMEOUT, interrupted
 from . import output
+from .interrupts import Interrupts, end_descendants, remove_scratch, signal_name
 from .progress import ProgressDisplay
 from .reports import show_explained
 
@@ -35,8 +40,8 @@ class ByteSize(click.ParamType):
         except ValueError:
             self.fail(f"{value!r} is not a size (e.g. 512M, 2G)", param, ctx)
         size = int(number * SIZE_UNITS[unit])
-        if not (1 << 20) <= size <= (1 << 50):
-            self.fail(f"{value!r}: expected between 1M and 1024T", param, ctx)
+        if not (1 << 16) <= size <= (1 << 50):
+            self.fail(f"{value!r}: expected between 64K and 1024T", param, ctx)
         return size
 
 
@@ -173,6 +178,34 @@ def check(
     verdict contradicted `expect:`), 2 input error, 3 nothing refuted but something unknown (0 with
     --fail-on refuted), 4 internal error.
     """
+    options = dict(locals())  # the command's parameters, as they came
+    with Interrupts():  # SIGINT/SIGTERM: never a verdict (docs/cli.md, "Interrupts")
+        _check(**options)
+
+
+def _check(
+    *,
+    specs,
+    engine,
+    timeout,
+    json_path,
+    junit_path,
+    unknown_as,
+    fail_on,
+    jobs,
+    cluster_address,
+    cache_dir,
+    no_cache,
+    explain,
+    html_path,
+    minimize,
+    smt2_dir,
+    certify_dir,
+    device,
+    memory,
+    spill_dir,
+    quiet,
+) -> None:
     from ..cache import ProofCache
     from ..report import combined_exit_code, verdict_table, write_json
     from ..runner import Overrides, check_all
@@ -215,6 +248,8 @@ def check(
             loaded.append(load_spec(path))
         except SpecError as exc:
             output.fail_input(str(exc))
+    if interrupted() is not None:  # during loading: nothing was checked, nothing to report
+        _exit_interrupted(0, sum(len(spec.properties) for spec in loaded))
     if not quiet:
         for spec in loaded:
             for note in spec.model.notes:
@@ -252,17 +287,21 @@ def check(
             executor.close()
     expectations = [prop.expect for spec in loaded for prop in spec.properties]
     code = combined_exit_code(verdicts, expectations, fail_on)
+    signum = interrupted()
+    stopped_by = signal_name(signum) if signum is not None else None
     if not quiet:
         output.console.print(verdict_table(verdicts, expectations))
         for v in verdicts:
             if v.status == "error" and v.statistics.get("traceback"):
                 output.err_console.print(f"[magenta]{v.property}[/]: {v.statistics['traceback']}", highlight=False)
     if json_path is not None:
-        write_json(json_path, verdicts, expectations, fail_on)
+        write_json(json_path, verdicts, expectations, fail_on, stopped_by)
     if junit_path is not None:
         from ..junit import write_junit
 
         write_junit(junit_path, verdicts, expectations, unknown_as)
+    if signum is not None:
+        _exit_interrupted(sum(v.method != "interrupted" for v in verdicts), len(verdicts))
     if explain or html_path is not None:
         from ..explain import explain_verdicts
 
@@ -272,6 +311,24 @@ def check(
     sys.exit(code)
 
 
+def _exit_interrupted(finished: int, total: int) -> NoReturn:
+    """After SIGINT/SIGTERM: remove the scratch folders, end every process this one started, exit 130/143."""
+    signum = interrupted() or signal.SIGINT
+    remove_scratch()
+    ended = end_descendants()
+    code = EXIT_INTERRUPTED[signum]
+    output.err_console.print(
+        f"[yellow]interrupted ({signal_name(signum)}): {finished} of {total} properties finished, the rest are "
+        f"unknown (interrupted); {len(ended)} child process(es) ended; exit {code}[/]",
+        highlight=False,
+    )
+    # the reports are written and the children ended: skip the interpreter's shutdown (atexit joins, collecting
+    # every cached program), which took seconds after a -j 2 run
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def _open_cluster(address: str, quiet: bool):
     """The Dask executor for ``--cluster`` (Dask is imported only here); a cluster that cannot be used is exit 2."""
     from ..executors import ClusterUnavailable, open_cluster
@@ -279,6 +336,8 @@ def _open_cluster(address: str, quiet: bool):
     try:
         executor = open_cluster(address)
     except ClusterUnavailable as exc:
+        if interrupted() is not None:  # Ctrl-C while the workers started (they got it too): not an input error
+            _exit_interrupted(0, 0)
         output.fail_input(str(exc), hint=exc.hint or None)
     if not quiet:
         output.err_console.print(f"[dim]cluster: {executor.describe()}[/]", highlight=False)

@@ -31,7 +31,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..work import ResourceExhausted
+from ..work import ResourceExhausted, forget_scratch, register_scratch
 
 LIMB_BITS = 62
 LIMB = 1 << LIMB_BITS
@@ -147,6 +147,7 @@ class RunStore:
         try:
             if self._folder is None:
                 self._folder = tempfile.TemporaryDirectory(prefix="verify-tf-runs-", dir=self.parent)
+                register_scratch(self._folder.name)  # removed by the CLI if the run is interrupted first
             prefix = os.path.join(self._folder.name, f"run{len(self.spilled)}")
             np.save(prefix + ".keys.npy", run.keys)
             np.save(prefix + ".index.npy", run.index)
@@ -179,6 +180,7 @@ class RunStore:
 
     def close(self) -> None:
         if self._folder is not None:
+            forget_scratch(self._folder.name)
             self._folder.cleanup()
             self._folder = None
 

@@ -9,6 +9,7 @@ All of them implement ``verify_tf.work.Executor``; engine drivers never know whi
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -87,6 +88,9 @@ _CANCEL_FLAGS: Any = None
 def _pool_init(flags: Any) -> None:
     global _CANCEL_FLAGS
     _CANCEL_FLAGS = flags
+    # Ctrl-C reaches the whole process group; the parent decides (it cancels the units and ends this process),
+    # so a worker never dies half-way with a KeyboardInterrupt of its own
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _pool_call(unit: WorkUnit, seconds: float, slot: int = -1) -> Any:

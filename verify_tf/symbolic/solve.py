@@ -21,6 +21,7 @@ from typing import Any
 
 import z3
 
+from ..work import on_interrupt
 from . import foreign
 from .bounds import BoundStats
 from .inputs import SymbolicInput
@@ -84,6 +85,9 @@ def smt2_text(assertions: list) -> str:
     solver = z3.Solver()
     solver.add(assertions)
     return f"(set-logic {LOGIC})\n" + solver.to_smt2()
+
+
+on_interrupt(lambda: z3.main_ctx().interrupt())  # SIGINT/SIGTERM: stop any z3 call of this process now
 
 
 class _Watchdog:
