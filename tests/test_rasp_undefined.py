@@ -101,4 +101,4 @@ def test_the_exporter_refuses_an_undefined_program_unless_told_dont_care(tmp_pat
         compile_and_export(program, {"a", "b"}, 3, tmp_path / "x.json")
     assert not (tmp_path / "x.json").exists()
     _, document = compile_and_export(program, {"a", "b"}, 3, tmp_path / "x.json", undefined="dont-care")
-    assert document["undefined"] == {"policy": "dont-care", "least": ["a", "a"]}
+    assert document["undefined"] == {"policy": "dont-care", "least": ["a", "a"], "searched_up_to": 3}

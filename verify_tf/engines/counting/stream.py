@@ -423,11 +423,17 @@ def rounded_average(builder: Builder, arith: Fixed, total: Any, keys: Any) -> Sy
 
 
 def value_bounds(
-    machine: CountingModel, letters: Sequence[str], bos_values: Sequence[int], seconds: float
+    machine: CountingModel,
+    letters: Sequence[str],
+    bos_values: Sequence[int],
+    seconds: float,
+    deadline: Deadline | None = None,
 ) -> list[tuple[int, int]] | None:
-    """Per coordinate, the mantissa range of its value at any word position of any input (None: not computed,
-    also when ``seconds`` run out: the encodings check that deadline too, solving alone would not bound a deep
-    model's encoding, issue 26).
+    """Per coordinate, the mantissa range of its value at any word position of any input (None: not computed).
+
+    ``seconds`` bounds the z3 queries that narrow the intervals (past it, the intervals are kept: sound); the
+    encodings check ``deadline``, the unit's (a deep model's encoding alone outlived ``--timeout``, issue 26),
+    and when it passes nothing is returned, as the unit is out of time anyway.
 
     Layer by layer: the values of a layer are encoded for every letter with the outputs of the earlier heads
     as free grid variables over their whole possible ranges (every output is a floored average of values the
@@ -442,7 +448,6 @@ def value_bounds(
     ranges: list[tuple[int, int] | None] = [None] * count
     layers = sorted({c.layer for c in machine.coordinates})
     until = time.perf_counter() + seconds
-    deadline = Deadline(seconds)
     for layer in layers:
         members = [k for k, c in enumerate(machine.coordinates) if c.layer == layer]
         for symbol in letters:
@@ -460,7 +465,7 @@ def value_bounds(
             try:
                 _, values = machine.encode_position(builder, symbol, output, until_layer=layer)
             except DeadlineExpired:
-                return None  # no bounds: sound (nothing freezes early), and the unit keeps its own deadline
+                return None  # no bounds: sound (nothing freezes early), and the unit has no time left
             for k in members:
                 found = _tightest(values[k], arith.scale, builder.assertions, until)
                 old = bounds[k]
