@@ -1,12 +1,20 @@
 """The Python entry point for notebooks and tests: check a property of a model without writing a spec.
 
-    from verify_tf.api import check
-    verdict = check(model, Fixed(16, 8), GridDomain.regular(2, Fraction(1, 4), 3), "output-bounds",
-                    {"lo": -4, "hi": 4}, engine="enumerate", timeout=30)
+    from fractions import Fraction
 
-Options are plain Python values validated exactly as a spec's (numbers may be ints, Fractions or text such as
-"1/3"; an ``equivalent-to`` model may be a ``Model``); mistakes raise ``SpecError``. The verdict is the same
-object ``verify-tf check`` reports.
+    from verify_tf.api import Fixed, GridDomain, RandomConfig, check, random_model
+
+    model = random_model(RandomConfig(seed=1, width=2, layers=1, heads=1, ffn_width=2))
+    domain = GridDomain.regular(2, Fraction(1, 4), 3)  # 3 tokens of 2 coordinates in {0, 1/4, 1/2, 3/4}
+    verdict = check(model, Fixed(16, 8), domain, "output-bounds", {"lo": -19, "hi": -1}, engine="enumerate")
+    print(verdict.label, verdict.detail)  # proved (exhaustive) ...
+
+Everything a check needs is importable from here: the model sources (``load_spec``, ``load_model``,
+``random_model``), the arithmetics (``Exact``, ``Fixed``), the domains (``GridDomain``, ``StringDomain``),
+``Verdict`` and ``SpecError``. Options are plain Python values validated exactly as a spec's (numbers may be
+ints, Fractions or text such as "1/3"; an ``equivalent-to`` model may be a ``Model``); mistakes raise
+``SpecError``. The verdict is the same object ``verify-tf check`` reports. docs/api.md has a longer example
+(run by tests/test_api_docs.py).
 """
 
 from __future__ import annotations
@@ -15,7 +23,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .domain import Domain
+from .builders.files import load_model
+from .builders.random_model import RandomConfig, random_model
+from .domain import Domain, GridDomain, StringDomain
 from .engines.base import ProgressEvent, Run, Settings, Task, no_progress
 from .executors import InProcess
 from .ir import Model
@@ -24,8 +34,8 @@ from .runner import run_engine
 from .schema.dsl import Context
 from .schema.errors import OptionError, SpecError
 from .schema.yamlnodes import from_plain
-from .semantics import Arithmetic
-from .spec.loader import supported_engines
+from .semantics import Arithmetic, Exact, Fixed
+from .spec.loader import load_spec, supported_engines
 from .verdict import Verdict
 from .work import Deadline, Executor
 
@@ -117,4 +127,22 @@ def check(
     return verdict
 
 
-__all__ = ["ProgressEvent", "check", "make_task", "options_of"]
+__all__ = [
+    "Arithmetic",
+    "Domain",
+    "Exact",
+    "Fixed",
+    "GridDomain",
+    "Model",
+    "ProgressEvent",
+    "RandomConfig",
+    "SpecError",
+    "StringDomain",
+    "Verdict",
+    "check",
+    "load_model",
+    "load_spec",
+    "make_task",
+    "options_of",
+    "random_model",
+]

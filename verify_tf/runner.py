@@ -29,6 +29,7 @@ from .engines import architecture, counting, enumerate as enumerate_engine, inte
 from .engines.base import ProgressEvent, Run, Settings, Task, no_progress
 from .executors import InProcess, ProcessPool
 from .properties import registry
+from .schema.errors import MissingDependency
 from .semantics import UnsupportedInMode
 from .spec import PropertySpec, Spec
 from .spec.loader import supported_engines
@@ -152,7 +153,9 @@ def check_property(
     if overrides.certify_dir is not None and task is not None:
         try:  # in this thread, with z3: properties that run side by side (-j N, --cluster) take turns
             with DRIVER_Z3_LOCK:
-                certify(task, verdict, overrides.certify_dir, timeout_of(spec, prop, overrides))
+                certify(
+                    spec, prop, task, verdict, overrides.certify_dir, timeout_of(spec, prop, overrides), run.progress
+                )
         except Exception as exc:  # a certification bug must not turn a proof into a crash: say so instead
             verdict.statistics["certificate"] = {
                 "complete": False,
@@ -206,6 +209,26 @@ def interrupted_verdict(spec: Spec, prop: PropertySpec, overrides: Overrides, st
     )
 
 
+def not_run(path: str | Path, missing: MissingDependency) -> list[Verdict]:
+    """The verdicts of a spec that cannot run here (an optional package is missing): every property ``unknown``,
+    saying which package is missing and how to install it, so that the other specs of the run still run."""
+    return [
+        Verdict(
+            prop.label,
+            UNKNOWN,
+            "none",
+            method="not run",
+            detail=f"not run: {missing.message}; {missing.install}",
+            tried=[f"nothing: {missing.package} is not installed"],
+            statistics={"missing": {"package": missing.package, "install": missing.install}},
+            spec=str(path),
+            index=prop.index,
+            kind=prop.name,
+        )
+        for prop in missing.properties
+    ]
+
+
 ProgressFactory = Callable[[Spec, PropertySpec], Callable[[ProgressEvent], None]]
 
 
@@ -227,15 +250,15 @@ def check_all(
     """
     work = [(spec, prop) for spec in specs for prop in spec.properties]
     verdicts: list[Verdict | None] = [None] * len(work)
-    keys: list[str | None] = [None] * len(work)
+    keys: list[tuple[str, dict] | None] = [None] * len(work)
     pending: list[int] = []
     for slot, (spec, prop) in enumerate(work):
         if cache is not None:
             start = time.perf_counter()
             material = key_material(spec, prop, overrides, requested_engine(spec, prop, overrides))
             if material is not None:
-                keys[slot] = key_of(material)
-                hit = cache.get(keys[slot])
+                keys[slot] = key_of(material), material
+                hit = cache.get(key_of(material), material, make_task(spec, prop, overrides))
                 if hit is not None:
                     verdicts[slot] = served_from_cache(hit, prop, str(spec.path), time.perf_counter() - start)
                     if on_verdict is not None:
@@ -258,8 +281,9 @@ def check_all(
         if interrupted() is not None and verdict.status in (UNKNOWN, ERROR) and verdict.method != INTERRUPTED:
             verdict = interrupted_verdict(*work[slot], overrides, verdict)  # it stopped because of the interrupt
         verdicts[slot] = verdict
-        if cache is not None and keys[slot] is not None:
-            cache.put(keys[slot], verdict)
+        stored = keys[slot]
+        if cache is not None and stored is not None:
+            cache.put(stored[0], stored[1], verdict)
         if on_verdict is not None:
             on_verdict(verdict)
 

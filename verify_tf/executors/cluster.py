@@ -69,7 +69,7 @@ from ..work import (
     register_scratch,
     run_unit,
 )
-from . import ClusterUnavailable
+from .addresses import ClusterUnavailable
 
 log = logging.getLogger(__name__)
 

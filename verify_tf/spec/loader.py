@@ -36,7 +36,7 @@ from ..schema.dsl import (
     join,
     locate,
 )
-from ..schema.errors import OptionError, SpecError
+from ..schema.errors import MissingDependency, OptionError, SpecError
 from ..schema.yamlnodes import Node, parse_yaml
 from ..semantics import Arithmetic, Exact, Fixed
 from ..semantics.arithmetic import ATTENTION_ROUNDINGS
@@ -44,6 +44,8 @@ from ..symbolic.deviation import igelu_deviation_note
 from ..userfiles import UserFileError, read_user_text
 from ..work import MAX_TIMEOUT
 
+# how to get torch, in every message that needs it (a CPU-only torch first: README, Quickstart)
+TORCH_INSTALL = "install the torch extra: pip install 'verify-tf[torch]' (in a checkout: pip install -e '.[torch]')"
 ENGINES = ("auto", "interpret", "enumerate", "smt", "search", "architecture", "counting", "split")
 SOLVERS = ("z3", "cvc5", "bitwuzla", "portfolio")
 VERDICT_NAMES = ("proved", "refuted", "unknown")
@@ -368,11 +370,13 @@ def _torch_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] != "torch":
             raise
-        raise ctx.error(
-            node,
-            join(path, "torch"),
+        raise MissingDependency(
             "a torch state dict needs PyTorch, which is not installed",
-            "install the torch extra: pip install 'verify-tf[torch]'",
+            package="torch",
+            install=TORCH_INSTALL,
+            file=ctx.file,
+            line=node.line,
+            path=join(path, "torch"),
         ) from None
     _check_quantize(section["quantize"], ctx, path)
     return import_torch_model(section["torch"], section["architecture"], section["quantize"])
@@ -469,6 +473,10 @@ def _build_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
     _check_source_keys(source, section, node, ctx, path)
     try:
         model = MODEL_BUILDERS[source](section, node, ctx, path)
+    except MissingDependency as exc:  # a reader raises it without a location (a .pt file without torch)
+        if exc.file is None:
+            exc.file, exc.line, exc.path = ctx.file, node.line, join(path, source)
+        raise
     except ModelFileError as exc:
         raise ctx.error(
             node,
@@ -811,7 +819,11 @@ def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None
     root = parse_yaml(text, file)
     if root.kind != "map":
         raise ctx.expected(root, "", "a mapping with keys model, properties, ...")
-    data = top_schema().validate(root, ctx, "")
+    try:
+        data = top_schema().validate(root, ctx, "")
+    except MissingDependency as missing:  # the spec cannot run here: its properties say so (CLI: skipped)
+        missing.properties = _unfitted_properties(root, ctx)
+        raise
     model: Model = data["model"]
     arith = _arithmetic(data["arithmetic"], root.value.get("arithmetic", root), ctx)
     _check_model_in_arithmetic(model, arith, root.value["model"], ctx)
@@ -839,21 +851,7 @@ def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None
             raise ctx.error(
                 locate(body, exc.key), join(where, exc.key) if exc.key else where, exc.message, exc.hint
             ) from None
-        properties.append(
-            PropertySpec(
-                name=name,
-                label=common["name"] or name,
-                options=options,
-                line=node.line,
-                index=index,
-                engine=common["engine"],
-                timeout=float(common["timeout"]) if common["timeout"] else None,
-                expect=common["expect"],
-                solver=common["solver"],
-                rlimit=common["rlimit"],
-                samples=common["samples"],
-            )
-        )
+        properties.append(_property_spec(index, name, common, options, node.line))
     if data["engine"] != "auto":
         for p in properties:
             engines = supported_engines(registry()[p.name], p.options)
@@ -875,6 +873,36 @@ def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None
         timeout=float(data["timeout"]),
         seed=data["seed"],
         source_text=text,
+    )
+
+
+def _property_spec(index: int, name: str, common: dict[str, Any], options: Any, line: int) -> PropertySpec:
+    return PropertySpec(
+        name=name,
+        label=common["name"] or name,
+        options=options,
+        line=line,
+        index=index,
+        engine=common["engine"],
+        timeout=float(common["timeout"]) if common["timeout"] else None,
+        expect=common["expect"],
+        solver=common["solver"],
+        rlimit=common["rlimit"],
+        samples=common["samples"],
+    )
+
+
+def _unfitted_properties(root: Node, ctx: Context) -> tuple[PropertySpec, ...]:
+    """The properties of a spec whose model could not be built: validated (a mistake in them is still the user's
+    error), not fitted to a model. A model inside a property (equivalent-to's other model) is not built."""
+    unbuilt = Context(ctx.file, ctx.base_dir, model_section=lambda node, c, path: None)
+    node = root.value.get("properties") if root.kind == "map" else None
+    if node is None:
+        raise ctx.error(root, "properties", "a spec needs 'properties'")
+    items = top_schema().fields["properties"].schema.validate(node, unbuilt, "properties")
+    return tuple(
+        _property_spec(index, name, common, options, item.line)
+        for index, (name, (common, options), item) in enumerate(items)
     )
 
 

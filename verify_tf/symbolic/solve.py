@@ -81,10 +81,19 @@ def count_constants(assertions: list) -> int:
     return len(names)
 
 
-def smt2_text(assertions: list) -> str:
-    solver = z3.Solver()
-    solver.add(assertions)
-    return f"(set-logic {LOGIC})\n" + solver.to_smt2()
+def smt2_text(assertions: Sequence) -> str:
+    """An encoder query (QF_LIA) as SMT-LIB2, the same text in every process (``canonical_smt2``)."""
+    return f"(set-logic {LOGIC})\n" + canonical_smt2(assertions)
+
+
+def canonical_smt2(assertions: Sequence) -> str:
+    """Assertions as SMT-LIB2 text that depends on the assertions only: z3 names shared subterms by AST id, and
+    ids depend on everything the process built before, so the assertions are first copied into a fresh context
+    (``verify-tf audit`` re-derives a certificate's queries and compares the digests of their text)."""
+    context = z3.Context()
+    solver = z3.Solver(ctx=context)
+    solver.add([a.translate(context) for a in assertions])
+    return solver.to_smt2()
 
 
 on_interrupt(lambda: z3.main_ctx().interrupt())  # SIGINT/SIGTERM: stop any z3 call of this process now

@@ -43,6 +43,7 @@ import z3
 
 from ...ir import AlphabetTokens, AttentionLayer, Model
 from ...semantics import Arithmetic, Fixed
+from ...symbolic.solve import canonical_smt2
 
 # Measured (2-core machine, z3 4.x/5.x): every step that holds is proved in < 1 s up to n = 16
 # (RPE/causal/BOS, d = 4, two heads); beyond that the T^3 consistency constraints grow quickly.
@@ -368,7 +369,7 @@ def run_step(
         status, note = FAILS, _failure_note(model, sublayer, block, query)
     else:
         status, note = UNDECIDED, f"z3: {query.solver.reason_unknown()}"
-    return StepResult(name, sublayer, block, status, elapsed, note), query.solver.to_smt2()
+    return StepResult(name, sublayer, block, status, elapsed, note), canonical_smt2(query.solver.assertions())
 
 
 def query_digest(model: Model, arithmetic: Arithmetic, length: int, sublayer: str, block: int | None) -> str:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import z3
 
 from ...semantics import Arithmetic, Fixed
+from ...symbolic.solve import canonical_smt2
 from .induction import FAILS, HOLDS, UNDECIDED, StepResult
 
 GENERATORS = ("transposition", "cycle")
@@ -154,4 +155,4 @@ def run_symmetry_step(
         status, note = FAILS, "the output depends on the order of the keys"
     else:
         status, note = UNDECIDED, f"z3: {solver.reason_unknown()}"
-    return StepResult(step.name, "attention", None, status, elapsed, note), solver.to_smt2()
+    return StepResult(step.name, "attention", None, status, elapsed, note), canonical_smt2(solver.assertions())

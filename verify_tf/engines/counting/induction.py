@@ -36,6 +36,7 @@ from typing import Any
 import z3
 
 from ...semantics.arithmetic import Fixed
+from ...symbolic.solve import canonical_smt2
 from ...symbolic.values import Builder, NotEncodable, Sym, to_z3
 from ...work import Deadline, DeadlineExpired
 from ..base import CountingGoal
@@ -273,7 +274,12 @@ def prove_all_lengths(
         result.queries += 1
         if record:
             this_round.append(
-                {"name": name, "smt2": solver.to_smt2(), "answer": str(answer), "no_bit_vector_form": UNBOUNDED}
+                {
+                    "name": name,
+                    "smt2": canonical_smt2(solver.assertions()),
+                    "answer": str(answer),
+                    "no_bit_vector_form": UNBOUNDED,
+                }
             )
         if answer == z3.sat:
             return "sat", solver.model()

@@ -127,6 +127,16 @@ def solve_query(
     return result
 
 
+def encoded_queries(task: Task, deadline: Deadline) -> list[tuple[str, str]]:
+    """Every query of the property as SMT-LIB text, encoded as ``solve_query`` encodes it and never solved:
+    what ``verify-tf audit`` compares a certificate's query files with (``certify.rederive``)."""
+    out = []
+    for plan in task.prop.smt_queries(task):
+        query: Query = task.prop.build_query(task, plan, Builder(deadline=deadline))
+        out.append((plan.name, smt2_text(query.assertions)))
+    return out
+
+
 def _minimise(
     task: Task, plan: QueryPlan, query: Query, result: QueryResult, deadline: Deadline, cancelled: Callable[[], bool]
 ) -> None:
@@ -159,11 +169,18 @@ def _minimise(
         result.indices = [answer.values[v.decl().name()] for v in variables]
 
 
+def _solving_text(turns: list[float]) -> str:
+    """The solver time of one query over all its turns, as statistics.solver_seconds counts it."""
+    text = f"{sum(turns):.2f} s of solving"
+    return text if len(turns) == 1 else f"{text} in {len(turns)} turns"
+
+
 def check(task: Task, run: Run) -> Verdict:
     prop = task.prop
     plans = list(prop.smt_queries(task))
     workers = run.executor.workers
     results: dict[int, QueryResult] = {}
+    solving: dict[int, list[float]] = {}  # per query, the solver seconds of each turn (tried sums them)
     second_turn: list[int] = []
     found: list[tuple[QueryResult, dict]] = []
     totals = BoundStats()
@@ -190,6 +207,7 @@ def check(task: Task, run: Run) -> Verdict:
     def on_result(work: WorkUnit, result: QueryResult) -> str:
         index = work.order
         results[index] = result
+        solving.setdefault(index, []).append(result.solve_seconds)
         statistics["solver_seconds"] += result.solve_seconds
         statistics["encode_seconds"] += result.encode_seconds
         statistics["variables"] += result.variables
@@ -262,9 +280,8 @@ def check(task: Task, run: Run) -> Verdict:
             tried.append(f"{plan.name}: not encodable exactly ({result.reason})")
             reasons.append(f"not encodable: {result.reason}")
         elif result.status != "unsat":
-            tried.append(
-                f"{plan.name}: {result.solver} {result.status} after {result.solve_seconds:.2f} s ({result.reason})"
-            )
+            spent = _solving_text(solving[index])
+            tried.append(f"{plan.name}: {result.solver} {result.status} after {spent} ({result.reason})")
             reasons.append(result.reason)
     if not reasons:
         count = len(plans)
