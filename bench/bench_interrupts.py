@@ -22,39 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from verify_tf.cli.interrupts import alive, descendants
+
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = [ROOT / "examples" / "contextual-mapping" / "yun-lemma6-d1-k32-n5.yaml", ROOT / "specs" / "crasp-L3.yaml"]
 MODES = {"inproc": [], "j2": ["-j", "2"], "cluster": ["--cluster", "local:2"]}
-
-
-def parents() -> dict[int, int]:
-    out = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            out[int(entry.name)] = int(stat[stat.rfind(")") + 2 :].split()[1])
-    return out
-
-
-def descendants(root: int) -> set[int]:
-    table, found, frontier = parents(), set(), [root]
-    while frontier:
-        parent = frontier.pop()
-        children = [pid for pid, ppid in table.items() if ppid == parent]
-        found.update(children)
-        frontier += children
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2] != "Z"
 
 
 def one(mode: str, signum: int) -> tuple[int, float, int, int, int]:

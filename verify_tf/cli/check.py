@@ -159,30 +159,7 @@ class ByteSize(click.ParamType):
 )
 @click.option("--quiet", "-q", is_flag=True, help="No table; only the exit code and errors.")
 @click.option("--verbose", "-v", is_flag=True, help="Print every model note (default: one line per spec).")
-def check(
-    specs,
-    engine,
-    timeout,
-    json_path,
-    junit_path,
-    unknown_as,
-    fail_on,
-    jobs,
-    cluster_address,
-    cache_dir,
-    no_cache,
-    explain,
-    html_path,
-    minimize,
-    smt2_dir,
-    certify_dir,
-    certify_partial,
-    device,
-    memory,
-    spill_dir,
-    quiet,
-    verbose,
-) -> None:
+def check(**options) -> None:
     """Check every property of every SPEC and print a verdict table.
 
     Exit codes: 0 every property proved (or got its `expect:` verdict), 1 something refuted (or a definite
@@ -190,7 +167,6 @@ def check(
     --fail-on refuted), 4 internal error. A spec that needs a package that is not installed is skipped: its
     properties are unknown, naming the package. SIGINT exits 130 and SIGTERM 143 (never a verdict).
     """
-    options = dict(locals())  # the command's parameters, as they came
     with Interrupts():  # SIGINT/SIGTERM: never a verdict (docs/cli.md, "Interrupts")
         _check(**options)
 

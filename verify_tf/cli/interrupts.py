@@ -138,10 +138,10 @@ def end_descendants(grace: float = 0.5) -> list[int]:
     for pid in running:
         _send(pid, signal.SIGTERM)
     until = time.perf_counter() + grace
-    while grace > 0 and time.perf_counter() < until and any(_alive(pid) for pid in running):
+    while grace > 0 and time.perf_counter() < until and any(alive(pid) for pid in running):
         time.sleep(0.05)
     for pid in running + descendants():  # a child may have started another meanwhile
-        if _alive(pid):
+        if alive(pid):
             _send(pid, signal.SIGKILL)
     return running
 
@@ -151,9 +151,10 @@ def _send(pid: int, signum: int) -> None:
         os.kill(pid, signum)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie has exited: it only waits for its parent to reap it)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return False
-    return state[state.rfind(")") + 2] != "Z"  # a zombie has exited (it waits for its parent to reap it)
+    return state[state.rfind(")") + 2] != "Z"
