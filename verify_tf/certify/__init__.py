@@ -41,7 +41,7 @@ FORMAT = "verify-tf-certificate/2"
 # the two kinds of SMT evidence run side by side (cvc5 here, CaDiCaL in a child process), each within this
 # many times the proof's own time, so that certifying costs at most about ten times proving (docs/trust.md)
 BUDGET_FACTOR = 8.0
-BUDGET_FLOOR = 30.0
+BUDGET_FLOOR = 60.0
 # the kinds of certificate each engine's proofs get (a certificate of another kind for its engine fails audit)
 KINDS = {
     "smt": ("smt",),
