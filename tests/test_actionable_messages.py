@@ -140,24 +140,38 @@ def test_interval_bounds_check_the_deadline_in_force():
 
 
 def test_planning_past_the_budget_is_unknown_not_minutes_late(monkeypatch):
-    """The enumerate driver plans its batched program before any unit runs; the property's deadline stops it."""
-    import verify_tf.bounds as bounds
+    """The enumerate driver plans its batched program before any unit runs; the property's deadline stops it.
+    The clock is injected (each interval product advances it 0.4 s, standing for a 719-wide product), so the
+    outcome does not depend on the machine's speed or load: the 1 s budget runs out at the third product."""
+    import time
 
+    import verify_tf.bounds as bounds
+    import verify_tf.work as work
+
+    class Clock:  # the work module's ``time``, with a perf_counter that only the interval products advance
+        now = 1000.0
+
+        def perf_counter(self) -> float:
+            return self.now
+
+        def __getattr__(self, name: str):
+            return getattr(time, name)
+
+    clock = Clock()
     original = bounds.affine_interval
 
     def slow(*args):
-        import time
-
-        time.sleep(0.05)  # stands for a 719-wide interval product
+        clock.now += 0.4
         return original(*args)
 
+    monkeypatch.setattr(work, "time", clock)
     monkeypatch.setattr(bounds, "affine_interval", slow)
     spec = load_spec_text(  # a model of its own: no batched program of it is cached in this process yet
         SCAN_SPEC.replace("n: 4", "n: 3").replace("length: 4", "length: 3").replace("engine: enumerate", "timeout: 1")
     )
     verdict = check_property(spec, spec.properties[0], Overrides())
     assert verdict.status == "unknown" and "timeout" in (verdict.detail + " ".join(verdict.tried))
-    assert verdict.seconds < 1 + 1.0  # one slowed step past the budget at most (each step is 0.05 s)
+    assert verdict.seconds == pytest.approx(1.2)  # three products: the one that passed the budget was the last
 
 
 @pytest.mark.slow
