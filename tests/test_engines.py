@@ -145,7 +145,7 @@ def test_a_card_with_an_unknown_kind_of_certificate_is_refused(engines_folder):
     card = "ENGINE = 'odd'\nCERTIFICATES = ('smt', 'trust-me')\n\ndef check(task, run):\n    pass\n"
     (engines_folder / "odd" / "__init__.py").write_text(card)
     registry.names.cache_clear()
-    with pytest.raises(registry.NotAnEngine, match="odd.CERTIFICATES: kinds of certificate are smt, conclusion"):
+    with pytest.raises(registry.NotAnEngine, match=r"odd\.CERTIFICATES: kinds of certificate are smt, conclusion"):
         load("odd")
 
 
