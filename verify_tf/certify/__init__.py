@@ -43,7 +43,7 @@ FORMAT = "verify-tf-certificate/2"
 # the two kinds of SMT evidence run side by side (cvc5 here, CaDiCaL in a child process), each within this
 # many times the proof's own time, so that certifying costs at most about ten times proving (docs/trust.md)
 BUDGET_FACTOR = 8.0
-BUDGET_FLOOR = 30.0
+BUDGET_FLOOR = 60.0
 TRUSTED = {
     "smt": [
         "the encoder (verify_tf.symbolic): the query says what the property means",
