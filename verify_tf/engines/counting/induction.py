@@ -63,7 +63,7 @@ class InductionResult:
     solver_seconds: float = 0.0
     counterexample: dict[str, Any] | None = None  # failed: the state and letter of the failing step
     # record=True and proved: the queries of the proof (the last refinement round's steps, the decisions) as
-    # engines.base.CERTIFY_QUERIES entries
+    # verdict.Evidence.queries entries
     asked: list[dict[str, Any]] = field(default_factory=list)
 
 
