@@ -36,6 +36,7 @@ from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Head, Matrix, Mode
 from ..semantics.arithmetic import Arithmetic, Fixed
 from ..semantics.exp_table import exp_table
 from ..semantics.interpreter import ROPE_IN_EXACT, rotation
+from ..work import check_deadline
 from .normalization import LayerNormPlan, plan_activation, plan_layer_norm
 from .plans import (
     FLOAT_EXACT,
@@ -196,6 +197,7 @@ class _Planner:
 
         ``out``: the bounds of the rounded result per position (from ``verify_tf.bounds``).
         """
+        check_deadline("while planning the batched program")
         rows, cols = len(weights), len(dens)
         self.largest = max(self.largest, rows)
         acc_den = _lcm(

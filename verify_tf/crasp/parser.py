@@ -47,7 +47,6 @@ named by the ``output`` line, or else the last definition.  Without an
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -55,6 +54,8 @@ from typing import NamedTuple
 from verify_tf.crasp.ast import (
     COMPARISON_OPERATORS,
     KEYWORDS,
+    MAX_CONSTANT_DIGITS,
+    MAX_NESTING,
     ArithOp,
     BoolConst,
     BoolOp,
@@ -76,6 +77,7 @@ from verify_tf.crasp.ast import (
     Scale,
     Type,
     check_definition_name,
+    expression_depth,
     format_alphabet,
     require_type,
 )
@@ -95,6 +97,7 @@ from verify_tf.crasp.positions import (
     PosVar,
     Predicate,
 )
+from verify_tf.userfiles import UserFileError, read_user_text
 
 __all__ = ["load_program", "parse_program"]
 
@@ -108,9 +111,9 @@ def load_program(path: str | Path) -> Program:
     """Parse and type-check the C-RASP file at ``path``."""
     path = Path(path)
     try:
-        source = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise CraspError(f"cannot read {path}: {error}") from error
+        source = read_user_text(path, "the program")
+    except UserFileError as error:
+        raise CraspError(f"cannot read {path}: {error}") from None
     return parse_program(source, path.name)
 
 
@@ -239,6 +242,18 @@ class _Parser:
         self.predicates: dict[str, Predicate] = {}
         self.predicate_lines: dict[str, int] = {}
         self.output: _Token | None = None
+        self.nesting = 0  # open parentheses and prefix operators around the current token
+
+    def nest(self, token: _Token) -> None:
+        """One level deeper (a parenthesis or a prefix operator): refused past MAX_NESTING, before Python's own
+        recursion limit could be hit."""
+        self.nesting += 1
+        if self.nesting > MAX_NESTING:
+            raise self.error(
+                token,
+                f"the expression nests deeper than {MAX_NESTING} levels",
+                "split it into several definitions (docs/crasp.md, limits)",
+            )
 
     # ----- helpers
 
@@ -355,7 +370,14 @@ class _Parser:
     def definition(self) -> None:
         name = self.new_name()
         self.expect("=", hint="a definition is written name = expression")
+        start = self.current
         expr = self.expr().expr
+        if expression_depth(expr) > MAX_NESTING:  # long operator chains build deep trees without recursing here
+            raise self.error(
+                start,
+                f"the expression nests deeper than {MAX_NESTING} levels (a chain of operators counts one per operator)",
+                "split it into several definitions (docs/crasp.md, limits)",
+            )
         self.definitions.append(Definition(name.text, expr))
         self.defined[name.text] = _Defined(name.line, expr.type)
 
@@ -397,7 +419,15 @@ class _Parser:
                 parameters[2], "a positional predicate has one or two parameters: (i) or (i, j)", "e.g. pred(i, j)"
             )
         self.expect("=", hint=f"a predicate is written {name.text}(i, j) = condition")
+        start, first = self.current, self.index
         body = _PositionParser(self, tuple(p.text for p in parameters)).condition()
+        operators = sum(1 for token in self.tokens[first : self.index] if token.kind == OPERATOR)
+        if operators > MAX_NESTING:  # the body's tree is at most this deep; every later stage recurses over it
+            raise self.error(
+                start,
+                f"the condition has {operators} operators; at most {MAX_NESTING} are allowed",
+                "split the condition or simplify it (docs/crasp.md, limits)",
+            )
         predicate = Predicate(name.text, tuple(p.text for p in parameters), body)
         self.predicates[name.text] = predicate
         self.predicate_lines[name.text] = name.line
@@ -430,20 +460,25 @@ class _Parser:
         )
         return _Located(expr, if_true.line, if_true.column)
 
+    # or_expr and and_expr each loop in place (no shared helper taking a parser): every nesting level costs one
+    # Python frame per precedence level, and MAX_NESTING levels must fit in the interpreter's recursion limit
     def or_expr(self) -> _Located:
-        return self.logic_chain("||", self.and_expr)
+        left = self.and_expr()
+        while self.at("||"):
+            self.advance()
+            left = self.bool_op("||", left, self.and_expr())
+        return left
 
     def and_expr(self) -> _Located:
-        return self.logic_chain("&&", self.comparison)
-
-    def logic_chain(self, op: str, operand_parser: Callable[[], _Located]) -> _Located:
-        left = operand_parser()
-        while self.at(op):
+        left = self.comparison()
+        while self.at("&&"):
             self.advance()
-            right = operand_parser()
-            expr = BoolOp(op, self.require(left, Type.BOOL), self.require(right, Type.BOOL))
-            left = _Located(expr, left.line, left.column)
+            left = self.bool_op("&&", left, self.comparison())
         return left
+
+    def bool_op(self, op: str, left: _Located, right: _Located) -> _Located:
+        expr = BoolOp(op, self.require(left, Type.BOOL), self.require(right, Type.BOOL))
+        return _Located(expr, left.line, left.column)
 
     def comparison(self) -> _Located:
         left = self.sum()
@@ -488,23 +523,39 @@ class _Parser:
         token = self.current
         if self.at("-") and self.tokens[self.index + 1].kind == INTEGER:
             self.advance()
-            return _Located(CountConst(-int(self.advance().text)), token.line, token.column)
+            return _Located(CountConst(-self.integer(self.advance())), token.line, token.column)
+        if not (self.at("!") or self.at("-") or self.at("#")):
+            return self.atom()
+        self.nest(token)
+        try:
+            return self.prefixed(token)
+        finally:
+            self.nesting -= 1
+
+    def prefixed(self, token: _Token) -> _Located:
         if self.at("!"):
             self.advance()
             expr: Expr = Not(self.require(self.unary(), Type.BOOL))
         elif self.at("-"):
             self.advance()
             expr = Neg(self.require(self.unary(), Type.COUNT))
-        elif self.at("#"):
+        else:
             self.advance()
             if self.at("["):
                 guard = self.guard()
                 expr = GuardedCount(guard, self.require(self.unary(), Type.BOOL))
             else:
                 expr = Count(self.require(self.unary(), Type.BOOL))
-        else:
-            return self.atom()
         return _Located(expr, token.line, token.column)
+
+    def integer(self, token: _Token) -> int:
+        if len(token.text) > MAX_CONSTANT_DIGITS:
+            raise self.error(
+                token,
+                f"a constant of {len(token.text)} digits; at most {MAX_CONSTANT_DIGITS} are allowed",
+                "counts never come near such numbers (docs/crasp.md, limits)",
+            )
+        return int(token.text)
 
     def guard(self) -> Predicate:
         """``[NAME]`` after ``#``: a binary predicate defined earlier."""
@@ -532,11 +583,13 @@ class _Parser:
             return _Located(self.letter(), token.line, token.column)
         if token.kind == INTEGER:
             self.advance()
-            return _Located(CountConst(int(token.text)), token.line, token.column)
+            return _Located(CountConst(self.integer(token)), token.line, token.column)
         if self.at("("):
+            self.nest(token)
             self.advance()
             inner = self.expr()
             self.expect(")")
+            self.nesting -= 1
             return _Located(inner.expr, token.line, token.column)
         if token.kind == NAME:
             return _Located(self.named_atom(), token.line, token.column)
@@ -703,24 +756,29 @@ class _PositionParser:
 
     def unary(self) -> PosBool | PosInt:
         token = self.p.current
-        if self.p.at("!"):
+        if not (self.p.at("!") or self.p.at("-")):
+            return self.atom()
+        self.p.nest(token)
+        try:
             self.p.advance()
-            return PosNot(self._bool(self.unary(), self.p.current))
-        if self.p.at("-"):
-            self.p.advance()
+            if token.text == "!":
+                return PosNot(self._bool(self.unary(), self.p.current))
             operand = self._int(self.unary(), token)
             return PosConst(-operand.number) if isinstance(operand, PosConst) else PosScale(-1, operand)
-        return self.atom()
+        finally:
+            self.p.nesting -= 1
 
     def atom(self) -> PosBool | PosInt:
         token = self.p.current
         if token.kind == INTEGER:
             self.p.advance()
-            return PosConst(int(token.text))
+            return PosConst(self.p.integer(token))
         if self.p.at("("):
+            self.p.nest(token)
             self.p.advance()
             inner = self.or_()
             self.p.expect(")")
+            self.p.nesting -= 1
             return inner
         if token.kind == NAME and token.text in ("true", "false"):
             self.p.advance()
