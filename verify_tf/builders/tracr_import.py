@@ -36,12 +36,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from ..floats import FloatAttention, FloatHead, FloatMLP, FloatNetwork
 from ..ir import AlphabetTokens, AttentionLayer, Block, FeedForward, Head, Model, zeros
 from ..numbers import float32_from_bits, float32_interval, fmt
+from ..semantics.exp_table import exp_bracket
 from ..rasp.program import ProgramError, RaspProgram, Value, program_from_json, value_from_json
 
 FORMAT = "verify-tf-tracr/1"
-ATTENTION_READINGS = ("hardmax", "softmax")
+ATTENTION_READINGS = ("float", "hardmax", "softmax")
 
 
 class TracrImportError(ValueError):
@@ -230,13 +234,78 @@ class _Weights:
         return result
 
 
+# ---------------------------------------------------------------- the float model as it runs
+
+
+def float_network(export: TracrExport) -> FloatNetwork:
+    """The model of an export as tracr runs it: every weight the float32 it is stored as (``floats.network``)."""
+    cached = _FLOAT_NETWORKS.get(id(export))
+    if cached is None or cached[0] is not export:
+        if len(_FLOAT_NETWORKS) > 16:
+            _FLOAT_NETWORKS.clear()
+        cached = _FLOAT_NETWORKS[id(export)] = (export, _float_network(export))
+    return cached[1]
+
+
+_FLOAT_NETWORKS: dict[int, tuple[TracrExport, FloatNetwork]] = {}
+
+
+def _float_network(export: TracrExport) -> FloatNetwork:
+    doc = export.document
+    config, params = doc["config"], doc["params"]
+    layers, heads, key_size = int(config["num_layers"]), int(config["num_heads"]), int(config["key_size"])
+
+    def dense(module: str, name: str) -> np.ndarray:
+        entry = params[module][name]
+        bits = np.zeros(tuple(entry["shape"]), dtype=np.uint32)
+        for *index, _text, word in entry["nonzero"]:
+            bits[tuple(index)] = int(word, 16)
+        return bits.view(np.float32)
+
+    blocks = []
+    for layer in range(layers):
+        prefix = f"transformer/layer_{layer}"
+        q, k, v, o = (dense(f"{prefix}/attn/{part}", "w") for part in ("query", "key", "value", "linear"))
+        bq, bk, bv, bo = (dense(f"{prefix}/attn/{part}", "b") for part in ("query", "key", "value", "linear"))
+        value_size = v.shape[1] // heads
+        head_list = []
+        for h in range(heads):
+            keys, values = slice(h * key_size, (h + 1) * key_size), slice(h * value_size, (h + 1) * value_size)
+            head_list.append(
+                FloatHead(q[:, keys], bq[keys], k[:, keys], bk[keys], v[:, values], bv[values], o[values, :])
+            )
+        attention = FloatAttention(tuple(head_list), bo, key_size, bool(config["causal"]))
+        mlp = FloatMLP(
+            dense(f"{prefix}/mlp/linear_1", "w"),
+            dense(f"{prefix}/mlp/linear_1", "b"),
+            dense(f"{prefix}/mlp/linear_2", "w"),
+            dense(f"{prefix}/mlp/linear_2", "b"),
+        )
+        blocks.append((attention, mlp))
+    ids = dict(zip(export.symbols, export.ids))
+    ids[export.bos] = export.bos_id
+    return FloatNetwork(
+        dense("token_embed", "embeddings"),
+        dense("pos_embed", "embeddings"),
+        tuple(blocks),
+        ids,
+        export.bos,
+        runs_as(key_size),
+    )
+
+
+def runs_as(key_size: int) -> str:
+    """How a tracr model runs, in one line (every verdict about it states this)."""
+    return f"float32, as tracr compiled it: softmax attention with every head's logits x 1/sqrt({key_size})"
+
+
 # ---------------------------------------------------------------- the IR
 
 
 def import_tracr(
     path: str | Path,
     snap: bool = True,
-    attention: str = "hardmax",
+    attention: str = "float",
     quantize: dict | None = None,
     name: str | None = None,
 ) -> Model:
@@ -250,7 +319,7 @@ def import_tracr_model(
     program: Any,
     *,
     snap: bool = True,
-    attention: str = "hardmax",
+    attention: str = "float",
     quantize: dict | None = None,
     name: str = "tracr",
     check: bool = True,
@@ -270,7 +339,7 @@ def model_from_export(
     export: TracrExport,
     *,
     snap: bool = True,
-    attention: str = "hardmax",
+    attention: str = "float",
     quantize: dict | None = None,
     name: str = "tracr",
 ) -> Model:
@@ -310,6 +379,7 @@ def model_from_export(
             f"(a tracr model of {layers} layers has exactly {len(expected)} modules)"
         )
     weights = _Weights(params, snap, quantize)
+    scoring = "softmax" if attention == "softmax" else "hardmax"  # float: the IR is tracr's intended hardmax
     width = heads * key_size
     vocab_rows = len(params["token_embed"]["embeddings"]["shape"]) and params["token_embed"]["embeddings"]["shape"][0]
     token_embed = weights.matrix("token_embed", "embeddings", (vocab_rows, d))
@@ -336,7 +406,7 @@ def model_from_export(
         )
         layer_heads = []
         for h in range(heads):
-            head = _head(mats, h, key_size, d, attention, causal, weights, f"layers[{layer}].heads[{h}]")
+            head = _head(mats, h, key_size, d, scoring, causal, weights, f"layers[{layer}].heads[{h}]")
             if head is None:
                 dropped_heads += 1
             else:
@@ -344,7 +414,7 @@ def model_from_export(
         output_bias = tuple(weights.grid(x, f"layers[{layer}].attention.output-bias") for x in mats["linear"][1])
         if not layer_heads and any(output_bias):
             layer_heads.append(
-                _head(mats, 0, key_size, d, attention, causal, weights, f"layers[{layer}].heads[0]", keep=True)
+                _head(mats, 0, key_size, d, scoring, causal, weights, f"layers[{layer}].heads[0]", keep=True)
             )
         attention_layer = AttentionLayer(tuple(layer_heads), output_bias) if layer_heads else None
         units = [u for u in range(hidden) if (any(w1[r][u] for r in range(d)) or b1[u]) and any(w2[u])]
@@ -377,6 +447,8 @@ def model_from_export(
         positional_encoding=positional,
         name=name,
         notes=tuple(notes),
+        runs_as=runs_as(key_size),
+        float_reading=attention == "float",
     )
 
 
@@ -424,6 +496,73 @@ def _head(
     )
 
 
+def head_leaks(export: TracrExport) -> list[str]:
+    """One note per attention head: its logit levels on one-hot inputs, the smallest gap after tracr's scale, and
+    the leak bound n·e^(-gap) off the argmax set at the longest input (n keys), exp bounded by exact rationals.
+
+    The levels are the sums of W_Q·W_K^T entries a query and a key of one-hot residual blocks can produce
+    (blocks: the residual labels ``name:value`` of one SOp, plus ``one``). They describe tracr's intended
+    (hardmax) logits; ``rasp-equivalence`` measures the gaps the float model actually has on every input.
+    """
+    network = float_network(export)
+    labels = export.residual_labels
+    blocks: dict[str, list[int]] = {}
+    for index, label in enumerate(labels):
+        blocks.setdefault(label.split(":", 1)[0], []).append(index)
+    n = export.max_seq_len + 1
+    out = []
+    for layer, (attention, _mlp) in enumerate(network.layers):
+        scale = Fraction(1) / Fraction(float(attention.divisor))
+        for h, head in enumerate(attention.heads):
+            if not head.output.any():
+                continue
+            qk = head.query.astype(np.float64) @ head.key.astype(np.float64).T  # (d, d): logit of one-hot pairs
+            levels = _levels(qk, blocks)
+            if levels is None:
+                continue
+            gap = min((b - a for a, b in zip(levels, levels[1:])), default=None)
+            shown = ", ".join(f"{x:g}" for x in levels[:6]) + (", ..." if len(levels) > 6 else "")
+            if gap is None:
+                out.append(f"layer {layer} head {h}: one logit level ({shown}): uniform attention, no leak")
+                continue
+            scaled = Fraction(gap).limit_denominator(1 << 20) * scale
+            bound = (n - 1) * exp_bracket(-scaled, 12)[1]
+            out.append(
+                f"layer {layer} head {h}: logit levels {{{shown}}} x 1/sqrt({attention.key_size}); smallest gap "
+                f"{gap:g} -> {float(scaled):.3g} after the scale; leak off the argmax set <= (n-1)·e^-gap = "
+                f"{n - 1}·e^-{float(scaled):.3g} = {float(bound):.2g}"
+            )
+    return out
+
+
+def _levels(qk: np.ndarray, blocks: dict[str, list[int]]) -> list[float] | None:
+    """The distinct logits of one-hot query and key states (one direction per block read), or None if too many."""
+    rows = [r for r in range(qk.shape[0]) if qk[r].any()]
+    cols = [c for c in range(qk.shape[1]) if qk[:, c].any()]
+    if not rows:
+        return [0.0]
+
+    def groups(indices: list[int]) -> list[list[int]]:
+        found = [[i for i in members if i in indices] for members in blocks.values()]
+        return [g for g in found if g]
+
+    q_groups, k_groups = groups(rows), groups(cols)
+    values = {0.0}
+    combos = 1
+    for g in q_groups + k_groups:
+        combos *= len(g) + 1
+    if combos > 1 << 16:
+        return None
+    import itertools
+
+    for qs in itertools.product(*[g + [None] for g in q_groups]):
+        picked_q = [i for i in qs if i is not None]
+        for ks in itertools.product(*[g + [None] for g in k_groups]):
+            picked_k = [i for i in ks if i is not None]
+            values.add(float(qk[np.ix_(picked_q, picked_k)].sum()) if picked_q and picked_k else 0.0)
+    return sorted(values)
+
+
 def _notes(
     export: TracrExport,
     weights: _Weights,
@@ -458,17 +597,25 @@ def _notes(
             f"snap: false: {weights.count} non-zero weights taken as their exact float32 values "
             f"(denominators {{{shown}}}); snapping would move them by at most {worst}"
         )
-    if attention == "hardmax":
+    leaks = head_leaks(export)
+    if attention == "float":
         notes.append(
-            f"attention read as hardmax: tracr's softmax logits (100 where selected, 50 for the BOS "
-            f"default, 0 elsewhere) times 1/sqrt({key_size}) > 0 have the same argmax set and tie "
-            "averages at every scale"
+            f"reading: float, the model as tracr compiled it (float32; every head's logits x 1/sqrt({key_size}), "
+            "the largest head's key size); properties that can check the float model do (rasp-equivalence), "
+            "the others check tracr's intended hardmax computation and say so beside their verdicts"
+        )
+    elif attention == "hardmax":
+        notes.append(
+            "reading: hardmax, tracr's intended computation (the argmax set of each head's logits, ties "
+            f"averaged); the model runs in float32 with logits x 1/sqrt({key_size}): verdicts about this "
+            "reading say they do not transfer to it"
         )
     else:
         notes.append(
-            f"attention read as the fixed-point softmax of the spec's arithmetic, with 1/sqrt({key_size}) "
-            "folded into W_Q"
+            f"reading: the fixed-point softmax of the spec's arithmetic, with 1/sqrt({key_size}) folded into W_Q "
+            "(not the float32 model tracr runs)"
         )
+    notes.extend(leaks)
     if quantize is not None:
         notes.append(
             f"quantize: every weight rounded to the nearest multiple of 2^-{quantize['frac']}; largest "
