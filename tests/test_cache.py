@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from verify_tf import fingerprint
 from verify_tf.cache import ProofCache, key_material, key_of
 from verify_tf.cli import main
-from verify_tf.runner import Overrides, check_all, make_task
+from verify_tf.runner import Overrides, check_all, task_of
 from verify_tf.spec import load_spec_text
 from verify_tf.verdict import Verdict
 
@@ -79,7 +79,7 @@ def _lookup(text: str = SPEC) -> tuple[str, dict, object]:
     """The key, key material and task of the first property of ``text`` (what the runner asks the cache with)."""
     spec = load_spec_text(text, "spec.yaml")
     material = key_material(spec, spec.properties[0], Overrides(), "auto")
-    return key_of(material), material, make_task(spec, spec.properties[0], Overrides())
+    return key_of(material), material, task_of(spec, spec.properties[0], Overrides())
 
 
 def test_only_definite_verdicts_are_stored(tmp_path):

@@ -23,14 +23,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from . import runner
 from .builders.files import load_model
 from .builders.random_model import RandomConfig, random_model
+from .contract import Task
 from .domain import Domain, GridDomain, StringDomain
-from .engines.base import ProgressEvent, Run, Settings, Task, no_progress
+from .engines.base import ProgressEvent, Run, no_progress
 from .executors import InProcess
 from .ir import Model
-from .properties import registry
-from .runner import run_engine
+from .properties import load, names
 from .schema.dsl import Context
 from .schema.errors import OptionError, SpecError
 from .schema.yamlnodes import from_plain
@@ -49,9 +50,9 @@ def options_of(
     base_dir: Path | None = None,
 ) -> Any:
     """Validate plain ``options`` for property ``name`` (and its fit to the model and domain): typed options."""
-    if name not in registry():
-        raise SpecError(f"unknown property {name!r}", hint=f"known: {', '.join(registry())}")
-    prop = registry()[name]
+    if name not in names():
+        raise SpecError(f"unknown property {name!r}", hint=f"known: {', '.join(names())}")
+    prop = load(name)
     ctx = Context(
         "<options>", base_dir or Path.cwd(), model_section=lambda node, c, path: _model_section(node, c, path)
     )
@@ -88,16 +89,21 @@ def make_task(
     base_dir: Path | None = None,
 ) -> Task:
     typed = options_of(name, options, model, arithmetic, domain, base_dir)
-    settings = Settings(
+    return runner.make_task(
+        label or name,
+        name,
+        typed,
+        model,
+        arithmetic,
+        domain,
         seed=seed,
         minimize=minimize,
         device=device,
         solver=solver,
         rlimit=rlimit,
-        samples=samples or 100_000,
-        smt2_dir=str(smt2_dir) if smt2_dir is not None else None,
+        samples=samples,
+        smt2_dir=smt2_dir,
     )
-    return Task.make(label or name, registry()[name], typed, model, arithmetic, domain, settings)
 
 
 def check(
@@ -116,15 +122,11 @@ def check(
 ) -> Verdict:
     """Check property ``name`` of ``model`` over ``domain`` with ``engine`` within ``timeout`` seconds."""
     task = make_task(model, arithmetic, domain, name, options, **settings)
-    if engine != "auto" and engine not in supported_engines(task.prop, task.options):
-        raise SpecError(
-            f"{name} does not support engine {engine!r}",
-            hint=f"it supports: {', '.join(supported_engines(task.prop, task.options))}",
-        )
+    engines = supported_engines(task.prop, task.options)
+    if engine != "auto" and engine not in engines:
+        raise SpecError(f"{name} does not support engine {engine!r}", hint=f"it supports: {', '.join(engines)}")
     run = Run(executor or InProcess(), Deadline(timeout), progress or no_progress)
-    verdict = run_engine(task, run, engine, cache_dir)
-    verdict.kind = name
-    return verdict
+    return runner.run_engine(task, run, engine, cache_dir, engines)
 
 
 __all__ = [

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..engines import architecture, counting
 from ..engines.base import CERTIFY_COUNTING, CERTIFY_QUERIES, Run, Task
-from ..engines.smt import encoded_queries
+from ..engines.smt.driver import encoded_queries
 from ..verdict import PROVED
 from ..work import Deadline, Executor
 from .exhaustive import closed_form_size, space_of

@@ -235,10 +235,8 @@ def check(
     if not quiet:
         output.console.print(verdict_table(verdicts, expectations))
         for v in verdicts:
-            if v.status == "error" and v.statistics.get("traceback"):
-                output.err_console.print(
-                    f"[magenta]{escape(v.property)}[/]: {escape(v.statistics['traceback'])}", highlight=False
-                )
+            if v.status == "error" and v.traceback:
+                output.err_console.print(f"[magenta]{escape(v.property)}[/]: {escape(v.traceback)}", highlight=False)
         print_summary(verdicts, expectations, seconds)
     if json_path is not None:
         write_json(json_path, verdicts, expectations, fail_on, seconds)

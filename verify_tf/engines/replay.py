@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..contract import DISTINCT_VALUES, Task, Witness
 from ..witness import ReplayMismatch, input_from_json
-from .base import Task, Witness
 
 NOT_REPLAYABLE = "not replayable from the witness alone"
 OTHER_INPUTS = ("permuted_input",)  # each-input pair witnesses: the violation may show on this input too
@@ -32,14 +32,13 @@ def replay_stored(task: Task, witness: Any) -> tuple[bool, Witness | str]:
     if not isinstance(witness, dict) or "input" not in witness or "model" in witness:
         return False, NOT_REPLAYABLE
     try:
-        if getattr(task.prop, "form", "") == "distinct-values":
+        if task.prop.form == DISTINCT_VALUES:
             return _replay_pair(task, witness)
-        violation = getattr(task.prop, "violation", None)
-        if violation is None:
+        if not task.prop.defines("violation"):
             return False, NOT_REPLAYABLE
         for key in ("input", *OTHER_INPUTS):
             if key in witness:
-                again = violation(task, input_from_json(witness[key]))
+                again = task.prop.violation(task, input_from_json(witness[key]))
                 if again is not None:
                     return True, again
     except Exception as exc:  # a tampered input the model cannot read: a wrong width, an unknown letter, ...
@@ -47,7 +46,7 @@ def replay_stored(task: Task, witness: Any) -> tuple[bool, Witness | str]:
     return False, f"the interpreter finds no violation on {witness['input']}"
 
 
-def _replay_pair(task: Task, witness: dict) -> tuple[bool, Witness | str]:
+def _replay_pair(task: Task, witness: dict[str, Any]) -> tuple[bool, Witness | str]:
     i, j = (int(p) for p in witness["positions"])
     first = input_from_json(witness["input"])
     second = input_from_json(witness.get("other_input", witness["input"]))

@@ -35,7 +35,7 @@ from ..certify import recheck
 from ..certify.subject import subject_of
 from ..engines.replay import NOT_REPLAYABLE, replay_stored
 from ..executors import InProcess
-from ..runner import Overrides, check_property, make_task
+from ..runner import Overrides, check_property, task_of
 from ..spec import SpecError, load_spec
 from ..verdict import PROVED, REFUTED, Verdict
 
@@ -117,7 +117,7 @@ def audit_entry(entry: Any, report_dir: Path, seconds: float) -> Audited:
             f"property {entry.get('index')} of {spec_path.name} is {prop.label!r} ({prop.name}), the report says "
             f"{entry.get('property')!r} ({entry.get('kind')})",
         )
-    task = make_task(spec, prop, Overrides())
+    task = task_of(spec, prop, Overrides())
     try:
         if item.verdict == PROVED:
             _audit_proof(item, entry, spec, prop, task, report_dir, seconds)

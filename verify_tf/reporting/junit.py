@@ -85,7 +85,7 @@ def junit_xml(verdicts: Sequence[Verdict], expectations: Sequence[str | None], u
                 counts["failures"] += 1
             elif counted == ERROR or (counted == UNKNOWN and unknown_as == "error"):
                 error = ET.SubElement(case, "error", message=message, type=verdict.status)
-                error.text = verdict.statistics.get("traceback", "") or verdict.detail
+                error.text = verdict.traceback or verdict.detail
                 counts["errors"] += 1
             elif counted == UNKNOWN:
                 ET.SubElement(case, "skipped", message=message)

@@ -28,10 +28,6 @@ from .inputs import SymbolicInput
 SOLVERS = ("z3", "cvc5", "bitwuzla", "portfolio")
 LOGIC = "QF_LIA"  # every encoding is linear integer arithmetic with Booleans (docs/smt.md)
 
-# z3's main context belongs to the process and is not thread-safe. Work units run one at a time per process
-# (every executor guarantees it); code that calls z3 in a driver's own thread, where several properties run
-# side by side (check_all with -j N or --cluster), holds this lock.
-DRIVER_Z3_LOCK = threading.RLock()
 
 ORDER = (
     "lexicographically smallest index vector: positions left to right, coordinates in order; "
