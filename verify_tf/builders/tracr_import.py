@@ -18,15 +18,18 @@ to the stored float32 bits; the largest change and the denominators that occur g
 ``snap: false`` takes every float32 exactly (dyadic rationals with large denominators: the int64 batched
 evaluator may refuse them, and the engines then say so).
 
-Attention: ``hardmax`` (default) reads tracr's softmax exactly: its logits are 100 where the selector holds,
-0 elsewhere and 50 for the BOS key, times 1/sqrt(key_size) > 0, so the argmax set and the uniform average over
-ties do not depend on the scale. ``softmax`` reads it as the fixed-point softmax of docs/semantics.md; it needs
-``quantize: {bits, frac}`` (every weight rounded to the grid, 1/sqrt(key_size) folded into the queries) and a
-matching ``arithmetic: {mode: fixed, ...}``.
+Attention: ``hardmax`` (default) reads tracr's *intended* computation exactly: its logits are 100 where the
+selector holds, 0 elsewhere and 50 for the BOS key, times 1/sqrt(key_size) > 0, so the argmax set and the
+uniform average over ties do not depend on the scale. The model tracr ships runs a float32 softmax instead,
+which leaks weight off the argmax set; the notes bound that leak head by head (``head_leaks``), and
+``float_network`` gives the model as it runs (``verify_tf.floats``). ``softmax`` reads it as the fixed-point
+softmax of docs/semantics.md; it needs ``quantize: {bits, frac}`` (every weight rounded to the grid,
+1/sqrt(key_size) folded into the queries) and a matching ``arithmetic: {mode: fixed, ...}``.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -41,11 +44,11 @@ import numpy as np
 from ..floats import FloatAttention, FloatHead, FloatMLP, FloatNetwork
 from ..ir import AlphabetTokens, AttentionLayer, Block, FeedForward, Head, Model, zeros
 from ..numbers import float32_from_bits, float32_interval, fmt
-from ..semantics.exp_table import exp_bracket
 from ..rasp.program import ProgramError, RaspProgram, Value, program_from_json, value_from_json
+from ..semantics.exp_table import exp_bracket
 
 FORMAT = "verify-tf-tracr/1"
-ATTENTION_READINGS = ("float", "hardmax", "softmax")
+ATTENTION_READINGS = ("hardmax", "softmax")
 
 
 class TracrImportError(ValueError):
@@ -305,7 +308,7 @@ def runs_as(key_size: int) -> str:
 def import_tracr(
     path: str | Path,
     snap: bool = True,
-    attention: str = "float",
+    attention: str = "hardmax",
     quantize: dict | None = None,
     name: str | None = None,
 ) -> Model:
@@ -319,7 +322,7 @@ def import_tracr_model(
     program: Any,
     *,
     snap: bool = True,
-    attention: str = "float",
+    attention: str = "hardmax",
     quantize: dict | None = None,
     name: str = "tracr",
     check: bool = True,
@@ -339,7 +342,7 @@ def model_from_export(
     export: TracrExport,
     *,
     snap: bool = True,
-    attention: str = "float",
+    attention: str = "hardmax",
     quantize: dict | None = None,
     name: str = "tracr",
 ) -> Model:
@@ -379,7 +382,6 @@ def model_from_export(
             f"(a tracr model of {layers} layers has exactly {len(expected)} modules)"
         )
     weights = _Weights(params, snap, quantize)
-    scoring = "softmax" if attention == "softmax" else "hardmax"  # float: the IR is tracr's intended hardmax
     width = heads * key_size
     vocab_rows = len(params["token_embed"]["embeddings"]["shape"]) and params["token_embed"]["embeddings"]["shape"][0]
     token_embed = weights.matrix("token_embed", "embeddings", (vocab_rows, d))
@@ -406,7 +408,7 @@ def model_from_export(
         )
         layer_heads = []
         for h in range(heads):
-            head = _head(mats, h, key_size, d, scoring, causal, weights, f"layers[{layer}].heads[{h}]")
+            head = _head(mats, h, key_size, d, attention, causal, weights, f"layers[{layer}].heads[{h}]")
             if head is None:
                 dropped_heads += 1
             else:
@@ -414,7 +416,7 @@ def model_from_export(
         output_bias = tuple(weights.grid(x, f"layers[{layer}].attention.output-bias") for x in mats["linear"][1])
         if not layer_heads and any(output_bias):
             layer_heads.append(
-                _head(mats, 0, key_size, d, scoring, causal, weights, f"layers[{layer}].heads[0]", keep=True)
+                _head(mats, 0, key_size, d, attention, causal, weights, f"layers[{layer}].heads[0]", keep=True)
             )
         attention_layer = AttentionLayer(tuple(layer_heads), output_bias) if layer_heads else None
         units = [u for u in range(hidden) if (any(w1[r][u] for r in range(d)) or b1[u]) and any(w2[u])]
@@ -447,8 +449,6 @@ def model_from_export(
         positional_encoding=positional,
         name=name,
         notes=tuple(notes),
-        runs_as=runs_as(key_size),
-        float_reading=attention == "float",
     )
 
 
@@ -498,69 +498,82 @@ def _head(
 
 def head_leaks(export: TracrExport) -> list[str]:
     """One note per attention head: its logit levels on one-hot inputs, the smallest gap after tracr's scale, and
-    the leak bound n·e^(-gap) off the argmax set at the longest input (n keys), exp bounded by exact rationals.
+    the leak bound (n-1)·e^(-gap) off the argmax set at the longest input (n keys, BOS included).
 
     The levels are the sums of W_Q·W_K^T entries a query and a key of one-hot residual blocks can produce
-    (blocks: the residual labels ``name:value`` of one SOp, plus ``one``). They describe tracr's intended
-    (hardmax) logits; ``rasp-equivalence`` measures the gaps the float model actually has on every input.
+    (blocks: the residual labels ``name:value`` of one SOp, plus ``one``), computed exactly from the float32
+    weights (integers over a power of two); the scale is exactly 1/float32(sqrt(key_size)), haiku's divisor; the
+    exponential is bounded above by exact rationals (``semantics.exp_table.exp_bracket``). They describe tracr's
+    intended (hardmax) logits on one-hot inputs.
     """
     network = float_network(export)
-    labels = export.residual_labels
     blocks: dict[str, list[int]] = {}
-    for index, label in enumerate(labels):
+    for index, label in enumerate(export.residual_labels):
         blocks.setdefault(label.split(":", 1)[0], []).append(index)
     n = export.max_seq_len + 1
     out = []
     for layer, (attention, _mlp) in enumerate(network.layers):
-        scale = Fraction(1) / Fraction(float(attention.divisor))
+        divisor = Fraction(float(attention.divisor))
         for h, head in enumerate(attention.heads):
             if not head.output.any():
                 continue
-            qk = head.query.astype(np.float64) @ head.key.astype(np.float64).T  # (d, d): logit of one-hot pairs
-            levels = _levels(qk, blocks)
+            levels = _levels(head.query, head.key, blocks)
+            where = f"layer {layer} head {h}"
             if levels is None:
+                out.append(f"{where}: too many one-hot logit combinations to list its levels")
                 continue
-            gap = min((b - a for a, b in zip(levels, levels[1:])), default=None)
-            shown = ", ".join(f"{x:g}" for x in levels[:6]) + (", ..." if len(levels) > 6 else "")
-            if gap is None:
-                out.append(f"layer {layer} head {h}: one logit level ({shown}): uniform attention, no leak")
+            shown = ", ".join(fmt(x) for x in levels[:6]) + (", ..." if len(levels) > 6 else "")
+            if len(levels) == 1:
+                out.append(f"{where}: one logit level ({shown}): uniform attention, no leak")
                 continue
-            scaled = Fraction(gap).limit_denominator(1 << 20) * scale
+            gap = min(b - a for a, b in itertools.pairwise(levels))
+            scaled = gap / divisor
             bound = (n - 1) * exp_bracket(-scaled, 12)[1]
             out.append(
-                f"layer {layer} head {h}: logit levels {{{shown}}} x 1/sqrt({attention.key_size}); smallest gap "
-                f"{gap:g} -> {float(scaled):.3g} after the scale; leak off the argmax set <= (n-1)·e^-gap = "
-                f"{n - 1}·e^-{float(scaled):.3g} = {float(bound):.2g}"
+                f"{where}: logit levels {{{shown}}} x 1/sqrt({attention.key_size}); smallest gap {fmt(gap)} -> "
+                f"{float(scaled):.3g} after the scale; leak off the argmax set <= (n-1)·e^-gap = "
+                f"{n - 1}·e^-{float(scaled):.3g} <= {float(bound):.2g}"
             )
     return out
 
 
-def _levels(qk: np.ndarray, blocks: dict[str, list[int]]) -> list[float] | None:
-    """The distinct logits of one-hot query and key states (one direction per block read), or None if too many."""
-    rows = [r for r in range(qk.shape[0]) if qk[r].any()]
-    cols = [c for c in range(qk.shape[1]) if qk[:, c].any()]
-    if not rows:
-        return [0.0]
-
-    def groups(indices: list[int]) -> list[list[int]]:
-        found = [[i for i in members if i in indices] for members in blocks.values()]
-        return [g for g in found if g]
-
-    q_groups, k_groups = groups(rows), groups(cols)
-    values = {0.0}
-    combos = 1
-    for g in q_groups + k_groups:
-        combos *= len(g) + 1
-    if combos > 1 << 16:
+def _levels(query: np.ndarray, key: np.ndarray, blocks: dict[str, list[int]]) -> list[Fraction] | None:
+    """The distinct exact logits q·k of one-hot query and key states (at most one direction per residual block,
+    the ``one`` coordinate included), or None if there are too many combinations to list."""
+    rows = [r for r in range(query.shape[0]) if query[r].any()]
+    cols = [c for c in range(key.shape[0]) if key[c].any()]
+    if not rows or not cols:
+        return [Fraction(0)]
+    q, q_bits = _exact(query[rows])
+    k, k_bits = _exact(key[cols])
+    qk = q.dot(k.T)  # exact integers over 2^(q_bits + k_bits): Python ints, no rounding
+    denominator = 1 << (q_bits + k_bits)
+    row_at, col_at = {r: i for i, r in enumerate(rows)}, {c: i for i, c in enumerate(cols)}
+    q_groups = [[row_at[i] for i in members if i in row_at] for members in blocks.values()]
+    k_groups = [[col_at[i] for i in members if i in col_at] for members in blocks.values()]
+    q_groups, k_groups = [g for g in q_groups if g], [g for g in k_groups if g]
+    if math.prod(len(g) + 1 for g in q_groups) > 1 << 16:
         return None
-    import itertools
+    values: set[int] = set()
+    for qs in itertools.product(*[[*g, None] for g in q_groups]):
+        picked = [i for i in qs if i is not None]
+        reachable = {0}  # a Minkowski sum over the key's blocks: each adds one of its directions' logits, or none
+        for group in k_groups:
+            options = {0} | {sum((qk[i][j] for i in picked), 0) for j in group}
+            reachable = {a + b for a in reachable for b in options}
+        values |= reachable
+    return sorted(Fraction(int(v), denominator) for v in values)
 
-    for qs in itertools.product(*[g + [None] for g in q_groups]):
-        picked_q = [i for i in qs if i is not None]
-        for ks in itertools.product(*[g + [None] for g in k_groups]):
-            picked_k = [i for i in ks if i is not None]
-            values.add(float(qk[np.ix_(picked_q, picked_k)].sum()) if picked_q and picked_k else 0.0)
-    return sorted(values)
+
+def _exact(array: np.ndarray) -> tuple[np.ndarray, int]:
+    """A float32 matrix as exact Python integers over 2^bits (object array): (ints, bits)."""
+    data = np.asarray(array, dtype=np.float64)  # float32 -> float64 is exact
+    nonzero = np.abs(data[data != 0])
+    bits = max(0, 53 - int(np.frexp(nonzero.min())[1])) if nonzero.size else 0
+    ints = np.empty(data.shape, dtype=object)
+    for index, value in np.ndenumerate(data):
+        ints[index] = int(Fraction(float(value)) * (1 << bits))
+    return ints, bits
 
 
 def _notes(
@@ -598,17 +611,11 @@ def _notes(
             f"(denominators {{{shown}}}); snapping would move them by at most {worst}"
         )
     leaks = head_leaks(export)
-    if attention == "float":
-        notes.append(
-            f"reading: float, the model as tracr compiled it (float32; every head's logits x 1/sqrt({key_size}), "
-            "the largest head's key size); properties that can check the float model do (rasp-equivalence), "
-            "the others check tracr's intended hardmax computation and say so beside their verdicts"
-        )
-    elif attention == "hardmax":
+    if attention == "hardmax":
         notes.append(
             "reading: hardmax, tracr's intended computation (the argmax set of each head's logits, ties "
-            f"averaged); the model runs in float32 with logits x 1/sqrt({key_size}): verdicts about this "
-            "reading say they do not transfer to it"
+            f"averaged); the model tracr ships runs in float32 softmax with logits x 1/sqrt({key_size}) and leaks "
+            "weight off the argmax set (per head below): this reading does not bound that"
         )
     else:
         notes.append(

@@ -40,7 +40,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..semantics.exp_table import exp_bracket
-from .network import FloatAttention, FloatMLP, FloatNetwork
+from .network import FloatAttention, FloatNetwork
 
 SCALE = 64  # values are integers over 2^SCALE
 P = 64  # attention weights are integers over 2^P
@@ -180,7 +180,7 @@ class _Linear:
         if len(self.inputs):
             x_lo, x_hi = x.lo[..., self.inputs], x.hi[..., self.inputs]
             size = np.maximum(-x_lo, x_hi)
-            for column, rows, up, down, wp, wn, shift in self.columns:
+            for column, _rows, up, down, wp, wn, shift in self.columns:
                 low = (x_lo[..., up] * wp).sum(axis=-1) + (x_hi[..., down] * wn).sum(axis=-1)
                 high = (x_hi[..., up] * wp).sum(axis=-1) + (x_lo[..., down] * wn).sum(axis=-1)
                 magnitude = (size[..., up] * wp).sum(axis=-1) - (size[..., down] * wn).sum(axis=-1)
@@ -321,18 +321,20 @@ def enclose(prepared: Prepared, ids: np.ndarray) -> Enclosure:
             mixed.append(box)
             result.heads[f"layer {layer} head {h}"] = leak
         if mixed:
-            joined = Box(
-                np.concatenate([m.lo for m in mixed], axis=-1), np.concatenate([m.hi for m in mixed], axis=-1)
-            )
+            joined = Box(np.concatenate([m.lo for m in mixed], axis=-1), np.concatenate([m.hi for m in mixed], axis=-1))
             x = add(x, output(joined))
         elif not output.bias_zero.all():
-            x = add(x, output(Box(np.zeros(x.lo.shape[:-1] + (0,), dtype=OBJ), np.zeros(x.lo.shape[:-1] + (0,), dtype=OBJ))))
+            x = add(
+                x, output(Box(np.zeros(x.lo.shape[:-1] + (0,), dtype=OBJ), np.zeros(x.lo.shape[:-1] + (0,), dtype=OBJ)))
+            )
         x = add(x, w2(relu(w1(x))))
     result.output = x
     return result
 
 
-def _head(attention: FloatAttention, query: _Linear, key: _Linear, value: _Linear, used: int, x: Box) -> tuple[Box, HeadLeak]:
+def _head(
+    attention: FloatAttention, query: _Linear, key: _Linear, value: _Linear, used: int, x: Box
+) -> tuple[Box, HeadLeak]:
     batch, n = x.lo.shape[:2]
     allowed = np.tril(np.ones((n, n), dtype=bool)) if attention.causal else np.ones((n, n), dtype=bool)
     logits = _logits(attention, query(x), key(x), used)
@@ -340,7 +342,7 @@ def _head(attention: FloatAttention, query: _Linear, key: _Linear, value: _Linea
     v = value(x)  # (B, n, V)
     if v.lo.shape[-1] == 0:
         return Box(np.zeros((batch, n, 0), dtype=OBJ), np.zeros((batch, n, 0), dtype=OBJ)), leak
-    spread = Fraction(int((logits.hi.max() - logits.lo.min())), 1 << SCALE) if n > 1 else Fraction(0)
+    spread = Fraction(int(logits.hi.max() - logits.lo.min()), 1 << SCALE) if n > 1 else Fraction(0)
     rho = _softmax_factor(max(spread, Fraction(0)), n)
     # exact part: the knapsack over the box ∩ simplex, per (row, query, value coordinate)
     lo_w = np.where(allowed, weights_lo, 0)[:, :, None, :]  # (B, i, 1, j)

@@ -43,7 +43,7 @@ def final_stream(document: dict, ids: list[int]) -> np.ndarray:
     import haiku as hk
     import jax
     import jax.numpy as jnp
-    from tracr.transformer import model as tracr_model
+    from tracr.transformer import model as tracr_model  # type: ignore[import-untyped]
 
     config = document["config"]
     params = _params(document)
@@ -72,5 +72,5 @@ def final_stream(document: dict, ids: list[int]) -> np.ndarray:
         )
         return compiled(tokens, use_dropout=False).transformer_output.output
 
-    output = forward.apply(params, jnp.array([ids], dtype=jnp.int32))
+    output = forward.apply(params, jnp.array([ids], dtype=jnp.int32))  # type: ignore[attr-defined]
     return np.asarray(output[0], dtype=np.float32)

@@ -105,10 +105,6 @@ def model_to_dict(model: Model) -> dict[str, Any]:
     }
     if model.final_norm is not None:
         data["final-norm"] = norm(model.final_norm)
-    if model.runs_as:  # absent keys keep the files and cache keys of models that are their own reading unchanged
-        data["runs-as"] = model.runs_as
-    if model.float_reading:
-        data["float-reading"] = True
     return data
 
 
@@ -190,6 +186,4 @@ def model_from_dict(data: dict[str, Any]) -> Model:
         positional_encoding=pe,
         final_norm=norm(data.get("final-norm")),
         name=data.get("name", "model"),
-        runs_as=str(data.get("runs-as", "")),
-        float_reading=bool(data.get("float-reading", False)),
     )

@@ -391,7 +391,7 @@ def _tracr_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
         return import_tracr(
             section["tracr"],
             snap=section["snap"] is not False,
-            attention=section["attention"] or "float",
+            attention=section["attention"] or "hardmax",
             quantize=quantize,
             name=section["name"] or None,
         )
@@ -511,10 +511,9 @@ def model_schema(description: str = "the transformer") -> Obj:
         ),
         "attention": Field(
             String(
-                "tracr: which reading of its softmax attention to prove: float (default: the float32 model "
-                "as compiled), hardmax (tracr's intended computation) or softmax (a fixed-point reading; needs "
-                "quantize)",
-                ("float", "hardmax", "softmax"),
+                "tracr: how to read its softmax attention (hardmax is exact; softmax is the "
+                "fixed-point reading and needs quantize)",
+                ("hardmax", "softmax"),
             )
         ),
         "quantize": Field(QUANTIZE),
