@@ -1,26 +1,28 @@
-"""Engine ``counting``: equivalence with a counter machine over count vectors instead of strings.
+"""Engine ``counting``: causal models without positional information, checked as counter machines.
 
-For a model whose heads all average the prefix with key-independent weights (``stream``: causal uniform
-attention, as the C-RASP compiler emits; checked on the IR, otherwise the verdict is ``unknown``, "not
-applicable"), a position's stream is a function of its letter, the number of positions and the running value
-sums of the heads. The property supplies the other side as a counter machine and what must agree
-(``engines.base.CountingGoal``; ``crasp-equivalence`` gives its C-RASP program, ``crasp.machine``).
+In a causal model whose scores do not depend on positions, a position reads its prefix only through, per head,
+the multiset of the prefix's (key, value) pairs; in fixed precision those take finitely many values, so the
+model is a machine over count vectors (``counters``: per head a running sum, per-key counts and sums, or
+per-class counts, depending on how its weights depend on the key). The property supplies what the model is
+compared with, read letter by letter beside it (``engines.base.CountingGoal``: a C-RASP program's counter
+machine, a second causal model, or nothing, for bounds), and when a prefix violates it (``prefix_violates``).
 
-1. **Bounded** (one work unit): breadth-first over the joint states (sums, counts) length by length with
-   duplicates merged (``explore``): the same verdict as all |Σ|^N strings, in time polynomial in N. A
-   disagreement comes back as the shortlex-least string showing it and is replayed on the reference
-   interpreter and the program's interpreter (the property's ``violation``) before ``refuted`` is reported.
-2. **Every length** (``all_lengths``; one work unit): an invariant inferred from the exactly explored states
-   is checked inductive with z3 over unbounded integers (``induction``): ``proved (all lengths)``. When the
-   induction fails the exploration goes on to longer strings within the deadline (a disagreement there
-   refutes the claim about every length); otherwise the verdict is ``unknown``, stating the bounded result
-   and the part of the induction that failed.
+1. **Bounded** (one work unit): breadth-first over the joint states length by length with equal states merged
+   (``explore``): the same verdict as all |Σ|^N strings, in time polynomial in N wherever the classes stay few.
+   A violation comes back as the shortlex-least witness string and is replayed on the reference interpreter (the
+   property's ``violation``) before ``refuted`` is reported. When merging does not pay (the states grow like the
+   strings) the unit stops early and the verdict is ``unknown`` saying so, with the class and state counts.
+2. **Every length** (``all_lengths``; one work unit): an invariant inferred from the exactly explored states is
+   checked inductive with z3 over unbounded integer counts (``induction``): ``proved (all lengths)``. When the
+   induction fails the exploration goes on to longer strings within the deadline (a violation there refutes the
+   claim about every length); otherwise the verdict is ``unknown``, stating the bounded result and the step of
+   the induction that failed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...verdict import Verdict
@@ -39,9 +41,11 @@ from ..base import (
     refuted,
     unknown,
 )
-from .explore import Exploration, explore
+from .counters import NotApplicable
+from .explore import NOT_PAYING, Exploration, explore
 from .induction import FAILED, PROVED, InductionResult, prove_all_lengths
-from .stream import CountingModel, NotApplicable, value_bounds
+from .joint import Joint
+from .symbolic import value_bounds
 
 ENGINE = "counting"
 INFERENCE_LENGTH = 8  # the exact exploration the invariant is inferred from: lengths 0..8 ...
@@ -56,9 +60,17 @@ class Bounded:
 
     not_applicable: str = ""
     exploration: Exploration | None = None
-    increments: list | None = None  # per head coordinate: mantissa range of its value, or None
-    coordinates: int = 0
-    counters: int = 0
+    increments: tuple = (None, None)  # per side: per slot, the mantissa ranges of its values (or None)
+    statistics: dict[str, Any] = field(default_factory=dict)
+
+
+def _joint(task: Task, goal: CountingGoal) -> Joint:
+    return Joint(task.model, task.arithmetic, goal)
+
+
+def _violates(task: Task) -> Callable[[Any, Any], bool]:
+    prop = task.prop
+    return lambda ours, theirs: prop.prefix_violates(task, ours, theirs)
 
 
 def bounded_unit(
@@ -67,34 +79,43 @@ def bounded_unit(
     """Explore the joint states of every string up to ``max_length`` (a work unit)."""
     goal: CountingGoal = task.prop.counting_goal(task)
     try:
-        counting = CountingModel.of(task.model, task.arithmetic)
+        joint = _joint(task, goal)
     except NotApplicable as exc:
         return Bounded(not_applicable=str(exc))
     report("value bounds")
-    start, _, _ = counting.start()
-    increments = value_bounds(counting, goal.alphabet, start, min(BOUNDS_SECONDS, BOUNDS_SHARE * deadline.remaining()))
+    seconds = min(BOUNDS_SECONDS, BOUNDS_SHARE * deadline.remaining())
+    increments = tuple(value_bounds(side, goal.alphabet, seconds / len(joint.sides)) for side in joint.sides)
+    if len(increments) == 1:
+        increments += (None,)
+    longest = joint.longest()
+    if longest is not None:  # an absolute positional encoding: the model reads no longer string
+        max_length = min(max_length, longest)
     report(f"exploring lengths up to {max_length}")
-    exploration = explore(counting, goal, max_length, increments, deadline=deadline, cancelled=cancelled)
-    return Bounded("", exploration, increments, len(counting.coordinates), len(goal.machine.names))
+    exploration = explore(
+        joint,
+        goal,
+        _violates(task),
+        max_length,
+        increments,
+        deadline=deadline,
+        cancelled=cancelled,
+        report=report,
+    )
+    return Bounded("", exploration, increments, _model_statistics(joint))
 
 
 def induction_unit(
-    task: Task,
-    increments: list | None,
-    *,
-    deadline: Deadline,
-    cancelled: Callable[[], bool],
-    report: Callable[[str], None],
+    task: Task, *, deadline: Deadline, cancelled: Callable[[], bool], report: Callable[[str], None]
 ) -> InductionResult:
     """Infer an invariant from the exact states of short strings and check it inductive (a work unit)."""
     goal: CountingGoal = task.prop.counting_goal(task)
-    counting = CountingModel.of(task.model, task.arithmetic)
+    joint = _joint(task, goal)
     report("inferring the invariant")
     exact = explore(
-        counting,
+        joint,
         goal,
+        _violates(task),
         INFERENCE_LENGTH,
-        None,
         deadline=deadline.share(0.3),
         cancelled=cancelled,
         exact=True,
@@ -102,14 +123,15 @@ def induction_unit(
     )
     report("induction over positions")
     return prove_all_lengths(
-        counting,
+        joint,
         goal,
-        exact.points,
-        exact.points[0],
-        increments,
+        _violates(task),
+        exact.visited,
+        encode_violation=lambda builder, ours, theirs: task.prop.encode_prefix_violation(task, builder, ours, theirs),
         deadline=deadline,
         cancelled=cancelled,
         record=task.settings.certify,
+        report=report,
     )
 
 
@@ -150,19 +172,24 @@ def check(task: Task, run: Run) -> Verdict:
                 statistics,
             )
         exploration = bounded.exploration
+        assert exploration is not None
+        statistics.update(bounded.statistics)
         statistics.update(_exploration_statistics(bounded, exploration))
         if exploration.disagreement is not None:
             return _refuted(task, run, exploration, statistics)
         if exploration.stopped:
+            what = exploration.why if exploration.stopped == NOT_PAYING else exploration.stopped
+            if exploration.stopped == NOT_PAYING:
+                statistics["not_paying"] = True
             return unknown(
                 task,
                 run,
                 ENGINE,
-                f"explored lengths up to {exploration.complete_up_to} of {goal.max_length} ({exploration.stopped})",
-                [f"counting: lengths 0..{exploration.complete_up_to} agree, then {exploration.stopped}"],
+                f"explored lengths up to {exploration.complete_up_to} of {goal.max_length}: {_stop_text(exploration)}",
+                [f"counting: lengths 0..{exploration.complete_up_to} hold, then {exploration.stopped}: {what}"],
                 statistics,
             )
-        bounded_text = f"every string up to length {goal.max_length} agrees ({exploration.states} states by counting)"
+        bounded_text = f"every string up to length {goal.max_length} holds ({exploration.states} states by counting)"
         if task.settings.certify:  # what the exploration covered, for certify.counting
             statistics[CERTIFY_COUNTING] = {
                 "max_length": goal.max_length,
@@ -173,7 +200,7 @@ def check(task: Task, run: Run) -> Verdict:
         if not goal.all_lengths:
             default = f"{exploration.states} states of lengths 0..{goal.max_length} explored by counting"
             return proved(task, run, ENGINE, "counting", describe_proof(task, ENGINE, default, statistics), statistics)
-        induction: InductionResult | None = run_unit("induction", induction_unit, (task, bounded.increments))
+        induction: InductionResult | None = run_unit("induction", induction_unit, (task,))
         if induction is None:
             return unknown(
                 task,
@@ -183,13 +210,7 @@ def check(task: Task, run: Run) -> Verdict:
                 [f"counting: {bounded_text}", "induction: timeout"],
                 statistics,
             )
-        statistics["induction"] = {
-            "status": induction.status,
-            "invariant": induction.invariant,
-            "refinement_rounds": induction.rounds,
-            "queries": induction.queries,
-            "solver_seconds": induction.solver_seconds,
-        }
+        statistics["induction"] = induction.statistics()
         if induction.status == PROVED:
             if task.settings.certify:
                 statistics[CERTIFY_QUERIES] = induction.asked
@@ -200,10 +221,7 @@ def check(task: Task, run: Run) -> Verdict:
             return proved(
                 task, run, ENGINE, "all lengths", describe_proof(task, ENGINE, default, statistics), statistics
             )
-        statistics["induction"]["failed"] = induction.detail
-        if induction.counterexample is not None:
-            statistics["induction"]["counterexample"] = induction.counterexample
-        # the claim is about every length: a disagreement beyond the domain's lengths refutes it
+        # the claim is about every length: a violation beyond the domain's lengths refutes it
         longer = max(EXTENSION_FLOOR, 4 * goal.max_length)
         if induction.status == FAILED and induction.counterexample is not None:
             longer = max(longer, induction.counterexample["state"]["i"] + 1)
@@ -222,7 +240,7 @@ def check(task: Task, run: Run) -> Verdict:
                 return _refuted(task, run, more, statistics)
             if more.complete_up_to > goal.max_length:
                 bounded_text = (
-                    f"every string up to length {more.complete_up_to} agrees ({more.states} states by counting)"
+                    f"every string up to length {more.complete_up_to} holds ({more.states} states by counting)"
                 )
         what = "failed" if induction.status == FAILED else "undecided"
         return unknown(
@@ -251,23 +269,45 @@ class _UnitFailed(Exception):
         self.error = error
 
 
+def _stop_text(exploration: Exploration) -> str:
+    if exploration.stopped == NOT_PAYING:
+        return f"{NOT_PAYING} ({exploration.why})"
+    return exploration.stopped
+
+
+def _model_statistics(joint: Joint) -> dict[str, Any]:
+    """Classes per head and streams per layer (the position classes), for the model and the other model."""
+    found: dict[str, Any] = {}
+    for name, side in zip(("model", "other_model"), joint.sides):
+        found[name] = {
+            "head_kinds": {str(slot): slot.kind for slot in side.slots},
+            "classes_per_head": side.class_counts(),
+            "streams_per_layer": side.stream_counts(),
+        }
+    return found
+
+
 def _exploration_statistics(bounded: Bounded, exploration: Exploration) -> dict[str, Any]:
     return {
         "states": exploration.states,
+        "states_per_length": exploration.per_length,
         "widest_length": exploration.widest,
+        "largest_count": exploration.largest_count,
         "explored_up_to": exploration.complete_up_to,
-        "head_coordinates": bounded.coordinates,
-        "counters": bounded.counters,
-        "value_bounds": None if bounded.increments is None else [list(b) for b in bounded.increments],
+        "exploration_seconds": round(exploration.seconds, 4),
+        "value_bounds": [
+            None if side is None else [None if s is None else list(s) for s in side] for side in bounded.increments
+        ],
     }
 
 
 def _refuted(task: Task, run: Run, exploration: Exploration, statistics: dict) -> Verdict:
     tokens = exploration.disagreement
-    witness = task.prop.violation(task, tokens)  # the reference interpreter and the program's interpreter
+    assert tokens is not None
+    witness = task.prop.violation(task, tokens)  # the reference interpreter (and the program's interpreter)
     if witness is None:
         raise ReplayMismatch(
-            f"{task.label}: the counting engine claims a disagreement on {''.join(tokens)!r} "
+            f"{task.label}: the counting engine claims a violation on {''.join(tokens)!r} "
             "that the interpreters do not reproduce",
             claimed="".join(tokens),
             replayed="no violation",
