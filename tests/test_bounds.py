@@ -17,7 +17,7 @@ from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.builders.yun import yun_contextual_mapping
 from verify_tf.domain import GridDomain, StringDomain
 from verify_tf.semantics import Exact, Fixed, evaluate
-from verify_tf.semantics.interpreter import _Counter, _residual as interpreter_residual, affine as interpreter_affine
+from verify_tf.semantics.interpreter import _Counter, affine as interpreter_affine, residual as interpreter_residual
 
 
 @st.composite

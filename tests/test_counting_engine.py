@@ -304,9 +304,10 @@ def test_key_dependent_heads_layernorm_igelu_and_positions_are_in_the_class() ->
         assert by_counts.status == by_strings.status, what
         if by_strings.status == "refuted":
             assert by_counts.counterexample["string"] == by_strings.counterexample["string"], what
-    assert check(inside["an i-GELU feed-forward"], arith, EXAMPLES / "L1.cr", 6, "counting").counterexample[
-        "string"
-    ] == "a"
+    assert (
+        check(inside["an i-GELU feed-forward"], arith, EXAMPLES / "L1.cr", 6, "counting").counterexample["string"]
+        == "a"
+    )
     # every length: the table ends (20 positions with BOS: 19 letters), so nothing beyond it is claimed
     every = check(inside["an absolute positional encoding"], arith, EXAMPLES / "L1.cr", 6, "counting", lengths="all")
     assert every.status == "unknown" and "absolute positional encoding" in every.statistics["induction"]["failed"]

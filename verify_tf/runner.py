@@ -101,7 +101,9 @@ def check_property(
     run = Run(executor or InProcess(), deadline, progress or no_progress)
     task = None
     if executor is None and progress is not None:
-        run.executor = InProcess(report=lambda unit, phase: run.progress(ProgressEvent(engine, phase)))
+        run.executor = InProcess(
+            report=lambda unit, phase, *progress: run.progress(ProgressEvent(engine, phase, *progress))
+        )
     try:
         task = make_task(spec, prop, overrides)
         verdict = run_engine(task, run, engine, overrides.cache_dir)

@@ -74,7 +74,7 @@ def _violates(task: Task) -> Callable[[Any, Any], bool]:
 
 
 def bounded_unit(
-    task: Task, max_length: int, *, deadline: Deadline, cancelled: Callable[[], bool], report: Callable[[str], None]
+    task: Task, max_length: int, *, deadline: Deadline, cancelled: Callable[[], bool], report: Callable[..., None]
 ) -> Bounded:
     """Explore the joint states of every string up to ``max_length`` (a work unit)."""
     goal: CountingGoal = task.prop.counting_goal(task)
@@ -105,7 +105,7 @@ def bounded_unit(
 
 
 def induction_unit(
-    task: Task, *, deadline: Deadline, cancelled: Callable[[], bool], report: Callable[[str], None]
+    task: Task, *, deadline: Deadline, cancelled: Callable[[], bool], report: Callable[..., None]
 ) -> InductionResult:
     """Infer an invariant from the exact states of short strings and check it inductive (a work unit)."""
     goal: CountingGoal = task.prop.counting_goal(task)
@@ -189,6 +189,8 @@ def check(task: Task, run: Run) -> Verdict:
                 [f"counting: lengths 0..{exploration.complete_up_to} hold, then {exploration.stopped}: {what}"],
                 statistics,
             )
+        if exploration.closed_at is not None and goal.all_lengths:
+            return _closed(task, run, exploration, statistics)
         bounded_text = f"every string up to length {goal.max_length} holds ({exploration.states} states by counting)"
         if task.settings.certify:  # what the exploration covered, for certify.counting
             statistics[CERTIFY_COUNTING] = {
@@ -199,6 +201,11 @@ def check(task: Task, run: Run) -> Verdict:
             }
         if not goal.all_lengths:
             default = f"{exploration.states} states of lengths 0..{goal.max_length} explored by counting"
+            if exploration.closed_at is not None:
+                default = (
+                    f"{exploration.states} states of lengths 0..{exploration.closed_at} explored by counting, "
+                    f"the same states at every length from {exploration.closed_at} on"
+                )
             return proved(task, run, ENGINE, "counting", describe_proof(task, ENGINE, default, statistics), statistics)
         induction: InductionResult | None = run_unit("induction", induction_unit, (task,))
         if induction is None:
@@ -238,6 +245,8 @@ def check(task: Task, run: Run) -> Verdict:
             }
             if more.disagreement is not None:
                 return _refuted(task, run, more, statistics)
+            if more.closed_at is not None:
+                return _closed(task, run, more, statistics)
             if more.complete_up_to > goal.max_length:
                 bounded_text = (
                     f"every string up to length {more.complete_up_to} holds ({more.states} states by counting)"
@@ -299,6 +308,17 @@ def _exploration_statistics(bounded: Bounded, exploration: Exploration) -> dict[
             None if side is None else [None if s is None else list(s) for s in side] for side in bounded.increments
         ],
     }
+
+
+def _closed(task: Task, run: Run, exploration: Exploration, statistics: dict) -> Verdict:
+    """Every length is decided: the states of length L are those of length L − 1 and no transition depends on the
+    length (``explore``, "When the states repeat")."""
+    statistics["closed_at"] = exploration.closed_at
+    default = (
+        f"the reachable states repeat from length {exploration.closed_at} on ({exploration.states} states by "
+        "counting, no transition depending on the length): every length is decided by exploration"
+    )
+    return proved(task, run, ENGINE, "all lengths", describe_proof(task, ENGINE, default, statistics), statistics)
 
 
 def _refuted(task: Task, run: Run, exploration: Exploration, statistics: dict) -> Verdict:

@@ -20,6 +20,12 @@ enumeration; if, growing so, it would not reach the requested length within the 
 it stops and says so (``stopped = NOT_PAYING``). The projection is geometric, so a state count that grows like a
 high power of the length early on can be judged exponential; the verdict states the figures it judged by.
 
+**When the states repeat** (``closed_at``): if the keys of length L are exactly those of length L − 1 and no
+transition depends on the length any more (no absolute positional encoding; every ``average`` head coordinate
+frozen), every later length has the same keys and the same transitions, hence the same violations as length L.
+Once every length from L on is constrained alike, the exploration stops there: it has decided every length (the
+state space is finite, e.g. under per-probability rounding once every weight ⌊1/n⌋_f is 0).
+
 ``exact=True`` keeps every distinct (joint state, letter counts) without freezing or capping: the states the
 induction infers its invariant from (``visited``).
 """
@@ -52,6 +58,7 @@ class Exploration:
     per_length: list[int] = field(default_factory=list)  # states of each length
     disagreement: tuple[str, ...] | None = None  # the witness string (module docstring)
     stopped: str = ""  # "", "timeout", "cancelled", "state limit", NOT_PAYING
+    closed_at: int | None = None  # the length from which the states repeat (every longer length decided)
     why: str = ""  # NOT_PAYING: the figures behind it
     largest_count: int = 0  # the largest class count of any state
     visited: list[tuple[int, tuple, tuple[int, ...]]] = field(default_factory=list)  # exact: (length, state, letters)
@@ -70,7 +77,7 @@ def explore(
     *,
     deadline: Deadline,
     cancelled: Callable[[], bool] = lambda: False,
-    report: Callable[[str], None] = lambda phase: None,
+    report: Callable[..., None] = lambda phase, *progress: None,
     exact: bool = False,
     state_limit: int | None = None,
 ) -> Exploration:
@@ -94,6 +101,8 @@ def explore(
     result.strings.append(1)
     result.per_length.append(1)
     result.complete_up_to, result.states, result.widest = 0, 1, 1
+    previous: set[tuple] = {joint.key(state)}
+    settled = max(few, default=0) if start_from is None else max(max(few, default=0), start_from)
     if exact:
         result.visited.append((0, state, letters0))
     found = _settle(goal, 0, first_violation, history, alphabet)
@@ -101,7 +110,9 @@ def explore(
         result.disagreement = found
         return _done(result, joint, began)
     for length in range(1, max_length + 1):
-        report(f"length {length}/{max_length}: {result.per_length[-1]} states")
+        report(
+            f"counting: length {length}/{max_length}, {result.per_length[-1]} states", length - 1, max_length, "lengths"
+        )
         seen: dict[tuple, int] = {}
         states: list[tuple] = []
         counts: list[tuple[int, ...]] = []
@@ -147,6 +158,12 @@ def explore(
         if found is not None:
             result.disagreement = found
             return _done(result, joint, began)
+        if not exact:
+            keys = set(seen)
+            if length >= settled and keys == previous and joint.length_independent(frontier):
+                result.closed_at = length
+                return _done(result, joint, began)
+            previous = keys
         if state_limit is not None and result.states > state_limit:
             result.stopped = "state limit"
             return _done(result, joint, began)

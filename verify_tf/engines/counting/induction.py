@@ -524,7 +524,7 @@ def prove_all_lengths(
     deadline: Deadline,
     cancelled: Callable[[], bool] = lambda: False,
     record: bool = False,
-    report: Callable[[str], None] = lambda phase: None,
+    report: Callable[..., None] = lambda phase, *progress: None,
 ) -> InductionResult:
     """Base, coverage, step and decisions (module docstring); ``visited``: every state the exact exploration
     reached. ``record``: keep the proof's queries as SMT-LIB text (``InductionResult.asked``) for a
@@ -554,7 +554,7 @@ def prove_all_lengths(
     def ask(assertions: list, name: str) -> tuple[str, Any]:
         if deadline.expired() or cancelled():
             return "unknown", "timeout"
-        solver = z3.Solver()
+        solver = z3.Then("simplify", "propagate-values", "solve-eqs", "smt").solver()
         solver.set("timeout", max(1, int(1000 * deadline.remaining())))
         solver.add(*assertions)
         start = time.perf_counter()

@@ -16,7 +16,7 @@ from typing import Any
 from ...ir import Model
 from ...semantics import Arithmetic
 from ..base import CountingGoal
-from .counters import CounterModel, NotApplicable, Observation
+from .counters import AVERAGE, CounterModel, Frozen, NotApplicable, Observation
 
 NONE, MACHINE, MODEL = "none", "machine", "model"
 
@@ -97,6 +97,19 @@ class Joint:
         ours, theirs = state
         best = self.model.largest(ours)
         return best if self.other is None else max(best, self.other.largest(theirs))
+
+    def length_independent(self, states: list[tuple]) -> bool:
+        """Whether the next transitions of these states depend on nothing but the states: no absolute positional
+        encoding, and every ``average`` coordinate frozen (its weight 1/n is the only other use of the length)."""
+        for index, side in enumerate(self.sides):
+            if side.length_dependent:
+                return False
+            averages = [k for k, slot in enumerate(side.slots) if slot.kind == AVERAGE]
+            if averages and any(
+                not isinstance(total, Frozen) for state in states for k in averages for total in state[index][k]
+            ):
+                return False
+        return True
 
     def key(self, state: tuple) -> tuple:
         """What the future of both sides depends on: the state, the machine's counts capped."""
