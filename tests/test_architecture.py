@@ -37,3 +37,20 @@ def test_every_top_level_module_has_a_layer():
     modules |= {f"verify_tf.{path.parent.name}" for path in package.glob("*/__init__.py")}
     assert modules - placed == set()
     assert len(modules) >= 30  # 15 modules and 15 packages under verify_tf/ when this test was written
+
+
+def test_no_module_imports_itself_back():
+    """No import cycle between any two modules, a package's ``__init__`` included: the acyclic_siblings contract
+    compares siblings only, so ``verify_tf.executors`` ↔ ``verify_tf.executors.cluster`` (the package and its
+    own module, fixed 2026-11) passed it. An edge a → b lies on a cycle exactly when b reaches a."""
+    import grimp
+
+    graph = grimp.build_graph("verify_tf")
+    on_cycles = sorted(
+        (importer, imported)
+        for importer in graph.modules
+        for imported in graph.find_modules_directly_imported_by(importer)
+        if graph.chain_exists(importer=imported, imported=importer)
+    )
+    assert on_cycles == []
+    assert len(graph.modules) >= 130  # 131 modules when this test was written

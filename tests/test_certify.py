@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from verify_tf.audit import FAILED, audit_report
 from verify_tf.certify.exhaustive import closed_form_size, listed_size
 from verify_tf.certify.lrat import LratError, check_lrat, parse_dimacs
 from verify_tf.cli import main
+from verify_tf.reporting.audit import FAILED, audit_report
 from verify_tf.symbolic.bv import translation
 
 pytest.importorskip("cvc5")

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from verify_tf.cli import app as cli_app, main
-from verify_tf.report import combined_exit_code
+from verify_tf.reporting.report import combined_exit_code
 from verify_tf.verdict import Verdict
 
 PROVED = """

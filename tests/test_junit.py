@@ -5,7 +5,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from verify_tf.junit import junit_xml
+from verify_tf.reporting.junit import junit_xml
 from verify_tf.verdict import Verdict
 
 WITNESS = {"input": [["0"], ["1"]], "summary": "X = [0, 1]: f(τX) = [4] but τf(X) = [7]"}

@@ -14,9 +14,10 @@ import pytest
 torch = pytest.importorskip("torch", reason="needs the torch extra")
 from click.testing import CliRunner
 
-from verify_tf.builders.torch_import import ExactEncoder, ExactEncoderLayer, import_state_dict
+from verify_tf.builders.torch_import import import_state_dict
 from verify_tf.cache import key_material, key_of
 from verify_tf.cli import main
+from verify_tf.experiments.exact_encoder import ExactEncoder, ExactEncoderLayer
 from verify_tf.runner import Overrides
 from verify_tf.semantics import Fixed, evaluate
 from verify_tf.spec import SpecError, load_spec

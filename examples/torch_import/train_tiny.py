@@ -5,7 +5,7 @@
 
 Two models learn the same task on sequences of 3 tokens in [-1/2, 1/2]^2 — at every position, output the
 token's first coordinate plus the sequence mean of the second coordinate (a permutation-equivariant
-target) — with ``verify_tf.builders.torch_import.ExactEncoder`` (MultiheadAttention + a ReLU feed-forward
+target) — with ``verify_tf.experiments.exact_encoder.ExactEncoder`` (MultiheadAttention + a ReLU feed-forward
 with residuals, no LayerNorm), which the importer maps exactly. ``tiny`` has no positional information,
 so ``tiny.yaml`` proves permutation equivariance of the imported, quantized model by exhaustion;
 ``tiny_positions`` also learns absolute positional embeddings, and ``tiny_positions.yaml`` expects a
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from verify_tf.builders.torch_import import ExactEncoder
+from verify_tf.experiments.exact_encoder import ExactEncoder
 
 HERE = Path(__file__).resolve().parent
 SPECS = ("tiny.yaml", "tiny_positions.yaml")

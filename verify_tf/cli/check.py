@@ -137,7 +137,7 @@ def check(
     --fail-on refuted), 4 internal error.
     """
     from ..cache import ProofCache
-    from ..report import combined_exit_code, verdict_table, write_json
+    from ..reporting.report import combined_exit_code, verdict_table, write_json
     from ..runner import Overrides, check_all
     from ..spec import SpecError, load_spec
 
@@ -221,7 +221,7 @@ def check(
     if json_path is not None:
         write_json(json_path, verdicts, expectations, fail_on)
     if junit_path is not None:
-        from ..junit import write_junit
+        from ..reporting.junit import write_junit
 
         write_junit(junit_path, verdicts, expectations, unknown_as)
     if explain or html_path is not None:

@@ -43,7 +43,7 @@ def audit(report_path, timeout, strict) -> None:
     Exit codes: 0 everything checks (with --strict: and no evidence is partial), 1 something failed (named),
     2 the report cannot be read.
     """
-    from ..audit import FAILED, PARTIAL, AuditError, audit_exit_code, audit_report
+    from ..reporting.audit import FAILED, PARTIAL, AuditError, audit_exit_code, audit_report
 
     try:
         items = audit_report(report_path, timeout)

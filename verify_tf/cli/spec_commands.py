@@ -24,9 +24,9 @@ from . import output
 @click.option("--json", "as_json", is_flag=True, help="Print the trace as JSON instead of tables.")
 def run(spec_path, input_text, as_json) -> None:
     """Evaluate the SPEC's model on one input and print the layer-by-layer trace."""
+    from ..reporting.trace_view import parse_input, print_trace, trace_to_json
     from ..semantics import UnsupportedInMode, evaluate
     from ..spec import SpecError, load_spec
-    from ..trace_view import parse_input, print_trace, trace_to_json
 
     try:
         spec = load_spec(spec_path)

@@ -144,7 +144,7 @@ def _locate_spec(entry: dict[str, Any], report_dir: Path) -> Path | None:
 
 def explain_report(path: str | Path, only: set[str] | None = None) -> list[Explained]:
     """Every refuted result of a ``verify-tf check --json`` report, replayed on the spec it names."""
-    from ..report import REPORT_FORMAT
+    from ..reporting.report import REPORT_FORMAT
     from ..spec import SpecError, load_spec
 
     path = Path(path)

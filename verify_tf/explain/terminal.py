@@ -10,7 +10,7 @@ from rich.rule import Rule
 from rich.table import Table
 
 from ..numbers import fmt, fmt_vector
-from ..trace_view import print_trace
+from ..reporting.trace_view import print_trace
 from .replay import (
     Explained,
     RoleTrace,

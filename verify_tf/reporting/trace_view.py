@@ -8,13 +8,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from .ir import AlphabetTokens, Model, Token
-from .numbers import fmt, fmt_vector
-from .schema.dsl import Context, ListOf, Number
-from .schema.errors import SpecError
-from .schema.yamlnodes import parse_yaml
-from .semantics import Arithmetic
-from .semantics.interpreter import Trace
+from ..ir import AlphabetTokens, Model, Token
+from ..numbers import fmt, fmt_vector
+from ..schema.dsl import Context, ListOf, Number
+from ..schema.errors import SpecError
+from ..schema.yamlnodes import parse_yaml
+from ..semantics import Arithmetic
+from ..semantics.interpreter import Trace
 
 
 def parse_input(model: Model, text: str) -> tuple[Token, ...]:

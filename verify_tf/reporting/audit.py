@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .certify import recheck
-from .runner import Overrides, check_property, make_task
-from .spec import SpecError, load_spec
-from .verdict import PROVED, REFUTED, Verdict
-from .witness import input_from_json
+from ..certify import recheck
+from ..runner import Overrides, check_property, make_task
+from ..spec import SpecError, load_spec
+from ..verdict import PROVED, REFUTED, Verdict
+from ..witness import input_from_json
 
 OK, PARTIAL, FAILED = "ok", "partial", "failed"
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from rich.table import Table
 
-from . import __version__
-from .verdict import PROVED, REFUTED, UNKNOWN, Verdict, exit_code
+from .. import __version__
+from ..verdict import PROVED, REFUTED, UNKNOWN, Verdict, exit_code
 
 STYLE = {"proved": "green", "refuted": "red", "unknown": "yellow", "error": "bold magenta"}
 REPORT_FORMAT = "verify-tf-report/1"

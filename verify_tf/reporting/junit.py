@@ -18,8 +18,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..verdict import ERROR, PROVED, REFUTED, UNKNOWN, Verdict
 from .report import outcome
-from .verdict import ERROR, PROVED, REFUTED, UNKNOWN, Verdict
 
 UNKNOWN_AS = ("skipped", "error")
 
