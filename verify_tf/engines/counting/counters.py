@@ -40,6 +40,7 @@ c·n' ≤ M' < (c + 1)·n' at every later n': the output stays sat(c) forever. W
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -174,9 +175,12 @@ class CounterModel:
         self.class_ids: list[dict[Any, int]] = [{} for _ in self.slots]
         self.classes: list[list[Any]] = [[] for _ in self.slots]
         # streams and queries are interned as integers: the memo tables below are keyed by them, not by vectors
-        # of Fractions (hashing those dominated the exploration's time)
-        self._ids: dict[Vector, int] = {}
-        self._vectors: list[Vector] = []
+        # of Fractions (hashing those dominated the exploration's time). A vector's canonical key is its tuple of
+        # mantissas in fixed arithmetic (the vector itself in exact arithmetic); the Fractions are made on demand.
+        self._ids: dict[tuple, int] = {}
+        self._keys: list[tuple] = []
+        self._vectors: list[Vector | None] = []
+        self.integers = _Integers.of(model, arith)  # fixed arithmetic: the affine maps on mantissas
         self.streams: dict[int, set[int]] = {}  # block index -> ids of the streams seen entering its attention
         self.paths: set[tuple[str, tuple[int, ...]]] = set()  # (letter, ids of the streams entering each block)
         self._reads: dict[tuple[int, int], list[tuple[int, int, tuple]]] = {}  # (block, z) -> (q id, class, value)
@@ -238,7 +242,7 @@ class CounterModel:
         ``increments``: per slot, for ``average`` slots per coordinate the mantissa range of its value at word
         positions (or None), which enables freezing; nothing else depends on it.
         """
-        z = self._intern(embed_position(self.model, letter, positions, self.r))
+        z = self._intern(embed_position(self.model, letter, positions, self.r))  # (memoised below the step)
         new = list(state)
         entering: list[int] = []
         for block_index, block in enumerate(self.model.blocks):
@@ -256,24 +260,44 @@ class CounterModel:
                 z = self.after_feed_forward(block_index, z)
         route = (letter, tuple(entering))
         self.paths.add(route)
-        return tuple(new), self.observe(z), (letter, tuple(self._vectors[i] for i in entering))
+        return tuple(new), self.observe(z), (letter, tuple(self.stream(i) for i in entering))
+
+    def key_of(self, vector: Vector) -> tuple:
+        """A vector's canonical key: its mantissas in fixed arithmetic, itself in exact arithmetic."""
+        if self.integers is None:
+            return vector
+        scale = self.unit
+        # a token vector off the grid (possible without a positional encoding, through the API) keeps its exact
+        # rational mantissa; the integer path computes with it exactly (floor division of rationals)
+        return tuple(m.numerator if m.denominator == 1 else m for m in (x * scale for x in vector))
 
     def _intern(self, vector: Vector) -> int:
-        found = self._ids.get(vector)
+        found = self._intern_key(self.key_of(vector))
+        if self._vectors[found] is None:
+            self._vectors[found] = vector
+        return found
+
+    def _intern_key(self, key: tuple) -> int:
+        found = self._ids.get(key)
         if found is None:
-            found = self._ids[vector] = len(self._vectors)
-            self._vectors.append(vector)
+            found = self._ids[key] = len(self._keys)
+            self._keys.append(key)
+            self._vectors.append(None if self.integers is not None else key)
         return found
 
     def stream(self, z: int) -> Vector:
-        return self._vectors[z]
+        """The vector interned as ``z``."""
+        vector = self._vectors[z]
+        if vector is None:
+            vector = self._vectors[z] = tuple(Fraction(m, self.unit) for m in self._keys[z])
+        return vector
 
     def seen_paths(self) -> list[Path]:
         """Every position's computation met so far: (letter, the streams entering each attention block)."""
-        return [(letter, tuple(self._vectors[z] for z in entering)) for letter, entering in self.paths]
+        return [(letter, tuple(self.stream(z) for z in entering)) for letter, entering in self.paths]
 
     def streams_entering(self, block_index: int) -> list[Vector]:
-        return [self._vectors[z] for z in self.streams.get(block_index, ())]
+        return [self.stream(z) for z in self.streams.get(block_index, ())]
 
     def head_vectors(
         self, block_index: int, layer: AttentionLayer, z: Vector | int
@@ -284,7 +308,7 @@ class CounterModel:
         found = self._heads.get(memo)
         if found is None:
             r = self.r
-            vector = self._vectors[zid]
+            vector = self.stream(zid)
             read = layer_norm(layer.norm, [vector], r)[0] if layer.norm is not None and layer.norm_first else vector
             found = []
             for head in layer.heads:
@@ -320,28 +344,37 @@ class CounterModel:
         memo = (block_index, z, outputs)
         found = self._after_attention.get(memo)
         if found is None:
-            r = self.r
-            vector = self._vectors[z]
-            after = residual([vector], [project_heads(layer, self._outputs(outputs), r)], layer.residual, r)[0]
-            if layer.norm is not None and not layer.norm_first:
-                after = layer_norm(layer.norm, [after], r)[0]
-            found = self._after_attention[memo] = self._intern(after)
+            integers = self.integers
+            if integers is not None and block_index in integers.attention:
+                found = self._intern_key(integers.after_attention(block_index, self._keys[z], outputs))
+            else:
+                r = self.r
+                vector = self.stream(z)
+                after = residual([vector], [project_heads(layer, self._outputs(outputs), r)], layer.residual, r)[0]
+                if layer.norm is not None and not layer.norm_first:
+                    after = layer_norm(layer.norm, [after], r)[0]
+                found = self._intern(after)
+            self._after_attention[memo] = found
         return found
 
     def after_feed_forward(self, block_index: int, z: int) -> int:
         memo = (block_index, z)
         found = self._after_feed_forward.get(memo)
         if found is None:
-            ff = self.model.blocks[block_index].feed_forward
-            assert ff is not None
-            after = feed_forward(ff, [self._vectors[z]], self.r, BlockTrace())[0]
-            found = self._after_feed_forward[memo] = self._intern(after)
+            integers = self.integers
+            if integers is not None and block_index in integers.feed_forward:
+                found = self._intern_key(integers.after_feed_forward(block_index, self._keys[z]))
+            else:
+                ff = self.model.blocks[block_index].feed_forward
+                assert ff is not None
+                found = self._intern(feed_forward(ff, [self.stream(z)], self.r, BlockTrace())[0])
+            self._after_feed_forward[memo] = found
         return found
 
     def observe(self, z: int) -> Observation:
         found = self._observations.get(z)
         if found is None:
-            vector = self._vectors[z]
+            vector = self.stream(z)
             final = vector if self.model.final_norm is None else layer_norm(self.model.final_norm, [vector], self.r)[0]
             found = Observation(interpreter_readout(self.model, [final])[0], final)
             self._observations[z] = found
@@ -350,10 +383,12 @@ class CounterModel:
     # ---------------------------------------------------------------- one head
 
     def class_id(self, k: int, cls: Any) -> int:
+        """The id of a ``weighted`` slot's key vector, or of a ``terms`` slot's (key, value) pair."""
         ids = self.class_ids[k]
-        found = ids.get(cls)
+        canonical = self.key_of(cls) if self.slots[k].kind == WEIGHTED else tuple(self.key_of(v) for v in cls)
+        found = ids.get(canonical)
         if found is None:
-            found = ids[cls] = len(self.classes[k])
+            found = ids[canonical] = len(self.classes[k])
             self.classes[k].append(cls)
         return found
 
@@ -426,7 +461,7 @@ class CounterModel:
         """The score of query ``q`` (a vector or its id) against every class of slot k, as the interpreter computes
         it: rounded, except under rounded-terms (exact scores)."""
         qid = q if isinstance(q, int) else self._intern(q)
-        query = self._vectors[qid]
+        query = self.stream(qid)
         memo = (k, qid)
         found = self._scores.get(memo)
         classes = self.classes[k]
@@ -539,6 +574,71 @@ class CounterModel:
             elif slot.kind == TERMS:
                 best = max([best, *entry])
         return best
+
+
+_Row = tuple[tuple[tuple[int, int], ...], int, int]  # (sparse integer coefficients, constant, divisor)
+
+
+def _integer_rows(weights: Sequence[Vector], bias: Vector, scale: int) -> list[_Row]:
+    """round(W x + b) on mantissas: per output (sparse integer coefficients, constant, divisor D) with
+    ⌊2^f·(Σ w·m/2^f + b)⌋ = ⌊(Σ coef·m + const) / D⌋ exactly (then saturated)."""
+    rows = []
+    for row, b in zip(weights, bias):
+        den = math.lcm(*(w.denominator for w in row), (b * scale).denominator)
+        rows.append((tuple((k, int(w * den)) for k, w in enumerate(row) if w != 0), int(b * scale * den), den))
+    return rows
+
+
+class _Integers:
+    """The affine maps, residuals and ReLU feed-forwards of a model in fixed arithmetic, on integer mantissas: the
+    interpreter's ``project_heads``, ``residual`` and ``feed_forward`` (floor, then saturate, after every affine
+    map; saturate after every residual sum), for the sublayers without a LayerNorm after them and with ReLU.
+    The others take the interpreter's own functions on Fractions (``CounterModel``)."""
+
+    def __init__(self, model: Model, arith: Fixed) -> None:
+        scale = arith.scale
+        self.lo, self.hi = arith.min_mantissa, arith.max_mantissa
+        self.attention: dict[int, tuple[list[_Row], bool]] = {}
+        self.feed_forward: dict[int, tuple[list[_Row], list[_Row], bool]] = {}
+        for index, block in enumerate(model.blocks):
+            layer = block.attention
+            if layer is not None and (layer.norm is None or layer.norm_first):
+                flat = [tuple(w for head in layer.heads for w in head.output[c]) for c in range(len(layer.output_bias))]
+                self.attention[index] = (_integer_rows(flat, layer.output_bias, scale), layer.residual)
+            ff = block.feed_forward
+            if ff is not None and ff.norm is None and ff.activation == "relu":
+                self.feed_forward[index] = (
+                    _integer_rows(ff.w1, ff.b1, scale),
+                    _integer_rows(ff.w2, ff.b2, scale),
+                    ff.residual,
+                )
+
+    @staticmethod
+    def of(model: Model, arith: Arithmetic) -> _Integers | None:
+        return _Integers(model, arith) if isinstance(arith, Fixed) else None
+
+    def affine(self, rows: list[_Row], x: Sequence[int]) -> list[int]:
+        lo, hi = self.lo, self.hi
+        out = []
+        for coefficients, constant, den in rows:
+            m = (sum(c * x[k] for k, c in coefficients) + constant) // den
+            out.append(lo if m < lo else hi if m > hi else m)
+        return out
+
+    def residual(self, z: Sequence[int], update: Sequence[int], add: bool) -> tuple[int, ...]:
+        if not add:
+            return tuple(update)
+        lo, hi = self.lo, self.hi
+        return tuple(lo if a + b < lo else hi if a + b > hi else a + b for a, b in zip(z, update))
+
+    def after_attention(self, block: int, z: tuple[int, ...], outputs: tuple) -> tuple[int, ...]:
+        rows, add = self.attention[block]
+        return self.residual(z, self.affine(rows, [m for out in outputs for m in out]), add)
+
+    def after_feed_forward(self, block: int, z: tuple[int, ...]) -> tuple[int, ...]:
+        first, second, add = self.feed_forward[block]
+        hidden = [h if h > 0 else 0 for h in self.affine(first, z)]
+        return self.residual(z, self.affine(second, hidden), add)
 
 
 __all__ = [
