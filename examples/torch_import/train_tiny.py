@@ -40,16 +40,20 @@ def train(positions: bool, steps: int, seed: int = 0) -> ExactEncoder:
     # d_model 2 with 2 heads: d_head = 1, so torch's 1/sqrt(d_head) logit scale is exactly 1
     model = ExactEncoder(d_model=2, nhead=2, num_layers=1, dim_feedforward=4, max_length=3 if positions else None)
     optimiser = torch.optim.Adam(model.parameters(), lr=0.03)
-    for _ in range(steps):
+    name = "tiny_positions" if positions else "tiny"
+    every = max(1, steps // 5)  # five progress lines per model: training takes seconds
+    for step in range(1, steps + 1):
         x, target = batch(generator)
         loss = torch.nn.functional.mse_loss(model(x), target)
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
+        if step % every == 0 or step == steps:
+            print(f"{name}: step {step}/{steps}, training mse {loss.item():.5f}", flush=True)
     x, target = batch(generator, 1024)
     with torch.no_grad():
         mse = torch.nn.functional.mse_loss(model(x), target)
-        print(f"{'tiny_positions' if positions else 'tiny'}: test mse {mse:.5f}")
+        print(f"{name}: test mse {mse:.5f}", flush=True)
     return model
 
 

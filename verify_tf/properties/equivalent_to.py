@@ -15,20 +15,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import z3
 
-from ..domain import Domain, format_input
-from ..engines.base import CountingGoal, QueryPlan, Task, Witness
-from ..ir import AlphabetTokens, Model
+from ..contract import Array, CountingGoal, Evaluators, Measures, QueryPlan, Task, Witness
+from ..domain import Domain, StringDomain, format_input
+from ..ir import AlphabetTokens, GridTokens, Model
 from ..numbers import fmt, fmt_vector
 from ..schema.dsl import Boolean, Field, ModelSection, Obj, String
 from ..semantics import Arithmetic, evaluate
-from ..symbolic.encoder import encode_model
-from ..symbolic.inputs import input_for_length
-from ..symbolic.solve import Query
 from ..witness import input_to_json
 from .base import (
     Property,
@@ -42,6 +38,10 @@ from .base import (
     typed,
 )
 
+if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
+    from ..symbolic.solve import Query
+
+
 ON = ("output", "readout")
 
 
@@ -53,7 +53,7 @@ class Options:
     lengths: str = "domain"
 
 
-def observed(options: Options, trace) -> list[tuple]:
+def observed(options: Options, trace: Any) -> list[tuple[Any, ...]]:
     """Per stream position (BOS included): the readout as a 1-vector, or the final stream column."""
     return [(q,) for q in trace.readout] if options.on == "readout" else list(trace.output)
 
@@ -100,29 +100,31 @@ class EquivalentTo(Property):
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         other = options.model
         require_strings_for_every_length(domain, options.lengths)
-        alphabet = isinstance(model.tokens, AlphabetTokens)
+        assert domain is not None  # needs_domain: the spec loader insists
+        mine, theirs = model.tokens, other.tokens
         require(
-            alphabet == isinstance(other.tokens, AlphabetTokens),
+            isinstance(mine, AlphabetTokens) == isinstance(theirs, AlphabetTokens),
             "model",
             "the two models take different token kinds (grid vs alphabet)",
         )
-        if alphabet:
+        if isinstance(mine, AlphabetTokens) and isinstance(theirs, AlphabetTokens):
             require(
-                model.tokens.bos == other.tokens.bos,
+                mine.bos == theirs.bos,
                 "model",
                 "the two models prepend different BOS tokens, so their positions do not correspond",
             )
-            missing = [s for s in domain.alphabet if s not in other.tokens.symbols]
+            alphabet = domain.alphabet if isinstance(domain, StringDomain) else ()
+            missing = [s for s in alphabet if s not in theirs.symbols]
             require(
                 not missing,
                 "model",
                 f"symbol {missing[0]!r} of the domain is not in the other model's alphabet" if missing else "",
             )
-        else:
+        elif isinstance(mine, GridTokens) and isinstance(theirs, GridTokens):
             require(
-                other.tokens.dim == model.tokens.dim,
+                theirs.dim == mine.dim,
                 "model",
-                f"grid tokens of dimension {model.tokens.dim} and {other.tokens.dim}",
+                f"grid tokens of dimension {mine.dim} and {theirs.dim}",
                 "both models must read the same inputs",
             )
         require(
@@ -138,7 +140,7 @@ class EquivalentTo(Property):
             f"inputs are longer than the other model's positional encoding ({other.max_length} positions)",
         )
 
-    def violation(self, task: Task, tokens: tuple) -> Witness | None:
+    def violation(self, task: Task, tokens: tuple[Any, ...]) -> Witness | None:
         options: Options = task.options
         ours = observed(options, evaluate(task.model, task.arithmetic, tokens))
         theirs = observed(options, evaluate(options.model, task.arithmetic, tokens))
@@ -164,7 +166,7 @@ class EquivalentTo(Property):
         evaluators.of().check(length)
         evaluators.of(task.options.model).check(length)
 
-    def batched_violations(self, task: Task, evaluators: Any, rows: np.ndarray) -> tuple[np.ndarray, dict]:
+    def batched_violations(self, task: Task, evaluators: Evaluators, rows: Array) -> tuple[Array, Measures]:
         layer = task.options.on
         ours = evaluators.of().values(rows, layer)
         theirs = evaluators.of(task.options.model).values(rows, layer)
@@ -191,11 +193,17 @@ class EquivalentTo(Property):
 
     # -- smt: a miter per length
     def smt_queries(self, task: Task) -> list[QueryPlan]:
-        return [QueryPlan(f"length {n}", (n,)) for n in task.domain.lengths]
+        return [QueryPlan(f"length {n}", (n,)) for n in task.given_domain().lengths]
 
     def build_query(self, task: Task, plan: QueryPlan, builder: Any) -> Query:
+        import z3
+
+        from ..symbolic.encoder import encode_model
+        from ..symbolic.inputs import input_for_length
+        from ..symbolic.solve import Query
+
         options: Options = task.options
-        inp = input_for_length(task.domain, plan.key[0], builder)
+        inp = input_for_length(task.given_domain(), plan.key[0], builder)
         ours = encode_model(task.model, task.arithmetic, inp, builder)
         theirs = encode_model(options.model, task.arithmetic, inp, builder)
         a_side = [(q,) for q in ours.readout] if options.on == "readout" else ours.output
@@ -215,17 +223,19 @@ class EquivalentTo(Property):
     def prefix_violates(self, task: Task, ours: Any, theirs: Any) -> bool:
         if ours is None or theirs is None:  # the empty prefix of models without BOS: nothing to compare
             return False
-        return ours.readout != theirs.readout if task.options.on == "readout" else ours.stream != theirs.stream
+        return bool(ours.readout != theirs.readout if task.options.on == "readout" else ours.stream != theirs.stream)
 
     def encode_prefix_violation(self, task: Task, builder: Any, ours: Any, theirs: Any) -> Any:
+        import z3  # solver terms: imported when an induction is encoded
+
         if task.options.on == "readout":
             return builder.ne(ours.readout, theirs.readout)
         return z3.Or([builder.ne(a, b) for a, b in zip(ours.stream, theirs.stream)])
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict) -> str:
+    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
         if engine != "counting":
             return default
-        domain = task.domain
+        domain = task.strings()
         what = "readouts" if task.options.on == "readout" else "outputs"
         if task.options.lengths == "all":
             return (

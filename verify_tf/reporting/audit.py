@@ -2,13 +2,21 @@
 
 Every result is re-checked against the spec as it is now (whose sha256 must still match the report's):
 
-* ``proved``: its certificate (``verify_tf.certify.recheck``): the query files against their digests, cvc5
-  re-proves each query, each LRAT proof is re-checked against a CNF re-derived from the query (bit-width
-  included); exhaustive: the size recomputed, the digest recombined, the seeded sample re-evaluated on the
-  interpreter. A ``proved`` without a certificate fails the audit;
+* ``proved``: its certificate (``verify_tf.certify.recheck``). First, what the certificate is about: its subject
+  (digests of the spec text, the model as loaded, the arithmetic, the domain, the property and its options, the
+  engine) must equal the one re-derived from the re-loaded spec, its kind must be one the engine's proofs get,
+  and every query is re-derived through the encoder (every exhaustive domain's size and order from the domain)
+  and must have the certificate's digest. Only then the evidence: the query files against their digests, cvc5
+  re-proves each query, each LRAT proof is re-checked against a CNF re-derived from the query; exhaustive: the
+  size recomputed, the digest recombined, the seeded sample re-evaluated on the interpreter. A ``proved``
+  without a certificate fails the audit;
 * ``refuted``: the counterexample is replayed on the reference interpreter through the property's own
-  violation predicate (witnesses of other shapes: the check is re-run and must give the same counterexample);
+  violation predicate (``engines.replay``; witnesses of other shapes: the check is re-run and must give the
+  same counterexample);
 * cached verdicts are audited the same way (a cache hit carries no certificate, so a cached ``proved`` fails).
+
+Paths in the report (the spec, the certificate) are resolved against the report's folder, never the current
+one; absolute paths are taken as written. Audit names files and digests, and never shows a file's contents.
 
 Each result ends ``ok``, ``partial`` (every proof step has at least one independent check that passed, some
 evidence missing, e.g. an LRAT proof over budget: the reason is listed) or ``failed`` (what failed is named).
@@ -24,10 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from ..certify import recheck
-from ..runner import Overrides, check_property, make_task
+from ..certify.subject import subject_of
+from ..engines.replay import NOT_REPLAYABLE, replay_stored
+from ..executors import InProcess
+from ..runner import Overrides, check_property, task_of
 from ..spec import SpecError, load_spec
 from ..verdict import PROVED, REFUTED, Verdict
-from ..witness import input_from_json
 
 OK, PARTIAL, FAILED = "ok", "partial", "failed"
 
@@ -48,16 +58,16 @@ class Audited:
     cached: bool = False
 
 
+def resolve(stored: Any, report_dir: Path) -> Path | None:
+    """A path written in a report, resolved against the report's folder (absolute paths as written)."""
+    if not isinstance(stored, str) or not stored:
+        return None
+    return report_dir / stored  # an absolute ``stored`` replaces report_dir
+
+
 def _locate(entry: dict[str, Any], report_dir: Path) -> Path | None:
-    candidates = [Path(entry["spec_resolved"])] if entry.get("spec_resolved") else []
-    if entry.get("spec"):
-        candidates += [report_dir / entry["spec"], Path(entry["spec"])]
-    return next((c for c in candidates if c.is_file()), None)
-
-
-def _certificate_path(stored: str, report_dir: Path) -> Path:
-    path = Path(stored)
-    return path if path.is_absolute() or path.is_file() else report_dir / path
+    candidates = [resolve(entry.get("spec_resolved"), report_dir), resolve(entry.get("spec"), report_dir)]
+    return next((c for c in candidates if c is not None and c.is_file()), None)
 
 
 def audit_report(path: str | Path, seconds: float = 600.0) -> list[Audited]:
@@ -65,71 +75,97 @@ def audit_report(path: str | Path, seconds: float = 600.0) -> list[Audited]:
     try:
         report = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise AuditError(f"cannot read {path}: {exc}") from None
+        raise AuditError(f"cannot read {path}: {type(exc).__name__}") from None
     if not isinstance(report, dict) or not str(report.get("format", "")).startswith("verify-tf-report/"):
         raise AuditError(f"{path} is not a verify-tf JSON report")
-    return [audit_entry(entry, path.parent, seconds) for entry in report.get("results", [])]
+    results = report.get("results", [])
+    if not isinstance(results, list):
+        raise AuditError(f"{path} is not a verify-tf JSON report (its results are not a list)")
+    return [audit_entry(entry, path.resolve().parent, seconds) for entry in results]
 
 
-def audit_entry(entry: dict[str, Any], report_dir: Path, seconds: float) -> Audited:
+def audit_entry(entry: Any, report_dir: Path, seconds: float) -> Audited:
+    if not isinstance(entry, dict):
+        return _fail(Audited("", "?", "?"), "a result that is not a JSON object")
     item = Audited(
-        entry.get("spec", ""), entry.get("property", "?"), entry.get("verdict", "?"), cached=bool(entry.get("cached"))
+        str(entry.get("spec", "")),
+        str(entry.get("property", "?")),
+        str(entry.get("verdict", "?")),
+        cached=bool(entry.get("cached")),
     )
     if item.verdict not in (PROVED, REFUTED):
         item.checked.append(f"{item.verdict}: nothing to check")
         return item
     spec_path = _locate(entry, report_dir)
     if spec_path is None:
-        return _fail(item, f"spec {entry.get('spec')!r} not found")
-    if entry.get("spec_sha256") and hashlib.sha256(spec_path.read_bytes()).hexdigest() != entry["spec_sha256"]:
-        return _fail(item, f"spec {spec_path} changed since the report (sha256 differs)")
+        return _fail(item, f"spec {Path(str(entry.get('spec'))).name!r} not found next to the report")
+    digest = hashlib.sha256(spec_path.read_bytes()).hexdigest()
+    if entry.get("spec_sha256") != digest:
+        recorded = str(entry.get("spec_sha256"))[:12]
+        return _fail(item, f"spec {spec_path.name} (sha256 {digest[:12]}…) is not the report's (sha256 {recorded}…)")
     try:
         spec = load_spec(spec_path)
-    except SpecError as exc:
-        return _fail(item, f"spec no longer loads: {exc}")
+    except SpecError:  # its message quotes the file: never shown here
+        return _fail(item, f"spec {spec_path.name} (sha256 {digest[:12]}…) does not load (`verify-tf check` shows why)")
     props = [p for p in spec.properties if p.index == entry.get("index")]
     if not props:
-        return _fail(item, f"spec has no property number {entry.get('index')}")
-    task = make_task(spec, props[0], Overrides())
-    if item.verdict == PROVED:
-        summary = (entry.get("statistics") or {}).get("certificate")
-        if not summary or "path" not in summary:
-            return _fail(item, "proved without a certificate" + (" (a cached verdict)" if item.cached else ""))
-        problems, partial = recheck(
-            task, _certificate_path(summary["path"], report_dir), summary.get("sha256"), seconds
+        return _fail(item, f"spec {spec_path.name} has no property number {entry.get('index')!r}")
+    prop = props[0]
+    if (prop.label, prop.name) != (entry.get("property"), entry.get("kind")):
+        return _fail(
+            item,
+            f"property {entry.get('index')} of {spec_path.name} is {prop.label!r} ({prop.name}), the report says "
+            f"{entry.get('property')!r} ({entry.get('kind')})",
         )
-        item.problems += [f"certificate: {p}" for p in problems]
-        item.partial += partial
-        item.checked.append(f"certificate {Path(summary['path']).parent.name}")
-    else:
-        _replay(item, entry, spec, props[0], task)
+    task = task_of(spec, prop, Overrides())
+    try:
+        if item.verdict == PROVED:
+            _audit_proof(item, entry, spec, prop, task, report_dir, seconds)
+        else:
+            _replay(item, entry, spec, prop, task)
+    except Exception as exc:  # a malformed certificate or witness: named, never a crash of the audit
+        item.problems.append(f"could not be re-checked: {type(exc).__name__}: {exc}"[:300])
     item.outcome = FAILED if item.problems else (PARTIAL if item.partial else OK)
     return item
 
 
+def _audit_proof(item: Audited, entry: dict, spec, prop, task, report_dir: Path, seconds: float) -> None:
+    summary = (entry.get("statistics") or {}).get("certificate")
+    if not isinstance(summary, dict) or "path" not in summary:
+        item.problems.append("proved without a certificate" + (" (a cached verdict)" if item.cached else ""))
+        return
+    path = resolve(summary["path"], report_dir)
+    if path is None:
+        item.problems.append("the certificate's path is not a path")
+        return
+    subject = subject_of(spec.path, prop.index, prop.name, prop.label, task, spec.seed, str(entry.get("engine")))
+    found = recheck(subject, task, path, summary.get("sha256"), seconds, InProcess())
+    item.problems += [f"certificate: {p}" for p in found.problems]
+    item.partial += found.partial
+    if not found.problems:
+        item.checked.append(f"certificate {path.parent.name}/{path.name}: bound to this result, evidence re-checked")
+    item.checked += found.notes
+
+
 def _replay(item: Audited, entry: dict[str, Any], spec, prop, task) -> None:
     witness = entry.get("counterexample") or {}
-    if "input" in witness and hasattr(task.prop, "violation"):
-        # a pair witness (equivariance: X and the transposed X) is named by its smaller input; the violation
-        # may show on the other one
-        inputs = [witness["input"]] + [witness[k] for k in ("permuted_input", "other") if k in witness]
-        try:
-            again = None
-            for data in inputs:
-                again = again or task.prop.violation(task, input_from_json(data))
-        except Exception as exc:  # a tampered input the model cannot read
-            item.problems.append(f"counterexample: the input cannot be replayed: {type(exc).__name__}: {exc}")
-            return
-        if again is None:
-            item.problems.append(f"counterexample: the interpreter finds no violation on {witness['input']}")
-        else:
-            item.checked.append("counterexample replayed on the interpreter")
+    replays, why = replay_stored(task, witness)
+    if replays:
+        item.checked.append("counterexample replayed on the interpreter")
         return
-    # another witness shape (pairs, architecture members): the check again must give the same counterexample
+    if why != NOT_REPLAYABLE:
+        item.problems.append(f"counterexample: {why}")
+        return
+    # another witness shape (architecture members, pairs of words): the check is re-run and must refute again
     rerun: Verdict = check_property(spec, prop, Overrides(engine=entry.get("engine")))
-    if rerun.status != REFUTED or rerun.counterexample != witness:
-        item.problems.append(
-            f"counterexample: re-running the check gives {rerun.status} with a different counterexample"
+    if rerun.status != REFUTED:
+        item.problems.append(f"counterexample: re-running the check gives {rerun.status}: {rerun.detail}"[:300])
+    elif rerun.counterexample != witness:
+        # a solver-chosen member depends on the solver's state (what the process asked before): the re-run's own
+        # witness replayed, the report's is not re-checked
+        item.partial.append(
+            "counterexample: the check, re-run, refutes with another solver-chosen witness (replayed); the "
+            "report's own witness cannot be replayed from the witness alone"
         )
     else:
         item.checked.append("counterexample re-derived by re-running the check")

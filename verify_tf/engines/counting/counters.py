@@ -47,7 +47,7 @@ from fractions import Fraction
 from typing import Any
 
 from ...ir import AlphabetTokens, AttentionLayer, Head, Model, Vector
-from ...semantics.arithmetic import Arithmetic, Exact, Fixed
+from ...semantics.arithmetic import Arithmetic, Fixed
 from ...semantics.exp_table import exp_mantissa
 from ...semantics.interpreter import (
     BlockTrace,
@@ -60,8 +60,8 @@ from ...semantics.interpreter import (
     readout as interpreter_readout,
     residual,
 )
+from .applies import AVERAGE, TERMS, WEIGHTED, closed_form_weight, head_kind, refusal
 
-AVERAGE, WEIGHTED, TERMS = "average", "weighted", "terms"
 ASKED_KEYS = 64  # up to this many keys the arithmetic itself computes an average head's weight
 
 
@@ -98,51 +98,8 @@ class Observation:
     stream: Vector
 
 
-State = tuple  # one entry per slot (see ``CounterModel.step``)
-Path = tuple  # (letter, the stream entering each attention block): one position's computation, concretely
-
-
-def _zero(weights: Sequence[Vector], bias: Vector) -> bool:
-    return all(w == 0 for row in weights for w in row) and all(b == 0 for b in bias)
-
-
-def _key_independent(head: Head) -> bool:
-    """Scores equal for every key: q = round(0) = 0, or every key is round(b_K)."""
-    return _zero(head.query, head.query_bias) or all(w == 0 for row in head.key for w in row)
-
-
-def _closed_form_weight(arith: Arithmetic, keys: int) -> Fraction:
-    weight = Fraction(1, keys)
-    return arith.floor(weight) if isinstance(arith, Fixed) and arith.attention_rounding == "per-probability" else weight
-
-
-def head_kind(head: Head, arith: Arithmetic) -> str:
-    """How the machine keeps this head's prefix (module docstring)."""
-    rounded_terms = head.scoring == "softmax" and isinstance(arith, Fixed) and arith.rounded_terms
-    if head.scoring == "uniform":
-        return AVERAGE
-    if rounded_terms:
-        # round(Σ round(e^s·v_j) / Σ round(e^s)) is round(S/n) only for scores exactly 0 and 1 representable
-        zero_scores = _zero(head.query, head.query_bias) or _zero(head.key, head.key_bias)
-        if zero_scores and isinstance(arith, Fixed) and arith.rounded_term(Fraction(0), Fraction(1)) == 1:
-            return AVERAGE
-        return TERMS
-    return AVERAGE if _key_independent(head) else WEIGHTED
-
-
-def refusal(model: Model, arith: Arithmetic) -> str | None:
-    """Why ``model`` is not a counter machine (None when it is)."""
-    if not isinstance(model.tokens, AlphabetTokens):
-        return "the model reads grid tokens, not letters"
-    for layer, h, head in model.heads():
-        where = f"layers[{layer}].heads[{h}]"
-        if not head.causal:
-            return f"{where} is not causal: a position reads later positions"
-        if head.positional != "standard":
-            return f"{where} uses {head.positional}: its weights depend on the distance j - i, not on counts"
-        if head.scoring == "softmax" and isinstance(arith, Exact):
-            return f"{where} is softmax, which exact arithmetic cannot evaluate"
-    return None
+State = tuple[Any, ...]  # one entry per slot (see ``CounterModel.step``)
+Path = tuple[Any, ...]  # (letter, the stream entering each attention block): one position's computation, concretely
 
 
 class CounterModel:
@@ -177,15 +134,17 @@ class CounterModel:
         # streams and queries are interned as integers: the memo tables below are keyed by them, not by vectors
         # of Fractions (hashing those dominated the exploration's time). A vector's canonical key is its tuple of
         # mantissas in fixed arithmetic (the vector itself in exact arithmetic); the Fractions are made on demand.
-        self._ids: dict[tuple, int] = {}
-        self._keys: list[tuple] = []
+        self._ids: dict[tuple[Any, ...], int] = {}
+        self._keys: list[tuple[Any, ...]] = []
         self._vectors: list[Vector | None] = []
         self.integers = _Integers.of(model, arith)  # fixed arithmetic: the affine maps on mantissas
         self.streams: dict[int, set[int]] = {}  # block index -> ids of the streams seen entering its attention
         self.paths: set[tuple[str, tuple[int, ...]]] = set()  # (letter, ids of the streams entering each block)
-        self._reads: dict[tuple[int, int], list[tuple[int, int, tuple]]] = {}  # (block, z) -> (q id, class, value)
+        self._reads: dict[
+            tuple[int, int], list[tuple[int, int, tuple[Any, ...]]]
+        ] = {}  # (block, z) -> (q id, class, value)
         self._heads: dict[tuple[int, int], list[tuple[Vector, Vector, Vector]]] = {}  # (block, z) -> (q, k, v)
-        self._after_attention: dict[tuple[int, int, tuple], int] = {}
+        self._after_attention: dict[tuple[int, int, tuple[Any, ...]], int] = {}
         self._after_feed_forward: dict[tuple[int, int], int] = {}
         self._observations: dict[int, Observation] = {}
         self._weights: dict[tuple[str, int], Fraction] = {}
@@ -195,7 +154,7 @@ class CounterModel:
         self._exps: dict[int, int] = {}
         self.r = _Counter(arith)
         for scoring in {s.head.scoring for s in self.slots if s.kind == AVERAGE}:
-            if any(self.weight(scoring, n) != _closed_form_weight(arith, n) for n in range(1, ASKED_KEYS + 1)):
+            if any(self.weight(scoring, n) != closed_form_weight(arith, n) for n in range(1, ASKED_KEYS + 1)):
                 raise NotApplicable(f"{scoring} weights of equal scores are not 1/n in {arith.describe()}")
 
     @staticmethod
@@ -262,7 +221,7 @@ class CounterModel:
         self.paths.add(route)
         return tuple(new), self.observe(z), (letter, tuple(self.stream(i) for i in entering))
 
-    def key_of(self, vector: Vector) -> tuple:
+    def key_of(self, vector: Vector) -> tuple[Any, ...]:
         """A vector's canonical key: its mantissas in fixed arithmetic, itself in exact arithmetic."""
         if self.integers is None:
             return vector
@@ -277,7 +236,7 @@ class CounterModel:
             self._vectors[found] = vector
         return found
 
-    def _intern_key(self, key: tuple) -> int:
+    def _intern_key(self, key: tuple[Any, ...]) -> int:
         found = self._ids.get(key)
         if found is None:
             found = self._ids[key] = len(self._keys)
@@ -319,7 +278,7 @@ class CounterModel:
             self._heads[memo] = found
         return found
 
-    def _read(self, block_index: int, layer: AttentionLayer, z: int) -> list[tuple[int, int, tuple]]:
+    def _read(self, block_index: int, layer: AttentionLayer, z: int) -> list[tuple[int, int, tuple[Any, ...]]]:
         """Per head of the block: (its query's id, its class id (-1 for ``average`` heads), its value in stored
         units), memoised by stream."""
         memo = (block_index, z)
@@ -334,13 +293,13 @@ class CounterModel:
             self._reads[memo] = found
         return found
 
-    def _outputs(self, outputs: tuple) -> tuple[Vector, ...]:
+    def _outputs(self, outputs: tuple[Any, ...]) -> tuple[Vector, ...]:
         """Head outputs as values (they are kept in stored units: mantissas in fixed arithmetic)."""
         if not self.fixed:
             return outputs
         return tuple(tuple(Fraction(m, self.unit) for m in out) for out in outputs)
 
-    def after_attention(self, block_index: int, layer: AttentionLayer, z: int, outputs: tuple) -> int:
+    def after_attention(self, block_index: int, layer: AttentionLayer, z: int, outputs: tuple[Any, ...]) -> int:
         memo = (block_index, z, outputs)
         found = self._after_attention.get(memo)
         if found is None:
@@ -393,8 +352,8 @@ class CounterModel:
         return found
 
     def head_step(
-        self, k: int, kept: Any, keys: int, read: tuple[int, int, tuple], bounds: Sequence[Any] | None
-    ) -> tuple[Any, tuple]:
+        self, k: int, kept: Any, keys: int, read: tuple[int, int, tuple[Any, ...]], bounds: Sequence[Any] | None
+    ) -> tuple[Any, tuple[Any, ...]]:
         """(the slot's new entry, the head's output in stored units) at a position with this ``read`` (query id,
         class id, value), ``keys`` positions (this one included)."""
         slot = self.slots[k]
@@ -414,15 +373,15 @@ class CounterModel:
         """The weight of each of ``keys`` keys with equal scores, as the arithmetic normalises them (asking the
         arithmetic costs O(keys); beyond ``ASKED_KEYS`` the closed form, checked against it up to there)."""
         if keys > ASKED_KEYS:
-            return _closed_form_weight(self.arith, keys)
+            return closed_form_weight(self.arith, keys)
         memo = (scoring, keys)
         if memo not in self._weights:
             self._weights[memo] = self.arith.attention_weights([Fraction(0)] * keys, scoring)[0]
         return self._weights[memo]
 
     def average_step(
-        self, slot: Slot, sums: tuple, keys: int, stored: tuple, bounds: Sequence[Any] | None
-    ) -> tuple[tuple, tuple]:
+        self, slot: Slot, sums: tuple[Any, ...], keys: int, stored: tuple[Any, ...], bounds: Sequence[Any] | None
+    ) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         weight = self.weight(slot.head.scoring, keys)
         new, out = [], []
         for c, total in enumerate(sums):
@@ -455,7 +414,7 @@ class CounterModel:
             return False
         lo, hi = increments
         c = mantissa // keys
-        return lo >= c and hi <= c + 1
+        return bool(lo >= c and hi <= c + 1)
 
     def scores(self, k: int, q: Vector | int) -> list[Fraction]:
         """The score of query ``q`` (a vector or its id) against every class of slot k, as the interpreter computes
@@ -476,7 +435,7 @@ class CounterModel:
             self._scores[memo] = found
         return found
 
-    def weighted_output(self, k: int, q: int, entries: Sequence[Any]) -> tuple:
+    def weighted_output(self, k: int, q: int, entries: Sequence[Any]) -> tuple[Any, ...]:
         slot, arith = self.slots[k], self.arith
         width = slot.head.value_dim
         if not isinstance(arith, Fixed):  # exact arithmetic: hardmax (softmax was refused)
@@ -539,7 +498,7 @@ class CounterModel:
             found = self._terms[memo] = arith.rounded_term(s, x)
         return found
 
-    def terms_output(self, k: int, q: int, counts: Sequence[int]) -> tuple:
+    def terms_output(self, k: int, q: int, counts: Sequence[int]) -> tuple[Any, ...]:
         arith = self.arith
         assert isinstance(arith, Fixed)
         scores = self.scores(k, q)
@@ -631,7 +590,7 @@ class _Integers:
         lo, hi = self.lo, self.hi
         return tuple(lo if a + b < lo else hi if a + b > hi else a + b for a, b in zip(z, update))
 
-    def after_attention(self, block: int, z: tuple[int, ...], outputs: tuple) -> tuple[int, ...]:
+    def after_attention(self, block: int, z: tuple[int, ...], outputs: tuple[Any, ...]) -> tuple[int, ...]:
         rows, add = self.attention[block]
         return self.residual(z, self.affine(rows, [m for out in outputs for m in out]), add)
 

@@ -61,7 +61,9 @@ class Exploration:
     closed_at: int | None = None  # the length from which the states repeat (every longer length decided)
     why: str = ""  # NOT_PAYING: the figures behind it
     largest_count: int = 0  # the largest class count of any state
-    visited: list[tuple[int, tuple, tuple[int, ...]]] = field(default_factory=list)  # exact: (length, state, letters)
+    visited: list[tuple[int, tuple[Any, ...], tuple[int, ...]]] = field(
+        default_factory=list
+    )  # exact: (length, state, letters)
     # per length: how many strings reach the kept states, added up through the merges (a second count of the
     # strings explored, for the certificate: |Σ|^n when every transition was followed)
     strings: list[int] = field(default_factory=list)
@@ -94,14 +96,14 @@ def explore(
     if constrained(0) and violates(ours, theirs):
         first_violation[0] = (-1, -1)
     letters0 = (0,) * len(alphabet)
-    frontier: list[tuple] = [state]
+    frontier: list[tuple[Any, ...]] = [state]
     letter_counts: list[tuple[int, ...]] = [letters0]
     weights: list[int] = [1]  # strings reaching each frontier state
     history: list[list[tuple[int, int]]] = [[(-1, -1)]]  # per length: (parent index, letter index) per state
     result.strings.append(1)
     result.per_length.append(1)
     result.complete_up_to, result.states, result.widest = 0, 1, 1
-    previous: set[tuple] = {joint.key(state)}
+    previous: set[tuple[Any, ...]] = {joint.key(state)}
     settled = max(few, default=0) if start_from is None else max(max(few, default=0), start_from)
     if exact:
         result.visited.append((0, state, letters0))
@@ -113,8 +115,8 @@ def explore(
         report(
             f"counting: length {length}/{max_length}, {result.per_length[-1]} states", length - 1, max_length, "lengths"
         )
-        seen: dict[tuple, int] = {}
-        states: list[tuple] = []
+        seen: dict[tuple[Any, ...], int] = {}
+        states: list[tuple[Any, ...]] = []
         counts: list[tuple[int, ...]] = []
         parents: list[tuple[int, int]] = []
         reached: list[int] = []
@@ -132,7 +134,7 @@ def explore(
                 if exact:
                     letters = letter_counts[index]
                     letters = letters[:a] + (letters[a] + 1,) + letters[a + 1 :]
-                    key: tuple = (new, letters)
+                    key: tuple[Any, ...] = (new, letters)
                 else:
                     key = joint.key(new)
                 at = seen.get(key)

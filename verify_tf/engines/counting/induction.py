@@ -67,7 +67,7 @@ UNBOUNDED = (
 MAX_ROUNDS = 400
 
 Point = tuple[int, ...]
-Key = tuple  # a variable of the layout, e.g. ("i",), ("sum", side, slot, c), ("letter", a)
+Key = tuple[Any, ...]  # a variable of the layout, e.g. ("i",), ("sum", side, slot, c), ("letter", a)
 
 
 @dataclass
@@ -189,7 +189,7 @@ class _Layout:
         return tuple(values.get(key, 0) for key in self.keys)
 
 
-def _state_values(joint: Joint, length: int, state: tuple, letters: Sequence[int]) -> dict[Key, int]:
+def _state_values(joint: Joint, length: int, state: tuple[Any, ...], letters: Sequence[int]) -> dict[Key, int]:
     """The integer variables of a concrete joint state (exact: no frozen sums, no capped counts)."""
     values: dict[Key, int] = {("i",): length}
     ours, theirs = state
@@ -229,7 +229,7 @@ class _Bound:
     def holds(self, values: dict[Key, int]) -> bool:
         return self.constant + sum(c * values.get(key, 0) for key, c in self.coefficients) >= 0
 
-    def term(self, layout: _Layout, variables: list) -> Any:
+    def term(self, layout: _Layout, variables: list[Any]) -> Any:
         return (
             z3.Sum([z3.IntVal(self.constant), *(c * variables[layout.index[key]] for key, c in self.coefficients)]) >= 0
         )
@@ -238,7 +238,7 @@ class _Bound:
 # ---------------------------------------------------------------- the coverage trees
 
 
-Reads = tuple  # per head of a block that needs them concretely (``weighted``, ``terms``): its (q, k, v)
+Reads = tuple[Any, ...]  # per head of a block that needs them concretely (``weighted``, ``terms``): its (q, k, v)
 
 
 @dataclass
@@ -258,7 +258,7 @@ def _reads(side: CounterModel, block: int, z: Vector) -> Reads:
     return tuple(qkv for k, qkv in zip(side.by_layer[block], vectors) if side.slots[k].kind != AVERAGE)
 
 
-def _insert(roots: dict[str, _Node], side: CounterModel, path: tuple) -> None:
+def _insert(roots: dict[str, _Node], side: CounterModel, path: tuple[Any, ...]) -> None:
     """Add a position's computation (its letter, the streams entering every attention block) to the tree."""
     letter, entering = path
     if not entering:
@@ -309,7 +309,7 @@ class _Side:
 class _Encoder:
     """One side's position over z3 terms, for one letter, along its coverage tree (module docstring)."""
 
-    def __init__(self, joint: Joint, side_index: int, layout: _Layout, pre: list, builder: Builder) -> None:
+    def __init__(self, joint: Joint, side_index: int, layout: _Layout, pre: list[Any], builder: Builder) -> None:
         self.joint, self.side_index = joint, side_index
         self.side: CounterModel = joint.sides[side_index]
         self.layout, self.pre, self.builder = layout, pre, builder
@@ -518,7 +518,7 @@ def prove_all_lengths(
     joint: Joint,
     goal: CountingGoal,
     violates: Callable[[Any, Any], bool],
-    visited: list[tuple[int, tuple, tuple[int, ...]]],
+    visited: list[tuple[int, tuple[Any, ...], tuple[int, ...]]],
     *,
     encode_violation: Callable[[Builder, SymObservation, Any], Any],
     deadline: Deadline,
@@ -551,7 +551,7 @@ def prove_all_lengths(
     this_round: list[dict[str, Any]] = []  # record: the current refinement round's queries
     few, start_from = goal.ever_checked()
 
-    def ask(assertions: list, name: str) -> tuple[str, Any]:
+    def ask(assertions: list[Any], name: str) -> tuple[str, Any]:
         if deadline.expired() or cancelled():
             return "unknown", "timeout"
         solver = z3.Then("simplify", "propagate-values", "solve-eqs", "smt").solver()
@@ -703,7 +703,7 @@ def _classes_text(roots: list[dict[str, _Node]]) -> str:
 
 
 def _encode_letters(
-    joint: Joint, layout: _Layout, pre: list, builder: Builder, roots: list[dict[str, _Node]]
+    joint: Joint, layout: _Layout, pre: list[Any], builder: Builder, roots: list[dict[str, _Node]]
 ) -> dict[str, list[_Side]]:
     encoded: dict[str, list[_Side]] = {}
     for letter in joint.goal.alphabet:
@@ -714,7 +714,9 @@ def _encode_letters(
     return encoded
 
 
-def _post(joint: Joint, layout: _Layout, pre: list, letter: str, sides: list[_Side]) -> tuple[list, list]:
+def _post(
+    joint: Joint, layout: _Layout, pre: list[Any], letter: str, sides: list[_Side]
+) -> tuple[list[Any], list[Any]]:
     """(the successor's variables as terms, the coverage facts: some leaf's guard holds on each side)."""
     post = list(pre)
     post[0] = pre[0] + 1
@@ -755,7 +757,7 @@ def _observation(builder: Builder, side: _Side) -> SymObservation:
     return SymObservation(readout, stream)
 
 
-def _invariant(layout: _Layout, values: list, relations: list[tuple[int, ...]], bounds: list[_Bound]) -> list:
+def _invariant(layout: _Layout, values: list[Any], relations: list[tuple[int, ...]], bounds: list[_Bound]) -> list[Any]:
     facts = [
         z3.Sum([z3.IntVal(r[0]), *(c * v for c, v in zip(r[1:], values) if c)]) == 0 for r in relations if any(r[1:])
     ]
@@ -847,7 +849,7 @@ def _values_seen(side: CounterModel, k: int) -> dict[Any, list[tuple[int, ...]]]
 
 
 def _evaluate_int(model: Any, term: Any) -> int:
-    return model.eval(to_z3(term), model_completion=True).as_long()
+    return int(model.eval(to_z3(term), model_completion=True).as_long())
 
 
 def _evaluate_sym(model: Any, value: Sym) -> Fraction:

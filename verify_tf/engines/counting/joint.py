@@ -46,7 +46,7 @@ class Joint:
     def sides(self) -> list[CounterModel]:
         return [self.model] if self.other is None else [self.model, self.other]
 
-    def start(self) -> tuple[tuple, Observation | None, Any]:
+    def start(self) -> tuple[tuple[Any, ...], Observation | None, Any]:
         """(joint state, the model's observation, the reference's output) on the empty prefix."""
         state, _, ours, _ = self.model.start()
         if self.kind == MACHINE:
@@ -72,12 +72,12 @@ class Joint:
 
     def step(
         self,
-        state: tuple,
+        state: tuple[Any, ...],
         length: int,
         letter: str,
         increments: Sequence[Any] | None = None,
         other_increments: Sequence[Any] | None = None,
-    ) -> tuple[tuple, Observation, Any]:
+    ) -> tuple[tuple[Any, ...], Observation, Any]:
         """(joint state, the model's observation, the reference's output) after one more letter."""
         ours_state, theirs_state = state
         new, ours, _ = self.model.step(ours_state, self.positions(self.model, length), letter, increments)
@@ -92,13 +92,13 @@ class Joint:
             return (new, other), ours, theirs
         return (new, None), ours, None
 
-    def largest(self, state: tuple) -> int:
+    def largest(self, state: tuple[Any, ...]) -> int:
         """The largest class count in the state (of either model)."""
         ours, theirs = state
         best = self.model.largest(ours)
         return best if self.other is None else max(best, self.other.largest(theirs))
 
-    def length_independent(self, states: list[tuple]) -> bool:
+    def length_independent(self, states: list[tuple[Any, ...]]) -> bool:
         """Whether the next transitions of these states depend on nothing but the states: no absolute positional
         encoding, and every ``average`` coordinate frozen (its weight 1/n is the only other use of the length)."""
         for index, side in enumerate(self.sides):
@@ -111,7 +111,7 @@ class Joint:
                 return False
         return True
 
-    def key(self, state: tuple) -> tuple:
+    def key(self, state: tuple[Any, ...]) -> tuple[Any, ...]:
         """What the future of both sides depends on: the state, the machine's counts capped."""
         ours, theirs = state
         return (ours, self.machine.key(theirs)) if self.kind == MACHINE else state

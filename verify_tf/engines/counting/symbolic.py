@@ -205,7 +205,7 @@ def _free(builder: Builder, arith: Fixed, name: str, lo: int, hi: int) -> Sym:
     return Sym(var, arith.scale, Fraction(lo, arith.scale), Fraction(hi, arith.scale))
 
 
-def _tightest(value: Sym, scale: int, assertions: list, until: float) -> tuple[int, int]:
+def _tightest(value: Sym, scale: int, assertions: list[Any], until: float) -> tuple[int, int]:
     """(least, greatest) mantissa of ``value`` under ``assertions``: its interval bound, narrowed by z3 only when
     the value then lies within three neighbouring grid points (only such a narrow range can let a coordinate
     freeze), and only by answers z3 proved (unsat); anything else keeps the interval, which is sound."""
