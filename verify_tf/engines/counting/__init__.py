@@ -26,7 +26,8 @@ from .applies import refusal
 
 ENGINE = "counting"
 ROLE = EXHAUSTIVE
-__all__ = ["ENGINE", "HAND_OVER", "ROLE", "check", "predict"]
+CERTIFICATES = ("counting",)
+__all__ = ["CERTIFICATES", "ENGINE", "HAND_OVER", "ROLE", "check", "predict"]
 
 
 def check(task: Task, run: Run) -> Verdict:

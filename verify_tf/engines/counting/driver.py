@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...contract import CountingGoal, Task
-from ...verdict import Verdict
+from ...verdict import Evidence, Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, Deadline, UnitError, WorkUnit, schedule
-from ..base import CERTIFY_COUNTING, CERTIFY_QUERIES, ProgressEvent, Run, proved, refuted, unit_failed, unknown
+from ..base import ProgressEvent, Run, proved, refuted, unit_failed, unknown
 from ..cost import HAND_OVER
 from .counters import NotApplicable
 from .explore import NOT_PAYING, Exploration, explore
@@ -172,16 +172,16 @@ def check(task: Task, run: Run) -> Verdict:
                 [f"counting: lengths 0..{exploration.complete_up_to} hold, then {exploration.stopped}: {what}"],
                 statistics,
             )
+        covered = {  # what the exploration covered, for the certificate (certify.counting)
+            "max_length": goal.max_length,
+            "alphabet": list(goal.alphabet),
+            "states": exploration.states,
+            "strings_per_length": exploration.strings,
+        }
+        evidence = Evidence("counting", covered=covered) if task.settings.certify else None
         if exploration.closed_at is not None and goal.all_lengths:
             return _closed(task, run, exploration, statistics)
         bounded_text = f"every string up to length {goal.max_length} holds ({exploration.states} states by counting)"
-        if task.settings.certify:  # what the exploration covered, for certify.counting
-            statistics[CERTIFY_COUNTING] = {
-                "max_length": goal.max_length,
-                "alphabet": list(goal.alphabet),
-                "states": exploration.states,
-                "strings_per_length": exploration.strings,
-            }
         if not goal.all_lengths:
             default = f"{exploration.states} states of lengths 0..{goal.max_length} explored by counting"
             if exploration.closed_at is not None:
@@ -189,9 +189,8 @@ def check(task: Task, run: Run) -> Verdict:
                     f"{exploration.states} states of lengths 0..{exploration.closed_at} explored by counting, "
                     f"the same states at every length from {exploration.closed_at} on"
                 )
-            return proved(
-                task, run, ENGINE, "counting", task.prop.describe_proof(task, ENGINE, default, statistics), statistics
-            )
+            detail = task.prop.describe_proof(task, ENGINE, default, statistics)
+            return proved(task, run, ENGINE, "counting", detail, statistics, evidence)
         induction: InductionResult | None = run_unit("induction", induction_unit, (task,))
         if induction is None:
             return unknown(
@@ -204,20 +203,14 @@ def check(task: Task, run: Run) -> Verdict:
             )
         statistics["induction"] = induction.statistics()
         if induction.status == PROVED:
-            if task.settings.certify:
-                statistics[CERTIFY_QUERIES] = induction.asked
+            if evidence is not None:  # and the induction's queries
+                evidence.queries = induction.asked
             default = (
                 f"induction over positions: an invariant of {len(induction.invariant)} facts, "
                 f"{induction.queries} z3 queries; {bounded_text}"
             )
-            return proved(
-                task,
-                run,
-                ENGINE,
-                "all lengths",
-                task.prop.describe_proof(task, ENGINE, default, statistics),
-                statistics,
-            )
+            detail = task.prop.describe_proof(task, ENGINE, default, statistics)
+            return proved(task, run, ENGINE, "all lengths", detail, statistics, evidence)
         # the claim is about every length: a violation beyond the domain's lengths refutes it
         longer = max(EXTENSION_FLOOR, 4 * goal.max_length)
         if induction.status == FAILED and induction.counterexample is not None:

@@ -83,8 +83,8 @@ class InductionResult:
     counterexample: dict[str, Any] | None = None  # failed: the state and letter of the failing step
     classes: int = 0  # stream classes in the coverage trees at the end
     variables: int = 0
-    # record=True and proved: the queries of the proof (the last round's steps, the decisions) as
-    # engines.base.CERTIFY_QUERIES entries
+    # record=True and proved: the queries of the proof (the last refinement round's steps, the decisions) as
+    # verdict.Evidence.queries entries
     asked: list[dict[str, Any]] = field(default_factory=list)
 
     def statistics(self) -> dict[str, Any]:
