@@ -45,6 +45,7 @@ from ...ir import Vector
 from ...semantics.arithmetic import Fixed
 from ...semantics.exp_table import exp_mantissa
 from ...symbolic.encoder import Rounding, SymVector, encode_affine
+from ...symbolic.solve import canonical_smt2
 from ...symbolic.values import Builder, NotEncodable, Sym, to_z3
 from ...work import Deadline
 from ..base import CountingGoal
@@ -563,7 +564,12 @@ def prove_all_lengths(
         result.queries += 1
         if record:
             this_round.append(
-                {"name": name, "smt2": solver.to_smt2(), "answer": str(answer), "no_bit_vector_form": UNBOUNDED}
+                {
+                    "name": name,
+                    "smt2": canonical_smt2(solver.assertions()),  # the same text in every process (audit)
+                    "answer": str(answer),
+                    "no_bit_vector_form": UNBOUNDED,
+                }
             )
         if answer == z3.sat:
             return "sat", solver.model()
