@@ -68,7 +68,7 @@ def bounded_unit(
         return Bounded(not_applicable=str(exc))
     report("value bounds")
     seconds = min(BOUNDS_SECONDS, BOUNDS_SHARE * deadline.remaining())
-    found = [value_bounds(side, goal.alphabet, seconds / len(joint.sides)) for side in joint.sides]
+    found = [value_bounds(side, goal.alphabet, seconds / len(joint.sides), deadline) for side in joint.sides]
     increments: tuple[Sequence[Any] | None, Sequence[Any] | None] = (found[0], found[1] if len(found) > 1 else None)
     longest = joint.longest()
     if longest is not None:  # an absolute positional encoding: the model reads no longer string

@@ -47,7 +47,7 @@ from ...semantics.exp_table import exp_mantissa
 from ...symbolic.encoder import Rounding, SymVector, encode_affine
 from ...symbolic.solve import canonical_smt2
 from ...symbolic.values import Builder, NotEncodable, Sym, to_z3
-from ...work import Deadline
+from ...work import Deadline, DeadlineExpired
 from ..base import CountingGoal
 from .counters import AVERAGE, WEIGHTED, CounterModel
 from .joint import MACHINE, MODEL, Joint
@@ -588,11 +588,14 @@ def prove_all_lengths(
         layout = _Layout(joint)
         relations = null_space([layout.point(p) for p in points])
         pre = [z3.Int(f"p{k}") for k in range(len(layout.keys))]
-        builder = Builder()
+        builder = Builder(deadline=deadline)  # a deep model's encoding alone may outlive the budget
         try:
             encoded = _encode_letters(joint, layout, pre, builder, roots)
         except NotEncodable as exc:
             result.detail = f"not encodable: {exc}"
+            return _finish(result, layout, relations, bounds, roots, began)
+        except DeadlineExpired:
+            result.detail = "timeout while encoding the induction step"
             return _finish(result, layout, relations, bounds, roots, began)
         invariant = _invariant(layout, pre, relations, bounds)
         side_constraints = list(builder.assertions)

@@ -34,6 +34,7 @@ from ...symbolic.encoder import (
     encode_residual,
 )
 from ...symbolic.values import Builder, Sym
+from ...work import Deadline, DeadlineExpired
 from .counters import AVERAGE, TERMS, CounterModel
 
 QUERY_SECONDS = 0.5  # the most one z3 optimisation of a value bound may take
@@ -115,9 +116,13 @@ def rounded_quotient(builder: Builder, arith: Fixed, total: Any, divisor: Any, l
 
 
 def value_bounds(
-    side: CounterModel, letters: Sequence[str], seconds: float
+    side: CounterModel, letters: Sequence[str], seconds: float, deadline: Deadline | None = None
 ) -> list[list[tuple[int, int]] | None] | None:
     """Per slot, per value coordinate, the mantissa range of its value at any word position (None: not computed).
+
+    ``seconds`` bounds the z3 queries that narrow the intervals (past it, the intervals are kept: sound); the
+    encodings check ``deadline``, the unit's (a deep model's encoding alone outlived ``--timeout``, issue 26), and
+    when it passes nothing is returned (sound: nothing freezes early), as the unit is out of time anyway.
 
     Layer by layer: the values of a block's heads are encoded for every letter with the outputs of the earlier
     heads as free grid variables over every value they can take (an ``average`` or ``weighted`` head's output is
@@ -138,28 +143,11 @@ def value_bounds(
     for target in attention_blocks:
         members = side.by_layer[target]
         for symbol in letters:
-            builder = Builder()
-            r = Rounding(arith, builder)
-            z, index = encode_until_attention(side, r, constant(side.embedding(symbol)))
-            values: list[SymVector] = []
-            while index is not None:
-                layer = side.model.blocks[index].attention
-                assert layer is not None
-                read = encode_read(side, r, index, z)
-                if index == target:
-                    values = [
-                        encode_affine(slot.head.value, read, slot.head.value_bias, r)
-                        for slot in (side.slots[k] for k in members)
-                    ]
-                    break
-                outputs = []
-                for k in side.by_layer[index]:
-                    limits = ranges[k]
-                    assert limits is not None
-                    outputs.append(
-                        tuple(_free(builder, arith, f"y{k}_{c}", lo, hi) for c, (lo, hi) in enumerate(limits))
-                    )
-                z, index = encode_from(side, r, index, z, outputs)
+            builder = Builder(deadline=deadline)
+            try:
+                values = _values_at(side, builder, symbol, target, ranges)
+            except DeadlineExpired:
+                return None
             for k, vector in zip(members, values):
                 found = [_tightest(v, scale, builder.assertions, until) for v in vector]
                 old = bounds[k]
@@ -180,6 +168,35 @@ def value_bounds(
                 widened.append((max(lo, arith.min_mantissa), min(hi, arith.max_mantissa)))
             ranges[k] = widened
     return [b if slot.kind == AVERAGE else None for b, slot in zip(bounds, side.slots)]
+
+
+def _values_at(
+    side: CounterModel,
+    builder: Builder,
+    symbol: str,
+    target: int,
+    ranges: list[list[tuple[int, int]] | None],
+) -> list[SymVector]:
+    """The values of block ``target``'s heads at a position holding ``symbol``, the outputs of the earlier heads
+    free grid variables within ``ranges`` (the encoding stops at ``target``: nothing after it is needed)."""
+    arith = side.arith
+    assert isinstance(arith, Fixed)
+    r = Rounding(arith, builder)
+    z, index = encode_until_attention(side, r, constant(side.embedding(symbol)))
+    while index is not None:
+        read = encode_read(side, r, index, z)
+        if index == target:
+            return [
+                encode_affine(slot.head.value, read, slot.head.value_bias, r)
+                for slot in (side.slots[k] for k in side.by_layer[target])
+            ]
+        outputs = []
+        for k in side.by_layer[index]:
+            limits = ranges[k]
+            assert limits is not None
+            outputs.append(tuple(_free(builder, arith, f"y{k}_{c}", lo, hi) for c, (lo, hi) in enumerate(limits)))
+        z, index = encode_from(side, r, index, z, outputs)
+    return []
 
 
 def _bos_values(side: CounterModel) -> list[tuple[int, ...] | None]:
