@@ -48,6 +48,8 @@ def predict(task: Task, estimate: Estimate) -> Prediction:
         if isinstance(reference, Model):
             reason = refusal(reference, task.arithmetic)
             reason = None if reason is None else f"the other model: {reason}"
+        elif reference is not None and reference.not_applicable:
+            reason = f"the reference: {reference.not_applicable}"
     if reason is not None:
         return Prediction(ENGINE, math.inf, f"not a counter machine: {reason}")
     return Prediction(ENGINE, 0.0, "a causal model without relative positions: counted")

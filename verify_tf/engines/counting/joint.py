@@ -26,8 +26,11 @@ class Joint:
 
     def __init__(self, model: Model, arith: Arithmetic, goal: CountingGoal) -> None:
         self.goal = goal
-        self.model = CounterModel.of(model, arith)
         reference = goal.reference
+        if reference is not None and not isinstance(reference, Model) and reference.not_applicable:
+            # e.g. a C-RASP program with positional predicates: said first, whatever the model
+            raise NotApplicable(f"the reference: {reference.not_applicable}")
+        self.model = CounterModel.of(model, arith)
         self.other: CounterModel | None = None
         self.machine: Any = None
         if reference is None:
