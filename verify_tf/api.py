@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .domain import Domain
+from .domain import GRID_HINT, Domain, unrepresentable_grid_value
 from .engines.base import ProgressEvent, Run, Settings, Task, no_progress
 from .executors import InProcess
 from .ir import Model
@@ -41,6 +41,9 @@ def options_of(
     """Validate plain ``options`` for property ``name`` (and its fit to the model and domain): typed options."""
     if name not in registry():
         raise SpecError(f"unknown property {name!r}", hint=f"known: {', '.join(registry())}")
+    unrepresentable = unrepresentable_grid_value(domain, arithmetic)
+    if unrepresentable is not None:  # the spec loader's check (domain.unrepresentable_grid_value), not a copy
+        raise SpecError(unrepresentable, path="domain.grid", hint=GRID_HINT)
     prop = registry()[name]
     ctx = Context(
         "<options>", base_dir or Path.cwd(), model_section=lambda node, c, path: _model_section(node, c, path)

@@ -15,7 +15,7 @@ from ..builders.constructs import constructions
 from ..builders.files import ModelFileError, load_model
 from ..builders.inline import build_inline
 from ..builders.random_model import LAYERNORMS, RandomConfig, random_model
-from ..domain import Domain, GridDomain, StringDomain
+from ..domain import GRID_HINT, Domain, GridDomain, StringDomain, unrepresentable_grid_value
 from ..ir import ACTIVATIONS, POSITIONALS, SCORINGS, AlphabetTokens, GridTokens, Model, validate_shapes
 from ..properties import registry
 from ..schema.dsl import (
@@ -619,14 +619,9 @@ def _domain(value: dict, model: Model, arith: Arithmetic, ctx: Context) -> Domai
             domain = GridDomain(
                 dim, tuple(sorted(domain.values + (extra,))), domain.length, domain.distinct_tokens, (extra,)
             )
-        bad = [v for v in domain.values if not arith.representable(v)]
-        if bad:
-            raise ctx.error(
-                g["__node__"],
-                "domain.grid",
-                f"grid value {bad[0]} is not representable in {arith.describe()}",
-                "in fixed arithmetic use a power-of-two step",
-            )
+        unrepresentable = unrepresentable_grid_value(domain, arith)
+        if unrepresentable is not None:
+            raise ctx.error(g["__node__"], "domain.grid", unrepresentable, GRID_HINT)
         if domain.distinct_tokens and domain.length > len(domain.tokens):
             raise ctx.error(
                 node,
