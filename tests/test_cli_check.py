@@ -10,8 +10,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from verify_tf import cli
-from verify_tf.cli import main
+from verify_tf.cli import app as cli_app, main
 from verify_tf.report import combined_exit_code
 from verify_tf.verdict import Verdict
 
@@ -160,23 +159,23 @@ def test_torch_is_not_imported_by_the_cli_or_a_plain_check(specs):
 
 
 def test_optional_groups_tolerate_only_their_own_absence(tmp_path, monkeypatch):
-    assert cli._import_optional("verify_tf.no_such_package.cli", "group") is None
-    assert cli._import_optional("verify_tf.crasp.no_such_cli", "group") is None
+    assert cli_app._import_optional("verify_tf.no_such_package.cli", "group") is None
+    assert cli_app._import_optional("verify_tf.crasp.no_such_cli", "group") is None
     package = tmp_path / "vt_fake_group"
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "cli.py").write_text("import vt_missing_dependency_xyz\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(ModuleNotFoundError, match="vt_missing_dependency_xyz"):
-        cli._import_optional("vt_fake_group.cli", "group")
+        cli_app._import_optional("vt_fake_group.cli", "group")
     (package / "broken.py").write_text("raise ImportError('a real import error')\n")
     with pytest.raises(ImportError, match="a real import error"):
-        cli._import_optional("vt_fake_group.broken", "group")
+        cli_app._import_optional("vt_fake_group.broken", "group")
     (package / "needs_torch.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
     with pytest.raises(
         click.UsageError, match=r"needs PyTorch, which is not installed: pip install 'verify-tf\[torch\]'"
     ):
-        cli._import_optional("vt_fake_group.needs_torch", "group")  # an optional dependency: the extra is named
+        cli_app._import_optional("vt_fake_group.needs_torch", "group")  # an optional dependency: the extra is named
 
 
 def test_help_lists_optional_groups_without_importing_them():

@@ -5,6 +5,7 @@ Every failure is a ``SpecError`` naming file, line, key path, expectation and a 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -289,11 +290,129 @@ QUANTIZE = Obj(
 )
 
 
-def _build_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model:
-    present = [k for k in MODEL_SOURCES if section.get(k) is not None]
-    if not present:
-        raise ctx.error(node, path, "expected one model source", f"give one of: {', '.join(MODEL_SOURCES)}")
-    source = present[0]
+def _check_quantize(quantize: dict[str, Any] | None, ctx: Context, path: str) -> None:
+    """``quantize`` of a torch or tracr source: fewer fractional bits than bits."""
+    if quantize is not None and quantize["frac"] >= quantize["bits"]:
+        raise ctx.error(
+            quantize["__node__"],
+            join(path, "quantize.frac"),
+            f"expected fewer fractional bits than bits ({quantize['bits']}), got {quantize['frac']}",
+        )
+
+
+def _inline_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model:
+    """``model: {tokens: ..., layers: [...]}``: the weights written in the spec."""
+    if section.get("tokens") is None:
+        raise ctx.error(node, path, "an inline model needs 'tokens'", "e.g. tokens: {grid: 2}")
+    tokens = section["tokens"]
+    if tokens["grid"] is None and tokens["alphabet"] is None:
+        raise ctx.error(tokens["__node__"], join(path, "tokens"), "expected 'grid' or 'alphabet'")
+    if tokens["alphabet"] is not None and tokens["embedding"] is None:
+        raise ctx.error(tokens["__node__"], join(path, "tokens"), "an alphabet needs an 'embedding' table")
+    return build_inline(section)
+
+
+def _file_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model:
+    """``model: {file: model.safetensors}``: a verify-tf model file."""
+    return load_model(section["file"])
+
+
+def _random_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model:
+    """``model: {random: {seed: ..., width: ...}}``: a seeded random model with exact dyadic weights."""
+    r = section["random"]
+    config = RandomConfig(
+        seed=r["seed"],
+        width=r["width"],
+        layers=r["layers"],
+        heads=r["heads"],
+        key_dim=r["key-dim"],
+        value_dim=r["value-dim"],
+        ffn_width=r["ffn-width"],
+        scoring=r["scoring"],
+        positional=r["positional"],
+        causal=r["causal"],
+        absolute_pe=r["absolute-pe"],
+        max_length=r["max-length"],
+        weight_range=r["range"],
+        denominator=r["denominator"],
+        alphabet=tuple(r["alphabet"]) if r["alphabet"] else None,
+        bos=r["bos"],
+        activation=r["activation"],
+        layernorm=r["layernorm"],
+        final_norm=r["final-norm"],
+    )
+    return random_model(config)
+
+
+def _constructed_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model:
+    """``model: {construct: NAME, ...}``: a built-in construction (``builders.constructs``: Yun et al.'s Lemma 6
+    contextual mapping, the C-RASP compiler), with its parameters taken from the model section."""
+    construction = constructions()[section["construct"]]
+    params = {}
+    for key, f in construction.parameters.items():
+        if section.get(key) is None and f.required:
+            raise ctx.error(
+                node, path, f"construction {construction.name} needs parameter {key!r}", f.schema.description
+            )
+        params[key] = section.get(key)
+    return construction.build(params)
+
+
+def _torch_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model:
+    """``model: {torch: model.pt, architecture: ..., quantize: ...}``: a PyTorch state dict (docs/import.md)."""
+    try:  # torch is an optional dependency: say which extra installs it
+        from ..builders.torch_import import import_torch_model
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] != "torch":
+            raise
+        raise ctx.error(
+            node,
+            join(path, "torch"),
+            "a torch state dict needs PyTorch, which is not installed",
+            "install the torch extra: pip install 'verify-tf[torch]'",
+        ) from None
+    _check_quantize(section["quantize"], ctx, path)
+    return import_torch_model(section["torch"], section["architecture"], section["quantize"])
+
+
+def _tracr_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model:
+    """``model: {tracr: export.json, snap: ..., attention: ..., quantize: ...}``: a tracr export (docs/tracr.md)."""
+    from ..builders.tracr_import import TracrImportError, import_tracr
+
+    quantize = section["quantize"]
+    _check_quantize(quantize, ctx, path)
+    try:
+        return import_tracr(
+            section["tracr"],
+            snap=section["snap"] is not False,
+            attention=section["attention"] or "hardmax",
+            quantize=quantize,
+            name=section["name"] or None,
+        )
+    except TracrImportError as exc:
+        raise ctx.error(
+            node,
+            join(path, "tracr"),
+            str(exc),
+            "export files are written by verify_tf.tracr_export.write_export (docs/tracr.md)",
+        ) from None
+
+
+ModelBuilder = Callable[[dict[str, Any], Node, Context, str], Model]
+
+# One builder per model source, in MODEL_SOURCES order: the first source present in a section is built.
+MODEL_BUILDERS: dict[str, ModelBuilder] = {
+    "layers": _inline_model,
+    "file": _file_model,
+    "random": _random_model,
+    "construct": _constructed_model,
+    "torch": _torch_model,
+    "tracr": _tracr_model,
+}
+
+
+def _check_source_keys(source: str, section: dict[str, Any], node: Node, ctx: Context, path: str) -> None:
+    """Keys that belong to another model source are refused, naming the key."""
     stray = [
         k
         for k in ("architecture", "quantize")
@@ -321,107 +440,10 @@ def _build_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
             f"'{stray[0]}' applies only to a tracr source",
             "write model: {tracr: export.json, snap: true, attention: hardmax} (docs/tracr.md)",
         )
-    try:
-        if source == "file":
-            model = load_model(section["file"])
-        elif source == "random":
-            r = section["random"]
-            config = RandomConfig(
-                seed=r["seed"],
-                width=r["width"],
-                layers=r["layers"],
-                heads=r["heads"],
-                key_dim=r["key-dim"],
-                value_dim=r["value-dim"],
-                ffn_width=r["ffn-width"],
-                scoring=r["scoring"],
-                positional=r["positional"],
-                causal=r["causal"],
-                absolute_pe=r["absolute-pe"],
-                max_length=r["max-length"],
-                weight_range=r["range"],
-                denominator=r["denominator"],
-                alphabet=tuple(r["alphabet"]) if r["alphabet"] else None,
-                bos=r["bos"],
-                activation=r["activation"],
-                layernorm=r["layernorm"],
-                final_norm=r["final-norm"],
-            )
-            model = random_model(config)
-        elif source == "torch":
-            try:  # torch is an optional dependency: say which extra installs it
-                from ..builders.torch_import import import_torch_model
-            except ModuleNotFoundError as exc:
-                if exc.name is None or exc.name.split(".")[0] != "torch":
-                    raise
-                raise ctx.error(
-                    node,
-                    join(path, "torch"),
-                    "a torch state dict needs PyTorch, which is not installed",
-                    "install the torch extra: pip install 'verify-tf[torch]'",
-                ) from None
 
-            quantize = section["quantize"]
-            if quantize is not None and quantize["frac"] >= quantize["bits"]:
-                raise ctx.error(
-                    quantize["__node__"],
-                    join(path, "quantize.frac"),
-                    f"expected fewer fractional bits than bits ({quantize['bits']}), got {quantize['frac']}",
-                )
-            model = import_torch_model(section["torch"], section["architecture"], quantize)
-        elif source == "tracr":
-            from ..builders.tracr_import import TracrImportError, import_tracr
 
-            quantize = section["quantize"]
-            if quantize is not None and quantize["frac"] >= quantize["bits"]:
-                raise ctx.error(
-                    quantize["__node__"],
-                    join(path, "quantize.frac"),
-                    f"expected fewer fractional bits than bits ({quantize['bits']}), got {quantize['frac']}",
-                )
-            try:
-                model = import_tracr(
-                    section["tracr"],
-                    snap=section["snap"] is not False,
-                    attention=section["attention"] or "hardmax",
-                    quantize=quantize,
-                    name=section["name"] or None,
-                )
-            except TracrImportError as exc:
-                raise ctx.error(
-                    node,
-                    join(path, "tracr"),
-                    str(exc),
-                    "export files are written by verify_tf.tracr_export.write_export (docs/tracr.md)",
-                ) from None
-        elif source == "construct":
-            construction = constructions()[section["construct"]]
-            params = {}
-            for key, f in construction.parameters.items():
-                if section.get(key) is None and f.required:
-                    raise ctx.error(
-                        node, path, f"construction {construction.name} needs parameter {key!r}", f.schema.description
-                    )
-                params[key] = section.get(key)
-            model = construction.build(params)
-        else:
-            if section.get("tokens") is None:
-                raise ctx.error(node, path, "an inline model needs 'tokens'", "e.g. tokens: {grid: 2}")
-            tokens = section["tokens"]
-            if tokens["grid"] is None and tokens["alphabet"] is None:
-                raise ctx.error(tokens["__node__"], join(path, "tokens"), "expected 'grid' or 'alphabet'")
-            if tokens["alphabet"] is not None and tokens["embedding"] is None:
-                raise ctx.error(tokens["__node__"], join(path, "tokens"), "an alphabet needs an 'embedding' table")
-            model = build_inline(section)
-    except ModelFileError as exc:
-        raise ctx.error(
-            node,
-            join(path, "file"),
-            str(exc),
-            "verify-tf model files are written by save_model / `verify-tf crasp compile`",
-        ) from None
-    except ValueError as exc:
-        raise ctx.error(node, path, str(exc), getattr(exc, "hint", None)) from None
+def _check_shapes(model: Model, node: Node, ctx: Context, path: str) -> None:
+    """The first shape problem of the built model, located at its key; the next three in the hint."""
     problems = validate_shapes(model)
     if problems:
         where, _, what = problems[0].partition(": ")
@@ -433,6 +455,27 @@ def _build_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
             if len(problems) > 1
             else "matrices are rows x columns; width d is the token dimension",
         )
+
+
+def _build_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model:
+    """The model section's ``convert``: pick the source, refuse other sources' keys, build, check shapes."""
+    present = [k for k in MODEL_SOURCES if section.get(k) is not None]
+    if not present:
+        raise ctx.error(node, path, "expected one model source", f"give one of: {', '.join(MODEL_SOURCES)}")
+    source = present[0]
+    _check_source_keys(source, section, node, ctx, path)
+    try:
+        model = MODEL_BUILDERS[source](section, node, ctx, path)
+    except ModelFileError as exc:
+        raise ctx.error(
+            node,
+            join(path, "file"),
+            str(exc),
+            "verify-tf model files are written by save_model / `verify-tf crasp compile`",
+        ) from None
+    except ValueError as exc:
+        raise ctx.error(node, path, str(exc), getattr(exc, "hint", None)) from None
+    _check_shapes(model, node, ctx, path)
     return model
 
 

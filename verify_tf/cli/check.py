@@ -1,0 +1,263 @@
+"""The ``check`` command: load the specs, run every property, print the verdict table, write the reports.
+
+Exit codes: 0 all proved, 1 something refuted, 2 input error, 3 nothing refuted but something unknown,
+4 internal error (a property's verdict is ``error``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..spec.loader import ENGINES
+from . import output
+from .progress import ProgressDisplay
+from .reports import show_explained
+
+
+@click.command()
+@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--engine",
+    type=click.Choice(ENGINES),
+    help="Override every property's engine (properties that cannot use it keep their own choice).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds per property, encoding and solving included (overrides the spec).",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the JSON report (format: docs/cli.md).",
+)
+@click.option(
+    "--junit",
+    "junit_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write a JUnit XML report: one test case per property.",
+)
+@click.option(
+    "--unknown-as",
+    type=click.Choice(["skipped", "error"]),
+    default="skipped",
+    show_default=True,
+    help="How an unknown verdict appears in the JUnit report.",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["unknown", "refuted"]),
+    default="unknown",
+    show_default=True,
+    help="The weakest outcome that fails the run: 'unknown' (exit 3 when nothing is refuted) or "
+    "'refuted' (unknown verdicts exit 0).",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Worker processes: properties run side by side and each property's work units are spread over them.",
+)
+@click.option(
+    "--cluster",
+    "cluster_address",
+    metavar="ADDRESS",
+    help="Run the work units on a Dask cluster: 'local:N' starts N worker processes on this machine for "
+    "this run; 'tcp://HOST:PORT' uses a running Dask scheduler (docs/distributed.md). Needs the "
+    "cluster extra: pip install 'verify-tf[cluster]'.",
+)
+@click.option(
+    "--cache",
+    "cache_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(".verify-tf-cache"),
+    show_default=True,
+    help="Proof cache folder: unchanged proved/refuted verdicts are not recomputed.",
+)
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the proof cache.")
+@click.option("--explain", is_flag=True, help="Print each counterexample's layer-by-layer trace.")
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the counterexamples as a self-contained HTML report.",
+)
+@click.option("--minimize", is_flag=True, help="Prefer the smallest counterexample in a stated order.")
+@click.option(
+    "--smt2",
+    "smt2_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write every SMT query as SMT-LIB2 into this folder (bypasses the cache).",
+)
+@click.option(
+    "--certify",
+    "certify_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Certify every proved verdict into this folder (put it beside the --json report; "
+    "re-check with `verify-tf audit`; bypasses the cache; docs/trust.md).",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cpu", "cuda"]),
+    default="auto",
+    show_default=True,
+    help="Device for the torch path.",
+)
+@click.option("--quiet", "-q", is_flag=True, help="No table; only the exit code and errors.")
+def check(
+    specs,
+    engine,
+    timeout,
+    json_path,
+    junit_path,
+    unknown_as,
+    fail_on,
+    jobs,
+    cluster_address,
+    cache_dir,
+    no_cache,
+    explain,
+    html_path,
+    minimize,
+    smt2_dir,
+    certify_dir,
+    device,
+    quiet,
+) -> None:
+    """Check every property of every SPEC and print a verdict table.
+
+    Exit codes: 0 every property proved (or got its `expect:` verdict), 1 something refuted (or a definite
+    verdict contradicted `expect:`), 2 input error, 3 nothing refuted but something unknown (0 with
+    --fail-on refuted), 4 internal error.
+    """
+    from ..cache import ProofCache
+    from ..report import combined_exit_code, verdict_table, write_json
+    from ..runner import Overrides, check_all
+    from ..spec import SpecError, load_spec
+
+    _require_device(device)
+    if cluster_address is not None:
+        from ..executors import cluster_address_problem
+
+        problem = cluster_address_problem(cluster_address)
+        if problem is None and jobs > 1:
+            problem = "--cluster and -j N cannot be combined: the cluster's workers run the units"
+        if problem is not None:
+            output.fail_input(
+                problem, hint="--cluster local:4 (four worker processes here) or --cluster tcp://HOST:8786"
+            )
+    overrides = Overrides(
+        engine=None if engine == "auto" else engine,
+        timeout=timeout,
+        minimize=minimize,
+        smt2_dir=smt2_dir,
+        device=device,
+        cache_dir=None if no_cache else cache_dir,
+        certify_dir=certify_dir,
+    )
+    try:  # report folders are created up front, so a typo fails before the checks, not after
+        for folder in (smt2_dir, certify_dir):
+            if folder is not None:
+                folder.mkdir(parents=True, exist_ok=True)
+        for target in (json_path, junit_path, html_path):
+            if target is not None:
+                target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        output.fail_input(f"cannot create an output folder: {exc}")
+    loaded = []
+    for path in specs:
+        try:
+            loaded.append(load_spec(path))
+        except SpecError as exc:
+            output.fail_input(str(exc))
+    if not quiet:
+        for spec in loaded:
+            for note in spec.model.notes:
+                output.err_console.print(f"[dim]{spec.path.name}: {note}[/]", highlight=False)
+    mode = "off" if quiet else ("bar" if output.err_console.is_terminal else "log")
+    total = sum(len(spec.properties) for spec in loaded)
+    executor = _open_cluster(cluster_address, quiet) if cluster_address is not None else None
+    workers = executor.workers if executor is not None else jobs
+    side_by_side = workers > 1 and total > 1  # properties run at once: one overall bar, no per-property bars
+    where = f"on the Dask cluster ({workers} workers)" if executor is not None else f"{jobs} worker processes"
+    overall = ProgressDisplay(f"{total} properties, {where}", mode if side_by_side else "off")
+    finished = []
+
+    def arrived(verdict) -> None:
+        from ..engines.base import ProgressEvent
+
+        finished.append(verdict)
+        overall(ProgressEvent("", f"{verdict.property}: {verdict.status}", len(finished), total, "properties"))
+
+    try:
+        verdicts = check_all(
+            loaded,
+            overrides,
+            jobs=jobs,
+            cache=None if no_cache else ProofCache(cache_dir),
+            on_verdict=arrived,
+            executor=executor,
+            progress=lambda spec, prop: ProgressDisplay(
+                f"{spec.path.name}: {prop.label}", "off" if side_by_side else mode
+            ),
+        )
+    finally:
+        overall.close()
+        if executor is not None:
+            executor.close()
+    expectations = [prop.expect for spec in loaded for prop in spec.properties]
+    code = combined_exit_code(verdicts, expectations, fail_on)
+    if not quiet:
+        output.console.print(verdict_table(verdicts, expectations))
+        for v in verdicts:
+            if v.status == "error" and v.statistics.get("traceback"):
+                output.err_console.print(f"[magenta]{v.property}[/]: {v.statistics['traceback']}", highlight=False)
+    if json_path is not None:
+        write_json(json_path, verdicts, expectations, fail_on)
+    if junit_path is not None:
+        from ..junit import write_junit
+
+        write_junit(junit_path, verdicts, expectations, unknown_as)
+    if explain or html_path is not None:
+        from ..explain import explain_verdicts
+
+        by_path = {str(spec.path): spec for spec in loaded}
+        explained = explain_verdicts([(by_path[v.spec], v) for v in verdicts if v.status == "refuted"])
+        show_explained(explained, print_traces=explain, html_path=html_path, source=", ".join(map(str, specs)))
+    sys.exit(code)
+
+
+def _open_cluster(address: str, quiet: bool):
+    """The Dask executor for ``--cluster`` (Dask is imported only here); a cluster that cannot be used is exit 2."""
+    import logging
+
+    from ..executors import ClusterUnavailable, open_cluster
+
+    # a lost scheduler is reported in the verdicts; Dask's client would also log each reconnection attempt
+    logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
+    try:
+        executor = open_cluster(address)
+    except ClusterUnavailable as exc:
+        output.fail_input(str(exc), hint=exc.hint or None)
+    if not quiet:
+        output.err_console.print(f"[dim]cluster: {executor.describe()}[/]", highlight=False)
+    from rich.markup import escape
+
+    for refused in executor.refused:
+        output.err_console.print(f"[yellow]cluster: refused {escape(refused)}[/]", highlight=False, soft_wrap=True)
+    return executor
+
+
+def _require_device(device: str) -> None:
+    """``--device cuda`` on a machine without a usable GPU is an input error, the same in every command."""
+    from .devices import NO_CUDA_HINT, device_problem
+
+    problem = device_problem(device)
+    if problem is not None:
+        output.fail_input(problem, hint=NO_CUDA_HINT)

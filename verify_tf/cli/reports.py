@@ -1,0 +1,96 @@
+"""The commands that read a JSON report of ``check``: ``audit`` (re-check it offline) and ``explain`` (replay
+its counterexamples), and the counterexample display they share with ``check --explain``/``--html``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from . import output
+
+
+def show_explained(explained, print_traces: bool, html_path: Path | None, source: str) -> None:
+    """Print the explained counterexamples' traces and/or write them as a self-contained HTML report."""
+    from ..explain import print_explained, write_html
+
+    if print_traces:
+        if not explained:
+            output.console.print("no refuted property: nothing to explain")
+        for item in explained:
+            print_explained(output.console, item)
+    if html_path is not None:
+        html_path.parent.mkdir(parents=True, exist_ok=True)
+        write_html(html_path, explained, source)
+        output.err_console.print(f"wrote {html_path} ({len(explained)} counterexample(s))", highlight=False)
+
+
+@click.command()
+@click.argument("report_path", metavar="REPORT", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=600.0,
+    show_default=True,
+    help="Seconds per certificate for re-checking it.",
+)
+@click.option("--strict", is_flag=True, help="Partial evidence (e.g. an LRAT proof over budget) fails too.")
+def audit(report_path, timeout, strict) -> None:
+    """Re-check a JSON report offline: every certificate, every counterexample, every cached verdict.
+
+    Exit codes: 0 everything checks (with --strict: and no evidence is partial), 1 something failed (named),
+    2 the report cannot be read.
+    """
+    from ..audit import FAILED, PARTIAL, AuditError, audit_exit_code, audit_report
+
+    try:
+        items = audit_report(report_path, timeout)
+    except AuditError as exc:
+        output.fail_input(str(exc))
+    style = {"ok": "green", PARTIAL: "yellow", FAILED: "bold red"}
+    for item in items:
+        cached = " (cached)" if item.cached else ""
+        output.console.print(
+            f"[{style[item.outcome]}]{item.outcome}[/] {Path(item.spec).name}: {item.property} "
+            f"({item.verdict}{cached})",
+            highlight=False,
+        )
+        for line in item.checked:
+            output.console.print(f"    checked: {line}", highlight=False)
+        for line in item.partial:
+            output.console.print(f"    [yellow]partial:[/] {line}", highlight=False)
+        for line in item.problems:
+            output.console.print(f"    [red]FAILED:[/] {line}", highlight=False)
+    failed = sum(i.outcome == FAILED for i in items)
+    partial = sum(i.outcome == PARTIAL for i in items)
+    output.console.print(
+        f"{len(items)} results: {len(items) - failed - partial} ok, {partial} partial, {failed} failed", highlight=False
+    )
+    sys.exit(audit_exit_code(items, strict))
+
+
+@click.command()
+@click.argument("report_path", metavar="REPORT", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write a self-contained HTML report with attention heatmaps.",
+)
+@click.option("--property", "only", multiple=True, help="Only these properties (by name; repeatable).")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors (with --html).")
+def explain(report_path, html_path, only, quiet) -> None:
+    """Replay each refuted property's witness from a JSON REPORT and show its layer-by-layer trace.
+
+    The report is the one written by `verify-tf check --json`; its results name the spec and the
+    property's index, so the spec is re-loaded and the witness inputs are re-evaluated on the interpreter.
+    """
+    from ..explain import ExplainError, explain_report
+
+    try:
+        explained = explain_report(report_path, only=set(only) or None)
+    except ExplainError as exc:
+        output.fail_input(str(exc))
+    show_explained(explained, print_traces=not quiet, html_path=html_path, source=str(report_path))
