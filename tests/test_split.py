@@ -73,13 +73,83 @@ def test_driver_leaves_partition_the_domain_with_bounds_closing_cubes():
     top = max(abs(q) for x in domain.inputs() for q in evaluate(model, Exact(), x).readout)
     tally = split.Tally(leaves=[])
     result = run_split(
-        model, Exact(), domain, "output-bounds", {"lo": -top - 1, "hi": top + 1}, split.Limits(enumerate_at=2), tally
+        model,
+        Exact(),
+        domain,
+        "output-bounds",
+        {"lo": -top - 1, "hi": top + 1},
+        split.Limits(enumerate_at=2, adaptive=False),
+        tally,
     )
     assert result.status == "proved", result.detail
     assert result.statistics["closed_by_bounds"] > 0 and result.statistics["closed_by_enumeration"] > 0
     space = InputSpace(domain)
     listed = [tuple(row) for cube in tally.leaves for row in rows(space, cube)]
     assert len(listed) == len(set(listed)) == 729
+
+
+def test_leaves_partition_a_softmax_domain_closed_by_the_linear_domain_and_adaptive_leaves():
+    """The same count with the linear domain bounding (a softmax model, fixed 16/8) and the adaptive policy free to
+    enumerate: 6,561 inputs (9^2 tokens, length 2), each in exactly one closed leaf; bounds close some cubes (the
+    true readout range, computed here on every input, lies well inside ±(max|q| + 2))."""
+    model = random_model(
+        RandomConfig(seed=5, width=2, layers=2, ffn_width=2, scoring="softmax", weight_range=F(1), denominator=4)
+    )
+    domain = GridDomain.regular(2, F(1, 4), 2, lo=F(-1), hi=F(1))  # 81 tokens, 6,561 inputs
+    arith = Fixed(16, 8)
+    top = max(abs(q) for x in domain.inputs() for q in evaluate(model, arith, x).readout)
+    for limits in (split.Limits(enumerate_at=1, adaptive=False, batch=32), split.Limits(batch=32)):
+        tally = split.Tally(leaves=[])
+        result = run_split(model, arith, domain, "output-bounds", {"lo": -top - 2, "hi": top + 2}, limits, tally)
+        assert result.status == "proved", result.detail
+        assert result.statistics["bound_domain"] == "linear"
+        if not limits.adaptive:
+            assert result.statistics["closed_by_bounds"] > 0
+        listed = [tuple(row) for cube in tally.leaves for row in rows(InputSpace(domain), cube)]
+        assert len(listed) == len(set(listed)) == 6561
+
+
+def test_statistics_count_cubes_by_how_they_closed():
+    """Every closed cube is counted once under the way it closed, the bounded cubes include those bounds closed,
+    and the bound time per cube is reported (a softmax model: the linear domain)."""
+    model = random_model(RandomConfig(seed=2, width=2, layers=1, heads=2, ffn_width=2, scoring="softmax"))
+    domain = GridDomain(2, (F(-1), F(0), F(1)), 3)  # 729 inputs
+    arith = Fixed(12, 4)
+    top = max(abs(q) for x in domain.inputs() for q in evaluate(model, arith, x).readout)
+    tally = split.Tally(leaves=[])
+    limits = split.Limits(enumerate_at=2, adaptive=False, batch=8)
+    result = run_split(model, arith, domain, "output-bounds", {"lo": -top - 1, "hi": top + 1}, limits, tally)
+    stats = result.statistics
+    assert result.status == "proved" and stats["closed_share"] == "100%"
+    assert stats["closed_by_bounds"] + stats["closed_by_enumeration"] == len(tally.leaves)
+    assert stats["cubes_bounded"] >= stats["closed_by_bounds"] > 0
+    assert stats["bound_ms_per_cube"] > 0 and stats["units"] >= 1
+    assert stats["cubes_created"] == 1 + 2 * (stats["cubes_created"] - 1) // 2  # a binary tree from one root
+
+
+def test_a_failing_bound_is_refuted_by_the_attack_on_the_corners():
+    """The bench's 4-head softmax model (fixed 16/8, 49 tokens) at length 3 (117,649 inputs): the largest readout,
+    computed here on every input by the interpreter, minus 2^-8 is refuted at once by a corner of a cube under its
+    linear bound; the witness is replayed (its value exceeds the bound)."""
+    model = random_model(
+        RandomConfig(
+            seed=7, width=2, layers=2, heads=4, ffn_width=4, scoring="softmax", weight_range=F(1), denominator=4
+        )
+    )
+    domain = GridDomain.regular(2, F(1, 4), 3, lo=F(-3, 4), hi=F(3, 4))
+    arith = Fixed(16, 8)
+    space = InputSpace(domain)
+    from verify_tf.batched import BatchedEvaluator
+
+    evaluator = BatchedEvaluator(model, arith, space.tokens, backend="numpy", device="cpu")
+    values = evaluator.values(next(space.chunks(space.count())).rows, "readout")
+    top = F(int(values.numerators.max()), values.den)
+    bound = top - F(1, 256)
+    result = run_split(model, arith, domain, "output-bounds", {"hi": bound}, split.Limits())
+    assert result.status == "refuted"
+    assert F(result.counterexample["value"]) > bound
+    assert result.statistics["refuted_by"] == "a corner of the cube under its linear bound violates the property"
+    assert result.statistics["attack_rows"] > 0
 
 
 # -- cube bounds contain every member's values (random models, random cubes) ------------------------------------
@@ -121,9 +191,11 @@ def test_split_cube_bounds_contain_every_member(seed, cuts):
 # -- agreement with the brute-force oracle (tests/test_soundness_audit.py) with each kind of leaf forced ---------
 
 LEAVES = {
-    "bounds-and-points": split.Limits(enumerate_at=1),
-    "small-enumeration": split.Limits(enumerate_at=4),
-    "smt": split.Limits(enumerate_at=1, smt_at=1 << 20, smt_seconds=20),
+    "bounds-and-points": split.Limits(enumerate_at=1, adaptive=False),
+    "small-enumeration": split.Limits(enumerate_at=4, adaptive=False),
+    "smt": split.Limits(enumerate_at=1, adaptive=False, smt_at=1 << 20, smt_seconds=20),
+    "intervals-only": split.Limits(enumerate_at=1, adaptive=False, linear=False, attack=False),
+    "adaptive": split.Limits(enumerate_at=1, batch=4),
 }
 
 

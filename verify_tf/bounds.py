@@ -144,7 +144,7 @@ class BlockBounds:
 
 @dataclass
 class Bounds:
-    cube: Cube
+    cube: Cube | None  # None: bounds of a ``verify_tf.linear`` batch, which fill ``readout`` and ``output`` only
     embedded: list[IVector]
     blocks: list[BlockBounds]
     output: list[IVector]
@@ -505,8 +505,8 @@ def _rounded_terms_row(
 
     Its terms round(e^s·x) are floored one by one, so the output is no exact convex combination of the values.
     With E_j = e^{s_j}, P_j = floor_f(E_j) = E_j − π_j and T_j = floor_f(E_j x_j) = E_j x_j − τ_j (π, τ ∈ [0, 2^-f),
-    while nothing saturates), ΣT / ΣP = Σ_j α_j x_j + Σ_j (π_j x_j − τ_j) / ΣP with α_j = P_j / ΣP a convex
-    combination: the knapsack over α's box (P is monotone in s, ``floor_exp_times``) plus that error term, whose
+    while nothing saturates), ΣT / ΣP = Σ_j w_j x_j + Σ_j (π_j x_j − τ_j) / ΣP with w_j = P_j / ΣP a convex
+    combination: the knapsack over w's box (P is monotone in s, ``floor_exp_times``) plus that error term, whose
     numerator lies in [Σ_j 2^-f·(min(0, x_lo) − 1), Σ_j 2^-f·max(0, x_hi)]. Where a term can saturate or ΣP can be
     0 (the uniform fallback), the bound is the format's range, which the interpreter saturates the output to.
     """

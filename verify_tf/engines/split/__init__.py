@@ -1,276 +1,47 @@
 """Engine ``split``: complete branch and bound over the input domain.
 
 The domain (one root cube per input length, ``cubes.roots``) is split into cubes, products of per-position,
-per-coordinate index ranges (``cubes.SplitCube``). Each cube is
+per-coordinate index ranges (``cubes.SplitCube``). Rounds of cubes go out as work units (``batch.cube_batch``: a
+batch of cubes of one length), where each cube is
 
-* **enumerated exactly** when it has at most ``Limits.enumerate_at`` inputs (the batched evaluator and the
-  property's ``batched_violations``; the reference interpreter where the batched evaluator cannot run the
-  model exactly);
-* otherwise **bounded** (``verify_tf.bounds.cube_bounds``: exact Fraction intervals of every stage) and
-  decided by the property's ``decide_on_bounds`` hook: ``holds`` closes the cube, ``violated`` (every input
-  of the cube violates) hands a member to the replay, ``open`` goes on;
-* handed to **SMT** when it has at most ``Limits.smt_at`` inputs (the property's own solver queries of that
-  length, the input variables restricted to the cube's index ranges): ``unsat`` closes it, ``sat`` is
-  replayed, anything else splits it;
-* otherwise **split** in two on its widest (position, coordinate) range; the member nearest each split
-  cube's center is evaluated on the way (a concrete candidate: replayed if it violates).
+* **enumerated exactly** when it is small (``Limits.enumerate_at``) or when the **adaptive leaf policy**
+  (``leaves.py``) predicts, from this run's measured enumeration rate, bound cost and closing rate per volume,
+  that enumerating it is cheaper than its expected subtree;
+* otherwise **bounded** together with the rest of its batch: the linear domain (``verify_tf.linear``: intervals
+  and linear forms of every stage, exact integers) in one vectorised call, or exact intervals cube by cube where
+  that domain refuses the model (``bounder.py``); the property's ``decide_on_bounds`` closes it (``holds``), hands
+  a member to the replay (``violated``: every input violates) or leaves it open;
+* **attacked** when open: its corners under the linear bound and its center are evaluated exactly, all open
+  cubes of the batch in one call;
+* handed to **SMT** when configured (``Limits.smt_at``), else **split** on the range with the largest linear
+  coefficient × width (the widest without forms).
 
-A batch of cubes is one work unit (``cube_batch``, plain data in and out), so ``-j`` and every executor
-apply; the driver keeps the open cubes depth-first (a bounded queue), checks the deadline between rounds,
-replays every candidate on the reference interpreter before reporting it, and shows the closed share of the
-domain (by volume) as progress. ``proved`` only when every cube was closed by sound bounds, exact enumeration
-or ``unsat``; floats are used only to order cubes. Contextual mapping (a distinct-values property) is in
-``distinct.py``: a two-copy split over pairs of cubes.
+The driver keeps the open cubes **best-first by the property's score** (how far its bounds reach past the
+property: refutations are found where they are likeliest) while fewer than ``Limits.best_first`` are open, then
+depth-first (bounded memory); it recomputes the leaf policy after every round, checks the deadline between rounds,
+replays every candidate on the reference interpreter before reporting it, and shows the closed share of the domain
+(by volume) as progress. ``proved`` only when every cube was closed by sound bounds (no float decides any),
+exact enumeration or ``unsat``. Contextual mapping (a distinct-values property) is in ``distinct.py``: a two-copy
+split over pairs of cubes.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-import numpy as np
-import z3
-
-from ...batched import Unsupported
-from ...bounds import Bounds, cube_bounds
 from ...ir import Model
 from ...semantics import Fixed
-from ...spaces import InputSpace
-from ...symbolic.solve import decode as decode_answer, input_variables, solve
-from ...symbolic.values import Builder, NotEncodable
 from ...verdict import Verdict
 from ...witness import ReplayMismatch
-from ...work import CONTINUE, STOP, Deadline, DeadlineExpired, WorkUnit, schedule
+from ...work import CONTINUE, STOP, WorkUnit, schedule
 from ..base import ProgressEvent, Run, Task, describe_proof, error, proved, refuted, replayed, unknown
-from ..evaluators import Evaluators
-from .cubes import SplitCube, bounds_cube, center_row, coordinate_sizes, roots, rows
+from .batch import HOLDS, OPEN, PHASES, VIOLATED, BatchResult, Limits, Outcome, cube_batch
+from .cubes import SplitCube, roots
+from .leaves import LeafPolicy, Rates
 
 ENGINE = "split"
-HOLDS, VIOLATED, OPEN = "holds", "violated", "open"
-PHASES = ("bounds", "enumeration", "smt", "candidates")
-
-
-@dataclass(frozen=True)
-class Limits:
-    """How the engine splits (plain data, part of every unit)."""
-
-    enumerate_at: int = 4096  # cubes with at most this many inputs are enumerated exactly ...
-    enumerate_max: int = 1 << 18  # ... raised up to this while bounds close nothing (see ``check_each_input``)
-    smt_at: int = 0  # cubes with at most this many inputs (and more than enumerate_at) go to SMT; 0: never
-    smt_seconds: float = 2.0  # per SMT leaf (an unknown answer splits the cube instead)
-    batch: int = 16  # cubes per work unit, at most
-    queue: int = 1 << 20  # open cubes held at most (depth-first keeps it far below)
-
-
-@dataclass
-class Outcome:
-    """What happened to one cube (plain data: it may come back from another process)."""
-
-    cube: SplitCube
-    how: str  # bounds | enumeration | smt | split | refuted | open
-    children: list[tuple[float, SplitCube]] = field(default_factory=list)  # (priority, cube): higher first
-    candidate: tuple | None = None  # refuted: the input (tokens) to replay
-    plan: Any = None  # refuted by smt: the query plan (the property replays the decoded answer)
-    decoded: Any = None
-    claim: str = ""
-    note: str = ""  # open: why (timeout, not encodable, ...)
-    bounded: bool = False  # whether its bounds were computed
-
-
-@dataclass
-class BatchResult:
-    outcomes: list[Outcome]
-    seconds: dict[str, float]
-    bounded: list[tuple[int, bool]] = field(default_factory=list)  # per bounded cube: (volume, closed by them)
-
-
-# ---------------------------------------------------------------- one work unit
-
-
-def cube_batch(
-    task: Task,
-    space: InputSpace,
-    cubes: list[SplitCube],
-    limits: Limits,
-    *,
-    deadline: Deadline,
-    cancelled: Callable[[], bool],
-    report: Callable[[str], None],
-) -> BatchResult:
-    """Bound, decide, enumerate, solve or split each cube of the batch (a work unit)."""
-    seconds = dict.fromkeys(PHASES, 0.0)
-    outcomes: list[Outcome] = []
-    evaluators = Evaluators(task, space)
-    split_rows: list[tuple[int, np.ndarray]] = []
-    for cube in cubes:
-        if deadline.expired() or cancelled():
-            outcomes.append(Outcome(cube, "open", note="timeout" if deadline.expired() else "cancelled"))
-            continue
-        outcome = _one_cube(task, space, cube, limits, evaluators, seconds, deadline, cancelled)
-        outcomes.append(outcome)
-        if outcome.how == "split":
-            row = center_row(space, cube)
-            if row is not None:
-                split_rows.append((len(outcomes) - 1, row))
-    if split_rows and not deadline.expired():
-        start = time.perf_counter()
-        for length in sorted({row.shape[1] for _, row in split_rows}):  # one batched call per input length
-            same = [(index, row) for index, row in split_rows if row.shape[1] == length]
-            candidates = np.concatenate([row for _, row in same])
-            flagged = _flag(task, space, evaluators, candidates)
-            hit = next((k for k in range(len(same)) if flagged[k]), None)
-            if hit is not None:
-                index = same[hit][0]
-                outcomes[index] = Outcome(
-                    outcomes[index].cube,
-                    "refuted",
-                    candidate=space.decode(candidates[hit]),
-                    claim="the center of a cube violates the property",
-                )
-                break
-        seconds["candidates"] += time.perf_counter() - start
-    return BatchResult(outcomes, seconds, [(o.cube.volume(), o.how == "bounds") for o in outcomes if o.bounded])
-
-
-def _flag(task: Task, space: InputSpace, evaluators: Evaluators, batch: np.ndarray) -> np.ndarray:
-    """Which rows violate: the property's exact batched check, or the interpreter where that cannot run."""
-    batched = getattr(task.prop, "batched_violations", None)
-    if batched is not None:
-        try:
-            return np.asarray(batched(task, evaluators, batch)[0], dtype=bool)
-        except Unsupported:
-            pass
-    return np.array([task.prop.violation(task, space.decode(row)) is not None for row in batch], dtype=bool)
-
-
-def _one_cube(
-    task: Task,
-    space: InputSpace,
-    cube: SplitCube,
-    limits: Limits,
-    evaluators: Evaluators,
-    seconds: dict[str, float],
-    deadline: Deadline,
-    cancelled: Callable[[], bool],
-) -> Outcome:
-    if cube.volume() <= limits.enumerate_at:
-        start = time.perf_counter()
-        members = rows(space, cube)
-        flagged = _flag(task, space, evaluators, members) if len(members) else np.zeros(0, dtype=bool)
-        seconds["enumeration"] += time.perf_counter() - start
-        hits = np.flatnonzero(flagged)
-        if len(hits):
-            return Outcome(
-                cube,
-                "refuted",
-                candidate=space.decode(members[int(hits[0])]),
-                claim="the batched evaluator flags a violation in an enumerated cube",
-            )
-        return Outcome(cube, "enumeration")
-    score = 0.0
-    decide = getattr(task.prop, "decide_on_bounds", None)
-    if decide is not None:
-        start = time.perf_counter()
-        exact = bounds_cube(space, cube)
-        memo: dict[int, Bounds] = {}
-
-        def bounds_of(model=None) -> Bounds:
-            model = task.model if model is None else model
-            if id(model) not in memo:
-                memo[id(model)] = cube_bounds(model, task.arithmetic, exact)
-            return memo[id(model)]
-
-        status, score = decide(task, bounds_of)
-        seconds["bounds"] += time.perf_counter() - start
-        if status == HOLDS:
-            return Outcome(cube, "bounds", bounded=True)
-        if status == VIOLATED:
-            row = center_row(space, cube)
-            if row is not None:
-                return Outcome(
-                    cube,
-                    "refuted",
-                    candidate=space.decode(row[0]),
-                    bounded=True,
-                    claim="the cube's bounds lie outside the property for every input",
-                )
-    note = ""
-    if limits.smt_at and cube.volume() <= limits.smt_at and hasattr(task.prop, "build_query"):
-        start = time.perf_counter()
-        outcome = _smt_leaf(task, space, cube, limits, deadline, cancelled)
-        seconds["smt"] += time.perf_counter() - start
-        if outcome.how != "open":
-            return outcome
-        note = outcome.note
-    where = cube.widest()
-    if where is None:  # a single input the bounds could not decide: enumerate it
-        start = time.perf_counter()
-        members = rows(space, cube)
-        flagged = _flag(task, space, evaluators, members) if len(members) else np.zeros(0, dtype=bool)
-        seconds["enumeration"] += time.perf_counter() - start
-        if flagged.any():
-            return Outcome(
-                cube, "refuted", candidate=space.decode(members[0]), claim="the batched evaluator flags a violation"
-            )
-        return Outcome(cube, "enumeration")
-    first, second = cube.halves(*where)
-    return Outcome(cube, "split", children=[(score, first), (score, second)], note=note, bounded=decide is not None)
-
-
-def _smt_leaf(
-    task: Task, space: InputSpace, cube: SplitCube, limits: Limits, deadline: Deadline, cancelled: Callable[[], bool]
-) -> Outcome:
-    """The property's solver queries of the cube's length, the inputs restricted to the cube: all unsat closes."""
-    plans = [plan for plan in task.prop.smt_queries(task) if plan.key[:1] == (cube.length,)]
-    if not plans:
-        return Outcome(cube, "open", note="no solver query of this length")
-    values, coordinates = coordinate_sizes(space)
-    for plan in plans:
-        budget = Deadline(min(limits.smt_seconds, deadline.remaining()))
-        builder = Builder(deadline=budget)
-        try:
-            query = task.prop.build_query(task, plan, builder)
-        except NotEncodable as exc:
-            return Outcome(cube, "open", note=f"not encodable: {exc}")
-        except DeadlineExpired:
-            return Outcome(cube, "open", note="timeout while encoding")
-        restriction = []
-        for inp in query.inputs:
-            if len(inp.index_terms) != cube.length * coordinates:
-                return Outcome(cube, "open", note="the query's inputs cannot be restricted to the cube")
-            ranges = [r for position in cube.ranges for r in position]
-            restriction += [
-                z3.And(term >= a, term <= b)
-                for term, (a, b) in zip(inp.index_terms, ranges)
-                if (a, b) != (0, values - 1)
-            ]
-        answer = solve(
-            query.assertions + restriction,
-            input_variables(query),
-            task.settings.solver,
-            budget.remaining(),
-            task.settings.seed,
-            task.settings.rlimit,
-            cancelled,
-        )
-        if answer.status == "sat":
-            decoded = decode_answer(query, answer)
-            if decoded is None:
-                return Outcome(cube, "open", note="sat without values for every input")
-            return Outcome(
-                cube,
-                "refuted",
-                plan=plan,
-                decoded=decoded,
-                claim=f"{answer.solver} finds a violation in the cube ({plan.name})",
-            )
-        if answer.status != "unsat":
-            return Outcome(cube, "open", note=f"{answer.solver} {answer.status} ({answer.reason})")
-    return Outcome(cube, "smt")
+__all__ = ["ENGINE", "HOLDS", "OPEN", "VIOLATED", "Limits", "Tally", "check", "check_each_input"]
 
 
 # ---------------------------------------------------------------- the driver
@@ -297,16 +68,26 @@ class Tally:
     max_queue: int = 0
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     units: int = 0
-    near_leaf: list[int] = field(default_factory=lambda: [0, 0])  # bounded cubes near the leaf size, closed
-    enumerate_at: int = 0  # the enumeration size reached (when raised)
+    attacked: int = 0
+    rates: Rates = field(default_factory=Rates)
+    domains: set[str] = field(default_factory=set)
     leaves: list[SplitCube] | None = None  # every closed cube (kept only when asked, for tests)
 
     def as_dict(self) -> dict:
+        bounded = self.rates.bounded
         return {
             "cubes_created": self.created,
             "closed_by_bounds": self.closed["bounds"],
             "closed_by_enumeration": self.closed["enumeration"],
             "closed_by_smt": self.closed["smt"],
+            "cubes_bounded": bounded,
+            "bound_ms_per_cube": round(1000 * self.seconds["bounds"] / bounded, 3) if bounded else None,
+            "enumerated_inputs": self.rates.enumerated,
+            "enumeration_inputs_per_second": (
+                round(self.rates.enumerated / self.seconds["enumeration"]) if self.seconds["enumeration"] else None
+            ),
+            "attack_rows": self.attacked,
+            "bound_domain": ", ".join(sorted(self.domains)) or "none",
             "max_depth": self.max_depth,
             "max_open_cubes": self.max_queue,
             "units": self.units,
@@ -314,16 +95,44 @@ class Tally:
         }
 
 
+class _Queue:
+    """The open cubes: best-first by priority (the property's score) while fewer than ``limit`` are open, then
+    depth-first (the deepest first, bounded memory); the order switches by re-heaping."""
+
+    def __init__(self, limit: int):
+        self.limit, self.best_first = limit, True
+        self.heap: list[tuple[tuple[float, float], int, float, SplitCube]] = []
+        self.order = 0
+
+    def key(self, cube: SplitCube, priority: float) -> tuple[float, float]:
+        return (-priority, -cube.depth) if self.best_first else (-cube.depth, -priority)
+
+    def push(self, cube: SplitCube, priority: float) -> None:
+        heapq.heappush(self.heap, (self.key(cube, priority), self.order, priority, cube))
+        self.order += 1
+
+    def pop(self) -> tuple[SplitCube, float]:
+        _, _, priority, cube = heapq.heappop(self.heap)
+        return cube, priority
+
+    def rebalance(self) -> None:
+        best_first = len(self.heap) < self.limit
+        if best_first != self.best_first:
+            self.best_first = best_first
+            self.heap = [(self.key(c, p), o, p, c) for _, o, p, c in self.heap]
+            heapq.heapify(self.heap)
+
+    def __len__(self) -> int:
+        return len(self.heap)
+
+
 def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None = None) -> Verdict:
     space = task.prop.input_space(task)
     tally = tally or Tally()
-    queue: list[tuple[int, float, int, SplitCube]] = []  # (-depth, -priority, order, cube): depth first
-    order = 0
+    queue = _Queue(limits.best_first)
 
     def push(cube: SplitCube, priority: float, again: bool = False) -> None:
-        nonlocal order
-        heapq.heappush(queue, (-cube.depth, -priority, order, cube))
-        order += 1
+        queue.push(cube, priority)
         tally.created += 0 if again else 1
         tally.max_depth = max(tally.max_depth, cube.depth)
 
@@ -334,16 +143,18 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
     found: list[tuple[Outcome, dict]] = []
     open_notes: list[str] = []
     errors: list[str] = []
-    workers = run.executor.workers
+    workers = max(1, run.executor.workers)
+    policy = LeafPolicy()
 
     def on_result(unit: WorkUnit, result: BatchResult) -> str:
         nonlocal closed_volume
         for phase, value in result.seconds.items():
             tally.seconds[phase] += value
-        for volume, closed in result.bounded:
-            if volume <= 4 * current.enumerate_at:
-                tally.near_leaf[0] += 1
-                tally.near_leaf[1] += closed
+        tally.rates.record_bounds(result.seconds["bounds"], result.bounded)
+        tally.rates.record_enumeration(result.seconds["enumeration"], result.enumerated)
+        tally.attacked += result.attacked
+        if result.domain:
+            tally.domains.add(result.domain)
         for outcome in result.outcomes:
             if outcome.how in tally.closed:
                 tally.closed[outcome.how] += 1
@@ -367,24 +178,25 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
         )
         return CONTINUE
 
-    # where bounds close none of the (at least 16) cubes they saw near the leaf size, larger cubes are enumerated
-    # (x4 each time): bounds too loose for the property at this size cost time and save nothing, and
-    # enumeration is exact at any size
-    current = limits
     while queue and not found and not run.deadline.expired() and not errors:
         if len(queue) > limits.queue:
             break
-        per_unit = max(1, min(limits.batch, -(-len(queue) // workers)))
+        queue.rebalance()
+        taken = [queue.pop()[0] for _ in range(min(len(queue), workers * limits.batch))]
+        by_length: dict[int, list[SplitCube]] = {}
+        for cube in taken:
+            by_length.setdefault(cube.length, []).append(cube)
         units = []
-        for k in range(max(1, workers)):
-            batch = [heapq.heappop(queue)[3] for _ in range(min(per_unit, len(queue)))]
-            if batch:
+        for length, cubes in by_length.items():
+            per_unit = max(1, min(limits.batch, -(-len(cubes) // workers)))
+            for start in range(0, len(cubes), per_unit):
+                batch = cubes[start : start + per_unit]
                 units.append(
                     WorkUnit(
-                        f"split: {len(batch)} cubes (depth {batch[0].depth})",
+                        f"split: {len(batch)} cubes of length {length} (depth {batch[0].depth})",
                         cube_batch,
-                        (task, space, batch, current),
-                        order=tally.units + k,
+                        (task, space, batch, limits, policy),
+                        order=tally.units + len(units),
                         weight=sum(c.volume() for c in batch),
                     )
                 )
@@ -393,17 +205,16 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
         errors += [f"{e.key}: {e.message}" for e in summary.errors]
         if summary.expired or summary.cancelled or summary.not_started:
             break
-        if tally.near_leaf[0] >= 16 and not tally.near_leaf[1] and current.enumerate_at < limits.enumerate_max:
-            tally.near_leaf = [0, 0]
-            current = dataclasses.replace(current, enumerate_at=min(limits.enumerate_max, 4 * current.enumerate_at))
-            tally.enumerate_at = current.enumerate_at
+        if limits.adaptive:
+            policy = tally.rates.policy()
     statistics = {
         **tally.as_dict(),
         "space": space.describe(),
         "closed_share": _share(closed_volume, total),
         "closed_inputs": closed_volume,
         "domain_inputs": total,
-        "enumerate_at": tally.enumerate_at or limits.enumerate_at,
+        "enumerate_at": limits.enumerate_at,
+        "adaptive_enumeration_up_to": policy.largest() if limits.adaptive else None,
         "smt_at": limits.smt_at,
         "executor": run.executor.name,
         **getattr(task.prop, "statistics", lambda task: {})(task),
@@ -411,6 +222,7 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
     if found:
         outcome, witness = found[0]
         statistics["witness_cube_depth"] = outcome.cube.depth
+        statistics["refuted_by"] = outcome.claim
         return refuted(task, run, ENGINE, "branch and bound", witness, statistics)
     if errors:
         return error(task, run, ENGINE, f"work unit failed: {errors[0]}", statistics)

@@ -62,6 +62,16 @@ class SplitCube:
                     best, where = score, (p, c)
         return where
 
+    def most_influential(self, scores: np.ndarray) -> tuple[int, int] | None:
+        """The splittable (position, coordinate) with the largest score (``scores[p, c]``: a bound's linear
+        coefficient on it times its width), or the widest where every score is 0; None for a point."""
+        best, where = 0.0, None
+        for p, position in enumerate(self.ranges):
+            for c, (a, b) in enumerate(position):
+                if b > a and float(scores[p, c]) > best:
+                    best, where = float(scores[p, c]), (p, c)
+        return where if where is not None else self.widest()
+
     def halves(self, p: int, c: int) -> tuple[SplitCube, SplitCube]:
         """The two cubes of range (p, c) cut at its middle: together exactly this cube, no input in both."""
         a, b = self.ranges[p][c]

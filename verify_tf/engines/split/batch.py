@@ -1,0 +1,328 @@
+"""One work unit of ``split``: a batch of cubes of one input length, bounded, decided, attacked, enumerated or split.
+
+1. Cubes the leaf policy enumerates at once (``Limits.enumerate_at``, ``leaves.LeafPolicy``) are evaluated exactly,
+   all of them in one batched call per chunk of rows.
+2. The others are bounded together (``bounder``: the linear domain in one vectorised call, or intervals) and the
+   property decides each: ``holds`` closes it, ``violated`` (every input of the cube violates) hands its center
+   to the replay, ``open`` goes on.
+3. **Attack**: every open cube's corners under its linear bound (and its center) are evaluated exactly, all in one
+   batched call: a violation is a refutation (replayed by the driver).
+4. Open cubes are enumerated where the leaf policy says that is cheaper than their subtree, handed to SMT where
+   configured, else split on the range with the largest linear coefficient × width (the widest without forms).
+
+Plain data in and out (``Limits``, ``LeafPolicy``, ``SplitCube``s; ``BatchResult``), so every executor applies.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import z3
+
+from ...batched import Unsupported
+from ...spaces import InputSpace
+from ...symbolic.solve import decode as decode_answer, input_variables, solve
+from ...symbolic.values import Builder, NotEncodable
+from ...work import Deadline, DeadlineExpired
+from ..base import Task
+from ..evaluators import Evaluators
+from .bounder import BatchBounds, Bounder
+from .cubes import SplitCube, center_row, coordinate_sizes, member_mask, rows
+from .leaves import LeafPolicy
+
+HOLDS, VIOLATED, OPEN = "holds", "violated", "open"
+PHASES = ("bounds", "enumeration", "smt", "attack")
+CHUNK = 1 << 16  # rows per batched evaluation call
+ENUMERATE_CAP = 1 << 20  # larger cubes are split first, whatever the leaf policy says (progress, deadlines)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How the engine splits (plain data, part of every unit)."""
+
+    enumerate_at: int = 64  # cubes with at most this many inputs are always enumerated exactly
+    adaptive: bool = True  # above it, enumerate where the measured rates say that is cheaper (``leaves.py``)
+    smt_at: int = 0  # cubes with at most this many inputs (and more than enumerate_at) go to SMT; 0: never
+    smt_seconds: float = 2.0  # per SMT leaf (an unknown answer splits the cube instead)
+    batch: int = 256  # cubes per work unit, at most
+    queue: int = 1 << 20  # open cubes held at most
+    best_first: int = 1 << 16  # best-first by the property's score while fewer cubes are open, then depth-first
+    attack: bool = True  # evaluate each open cube's corners under its linear bound
+    linear: bool = True  # the linear domain where it models the network (False: exact intervals only)
+
+
+@dataclass
+class Outcome:
+    """What happened to one cube (plain data: it may come back from another process)."""
+
+    cube: SplitCube
+    how: str  # bounds | enumeration | smt | split | refuted | open
+    children: list[tuple[float, SplitCube]] = field(default_factory=list)  # (priority, cube): higher first
+    candidate: tuple | None = None  # refuted: the input (tokens) to replay
+    plan: Any = None  # refuted by smt: the query plan (the property replays the decoded answer)
+    decoded: Any = None
+    claim: str = ""
+    note: str = ""  # open: why (timeout, not encodable, ...)
+
+
+@dataclass
+class BatchResult:
+    outcomes: list[Outcome]
+    seconds: dict[str, float]
+    bounded: list[tuple[int, bool]] = field(default_factory=list)  # per bounded cube: (volume, closed by bounds)
+    enumerated: int = 0  # inputs evaluated by enumeration (the rate's denominator)
+    attacked: int = 0  # corner rows evaluated
+    domain: str = ""  # "linear" or why the intervals were used
+
+
+def _flag(task: Task, space: InputSpace, evaluators: Evaluators, batch: np.ndarray) -> np.ndarray:
+    """Which rows violate: the property's exact batched check, or the interpreter where that cannot run."""
+    batched = getattr(task.prop, "batched_violations", None)
+    if batched is not None:
+        try:
+            return np.asarray(batched(task, evaluators, batch)[0], dtype=bool)
+        except Unsupported:
+            pass
+    return np.array([task.prop.violation(task, space.decode(row)) is not None for row in batch], dtype=bool)
+
+
+class _Unit:
+    def __init__(
+        self, task: Task, space: InputSpace, limits: Limits, deadline: Deadline, cancelled: Callable[[], bool]
+    ):
+        self.task, self.space, self.limits = task, space, limits
+        self.deadline, self.cancelled = deadline, cancelled
+        self.evaluators = Evaluators(task, space)
+        self.seconds = dict.fromkeys(PHASES, 0.0)
+        self.enumerated = 0
+        self.attacked = 0
+
+    def stopped(self) -> str | None:
+        if self.deadline.expired():
+            return "timeout"
+        return "cancelled" if self.cancelled() else None
+
+    def enumerate(self, cubes: list[SplitCube], claim: str) -> list[Outcome]:
+        """Every member of every cube, evaluated exactly in chunks: closed, or the first violation found."""
+        start = time.perf_counter()
+        outcomes: list[Outcome] = []
+        pending: list[tuple[SplitCube, np.ndarray]] = [(cube, rows(self.space, cube)) for cube in cubes]
+        refuted: Outcome | None = None
+        index = 0
+        while index < len(pending) and refuted is None:
+            why = self.stopped()
+            if why is not None:
+                outcomes += [Outcome(cube, "open", note=why) for cube, _ in pending[index:]]
+                index = len(pending)
+                break
+            group: list[tuple[SplitCube, np.ndarray]] = []
+            size = 0  # cubes whose rows fit one chunk (a large cube is a chunk of its own, cut below)
+            while index < len(pending) and (not group or size + len(pending[index][1]) <= CHUNK):
+                group.append(pending[index])
+                size += len(pending[index][1])
+                index += 1
+            members = np.concatenate([r for _, r in group]) if size else np.zeros((0, group[0][0].length), np.int64)
+            flagged = np.zeros(len(members), dtype=bool)
+            for offset in range(0, len(members), CHUNK):
+                if self.stopped() is not None:
+                    break
+                flagged[offset : offset + CHUNK] = _flag(
+                    self.task, self.space, self.evaluators, members[offset : offset + CHUNK]
+                )
+                self.enumerated += min(CHUNK, len(members) - offset)
+            done = self.stopped() is None or not len(members) or bool(flagged.any())
+            hits = np.flatnonzero(flagged)
+            at = 0
+            for cube, members_of in group:
+                mine = hits[(hits >= at) & (hits < at + len(members_of))]
+                if len(mine) and refuted is None:
+                    refuted = Outcome(cube, "refuted", candidate=self.space.decode(members[int(mine[0])]), claim=claim)
+                    outcomes.append(refuted)
+                elif done:
+                    outcomes.append(Outcome(cube, "enumeration"))
+                else:
+                    outcomes.append(Outcome(cube, "open", note="timeout"))
+                at += len(members_of)
+        outcomes += [Outcome(cube, "open", note="stopped") for cube, _ in pending[index:]]
+        self.seconds["enumeration"] += time.perf_counter() - start
+        return outcomes
+
+    def attack(self, candidates: list[tuple[int, np.ndarray]]) -> tuple[int, tuple] | None:
+        """(index of the cube, the violating input) among the candidate rows (index, rows), or None."""
+        if not candidates:
+            return None
+        start = time.perf_counter()
+        owners = np.concatenate([np.full(len(r), i) for i, r in candidates])
+        stacked = np.concatenate([r for _, r in candidates])
+        stacked, first = np.unique(stacked, axis=0, return_index=True)
+        owners = owners[first]
+        keep = member_mask(self.space, stacked)
+        stacked, owners = stacked[keep], owners[keep]
+        self.attacked = len(stacked)
+        found = None
+        if len(stacked):
+            flagged = _flag(self.task, self.space, self.evaluators, stacked)
+            hits = np.flatnonzero(flagged)
+            if len(hits):
+                found = int(owners[hits[0]]), self.space.decode(stacked[int(hits[0])])
+        self.seconds["attack"] += time.perf_counter() - start
+        return found
+
+
+def cube_batch(
+    task: Task,
+    space: InputSpace,
+    cubes: list[SplitCube],
+    limits: Limits,
+    policy: LeafPolicy,
+    *,
+    deadline: Deadline,
+    cancelled: Callable[[], bool],
+    report: Callable[[str], None],
+) -> BatchResult:
+    """Bound, decide, attack, enumerate, solve or split each cube of the batch (one input length; a work unit)."""
+    unit = _Unit(task, space, limits, deadline, cancelled)
+    decide = getattr(task.prop, "decide_on_bounds", None)
+    at_once = [c for c in cubes if _enumerate_now(c, limits, policy, decide is not None)]
+    chosen = {id(c) for c in at_once}
+    rest = [c for c in cubes if id(c) not in chosen]
+    outcomes = unit.enumerate(at_once, "the batched evaluator flags a violation in an enumerated cube")
+    bounded: list[tuple[int, bool]] = []
+    domain = ""
+    if rest and unit.stopped() is None:
+        if decide is None:
+            outcomes += _after_bounds(unit, rest, [None] * len(rest), [0.0] * len(rest), policy)
+        else:
+            start = time.perf_counter()
+            bounder = Bounder(task, space, limits.linear)
+            domain = bounder.why_not_linear() or "linear"
+            batch = BatchBounds(bounder, rest)
+            decisions = [decide(task, lambda model=None, k=k: batch.of(k, model)) for k in range(len(rest))]
+            unit.seconds["bounds"] += time.perf_counter() - start
+            still, views, scores = [], [], []
+            for cube, view, (status, score) in zip(rest, batch.views, decisions):
+                bounded.append((cube.volume(), status == HOLDS))
+                if status == HOLDS:
+                    outcomes.append(Outcome(cube, "bounds"))
+                elif status == VIOLATED and (row := center_row(space, cube)) is not None:
+                    claim = "the cube's bounds lie outside the property for every input"
+                    outcomes.append(Outcome(cube, "refuted", candidate=space.decode(row[0]), claim=claim))
+                else:
+                    still.append(cube)
+                    views.append(view)
+                    scores.append(score)
+            outcomes += _after_bounds(unit, still, views, scores, policy)
+    elif rest:
+        outcomes += [Outcome(c, "open", note=unit.stopped() or "stopped") for c in rest]
+    return BatchResult(outcomes, unit.seconds, bounded, unit.enumerated, unit.attacked, domain)
+
+
+def _enumerate_now(cube: SplitCube, limits: Limits, policy: LeafPolicy, bounds: bool) -> bool:
+    """Small cubes always; without bounds (no decide_on_bounds) every cube up to the cap; else as the policy says."""
+    volume = cube.volume()
+    if volume <= limits.enumerate_at:
+        return True
+    if volume > ENUMERATE_CAP:
+        return False
+    return not bounds or (limits.adaptive and policy.enumerate_now(volume))
+
+
+def _after_bounds(
+    unit: _Unit, cubes: list[SplitCube], views: list, scores: list[float], policy: LeafPolicy
+) -> list[Outcome]:
+    """Attack the open cubes, then enumerate, solve or split each."""
+    space, limits = unit.space, unit.limits
+    outcomes: list[Outcome] = []
+    candidates = []
+    for k, (cube, view) in enumerate(zip(cubes, views)):
+        found = [r for r in (center_row(space, cube),) if r is not None]
+        if limits.attack and view is not None and view.corners is not None:
+            found.append(np.asarray(view.corners, dtype=np.int64).reshape(-1, cube.length))
+        if found:
+            candidates.append((k, np.concatenate(found)))
+    hit = unit.attack(candidates) if unit.stopped() is None else None
+    if hit is not None:
+        k, tokens = hit
+        claim = "a corner of the cube under its linear bound violates the property"
+        return [Outcome(cubes[k], "refuted", candidate=tokens, claim=claim)]
+    leaves = [c for c in cubes if limits.adaptive and c.volume() <= ENUMERATE_CAP and policy.enumerate_open(c.volume())]
+    if leaves:
+        outcomes += unit.enumerate(leaves, "the batched evaluator flags a violation in an enumerated cube")
+        if any(o.how == "refuted" for o in outcomes):
+            return [o for o in outcomes if o.how == "refuted"]
+    enumerated = {id(c) for c in leaves}
+    for cube, view, score in zip(cubes, views, scores):
+        if id(cube) in enumerated:
+            continue
+        note = ""
+        if limits.smt_at and cube.volume() <= limits.smt_at and hasattr(unit.task.prop, "build_query"):
+            start = time.perf_counter()
+            outcome = _smt_leaf(unit.task, space, cube, limits, unit.deadline, unit.cancelled)
+            unit.seconds["smt"] += time.perf_counter() - start
+            if outcome.how != "open":
+                outcomes.append(outcome)
+                continue
+            note = outcome.note
+        where = cube.most_influential(view.scores) if view is not None and view.scores is not None else cube.widest()
+        if where is None:  # a single input the bounds could not decide
+            outcomes += unit.enumerate([cube], "the batched evaluator flags a violation")
+            continue
+        first, second = cube.halves(*where)
+        outcomes.append(Outcome(cube, "split", children=[(score, first), (score, second)], note=note))
+    return outcomes
+
+
+def _smt_leaf(
+    task: Task, space: InputSpace, cube: SplitCube, limits: Limits, deadline: Deadline, cancelled: Callable[[], bool]
+) -> Outcome:
+    """The property's solver queries of the cube's length, the inputs restricted to the cube: all unsat closes."""
+    plans = [plan for plan in task.prop.smt_queries(task) if plan.key[:1] == (cube.length,)]
+    if not plans:
+        return Outcome(cube, "open", note="no solver query of this length")
+    values, coordinates = coordinate_sizes(space)
+    for plan in plans:
+        budget = Deadline(min(limits.smt_seconds, deadline.remaining()))
+        builder = Builder(deadline=budget)
+        try:
+            query = task.prop.build_query(task, plan, builder)
+        except NotEncodable as exc:
+            return Outcome(cube, "open", note=f"not encodable: {exc}")
+        except DeadlineExpired:
+            return Outcome(cube, "open", note="timeout while encoding")
+        restriction = []
+        for inp in query.inputs:
+            if len(inp.index_terms) != cube.length * coordinates:
+                return Outcome(cube, "open", note="the query's inputs cannot be restricted to the cube")
+            ranges = [r for position in cube.ranges for r in position]
+            restriction += [
+                z3.And(term >= a, term <= b)
+                for term, (a, b) in zip(inp.index_terms, ranges)
+                if (a, b) != (0, values - 1)
+            ]
+        answer = solve(
+            query.assertions + restriction,
+            input_variables(query),
+            task.settings.solver,
+            budget.remaining(),
+            task.settings.seed,
+            task.settings.rlimit,
+            cancelled,
+        )
+        if answer.status == "sat":
+            decoded = decode_answer(query, answer)
+            if decoded is None:
+                return Outcome(cube, "open", note="sat without values for every input")
+            return Outcome(
+                cube,
+                "refuted",
+                plan=plan,
+                decoded=decoded,
+                claim=f"{answer.solver} finds a violation in the cube ({plan.name})",
+            )
+        if answer.status != "unsat":
+            return Outcome(cube, "open", note=f"{answer.solver} {answer.status} ({answer.reason})")
+    return Outcome(cube, "smt")

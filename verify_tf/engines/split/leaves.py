@@ -1,0 +1,102 @@
+"""Adaptive leaves: when ``split`` enumerates a cube instead of bounding or splitting it, from measured rates.
+
+A cube of v inputs costs v·e to enumerate (e: seconds per input, measured on this run's enumerations), b to
+bound (seconds per cube, measured on its bound batches), and once bounded it closes with probability p(v)
+(measured per volume class 2^k <= v < 2^(k+1): cubes closed by bounds / cubes bounded, with one closed and one open
+cube of prior, and never lower than the rate of a larger class: smaller cubes close at least as easily). The
+expected cost of a subtree is then
+
+    C(v) = min( v·e,  b + (1 − p(v))·min(v·e, 2·C(v/2)) ),     C(1) = e,
+
+and a cube is **enumerated without bounds** where v·e wins the outer minimum, **enumerated after its bounds
+failed** where v·e wins the inner one, and split otherwise. The classes are recomputed after every round, so the
+policy follows what the bounds achieve on this model: where they close nothing, enumeration takes over at every
+size and split runs at enumeration's speed plus the bound batches it tried. The policy is plain data (two tuples
+of booleans per volume class), part of every work unit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CLASSES = 64  # volume classes: v in [2^k, 2^(k+1))
+
+
+def volume_class(volume: int) -> int:
+    return max(0, volume.bit_length() - 1)
+
+
+@dataclass(frozen=True)
+class LeafPolicy:
+    """Per volume class: enumerate at once (``before``), or once bounds did not close the cube (``after``)."""
+
+    before: tuple[bool, ...] = (False,) * CLASSES
+    after: tuple[bool, ...] = (False,) * CLASSES
+
+    def enumerate_now(self, volume: int) -> bool:
+        return self.before[volume_class(volume)]
+
+    def enumerate_open(self, volume: int) -> bool:
+        return self.after[volume_class(volume)]
+
+    def largest(self) -> int:
+        """The largest volume enumerated at once (0: none beyond the fixed leaf size)."""
+        classes = [k for k, flag in enumerate(self.before) if flag]
+        return (1 << (max(classes) + 1)) - 1 if classes else 0
+
+
+@dataclass
+class Rates:
+    """What the runs measured (merged from every work unit's result)."""
+
+    bound_seconds: float = 0.0
+    bounded: int = 0
+    enumeration_seconds: float = 0.0
+    enumerated: int = 0  # inputs
+    per_class: list[list[int]] = field(default_factory=lambda: [[0, 0] for _ in range(CLASSES)])  # bounded, closed
+
+    def record_bounds(self, seconds: float, outcomes: list[tuple[int, bool]]) -> None:
+        self.bound_seconds += seconds
+        self.bounded += len(outcomes)
+        for volume, closed in outcomes:
+            counts = self.per_class[volume_class(volume)]
+            counts[0] += 1
+            counts[1] += closed
+
+    def record_enumeration(self, seconds: float, inputs: int) -> None:
+        self.enumeration_seconds += seconds
+        self.enumerated += inputs
+
+    @property
+    def per_input(self) -> float | None:
+        return self.enumeration_seconds / self.enumerated if self.enumerated >= 1024 else None
+
+    @property
+    def per_cube(self) -> float | None:
+        return self.bound_seconds / self.bounded if self.bounded >= 16 else None
+
+    def closing(self) -> list[float]:
+        """p per class: Laplace-smoothed, and non-increasing in the volume."""
+        p = [(closed + 1) / (bounded + 2) for bounded, closed in self.per_class]
+        for k in range(CLASSES - 2, -1, -1):
+            p[k] = max(p[k], p[k + 1])
+        return p
+
+    def policy(self) -> LeafPolicy:
+        """The policy from these rates (cubes up to ``Limits.enumerate_at`` are enumerated whatever it says)."""
+        e, b = self.per_input, self.per_cube
+        if e is None or b is None:
+            return LeafPolicy()  # nothing measured yet: bound every cube above the fixed leaf size
+        p = self.closing()
+        before, after = [], []
+        cost = e  # C(1)
+        for k in range(CLASSES):
+            volume = 1 << k  # the class's smallest cube (the decision is made per class)
+            enumerate_ = volume * e
+            deeper = 2 * cost if k else enumerate_
+            open_cost = min(enumerate_, deeper)
+            bound_ = b + (1 - p[k]) * open_cost
+            before.append(enumerate_ <= bound_)
+            after.append(enumerate_ <= deeper)
+            cost = min(enumerate_, bound_)
+        return LeafPolicy(tuple(before), tuple(after))
