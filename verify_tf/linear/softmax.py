@@ -37,40 +37,54 @@ from .ints import Array, Scale
 CAP = 8  # e^Δ for Δ > CAP gets no upper form (e^8 > 2980: p_j < 1/2981 then)
 
 
+class _Brackets:
+    """floor(e^x·2^bits) and ceil(e^x·2^bits) for grid points x = g·2^-frac, computed once per g (decimal, 40 digits:
+    e^x is irrational for x != 0, so the floor and the ceiling differ by one) and kept for the process."""
+
+    def __init__(self, frac: int, bits: int):
+        self.frac, self.bits = frac, bits
+        self.lowest = -math.ceil((bits * math.log(2) + 1) * (1 << frac))  # below: e^x·2^bits < 1
+        self.highest = CAP << frac
+        self.known: dict[int, tuple[int, int]] = {}
+
+    def __call__(self, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(floor, ceil) per grid index (below ``lowest``: 0 and 1; at most ``highest``)."""
+        clipped = np.clip(grid, self.lowest - 1, self.highest)
+        unique, inverse = np.unique(clipped, return_inverse=True)
+        missing = [int(g) for g in unique if int(g) not in self.known]
+        if missing:
+            with localcontext(Context(prec=40)):
+                scale = Decimal(1 << self.bits)
+                for g in missing:
+                    if g < self.lowest:
+                        self.known[g] = (0, 1)
+                        continue
+                    value = (Decimal(g) / Decimal(1 << self.frac)).exp() * scale
+                    self.known[g] = (
+                        int(value.to_integral_value(rounding=ROUND_FLOOR)),
+                        int(value.to_integral_value(rounding=ROUND_CEILING)),
+                    )
+        lo = np.array([self.known[int(g)][0] for g in unique], dtype=np.int64)
+        hi = np.array([self.known[int(g)][1] for g in unique], dtype=np.int64)
+        return lo[inverse].reshape(grid.shape), hi[inverse].reshape(grid.shape)
+
+
 @cache
-def _brackets(frac: int, bits: int) -> tuple[int, np.ndarray, np.ndarray]:
-    """(lowest grid index g0, floor(e^x·2^bits), ceil(e^x·2^bits)) for x = g·2^-frac, g from g0 to CAP·2^frac; below g0
-    e^x·2^bits < 1 (floor 0, ceil 1)."""
-    lowest = -math.ceil((bits * math.log(2) + 1) * (1 << frac))
-    highest = CAP << frac
-    lo, hi = [], []
-    with localcontext(Context(prec=40)):
-        scale = Decimal(1 << bits)
-        for g in range(lowest, highest + 1):
-            value = (Decimal(g) / Decimal(1 << frac)).exp() * scale
-            lo.append(int(value.to_integral_value(rounding=ROUND_FLOOR)))
-            hi.append(int(value.to_integral_value(rounding=ROUND_CEILING)))
-    return lowest, np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64)
-
-
-def _lookup(table: np.ndarray, grid: np.ndarray, lowest: int, below: int) -> np.ndarray:
-    index = grid - lowest
-    inside = np.clip(index, 0, len(table) - 1)
-    return np.where(index < 0, below, table[inside])
+def _brackets(frac: int, bits: int) -> _Brackets:
+    return _Brackets(frac, bits)
 
 
 def exp_forms(delta: Lin, scale: Scale) -> tuple[Lin, np.ndarray]:
     """Bounds of e^Δ (units) for Δ on the grid; and where Δ can exceed CAP (the upper side is then not valid)."""
     one, step, frac = scale.one, scale.grid_shift, scale.frac
     assert step is not None and frac is not None  # softmax exists in fixed arithmetic only
-    lowest, table_lo, table_hi = _brackets(frac, scale.bits)
-    highest = lowest + len(table_lo) - 1
+    brackets = _brackets(frac, scale.bits)
     l_grid = np.asarray(delta.lo, dtype=np.int64) >> step
     h_grid = np.asarray(delta.hi, dtype=np.int64) >> step
-    unbounded = h_grid > highest
-    h_capped = np.minimum(h_grid, highest)
-    e_l_lo, e_l_hi = _lookup(table_lo, l_grid, lowest, 0), _lookup(table_hi, l_grid, lowest, 1)
-    e_h_hi = _lookup(table_hi, h_capped, lowest, 1)
+    unbounded = h_grid > brackets.highest
+    h_capped = np.minimum(h_grid, brackets.highest)
+    e_l_lo, e_l_hi = brackets(l_grid)
+    e_h_hi = brackets(h_capped)[1]
     t_lo, t_hi = l_grid << step, h_capped << step
     span = np.maximum(t_hi - t_lo, 1)
     chord = np.round((e_h_hi - e_l_hi).astype(np.float64) / span * one).astype(np.int64)
@@ -81,7 +95,7 @@ def exp_forms(delta: Lin, scale: Scale) -> tuple[Lin, np.ndarray]:
     mean_slope = np.maximum((e_h_hi - e_l_lo).astype(np.float64) / one / real_span, 1e-300)
     c_grid = np.clip(np.floor(np.log(mean_slope) * (1 << frac)), l_grid, h_capped).astype(np.int64)
     c_grid = np.where(h_capped > l_grid, c_grid, l_grid)
-    sigma = _lookup(table_lo, c_grid, lowest, 0)  # <= e^c
+    sigma = brackets(c_grid)[0]  # <= e^c
     tangent_beta = ints.mul(sigma, np.int64(one) - (c_grid << step))
     lc, lb = forms.line(delta.lc, delta.lb, sigma, tangent_beta, one, upper=False)
     return forms.tighten(Lin(e_l_lo, e_h_hi, lc, lb, uc, ub)), unbounded

@@ -182,24 +182,17 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
         if len(queue) > limits.queue:
             break
         queue.rebalance()
-        taken = [queue.pop()[0] for _ in range(min(len(queue), workers * limits.batch))]
-        by_length: dict[int, list[SplitCube]] = {}
-        for cube in taken:
-            by_length.setdefault(cube.length, []).append(cube)
         units = []
-        for length, cubes in by_length.items():
-            per_unit = max(1, min(limits.batch, -(-len(cubes) // workers)))
-            for start in range(0, len(cubes), per_unit):
-                batch = cubes[start : start + per_unit]
-                units.append(
-                    WorkUnit(
-                        f"split: {len(batch)} cubes of length {length} (depth {batch[0].depth})",
-                        cube_batch,
-                        (task, space, batch, limits, policy),
-                        order=tally.units + len(units),
-                        weight=sum(c.volume() for c in batch),
-                    )
+        for batch in _round(queue, limits, policy, tally.rates, workers, run.deadline.remaining()):
+            units.append(
+                WorkUnit(
+                    f"split: {len(batch)} cubes of length {batch[0].length} (depth {batch[0].depth})",
+                    cube_batch,
+                    (task, space, batch, limits, policy),
+                    order=tally.units + len(units),
+                    weight=sum(c.volume() for c in batch),
                 )
+            )
         tally.units += len(units)
         summary = schedule(run.executor, units, run.deadline, on_result)
         errors += [f"{e.key}: {e.message}" for e in summary.errors]
@@ -238,6 +231,40 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
     )
     detail = f"{_share(closed_volume, total)} of the domain closed, {len(queue)} cubes open ({why})"
     return unknown(task, run, ENGINE, detail, [f"split: {detail}"], statistics, method="branch and bound")
+
+
+UNIT_SECONDS = 2.0  # predicted work per unit at most (a tenth of the time left when that is less)
+DEFAULT_PER_INPUT, DEFAULT_PER_CUBE = 2e-5, 0.02  # seconds, until this run has measured its own rates
+
+
+def _round(
+    queue: _Queue, limits: Limits, policy: LeafPolicy, rates: Rates, workers: int, remaining: float
+) -> list[list[SplitCube]]:
+    """The next round: up to ``workers`` units, each of cubes of one length whose predicted work (enumeration at
+    the measured rate where the policy enumerates at once, else one bound) stays within a unit's share of time, at
+    most ``Limits.batch`` cubes; the first cube of a unit is taken whatever its cost."""
+    per_input = rates.per_input or DEFAULT_PER_INPUT
+    per_cube = rates.per_cube or DEFAULT_PER_CUBE
+    budget = max(0.05, min(UNIT_SECONDS, remaining / 10))
+    units: list[list[SplitCube]] = []
+    current: list[SplitCube] = []
+    cost = 0.0
+    while queue:
+        cube, priority = queue.pop()
+        volume = cube.volume()
+        enumerated = volume <= limits.enumerate_at or (limits.adaptive and policy.enumerate_now(volume))
+        work = volume * per_input if enumerated else per_cube
+        if current and (len(current) >= limits.batch or cost + work > budget or cube.length != current[0].length):
+            units.append(current)
+            current, cost = [], 0.0
+            if len(units) == workers:
+                queue.push(cube, priority)
+                break
+        current.append(cube)
+        cost += work
+    if current:
+        units.append(current)
+    return units
 
 
 def _refusal(task: Task) -> str | None:

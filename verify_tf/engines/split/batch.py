@@ -224,7 +224,7 @@ def cube_batch(
 def _enumerate_now(cube: SplitCube, limits: Limits, policy: LeafPolicy, bounds: bool) -> bool:
     """Small cubes always; without bounds (no decide_on_bounds) every cube up to the cap; else as the policy says."""
     volume = cube.volume()
-    if volume <= limits.enumerate_at:
+    if volume <= max(1, limits.enumerate_at):  # a single input is always evaluated, never bounded
         return True
     if volume > ENUMERATE_CAP:
         return False
