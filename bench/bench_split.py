@@ -168,7 +168,7 @@ def fourhead(args) -> None:
         extra = f"batched enumerate ~{enum_s:.3g} s"
         if verdict.status == "unknown" and s.get("cubes_bounded"):
             rate = s["cubes_bounded"] / cpu
-            size = knuth(model, domain, {"hi": hi}, args.probes, linear=True, rule="coefficient")[0]
+            size = knuth(model, domain, {"hi": hi}, args.probes, linear=True, rule="engine")[0]
             extra += f"; {rate:.0f} cubes/CPU s; Knuth tree ~{size:.2g} cubes: predicted {size / rate:,.0f} CPU s"
         if verdict.status == "refuted":
             extra += f"; {s.get('refuted_by')} at depth {s.get('witness_cube_depth')}"
@@ -232,8 +232,16 @@ def knuth(model, domain, options, probes: int, linear: bool, rule: str, seed: in
             if status == "holds" or cube.widest() is None:
                 estimates.append(estimate)
                 continue
-            if rule == "coefficient" and view.scores is not None:
+            if rule == "engine" and view.scores is not None:
                 where = cube.most_influential(view.scores)
+            elif rule == "coefficient" and view.scores is not None:  # the score alone, for comparison
+                ranked = [
+                    (float(view.scores[p, c]), (p, c))
+                    for p, position in enumerate(cube.ranges)
+                    for c, (a, b) in enumerate(position)
+                    if b > a
+                ]
+                where = max(ranked)[1] if max(ranked)[0] > 0 else cube.widest()
             else:
                 where = cube.widest()
             following.append((cube.halves(*where)[rng.randrange(2)], estimate, 2 * weight))
@@ -243,8 +251,11 @@ def knuth(model, domain, options, probes: int, linear: bool, rule: str, seed: in
 
 def knuth_table(args) -> None:
     print("\nKnuth tree-size estimates (cubes; mean of the probes, median in brackets)\n")
-    print("| model | property | intervals, widest | linear, widest | linear, coefficient × width | probes | s |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| model | property | intervals, widest | linear, widest | linear, coefficient × width alone "
+        "| linear, widest with ties by coefficient (the engine's) | probes | s |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for name, options, label in (
         ("d2", {"lo": -5, "hi": 5}, "\\|q\\| <= 5"),
         ("d3", {"lo": Fraction(-338203125, 10**7), "hi": Fraction(338203125, 10**7)}, "\\|q\\| <= 33.82"),
@@ -257,6 +268,7 @@ def knuth_table(args) -> None:
             (False, "widest", max(10, args.probes // 10)),
             (True, "widest", args.probes),
             (True, "coefficient", args.probes),
+            (True, "engine", args.probes),
         ):
             mean, median = knuth(model, domain, options, probes, linear, rule)
             cells.append(f"{mean:.2g} ({median:.2g})")

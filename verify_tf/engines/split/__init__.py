@@ -13,8 +13,8 @@ batch of cubes of one length), where each cube is
   a member to the replay (``violated``: every input violates) or leaves it open;
 * **attacked** when open: its corners under the linear bound and its center are evaluated exactly, all open
   cubes of the batch in one call;
-* handed to **SMT** when configured (``Limits.smt_at``), else **split** on the range with the largest linear
-  coefficient × width (the widest without forms).
+* handed to **SMT** when configured (``Limits.smt_at``), else **split** on its widest range, ties (every
+  coordinate starts with the same number of values) broken by the largest linear coefficient × width.
 
 The driver keeps the open cubes **best-first by the property's score** (how far its bounds reach past the
 property: refutations are found where they are likeliest) while fewer than ``Limits.best_first`` are open, then
@@ -28,16 +28,21 @@ split over pairs of cubes.
 from __future__ import annotations
 
 import heapq
+import time
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ...ir import Model
 from ...semantics import Fixed
+from ...spaces import InputSpace
 from ...verdict import Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, STOP, WorkUnit, schedule
 from ..base import ProgressEvent, Run, Task, describe_proof, error, proved, refuted, replayed, unknown
-from .batch import HOLDS, OPEN, PHASES, VIOLATED, BatchResult, Limits, Outcome, cube_batch
-from .cubes import SplitCube, roots
+from ..evaluators import Evaluators
+from .batch import HOLDS, OPEN, PHASES, VIOLATED, BatchResult, Limits, Outcome, cube_batch, flag_violations
+from .cubes import SplitCube, coordinate_sizes, member_mask, roots
 from .leaves import LeafPolicy, Rates
 
 ENGINE = "split"
@@ -144,7 +149,10 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
     open_notes: list[str] = []
     errors: list[str] = []
     workers = max(1, run.executor.workers)
-    policy = LeafPolicy()
+    sample = _calibrate(task, space, tally.rates)  # the enumeration rate, and a random sample checked on the way
+    if sample is not None:
+        found.append((sample, _replay(task, sample)))
+    policy = tally.rates.policy() if limits.adaptive else LeafPolicy()
 
     def on_result(unit: WorkUnit, result: BatchResult) -> str:
         nonlocal closed_volume
@@ -231,6 +239,30 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
     )
     detail = f"{_share(closed_volume, total)} of the domain closed, {len(queue)} cubes open ({why})"
     return unknown(task, run, ENGINE, detail, [f"split: {detail}"], statistics, method="branch and bound")
+
+
+CALIBRATION_ROWS = 4096
+
+
+def _calibrate(task: Task, space: InputSpace, rates: Rates) -> Outcome | None:
+    """Evaluate up to ``CALIBRATION_ROWS`` random members of the domain exactly (seeded): the enumeration rate the
+    leaf policy starts from, and a violation among them is a candidate (replayed by the caller)."""
+    rng = np.random.default_rng(task.settings.seed)
+    length = max(space.lengths)
+    if length == 0:
+        return None
+    rows = rng.integers(0, len(space.domain.tokens), size=(CALIBRATION_ROWS, length), dtype=np.int64)
+    rows = rows[member_mask(space, rows)]
+    if not len(rows):
+        return None
+    start = time.perf_counter()
+    flagged = flag_violations(task, space, Evaluators(task, space), rows)
+    rates.record_enumeration(time.perf_counter() - start, len(rows))
+    hits = np.flatnonzero(flagged)
+    if not len(hits):
+        return None
+    cube = SplitCube(tuple(tuple((0, 0) for _ in range(coordinate_sizes(space)[1])) for _ in range(length)))
+    return Outcome(cube, "refuted", candidate=space.decode(rows[int(hits[0])]), claim="a random member violates")
 
 
 UNIT_SECONDS = 2.0  # predicted work per unit at most (a tenth of the time left when that is less)

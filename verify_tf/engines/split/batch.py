@@ -8,7 +8,7 @@
 3. **Attack**: every open cube's corners under its linear bound (and its center) are evaluated exactly, all in one
    batched call: a violation is a refutation (replayed by the driver).
 4. Open cubes are enumerated where the leaf policy says that is cheaper than their subtree, handed to SMT where
-   configured, else split on the range with the largest linear coefficient × width (the widest without forms).
+   configured, else split on the widest range, ties broken by the largest linear coefficient × width.
 
 Plain data in and out (``Limits``, ``LeafPolicy``, ``SplitCube``s; ``BatchResult``), so every executor applies.
 """
@@ -79,7 +79,7 @@ class BatchResult:
     domain: str = ""  # "linear" or why the intervals were used
 
 
-def _flag(task: Task, space: InputSpace, evaluators: Evaluators, batch: np.ndarray) -> np.ndarray:
+def flag_violations(task: Task, space: InputSpace, evaluators: Evaluators, batch: np.ndarray) -> np.ndarray:
     """Which rows violate: the property's exact batched check, or the interpreter where that cannot run."""
     batched = getattr(task.prop, "batched_violations", None)
     if batched is not None:
@@ -130,7 +130,7 @@ class _Unit:
             for offset in range(0, len(members), CHUNK):
                 if self.stopped() is not None:
                     break
-                flagged[offset : offset + CHUNK] = _flag(
+                flagged[offset : offset + CHUNK] = flag_violations(
                     self.task, self.space, self.evaluators, members[offset : offset + CHUNK]
                 )
                 self.enumerated += min(CHUNK, len(members) - offset)
@@ -165,7 +165,7 @@ class _Unit:
         self.attacked = len(stacked)
         found = None
         if len(stacked):
-            flagged = _flag(self.task, self.space, self.evaluators, stacked)
+            flagged = flag_violations(self.task, self.space, self.evaluators, stacked)
             hits = np.flatnonzero(flagged)
             if len(hits):
                 found = int(owners[hits[0]]), self.space.decode(stacked[int(hits[0])])

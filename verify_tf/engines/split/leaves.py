@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 CLASSES = 64  # volume classes: v in [2^k, 2^(k+1))
+BOUND_AS_INPUTS = 1024  # a bound's cost in enumerated inputs, until one is measured
 
 
 def volume_class(volume: int) -> int:
@@ -69,7 +70,7 @@ class Rates:
 
     @property
     def per_input(self) -> float | None:
-        return self.enumeration_seconds / self.enumerated if self.enumerated >= 1024 else None
+        return self.enumeration_seconds / self.enumerated if self.enumerated >= 256 else None
 
     @property
     def per_cube(self) -> float | None:
@@ -83,10 +84,12 @@ class Rates:
         return p
 
     def policy(self) -> LeafPolicy:
-        """The policy from these rates (cubes up to ``Limits.enumerate_at`` are enumerated whatever it says)."""
-        e, b = self.per_input, self.per_cube
-        if e is None or b is None:
+        """The policy from these rates (cubes up to ``Limits.enumerate_at`` are enumerated whatever it says); before a
+        bound cost is measured, a bound is taken to cost as much as enumerating ``BOUND_AS_INPUTS`` inputs."""
+        e = self.per_input
+        if e is None:
             return LeafPolicy()  # nothing measured yet: bound every cube above the fixed leaf size
+        b = self.per_cube if self.per_cube is not None else BOUND_AS_INPUTS * e
         p = self.closing()
         before, after = [], []
         cost = e  # C(1)
