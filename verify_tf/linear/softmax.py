@@ -45,28 +45,25 @@ class _Brackets:
         self.frac, self.bits = frac, bits
         self.lowest = -math.ceil((bits * math.log(2) + 1) * (1 << frac))  # below: e^x·2^bits < 1
         self.highest = CAP << frac
-        self.known: dict[int, tuple[int, int]] = {}
+        size = self.highest - self.lowest + 2  # index 0: every g below ``lowest``
+        self.lo = np.zeros(size, dtype=np.int64)
+        self.hi = np.ones(size, dtype=np.int64)
+        self.known = np.zeros(size, dtype=bool)
+        self.known[0] = True
 
     def __call__(self, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(floor, ceil) per grid index (below ``lowest``: 0 and 1; at most ``highest``)."""
-        clipped = np.clip(grid, self.lowest - 1, self.highest)
-        unique, inverse = np.unique(clipped, return_inverse=True)
-        missing = [int(g) for g in unique if int(g) not in self.known]
-        if missing:
+        index = np.clip(grid - self.lowest + 1, 0, len(self.lo) - 1)
+        missing = np.unique(index[~self.known[index]])
+        if len(missing):
             with localcontext(Context(prec=40)):
                 scale = Decimal(1 << self.bits)
-                for g in missing:
-                    if g < self.lowest:
-                        self.known[g] = (0, 1)
-                        continue
-                    value = (Decimal(g) / Decimal(1 << self.frac)).exp() * scale
-                    self.known[g] = (
-                        int(value.to_integral_value(rounding=ROUND_FLOOR)),
-                        int(value.to_integral_value(rounding=ROUND_CEILING)),
-                    )
-        lo = np.array([self.known[int(g)][0] for g in unique], dtype=np.int64)
-        hi = np.array([self.known[int(g)][1] for g in unique], dtype=np.int64)
-        return lo[inverse].reshape(grid.shape), hi[inverse].reshape(grid.shape)
+                for k in missing.tolist():
+                    value = (Decimal(k - 1 + self.lowest) / Decimal(1 << self.frac)).exp() * scale
+                    self.lo[k] = int(value.to_integral_value(rounding=ROUND_FLOOR))
+                    self.hi[k] = int(value.to_integral_value(rounding=ROUND_CEILING))
+            self.known[missing] = True
+        return self.lo[index], self.hi[index]
 
 
 @cache
@@ -120,11 +117,11 @@ def reciprocal(s: Lin, unbounded: np.ndarray, scale: Scale) -> Lin:
     root -= root * root > magnitude * one
     root += (root + 1) * (root + 1) <= magnitude * one
     at_ends = forms.offset(sigma, s_lo, s_hi, f_lo_down, f_hi_down, one, upper=False)
-    cube = one**3
-    inside = np.asarray(
-        (ints.mul(ints.mul(s_lo, s_lo), magnitude) <= cube) & (cube <= ints.mul(ints.mul(s_hi, s_hi), magnitude)),
-        dtype=bool,
-    )
+    # S* outside [S_lo, S_hi] only where floats say so with a wide margin (the other case, the global minimum, is
+    # valid anywhere): S_lo²·|σ| > one³ or S_hi²·|σ| < one³
+    cube = float(one) ** 3
+    outside = (low * low * magnitude > cube * (1 + 1e-6)) | (high * high * magnitude < cube * (1 - 1e-6))
+    inside = ~outside
     beta_down = forms._pick(inside, 2 * root * one, at_ends)
     lc, lb = forms.line(s.uc, s.ub, sigma, beta_down, one, upper=False)  # σ < 0: with S's upper form
     # where S has no valid upper side: 0 <= 1/S <= 1/S_lo, constants
