@@ -8,11 +8,13 @@ import itertools
 from fractions import Fraction as F
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.ir import AlphabetTokens
-from verify_tf.linear import CoordinateTable, LinearModel, scale_for
+from verify_tf.linear import CoordinateTable, LinearModel, refusal, scale_for
+from verify_tf.linear.attention import knapsack_max
 from verify_tf.semantics import Exact, Fixed, evaluate
 from verify_tf.semantics.interpreter import _Counter, affine as interpreter_affine
 
@@ -96,10 +98,12 @@ def _variables(model, columns, ranges, picks):
 
 
 def _check(name, values, stage, index, t, scale):
-    """Every value inside the stage's interval and between its forms at t."""
+    """Every value inside the stage's interval and between its forms at t (None: no value there, a masked key)."""
     one = scale.one
     for position, vector in enumerate(values):
         for c, y in enumerate(vector if isinstance(vector, tuple) else (vector,)):
+            if y is None:
+                continue
             at = (0, position, c) if stage.lo.ndim == 3 else (0, position)
             lo, hi = F(int(stage.lo[at]), one), F(int(stage.hi[at]), one)
             lower = F(int(stage.lb[at]), one) + sum(F(int(k), one) * v for k, v in zip(stage.lc[at], t))
@@ -134,16 +138,24 @@ def check_case(model, arith, table, columns, ranges, chosen):
                         _check(f"{where} {name}", values, stage, tokens, t, scale)
                     one = scale.one
                     for i, row in enumerate(ht.scores):
-                        if hb.differences is not None:
-                            for j, k in itertools.product(range(len(row)), repeat=2):
-                                if row[j] is None or row[k] is None:
-                                    continue
-                                lo, hi = (F(int(x[0, i, k, j]), one) for x in (hb.differences.lo, hb.differences.hi))
-                                assert lo <= row[k] - row[j] <= hi, f"{where} s[{i}][{k}] - s[{i}][{j}] ({tokens})"
                         normalised = arith.attention_weights(row, head.scoring)
-                        for j, a in enumerate(normalised):
-                            lo, hi = (F(int(x[0, i, j]), one) for x in (hb.weights.lo, hb.weights.hi))
-                            assert lo <= a <= hi, f"{where} weight[{i}][{j}] = {a} outside [{lo}, {hi}] ({tokens})"
+                        _check(
+                            f"{where} weights of row {i}",
+                            [tuple(normalised)],
+                            hb.weights[:, i : i + 1],
+                            tokens,
+                            t,
+                            scale,
+                        )
+                        if hb.differences is not None:
+                            live = [j for j, s in enumerate(row) if s is not None]
+                            differences = [
+                                tuple(row[k] - row[j] if k in live and j in live else None for j in range(len(row)))
+                                for k in range(len(row))
+                            ]
+                            _check(
+                                f"{where} differences of row {i}", differences, hb.differences[:, i], tokens, t, scale
+                            )
                         total = sum(normalised, F(0))
                         lo, hi = (F(int(x[0, i]), one) for x in hb.mass)
                         assert lo <= total <= hi, f"{where} mass of row {i} = {total} outside [{lo}, {hi}]"
@@ -180,3 +192,58 @@ def test_every_stage_contains_every_input_of_the_cube(case):
     kinds = {h.scoring for b in model.blocks if b.attention for h in b.attention.heads}
     event(f"{'/'.join(sorted(kinds))} {getattr(arith, 'attention_rounding', 'exact')}")
     check_case(model, arith, table, columns, ranges, chosen)
+
+
+def test_the_vectorised_knapsack_agrees_with_the_exact_one():
+    """``attention.knapsack_max`` on integers over 2^K against ``bounds.knapsack_max`` in Fractions: the hand
+    example of tests/test_bounds.py (maximum 2, minimum −5/4), and random boxes that contain a point of the simplex."""
+    import random
+
+    from verify_tf.bounds import knapsack_max as exact
+
+    one = 1 << 16
+    box = [(F(0), F(1, 2)), (F(1, 4), F(1)), (F(0), F(1))]
+    lo = np.array([[int(a * one) for a, _ in box]])
+    hi = np.array([[int(b * one) for _, b in box]])
+    values = np.array([[3 * one, one, -2 * one]])
+    ones = np.array([one])
+    assert knapsack_max(lo, hi, values, ones, ones, one)[0] == 2 * one
+    assert -knapsack_max(lo, hi, -values, ones, ones, one)[0] == -5 * one // 4
+    rng = random.Random(0)
+    for _ in range(200):
+        n = rng.randint(1, 5)
+        point = [rng.random() for _ in range(n)]
+        point = [F(round(p / sum(point) * 64), 64) for p in point]  # on 1/64: a point with Σ = 1 (up to rounding)
+        point[-1] = 1 - sum(point[:-1], F(0))
+        if point[-1] < 0:
+            continue
+        box = [(max(F(0), p - F(rng.randint(0, 8), 64)), min(F(1), p + F(rng.randint(0, 8), 64))) for p in point]
+        value = [F(rng.randint(-64, 64), 16) for _ in range(n)]
+        want = exact(box, value, F(1), F(1))
+        got = knapsack_max(
+            np.array([[int(a * one) for a, _ in box]]),
+            np.array([[int(b * one) for _, b in box]]),
+            np.array([[int(v * one) for v in value]]),
+            ones,
+            ones,
+            one,
+        )[0]
+        assert got == -((-want * one).numerator // (want * one).denominator)  # the exact maximum, rounded up
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"layernorm": "pre"}, "LayerNorm is bounded by intervals only"),
+        ({"activation": "i-gelu", "ffn_width": 2}, "activation i-gelu is bounded by intervals only"),
+    ],
+)
+def test_models_the_domain_does_not_model_are_refused_by_name(change, why):
+    model = random_model(RandomConfig(seed=1, width=2, scoring="softmax", **change))
+    assert refusal(model, Fixed(12, 4)) == why
+    with pytest.raises(ValueError, match=why):
+        LinearModel(model, Fixed(12, 4), 2)
+    softmax = random_model(RandomConfig(seed=1, width=2, scoring="softmax"))
+    assert refusal(softmax, Fixed(12, 4, "rounded-terms")) == "rounded-terms softmax is bounded by intervals only"
+    assert refusal(softmax, Exact()) == "softmax needs fixed arithmetic"
+    assert refusal(softmax, Fixed(12, 4)) is None
