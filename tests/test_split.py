@@ -238,10 +238,12 @@ def test_two_layer_readout_maximum_is_proved_and_one_step_below_is_refuted():
     top = max(
         max(evaluate(model, Exact(), space.decode(row)).readout) for chunk in space.chunks(4096) for row in chunk.rows
     )
-    proved = run_split(model, Exact(), domain, "output-bounds", {"hi": top}, split.Limits(enumerate_at=16))
+    proved = run_split(
+        model, Exact(), domain, "output-bounds", {"hi": top}, split.Limits(enumerate_at=16, adaptive=False)
+    )
     assert proved.status == "proved", proved.detail
     refuted = run_split(
-        model, Exact(), domain, "output-bounds", {"hi": top - F(1, 4096)}, split.Limits(enumerate_at=16)
+        model, Exact(), domain, "output-bounds", {"hi": top - F(1, 4096)}, split.Limits(enumerate_at=16, adaptive=False)
     )
     assert refuted.status == "refuted"
     assert F(refuted.counterexample["value"]) == top
@@ -333,14 +335,20 @@ def test_layernorm_and_igelu_models_get_the_enumerated_verdicts():
     top = max(
         max(evaluate(model, arith, space.decode(row)).readout) for chunk in space.chunks(4096) for row in chunk.rows
     )
-    proved = run_split(model, arith, domain, "output-bounds", {"hi": top}, split.Limits(enumerate_at=16))
+    proved = run_split(
+        model, arith, domain, "output-bounds", {"hi": top}, split.Limits(enumerate_at=16, adaptive=False)
+    )
     assert proved.status == "proved", proved.detail
-    refuted = run_split(model, arith, domain, "output-bounds", {"hi": top - F(1, 4096)}, split.Limits(enumerate_at=16))
+    refuted = run_split(
+        model, arith, domain, "output-bounds", {"hi": top - F(1, 4096)}, split.Limits(enumerate_at=16, adaptive=False)
+    )
     assert refuted.status == "refuted"
     assert F(refuted.counterexample["value"]) == top
     whole = max(hi for _, hi in cube_bounds(model, arith, bounds_cube(space, roots(space)[0])).readout)
     assert whole >= top
-    by_bounds = run_split(model, arith, domain, "output-bounds", {"hi": whole}, split.Limits(enumerate_at=16))
+    by_bounds = run_split(
+        model, arith, domain, "output-bounds", {"hi": whole}, split.Limits(enumerate_at=16, adaptive=False)
+    )
     assert by_bounds.status == "proved" and by_bounds.statistics["closed_by_bounds"] >= 1, by_bounds.detail
 
 

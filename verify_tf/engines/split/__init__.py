@@ -72,6 +72,7 @@ class Tally:
     max_depth: int = 0
     max_queue: int = 0
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    cpu: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     units: int = 0
     attacked: int = 0
     rates: Rates = field(default_factory=Rates)
@@ -87,6 +88,7 @@ class Tally:
             "closed_by_smt": self.closed["smt"],
             "cubes_bounded": bounded,
             "bound_ms_per_cube": round(1000 * self.seconds["bounds"] / bounded, 3) if bounded else None,
+            "bound_cpu_ms_per_cube": round(1000 * self.cpu["bounds"] / bounded, 3) if bounded else None,
             "enumerated_inputs": self.rates.enumerated,
             "enumeration_inputs_per_second": (
                 round(self.rates.enumerated / self.seconds["enumeration"]) if self.seconds["enumeration"] else None
@@ -158,8 +160,11 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
         nonlocal closed_volume
         for phase, value in result.seconds.items():
             tally.seconds[phase] += value
-        tally.rates.record_bounds(result.seconds["bounds"], result.bounded)
-        tally.rates.record_enumeration(result.seconds["enumeration"], result.enumerated)
+        for phase, value in result.cpu.items():
+            tally.cpu[phase] += value
+        rates = tally.rates
+        rates.record_bounds(result.seconds["bounds"], result.cpu.get("bounds", 0.0), result.bounded)
+        rates.record_enumeration(result.seconds["enumeration"], result.cpu.get("enumeration", 0.0), result.enumerated)
         tally.attacked += result.attacked
         if result.domain:
             tally.domains.add(result.domain)
@@ -255,9 +260,9 @@ def _calibrate(task: Task, space: InputSpace, rates: Rates) -> Outcome | None:
     rows = rows[member_mask(space, rows)]
     if not len(rows):
         return None
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     flagged = flag_violations(task, space, Evaluators(task, space), rows)
-    rates.record_enumeration(time.perf_counter() - start, len(rows))
+    rates.record_enumeration(time.perf_counter() - start, time.process_time() - cpu, len(rows))
     hits = np.flatnonzero(flagged)
     if not len(hits):
         return None
@@ -265,19 +270,19 @@ def _calibrate(task: Task, space: InputSpace, rates: Rates) -> Outcome | None:
     return Outcome(cube, "refuted", candidate=space.decode(rows[int(hits[0])]), claim="a random member violates")
 
 
-UNIT_SECONDS = 2.0  # predicted work per unit at most (a tenth of the time left when that is less)
+UNIT_SECONDS = 10.0  # predicted wall time per unit at most (a fifth of the time left when that is less)
 DEFAULT_PER_INPUT, DEFAULT_PER_CUBE = 2e-5, 0.02  # seconds, until this run has measured its own rates
 
 
 def _round(
     queue: _Queue, limits: Limits, policy: LeafPolicy, rates: Rates, workers: int, remaining: float
 ) -> list[list[SplitCube]]:
-    """The next round: up to ``workers`` units, each of cubes of one length whose predicted work (enumeration at
-    the measured rate where the policy enumerates at once, else one bound) stays within a unit's share of time, at
-    most ``Limits.batch`` cubes; the first cube of a unit is taken whatever its cost."""
+    """The next round: up to ``workers`` units, each of cubes of one length whose predicted wall time (enumeration
+    at the measured rate where the policy enumerates at once, else one bound) stays within ``UNIT_SECONDS`` and a
+    fifth of the time left, at most ``Limits.batch`` cubes; the first cube of a unit is taken whatever its cost."""
     per_input = rates.per_input or DEFAULT_PER_INPUT
     per_cube = rates.per_cube or DEFAULT_PER_CUBE
-    budget = max(0.05, min(UNIT_SECONDS, remaining / 10))
+    budget = max(0.05, min(UNIT_SECONDS, remaining / 5))
     units: list[list[SplitCube]] = []
     current: list[SplitCube] = []
     cost = 0.0

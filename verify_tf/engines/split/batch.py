@@ -16,7 +16,8 @@ Plain data in and out (``Limits``, ``LeafPolicy``, ``SplitCube``s; ``BatchResult
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +73,8 @@ class Outcome:
 @dataclass
 class BatchResult:
     outcomes: list[Outcome]
-    seconds: dict[str, float]
+    seconds: dict[str, float]  # wall seconds per phase
+    cpu: dict[str, float] = field(default_factory=dict)  # this unit's process time per phase (load-independent)
     bounded: list[tuple[int, bool]] = field(default_factory=list)  # per bounded cube: (volume, closed by bounds)
     enumerated: int = 0  # inputs evaluated by enumeration (the rate's denominator)
     attacked: int = 0  # corner rows evaluated
@@ -98,8 +100,18 @@ class _Unit:
         self.deadline, self.cancelled = deadline, cancelled
         self.evaluators = Evaluators(task, space)
         self.seconds = dict.fromkeys(PHASES, 0.0)
+        self.cpu = dict.fromkeys(PHASES, 0.0)
         self.enumerated = 0
         self.attacked = 0
+
+    @contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        start, cpu = time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            self.seconds[phase] += time.perf_counter() - start
+            self.cpu[phase] += time.process_time() - cpu
 
     def stopped(self) -> str | None:
         if self.deadline.expired():
@@ -108,7 +120,10 @@ class _Unit:
 
     def enumerate(self, cubes: list[SplitCube], claim: str) -> list[Outcome]:
         """Every member of every cube, evaluated exactly in chunks: closed, or the first violation found."""
-        start = time.perf_counter()
+        with self.timed("enumeration"):
+            return self._enumerate(cubes, claim)
+
+    def _enumerate(self, cubes: list[SplitCube], claim: str) -> list[Outcome]:
         outcomes: list[Outcome] = []
         pending: list[tuple[SplitCube, np.ndarray]] = [(cube, rows(self.space, cube)) for cube in cubes]
         refuted: Outcome | None = None
@@ -148,14 +163,16 @@ class _Unit:
                     outcomes.append(Outcome(cube, "open", note="timeout"))
                 at += len(members_of)
         outcomes += [Outcome(cube, "open", note="stopped") for cube, _ in pending[index:]]
-        self.seconds["enumeration"] += time.perf_counter() - start
         return outcomes
 
     def attack(self, candidates: list[tuple[int, np.ndarray]]) -> tuple[int, tuple] | None:
         """(index of the cube, the violating input) among the candidate rows (index, rows), or None."""
         if not candidates:
             return None
-        start = time.perf_counter()
+        with self.timed("attack"):
+            return self._attack(candidates)
+
+    def _attack(self, candidates: list[tuple[int, np.ndarray]]) -> tuple[int, tuple] | None:
         owners = np.concatenate([np.full(len(r), i) for i, r in candidates])
         stacked = np.concatenate([r for _, r in candidates])
         stacked, first = np.unique(stacked, axis=0, return_index=True)
@@ -169,7 +186,6 @@ class _Unit:
             hits = np.flatnonzero(flagged)
             if len(hits):
                 found = int(owners[hits[0]]), self.space.decode(stacked[int(hits[0])])
-        self.seconds["attack"] += time.perf_counter() - start
         return found
 
 
@@ -197,12 +213,11 @@ def cube_batch(
         if decide is None:
             outcomes += _after_bounds(unit, rest, [None] * len(rest), [0.0] * len(rest), policy)
         else:
-            start = time.perf_counter()
-            bounder = Bounder(task, space, limits.linear)
-            domain = bounder.why_not_linear() or "linear"
-            batch = BatchBounds(bounder, rest)
-            decisions = [decide(task, lambda model=None, k=k: batch.of(k, model)) for k in range(len(rest))]
-            unit.seconds["bounds"] += time.perf_counter() - start
+            with unit.timed("bounds"):
+                bounder = Bounder(task, space, limits.linear)
+                domain = bounder.why_not_linear() or "linear"
+                batch = BatchBounds(bounder, rest)
+                decisions = [decide(task, lambda model=None, k=k: batch.of(k, model)) for k in range(len(rest))]
             still, views, scores = [], [], []
             for cube, view, (status, score) in zip(rest, batch.views, decisions):
                 bounded.append((cube.volume(), status == HOLDS))
@@ -218,7 +233,7 @@ def cube_batch(
             outcomes += _after_bounds(unit, still, views, scores, policy)
     elif rest:
         outcomes += [Outcome(c, "open", note=unit.stopped() or "stopped") for c in rest]
-    return BatchResult(outcomes, unit.seconds, bounded, unit.enumerated, unit.attacked, domain)
+    return BatchResult(outcomes, unit.seconds, unit.cpu, bounded, unit.enumerated, unit.attacked, domain)
 
 
 def _enumerate_now(cube: SplitCube, limits: Limits, policy: LeafPolicy, bounds: bool) -> bool:
@@ -260,9 +275,8 @@ def _after_bounds(
             continue
         note = ""
         if limits.smt_at and cube.volume() <= limits.smt_at and hasattr(unit.task.prop, "build_query"):
-            start = time.perf_counter()
-            outcome = _smt_leaf(unit.task, space, cube, limits, unit.deadline, unit.cancelled)
-            unit.seconds["smt"] += time.perf_counter() - start
+            with unit.timed("smt"):
+                outcome = _smt_leaf(unit.task, space, cube, limits, unit.deadline, unit.cancelled)
             if outcome.how != "open":
                 outcomes.append(outcome)
                 continue

@@ -48,24 +48,29 @@ class LeafPolicy:
 
 @dataclass
 class Rates:
-    """What the runs measured (merged from every work unit's result)."""
+    """What the runs measured (merged from every work unit's result): wall seconds (to size units within the
+    deadline) and process time (the leaf policy's costs: what the work costs whatever else runs on the machine)."""
 
     bound_seconds: float = 0.0
+    bound_cpu: float = 0.0
     bounded: int = 0
     enumeration_seconds: float = 0.0
+    enumeration_cpu: float = 0.0
     enumerated: int = 0  # inputs
     per_class: list[list[int]] = field(default_factory=lambda: [[0, 0] for _ in range(CLASSES)])  # bounded, closed
 
-    def record_bounds(self, seconds: float, outcomes: list[tuple[int, bool]]) -> None:
+    def record_bounds(self, seconds: float, cpu: float, outcomes: list[tuple[int, bool]]) -> None:
         self.bound_seconds += seconds
+        self.bound_cpu += cpu
         self.bounded += len(outcomes)
         for volume, closed in outcomes:
             counts = self.per_class[volume_class(volume)]
             counts[0] += 1
             counts[1] += closed
 
-    def record_enumeration(self, seconds: float, inputs: int) -> None:
+    def record_enumeration(self, seconds: float, cpu: float, inputs: int) -> None:
         self.enumeration_seconds += seconds
+        self.enumeration_cpu += cpu
         self.enumerated += inputs
 
     @property
@@ -75,6 +80,12 @@ class Rates:
     @property
     def per_cube(self) -> float | None:
         return self.bound_seconds / self.bounded if self.bounded >= 16 else None
+
+    def _cpu_per_input(self) -> float | None:
+        return max(self.enumeration_cpu, 1e-9) / self.enumerated if self.enumerated >= 256 else None
+
+    def _cpu_per_cube(self) -> float | None:
+        return max(self.bound_cpu, 1e-9) / self.bounded if self.bounded >= 16 else None
 
     def closing(self) -> list[float]:
         """p per class: Laplace-smoothed, and non-increasing in the volume."""
@@ -86,10 +97,10 @@ class Rates:
     def policy(self) -> LeafPolicy:
         """The policy from these rates (cubes up to ``Limits.enumerate_at`` are enumerated whatever it says); before a
         bound cost is measured, a bound is taken to cost as much as enumerating ``BOUND_AS_INPUTS`` inputs."""
-        e = self.per_input
+        e = self._cpu_per_input()
         if e is None:
             return LeafPolicy()  # nothing measured yet: bound every cube above the fixed leaf size
-        b = self.per_cube if self.per_cube is not None else BOUND_AS_INPUTS * e
+        b = self._cpu_per_cube() or BOUND_AS_INPUTS * e
         p = self.closing()
         before, after = [], []
         cost = e  # C(1)
