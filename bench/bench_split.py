@@ -219,13 +219,20 @@ def d3(args) -> None:
     for mode in ("split (adaptive)", "split, intervals only (before issue 29)"):
         wall_rate, cpu_rate = enumeration_rate(model, FIXED, domain)
         verdict, wall, cpu = run_split(model, FIXED, domain, {"lo": -bound, "hi": bound}, MODES[mode], args.timeout)
-        closed = verdict.statistics.get("closed_inputs", 0)
+        s = verdict.statistics
+        closed = s.get("closed_inputs", 0)
         split_wall, split_cpu = closed / wall, closed / cpu
-        ratio_wall, ratio_cpu = wall_rate / max(split_wall, 1e-9), cpu_rate / max(split_cpu, 1e-9)
+        # the whole run predicted from this prefix: the bound and attack work done so far (the adaptive policy's
+        # exploration, front-loaded) plus every input at split's own enumeration rate
+        per_input = s["enumeration_cpu_seconds"] / s["enumerated_inputs"] if s.get("enumerated_inputs") else 0.0
+        overhead = s["bounds_cpu_seconds"] + s["attack_cpu_seconds"]
+        predicted = overhead + domain.size() * per_input if per_input else float("inf")
+        enumeration = domain.size() / cpu_rate
         extra = (
-            f"closed {split_wall:,.0f} inputs/s wall, {split_cpu:,.0f}/CPU s; batched enumeration just before: "
-            f"{wall_rate:,.0f}/s wall, {cpu_rate:,.0f}/CPU s: split predicted at {ratio_wall:.2f}× (wall), "
-            f"{ratio_cpu:.2f}× (CPU) enumeration's time (enumeration ~{domain.size() / cpu_rate:,.0f} CPU s)"
+            f"closed {split_wall:,.0f} inputs/s wall, {split_cpu:,.0f}/CPU s in this prefix; batched enumeration just "
+            f"before: {wall_rate:,.0f}/s wall, {cpu_rate:,.0f}/CPU s (~{enumeration:,.0f} CPU s for the domain); "
+            f"split's own enumeration {1 / per_input if per_input else 0:,.0f} inputs/CPU s plus {overhead:.1f} CPU s "
+            f"of bounds and attacks: predicted {predicted:,.0f} CPU s, {predicted / enumeration:.2f}× enumeration"
         )
         row("d3 L2 n4 softmax", domain.size(), "\\|q\\| <= 33.82", mode, verdict, wall, cpu, extra)
 

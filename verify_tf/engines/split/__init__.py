@@ -99,6 +99,7 @@ class Tally:
             "max_open_cubes": self.max_queue,
             "units": self.units,
             **{f"{phase}_seconds": round(value, 4) for phase, value in self.seconds.items()},
+            **{f"{phase}_cpu_seconds": round(value, 4) for phase, value in self.cpu.items()},
         }
 
 

@@ -3,7 +3,7 @@
 A cube of v inputs costs v·e to enumerate (e: seconds per input, measured on this run's enumerations), b to
 bound (seconds per cube, measured on its bound batches), and once bounded it closes with probability p(v)
 (measured per volume class 2^k <= v < 2^(k+1): cubes closed by bounds / cubes bounded, with one closed and one open
-cube of prior, and never lower than the rate of a larger class: smaller cubes close at least as easily). The
+cube of prior; a class not reached yet inherits the rate of the nearest larger one, but at least ``EXPLORE``). The
 expected cost of a subtree is then
 
     C(v) = min( v·e,  b + (1 − p(v))·min(v·e, 2·C(v/2)) ),     C(1) = e,
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 CLASSES = 64  # volume classes: v in [2^k, 2^(k+1))
 BOUND_AS_INPUTS = 1024  # a bound's cost in enumerated inputs, until one is measured
+EXPLORE = 0.2  # the closing rate assumed for a volume class no cube of which was bounded yet
 
 
 def volume_class(volume: int) -> int:
@@ -88,10 +89,18 @@ class Rates:
         return max(self.bound_cpu, 1e-9) / self.bounded if self.bounded >= 16 else None
 
     def closing(self) -> list[float]:
-        """p per class: Laplace-smoothed, and non-increasing in the volume."""
-        p = [(closed + 1) / (bounded + 2) for bounded, closed in self.per_class]
-        for k in range(CLASSES - 2, -1, -1):
-            p[k] = max(p[k], p[k + 1])
+        """p per class: closed / bounded with one closed and one open cube of prior; a class not bounded yet takes
+        the rate of the nearest larger class bounded (smaller cubes close at least as easily), but at least
+        ``EXPLORE``, so the search keeps trying bounds one class further down while they are cheap against
+        enumeration, and learns where they start to close."""
+        p = [0.5] * CLASSES
+        inherited = 0.5
+        for k in range(CLASSES - 1, -1, -1):
+            bounded, closed = self.per_class[k]
+            if bounded:
+                p[k] = inherited = (closed + 1) / (bounded + 2)
+            else:
+                p[k] = max(EXPLORE, inherited)
         return p
 
     def policy(self) -> LeafPolicy:
