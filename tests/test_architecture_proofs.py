@@ -9,13 +9,9 @@ import pytest
 
 from helpers import alphabet_model, ffn_only, head, one_layer, seq
 from verify_tf.builders.random_model import RandomConfig, random_model
-from verify_tf.engines.architecture import (
-    MAX_LENGTH,
-    describe_class,
-    prove_position_blind,
-    realise_targets,
-    separate_positions,
-)
+from verify_tf.classes import describe_class
+from verify_tf.engines.architecture.concrete import realise_targets, separate_positions
+from verify_tf.engines.architecture.induction import MAX_LENGTH, prove_position_blind
 from verify_tf.ir import AttentionLayer, Block, GridTokens, Model, vector, zeros
 from verify_tf.semantics import Exact, Fixed, evaluate
 

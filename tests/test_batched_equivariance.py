@@ -113,8 +113,8 @@ def test_unsupported_models_are_unknown_on_enumerate():
 def test_auto_prefers_enumerate_when_the_domain_fits_the_timeout():
     model = random_model(RandomConfig(seed=1, width=2))
     verdict = check(*request(model, Fixed(), GRID), engine="auto")
-    assert verdict.status == "proved" and verdict.statistics["auto"]["chosen"] == "enumerate"
+    assert verdict.status == "proved" and verdict.auto["chosen"] == "enumerate"
     huge = GridDomain.regular(2, F(1, 64), 8)  # 4096 tokens, length 8: about 8e28 inputs
     verdict = check(*request(model, Fixed(), huge), engine="auto", timeout=3)
-    assert verdict.statistics["auto"]["chosen"] == "smt" and verdict.engine == "smt"
+    assert verdict.auto["chosen"] == "smt" and verdict.engine == "smt"
     assert verdict.status in ("proved", "unknown")  # one hardmax layer: z3 often proves it within the 3 s

@@ -14,7 +14,7 @@ import pytest
 
 from helpers import requires_torch, torch_installed
 from verify_tf.batched import BatchedEvaluator, NumpyOps, TorchOps, Unsupported, compile_program, make_ops
-from verify_tf.batched.program import FLOAT_EXACT
+from verify_tf.batched.plans import FLOAT_EXACT
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.ir import Block, FeedForward
 from verify_tf.semantics import Exact, Fixed, UnsupportedInMode, evaluate

@@ -5,10 +5,10 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from verify_tf import cache as cache_module
+from verify_tf import fingerprint
 from verify_tf.cache import ProofCache, key_material, key_of
 from verify_tf.cli import main
-from verify_tf.runner import Overrides, check_all
+from verify_tf.runner import Overrides, check_all, task_of
 from verify_tf.spec import load_spec_text
 from verify_tf.verdict import Verdict
 
@@ -60,13 +60,13 @@ def test_any_change_to_weights_spec_or_versions_invalidates(monkeypatch):
     assert key(SPEC.replace("{}", "{on: readout}")) != base  # the property's options
     assert key(SPEC.replace("scoring: hardmax", "scoring: uniform")) != base
     assert key(SPEC, minimize=True) != base
-    monkeypatch.setattr(cache_module, "__version__", "99.0")
+    monkeypatch.setattr(fingerprint, "__version__", "99.0")
     assert key(SPEC) != base  # the tool version
     monkeypatch.undo()
-    monkeypatch.setattr(cache_module, "library_versions", lambda: {"z3-solver": "0.0.1", "torch": None, "numpy": None})
+    monkeypatch.setattr(fingerprint, "library_versions", lambda: {"z3-solver": "0.0.1", "torch": None, "numpy": None})
     assert key(SPEC) != base  # the solver version
     monkeypatch.undo()
-    monkeypatch.setattr(cache_module, "source_fingerprint", lambda: "edited")
+    monkeypatch.setattr(fingerprint, "source_fingerprint", lambda: "edited")
     assert key(SPEC) != base  # the tool's own source (a changed property or engine)
 
 
@@ -75,20 +75,29 @@ def test_smt2_output_is_never_served_from_the_cache():
     assert key_material(spec, spec.properties[0], Overrides(smt2_dir=Path("queries")), "auto") is None
 
 
+def _lookup(text: str = SPEC) -> tuple[str, dict, object]:
+    """The key, key material and task of the first property of ``text`` (what the runner asks the cache with)."""
+    spec = load_spec_text(text, "spec.yaml")
+    material = key_material(spec, spec.properties[0], Overrides(), "auto")
+    return key_of(material), material, task_of(spec, spec.properties[0], Overrides())
+
+
 def test_only_definite_verdicts_are_stored(tmp_path):
     store = ProofCache(tmp_path)
-    assert not store.put("a" * 64, Verdict("p", "unknown", "interpret", detail="timeout"))
-    assert not store.put("b" * 64, Verdict("p", "error", "interpret", detail="bug"))
-    assert store.get("a" * 64) is None and store.get("b" * 64) is None
-    assert store.put("c" * 64, Verdict("p", "proved", "interpret", method="exhaustive", seconds=2.5))
-    assert store.get("c" * 64).status == "proved"
+    key, material, task = _lookup()
+    assert not store.put(key, material, Verdict("p", "unknown", "interpret", detail="timeout"))
+    assert not store.put(key, material, Verdict("p", "error", "interpret", detail="bug"))
+    assert store.get(key, material, task) is None and store.rejected == []  # nothing stored: a plain miss
+    assert store.put(key, material, Verdict("p", "proved", "interpret", method="exhaustive", seconds=2.5))
+    assert store.get(key, material, task).status == "proved"
     assert (tmp_path / ".gitignore").read_text().strip().endswith("*")
 
 
 def test_an_unwritable_cache_never_breaks_a_check(tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the cache folder should be")
-    assert not ProofCache(blocker).put("f" * 64, Verdict("p", "proved", "interpret"))
+    key, material, _ = _lookup()
+    assert not ProofCache(blocker).put(key, material, Verdict("p", "proved", "interpret"))
     spec = load_spec_text(SPEC, str(tmp_path / "spec.yaml"))
     [verdict] = check_all([spec], Overrides(), cache=ProofCache(blocker))
     assert verdict.status == "proved" and not verdict.cached
@@ -96,12 +105,17 @@ def test_an_unwritable_cache_never_breaks_a_check(tmp_path):
 
 def test_corrupt_or_foreign_entries_are_misses(tmp_path):
     store = ProofCache(tmp_path)
-    store.put("d" * 64, Verdict("p", "proved", "interpret"))
-    entry = tmp_path / "dd" / ("d" * 64 + ".json")
+    key, material, task = _lookup()
+    store.put(key, material, Verdict("p", "proved", "interpret"))
+    entry = tmp_path / key[:2] / f"{key}.json"
     entry.write_text("{not json")
-    assert store.get("d" * 64) is None
-    entry.write_text(json.dumps({"key": "e" * 64, "verdict": {}}))
-    assert store.get("d" * 64) is None
+    assert store.get(key, material, task) is None
+    entry.write_text(json.dumps({"body": {"key": "e" * 64}, "hmac": ""}))
+    assert store.get(key, material, task) is None
+    assert [reason.split(": ", 1)[1] for reason in store.rejected] == [
+        "unreadable (JSONDecodeError)",
+        "its key material is not this check's (an entry filed under another key)",
+    ]
 
 
 def test_unchanged_spec_rechecks_from_the_cache(tmp_path):
@@ -120,12 +134,140 @@ def test_cli_marks_cached_results_and_no_cache_bypasses(tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC)
     runner = CliRunner()
-    args = ["check", str(spec), "--cache", str(tmp_path / "c"), "--json", str(tmp_path / "r.json")]
+    junit = tmp_path / "junit.xml"
+    args = [
+        "check",
+        str(spec),
+        "--cache",
+        str(tmp_path / "c"),
+        "--json",
+        str(tmp_path / "r.json"),
+        "--junit",
+        str(junit),
+    ]
     first = runner.invoke(main, args)
-    assert first.exit_code == 0 and "(cached)" not in first.output
+    assert first.exit_code == 0 and "(cached)" not in first.output and "(cached)" not in junit.read_text()
     second = runner.invoke(main, args)
     assert second.exit_code == 0 and "(cached)" in second.output
     assert json.loads((tmp_path / "r.json").read_text())["results"][0]["cached"] is True
+    assert "proved (exhaustive) with engine enumerate" in junit.read_text() and "(cached)" in junit.read_text()
     third = runner.invoke(main, args + ["--no-cache"])
     assert "(cached)" not in third.output
     assert json.loads((tmp_path / "r.json").read_text())["results"][0]["cached"] is False
+
+
+# One model, three properties: permutation-equivariance proved (64 inputs), output-bounds refuted at X = [0, 0, 1/2]
+# (q = 1 at position 2: the hardmax head attends to the largest token, 1/2, and adds it to the residual 1/2), and
+# contextual-mapping refuted by equivariance (a pair of permuted inputs gives equal values): checked by hand and
+# by `verify-tf check` with --no-cache.
+THREE = SPEC.replace(
+    "  - permutation-equivariance: {}",
+    "  - permutation-equivariance: {}\n  - output-bounds: {lo: -1/2, hi: 1/2}\n  - contextual-mapping: {}",
+)
+
+
+def _entries(folder: Path) -> dict[str, Path]:
+    """The cache's entry files by the verdict they hold."""
+    found = {}
+    for path in folder.glob("*/*.json"):
+        verdict = _stored(json.loads(path.read_text()))
+        found[f"{verdict['kind']} {verdict['verdict']}"] = path
+    return found
+
+
+def _stored(entry: dict) -> dict:
+    """The verdict inside an entry (entries before issue 26 had no body: the tests also run against them)."""
+    return entry.get("body", entry)["verdict"]
+
+
+def _run(tmp_path: Path, *extra: str) -> tuple[int, str, dict]:
+    (tmp_path / "three.yaml").write_text(THREE)
+    report = tmp_path / "r.json"
+    args = ["check", str(tmp_path / "three.yaml"), "--cache", str(tmp_path / "c"), "--json", str(report), *extra]
+    result = CliRunner().invoke(main, args)
+    text = " ".join(result.output.split())
+    return result.exit_code, text, {e["property"]: e for e in json.loads(report.read_text())["results"]}
+
+
+def test_an_entry_edited_from_refuted_to_proved_is_not_served(tmp_path):
+    # issue 26: the edit used to be served as "proved (exhaustive) (cached)", exit 0
+    code, _, first = _run(tmp_path)
+    assert code == 1 and first["output-bounds"]["verdict"] == "refuted"
+    path = _entries(tmp_path / "c")["output-bounds refuted"]
+    data = json.loads(path.read_text())
+    _stored(data).update(verdict="proved", counterexample=None)
+    path.write_text(json.dumps(data))
+    code, output, again = _run(tmp_path)
+    assert code == 1 and again["output-bounds"]["verdict"] == "refuted" and not again["output-bounds"]["cached"]
+    assert again["permutation-equivariance"]["cached"]  # the untouched entries are still served
+    assert "not served and checked again" in output and "its signature does not verify" in output
+
+
+def test_a_refutation_of_another_property_filed_under_a_proved_key_is_not_served(tmp_path):
+    # issue 26: a contextual-mapping refutation copied under the equivariance proof's key was served as
+    # "refuted (cached)" with a contextual-mapping witness for a permutation-equivariance property
+    _run(tmp_path)
+    entries = _entries(tmp_path / "c")
+    entries["permutation-equivariance proved"].write_text(entries["contextual-mapping refuted"].read_text())
+    _, output, again = _run(tmp_path)
+    assert again["permutation-equivariance"]["verdict"] == "proved" and not again["permutation-equivariance"]["cached"]
+    assert "its key material is not this check's" in output
+
+
+def test_a_signed_refutation_is_replayed_before_it_is_served(tmp_path):
+    # an entry signed with the right key (an engine bug, or a leaked key) whose witness does not violate the
+    # property: X = [0, 0, 0] gives q = 0 at every position, inside [-1/2, 1/2]
+    from verify_tf.cache import cache_secret, signature
+
+    _run(tmp_path)
+    path = _entries(tmp_path / "c")["output-bounds refuted"]
+    data = json.loads(path.read_text())
+    data["body"]["verdict"]["counterexample"]["input"] = [["0"], ["0"], ["0"]]
+    data["hmac"] = signature(cache_secret(create=False), data["body"])
+    path.write_text(json.dumps(data))
+    _, output, again = _run(tmp_path)
+    assert again["output-bounds"]["verdict"] == "refuted" and not again["output-bounds"]["cached"]
+    assert again["output-bounds"]["counterexample"]["input"] == [["0"], ["0"], ["1/2"]]
+    assert "its counterexample does not replay (the interpreter finds no violation" in output
+    _, _, third = _run(tmp_path)  # the re-checked verdict was stored again: served, and replayed, from now on
+    assert third["output-bounds"]["cached"] and third["contextual-mapping"]["cached"]
+
+
+def test_a_witness_that_needs_its_check_to_replay_is_never_served(tmp_path):
+    # a solver-chosen member of an architecture class ("model" in the witness) cannot be replayed from the
+    # witness alone: such a refutation is checked again rather than served
+    store = ProofCache(tmp_path)
+    key, material, task = _lookup()
+    witness = {"input": [["0"], ["0"], ["0"]], "model": {}, "summary": "a member of the class"}
+    assert store.put(key, material, Verdict("p", "refuted", "architecture", counterexample=witness))
+    assert store.get(key, material, task) is None
+    assert store.rejected[0].endswith("its counterexample does not replay (not replayable from the witness alone)")
+
+
+def test_the_signing_key_lives_outside_the_cache_folder(tmp_path, monkeypatch):
+    from verify_tf.cache import secret_path
+
+    monkeypatch.delenv("VERIFY_TF_CACHE_SECRET")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    store = ProofCache(tmp_path / "cache")
+    key, material, task = _lookup()
+    assert store.put(key, material, Verdict("p", "proved", "interpret"))
+    assert secret_path() == tmp_path / "config" / "verify-tf" / "cache-secret"
+    assert secret_path().stat().st_mode & 0o777 == 0o600 and len(secret_path().read_text().strip()) == 64
+    assert not list((tmp_path / "cache").rglob("*secret*"))
+    assert store.get(key, material, task).status == "proved"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "another machine"))  # a cache restored elsewhere
+    assert store.get(key, material, task) is None and "signature does not verify" in store.rejected[-1]
+    monkeypatch.setenv("VERIFY_TF_CACHE_SECRET", "shared by the CI jobs")
+    assert store.get(key, material, task) is None  # signed with the file's key, not this one
+    assert store.put(key, material, Verdict("p", "proved", "interpret"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "a third machine"))
+    assert store.get(key, material, task).status == "proved"  # the same secret everywhere: served
+
+
+def test_certify_never_reads_the_cache(tmp_path):
+    _run(tmp_path)
+    _, output, certified = _run(tmp_path, "--certify", str(tmp_path / "certificates"))
+    proved = certified["permutation-equivariance"]
+    assert not proved["cached"] and proved["statistics"]["certificate"]["kind"] == "exhaustive"
+    assert "(cached)" not in output

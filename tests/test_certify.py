@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from verify_tf.audit import FAILED, audit_report
 from verify_tf.certify.exhaustive import closed_form_size, listed_size
 from verify_tf.certify.lrat import LratError, check_lrat, parse_dimacs
 from verify_tf.cli import main
+from verify_tf.reporting.audit import FAILED, audit_report
 from verify_tf.symbolic.bv import translation
 
 pytest.importorskip("cvc5")
@@ -107,12 +107,17 @@ def _entry(report: Path, verdict: str) -> dict:
     return next(e for e in json.loads(report.read_text())["results"] if e["verdict"] == verdict)
 
 
+def _certificate(report: Path, entry: dict) -> Path:
+    """The certificate file of a report's result (its path is relative to the report's folder)."""
+    return report.parent / entry["statistics"]["certificate"]["path"]
+
+
 def _rewrite_certificate(report: Path, entry_verdict: str, change) -> Path:
     """Apply ``change`` to the certificate body and re-seal it (its sha256 in the report updated), so only
     the re-checks can catch the tampering."""
     data = json.loads(report.read_text())
     entry = next(e for e in data["results"] if e["verdict"] == entry_verdict)
-    path = Path(entry["statistics"]["certificate"]["path"])
+    path = _certificate(report, entry)
     body = json.loads(path.read_text())
     change(body, path.parent)
     text = json.dumps(body, indent=1)
@@ -129,13 +134,13 @@ def test_smt_certificate_audits_and_tampering_fails(tmp_path):
     assert summary["complete"] and summary["kind"] == "smt"
     assert any(line.startswith("second solver re-proves the query: cvc5") for line in summary["checked_by"])
     assert any("LRAT proof" in line and "CaDiCaL 1.9.5" in line for line in summary["checked_by"])
-    body = json.loads(Path(summary["path"]).read_text())
+    body = json.loads((report.parent / summary["path"]).read_text())
     lrat = body["queries"][0]["evidence"][1]
     assert lrat["width"] >= 2 and "interval analysis" in lrat["argument"]
-    assert _audit(report)[0] == 0
+    assert _audit(report)[0] == 0, _audit(report)[1]
 
     # 1. the certificate edited without re-sealing: its digest no longer matches the report
-    path = Path(summary["path"])
+    path = report.parent / summary["path"]
     original = path.read_text()
     path.write_text(original.replace('"complete": true', '"complete": false'))
     code, output = _audit(report)
@@ -154,12 +159,13 @@ def test_smt_certificate_audits_and_tampering_fails(tmp_path):
 
     _rewrite_certificate(report, "proved", swap_query)
     code, output = _audit(report)
-    assert code == 1 and "cvc5 re-proof" in output and "CNF re-derived from the query differs" in output
+    assert code == 1 and "query 1 (length 2): the certificate's query (sha256" in output
+    assert "is not the one the encoder derives from the spec" in output and "cvc5" not in output
 
     # 3. the LRAT proof replaced by one for another formula
     (tmp_path / "again").mkdir()
     report = _check(tmp_path / "again", "smt-equivalence-proved.yaml")
-    path = Path(_entry(report, "proved")["statistics"]["certificate"]["path"])
+    path = _certificate(report, _entry(report, "proved"))
     proof = path.parent / "query-1.lrat.gz"
     proof.write_bytes(gzip.compress(b"1 0 0\n"))
     code, output = _audit(report)
@@ -170,7 +176,8 @@ def test_exhaustive_certificate_and_witness_tampering(tmp_path):
     report = _check(tmp_path, "luo-urpe-refuted.yaml", "yun-lemma6-d1-k2-n2.yaml")
     proved = _entry(report, "proved")["statistics"]["certificate"]
     assert proved["kind"] == "exhaustive" and proved["complete"]
-    assert _audit(report)[0] == 0
+    code, output = _audit(report)
+    assert code == 0, output
 
     # a witness replaced by an input on which the model is position-blind (one position: trivially blind)
     data = json.loads(report.read_text())
@@ -230,7 +237,7 @@ def test_counting_certificates_audit_and_tampering_fails(tmp_path):
     assert result.exit_code == 0, result.output
     entries = json.loads(report.read_text())["results"]
     assert [(e["engine"], e["verdict"]) for e in entries] == [("counting", "proved")] * 2
-    bounded, every = (Path(e["statistics"]["certificate"]["path"]) for e in entries)
+    bounded, every = (_certificate(report, e) for e in entries)
     body = json.loads(bounded.read_text())
     count, sample = body["checks"]
     # strings of length 0..6 over {a, b}: 1, 2, 4, ..., 64 by the closed form and by the exploration's merges
@@ -257,14 +264,27 @@ def test_counting_certificates_audit_and_tampering_fails(tmp_path):
 
     _rewrite_certificate(report, "proved", change_count)
     code, output = _audit(report)
-    assert code == 1 and "strings counted two ways" in output and "interpreter's outputs on the sample differ" in output
+    assert code == 1 and "the exploration's strings per length or states differ" in output
+
+    def change_sample(body, folder):
+        body["checks"][1]["interpreter_sha256"] = "0" * 64
+
+    report = tmp_path / "again.json"
+    CliRunner().invoke(
+        main,
+        ["check", str(tmp_path / name), "--no-cache", "-q", "--json", str(report), "--certify", str(tmp_path / "c2")],
+    )
+    _rewrite_certificate(report, "proved", change_sample)
+    code, output = _audit(report)
+    assert code == 1 and "interpreter's outputs on the sample differ" in output
 
 
 def test_query_free_depth_zero_proof_is_partial_and_its_pair_is_rechecked(tmp_path):
     # depth 0 asks no solver query: the pair a / ba (a in L_1 = a+, ba not; same last letter) is re-checked and
     # the class-wide step is recorded as trusted, so audit says partial (exit 0) until the pair is tampered with
     report = _check(tmp_path, "depth-lower-bound-L1.yaml")
-    body = json.loads(Path(_entry(report, "proved")["statistics"]["certificate"]["path"]).read_text())
+    body = json.loads(_certificate(report, _entry(report, "proved")).read_text())
+    assert body["kind"] == "conclusion" and body["queries"] == []
     pair, argument = body["checks"]
     assert pair["ok"] is True and pair["pair"] == ["a", "ba"] and pair["in_language"] == [True, False]
     assert argument["ok"] is None and "trusted" in argument["note"]
@@ -298,7 +318,7 @@ def test_split_certificate_is_partial_and_tampering_fails(tmp_path):
     report = _check(tmp_path, "split-two-layer-output-bounds.yaml")
     summary = _entry(report, "proved")["statistics"]["certificate"]
     assert summary["kind"] == "split" and not summary["complete"] and not summary["failed"]
-    body = json.loads(Path(summary["path"]).read_text())
+    body = json.loads((report.parent / summary["path"]).read_text())
     cover = body["checks"][0]
     assert cover["ok"] and cover["closed_inputs"] == cover["domain_inputs"] == cover["closed_form"] == 81**3
     code, output = _audit(report)
@@ -310,3 +330,124 @@ def test_split_certificate_is_partial_and_tampering_fails(tmp_path):
     _rewrite_certificate(report, "proved", shrink_cover)
     code, output = _audit(report)
     assert code == 1 and "the closed cubes hold" in output
+
+
+# ---------------------------------------------------------------- a certificate is bound to what it proves (issue 26)
+
+
+def test_an_unrelated_unsat_query_with_its_digests_updated_fails(tmp_path):
+    """The issue's reproduction: query-1.smt2 replaced by x ∈ [0, 3] ∧ x > 5 (unsat, but not the property's
+    query), its sha256 updated in the certificate and the certificate's in the report, only cvc5's evidence
+    kept. It used to audit ok, exit 0: the stored query was checked to be unsat, never to be the property's."""
+    report = _check(tmp_path, "smt-equivalence-proved.yaml")
+    unrelated = "(declare-fun x () Int)\n(assert (>= x 0))\n(assert (<= x 3))\n(assert (> x 5))\n(check-sat)\n"
+
+    def replace_query(body, folder):
+        (folder / body["queries"][0]["file"]).write_text(unrelated)
+        body["queries"][0]["sha256"] = hashlib.sha256(unrelated.encode()).hexdigest()
+        body["queries"][0]["evidence"] = [e for e in body["queries"][0]["evidence"] if "second solver" in e["check"]]
+
+    _rewrite_certificate(report, "proved", replace_query)
+    code, output = _audit(report)
+    assert code == 1 and "FAILED: certificate: query 1 (length 2): the certificate's query (sha256 " in output
+    assert "is not the one the encoder derives from the spec (sha256 " in output
+
+
+def test_a_certificate_of_another_property_of_another_spec_fails(tmp_path):
+    """A contextual-mapping result pointing at the equivalence proof's certificate (both re-sealed in the report)
+    used to audit ok: the certificate's spec, property and index were never compared with the result."""
+    report = _check(tmp_path, "smt-equivalence-proved.yaml", "yun-lemma6-d1-k2-n2.yaml")
+    data = json.loads(report.read_text())
+    equivalence, mapping = (e for e in data["results"] if e["verdict"] == "proved")
+    assert (equivalence["kind"], mapping["kind"]) == ("equivalent-to", "contextual-mapping")
+    mapping["statistics"]["certificate"] = equivalence["statistics"]["certificate"]
+    report.write_text(json.dumps(data))
+    items = audit_report(report)
+    assert [i.outcome for i in items] == ["ok", FAILED, "ok"]
+    problems = " ".join(items[1].problems)
+    assert "the spec file differs: file 'smt-equivalence-proved.yaml' in the certificate, " in problems
+    assert "'yun-lemma6-d1-k2-n2.yaml' here" in problems
+    assert (
+        "the property differs: " in problems
+        and "name 'equivalent-to' in the certificate, 'contextual-mapping'" in problems
+    )
+    assert "the model (weights as loaded) differs" in problems and "the domain differs" in problems
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda body: body.update(kind="none"), "a certificate of kind 'none' for a proof by engine 'smt'"),
+        (lambda body: body.update(kind="oracle"), "a certificate of kind 'oracle' for a proof by engine 'smt'"),
+        (lambda body: body.update(queries=[]), "an SMT certificate without any query"),
+        (lambda body: body.pop("subject"), "the certificate records no subject"),
+        (lambda body: body.update(format="verify-tf-certificate/1"), "are not bound to what they prove"),
+    ],
+)
+def test_certificates_that_certify_nothing_fail(tmp_path, change, message):
+    # kind none, an unknown kind and an empty query list used to audit as partial, exit 0
+    report = _check(tmp_path, "smt-equivalence-proved.yaml")
+    _rewrite_certificate(report, "proved", lambda body, folder: change(body))
+    code, output = _audit(report)
+    assert code == 1 and message in output
+
+
+def test_a_changed_program_file_is_named_although_the_spec_text_is_the_same(tmp_path):
+    """The model is built from a C-RASP program file: the spec's text does not change when the program does,
+    the model as loaded (and the options, which hash the file) do."""
+    (tmp_path / "L.cr").write_text((SPECS.parent / "examples" / "crasp" / "L1.cr").read_text())
+    (tmp_path / "l.yaml").write_text(
+        "model: {construct: crasp-program, program: L.cr}\n"
+        "arithmetic: {mode: fixed, bits: 3, frac: 0, attention-rounding: exact-sums}\n"
+        "domain:\n  strings: {alphabet: [a, b], max-length: 4}\n"
+        "properties:\n  - crasp-equivalence: {program: L.cr, engine: enumerate, expect: proved}\n"
+    )
+    report = tmp_path / "r.json"
+    args = ["check", str(tmp_path / "l.yaml"), "--no-cache", "-q", "--json", str(report)]
+    assert CliRunner().invoke(main, [*args, "--certify", str(tmp_path / "certs")]).exit_code == 0
+    assert _audit(report)[0] == 0
+    program = (tmp_path / "L.cr").read_text()
+    (tmp_path / "L.cr").write_text(program.replace("accept = has_a && !has_b", "accept = has_a"))
+    items = audit_report(report)
+    problems = " ".join(items[0].problems)
+    assert items[0].outcome == FAILED and "the model (weights as loaded) differs" in problems
+    assert "the property differs: options_sha256" in problems and "spec file differs" not in problems
+
+
+def test_paths_resolve_against_the_report_folder_only(tmp_path, monkeypatch):
+    """A report written to out/ with certificates in certs/ (both relative to the folder `check` ran in) used to
+    audit ok from that folder and fail from any other: the certificate was looked up in the current folder."""
+    shutil.copy(SPECS / "yun-lemma6-d1-k2-n2.yaml", tmp_path / "s.yaml")
+    monkeypatch.chdir(tmp_path)
+    args = ["check", "s.yaml", "--no-cache", "-q", "--json", "out/r.json", "--certify", "certs"]
+    assert CliRunner().invoke(main, args).exit_code == 0  # proved, and refuted as its `expect:` says
+    outcomes = []
+    for folder in (tmp_path, tmp_path / "out", tmp_path / "elsewhere"):
+        folder.mkdir(exist_ok=True)
+        monkeypatch.chdir(folder)
+        outcomes.append([i.outcome for i in audit_report(tmp_path / "out" / "r.json")])
+    assert outcomes == [["ok", "ok"]] * 3
+    (tmp_path / "elsewhere" / "certs").mkdir()  # a decoy in the current folder changes nothing
+    shutil.copytree(tmp_path / "certs", tmp_path / "elsewhere" / "certs", dirs_exist_ok=True)
+    shutil.rmtree(tmp_path / "certs")
+    assert [i.outcome for i in audit_report(tmp_path / "out" / "r.json")] == [FAILED, "ok"]
+
+
+def test_audit_names_files_and_digests_and_never_shows_their_contents(tmp_path):
+    # a report naming some other file as its spec: audit used to print its first bytes ("root:x:0:0")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:TOP-SECRET-LINE\n")
+    report = _check(tmp_path, "smt-equivalence-proved.yaml")
+    data = json.loads(report.read_text())
+    entry = data["results"][0]
+    entry.update(spec=str(secret), spec_resolved=str(secret))
+    entry["spec_sha256"] = hashlib.sha256(secret.read_bytes()).hexdigest()  # even with its digest right
+    report.write_text(json.dumps(data))
+    code, output = _audit(report)
+    assert code == 1 and "spec secret.txt (sha256 " in output and "does not load" in output
+    assert "TOP-SECRET" not in output and "root" not in output
+    entry.update(spec="/etc/passwd", spec_resolved="/etc/passwd")
+    report.write_text(json.dumps(data))
+    code, output = _audit(report)
+    assert code == 1 and "spec passwd (sha256 " in output and "is not the report's" in output
+    assert "root" not in output

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from verify_tf.cli import app as cli_app, main
-from verify_tf.report import combined_exit_code
+from verify_tf.reporting.report import combined_exit_code
 from verify_tf.verdict import Verdict
 
 PROVED = """
@@ -187,11 +187,11 @@ def test_help_lists_optional_groups_without_importing_them():
 
 
 def test_every_engine_a_spec_may_name_is_a_cli_choice_and_has_a_driver():
-    """One list of engines (spec.loader.ENGINES): `--engine split` was refused by a hand-written copy of it."""
-    from verify_tf.runner import DRIVERS
+    """One list of engines (the registry): `--engine split` was refused by a hand-written copy of it."""
+    from verify_tf.engines import names
     from verify_tf.spec.loader import ENGINES
 
-    assert set(ENGINES) - {"auto"} == set(DRIVERS)
+    assert set(ENGINES) - {"auto"} == set(names())
     result = CliRunner().invoke(main, ["check", "--help"])
     for engine in ENGINES:
         assert engine in result.output, engine

@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 
 pytestmark = pytest.mark.slow  # end to end: the CI examples through the CLI
@@ -30,6 +31,10 @@ def project(tmp_path):
     shim = bin_dir / "verify-tf"
     shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m verify_tf "$@"\n')
     shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    # pip: records what a step installs (installing for real needs the network), then succeeds
+    pip = bin_dir / "pip"
+    pip.write_text(f'#!/bin/sh\necho "$@" >> {shlex.quote(str(tmp_path / "pip-calls.txt"))}\n')
+    pip.chmod(pip.stat().st_mode | stat.S_IEXEC)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "160"}
     return tmp_path, env
 
@@ -89,6 +94,28 @@ def test_workflow_certify_step(project):
     proved = [r for r in report["results"] if r["verdict"] == "proved"]
     assert proved and all(r["statistics"]["certificate"]["complete"] for r in proved)
     assert "2 results: 2 ok, 0 partial, 0 failed" in result.stdout
+    # the certify extra from the verify-tf checkout, before certifying
+    assert (cwd / "pip-calls.txt").read_text().splitlines() == ["install ./.verify-tf[certify]"]
+    assert "certify" in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+
+
+def test_workflow_installs_verify_tf_from_its_repository(project):
+    """No package index has verify-tf: the workflow checks its repository out and installs the lean core from
+    there (issue 27: the example said `pip install verify-tf`)."""
+    cwd, env = project
+    workflow = yaml.safe_load((CI / "verify-tf.yml").read_text())
+    steps = workflow["jobs"]["verify"]["steps"]
+    checkout = next(step for step in steps if step.get("name") == "Check out verify-tf")
+    assert checkout["uses"].startswith("actions/checkout@") and checkout["with"]["path"] == ".verify-tf"
+    install = workflow_steps()["install"]
+    assert steps.index(checkout) < steps.index(install) < steps.index(workflow_steps()["verify"])
+    result = bash(install["run"], cwd, env)
+    assert result.returncode == 0, result.stderr
+    calls = (cwd / "pip-calls.txt").read_text().splitlines()
+    assert calls == [
+        "install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu",  # a CPU build, not CUDA
+        "install ./.verify-tf",
+    ]
 
 
 def test_pre_commit_hook(project):
@@ -108,3 +135,18 @@ def test_pre_commit_hook(project):
     positions.write_text(positions.read_text().replace("expect: refuted", "expect: proved"))
     result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 1 and "expected proved" in result.stdout
+
+
+def test_workflow_cache_is_per_branch_and_signed():
+    """The proof cache is keyed by the branch and the specs' and models' digests and never restored from another
+    branch (issue 26: `restore-keys: verify-tf-` let any branch's cache supply it); entries are signed with a
+    repository secret (docs/ci.md, the cache's trust model)."""
+    workflow = yaml.safe_load((CI / "verify-tf.yml").read_text())
+    job = workflow["jobs"]["verify"]
+    assert job["env"]["VERIFY_TF_CACHE_SECRET"] == "${{ secrets.VERIFY_TF_CACHE_SECRET }}"
+    [cache] = [step for step in job["steps"] if step.get("uses", "").startswith("actions/cache")]
+    prefix = "verify-tf:${{ github.ref_name }}:"
+    assert cache["with"]["key"] == prefix + "${{ hashFiles('specs/**', 'models/**') }}"
+    # a restore key is a prefix: it must end in a character no branch name holds (git check-ref-format: ":")
+    for restore in str(cache["with"].get("restore-keys", "")).splitlines():
+        assert restore == prefix

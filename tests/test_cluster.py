@@ -33,8 +33,9 @@ import pytest
 from click.testing import CliRunner
 
 from verify_tf.cli import main
+from verify_tf.engines import load as load_engine
 from verify_tf.engines.base import Run
-from verify_tf.runner import DRIVERS, Overrides, check_all, check_property
+from verify_tf.runner import Overrides, check_all, check_property
 from verify_tf.spec import load_spec
 from verify_tf.work import CONTINUE, STOP, Deadline, WorkUnit, schedule
 
@@ -327,11 +328,11 @@ def test_small_units_travel_in_batches(local):
 @needs_dask
 def test_a_unit_that_raises_is_an_error_naming_it(local, tmp_path):
     task, _ = faulty_task("raise", tmp_path)
-    verdict = DRIVERS["interpret"](task, Run(local, Deadline(120)))
+    verdict = load_engine("interpret").check(task, Run(local, Deadline(120)))
     assert verdict.status == "error"
     # chunks of 16 inputs (scan.chunk_size for 27 inputs on 2 workers): input 13 is in the first
     assert "work unit failed: interpret: inputs 0..15: ValueError: deliberate failure" in verdict.detail
-    assert "cluster_units.py" in verdict.statistics["traceback"]  # the worker's traceback travels back
+    assert "cluster_units.py" in verdict.traceback  # the worker's traceback travels back
 
 
 @needs_dask
@@ -340,7 +341,7 @@ def test_a_unit_that_keeps_killing_its_worker_is_an_error_naming_it(local, tmp_p
     from cluster_units import echo
 
     task, _ = faulty_task("crash", tmp_path)
-    verdict = DRIVERS["interpret"](task, Run(local, Deadline(120)))
+    verdict = load_engine("interpret").check(task, Run(local, Deadline(120)))
     assert verdict.status == "error"
     assert "work unit failed: interpret: inputs 0..15: the worker running it died repeatedly" in verdict.detail
     local.client.wait_for_workers(2, timeout=60)  # the nannies restart the workers: the cluster still works
@@ -354,7 +355,9 @@ def test_a_killed_worker_changes_nothing(local, tmp_path):
 
     task, base = faulty_task("block", tmp_path)
     outcome = {}
-    runner = threading.Thread(target=lambda: outcome.update(v=DRIVERS["interpret"](task, Run(local, Deadline(300)))))
+    runner = threading.Thread(
+        target=lambda: outcome.update(v=load_engine("interpret").check(task, Run(local, Deadline(300))))
+    )
     runner.start()
     try:
         wait_for(lambda: list(tmp_path.glob("waiting-*")), "a worker to reach the blocking input")
@@ -363,7 +366,7 @@ def test_a_killed_worker_changes_nothing(local, tmp_path):
     finally:
         (tmp_path / "go").write_text("")
         runner.join(300)
-    verdict, reference = outcome["v"], DRIVERS["interpret"](base, Run(local, Deadline(300)))
+    verdict, reference = outcome["v"], load_engine("interpret").check(base, Run(local, Deadline(300)))
     assert verdict.status == reference.status == "proved"
     assert verdict.statistics["inputs_checked"] == 27 and verdict.statistics["complete"]
     assert verdict.detail == reference.detail == "all 27 inputs"
@@ -661,7 +664,7 @@ def test_a_scheduler_lost_mid_run_gives_an_error_verdict_not_a_hang(tmp_path):
         task, _ = faulty_task("block", tmp_path)
         outcome = {}
         run = Run(executor, Deadline(120))
-        runner = threading.Thread(target=lambda: outcome.update(v=DRIVERS["interpret"](task, run)))
+        runner = threading.Thread(target=lambda: outcome.update(v=load_engine("interpret").check(task, run)))
         runner.start()
         wait_for(lambda: list(tmp_path.glob("waiting-*")), "a worker to reach the blocking input")
         cluster.scheduler.send_signal(signal.SIGKILL)
@@ -694,7 +697,7 @@ def test_a_frozen_scheduler_ends_the_property_at_its_timeout(tmp_path):
         task, _ = faulty_task("block", tmp_path)
         outcome = {}
         run = Run(executor, Deadline(10))
-        runner = threading.Thread(target=lambda: outcome.update(v=DRIVERS["interpret"](task, run)))
+        runner = threading.Thread(target=lambda: outcome.update(v=load_engine("interpret").check(task, run)))
         runner.start()
         wait_for(lambda: list(tmp_path.glob("waiting-*")), "a worker to reach the blocking input")
         cluster.scheduler.send_signal(signal.SIGSTOP)

@@ -467,14 +467,14 @@ def test_smt_agrees_with_exhaustive_on_random_hardmax_models(seed, positional):
 @pytest.mark.slow
 def test_auto_picks_an_exhaustive_engine_for_tiny_instances_and_smt_when_nothing_else_can_finish():
     tiny = PROPERTY.run(request(yun(1, 4, 3), grid(1, 4, 3), engine="auto", **YUN))
-    assert tiny.status == "proved" and tiny.statistics["auto"]["chosen"] in ("interpret", "enumerate")
+    assert tiny.status == "proved" and tiny.auto["chosen"] in ("interpret", "enumerate")
     # (1, 64, 3): 41,664 multisets, beyond int64 in places: the batched evaluator's wide path runs it (it used to
     # refuse, and auto fell back to SMT), so enumeration is predicted to finish
     wide = PROPERTY.run(request(yun(1, 64, 3), grid(1, 64, 3), engine="auto", timeout=30.0, **YUN))
-    assert (wide.status, wide.statistics["auto"]["chosen"]) == ("proved", "enumerate")
+    assert (wide.status, wide.auto["chosen"]) == ("proved", "enumerate")
     # (2, 64, 3): 4,096 tokens, C(4098, 3) ≈ 1.1·10^10 multisets: no exhaustive engine finishes in 1 s, SMT is left
     big = PROPERTY.run(request(yun(2, 64, 3), grid(2, 64, 3), engine="auto", timeout=1.0, **YUN))
-    assert big.statistics["auto"]["chosen"] == "smt"
+    assert big.auto["chosen"] == "smt"
 
 
 @pytest.mark.slow

@@ -242,7 +242,7 @@ def test_smt_per_length_queries_agree_with_one_query() -> None:
 @pytest.mark.slow
 def test_enumerate_is_the_automatic_engine_and_reaches_length_14_for_l6() -> None:
     result = run_crasp("L6.cr", 14, "auto")
-    assert result.engine == "enumerate" and result.statistics["auto"]["chosen"] == "enumerate"
+    assert result.engine == "enumerate" and result.auto["chosen"] == "enumerate"
     assert result.status == "proved" and result.statistics["inputs_checked"] == 2**14
 
 

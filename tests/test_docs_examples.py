@@ -11,9 +11,9 @@ from pathlib import Path
 
 from helpers import head, one_layer
 from verify_tf.domain import GridDomain
+from verify_tf.engines import load as load_engine
 from verify_tf.engines.base import Run, Task
 from verify_tf.executors import InProcess
-from verify_tf.runner import DRIVERS
 from verify_tf.semantics import Exact, evaluate
 from verify_tf.work import Deadline
 
@@ -40,10 +40,10 @@ def test_the_add_a_property_example_works_on_every_engine():
     options = prop.options.check({"strict": "no"})
     task = Task.make("monotone", prop, options, model, Exact(), domain)
     statuses = {
-        engine: DRIVERS[engine](task, Run(InProcess(), Deadline(30))).status
+        engine: load_engine(engine).check(task, Run(InProcess(), Deadline(30))).status
         for engine in ("interpret", "enumerate", "smt")
     }
     expected = "proved" if truth else "refuted"
     assert statuses == {"interpret": expected, "enumerate": expected, "smt": expected}
     assert truth is False  # x = (2, 0, 0): q = (4, 1, 2/3), a zero query ties every key (hand computation)
-    assert DRIVERS["search"](task, Run(InProcess(), Deadline(30))).status == "refuted"
+    assert load_engine("search").check(task, Run(InProcess(), Deadline(30))).status == "refuted"

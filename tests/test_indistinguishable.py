@@ -11,9 +11,10 @@ from __future__ import annotations
 import pytest
 
 from verify_tf.builders.random_model import RandomConfig, random_model
+from verify_tf.classes import Signatures
+from verify_tf.contract import STEP_FAILS as FAILS, STEP_HOLDS as HOLDS
 from verify_tf.crasp.languages import in_lk
-from verify_tf.engines.architecture import FAILS, HOLDS
-from verify_tf.engines.architecture.signatures import Signatures, find_pair
+from verify_tf.engines.architecture.signatures import find_pair
 from verify_tf.engines.architecture.symmetry import SymmetryStep, run_symmetry_step, symmetry_steps
 from verify_tf.properties import indistinguishable
 from verify_tf.runner import Overrides, check_property

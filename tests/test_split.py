@@ -18,8 +18,8 @@ from verify_tf.bounds import cube_bounds
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.builders.yun import yun_contextual_mapping
 from verify_tf.domain import GridDomain, StringDomain
-from verify_tf.engines import split
 from verify_tf.engines.base import Run
+from verify_tf.engines.split import driver as split
 from verify_tf.engines.split.cubes import SplitCube, bounds_cube, members, roots, rows
 from verify_tf.executors import InProcess
 from verify_tf.semantics import Exact, Fixed, evaluate
@@ -297,18 +297,32 @@ def test_rows_are_numbered_like_the_space():
     assert np.array_equal(rows(space, cube), np.array([[2, 0], [3, 0]]))
 
 
-def test_auto_picks_split_when_the_domains_bounds_decide():
+def test_auto_picks_split_when_the_domains_bounds_decide(monkeypatch):
     """|q| <= 10^6 on a 2-layer model over 25^8 ≈ 1.5·10^11 inputs: far beyond enumeration, decided by the root
-    cube's bounds, so auto's cost model predicts split finishes first; a tight bound is left to the others."""
+    cube's bounds, so auto's cost model predicts split finishes first; a tight bound is left to the others. The
+    root cube's bounds are computed once: the prediction's analysis is split's first step."""
     from helpers import verdict
+    from verify_tf.bounds import cube_bounds
+    from verify_tf.engines.split import bounder, cubes
 
+    cubes.whole_bounds.cache_clear()
+    computed = []
+
+    def counted(model, arithmetic, cube):
+        computed.append(cube)
+        return cube_bounds(model, arithmetic, cube)
+
+    for module in (cubes, bounder):  # the prediction's analysis and split's roots (cubes), intervals (bounder)
+        monkeypatch.setattr(module, "cube_bounds", counted)
     model = random_model(
         RandomConfig(seed=5, width=2, layers=2, ffn_width=2, scoring="hardmax", weight_range=F(1), denominator=4)
     )
     domain = GridDomain.regular(2, F(1, 2), 8, lo=F(-1), hi=F(1))
     result = verdict(model, Exact(), domain, "output-bounds", {"lo": -(10**6), "hi": 10**6}, timeout=30)
     assert (result.status, result.engine) == ("proved", "split")
-    assert result.statistics["auto"]["chosen"] == "split"
+    assert result.auto["chosen"] == "split"
+    roots = [cube for cube in computed if all(len(p) == 25 for p in cube.positions)]  # 25 grid tokens
+    assert len(roots) == 1 and roots[0].length == 8  # one length, one root cube, bounded once
 
 
 def test_layernorm_and_igelu_models_get_the_enumerated_verdicts():
@@ -367,12 +381,15 @@ def test_auto_predictions_spend_no_budget(monkeypatch):
     when it is predicted to cost more than a tenth of the remaining time."""
     from verify_tf import auto
     from verify_tf.batched import evaluator
+    from verify_tf.engines.cost import Calibration
+    from verify_tf.engines.split import cubes
 
     def no_compiling(*args, **kwargs):
         raise AssertionError("the cost model compiled a program")
 
     monkeypatch.setattr(evaluator, "compile_program", no_compiling)
-    monkeypatch.setattr(auto, "cube_bounds", no_compiling)
+    cubes.whole_bounds.cache_clear()
+    monkeypatch.setattr(cubes, "cube_bounds", no_compiling)  # the whole domain's bounds (split's prediction)
     model = random_model(
         RandomConfig(seed=5, width=2, layers=2, ffn_width=2, scoring="hardmax", weight_range=F(1), denominator=4)
     )
@@ -383,7 +400,7 @@ def test_auto_predictions_spend_no_budget(monkeypatch):
         "output-bounds",
         {"lo": -(10**6), "hi": 10**6},
     )
-    calibration = auto.Calibration(1e-6, 1e-9, 1e-7, "test", "test")
+    calibration = Calibration(1e-6, 1e-9, 1e-7, "test", "test")
     enumerate_, split_ = auto.predict(checked, ("enumerate", "split"), calibration, remaining=1e-9)
     assert enumerate_.seconds > 0 and enumerate_.why == ""
     assert split_.seconds == float("inf") and "too costly" in split_.why

@@ -56,8 +56,15 @@ def test_compile_export_import_prove(tmp_path):
     import gives the same IR; the exact decoding equals haiku's float model at every defined position."""
     program = lib.make_sort_unique(rasp.tokens, rasp.tokens)
     path = tmp_path / "sort_unique.json"
-    model, document = compile_and_export(program, {1, 2, 3}, 4, path)
+    said: list[str] = []
+    model, document = compile_and_export(program, {1, 2, 3}, 4, path, progress=said.append)
     assert document["checked"]["inputs"] == 3 + 9 + 27 + 81
+    assert said[:3] == [
+        "compiling with tracr (max_seq_len 4)",
+        "tabulating the program over 3 tokens up to length 4",
+        "checking the table against tracr's rasp.evaluate on 120 inputs",
+    ]
+    assert said[3].startswith(f"wrote {path} (") and said[3].endswith("; 120 inputs checked)")
     text = (
         f"model: {{tracr: {path}}}\ndomain: {{strings: {{max-length: 4}}}}\n"
         f"properties:\n  - rasp-equivalence: {{program: {path}, engine: enumerate}}\n"
@@ -80,3 +87,24 @@ def test_compile_export_import_prove(tmp_path):
                 scores = [stream[position + 1][i] for _, i in export.output_space]
                 exact = export.output_space[scores.index(max(scores))][0]
                 assert exact == floats[position] == want, (word, position)
+
+
+@pytest.mark.slow
+def test_the_docs_export_snippet_runs_and_says_what_it_does(tmp_path, monkeypatch):
+    """docs/tracr.md's export snippet, executed as written: it prints each step (issue 27: 13.7 s in silence)."""
+    import contextlib
+    import io
+    import re
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "tracr.md").read_text(encoding="utf-8")
+    snippet = re.search(r"```python\n(from tracr.*?write_export.*?)```", doc, flags=re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(snippet, "docs/tracr.md", "exec"), {})
+    lines = printed.getvalue().splitlines()
+    shown = doc.split("It prints its steps", 1)[1].split("```\n", 1)[1].split("```", 1)[0].splitlines()
+    assert lines[:-1] == shown[:-1]
+    assert lines[-1].startswith("wrote sort_unique.json (") and lines[-1].endswith("; 1,364 inputs checked)")
+    assert shown[-1] == "wrote sort_unique.json (…)"
+    assert read_export(tmp_path / "sort_unique.json").program.max_length == 5

@@ -92,28 +92,68 @@ for path in {shipped!r}:
     assert run.returncode == 0 and "EXIT 0" in run.stdout, run.stderr[-3000:]
 
 
-def test_a_spec_that_needs_torch_names_the_extra(tmp_path):
+def test_a_spec_that_needs_torch_is_skipped_and_the_others_run(tmp_path):
+    """Issue 27: one torch spec made `check specs/*.yaml` exit 2 on the lean install, checking nothing. Now its
+    properties are unknown (saying what is missing and how to install it), the other specs run, and the exit
+    code is the unknown one (3; 0 with --fail-on refuted), as docs/cli.md documents."""
     (tmp_path / "m.pt").write_bytes(b"not read: the import stops before")
     spec = tmp_path / "spec.yaml"
     spec.write_text(
         "model: {torch: m.pt, architecture: {heads: 1}}\narithmetic: exact\n"
-        "domain: {grid: {values: [0, 1]}, length: 2}\nproperties: [permutation-equivariance]\n"
+        "domain: {grid: {values: [0, 1]}, length: 2}\nproperties:\n  - permutation-equivariance\n"
+        "  - output-bounds: {lo: -1, hi: 1, name: 'bounded [lo, hi]', expect: proved}\n"
     )
-    result = run_without_torch(cli("check", "--no-cache", str(spec)), tmp_path)
-    assert "EXIT 2" in result.stdout, result.stdout + result.stderr[-3000:]
-    assert "a torch state dict needs PyTorch, which is not installed" in result.stderr
-    assert "hint: install the torch extra: pip install 'verify-tf[torch]'" in result.stderr
+    pt_file = tmp_path / "file.yaml"  # a .pt model file (not a state dict import) needs torch too
+    pt_file.write_text(spec.read_text().replace("{torch: m.pt, architecture: {heads: 1}}", "{file: m.pt}"))
+    other = str(ROOT / "specs" / "equivariance-standard-hardmax.yaml")
+    report = tmp_path / "report.json"
+    result = run_without_torch(
+        cli("check", "--no-cache", "--json", str(report), str(spec), other, str(pt_file)), tmp_path
+    )
+    assert "EXIT 3" in result.stdout, result.stdout + result.stderr[-3000:]
     assert "Traceback" not in result.stderr
+    assert f"skipped {spec}: a torch state dict needs PyTorch, which is not installed" in result.stderr
+    assert "pip install 'verify-tf[torch]'" in result.stderr
+    results = json.loads(report.read_text())["results"]
+    assert [(Path(r["spec"]).name, r["property"], r["verdict"]) for r in results] == [
+        ("spec.yaml", "permutation-equivariance", "unknown"),
+        ("spec.yaml", "bounded [lo, hi]", "unknown"),
+        ("equivariance-standard-hardmax.yaml", "permutation-equivariance", "proved"),
+        ("file.yaml", "permutation-equivariance", "unknown"),
+        ("file.yaml", "bounded [lo, hi]", "unknown"),
+    ]
+    skipped = results[0]
+    assert skipped["engine"] == "none" and skipped["method"] == "not run"
+    assert skipped["detail"] == (
+        "not run: a torch state dict needs PyTorch, which is not installed; install the torch extra: "
+        "pip install 'verify-tf[torch]' (in a checkout: pip install -e '.[torch]')"
+    )
+    assert skipped["statistics"]["missing"]["package"] == "torch"
+    assert results[3]["detail"].startswith("not run: m.pt: .pt model files need PyTorch, which is not installed")
+    assert results[1]["expect"] == "proved" and results[1]["counts_as"] == "unknown"
+
+    lenient = run_without_torch(cli("check", "--no-cache", "--fail-on", "refuted", str(spec), other), tmp_path)
+    assert "EXIT 0" in lenient.stdout, lenient.stdout + lenient.stderr[-3000:]
+    # a mistake in another spec is still the user's error: exit 2 before anything runs
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("model: {random: {seed: 1}}\nproperties: [no-such-property]\n")
+    mistake = run_without_torch(cli("check", "--no-cache", str(spec), str(broken)), tmp_path)
+    assert "EXIT 2" in mistake.stdout and "no-such-property" in mistake.stderr
+    # so is a mistake in the skipped spec's own properties
+    spec.write_text(spec.read_text().replace("output-bounds: {lo: -1", "output-bounds: {low: -1"))
+    own = run_without_torch(cli("check", "--no-cache", str(spec)), tmp_path)
+    assert "EXIT 2" in own.stdout and "unknown key 'low'" in own.stderr
 
 
 def test_pt_model_files_and_the_torch_back_end_name_the_extra(tmp_path):
     code = f"""
-from verify_tf.builders.files import ModelFileError, load_model
+from verify_tf.builders.files import load_model
 from verify_tf.batched import TorchOps, Unsupported
+from verify_tf.schema.errors import MissingDependency
 try:
     load_model({str(tmp_path / "m.pt")!r})
-except ModelFileError as exc:
-    print("FILE", exc)
+except MissingDependency as exc:
+    print("FILE", exc.package, exc.message, exc.install)
 try:
     TorchOps("cpu")
 except Unsupported as exc:
@@ -121,8 +161,8 @@ except Unsupported as exc:
 """
     result = run_without_torch(code, tmp_path)
     assert (
-        "FILE m.pt: .pt model files need PyTorch, which is not installed: pip install 'verify-tf[torch]'"
-        in result.stdout
+        "FILE torch m.pt: .pt model files need PyTorch, which is not installed install the torch extra: "
+        "pip install 'verify-tf[torch]'" in result.stdout
     ), result.stderr[-3000:]
     assert (
         "OPS the torch back end needs PyTorch, which is not installed: pip install 'verify-tf[torch]'" in result.stdout

@@ -1,12 +1,20 @@
 """The Python entry point for notebooks and tests: check a property of a model without writing a spec.
 
-    from verify_tf.api import check
-    verdict = check(model, Fixed(16, 8), GridDomain.regular(2, Fraction(1, 4), 3), "output-bounds",
-                    {"lo": -4, "hi": 4}, engine="enumerate", timeout=30)
+    from fractions import Fraction
 
-Options are plain Python values validated exactly as a spec's (numbers may be ints, Fractions or text such as
-"1/3"; an ``equivalent-to`` model may be a ``Model``); mistakes raise ``SpecError``. The verdict is the same
-object ``verify-tf check`` reports.
+    from verify_tf.api import Fixed, GridDomain, RandomConfig, check, random_model
+
+    model = random_model(RandomConfig(seed=1, width=2, layers=1, heads=1, ffn_width=2))
+    domain = GridDomain.regular(2, Fraction(1, 4), 3)  # 3 tokens of 2 coordinates in {0, 1/4, 1/2, 3/4}
+    verdict = check(model, Fixed(16, 8), domain, "output-bounds", {"lo": -19, "hi": -1}, engine="enumerate")
+    print(verdict.label, verdict.detail)  # proved (exhaustive) ...
+
+Everything a check needs is importable from here: the model sources (``load_spec``, ``load_model``,
+``random_model``), the arithmetics (``Exact``, ``Fixed``), the domains (``GridDomain``, ``StringDomain``),
+``Verdict`` and ``SpecError``. Options are plain Python values validated exactly as a spec's (numbers may be
+ints, Fractions or text such as "1/3"; an ``equivalent-to`` model may be a ``Model``); mistakes raise
+``SpecError``. The verdict is the same object ``verify-tf check`` reports. docs/api.md has a longer example
+(run by tests/test_api_docs.py).
 """
 
 from __future__ import annotations
@@ -15,17 +23,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .domain import GRID_HINT, Domain, unrepresentable_grid_value
-from .engines.base import ProgressEvent, Run, Settings, Task, no_progress
+from . import runner
+from .builders.files import load_model
+from .builders.random_model import RandomConfig, random_model
+from .contract import Task
+from .domain import GRID_HINT, Domain, GridDomain, StringDomain, unrepresentable_grid_value
+from .engines.base import ProgressEvent, Run, no_progress
 from .executors import InProcess
 from .ir import Model
-from .properties import registry
-from .runner import run_engine
+from .properties import load, names
 from .schema.dsl import Context
 from .schema.errors import OptionError, SpecError
 from .schema.yamlnodes import from_plain
-from .semantics import Arithmetic
-from .spec.loader import supported_engines
+from .semantics import Arithmetic, Exact, Fixed
+from .spec.loader import load_spec, supported_engines
 from .verdict import Verdict
 from .work import Deadline, Executor
 
@@ -39,12 +50,12 @@ def options_of(
     base_dir: Path | None = None,
 ) -> Any:
     """Validate plain ``options`` for property ``name`` (and its fit to the model and domain): typed options."""
-    if name not in registry():
-        raise SpecError(f"unknown property {name!r}", hint=f"known: {', '.join(registry())}")
+    if name not in names():
+        raise SpecError(f"unknown property {name!r}", hint=f"known: {', '.join(names())}")
     unrepresentable = unrepresentable_grid_value(domain, arithmetic)
     if unrepresentable is not None:  # the spec loader's check (domain.unrepresentable_grid_value), not a copy
         raise SpecError(unrepresentable, path="domain.grid", hint=GRID_HINT)
-    prop = registry()[name]
+    prop = load(name)
     ctx = Context(
         "<options>", base_dir or Path.cwd(), model_section=lambda node, c, path: _model_section(node, c, path)
     )
@@ -81,16 +92,21 @@ def make_task(
     base_dir: Path | None = None,
 ) -> Task:
     typed = options_of(name, options, model, arithmetic, domain, base_dir)
-    settings = Settings(
+    return runner.make_task(
+        label or name,
+        name,
+        typed,
+        model,
+        arithmetic,
+        domain,
         seed=seed,
         minimize=minimize,
         device=device,
         solver=solver,
         rlimit=rlimit,
-        samples=samples or 100_000,
-        smt2_dir=str(smt2_dir) if smt2_dir is not None else None,
+        samples=samples,
+        smt2_dir=smt2_dir,
     )
-    return Task.make(label or name, registry()[name], typed, model, arithmetic, domain, settings)
 
 
 def check(
@@ -109,15 +125,29 @@ def check(
 ) -> Verdict:
     """Check property ``name`` of ``model`` over ``domain`` with ``engine`` within ``timeout`` seconds."""
     task = make_task(model, arithmetic, domain, name, options, **settings)
-    if engine != "auto" and engine not in supported_engines(task.prop, task.options):
-        raise SpecError(
-            f"{name} does not support engine {engine!r}",
-            hint=f"it supports: {', '.join(supported_engines(task.prop, task.options))}",
-        )
+    engines = supported_engines(task.prop, task.options)
+    if engine != "auto" and engine not in engines:
+        raise SpecError(f"{name} does not support engine {engine!r}", hint=f"it supports: {', '.join(engines)}")
     run = Run(executor or InProcess(), Deadline(timeout), progress or no_progress)
-    verdict = run_engine(task, run, engine, cache_dir)
-    verdict.kind = name
-    return verdict
+    return runner.run_engine(task, run, engine, cache_dir, engines)
 
 
-__all__ = ["ProgressEvent", "check", "make_task", "options_of"]
+__all__ = [
+    "Arithmetic",
+    "Domain",
+    "Exact",
+    "Fixed",
+    "GridDomain",
+    "Model",
+    "ProgressEvent",
+    "RandomConfig",
+    "SpecError",
+    "StringDomain",
+    "Verdict",
+    "check",
+    "load_model",
+    "load_spec",
+    "make_task",
+    "options_of",
+    "random_model",
+]

@@ -1,28 +1,32 @@
-"""``engine: auto``: a cheap falsification pass, then a pure cost model.
+"""``engine: auto``: a cheap falsification pass, then a pure cost model. ``run`` is the whole of it.
 
-1. **Falsification**: when the property supports ``search`` and its space is not tiny, a seeded search runs for
-   a small share of the budget (``FALSIFY_SHARE``, at most ``FALSIFY_SECONDS``). A replayed counterexample
-   ends the check at once.
-2. **Cost model**: the time each exhaustive engine would need is *predicted* (never measured on the spot) from
-   the size of the input space, the model's multiply-accumulate count per input, and a calibration of this
-   machine's interpreter and batched-evaluator rates, measured once and stored under the cache directory
-   (``calibration.json``); ``split`` is predicted to be instant when the interval bounds of the whole domain
-   already decide the property, and is not chosen otherwise. The cheapest exhaustive engine predicted to
-   finish in the remaining time runs;
-   when none is predicted to finish, ``smt`` runs if the property has it (it may prove what enumeration
-   cannot reach), else the cheapest exhaustive engine (its verdict then says how far it got).
+1. **Falsification**: when the property supports an engine of role ``SAMPLING`` (``search``) and its space is
+   not tiny, that engine runs for a small share of the budget (``FALSIFY_SHARE``, at most
+   ``FALSIFY_SECONDS``). A replayed counterexample ends the check at once.
+2. **Cost model**: the time each ``EXHAUSTIVE`` engine would need is *predicted* (never measured on the spot) by
+   its own ``predict`` hook (``engines/<name>/__init__.py``) from the size of the input space, the model's
+   multiply-accumulate count per input, and a calibration of this machine's interpreter and batched-evaluator
+   rates, measured once and stored under the cache directory (``calibration.json``); ``split`` is predicted to
+   be instant when the interval bounds of the whole domain already decide the property, and is not chosen
+   otherwise. The cheapest exhaustive engine predicted to finish in the remaining time runs; when none is
+   predicted to finish, a ``SYMBOLIC`` engine (``smt``, ``architecture``) runs if the property has one (it
+   may prove what enumeration cannot reach), else the cheapest exhaustive engine (its verdict then says how
+   far it got).
 
+Which engine plays which role is each engine's ``ROLE`` (``engines.cost``); nothing here names an engine.
 Nothing here is part of a cache key: the key holds the engine the user asked for (``auto``), so a changed
 machine load can never change which cached verdict is served.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import platform
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -30,14 +34,16 @@ from typing import Any
 import numpy as np
 
 from . import __version__
-from .batched import BatchedEvaluator, unsupported_reason
-from .bounds import Cube, cube_bounds
-from .builders.random_model import RandomConfig, random_model
+from .contract import Task
 from .domain import GridDomain
-from .engines.base import Task
-from .ir import GridTokens, Model
+from .engines import load as load_engine
+from .engines.base import Run
+from .engines.cost import EXHAUSTIVE, SAMPLING, SYMBOLIC, Calibration, Estimate, Prediction, multiply_accumulates
+from .ir import Model
 from .semantics import Fixed, evaluate
 from .spaces import InputSpace, SpaceTooLarge
+from .verdict import ERROR, REFUTED, UNKNOWN, Verdict
+from .work import Deadline
 
 FALSIFY_SHARE = 0.1  # of the property's budget
 FALSIFY_SECONDS = 2.0
@@ -45,28 +51,17 @@ FALSIFY_MIN_SPACE = 4096  # below this, the exhaustive engines are instant: no f
 CALIBRATION_FILE = "calibration.json"
 
 
-@dataclass(frozen=True)
-class Calibration:
-    """Seconds per multiply-accumulate on this machine (interpreter, batched evaluator) plus fixed costs."""
-
-    interpret_mac: float
-    batched_mac: float
-    batched_row: float  # per input, independent of size (indexing, rounding passes)
-    machine: str
-    version: str
-
-    @staticmethod
-    def identity() -> str:
-        return f"{platform.node()}|{platform.machine()}|{os.cpu_count()}|{platform.python_version()}"
-
-
 def _reference() -> tuple[Model, Any, list]:
+    from .builders.random_model import RandomConfig, random_model  # only to calibrate (once per machine)
+
     model = random_model(RandomConfig(seed=1, width=2, layers=1, heads=2, ffn_width=4, scoring="softmax"))
     return model, Fixed(16, 8), GridDomain.regular(2, Fraction(1, 4), 4, Fraction(-1), Fraction(1)).tokens
 
 
 def measure() -> Calibration:
     """About 0.3 s: the interpreter and the batched evaluator on a fixed reference model."""
+    from .batched import BatchedEvaluator  # only to calibrate (once per machine)
+
     model, arith, tokens = _reference()
     macs = multiply_accumulates(model, 4)
     start, count = time.perf_counter(), 0
@@ -83,7 +78,12 @@ def measure() -> Calibration:
         evaluator.run(rows[:batch])
         timings.append((time.perf_counter() - begin) / batch)
     per_row = max(timings[1], 1e-9)
-    return Calibration(interpret, per_row * 0.8 / macs, per_row * 0.2, Calibration.identity(), __version__)
+    return Calibration(interpret, per_row * 0.8 / macs, per_row * 0.2, identity(), __version__)
+
+
+def identity() -> str:
+    """This machine and Python, as a calibration is stored for."""
+    return f"{platform.node()}|{platform.machine()}|{os.cpu_count()}|{platform.python_version()}"
 
 
 def load(cache_dir: Path | None) -> Calibration:
@@ -93,7 +93,7 @@ def load(cache_dir: Path | None) -> Calibration:
         try:
             data = json.loads(path.read_text())
             stored = Calibration(**data)
-            if stored.machine == Calibration.identity() and stored.version == __version__:
+            if stored.machine == identity() and stored.version == __version__:
                 return stored
         except (OSError, ValueError, TypeError):
             pass
@@ -111,109 +111,79 @@ def load(cache_dir: Path | None) -> Calibration:
 _CACHED: dict[str, Calibration] = {}
 
 
-def multiply_accumulates(model: Model, length: int) -> int:
-    """Multiply-accumulates of one evaluation on ``length`` user tokens (BOS included): the cost unit."""
-    n = length + (0 if isinstance(model.tokens, GridTokens) or model.tokens.bos is None else 1)
-    d, total = model.dim, n * model.dim
-    for block in model.blocks:
-        if block.attention is not None:
-            for head in block.attention.heads:
-                k, v = head.key_dim, head.value_dim
-                total += n * d * (2 * k + v) + n * n * (k + v) + n * v * d
-        if block.feed_forward is not None:
-            total += 2 * n * d * block.feed_forward.width
-    return max(total, 1)
+def run(task: Task, run: Run, engines: tuple[str, ...], cache_dir: Path | None = None) -> Verdict:
+    """Check ``task`` with ``engine: auto`` among ``engines`` (the property's, for its options): falsification,
+    then the engine the cost model picks. The verdict's ``auto`` says what ran and why."""
+    notes: dict[str, Any] = {}
+    sampler = falsifier(task, engines)
+    if sampler is not None:
+        began = run.deadline.elapsed()  # the sampler's own budget, on the property's clock
+        budget = Deadline(began + falsify_seconds(run.deadline.remaining()), start=run.deadline.start)
+        samples = max(1024, min(task.settings.samples, 1 << 16))
+        brief = dataclasses.replace(task, settings=dataclasses.replace(task.settings, samples=samples))
+        found = load_engine(sampler).check(brief, Run(run.executor, budget, run.progress))
+        spent = budget.elapsed() - began
+        notes["falsification"] = f"{sampler}, {found.statistics.get('samples', 0)} samples in {spent:.2f} s"
+        if found.status in (REFUTED, ERROR):
+            return dataclasses.replace(found, auto=notes)
+    chosen, why = choose(task, engines, run.deadline.remaining(), load(cache_dir))
+    notes.update(why)
+    verdict = load_engine(chosen).check(task, run)
+    tried = verdict.tried
+    if verdict.status == UNKNOWN and "falsification" in notes:
+        tried = [f"auto: {notes['falsification']}: no counterexample"] + list(tried)
+    return dataclasses.replace(verdict, auto=notes, tried=tried)
 
 
-@dataclass(frozen=True)
-class Prediction:
-    engine: str
-    seconds: float  # math.inf: cannot run
-    why: str = ""
+def role(engine: str) -> str | None:
+    return load_engine(engine).role
 
 
 def predict(
-    task: Task, engines: tuple[str, ...], calibration: Calibration, remaining: float = float("inf")
+    task: Task, engines: tuple[str, ...], calibration: Calibration, remaining: float = math.inf
 ) -> list[Prediction]:
-    """Predicted seconds of each exhaustive engine the property supports (pure: no evaluation happens; split's
-    analysis of the whole domain's bounds runs only when it is predicted to take under a tenth of ``remaining``)."""
+    """Predicted seconds of each of ``engines`` that has a ``predict`` hook (pure: nothing is evaluated;
+    split's analysis of the whole domain's bounds runs only when predicted to take under a tenth of
+    ``remaining``)."""
+    estimate = estimate_of(task, calibration, remaining)
+    hooks = [load_engine(engine).predict for engine in engines]
+    return [hook(task, estimate) for hook in hooks if hook is not None]
+
+
+def estimate_of(task: Task, calibration: Calibration, remaining: float = math.inf) -> Estimate:
+    """What the ``predict`` hooks see of ``task``: its space, how many inputs, how many multiply-accumulates each."""
     space = task.prop.input_space(task) if task.domain is not None else None
     try:
         count = space.count() if space is not None else 0
     except SpaceTooLarge:
         count = None
-    factor = getattr(task.prop, "evaluations_per_input", 1)
+    factor = task.prop.evaluations_per_input
     lengths = space.lengths if space is not None else ()
     macs = max((multiply_accumulates(task.model, n) for n in lengths), default=1) * factor
-    out = []
-    for engine in engines:
-        if engine == "interpret":
-            seconds = float("inf") if count is None else count * macs * calibration.interpret_mac
-            out.append(Prediction(engine, seconds))
-        elif engine == "enumerate":
-            reason = unsupported_reason(task.model, task.arithmetic)
-            if reason is not None:
-                out.append(Prediction(engine, float("inf"), f"not evaluable exactly in batches: {reason}"))
-                continue
-            seconds = (
-                float("inf")
-                if count is None
-                else count * (macs * calibration.batched_mac + factor * calibration.batched_row)
-            )
-            out.append(Prediction(engine, seconds))
-        elif engine == "split":
-            out.append(_predict_split(task, space, macs, calibration, remaining))
-    return out
-
-
-BOUNDS_COST = 20  # interval bounds of a cube cost about this many interpreter evaluations (Fractions, 2 ends)
-
-
-def _predict_split(
-    task: Task, space: InputSpace | None, macs: int, calibration: Calibration, remaining: float = float("inf")
-) -> Prediction:
-    """``split`` is predicted to finish at once only when the bounds of each whole-length cube already decide the
-    property (an analysis of the model, not a run of the engine); otherwise its cost is not predictable here
-    (it may close cubes by bounds deeper down, or end up enumerating): it is not chosen."""
-    decide = getattr(task.prop, "decide_on_bounds", None)
-    if decide is None or space is None or space.order != "all":
-        return Prediction("split", float("inf"), "no bounds decision for this property")
-    analysis = len(space.lengths) * BOUNDS_COST * macs * calibration.interpret_mac
-    if analysis > remaining / 10:  # the budget is the user's: the choice must not spend it
-        return Prediction("split", float("inf"), "the domain's bounds are too costly to analyse within the budget")
-    for n in space.lengths:
-        whole = Cube.whole(space.tokens, n)
-        status, _ = decide(
-            task,
-            lambda model=None, whole=whole: cube_bounds(task.model if model is None else model, task.arithmetic, whole),
-        )
-        if status != "holds":
-            return Prediction("split", float("inf"), "the domain's bounds do not decide the property")
-    return Prediction("split", analysis)
+    return Estimate(space, count, macs, factor, calibration, remaining)
 
 
 def choose(task: Task, engines: tuple[str, ...], remaining: float, calibration: Calibration) -> tuple[str, dict]:
     """The engine to run after falsification, and the numbers the choice rests on (for the statistics)."""
-    exhaustive = [e for e in engines if e in ("interpret", "enumerate", "split")]
-    predictions = predict(task, tuple(exhaustive), calibration, remaining)
+    exhaustive = tuple(e for e in engines if role(e) == EXHAUSTIVE)
+    predictions = predict(task, exhaustive, calibration, remaining)
     shown = {
-        p.engine: (round(p.seconds, 4) if p.seconds != float("inf") else "cannot run" + (f": {p.why}" if p.why else ""))
+        p.engine: (round(p.seconds, 4) if p.seconds != math.inf else "cannot run" + (f": {p.why}" if p.why else ""))
         for p in predictions
     }
     finishing = sorted((p for p in predictions if p.seconds <= remaining), key=lambda p: p.seconds)
     if finishing:
         return finishing[0].engine, {"predicted_seconds": shown, "chosen": finishing[0].engine}
-    for engine in ("smt", "architecture"):
-        if engine in engines:
-            why = (
-                "no exhaustive engine is predicted to finish in time"
-                if exhaustive
-                else f"{engine} is the only engine of this property"
-                if len(engines) == 1
-                else "this property has no exhaustive engine"
-            )
-            return engine, {"predicted_seconds": shown, "chosen": engine, "why": why}
-    if predictions and min(p.seconds for p in predictions) < float("inf"):
+    for engine in (e for e in engines if role(e) == SYMBOLIC):
+        why = (
+            "no exhaustive engine is predicted to finish in time"
+            if exhaustive
+            else f"{engine} is the only engine of this property"
+            if len(engines) == 1
+            else "this property has no exhaustive engine"
+        )
+        return engine, {"predicted_seconds": shown, "chosen": engine, "why": why}
+    if predictions and min(p.seconds for p in predictions) < math.inf:
         best = min(predictions, key=lambda p: p.seconds)
         return best.engine, {
             "predicted_seconds": shown,
@@ -223,16 +193,18 @@ def choose(task: Task, engines: tuple[str, ...], remaining: float, calibration: 
     return engines[0], {"predicted_seconds": shown, "chosen": engines[0]}
 
 
-def worth_falsifying(task: Task, engines: tuple[str, ...]) -> bool:
-    if "search" not in engines or task.domain is None:
-        return False
+def falsifier(task: Task, engines: tuple[str, ...]) -> str | None:
+    """The sampling engine to run first, or None when the space is too small (or constant) to be worth it."""
+    sampler = next((e for e in engines if role(e) == SAMPLING), None)
+    if sampler is None or task.domain is None:
+        return None
     space: InputSpace = task.prop.input_space(task)
     if space.order == "constant":
-        return False
+        return None
     try:
-        return space.count() >= FALSIFY_MIN_SPACE
+        return sampler if space.count() >= FALSIFY_MIN_SPACE else None
     except SpaceTooLarge:
-        return True
+        return sampler
 
 
 def falsify_seconds(budget: float) -> float:

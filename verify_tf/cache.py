@@ -5,93 +5,51 @@ A key is the SHA-256 of a canonical JSON document (``key_material``) holding:
 * the model in its canonical plain-data form (``builders.files.model_to_dict``: every weight as an exact
   ``p/q`` string, so a changed weight file, inline weight or torch state dict changes the key);
 * the arithmetic, the domain, the property's registry name and its normalised options (files named in the
-  options are hashed by content), the engine actually used, the seed and ``--minimize``;
+  options are hashed by content), the engine asked for, the seed and ``--minimize``;
 * the tool: ``verify_tf.__version__`` plus a fingerprint of the package's own source files (so a changed
   property or engine never serves a verdict it did not compute), and the installed solver / tensor
-  library versions read from package metadata (z3 and torch are never imported for this).
+  library versions read from package metadata (``verify_tf.fingerprint``).
 
 ``unknown`` and ``error`` verdicts are never stored: they depend on time limits and on bugs, not only on the
 inputs of the key. The timeout is therefore not part of the key. Writes are atomic (write, then rename), so
 parallel processes can share one cache folder; an unreadable entry is a miss.
+
+What an entry must pass before it is served (docs/ci.md, "the cache's trust model"):
+
+1. it stores its full key material, which must equal the material of the check asking (so it re-derives to
+   the key it is filed under: an entry copied under another key is a miss);
+2. it carries an HMAC-SHA256 over its key, material and verdict under a secret kept outside the cache folder
+   (``VERIFY_TF_CACHE_SECRET``, else a random key created once in the user's config folder): an entry edited
+   by anyone without the secret (``refuted`` turned into ``proved``) or written on another machine is a miss;
+3. a refutation is replayed on the reference interpreter (``engines.replay``) before it is served; one whose
+   witness cannot be replayed from the witness alone (an architecture member) is re-checked instead.
+
+A served ``proved`` is marked ``(cached)`` in every report; ``--certify`` and ``--smt2`` never read the cache.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import hmac
 import json
 import os
+import secrets
 import tempfile
-from fractions import Fraction
-from functools import cache
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+from .engines.base import Task
+from .engines.replay import replay_stored
+from .fingerprint import canonical, tool_versions
 from .ir.plain import model_to_dict
 from .verdict import PROVED, REFUTED, Verdict
 
 DEFAULT_CACHE_DIR = Path(".verify-tf-cache")
-KEY_FORMAT = "verify-tf-cache/1"
+KEY_FORMAT = "verify-tf-cache/2"
 CACHEABLE = (PROVED, REFUTED)
-
-
-@cache
-def source_fingerprint() -> str:
-    """SHA-256 over the package's .py files (relative path and content), computed once per process."""
-    package = Path(__file__).resolve().parent
-    digest = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        digest.update(path.relative_to(package).as_posix().encode())
-        digest.update(b"\0")
-        digest.update(path.read_bytes())
-        digest.update(b"\0")
-    return digest.hexdigest()
-
-
-@cache
-def library_versions() -> dict[str, str | None]:
-    from importlib import metadata
-
-    versions: dict[str, str | None] = {}
-    for dist in ("z3-solver", "torch", "numpy"):
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            versions[dist] = None
-    return versions
-
-
-def tool_versions() -> dict[str, Any]:
-    return {"verify-tf": __version__, "source": source_fingerprint(), **library_versions()}
-
-
-def _file_digest(path: Path) -> str:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return "unreadable"
-
-
-def canonical(value: Any) -> Any:
-    """Plain JSON data with a deterministic form: exact numbers as 'p/q', files by content hash."""
-    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
-        return value
-    if isinstance(value, Fraction):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, Path):
-        return {"file-sha256": _file_digest(value)} if value.is_file() else {"path": str(value)}
-    if isinstance(value, dict):
-        return {str(k): canonical(v) for k, v in value.items() if k != "__node__"}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = [canonical(v) for v in value]
-        return sorted(items, key=json.dumps) if isinstance(value, (set, frozenset)) else items
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
-        return {"__type__": type(value).__name__, **fields}
-    return {"__repr__": repr(value)}
+SECRET_VARIABLE = "VERIFY_TF_CACHE_SECRET"
 
 
 def key_material(spec, prop, overrides, engine: str) -> dict[str, Any] | None:
@@ -119,37 +77,110 @@ def key_material(spec, prop, overrides, engine: str) -> dict[str, Any] | None:
 
 
 def key_of(material: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(material, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return hashlib.sha256(_text(material).encode()).hexdigest()
 
 
+def _text(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def secret_path() -> Path:
+    """Where the cache's signing key lives when ``VERIFY_TF_CACHE_SECRET`` is not set: outside every cache folder."""
+    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config) / "verify-tf" / "cache-secret"
+
+
+def cache_secret(create: bool) -> bytes | None:
+    """The HMAC key: ``VERIFY_TF_CACHE_SECRET``, else the key file (created with mode 0600 when ``create``)."""
+    value = os.environ.get(SECRET_VARIABLE, "")
+    if value:
+        return value.encode()
+    path = secret_path()
+    try:
+        return path.read_bytes().strip() or None
+    except FileNotFoundError:
+        if not create:
+            return None
+    except OSError:
+        return None
+    try:  # created once, atomically: parallel processes agree on the first key written
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(handle, "w") as out:
+            out.write(secrets.token_hex(32) + "\n")
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(temporary)
+        return path.read_bytes().strip() or None
+    except OSError:
+        return None
+
+
+def signature(secret: bytes, body: dict[str, Any]) -> str:
+    return hmac.new(secret, _text(body).encode(), hashlib.sha256).hexdigest()
+
+
+@dataclass
 class ProofCache:
-    """A folder of ``<key[:2]>/<key>.json`` files, one per cached verdict."""
+    """A folder of ``<key[:2]>/<key>.json`` files, one per cached verdict: ``{"body": {key, material, versions,
+    verdict}, "hmac": ...}``. ``rejected`` lists the entries found but not served, with the reason."""
 
-    def __init__(self, root: str | Path = DEFAULT_CACHE_DIR):
-        self.root = Path(root)
+    root: Path = DEFAULT_CACHE_DIR
+    rejected: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root)
 
     def _entry(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
 
-    def get(self, key: str) -> Verdict | None:
+    def get(self, key: str, material: dict[str, Any], task: Task) -> Verdict | None:
+        """The stored verdict when its entry passes the three checks of the module docstring; else None."""
+        path = self._entry(key)
         try:
-            data = json.loads(self._entry(key).read_text())
-            if data.get("key") != key:
-                return None
-            verdict = Verdict.from_json(data["verdict"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-        if verdict.status not in CACHEABLE:
-            return None
+            text = path.read_text()
+        except OSError:
+            return None  # no entry: an ordinary miss
+        why, verdict = self._verified(key, material, text)
+        if verdict is not None and verdict.status == REFUTED:
+            replays, replayed = replay_stored(task, verdict.counterexample)
+            if not replays:
+                why, verdict = f"its counterexample does not replay ({replayed})", None
+        if verdict is None:
+            self.rejected.append(f"{path.name}: {why}")
         return verdict
 
-    def put(self, key: str, verdict: Verdict) -> bool:
-        """Store a definite verdict; False (storing nothing) for unknown / error or when the folder is unwritable."""
+    def _verified(self, key: str, material: dict[str, Any], text: str) -> tuple[str, Verdict | None]:
+        try:
+            data = json.loads(text)
+            body = data["body"]
+            if body["key"] != key or _text(body["material"]) != _text(material) or key_of(body["material"]) != key:
+                return "its key material is not this check's (an entry filed under another key)", None
+            secret = cache_secret(create=False)
+            if secret is None or not hmac.compare_digest(str(data.get("hmac", "")), signature(secret, body)):
+                return "its signature does not verify (edited, or written with another VERIFY_TF_CACHE_SECRET)", None
+            verdict = Verdict.from_json(body["verdict"])
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            return f"unreadable ({type(exc).__name__})", None
         if verdict.status not in CACHEABLE:
+            return f"a {verdict.status} verdict is never cached", None
+        return "", verdict
+
+    def put(self, key: str, material: dict[str, Any], verdict: Verdict) -> bool:
+        """Store a definite verdict; False (storing nothing) for unknown / error, or when the folder is unwritable
+        or no signing key can be had."""
+        if verdict.status not in CACHEABLE:
+            return False
+        secret = cache_secret(create=True)
+        if secret is None:
             return False
         stored = verdict.to_json()
         stored["cached"] = False
-        text = json.dumps({"key": key, "versions": tool_versions(), "verdict": stored}, indent=1, default=str)
+        body = json.loads(_text({"key": key, "material": material, "versions": tool_versions(), "verdict": stored}))
+        text = json.dumps({"body": body, "hmac": signature(secret, body)}, indent=1)
         entry = self._entry(key)
         try:
             entry.parent.mkdir(parents=True, exist_ok=True)

@@ -1,10 +1,12 @@
 """Run the properties of loaded specs: spec → task → engine driver → verdict, with failures contained.
 
-``check_property`` turns one property of a spec into a ``Task`` (plain data), creates the one deadline of the
-check from the timeout, resolves ``auto`` (``verify_tf.auto``: falsification, then the cost model) and hands
-the task to the engine's driver with an executor. A check never crashes the CLI: an engine bug becomes
-verdict ``error`` with its message, and a ``ReplayMismatch`` (an engine claimed a violation the interpreter
-does not reproduce) becomes ``error`` with both values.
+``check_property`` is the whole route of one property, in one screen: its ``Task`` (plain data, ``make_task``
+the one place its settings are set), the one deadline of the check, the engine (``auto``: ``verify_tf.auto``,
+falsification then the cost model; any other name: ``verify_tf.engines.load(name)``), the driver's verdict
+(built once by the driver, naming its spec, index and kind) and with ``--certify`` the certificate. A check
+never crashes the CLI (``contained``): an engine bug becomes verdict ``error`` with its message, and a
+``ReplayMismatch`` (an engine claimed a violation the interpreter does not reproduce) becomes ``error`` with
+both values.
 
 ``check_all`` is the CLI's entry point: it serves definite verdicts from the proof cache and checks the rest,
 one after another in this process (``jobs == 1``) or several at once (``jobs > 1``: properties run in threads
@@ -23,28 +25,20 @@ from typing import Any
 
 from . import auto
 from .cache import key_material, key_of, served_from_cache
-from .certify import certify
-from .engines import architecture, counting, enumerate as enumerate_engine, interpret, search, smt, split
-from .engines.base import ProgressEvent, Run, Settings, Task, no_progress
+from .contract import DEFAULT_SAMPLES, Settings, Task
+from .domain import Domain
+from .engines import load as load_engine
+from .engines.base import ProgressEvent, Run, no_progress
 from .executors import InProcess, ProcessPool
-from .properties import registry
-from .semantics import UnsupportedInMode
+from .ir import Model
+from .properties import load as load_property
+from .schema.errors import MissingDependency
+from .semantics import Arithmetic, UnsupportedInMode
 from .spec import PropertySpec, Spec
 from .spec.loader import supported_engines
-from .symbolic.solve import DRIVER_Z3_LOCK
-from .verdict import ERROR, REFUTED, UNKNOWN, Verdict
+from .verdict import ERROR, UNKNOWN, Verdict
 from .witness import ReplayMismatch
-from .work import Deadline, Executor
-
-DRIVERS: dict[str, Callable[[Task, Run], Verdict]] = {
-    "interpret": interpret.check,
-    "enumerate": enumerate_engine.check,
-    "smt": smt.check,
-    "search": search.check,
-    "architecture": architecture.check,
-    "counting": counting.check,
-    "split": split.check,
-}
+from .work import Z3_LOCK, Deadline, Executor
 
 
 @dataclasses.dataclass
@@ -60,10 +54,9 @@ class Overrides:
 
 def requested_engine(spec: Spec, prop: PropertySpec, overrides: Overrides) -> str:
     """The engine asked for: the command line, then the property, then the spec ("auto" when none applies)."""
-    engines = supported_engines(registry()[prop.name], prop.options)
     for choice in (overrides.engine, prop.engine, spec.engine):
         if choice is not None and choice != "auto":
-            return choice if choice in engines else "auto"  # a global override it cannot honour: its own choice
+            return choice if choice in prop.engines else "auto"  # a global override it cannot honour: its own choice
         if choice == "auto":
             return "auto"
     return "auto"
@@ -73,19 +66,59 @@ def timeout_of(spec: Spec, prop: PropertySpec, overrides: Overrides) -> float:
     return overrides.timeout or prop.timeout or spec.timeout
 
 
-def make_task(spec: Spec, prop: PropertySpec, overrides: Overrides) -> Task:
+def make_task(
+    label: str,
+    name: str,
+    options: Any,
+    model: Model,
+    arithmetic: Arithmetic,
+    domain: Domain | None,
+    *,
+    seed: int = 0,
+    minimize: bool = False,
+    device: str = "auto",
+    solver: str = "z3",
+    rlimit: int | None = None,
+    samples: int | None = None,
+    smt2_dir: Path | str | None = None,
+    certify: bool = False,
+    spec: str = "",
+    index: int = 0,
+) -> Task:
+    """The task of one property check (typed options already validated): the one place its settings are set,
+    for specs (``task_of``) and for the Python API (``api.make_task``)."""
     settings = Settings(
+        seed=seed,
+        minimize=minimize,
+        device=device,
+        solver=solver,
+        rlimit=rlimit,
+        samples=samples or DEFAULT_SAMPLES,
+        smt2_dir=str(smt2_dir) if smt2_dir is not None else None,
+        certify=certify,
+    )
+    return Task.make(label, load_property(name), options, model, arithmetic, domain, settings, spec, index)
+
+
+def task_of(spec: Spec, prop: PropertySpec, overrides: Overrides) -> Task:
+    """The task of property ``prop`` of ``spec`` under the command line's ``overrides``."""
+    return make_task(
+        prop.label,
+        prop.name,
+        prop.options,
+        spec.model,
+        spec.arithmetic,
+        spec.domain,
         seed=spec.seed,
         minimize=overrides.minimize,
         device=overrides.device,
         solver=prop.solver,
         rlimit=prop.rlimit,
-        samples=prop.samples or 100_000,
-        smt2_dir=str(overrides.smt2_dir) if overrides.smt2_dir is not None else None,
+        samples=prop.samples,
+        smt2_dir=overrides.smt2_dir,
         certify=overrides.certify_dir is not None,
-    )
-    return Task.make(
-        prop.label, registry()[prop.name], prop.options, spec.model, spec.arithmetic, spec.domain, settings
+        spec=str(spec.path),
+        index=prop.index,
     )
 
 
@@ -96,74 +129,97 @@ def check_property(
     progress: Callable[[ProgressEvent], None] | None = None,
     executor: Executor | None = None,
 ) -> Verdict:
+    """One property of a loaded spec, start to end: its task, the engine (``auto``: a short falsification, then
+    the engine the cost model picks), the driver's verdict, and with ``--certify`` the certificate."""
     deadline = Deadline(timeout_of(spec, prop, overrides))
     engine = requested_engine(spec, prop, overrides)
     run = Run(executor or InProcess(), deadline, progress or no_progress)
-    task = None
     if executor is None and progress is not None:
         run.executor = InProcess(report=lambda unit, phase: run.progress(ProgressEvent(engine, phase)))
+    task = None
     try:
-        task = make_task(spec, prop, overrides)
-        verdict = run_engine(task, run, engine, overrides.cache_dir)
-    except ReplayMismatch as exc:
-        verdict = Verdict(
-            prop.label,
-            ERROR,
-            engine,
-            detail=f"engine bug: {exc}",
-            statistics={"claimed": str(exc.claimed), "replayed": str(exc.replayed)},
-        )
-    except UnsupportedInMode as exc:
-        verdict = Verdict(prop.label, UNKNOWN, engine, detail=str(exc), tried=[engine])
+        task = task_of(spec, prop, overrides)
+        verdict = run_engine(task, run, engine, overrides.cache_dir, prop.engines)
     except Exception as exc:  # contain it: report, never crash the run
-        verdict = Verdict(
-            prop.label,
-            ERROR,
-            engine,
-            detail=f"internal error: {type(exc).__name__}: {exc}",
-            statistics={"traceback": traceback.format_exc(limit=8)},
-        )
-    verdict.seconds = deadline.elapsed()
-    verdict.spec = str(spec.path)
-    verdict.index = prop.index
-    verdict.kind = prop.name
-    # certification: its own budget, as long as the proof's; its time is reported separately
-    if overrides.certify_dir is not None and task is not None:
-        try:  # in this thread, with z3: properties that run side by side (-j N, --cluster) take turns
-            with DRIVER_Z3_LOCK:
-                certify(task, verdict, overrides.certify_dir, timeout_of(spec, prop, overrides))
-        except Exception as exc:  # a certification bug must not turn a proof into a crash: say so instead
-            verdict.statistics["certificate"] = {
-                "complete": False,
-                "failed": True,
-                "error": f"{type(exc).__name__}: {exc}",
-            }
+        return contained(exc, spec, prop, engine, deadline)
+    if overrides.certify_dir is not None:  # its own budget, as long as the proof's; its time is reported apart
+        certified(spec, prop, task, verdict, overrides.certify_dir, timeout_of(spec, prop, overrides), run.progress)
     return verdict
 
 
-def run_engine(task: Task, run: Run, engine: str, cache_dir: Path | None = None) -> Verdict:
-    """Run one engine, or for ``auto`` the falsification pass and then the engine the cost model picks."""
+def contained(exc: Exception, spec: Spec, prop: PropertySpec, engine: str, deadline: Deadline) -> Verdict:
+    """The verdict for a check that raised: ``error`` (an engine that claimed a violation the interpreter does
+    not reproduce, or any bug: never a crash of the run), or ``unknown`` for an operation the arithmetic does
+    not define."""
+    status, detail, statistics, tried, trace = ERROR, f"internal error: {type(exc).__name__}: {exc}", {}, [], ""
+    if isinstance(exc, ReplayMismatch):
+        detail, statistics = f"engine bug: {exc}", {"claimed": str(exc.claimed), "replayed": str(exc.replayed)}
+    elif isinstance(exc, UnsupportedInMode):
+        status, detail, tried = UNKNOWN, str(exc), [engine]
+    else:
+        trace = traceback.format_exc(limit=8)
+    return Verdict(
+        prop.label,
+        status,
+        engine,
+        detail=detail,
+        seconds=deadline.elapsed(),
+        statistics=statistics,
+        tried=tried,
+        spec=str(spec.path),
+        index=prop.index,
+        kind=prop.name,
+        traceback=trace,
+    )
+
+
+def certified(
+    spec: Spec,
+    prop: PropertySpec,
+    task: Task,
+    verdict: Verdict,
+    directory: Path,
+    seconds: float,
+    progress: Callable[[ProgressEvent], None] = no_progress,
+) -> None:
+    """Certify a proved verdict into ``directory`` (``verify_tf.certify``; its modules load only here)."""
+    try:  # in this thread, with z3: properties that run side by side (-j N, --cluster) take turns
+        from .certify import certify
+
+        with Z3_LOCK:
+            certify(spec, prop, task, verdict, directory, seconds, progress)
+    except Exception as exc:  # a certification bug must not turn a proof into a crash: say so instead
+        verdict.statistics["certificate"] = {"complete": False, "failed": True, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def run_engine(
+    task: Task, run: Run, engine: str, cache_dir: Path | None = None, engines: tuple[str, ...] | None = None
+) -> Verdict:
+    """Run one engine, or for ``auto`` the falsification pass and then the engine the cost model picks among
+    ``engines`` (default: the property's, for its options)."""
     if engine != "auto":
-        return DRIVERS[engine](task, run)
-    engines = supported_engines(task.prop, task.options)
-    notes: dict[str, Any] = {}
-    if auto.worth_falsifying(task, engines):
-        share = auto.falsify_seconds(run.deadline.remaining())
-        quick = Run(run.executor, Deadline(share), run.progress)
-        found = search.check(task, quick, samples=max(1024, min(task.settings.samples, 1 << 16)))
-        notes["falsification"] = (
-            f"search, {found.statistics.get('samples', 0)} samples in {quick.deadline.elapsed():.2f} s"
+        return load_engine(engine).check(task, run)
+    return auto.run(task, run, engines or supported_engines(task.prop, task.options), cache_dir)
+
+
+def not_run(path: str | Path, missing: MissingDependency) -> list[Verdict]:
+    """The verdicts of a spec that cannot run here (an optional package is missing): every property ``unknown``,
+    saying which package is missing and how to install it, so that the other specs of the run still run."""
+    return [
+        Verdict(
+            prop.label,
+            UNKNOWN,
+            "none",
+            method="not run",
+            detail=f"not run: {missing.message}; {missing.install}",
+            tried=[f"nothing: {missing.package} is not installed"],
+            statistics={"missing": {"package": missing.package, "install": missing.install}},
+            spec=str(path),
+            index=prop.index,
+            kind=prop.name,
         )
-        if found.status in (REFUTED, ERROR):
-            found.statistics["auto"] = notes
-            return found
-    chosen, why = auto.choose(task, engines, run.deadline.remaining(), auto.load(cache_dir))
-    notes.update(why)
-    verdict = DRIVERS[chosen](task, run)
-    verdict.statistics["auto"] = notes
-    if verdict.status == UNKNOWN and "falsification" in notes:
-        verdict.tried = [f"auto: {notes['falsification']}: no counterexample"] + list(verdict.tried)
-    return verdict
+        for prop in missing.properties
+    ]
 
 
 ProgressFactory = Callable[[Spec, PropertySpec], Callable[[ProgressEvent], None]]
@@ -187,19 +243,20 @@ def check_all(
     """
     work = [(spec, prop) for spec in specs for prop in spec.properties]
     verdicts: list[Verdict | None] = [None] * len(work)
-    keys: list[str | None] = [None] * len(work)
+    keys: list[tuple[str, dict] | None] = [None] * len(work)
     pending: list[int] = []
     for slot, (spec, prop) in enumerate(work):
         if cache is not None:
             start = time.perf_counter()
             material = key_material(spec, prop, overrides, requested_engine(spec, prop, overrides))
             if material is not None:
-                keys[slot] = key_of(material)
-                hit = cache.get(keys[slot])
+                keys[slot] = key_of(material), material
+                hit = cache.get(key_of(material), material, task_of(spec, prop, overrides))
                 if hit is not None:
-                    verdicts[slot] = served_from_cache(hit, prop, str(spec.path), time.perf_counter() - start)
+                    served = served_from_cache(hit, prop, str(spec.path), time.perf_counter() - start)
+                    verdicts[slot] = served
                     if on_verdict is not None:
-                        on_verdict(verdicts[slot])
+                        on_verdict(served)
                     continue
         pending.append(slot)
 
@@ -209,21 +266,22 @@ def check_all(
         try:
             return check_property(spec, prop, overrides, tick, shared)
         finally:
-            if hasattr(tick, "close"):
-                tick.close()
+            close = getattr(tick, "close", None)  # a progress display that holds a terminal or a thread
+            if close is not None:
+                close()
 
     def finish(slot: int, verdict: Verdict) -> None:
         verdicts[slot] = verdict
-        if cache is not None and keys[slot] is not None:
-            cache.put(keys[slot], verdict)
+        stored = keys[slot]
+        if cache is not None and stored is not None:
+            cache.put(stored[0], stored[1], verdict)
         if on_verdict is not None:
             on_verdict(verdict)
 
-    own = executor is None and jobs > 1
-    shared = ProcessPool(jobs) if own else executor
+    pool = ProcessPool(jobs) if executor is None and jobs > 1 else None
+    shared = pool or executor
     try:
-        parallel = shared is not None and shared.workers > 1 and len(pending) > 1
-        if parallel:
+        if shared is not None and shared.workers > 1 and len(pending) > 1:
             with ThreadPoolExecutor(max_workers=shared.workers) as threads:
                 futures = {threads.submit(one, slot, shared): slot for slot in pending}
                 for future in as_completed(futures):  # on_verdict as each property finishes, in any order
@@ -232,6 +290,6 @@ def check_all(
             for slot in pending:
                 finish(slot, one(slot, shared))
     finally:
-        if own:
-            shared.close()
+        if pool is not None:
+            pool.close()
     return [v for v in verdicts if v is not None]

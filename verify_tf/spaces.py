@@ -120,7 +120,7 @@ class InputSpace:
     def rows(self, start: int, stop: int) -> list[np.ndarray]:
         return [c.rows for c in self.chunks(max(1, stop - start), start, stop)]
 
-    def decode(self, row: Sequence[int]) -> tuple[Token, ...]:
+    def decode(self, row: Sequence[int] | np.ndarray) -> tuple[Token, ...]:
         tokens = self.domain.tokens
         return tuple(tokens[int(t)] for t in row)
 

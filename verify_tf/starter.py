@@ -1,19 +1,24 @@
-"""The commented starter spec written by `verify-tf init`."""
+"""The commented starter spec written by `verify-tf init`: its lists of engines, model sources and properties
+are generated from the code (``spec.loader``, the property registry), so they cannot go stale."""
 
-STARTER_SPEC = """\
+from .ir import POSITIONALS, SCORINGS
+from .properties import registry
+from .spec.loader import ENGINES, MODEL_SOURCES
+
+_TEMPLATE = """\
 # verify-tf spec: what to check, on which model, in which arithmetic, over which inputs.
 # Run:  verify-tf check spec.yaml        Schema for editors:  verify-tf schema > spec.schema.json
 name: starter
 
-# The model. Sources: inline `layers` (below), `file: model.safetensors`, `random: {seed: 0, ...}`,
-# or `construct: yun2019-contextual-mapping` with d/delta/n.
+# The model. Sources (docs/import.md for torch and tracr; `verify-tf schema` has every key):
+@SOURCES@
 model:
   tokens: {grid: 1}              # continuous tokens of dimension 1 (or: alphabet + embedding)
   layers:
     - attention:
         heads:
-          - scoring: hardmax     # hardmax (ties averaged) | softmax (fixed arithmetic) | uniform
-            positional: standard # standard | rpe (bias B[j-i] in the logits) | urpe (also C[j-i] after)
+          - scoring: hardmax     # @SCORINGS@
+            positional: standard # @POSITIONALS@
             causal: false
             query: [[1]]         # W_Q, k x d
             key: [[1]]           # W_K, k x d
@@ -29,9 +34,50 @@ domain:
   grid: {step: 1/4}
   length: 3
 
+# Properties (`verify-tf properties` says what each holds and which engines check it):
+@PROPERTIES@
 properties:
   - permutation-equivariance: {}   # expect: proved (no positional information)
 
-engine: auto       # auto | interpret | enumerate | smt | search
+engine: auto       # @ENGINES@
 timeout: 60        # seconds per property
 """
+
+_SOURCE_EXAMPLES = {
+    "layers": "inline `layers` (below)",
+    "file": "`file: model.safetensors`",
+    "random": "`random: {seed: 0, ...}`",
+    "construct": "`construct: yun2019-contextual-mapping` with d/delta/n",
+    "torch": "`torch: model.pt` (a state dict)",
+    "tracr": "`tracr: export.json`",
+}
+
+
+_SCORING_NOTES = {"hardmax": "hardmax (ties averaged)", "softmax": "softmax (fixed arithmetic)"}
+_POSITIONAL_NOTES = {"rpe": "rpe (bias B[j-i] in the logits)", "urpe": "urpe (also C[j-i] after)"}
+
+
+def _wrapped(words: list[str], prefix: str, width: int = 112) -> str:
+    """``words`` joined by ", " into comment lines of at most ``width`` characters."""
+    lines, line = [], prefix
+    for word in words:
+        piece = word if line == prefix else f", {word}"
+        if len(line) + len(piece) > width and line != prefix:
+            lines.append(line + ",")
+            line, piece = prefix, word
+        line += piece
+    return "\n".join(lines + [line])
+
+
+def starter_spec() -> str:
+    sources = [_SOURCE_EXAMPLES.get(source, f"`{source}:`") for source in MODEL_SOURCES]
+    return (
+        _TEMPLATE.replace("@SOURCES@", _wrapped(sources, "#   "))
+        .replace("@SCORINGS@", " | ".join(_SCORING_NOTES.get(name, name) for name in SCORINGS))
+        .replace("@POSITIONALS@", " | ".join(_POSITIONAL_NOTES.get(name, name) for name in POSITIONALS))
+        .replace("@PROPERTIES@", _wrapped(list(registry()), "#   "))
+        .replace("@ENGINES@", " | ".join(ENGINES))
+    )
+
+
+STARTER_SPEC = starter_spec()

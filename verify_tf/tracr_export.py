@@ -354,10 +354,21 @@ def _snap_summary(params: dict) -> dict:
 
 
 def export(
-    model: Any, program: Any, *, source: str = "", compile_settings: dict | None = None, check: bool = True
+    model: Any,
+    program: Any,
+    *,
+    source: str = "",
+    compile_settings: dict | None = None,
+    check: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> dict:
-    """The export document (a JSON-ready dict) of a compiled tracr model and the RASP program it was compiled from."""
+    """The export document (a JSON-ready dict) of a compiled tracr model and the RASP program it was compiled from.
+
+    ``progress`` (``print``, say) is told each step: tabulating and checking take seconds for larger vocabularies.
+    """
     from tracr.craft import bases
+
+    say = progress or (lambda message: None)
 
     config = model.model_config
     encoder = model.input_encoder
@@ -369,7 +380,11 @@ def export(
     max_positions = encoder._max_seq_len  # includes the BOS position
     max_length = max_positions - 1
     vocab = [v for v in encoder.encoding_map if v not in (bos, pad)]
+    say(f"tabulating the program over {len(vocab)} tokens up to length {max_length}")
     table = tabulate(program, vocab, max_length, source)
+    if check:
+        inputs = sum(len(vocab) ** length for length in range(1, max_length + 1))
+        say(f"checking the table against tracr's rasp.evaluate on {inputs:,} inputs")
     checked = check_against_rasp(program, table, vocab, max_length) if check else 0
     labels = [str(label) for label in model.residual_labels]
     token_ids = {canonical(v): i for v, i in encoder.encoding_map.items() if v not in (bos, pad)}
@@ -439,11 +454,22 @@ def export(
     }
 
 
-def write_export(path: str | Path, model: Any, program: Any, **options: Any) -> dict:
-    """``export(...)`` written to ``path`` as compact JSON; returns the document."""
-    document = export(model, program, **options)
-    Path(path).write_text(json.dumps(document, separators=(",", ":")) + "\n", encoding="utf-8")
+def write_export(
+    path: str | Path, model: Any, program: Any, progress: Callable[[str], None] | None = None, **options: Any
+) -> dict:
+    """``export(...)`` written to ``path`` as compact JSON; returns the document. ``progress``: as ``export``."""
+    document = export(model, program, progress=progress, **options)
+    _write(path, document, progress)
     return document
+
+
+def _write(path: str | Path, document: dict, progress: Callable[[str], None] | None) -> None:
+    text = json.dumps(document, separators=(",", ":")) + "\n"
+    Path(path).write_text(text, encoding="utf-8")
+    if progress is not None:
+        progress(
+            f"wrote {path} ({len(text.encode()) / 1024:.1f} KiB; {document['checked']['inputs']:,} inputs checked)"
+        )
 
 
 def compile_and_export(
@@ -458,8 +484,10 @@ def compile_and_export(
     causal: bool = False,
     source: str = "",
     check: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> tuple[Any, dict]:
-    """Compile ``program`` with tracr and export it (written to ``path`` when given): (model, document)."""
+    """Compile ``program`` with tracr and export it (written to ``path`` when given): (model, document).
+    ``progress`` (``print``, say) is told each step."""
     from tracr.compiler import compiling
 
     settings = {
@@ -470,6 +498,8 @@ def compile_and_export(
         "mlp_exactness": mlp_exactness,
         "causal": causal,
     }
+    if progress is not None:
+        progress(f"compiling with tracr (max_seq_len {max_seq_len})")
     model = compiling.compile_rasp_to_model(
         program,
         vocab=set(vocab),
@@ -479,9 +509,9 @@ def compile_and_export(
         mlp_exactness=mlp_exactness,
         causal=causal,
     )
-    document = export(model, program, source=source, compile_settings=settings, check=check)
+    document = export(model, program, source=source, compile_settings=settings, check=check, progress=progress)
     if path is not None:
-        Path(path).write_text(json.dumps(document, separators=(",", ":")) + "\n", encoding="utf-8")
+        _write(path, document, progress)
     return model, document
 
 

@@ -4,6 +4,7 @@ CLI prints them. JSON-ready: exact numbers are written as strings ("3/4"), never
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -29,6 +30,8 @@ class Verdict:
     index: int = 0
     cached: bool = False
     kind: str = ""  # the property's registry name (e.g. "position-blind"), whatever the spec calls it
+    auto: dict[str, Any] | None = None  # engine auto: what ran before the chosen engine, and why it was chosen
+    traceback: str = ""  # an error's traceback (the worker's, for a work unit that failed)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -36,13 +39,16 @@ class Verdict:
         if self.status == REFUTED and not self.counterexample:
             raise ValueError("a refutation must carry its (replayed) counterexample")
 
-    @property
+    @builtins.property  # (the field ``property`` shadows the builtin in the class body)
     def label(self) -> str:
         return f"{self.status} ({self.method})" if self.method else self.status
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["verdict"] = data.pop("status")
+        for optional in ("auto", "traceback"):  # only where they say something
+            if not data[optional]:
+                del data[optional]
         return data
 
     @staticmethod
@@ -54,11 +60,11 @@ class Verdict:
 
 def exit_code(statuses: list[str]) -> int:
     """0 all proved, 1 something refuted, 3 nothing refuted but something unknown, 4 an error occurred."""
-    statuses = set(statuses)
-    if ERROR in statuses:
+    present = set(statuses)
+    if ERROR in present:
         return EXIT_INTERNAL
-    if REFUTED in statuses:
+    if REFUTED in present:
         return EXIT_REFUTED
-    if UNKNOWN in statuses:
+    if UNKNOWN in present:
         return EXIT_UNKNOWN
     return EXIT_PROVED

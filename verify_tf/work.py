@@ -28,6 +28,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+# z3's main context belongs to the process and is not thread-safe. Work units run one at a time per process
+# (every executor guarantees it); code that calls z3 in a driver's own thread, where several properties run
+# side by side (check_all with -j N or --cluster), holds this lock. (Here, not beside z3: taking it must not
+# import z3.)
+Z3_LOCK = threading.RLock()
+
 
 class DeadlineExpired(Exception):
     """Raised by long-running construction code (e.g. SMT encoding) that finds its deadline passed."""

@@ -5,7 +5,7 @@
 
 Two models learn the same task on sequences of 3 tokens in [-1/2, 1/2]^2 — at every position, output the
 token's first coordinate plus the sequence mean of the second coordinate (a permutation-equivariant
-target) — with ``verify_tf.builders.torch_import.ExactEncoder`` (MultiheadAttention + a ReLU feed-forward
+target) — with ``verify_tf.experiments.exact_encoder.ExactEncoder`` (MultiheadAttention + a ReLU feed-forward
 with residuals, no LayerNorm), which the importer maps exactly. ``tiny`` has no positional information,
 so ``tiny.yaml`` proves permutation equivariance of the imported, quantized model by exhaustion;
 ``tiny_positions`` also learns absolute positional embeddings, and ``tiny_positions.yaml`` expects a
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from verify_tf.builders.torch_import import ExactEncoder
+from verify_tf.experiments.exact_encoder import ExactEncoder
 
 HERE = Path(__file__).resolve().parent
 SPECS = ("tiny.yaml", "tiny_positions.yaml")
@@ -40,16 +40,20 @@ def train(positions: bool, steps: int, seed: int = 0) -> ExactEncoder:
     # d_model 2 with 2 heads: d_head = 1, so torch's 1/sqrt(d_head) logit scale is exactly 1
     model = ExactEncoder(d_model=2, nhead=2, num_layers=1, dim_feedforward=4, max_length=3 if positions else None)
     optimiser = torch.optim.Adam(model.parameters(), lr=0.03)
-    for _ in range(steps):
+    name = "tiny_positions" if positions else "tiny"
+    every = max(1, steps // 5)  # five progress lines per model: training takes seconds
+    for step in range(1, steps + 1):
         x, target = batch(generator)
         loss = torch.nn.functional.mse_loss(model(x), target)
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
+        if step % every == 0 or step == steps:
+            print(f"{name}: step {step}/{steps}, training mse {loss.item():.5f}", flush=True)
     x, target = batch(generator, 1024)
     with torch.no_grad():
         mse = torch.nn.functional.mse_loss(model(x), target)
-        print(f"{'tiny_positions' if positions else 'tiny'}: test mse {mse:.5f}")
+        print(f"{name}: test mse {mse:.5f}", flush=True)
     return model
 
 

@@ -3,8 +3,8 @@ split engines.
 
 The same semantics as ``verify_tf.semantics.evaluate``, on integer numerators: int64 (int32) where the bounds of
 ``verify_tf.bounds`` prove it before anything runs, int64 checked chunk by chunk where they do not, and Python
-integers where the values really exceed int64 (``program.py``, ``kernels.py``). Nothing is refused for width;
-``Unsupported`` is left for softmax in exact arithmetic. Typical use::
+integers where the values really exceed int64 (``plans.py``, ``planner.py``, ``kernels.py``). Nothing is refused
+for width; ``Unsupported`` is left for softmax in exact arithmetic. Typical use::
 
     evaluator = BatchedEvaluator(model, arith, space.tokens)
     for out in stream_outputs(evaluator, space, layer="readout"):
@@ -16,7 +16,8 @@ integers where the values really exceed int64 (``program.py``, ``kernels.py``). 
 from .backends import BACKENDS, DEVICES, NumpyOps, TorchOps, cuda_available, make_ops
 from .enumeration import OutputChunk, estimate_throughput, evaluator_for, stream_outputs
 from .evaluator import DEFAULT_MEMORY, LAYERS, BatchedEvaluator, Values
-from .program import LIMIT, Program, Unsupported, compile_program, unsupported_reason
+from .planner import compile_program, unsupported_reason
+from .plans import LIMIT, Program, Unsupported
 
 __all__ = [
     "BACKENDS",

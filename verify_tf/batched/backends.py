@@ -9,7 +9,7 @@ bounds exceed int64 (``kernels.py`` chooses per step and chunk).
 
 Torch is imported only inside ``TorchOps`` so that ``verify-tf --help``, the interpreter and the SMT path
 never pay for it. CUDA has no int64 matmul: there a product whose bound allows it runs as a float64 matmul
-(exact: every partial sum is an integer below 2^53, proven in ``program.py``), otherwise as an elementwise
+(exact: every partial sum is an integer below 2^53, proven in ``planner.py``), otherwise as an elementwise
 product and sum.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .program import Unsupported
+from .plans import Unsupported
 
 BACKENDS = ("auto", "numpy", "torch")
 DEVICES = ("auto", "cpu", "cuda")

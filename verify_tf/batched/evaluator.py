@@ -22,7 +22,8 @@ from ..ir import Model, Token
 from ..semantics.arithmetic import Arithmetic
 from . import kernels
 from .backends import WIDE, make_ops
-from .program import LIMIT, Program, compile_program
+from .planner import compile_program
+from .plans import LIMIT, Program
 
 LAYERS = ("output", "readout")
 DEFAULT_MEMORY = 256 << 20  # bytes of working memory per chunk when the caller gives no budget

@@ -1,9 +1,9 @@
 """Run a compiled ``Program`` on a batch of inputs: the interpreter's functions, vectorised over the batch.
 
 Tensors are (batch, positions, width) integer numerators (int32 where the program proves it safe, else
-int64); the denominators and the bounds live in the program (``program.py``). Each public function mirrors
-the interpreter function of the same name (``verify_tf/semantics/interpreter.py``); the differential tests
-check them bit for bit. Functions ending in ``_`` update a fresh temporary in place.
+int64); the denominators and the bounds live in the program (``plans.py``, made by ``planner.py``). Each public
+function mirrors the interpreter function of the same name (``verify_tf/semantics/interpreter.py``); the
+differential tests check them bit for bit. Functions ending in ``_`` update a fresh temporary in place.
 
 **Width per step.** Every step (an affine map, the scores-to-output part of a head, a residual sum, the
 readout) runs in the back end's native integers when its static bound allows; a *guarded* step (static bound
@@ -22,7 +22,7 @@ import numpy as np
 
 from . import normalization
 from .backends import WIDE
-from .program import (
+from .plans import (
     FLOAT_EXACT,
     LIMIT,
     AffinePlan,

@@ -6,7 +6,7 @@ The semantics is ``verify_tf/semantics/nonlinear.py`` (docs/semantics.md); read 
 interpreter; exact i-GELU's denominators are left to the interpreter and smt): elsewhere the planner refuses
 (``Unsupported``: the engines answer unknown and ``auto`` uses the interpreter or smt).
 
-Like every step of ``program.py``, each plan carries a static ``bound`` of its intermediates (from the input
+Like every step of ``plans.py``, each plan carries a static ``bound`` of its intermediates (from the input
 magnitudes that ``verify_tf.bounds`` proves), the formula as a method (``intermediate_bound``) for the kernels
 to re-apply to a chunk's measured operands when the step is guarded (static bound above 2^62), ``native``
 (every constant fits int64) and ``out_bound`` (the output magnitudes from ``verify_tf.bounds``). A step
@@ -42,7 +42,7 @@ from ..semantics.nonlinear import IGELU_CLIP, igelu, normalized_bound
 TABLE_LIMIT = 1 << 22  # entries of LayerNorm's remainder table (int64: 32 MiB)
 IGELU_TABLE_LIMIT = 1 << 16  # i-GELU entries computed in exact Fractions when planning (about a second at most)
 INT64_MAX = (1 << 63) - 1
-LIMIT = 1 << 62  # program.LIMIT (program.py imports this module)
+LIMIT = 1 << 62  # plans.LIMIT (plans.py imports this module)
 
 
 def _fits(*values: int) -> bool:

@@ -22,13 +22,19 @@ class Construction:
 
 def constructions() -> dict[str, Construction]:
     from ..schema.dsl import Field, FilePath, Integer, ListOf, Number, String
-    from .crasp_compiler import build_construction
-    from .yun import yun_contextual_mapping
 
+    # the builders are imported when a spec builds their model (the C-RASP compiler is no small module)
     def yun(params: dict[str, Any]) -> Model:
+        from .yun import yun_contextual_mapping
+
         return yun_contextual_mapping(
             params["d"], params["delta"], params["n"], params.get("global-shift-scale"), params.get("drop-layer")
         )
+
+    def crasp(params: dict[str, Any]) -> Model:
+        from .crasp_compiler import build_construction
+
+        return build_construction(params)
 
     entries = [
         Construction(
@@ -60,7 +66,7 @@ def constructions() -> dict[str, Construction]:
                 ),
                 "set": Field(ListOf(String(), "then change weights: 'PARAMETER=VALUE' items (mutated models)")),
             },
-            build_construction,
+            crasp,
         ),
     ]
     return {c.name: c for c in entries}

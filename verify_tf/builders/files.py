@@ -18,6 +18,7 @@ import numpy as np
 
 from ..ir import Model
 from ..ir.plain import FORMAT, model_from_dict, model_to_dict
+from ..schema.errors import MissingDependency
 
 ARCH_KEY = "__verify_tf__"
 NON_NUMERIC_KEYS = frozenset({"alphabet"})  # lists of symbols: kept in the JSON, never turned into tensors
@@ -100,9 +101,11 @@ def _torch(path: Path):
     except ModuleNotFoundError as exc:
         if exc.name != "torch":
             raise
-        raise ModelFileError(
-            f"{path.name}: .pt model files need PyTorch, which is not installed: pip install "
-            "'verify-tf[torch]' (or use .safetensors / .npz, which do not)"
+        raise MissingDependency(
+            f"{path.name}: .pt model files need PyTorch, which is not installed",
+            package="torch",
+            install="install the torch extra: pip install 'verify-tf[torch]' (in a checkout: pip install -e "
+            "'.[torch]'), or use .safetensors / .npz, which do not need it",
         ) from None
     return torch
 
@@ -153,7 +156,7 @@ def load_model(path: str | Path) -> Model:
             tensors = {k: v.numpy() for k, v in state.items() if hasattr(v, "numpy")}
         else:
             raise ModelFileError(f"unknown model file type {suffix!r} (use .safetensors, .npz or .pt)")
-    except ModelFileError:
+    except (ModelFileError, MissingDependency):
         raise
     except Exception as exc:  # any reader failure means a corrupt or foreign file; say so plainly
         raise ModelFileError(f"cannot read {path.name}: {type(exc).__name__}: {str(exc)[:200]}") from None

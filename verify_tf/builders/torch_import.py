@@ -23,7 +23,7 @@ of docs/semantics.md) and ``norm-first``; GELU only as ``activation: i-gelu`` (I
 ``names`` maps torch's module names onto a model's own (``linear1: ff.0``). Anything else the IR cannot
 encode exactly is refused by name, never approximated: LayerNorm or GELU not stated, ``add_bias_kv``, a
 non-zero readout bias (unless the spec says ``readout-bias: drop``), and any state dict entry the importer
-does not understand. ``ExactEncoderLayer`` / ``ExactEncoder`` below are small LayerNorm-free modules to train
+does not understand. ``verify_tf.experiments.exact_encoder`` has small LayerNorm-free modules to train
 models this importer accepts without any approximation (docs/import.md).
 
 torch is an optional dependency (the ``torch`` extra): this module imports it at the top and is itself
@@ -71,66 +71,6 @@ class TorchImportError(ValueError):
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(strip_terminal_codes(message))
         self.hint = hint
-
-
-# ---------------------------------------------------------------- modules users can train
-
-
-class ExactEncoderLayer(nn.Module):
-    """z <- z + MHA(z); z <- z + W2 relu(W1 z + b1) + b2: a TransformerEncoderLayer without LayerNorm and
-    dropout, which the importer maps exactly. ``dim_feedforward=0`` leaves out the feed-forward."""
-
-    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 0, bias: bool = True, causal: bool = False):
-        super().__init__()
-        self.causal = causal
-        self.self_attn = nn.MultiheadAttention(d_model, nhead, bias=bias, batch_first=True)
-        if dim_feedforward:
-            self.linear1 = nn.Linear(d_model, dim_feedforward)
-            self.linear2 = nn.Linear(dim_feedforward, d_model)
-        else:
-            self.linear1 = self.linear2 = None
-
-    def forward(self, z: torch.Tensor) -> torch.Tensor:  # z: (batch, n, d)
-        n = z.shape[1]
-        mask = torch.triu(torch.ones(n, n, dtype=torch.bool, device=z.device), 1) if self.causal else None
-        z = z + self.self_attn(z, z, z, attn_mask=mask, need_weights=False)[0]
-        if self.linear1 is not None:
-            z = z + self.linear2(torch.relu(self.linear1(z)))
-        return z
-
-
-class ExactEncoder(nn.Module):
-    """Optional embedding table and learned absolute positions, ``ExactEncoderLayer``s, a bias-free readout.
-
-    ``forward`` takes (batch, n) symbol indices when ``alphabet_size`` is set, else (batch, n, d) vectors,
-    and returns the readout q (batch, n). Its state dict is what ``model: {torch: FILE}`` reads.
-    """
-
-    def __init__(
-        self,
-        d_model: int,
-        nhead: int,
-        num_layers: int,
-        dim_feedforward: int = 0,
-        alphabet_size: int | None = None,
-        max_length: int | None = None,
-        causal: bool = False,
-    ):
-        super().__init__()
-        self.embedding = nn.Embedding(alphabet_size, d_model) if alphabet_size else None
-        self.positional = nn.Embedding(max_length, d_model) if max_length else None
-        self.layers = nn.ModuleList(
-            ExactEncoderLayer(d_model, nhead, dim_feedforward, causal=causal) for _ in range(num_layers)
-        )
-        self.readout = nn.Linear(d_model, 1, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        z = self.embedding(x) if self.embedding is not None else x
-        if self.positional is not None:
-            z = z + self.positional.weight[: z.shape[1]]
-        for layer in self.layers:
-            z = layer(z)
-        return self.readout(z).squeeze(-1)
 
 
 # ---------------------------------------------------------------- exact numbers and quantization
@@ -517,7 +457,7 @@ def _refuse_unstated_norms(modules: list[str], architecture: dict[str, Any], lay
             "architecture.layernorm: integer to verify the fixed-point LayerNorm of docs/semantics.md (integer "
             "mean and variance, an integer square root, one rounded division) in place of torch's float one",
             "architecture: {heads: N, layernorm: integer, norm-first: false}  (norm-first: true for pre-LN models); "
-            "arithmetic: {mode: fixed, ...}; or train verify_tf.builders.torch_import.ExactEncoderLayer, which has "
+            "arithmetic: {mode: fixed, ...}; or train verify_tf.experiments.exact_encoder.ExactEncoderLayer, which has "
             "no LayerNorm (docs/import.md)",
         )
     if layer_norms and architecture.get("norm-first") is None:

@@ -1,35 +1,56 @@
 """Certificates for ``proved`` verdicts (``verify-tf check --certify DIR``) and their re-check (``verify-tf audit``).
 
-``certify(task, verdict, directory, seconds)`` is called by the runner, once, after a property is proved. It
-reads what the engine kept in the verdict's statistics under ``--certify`` (``engines.base.CERTIFY_QUERIES``:
-every solver query; ``OUTPUTS_DIGEST`` and the chunk digests of an exhaustive run), writes a folder per
-property (``certificate.json``, each query as ``query-K.smt2``, each LRAT proof as ``query-K.lrat.gz``) and puts
-a summary in ``verdict.statistics["certificate"]``: the file, its sha256, every check with the tool and
-version that made it, and whether the evidence is complete. A check that could not run within the budget is
-recorded as such (``ok: null`` with the reason), never dropped: ``audit`` reports partial evidence as partial.
+``certify(spec, prop, task, verdict, directory, timeout)`` is called by the runner, once, after a property is
+proved. It reads what the engine kept in the verdict's statistics under ``--certify``
+(``engines.base.CERTIFY_QUERIES``: every solver query; ``OUTPUTS_DIGEST`` and the chunk digests of an exhaustive
+run), writes a folder per property (``certificate.json``, each query as ``query-K.smt2``, each LRAT proof as
+``query-K.lrat.gz``) and puts a summary in ``verdict.statistics["certificate"]``: the file, its sha256, every
+check with the tool and version that made it, and whether the evidence is complete. A check that could not run
+within the budget is recorded as such (``ok: null`` with the reason), never dropped. The certificate is bound to
+what it proves: its ``subject`` (``certify.subject``: digests of the spec text, the model as loaded, the
+arithmetic, the domain, the property and its options) and the tool and solver ``versions``.
 
-``recheck(task, path)`` re-does every check of a certificate from its files; docs/trust.md says what each
-check rules out and what stays trusted.
+``recheck(...)`` first re-derives what the certificate is about from the re-loaded spec (its subject, every
+query through the encoder, the input space: ``certify.rederive``) and fails, naming what differs, before it
+re-does any check of the evidence; docs/trust.md says what each check rules out and what stays trusted.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..engines.base import CERTIFY_COUNTING, CERTIFY_QUERIES, OUTPUTS_DIGEST, Task
+from ..engines.base import CERTIFY_COUNTING, CERTIFY_QUERIES, OUTPUTS_DIGEST, Progress, ProgressEvent, Task, no_progress
 from ..engines.scan import CERTIFY_CHUNKS
+from ..fingerprint import tool_versions
 from ..verdict import PROVED, Verdict
-from ..work import Deadline
+from ..work import Deadline, Executor
 from .conclusion import conclusion_checks
 from .counting import counting_evidence, recheck_counting
 from .exhaustive import exhaustive_evidence, recheck_exhaustive
-from .smt import LRAT_RECORD, cvc5_reprove, lrat_evidence, recheck_lrat, sha256
+from .rederive import query_differences, space_differences, space_record
+from .smt import CVC5_CHECK, LRAT_RECORD, cvc5_reprove, finish_lrat, recheck_lrat, sha256, start_lrat
 from .split import recheck_split, split_evidence
+from .subject import differences, subject_of, version_notes
 
-FORMAT = "verify-tf-certificate/1"
+FORMAT = "verify-tf-certificate/2"
+# the two kinds of SMT evidence run side by side (cvc5 here, CaDiCaL in a child process), each within this
+# many times the proof's own time, so that certifying costs at most about ten times proving (docs/trust.md)
+BUDGET_FACTOR = 8.0
+BUDGET_FLOOR = 30.0
+# the kinds of certificate each engine's proofs get (a certificate of another kind for its engine fails audit)
+KINDS = {
+    "smt": ("smt",),
+    "architecture": ("smt", "conclusion"),
+    "counting": ("counting",),
+    "split": ("split",),
+    "interpret": ("exhaustive",),
+    "enumerate": ("exhaustive",),
+}
 TRUSTED = {
     "smt": [
         "the encoder (verify_tf.symbolic): the query says what the property means",
@@ -58,41 +79,71 @@ def slug(verdict: Verdict) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{stem}-{verdict.index}-{verdict.property}").strip("-")
 
 
-def certify(task: Task, verdict: Verdict, directory: Path, seconds: float) -> None:
+CERTIFYING = "certifying (cvc5 / LRAT / sample)"  # the progress phase while a certificate is made
+# the certify extra: module -> distribution (cvc5 re-proves the queries, python-sat's CaDiCaL writes LRAT proofs)
+EXTRA_PACKAGES = {"cvc5": "cvc5", "pysat": "python-sat"}
+
+
+def missing_packages() -> list[str]:
+    """The certify extra's distributions that are not installed (found without importing them)."""
+    return [dist for module, dist in EXTRA_PACKAGES.items() if not _importable(module)]
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken or blocked installation is a missing one
+        return False
+
+
+def evidence_budget(timeout: float, proof_seconds: float) -> float:
+    """Seconds each kind of evidence (cvc5's re-proof, the LRAT chain) may take over all of a proof's queries:
+    ``BUDGET_FACTOR`` times the proof's own time, at least ``BUDGET_FLOOR`` (start-up and fixed costs dominate
+    small proofs), at most the property's timeout. Evidence that does not fit is recorded as not completed."""
+    return min(timeout, max(BUDGET_FLOOR, BUDGET_FACTOR * proof_seconds))
+
+
+def certify(
+    spec, prop, task: Task, verdict: Verdict, directory: Path, timeout: float, progress: Progress = no_progress
+) -> None:
     """Attach a certificate to ``verdict`` in place (see the module docstring); drops the engine's raw material
-    from the statistics whatever the verdict."""
+    from the statistics whatever the verdict. ``spec`` and ``prop`` are the loaded spec and property; the
+    evidence's budget comes from ``timeout`` and the proof's time (``evidence_budget``). ``progress`` hears
+    ``CERTIFYING`` with the queries done."""
+    seconds = evidence_budget(timeout, verdict.seconds)
     queries = verdict.statistics.pop(CERTIFY_QUERIES, None)
     chunks = verdict.statistics.pop(CERTIFY_CHUNKS, None)
     covered = verdict.statistics.pop(CERTIFY_COUNTING, None)
     if verdict.status != PROVED:
         return
+    progress(ProgressEvent("certify", CERTIFYING, 0, len(queries) if queries else None, "queries"))
     start = time.perf_counter()
     folder = directory / slug(verdict)
     folder.mkdir(parents=True, exist_ok=True)
     body: dict = {
         "format": FORMAT,
-        "property": verdict.property,
-        "kind_of_property": verdict.kind,
-        "spec": verdict.spec,
-        "index": verdict.index,
-        "engine": verdict.engine,
+        "subject": subject_of(spec.path, prop.index, prop.name, prop.label, task, spec.seed, verdict.engine),
+        "versions": tool_versions(),
         "method": verdict.method,
+        "evidence_budget_seconds": round(seconds, 3),
     }
     if covered is not None:  # engine counting: its exploration, and for every length its induction queries
         body.update(counting_evidence(task, covered, task.settings.seed))
         body["trusted"] = TRUSTED["counting"]
         if queries is not None:
-            body["queries"] = _smt_certificate(queries, folder, seconds)["queries"]
-    elif queries is not None:
-        body.update(_smt_certificate(queries, folder, seconds))
+            body["queries"] = _smt_certificate(queries, folder, seconds, progress)["queries"]
+    elif queries:
+        body.update(_smt_certificate(queries, folder, seconds, progress))
         if not any(q.get("z3_answer") == "unsat" for q in body["queries"]):
             body["checks"] = conclusion_checks(task, verdict.statistics)
+    elif queries is not None:  # a proof that asked no solver query: its conclusion is what can be re-checked
+        body.update(kind="conclusion", queries=[], checks=conclusion_checks(task, verdict.statistics))
     elif verdict.engine == "split":  # before the exhaustive case: split's enumeration leaves keep no digest
-        body.update(split_evidence(task, verdict.statistics, task.settings.seed))
+        body.update(split_evidence(task, verdict.statistics, task.settings.seed), space=space_record(task))
         body["trusted"] = TRUSTED["split"]
     elif verdict.statistics.get(OUTPUTS_DIGEST) is not None:
         body.update(exhaustive_evidence(task, {**verdict.statistics, CERTIFY_CHUNKS: chunks or []}, task.settings.seed))
-        body["trusted"] = TRUSTED["exhaustive"]
+        body.update(space=space_record(task), trusted=TRUSTED["exhaustive"])
     else:
         body.update(kind="none", checks=[], note=f"no certificate for {verdict.engine} ({verdict.method}) proofs")
     checks = [c for c in body.get("checks", [])] + [c for q in body.get("queries", []) for c in q["evidence"]]
@@ -116,7 +167,7 @@ def certify(task: Task, verdict: Verdict, directory: Path, seconds: float) -> No
     }
 
 
-def _smt_certificate(queries: list[dict], folder: Path, seconds: float) -> dict:
+def _smt_certificate(queries: list[dict], folder: Path, seconds: float, progress: Progress = no_progress) -> dict:
     """Each kind of evidence has its own budget of ``seconds`` over all the queries: a second solver that runs
     out of time does not keep the LRAT chain from being tried."""
     left = {"cvc5": seconds, "lrat": seconds}  # each evidence's budget, spent only while that evidence runs
@@ -130,6 +181,7 @@ def _smt_certificate(queries: list[dict], folder: Path, seconds: float) -> dict:
 
     out = []
     for k, query in enumerate(queries, 1):
+        progress(ProgressEvent("certify", f"{CERTIFYING}: {query['name']}", k - 1, len(queries), "queries"))
         entry = {"name": query["name"], "z3_answer": query["answer"]}
         text = query.get("smt2") or ""
         if not text:
@@ -146,60 +198,120 @@ def _smt_certificate(queries: list[dict], folder: Path, seconds: float) -> dict:
                 within("cvc5", cvc5_reprove, text),
                 {**LRAT_RECORD, "ok": None, "note": query["no_bit_vector_form"]},
             ]
-        else:
-            entry["evidence"] = [
-                within("cvc5", cvc5_reprove, text),
-                within("lrat", lrat_evidence, text, folder / f"query-{k}.lrat.gz"),
-            ]
+        else:  # the SAT solver of the LRAT chain runs in its own process while cvc5 re-proves the query here
+            lrat = Deadline(max(0.0, left["lrat"]))
+            job = start_lrat(text, lrat)
+            try:
+                second = within("cvc5", cvc5_reprove, text)
+                entry["evidence"] = [second, finish_lrat(job, folder / f"query-{k}.lrat.gz")]
+            finally:
+                if job.sat is not None:
+                    job.sat.close()
+                left["lrat"] -= lrat.elapsed()
         out.append(entry)
     return {"kind": "smt", "queries": out, "trusted": TRUSTED["smt"]}
 
 
-def recheck(task: Task, path: Path, recorded_sha256: str | None, seconds: float) -> tuple[list[str], list[str]]:
-    """Re-check a certificate offline: (problems, partial evidence notes). No problems: it checks."""
+@dataclass
+class Recheck:
+    """What re-checking one certificate found: problems (it fails), partial evidence, and notes."""
+
+    problems: list[str] = field(default_factory=list)
+    partial: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def recheck(
+    subject: dict, task: Task, path: Path, recorded_sha256: str | None, seconds: float, executor: Executor
+) -> Recheck:
+    """Re-check a certificate offline against ``subject``, what the re-loaded spec says the result is about
+    (``certify.subject.subject_of``): first that the certificate is about it (subject, kind, every query or
+    the input space re-derived; engines that must run again to re-derive their queries run on ``executor``),
+    then every piece of evidence."""
+    out = Recheck()
     if not path.is_file():
-        return [f"certificate {path} missing"], []
-    text = path.read_text()
-    if recorded_sha256 is not None and sha256(text) != recorded_sha256:
-        return [f"certificate {path.name} does not match the sha256 in the report"], []
+        out.problems.append(f"certificate {path.name} missing")
+        return out
+    data = path.read_bytes()
+    if recorded_sha256 is None or sha256(data) != recorded_sha256:
+        out.problems.append(f"certificate {path.name} does not match the sha256 in the report")
+        return out
     try:
-        body = json.loads(text)
-    except ValueError as exc:
-        return [f"certificate {path.name} is not JSON: {exc}"], []
-    if body.get("format") != FORMAT:
-        return [f"certificate {path.name}: unknown format {body.get('format')!r}"], []
-    deadline = Deadline(seconds)
-    problems: list[str] = []
-    partial: list[str] = []
-    if body.get("kind") == "exhaustive":
-        problems += [f"exhaustive: {p}" for p in recheck_exhaustive(task, body)]
-    elif body.get("kind") == "split":
-        problems += [f"split: {p}" for p in recheck_split(task, body)]
-        partial += [f"{c['check']}: {c['note']}" for c in body.get("checks", []) if c.get("ok") is None]
-    elif body.get("kind") == "counting":
-        problems += [f"counting: {p}" for p in recheck_counting(task, body)]
-        _recheck_queries(body, path.parent, deadline, problems, partial)
-    elif body.get("kind") == "smt":
-        if not any(r.get("ok") is True for q in body.get("queries", []) for r in q.get("evidence", [])):
-            partial.append("no solver query of this proof was certified (it asked none, or none could be)")
-            for check in body.get("checks", []):
-                again = conclusion_checks(task, check) if check.get("pair") else [check]
-                if check.get("ok") is False or again[0].get("ok") is False:
-                    problems.append(f"{check['check']}: does not check")
-                elif check.get("ok") is None:
-                    partial.append(f"{check['check']}: {check.get('note', 'not checked')}")
-        _recheck_queries(body, path.parent, deadline, problems, partial)
+        body = json.loads(data)
+    except ValueError:
+        out.problems.append(f"certificate {path.name} (sha256 {sha256(data)[:12]}…) is not JSON")
+        return out
+    if not isinstance(body, dict) or body.get("format") != FORMAT:
+        found = body.get("format") if isinstance(body, dict) else None
+        out.problems.append(
+            f"certificate {path.name}: format {found!r}, expected {FORMAT!r} (certificates of "
+            "verify-tf-certificate/1 are not bound to what they prove: certify again)"
+        )
+        return out
+    kind, engine = body.get("kind"), subject["engine"]
+    out.problems += differences(body.get("subject"), subject)
+    if kind not in KINDS.get(engine, ()):
+        allowed = " or ".join(KINDS.get(engine, ())) or "none (this engine's proofs have no certificate)"
+        out.problems.append(f"a certificate of kind {kind!r} for a proof by engine {engine!r} (expected {allowed})")
+    if out.problems:
+        return out
+    out.notes += version_notes(body.get("versions"))
+    if (
+        kind == "smt"
+        and not body.get("checks")
+        and not any(q.get("z3_answer") == "unsat" for q in body.get("queries", []))
+    ):
+        out.problems.append("an SMT certificate without any query")
+        return out
+    if kind in ("smt", "counting", "conclusion"):
+        out.problems += query_differences(task, engine, body, seconds, executor)
     else:
-        partial.append(body.get("note", "no certificate"))
-    return problems, partial
+        out.problems += space_differences(task, body.get("space"))
+    if out.problems:
+        return out
+    _recheck_evidence(str(kind), task, body, path.parent, Deadline(seconds), out)
+    return out
+
+
+def _recheck_evidence(kind: str, task: Task, body: dict, folder: Path, deadline: Deadline, out: Recheck) -> None:
+    if kind == "exhaustive":
+        out.problems += [f"exhaustive: {p}" for p in recheck_exhaustive(task, body)]
+    elif kind == "split":
+        out.problems += [f"split: {p}" for p in recheck_split(task, body)]
+        out.partial += [f"{c['check']}: {c['note']}" for c in body.get("checks", []) if c.get("ok") is None]
+    elif kind == "counting":
+        out.problems += [f"counting: {p}" for p in recheck_counting(task, body)]
+    else:  # smt and conclusion: the conclusion's checks when no query of the proof is a step
+        if not any(q.get("z3_answer") == "unsat" for q in body.get("queries", [])):
+            _recheck_conclusion(task, body, out)
+    _recheck_queries(body, folder, deadline, out.problems, out.partial)
+
+
+def _recheck_conclusion(task: Task, body: dict, out: Recheck) -> None:
+    checks = body.get("checks", [])
+    if not any(c.get("ok") is True for c in checks):
+        out.problems.append("the proof asked no solver query and its certificate holds no re-checkable conclusion")
+    for check in checks:
+        again = conclusion_checks(task, check) if check.get("pair") else [check]
+        if check.get("ok") is False or again[0].get("ok") is False:
+            out.problems.append(f"{check['check']}: does not check")
+        elif check.get("ok") is None:
+            out.partial.append(f"{check['check']}: {check.get('note', 'not checked')}")
 
 
 def _recheck_queries(body: dict, folder: Path, deadline: Deadline, problems: list[str], partial: list[str]) -> None:
+    """Every proof step (a query z3 answered unsat) needs at least one independent check that passes again now."""
     for query in body.get("queries", []):
         name = query["name"]
-        if not query.get("evidence"):
-            if query.get("z3_answer") == "unsat":
-                partial.append(f"{name}: no evidence recorded")
+        if query.get("z3_answer") != "unsat":
+            continue  # not a step of the proof (z3 answered sat: the property concluded from the failure)
+        evidence = query.get("evidence") or []
+        if not query.get("sha256"):  # the step holds without a solver query (re-derived so above)
+            partial.append(f"{name}: {query.get('note', 'no solver query')}")
+            continue
+        if not any(record.get("ok") is True for record in evidence):
+            notes = "; ".join(str(r.get("note", "")) for r in evidence) or "none recorded"
+            problems.append(f"{name}: no independent check of this step completed when certified ({notes})")
             continue
         file = folder / query["file"]
         if not file.is_file():
@@ -209,18 +321,18 @@ def _recheck_queries(body: dict, folder: Path, deadline: Deadline, problems: lis
         if sha256(text) != query.get("sha256"):
             problems.append(f"{name}: query file {query['file']} does not match its sha256")
             continue
-        if not any(record.get("ok") is True for record in query["evidence"]):  # none ran (budget): partial
-            partial.append(f"{name}: no independent check completed when certified (see the notes)")
-        for record in query["evidence"]:
+        for record in evidence:
             if record.get("ok") is False:
                 problems.append(f"{name}: {record['check']} failed when certified: {record.get('note', '')}")
             elif record.get("ok") is None:
                 partial.append(f"{name}: {record['check']}: {record.get('note', 'not checked')}")
-            elif record["check"].startswith("second solver"):
+            elif record["check"] == CVC5_CHECK:
                 again = cvc5_reprove(text, deadline)
                 if again["ok"] is not True:
                     problems.append(f"{name}: cvc5 re-proof: {again.get('note', again.get('answer'))}")
-            else:
+            elif record["check"] == LRAT_RECORD["check"]:
                 problems += [
                     f"{name}: {p}" for p in recheck_lrat(text, record, folder / record["proof"], deadline.expired)
                 ]
+            else:
+                problems.append(f"{name}: unknown kind of evidence {record['check']!r}")

@@ -10,10 +10,10 @@ words apart (docs/semantics.md; Yang, Cadilhac & Chiang 2025).
 
 from __future__ import annotations
 
+from ..classes import Signatures
+from ..contract import Task
 from ..crasp.interpreter import accepts
 from ..crasp.parser import load_program
-from ..engines.architecture import Signatures
-from ..engines.base import Task
 from ..properties.base import bos_offset
 from ..semantics import evaluate
 

@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
 
-from ..engines.base import OUTPUTS_DIGEST, Task
+from ..contract import DISTINCT_VALUES, Task
+from ..engines.base import OUTPUTS_DIGEST
 from ..engines.evaluators import Evaluators
 from ..engines.scan import CERTIFY_CHUNKS, combined_digest, fractions_digest
 from ..semantics import evaluate
@@ -86,7 +87,7 @@ def reevaluate(task: Task, indices: list[int]) -> tuple[list[list[Fraction]], li
     the readout), and the indices (of ``VIOLATION_SAMPLE`` spread over them) where the property's own
     interpreter check finds a violation."""
     space = space_of(task)
-    distinct = getattr(task.prop, "form", "each-input") == "distinct-values"
+    distinct = task.prop.form == DISTINCT_VALUES
     outputs, violations, rows = [], [], []
     spread = set(indices[:: max(1, len(indices) // VIOLATION_SAMPLE)])
     for index in indices:
@@ -117,7 +118,7 @@ def batched_outputs(task: Task, rows: list[tuple]) -> list[list[Fraction]] | str
         slots: dict[int, list[Fraction]] = {}
         for length, ks in by_length.items():
             array = np.array([rows[k] for k in ks], dtype=np.int64).reshape(len(ks), length)
-            if getattr(task.prop, "form", "each-input") == "distinct-values":
+            if task.prop.form == DISTINCT_VALUES:
                 numerators, den = task.prop.batched_values(task, evaluators, array)
             else:
                 values = evaluators.of().values(array, "readout")
@@ -178,7 +179,7 @@ def exhaustive_evidence(task: Task, verdict_statistics: dict[str, Any], seed: in
     return {
         "kind": "exhaustive",
         "space": space.describe(),
-        "outputs": "property values" if getattr(task.prop, "form", "") == "distinct-values" else "readout",
+        "outputs": "property values" if task.prop.form == DISTINCT_VALUES else "readout",
         "chunks": chunks,
         "checks": checks,
     }

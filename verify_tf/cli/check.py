@@ -7,9 +7,11 @@ Exit codes: 0 all proved, 1 something refuted, 2 input error, 3 nothing refuted 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
 from ..spec.loader import ENGINES
 from . import output
@@ -100,7 +102,13 @@ from .reports import show_explained
     "certify_dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="Certify every proved verdict into this folder (put it beside the --json report; "
-    "re-check with `verify-tf audit`; bypasses the cache; docs/trust.md).",
+    "re-check with `verify-tf audit`; bypasses the cache; docs/trust.md). Needs the certify extra.",
+)
+@click.option(
+    "--certify-partial",
+    is_flag=True,
+    help="Certify with what is installed even without the certify extra (cvc5, python-sat): the evidence "
+    "they would give is missing, and `verify-tf audit` reports it as partial.",
 )
 @click.option(
     "--device",
@@ -110,6 +118,7 @@ from .reports import show_explained
     help="Device for the torch path.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No table; only the exit code and errors.")
+@click.option("--verbose", "-v", is_flag=True, help="Print every model note (default: one line per spec).")
 def check(
     specs,
     engine,
@@ -127,21 +136,26 @@ def check(
     minimize,
     smt2_dir,
     certify_dir,
+    certify_partial,
     device,
     quiet,
+    verbose,
 ) -> None:
     """Check every property of every SPEC and print a verdict table.
 
     Exit codes: 0 every property proved (or got its `expect:` verdict), 1 something refuted (or a definite
     verdict contradicted `expect:`), 2 input error, 3 nothing refuted but something unknown (0 with
-    --fail-on refuted), 4 internal error.
+    --fail-on refuted), 4 internal error. A spec that needs a package that is not installed is skipped: its
+    properties are unknown, naming the package.
     """
     from ..cache import ProofCache
-    from ..report import combined_exit_code, verdict_table, write_json
+    from ..reporting.report import combined_exit_code, verdict_table, write_json
     from ..runner import Overrides, check_all
-    from ..spec import SpecError, load_spec
 
+    started = time.perf_counter()
     _require_device(device)
+    if certify_dir is not None and not certify_partial:
+        _require_certify_extra()
     if cluster_address is not None:
         from ..executors import cluster_address_problem
 
@@ -170,16 +184,10 @@ def check(
                 target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         output.fail_input(f"cannot create an output folder: {exc}")
-    loaded = []
-    for path in specs:
-        try:
-            loaded.append(load_spec(path))
-        except SpecError as exc:
-            output.fail_input(str(exc))
+    entries = _load_specs(specs, quiet)
+    loaded = [entry for entry in entries if not isinstance(entry, tuple)]
     if not quiet:
-        for spec in loaded:
-            for note in spec.model.notes:
-                output.err_console.print(f"[dim]{spec.path.name}: {note}[/]", highlight=False)
+        _print_notes(loaded, verbose)
     mode = "off" if quiet else ("bar" if output.err_console.is_terminal else "log")
     total = sum(len(spec.properties) for spec in loaded)
     executor = _open_cluster(cluster_address, quiet) if cluster_address is not None else None
@@ -195,33 +203,45 @@ def check(
         finished.append(verdict)
         overall(ProgressEvent("", f"{verdict.property}: {verdict.status}", len(finished), total, "properties"))
 
+    store = None if no_cache else ProofCache(cache_dir)
     try:
-        verdicts = check_all(
+        checked = check_all(
             loaded,
             overrides,
             jobs=jobs,
-            cache=None if no_cache else ProofCache(cache_dir),
+            cache=store,
             on_verdict=arrived,
             executor=executor,
             progress=lambda spec, prop: ProgressDisplay(
-                f"{spec.path.name}: {prop.label}", "off" if side_by_side else mode
+                f"{spec.path.name}: {prop.label}",
+                "off" if side_by_side else mode,
+                forward=overall if side_by_side else None,  # certification still shows on the overall display
             ),
         )
     finally:
         overall.close()
         if executor is not None:
             executor.close()
-    expectations = [prop.expect for spec in loaded for prop in spec.properties]
+    verdicts, expectations = _in_spec_order(entries, checked)
     code = combined_exit_code(verdicts, expectations, fail_on)
+    seconds = time.perf_counter() - started
+    if store is not None and store.rejected and not quiet:  # docs/ci.md: the cache's trust model
+        output.err_console.print(
+            f"note: {len(store.rejected)} proof-cache entr{'y was' if len(store.rejected) == 1 else 'ies were'} "
+            f"not served and checked again: {store.rejected[0]}",
+            highlight=False,
+            markup=False,
+        )
     if not quiet:
         output.console.print(verdict_table(verdicts, expectations))
         for v in verdicts:
-            if v.status == "error" and v.statistics.get("traceback"):
-                output.err_console.print(f"[magenta]{v.property}[/]: {v.statistics['traceback']}", highlight=False)
+            if v.status == "error" and v.traceback:
+                output.err_console.print(f"[magenta]{escape(v.property)}[/]: {escape(v.traceback)}", highlight=False)
+        print_summary(verdicts, expectations, seconds)
     if json_path is not None:
-        write_json(json_path, verdicts, expectations, fail_on)
+        write_json(json_path, verdicts, expectations, fail_on, seconds)
     if junit_path is not None:
-        from ..junit import write_junit
+        from ..reporting.junit import write_junit
 
         write_junit(junit_path, verdicts, expectations, unknown_as)
     if explain or html_path is not None:
@@ -231,6 +251,95 @@ def check(
         explained = explain_verdicts([(by_path[v.spec], v) for v in verdicts if v.status == "refuted"])
         show_explained(explained, print_traces=explain, html_path=html_path, source=", ".join(map(str, specs)))
     sys.exit(code)
+
+
+def _require_certify_extra() -> None:
+    """``--certify`` without cvc5 and python-sat would write certificates without their evidence: an input
+    error naming the extra, unless ``--certify-partial`` asks for exactly that."""
+    from ..certify import missing_packages
+
+    missing = missing_packages()
+    if missing:
+        output.fail_input(
+            f"--certify needs the certify extra: {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
+            "not installed",
+            hint="pip install 'verify-tf[certify]' (in a checkout: pip install -e '.[certify]'), or add "
+            "--certify-partial to certify with what is installed (audit then reports the evidence as partial)",
+        )
+
+
+def _load_specs(paths, quiet: bool) -> list:
+    """Every spec loaded, in order, or exit 2 at the first mistake; a spec needing a package that is not
+    installed is kept as (path, MissingDependency) and said so on stderr: its properties become unknown."""
+    from ..schema.errors import MissingDependency
+    from ..spec import SpecError, load_spec
+
+    entries: list = []
+    for path in paths:
+        try:
+            entries.append(load_spec(path))
+        except MissingDependency as missing:
+            entries.append((path, missing))
+            if not quiet:
+                output.err_console.print(
+                    f"[yellow]skipped {escape(str(path))}:[/] {escape(missing.message)}\n  {escape(missing.install)}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+        except SpecError as exc:
+            output.fail_input(str(exc))
+    return entries
+
+
+def _print_notes(loaded, verbose: bool) -> None:
+    """The models' notes (import details, readings) on stderr: every one with -v, else one line per spec."""
+    for spec in loaded:
+        notes = spec.model.notes
+        if verbose or len(notes) == 1:
+            for note in notes:
+                output.err_console.print(f"[dim]{escape(spec.path.name)}: {escape(note)}[/]", highlight=False)
+        elif notes:
+            first = notes[0] if len(notes[0]) <= 90 else notes[0][:89] + "…"
+            output.err_console.print(
+                f"[dim]{escape(spec.path.name)}: {len(notes)} notes ({escape(first)}; -v prints them all)[/]",
+                highlight=False,
+                soft_wrap=True,
+            )
+
+
+def _in_spec_order(entries, checked) -> tuple[list, list]:
+    """(verdicts, expectations) in the order the specs were given: each loaded spec's verdicts (``checked``
+    lists them spec by spec), and every property of a skipped spec as unknown (``runner.not_run``)."""
+    from ..runner import not_run
+
+    remaining = iter(checked)
+    verdicts, expectations = [], []
+    for entry in entries:
+        if isinstance(entry, tuple):  # (path, MissingDependency): not run here
+            path, missing = entry
+            verdicts += not_run(path, missing)
+            expectations += [p.expect for p in missing.properties]
+        else:
+            verdicts += [next(remaining) for _ in entry.properties]
+            expectations += [p.expect for p in entry.properties]
+    return verdicts, expectations
+
+
+def print_summary(verdicts, expectations, seconds: float) -> None:
+    """The run's last lines: the unexpected verdicts (most serious first), then the counts and the time."""
+    from ..reporting.report import describe_unexpected, summarize
+
+    summary = summarize(verdicts, expectations, seconds)
+    style = {"error": "bold magenta", "refuted": "bold red", "unknown": "yellow"}
+    if summary.unexpected:
+        output.console.print(f"[bold]unexpected ({len(summary.unexpected)}):[/]", highlight=False)
+        for verdict, expect in summary.unexpected:
+            output.console.print(
+                f"  [{style.get(verdict.status, 'red')}]{escape(describe_unexpected(verdict, expect))}[/]",
+                highlight=False,
+                soft_wrap=True,
+            )
+    output.console.print(f"[bold]summary:[/] {escape(summary.line())}", highlight=False, soft_wrap=True)
 
 
 def _open_cluster(address: str, quiet: bool):
@@ -246,9 +355,7 @@ def _open_cluster(address: str, quiet: bool):
     except ClusterUnavailable as exc:
         output.fail_input(str(exc), hint=exc.hint or None)
     if not quiet:
-        output.err_console.print(f"[dim]cluster: {executor.describe()}[/]", highlight=False)
-    from rich.markup import escape
-
+        output.err_console.print(f"[dim]cluster: {escape(executor.describe())}[/]", highlight=False)
     for refused in executor.refused:
         output.err_console.print(f"[yellow]cluster: refused {escape(refused)}[/]", highlight=False, soft_wrap=True)
     return executor

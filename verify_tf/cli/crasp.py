@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from verify_tf.builders.crasp_compiler import compile_program
@@ -23,6 +24,7 @@ from verify_tf.crasp.depth import definition_depths
 from verify_tf.crasp.interpreter import Trace, Vector, run_program
 from verify_tf.crasp.parser import load_program
 from verify_tf.ir.edit import EditError, apply_settings
+from verify_tf.schema.errors import MissingDependency
 
 __all__ = ["crasp"]
 
@@ -137,6 +139,8 @@ def compile_command(
         save_model(model, output)
     except (ModelFileError, OSError) as error:
         raise _UsageError(f"cannot write {output}: {error}") from None
+    except MissingDependency as missing:  # a .pt output without torch
+        raise _UsageError(f"cannot write {output}: {missing.message}; {missing.install}") from None
     click.echo(f"wrote {output}: " + compiled.describe()[0])
     for line in compiled.describe()[1:]:
         click.echo("  " + line)
@@ -146,15 +150,15 @@ def compile_command(
 
 def _trace_table(trace: Trace, title: str) -> Table:
     """One row per position: the position, its letter and the value of every definition."""
-    table = Table(title=title)
+    table = Table(title=escape(title))
     table.add_column("i", justify="right")
     table.add_column("letter", justify="center")
     for name in trace.program.names:
         header = f"{name} (output)" if name == trace.program.output else name
-        table.add_column(header, justify="right", no_wrap=True)
-    for index, letter in enumerate(trace.word):
+        table.add_column(escape(header), justify="right", no_wrap=True)
+    for index, letter in enumerate(trace.word):  # the program's names and letters are plain text, never markup
         cells = [_format_value(trace.values[name], index) for name in trace.program.names]
-        table.add_row(str(index + 1), letter, *cells)
+        table.add_row(str(index + 1), escape(letter), *cells)
     return table
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -105,7 +106,7 @@ def experiment(spec: Path, out_dir: Path, preset: str, device: str, seed: int | 
     json_path, png_path = write_outputs(result, out_dir, spec.stem)
     console = Console()
     console.print(_summary_table(result))
-    console.print(f"[dim]{result['evidence']}[/]")
+    console.print(f"[dim]{escape(result['evidence'])}[/]")
     wrote = (
         f"wrote {json_path} and {png_path}"
         if png_path
@@ -127,7 +128,7 @@ def _summary_table(result: dict[str, Any]) -> Table:
 
 def _luo_table(result: dict[str, Any]) -> Table:
     table = Table(
-        title=f"{result['title']}\nbest over training, on random and on constant inputs: sup-error "
+        title=escape(result["title"]) + "\nbest over training, on random and on constant inputs: sup-error "
         "(position-index) or accuracy; ε* = (n−1)/2"
     )
     for name in ("task", "variant", "random", "constant", "ε*", "< ε*"):
@@ -149,13 +150,13 @@ def _luo_table(result: dict[str, Any]) -> Table:
                 "",
                 "",
             )
-        table.add_row(run["task"], run["variant"], *cells)
+        table.add_row(escape(run["task"]), escape(run["variant"]), *cells)
     return table
 
 
 def _yang_table(result: dict[str, Any]) -> Table:
     depths = result["table"]["depths"]
-    table = Table(title=f"{result['title']}\n% exact match on the longer test strings, by depth")
+    table = Table(title=escape(result["title"]) + "\n% exact match on the longer test strings, by depth")
     table.add_column("L_k", no_wrap=True)
     for depth in depths:
         table.add_column(f"d={depth}", justify="right", no_wrap=True)

@@ -7,6 +7,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
+
 from . import output
 
 if TYPE_CHECKING:
@@ -16,14 +18,20 @@ if TYPE_CHECKING:
 class ProgressDisplay:
     """Progress of one check, from ``engines.base.ProgressEvent``s: a bar on a terminal (after the first second),
     a plain line every 10 seconds otherwise (``VERIFY_TF_PROGRESS_SECONDS``) (CI logs; a heartbeat thread keeps
-    printing the current phase while a long solver query runs), nothing with ``--quiet``."""
+    printing the current phase while a long solver query runs), nothing with ``--quiet``. Certification (events
+    of engine ``certify``: "certifying (cvc5 / LRAT / sample)") gets a bar of its own, and in logs a line at once.
+    """
 
-    def __init__(self, label: str, mode: str):
+    def __init__(self, label: str, mode: str, forward: ProgressDisplay | None = None):
         self.label, self.mode = label, mode  # mode: bar | log | off
+        # where this check's certification events go when its own display is off (properties side by side)
+        self.forward = forward
         self.every = float(os.environ.get("VERIFY_TF_PROGRESS_SECONDS", "10"))  # seconds between log lines
         self.start = time.perf_counter()
         self.progress: Progress | None = None  # the bar, made at the first event after one second
         self.task: TaskID | None = None
+        self.certify_task: TaskID | None = None  # certification's own bar
+        self.in_certification = False
         self.phase, self.amount = "", ""
         self.stopped = threading.Event()
         self.heartbeat = None
@@ -34,18 +42,20 @@ class ProgressDisplay:
     def _beat(self) -> None:
         while not self.stopped.wait(self.every):
             if self.phase:
-                output.err_console.print(
-                    f"[{time.perf_counter() - self.start:6.0f} s] {self.label}: {self.phase}{self.amount}",
-                    highlight=False,
-                    markup=False,
-                    soft_wrap=True,
-                )
+                self._line(f"{self.label}: {self.phase}{self.amount}")
 
     def __call__(self, event) -> None:
+        certifying = event.engine == "certify"
+        if certifying and self.mode == "off" and self.forward is not None:
+            self.forward.certifying(self.label, event)
+            return
+        if certifying and not self.in_certification and self.mode == "log":
+            self._line(f"{self.label}: {event.phase}")  # at once: a certificate can take longer than the proof
+        self.in_certification = certifying
         if event.phase:
             self.phase = event.phase
         self.amount = "" if not event.total else f" ({event.done:g}/{event.total:g} {event.unit})".replace(" )", ")")
-        if self.mode != "bar" or time.perf_counter() - self.start < 1.0:
+        if self.mode != "bar" or (time.perf_counter() - self.start < 1.0 and not certifying):
             return
         if self.progress is None:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -59,10 +69,23 @@ class ProgressDisplay:
                 transient=True,
             )
             self.progress.start()
-            self.task = self.progress.add_task(self.label, total=event.total)
-        assert self.task is not None
+        if certifying and self.certify_task is None:  # certification gets a bar of its own
+            self.certify_task = self.progress.add_task(escape(f"{self.label}: {event.phase}"), total=event.total)
+        if self.task is None and not certifying:
+            self.task = self.progress.add_task(escape(self.label), total=event.total)
+        task = self.certify_task if certifying else self.task
+        assert task is not None
         self.progress.update(
-            self.task, completed=event.done, total=event.total, description=f"{self.label}: {self.phase}"[:100]
+            task, completed=event.done, total=event.total, description=escape(f"{self.label}: {self.phase}"[:100])
+        )
+
+    def certifying(self, label: str, event) -> None:
+        """A property checked side by side is being certified: say so on this (the overall) display."""
+        self(type(event)(event.engine, f"{label}: {event.phase}", event.done, event.total, event.unit))
+
+    def _line(self, text: str) -> None:
+        output.err_console.print(
+            f"[{time.perf_counter() - self.start:6.0f} s] {text}", highlight=False, markup=False, soft_wrap=True
         )
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
 from . import output
 
@@ -19,12 +20,21 @@ def show_explained(explained, print_traces: bool, html_path: Path | None, source
     if print_traces:
         if not explained:
             output.console.print("no refuted property: nothing to explain")
+        else:
+            unexpected = sum(item.unexpected for item in explained)
+            output.console.print(
+                f"{len(explained)} counterexample(s): {unexpected} unexpected (shown first), "
+                f"{len(explained) - unexpected} as expected",
+                highlight=False,
+            )
         for item in explained:
             print_explained(output.console, item)
     if html_path is not None:
         html_path.parent.mkdir(parents=True, exist_ok=True)
         write_html(html_path, explained, source)
-        output.err_console.print(f"wrote {html_path} ({len(explained)} counterexample(s))", highlight=False)
+        output.err_console.print(
+            f"wrote {html_path} ({len(explained)} counterexample(s))", highlight=False, markup=False
+        )
 
 
 @click.command()
@@ -43,26 +53,26 @@ def audit(report_path, timeout, strict) -> None:
     Exit codes: 0 everything checks (with --strict: and no evidence is partial), 1 something failed (named),
     2 the report cannot be read.
     """
-    from ..audit import FAILED, PARTIAL, AuditError, audit_exit_code, audit_report
+    from ..reporting.audit import FAILED, PARTIAL, AuditError, audit_exit_code, audit_report
 
     try:
         items = audit_report(report_path, timeout)
     except AuditError as exc:
         output.fail_input(str(exc))
     style = {"ok": "green", PARTIAL: "yellow", FAILED: "bold red"}
-    for item in items:
+    for item in items:  # every text from the report or a check is escaped: "pip install 'verify-tf[certify]'"
         cached = " (cached)" if item.cached else ""
         output.console.print(
-            f"[{style[item.outcome]}]{item.outcome}[/] {Path(item.spec).name}: {item.property} "
-            f"({item.verdict}{cached})",
+            f"[{style[item.outcome]}]{item.outcome}[/] "
+            + escape(f"{Path(item.spec).name}: {item.property} ({item.verdict}{cached})"),
             highlight=False,
         )
         for line in item.checked:
-            output.console.print(f"    checked: {line}", highlight=False)
+            output.console.print(f"    checked: {escape(line)}", highlight=False)
         for line in item.partial:
-            output.console.print(f"    [yellow]partial:[/] {line}", highlight=False)
+            output.console.print(f"    [yellow]partial:[/] {escape(line)}", highlight=False)
         for line in item.problems:
-            output.console.print(f"    [red]FAILED:[/] {line}", highlight=False)
+            output.console.print(f"    [red]FAILED:[/] {escape(line)}", highlight=False)
     failed = sum(i.outcome == FAILED for i in items)
     partial = sum(i.outcome == PARTIAL for i in items)
     output.console.print(

@@ -24,9 +24,9 @@ from . import output
 @click.option("--json", "as_json", is_flag=True, help="Print the trace as JSON instead of tables.")
 def run(spec_path, input_text, as_json) -> None:
     """Evaluate the SPEC's model on one input and print the layer-by-layer trace."""
+    from ..reporting.trace_view import parse_input, print_trace, trace_to_json
     from ..semantics import UnsupportedInMode, evaluate
     from ..spec import SpecError, load_spec
-    from ..trace_view import parse_input, print_trace, trace_to_json
 
     try:
         spec = load_spec(spec_path)
@@ -61,13 +61,14 @@ def init(path: Path, force: bool) -> None:
     if path.exists() and not force:
         output.fail_input(f"{path} exists (use --force to overwrite)")
     path.write_text(STARTER_SPEC)
-    output.console.print(f"wrote {path}; run: verify-tf check {path}")
+    output.console.print(f"wrote {path}; run: verify-tf check {path}", markup=False)
 
 
 @click.command(name="properties")
 def list_properties() -> None:
     """List the available properties and their engines."""
     from rich.table import Table
+    from rich.text import Text
 
     from ..properties import registry
 
@@ -75,6 +76,6 @@ def list_properties() -> None:
     table.add_column("property")
     table.add_column("engines")
     table.add_column("summary", ratio=1)
-    for name, prop in registry().items():
-        table.add_row(name, ", ".join(prop.engines), prop.summary)
+    for name, prop in registry().items():  # plain text: a summary's "[lo, hi]" is not markup
+        table.add_row(Text(name), Text(", ".join(prop.engines)), Text(prop.summary))
     output.console.print(table)

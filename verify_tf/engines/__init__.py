@@ -1,5 +1,66 @@
-"""Engines: the ways a property's question is answered (``smt``, ``enumerate``, ``search``, ``train``).
+"""Engines: the ways a property's question is answered, one package each, found by the registry below.
 
-Each engine lives in its own subpackage and never imports another engine; cross-checks between engines
-live in the tests and in the properties' ``choose_engine``.
+An engine is a package ``verify_tf/engines/<name>/`` whose ``__init__.py`` is its *card*:
+
+* ``ENGINE = "<name>"`` (the package's own name);
+* ``check(task: Task, run: Run) -> Verdict``: the driver (``engines.base`` has ``Run`` and the verdict helpers);
+* optionally ``ROLE`` and ``predict(task, estimate) -> Prediction`` (``engines.cost``): how ``engine: auto``
+  may use it and, for an exhaustive engine, how long a complete run would take.
+
+Dropping such a folder here is all it takes: spec validation, ``--engine``, ``auto``'s candidates and the
+import contract that keeps engines independent all derive from ``names()`` (docs/architecture.md, "Add an
+engine"). Names are read from the folder without importing anything; ``load(name)`` imports one card when it
+is needed, so a check imports only the engines it uses. A card imports only what its ``predict`` needs; its
+``check`` imports the driver (``driver.py``) when it runs. An engine never imports another engine: shared code
+lives below them (``engines.base``, ``scan``, ``evaluators``, ``cost``, the kernels).
 """
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..contract import Task
+    from ..verdict import Verdict
+    from .base import Run
+    from .cost import Estimate, Prediction
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One engine's card, as loaded: its name, its driver and its optional ``auto`` hooks."""
+
+    name: str
+    check: Callable[[Task, Run], Verdict]
+    role: str | None = None  # engines.cost.ROLES; None: auto runs it only when it is the property's only engine
+    predict: Callable[[Task, Estimate], Prediction] | None = None
+
+
+class NotAnEngine(ImportError):
+    """A package under verify_tf/engines/ whose card does not follow the interface above."""
+
+
+@cache
+def names() -> tuple[str, ...]:
+    """Every engine's name, sorted: the packages in this folder (modules such as ``base.py`` are shared code)."""
+    return tuple(
+        sorted(info.name for info in pkgutil.iter_modules(__path__) if info.ispkg and not info.name.startswith("_"))
+    )
+
+
+@cache
+def load(name: str) -> Engine:
+    """Import the card of engine ``name`` (not its driver) and check it follows the interface."""
+    if name not in names():
+        raise KeyError(f"unknown engine {name!r} (engines: {', '.join(names())})")
+    card = importlib.import_module(f"{__name__}.{name}")
+    declared, check = getattr(card, "ENGINE", None), getattr(card, "check", None)
+    if declared != name or not callable(check):
+        raise NotAnEngine(f"{card.__name__} must define ENGINE = {name!r} and check(task, run)")
+    role, predict = getattr(card, "ROLE", None), getattr(card, "predict", None)
+    return Engine(name, check, role, predict)

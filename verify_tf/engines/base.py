@@ -1,84 +1,40 @@
-"""What every engine driver shares: the task (one property check as plain data), the run context (executor,
-deadline, progress), the protocols a property implements for each engine, and verdict assembly.
+"""What every engine driver shares: the run context (executor, deadline, progress) and verdict assembly.
 
-Properties are declarative (``verify_tf.properties``): they say what a violation is, what to enumerate and
-which solver queries to ask. Drivers (``engines/<name>/driver.py``) own everything about *running*:
+The task and the property's hooks are the contract (``verify_tf.contract``, below both properties and
+engines). Properties are declarative: they say what a violation is, what to enumerate and which solver queries
+to ask. Engines (``engines/<name>/``, discovered by ``verify_tf.engines``) own everything about *running*:
 enumeration order, work units, the deadline, progress, the solver lifecycle, replay of every counterexample
 on the reference interpreter, minimisation and the verdict. An engine never imports another engine or a
-property; it sees a property only through the protocols below (the property object travels inside the
+property; it sees a property only through ``contract.Property`` (the property object travels inside the
 ``Task``, pickled by reference to its class).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from fractions import Fraction
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from ..domain import Domain
-from ..ir import Model, Token
-from ..ir.plain import model_to_dict
-from ..semantics import Arithmetic
-from ..spaces import InputSpace
+# Task, Settings, QueryPlan, CountingGoal and Witness are the contract's; re-exported for engines written
+# against the earlier layout (new code imports them from verify_tf.contract)
+from ..contract import (
+    CountingGoal as CountingGoal,
+    QueryPlan as QueryPlan,
+    Settings as Settings,
+    Task as Task,
+    Witness as Witness,
+)
+from ..ir import Token
 from ..verdict import ERROR, PROVED, REFUTED, UNKNOWN, Verdict
 from ..witness import ReplayMismatch
-from ..work import Deadline, Executor
-
-Witness = dict[str, Any]  # JSON-ready, with a one-line "summary"; produced by replay on the interpreter
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Engine settings of one check (spec, property and command line merged)."""
-
-    seed: int = 0
-    minimize: bool = False
-    device: str = "auto"
-    solver: str = "z3"
-    rlimit: int | None = None
-    samples: int = 100_000
-    smt2_dir: str | None = None
-    certify: bool = False  # keep what a certificate needs (queries asked, outputs digest) in the statistics
-
+from ..work import Deadline, Executor, UnitError
 
 # Statistics keys the certificate module (verify_tf/certify) reads and removes before the report is written
 CERTIFY_QUERIES = "certify_queries"  # [{"name", "smt2", "answer"}]: every solver query a proof asked
 CERTIFY_COUNTING = "certify_counting"  # engine counting: what its exploration covered (certify.counting)
 OUTPUTS_DIGEST = "outputs_sha256"  # exhaustive runs: sha256 over the evaluated outputs, in input order
-
-
-@dataclass(frozen=True)
-class Task:
-    """One property check as plain, picklable data: everything a work unit needs, in any process."""
-
-    label: str  # the property's name as written in the spec
-    prop: Any  # the property object (declarative; see the protocols below)
-    options: Any  # its typed options
-    model: Model
-    arithmetic: Arithmetic
-    domain: Domain | None
-    settings: Settings = field(default_factory=Settings)
-    fingerprint: str = ""  # content hash of model, arithmetic and domain: caches compiled evaluators
-
-    @staticmethod
-    def make(
-        label: str,
-        prop: Any,
-        options: Any,
-        model: Model,
-        arithmetic: Arithmetic,
-        domain: Domain | None,
-        settings: Settings | None = None,
-    ) -> Task:
-        digest = hashlib.sha256(
-            json.dumps([model_to_dict(model), repr(arithmetic), repr(domain)], default=str).encode()
-        ).hexdigest()[:16]
-        return Task(label, prop, options, model, arithmetic, domain, settings or Settings(), digest)
 
 
 @dataclass(frozen=True)
@@ -106,93 +62,6 @@ class Run:
     progress: Progress = no_progress
 
 
-# ---------------------------------------------------------------- what engines ask of a property
-
-
-@runtime_checkable
-class EachInput(Protocol):
-    """∀ x in the input space: no violation at x. Engines: interpret, enumerate, search (and smt, split)."""
-
-    def input_space(self, task: Task) -> InputSpace: ...
-
-    def violation(self, task: Task, tokens: tuple[Token, ...]) -> Witness | None:
-        """Evaluate x on the reference interpreter; the witness when x violates the property."""
-        ...
-
-
-class DistinctValues(Protocol):
-    """Values q(x)_i of every (input, position) pairwise separated (Yun et al.'s contextual mapping)."""
-
-    def input_space(self, task: Task) -> InputSpace: ...
-
-    def values(self, task: Task, tokens: tuple[Token, ...]) -> list[Fraction]: ...
-
-    def too_close(self, task: Task, gap: Fraction) -> bool: ...
-
-    def exempt_pairs(self, task: Task) -> bool:
-        """Whether keys of two different inputs that are permutations of each other are exempt."""
-        ...
-
-    def pair_witness(self, task: Task, first: tuple, i: int, second: tuple, j: int) -> Witness:
-        """Replay the pair on the interpreter (raises ReplayMismatch when it is not a violation)."""
-        ...
-
-
-@dataclass(frozen=True)
-class QueryPlan:
-    """One solver question, as plain data: built by the property inside a work unit."""
-
-    name: str
-    key: tuple = ()  # property-specific parameters (length, transposition, ...)
-
-
-class Solvable(Protocol):
-    """Engine smt: the violation as solver queries; all unsat proves the property."""
-
-    def smt_queries(self, task: Task) -> Sequence[QueryPlan]: ...
-
-    def build_query(self, task: Task, plan: QueryPlan, builder: Any) -> Any:
-        """A ``symbolic.solve.Query`` (assertions, symbolic inputs, optional decode) for this plan."""
-        ...
-
-    def replay_query(self, task: Task, plan: QueryPlan, decoded: Any) -> Witness | None:
-        """The solver's decoded answer replayed on the interpreter: the witness, or None."""
-        ...
-
-
-class CounterMachine(Protocol):
-    """Engine counting: a reference that reads a word letter by letter with a tuple of integer counts as state
-    (``crasp.machine.ProgramMachine`` is one). Its output at a position is a function of the counts before it
-    and the letter, and ``key`` maps counts to what every later output depends on (exactly)."""
-
-    names: tuple[str, ...]  # one per count, for invariants and counterexamples
-    initial: tuple[int, ...]  # the counts of the empty prefix (whose output is "reject")
-
-    def step(self, counts: tuple[int, ...], letter: str) -> tuple[tuple[int, ...], bool]: ...
-
-    def key(self, counts: tuple[int, ...]) -> tuple: ...
-
-    def encode_step(self, counts: list, letter: str) -> tuple[list, Any]:
-        """``step`` over z3 integer terms: (next counts, output) as z3 terms."""
-        ...
-
-
-@dataclass(frozen=True)
-class CountingGoal:
-    """Engine counting: what the property asks. On every prefix of length p >= ``first_position`` of every
-    string over ``alphabet`` (of length <= ``max_length``, or of every length when ``all_lengths``), the model's
-    decision at the prefix's last position (readout > ``threshold``; for p = 0 at BOS, when the model has one)
-    equals ``machine``'s output. The property returns it from ``counting_goal(task)`` and replays witnesses
-    with ``violation``."""
-
-    machine: Any  # a CounterMachine (pickled with the task's property)
-    alphabet: tuple[str, ...]
-    threshold: Fraction
-    first_position: int  # a prefix length
-    max_length: int
-    all_lengths: bool = False
-
-
 # ---------------------------------------------------------------- verdict assembly
 
 
@@ -205,8 +74,9 @@ def verdict(
     method: str = "",
     detail: str = "",
     witness: Witness | None = None,
-    statistics: dict | None = None,
+    statistics: dict[str, Any] | None = None,
     tried: Sequence[str] = (),
+    traceback: str = "",
 ) -> Verdict:
     return Verdict(
         task.label,
@@ -218,15 +88,21 @@ def verdict(
         counterexample=witness,
         statistics=dict(statistics or {}),
         tried=list(tried),
+        spec=task.spec,
+        index=task.index,
+        kind=task.prop.name,
+        traceback=traceback,
     )
 
 
-def proved(task: Task, run: Run, engine: str, method: str, detail: str, statistics: dict | None = None) -> Verdict:
+def proved(
+    task: Task, run: Run, engine: str, method: str, detail: str, statistics: dict[str, Any] | None = None
+) -> Verdict:
     return verdict(task, run, PROVED, engine, method=method, detail=detail, statistics=statistics)
 
 
 def refuted(
-    task: Task, run: Run, engine: str, method: str, witness: Witness, statistics: dict | None = None
+    task: Task, run: Run, engine: str, method: str, witness: Witness, statistics: dict[str, Any] | None = None
 ) -> Verdict:
     return verdict(
         task,
@@ -246,7 +122,7 @@ def unknown(
     engine: str,
     detail: str,
     tried: Sequence[str],
-    statistics: dict | None = None,
+    statistics: dict[str, Any] | None = None,
     method: str = "",
 ) -> Verdict:
     return verdict(
@@ -254,14 +130,17 @@ def unknown(
     )
 
 
-def error(task: Task, run: Run, engine: str, detail: str, statistics: dict | None = None) -> Verdict:
+def error(task: Task, run: Run, engine: str, detail: str, statistics: dict[str, Any] | None = None) -> Verdict:
     return verdict(task, run, ERROR, engine, detail=detail, statistics=statistics)
 
 
-def describe_proof(task: Task, engine: str, default: str, statistics: dict) -> str:
-    """The proved verdict's one-line detail: the property's own wording (``describe_proof``) or ``default``."""
-    describe = getattr(task.prop, "describe_proof", None)
-    return describe(task, engine, default, statistics) if describe is not None else default
+def unit_failed(
+    task: Task, run: Run, engine: str, failure: UnitError, statistics: dict[str, Any] | None = None
+) -> Verdict:
+    """Verdict ``error`` for a work unit that raised (or whose worker died): it names the unit and keeps the
+    worker's traceback; never ``proved``, whatever the other units found."""
+    detail = f"work unit failed: {failure.key}: {failure.message}"
+    return verdict(task, run, ERROR, engine, detail=detail, statistics=statistics, traceback=failure.remote_traceback)
 
 
 def replayed(task: Task, tokens: tuple[Token, ...], claim: str) -> Witness:

@@ -6,10 +6,10 @@ import hashlib
 import json
 
 from ..batched import BatchedEvaluator, evaluator_for
+from ..contract import Task
 from ..ir import Model
 from ..ir.plain import model_to_dict
 from ..spaces import InputSpace
-from .base import Task
 
 
 def model_digest(model: Model) -> str:

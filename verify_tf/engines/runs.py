@@ -4,7 +4,7 @@ the closest non-exempt pair found on the merged stream.
 Contextual mapping compares every value of every input with every other (``engines.scan``). At 10^8 values
 one sort in memory would need gigabytes, so:
 
-* each work unit sorts its own values into a ``Run`` (keys ascending, ties by key number input·n + position;
+* each work unit sorts its own values into a ``SortedRun`` (keys ascending, ties by key number input·n + position;
   the group code of each key's input; one denominator);
 * ``RunStore`` keeps runs in memory up to a byte budget and spills the rest to ``.npy`` files in a temporary
   folder (removed afterwards);
@@ -74,7 +74,7 @@ def from_limbs(limbs: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class Run:
+class SortedRun:
     """Keys of some inputs, sorted ascending (ties by ``index``): value = keys / den.
 
     ``keys``: (N, L) int64 limbs; ``index``: (N,) int64 key numbers input·n + position; ``groups``: (N, G) int64
@@ -94,7 +94,7 @@ class Run:
         return self.keys.nbytes + self.index.nbytes + (0 if self.groups is None else self.groups.nbytes)
 
 
-def sorted_run(numerators: np.ndarray, den: int, start: int, groups: np.ndarray | None) -> Run:
+def sorted_run(numerators: np.ndarray, den: int, start: int, groups: np.ndarray | None) -> SortedRun:
     """The run of a (B, n) block of values of inputs start..start+B-1 (``groups``: (B,) codes, or None)."""
     numerators = np.asarray(numerators)
     count, n = numerators.shape if numerators.ndim == 2 else (len(numerators), 1)
@@ -106,7 +106,7 @@ def sorted_run(numerators: np.ndarray, den: int, start: int, groups: np.ndarray 
         groups = np.asarray(groups)
         group_limbs = np.repeat(to_limbs(groups, limbs_needed(groups)), n, axis=0)
     order = np.lexsort((index,) + tuple(keys[:, k] for k in range(keys.shape[1] - 1, -1, -1)))
-    return Run(keys[order], index[order], None if group_limbs is None else group_limbs[order], den)
+    return SortedRun(keys[order], index[order], None if group_limbs is None else group_limbs[order], den)
 
 
 class RunStore:
@@ -114,17 +114,17 @@ class RunStore:
 
     def __init__(self, memory: int):
         self.memory = memory
-        self.in_memory: list[Run] = []
+        self.in_memory: list[SortedRun] = []
         self.spilled: list[tuple[str, int, bool]] = []  # (path prefix, den, has groups)
         self.held = 0
-        self._folder: tempfile.TemporaryDirectory | None = None
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
         self.dens: set[int] = set()
         self.keys = 0
         self.limbs = 1
         self.group_limbs = 1
         self.spilled_bytes = 0
 
-    def add(self, run: Run) -> None:
+    def add(self, run: SortedRun) -> None:
         self.dens.add(run.den)
         self.keys += len(run)
         self.limbs = max(self.limbs, run.keys.shape[1])
@@ -135,7 +135,7 @@ class RunStore:
         while self.held > self.memory and self.in_memory:
             self._spill(self.in_memory.pop(0))
 
-    def _spill(self, run: Run) -> None:
+    def _spill(self, run: SortedRun) -> None:
         if self._folder is None:
             self._folder = tempfile.TemporaryDirectory(prefix="verify-tf-runs-")
         prefix = os.path.join(self._folder.name, f"run{len(self.spilled)}")
@@ -147,12 +147,12 @@ class RunStore:
         self.held -= run.nbytes
         self.spilled_bytes += run.nbytes
 
-    def runs(self) -> list[Run]:
+    def runs(self) -> list[SortedRun]:
         """Every run; spilled ones memory-mapped (read block by block by ``merged``)."""
         out = list(self.in_memory)
         for prefix, den, has_groups in self.spilled:
             out.append(
-                Run(
+                SortedRun(
                     np.load(prefix + ".keys.npy", mmap_mode="r"),
                     np.load(prefix + ".index.npy", mmap_mode="r"),
                     np.load(prefix + ".groups.npy", mmap_mode="r") if has_groups else None,
@@ -169,7 +169,7 @@ class RunStore:
     def __enter__(self) -> RunStore:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -186,7 +186,7 @@ class Block:
 
 
 def _scaled(
-    run: Run, rows: slice, den: int, limbs: int, group_limbs: int, grouped: bool
+    run: SortedRun, rows: slice, den: int, limbs: int, group_limbs: int, grouped: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     keys = np.asarray(run.keys[rows])
     index = np.asarray(run.index[rows])
@@ -268,9 +268,9 @@ def merged(store: RunStore, block_bytes: int) -> Iterator[Block]:
             count = int(take.sum())  # sorted runs: the emitted keys are a prefix
             out_keys.append(keys[:count])
             out_index.append(index[:count])
-            if grouped:
+            if groups is not None:
                 out_groups.append(groups[:count])
-            pending[r] = (keys[count:], index[count:], groups[count:] if grouped else None)
+            pending[r] = (keys[count:], index[count:], groups[count:] if groups is not None else None)
         keys = np.concatenate(out_keys)
         index = np.concatenate(out_index)
         order = np.lexsort((index,) + tuple(keys[:, k] for k in range(keys.shape[1] - 1, -1, -1)))
@@ -304,8 +304,8 @@ class ClosestPair:
         self.n = max(n, 1)
         self.best: tuple[int, int] | None = None  # (gap, stream position of the lower key)
         self.pair: tuple[tuple[int, int], tuple[int, int]] | None = None
-        self.smallest = None
-        self.largest = None
+        self.smallest: int | None = None
+        self.largest: int | None = None
         self.keys = 0
         self.carry: Block | None = None
         self.carry_position = np.zeros(0, dtype=np.int64)
@@ -371,6 +371,7 @@ class ClosestPair:
         """Gap and extremes as Fractions over ``den``."""
         if not self.keys:
             return Closest(None, None, None, None, 0)
+        assert self.smallest is not None and self.largest is not None  # set by the first block
         smallest, largest = Fraction(self.smallest, den), Fraction(self.largest, den)
         if self.best is None:
             return Closest(None, None, smallest, largest, self.keys)

@@ -26,12 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from ..contract import Task
 from ..numbers import fmt
 from ..spaces import InputSpace
 from ..verdict import Verdict
 from ..work import CONTINUE, STOP, STOP_AFTER, WorkUnit, iter_chunks, schedule
-from .base import OUTPUTS_DIGEST, ProgressEvent, Run, Task, describe_proof, error, proved, refuted, replayed, unknown
-from .runs import Closest, ClosestPair, Run as SortedRun, RunStore, merged, sorted_run
+from .base import OUTPUTS_DIGEST, ProgressEvent, Run, proved, refuted, replayed, unit_failed, unknown
+from .runs import Closest, ClosestPair, RunStore, SortedRun, merged, sorted_run
 
 SCAN_MEMORY = 256 << 20  # bytes of sorted runs held in memory before they are spilled to disk
 
@@ -50,7 +51,7 @@ class ChunkResult:
     stopped: str = ""  # "timeout" | "cancelled" when the unit gave up early
     measures: dict[str, tuple[Fraction, int]] = field(default_factory=dict)  # name -> (extreme, input index)
     note: str = ""
-    digests: list = field(default_factory=list)  # with --certify: (start, stop, outputs_digest) per piece
+    digests: list[Any] = field(default_factory=list)  # with --certify: (start, stop, outputs_digest) per piece
 
 
 # Where the chunk digests of an exhaustive run go for the certificate (popped before the report is written)
@@ -121,18 +122,24 @@ def chunk_size(total: int, workers: int, *, smallest: int, largest: int) -> int:
 
 
 def first_violation(
-    task: Task, run: Run, space: InputSpace, engine: str, evaluate_chunk: Callable, size: int, extra: tuple = ()
-) -> tuple[ChunkResult | None, dict, Any]:
+    task: Task,
+    run: Run,
+    space: InputSpace,
+    engine: str,
+    evaluate_chunk: Callable[..., Any],
+    size: int,
+    extra: tuple[Any, ...] = (),
+) -> tuple[ChunkResult | None, dict[str, Any], Any]:
     """Scan ``space`` in chunks of ``size``; (the least violating chunk result or None, statistics, schedule).
 
     ``evaluate_chunk(task, space, start, stop, *extra, deadline=, cancelled=) -> ChunkResult`` is the engine's
     unit function (module-level, so it can run in other processes).
     """
     total = space.count()
-    kinds = getattr(task.prop, "measure_kinds", lambda task: {})(task)
+    kinds = task.prop.measure_kinds(task)
     # a property whose claim is about a measure (position-blind's ε) is refuted with the input where the
     # measure is extreme, so the whole space is scanned; every other property stops at the least violation
-    by_measure = getattr(task.prop, "witness_measure", None)
+    by_measure = task.prop.witness_measure
     units = [
         WorkUnit(f"{engine}: inputs {a}..{b - 1}", evaluate_chunk, (task, space, a, b, *extra), order=i, weight=b - a)
         for i, (a, b) in enumerate(iter_chunks(total, size))
@@ -150,7 +157,7 @@ def first_violation(
         run.progress(ProgressEvent(engine, f"{engine}: {space.describe()}", done, total, "inputs"))
         fold_measures(kinds, measures, result.measures)
         if result.violation is not None:
-            if best is None or result.violation < best.violation:
+            if best is None or best.violation is None or result.violation < best.violation:
                 best = result
             if by_measure is None:
                 return STOP_AFTER
@@ -168,7 +175,7 @@ def first_violation(
         "space": space.describe(),
         "units": len(units),
         "executor": run.executor.name,
-        **getattr(task.prop, "statistics", lambda task: {})(task),
+        **task.prop.statistics(task),
     }
     for name, (value, index) in measures.items():
         stats[name] = str(value)
@@ -194,33 +201,27 @@ def check_each_input(
     task: Task,
     run: Run,
     engine: str,
-    evaluate_chunk: Callable,
+    evaluate_chunk: Callable[..., Any],
     size: int,
-    extra: tuple = (),
+    extra: tuple[Any, ...] = (),
     method: str = "exhaustive",
 ) -> Verdict:
     """The exhaustive verdict for an ``EachInput`` property: proved only when every input was examined."""
     prop = task.prop
-    for tokens in getattr(prop, "candidates", lambda task: [])(task):
+    for tokens in prop.candidates(task):
         witness = prop.violation(task, tokens)
         if witness is not None:
             return refuted(task, run, engine, "candidate", witness, {"candidate": True})
     space = prop.input_space(task)
     found, stats, summary = first_violation(task, run, space, engine, evaluate_chunk, size, extra)
-    if found is not None:
+    if found is not None and found.violation is not None:
         tokens = space.decode(space.rows(found.violation, found.violation + 1)[0][0])
         witness = replayed(task, tokens, found.claim or f"a violation at input {found.violation}")
         witness = minimise(task, run, engine, evaluate_chunk, size, extra, witness, stats)
         return refuted(task, run, engine, method, witness, stats)
     if summary.errors:
         first = summary.errors[0]
-        return error(
-            task,
-            run,
-            engine,
-            f"work unit failed: {first.key}: {first.message}",
-            {**stats, "traceback": first.remote_traceback},
-        )
+        return unit_failed(task, run, engine, first, stats)
     if not stats["complete"]:
         what = f"{stats['inputs_checked']} of {stats['space_size']} inputs examined, no violation so far"
         return unknown(
@@ -229,16 +230,22 @@ def check_each_input(
     default = (
         f"all {stats['space_size']} inputs" if space.order == "all" and space.only_lengths is None else space.describe()
     )
-    text = describe_proof(task, engine, default, stats)
+    text = task.prop.describe_proof(task, engine, default, stats)
     return proved(task, run, engine, method, text, stats)
 
 
 def minimise(
-    task: Task, run: Run, engine: str, evaluate_chunk: Callable, size: int, extra: tuple, witness: dict, stats: dict
-) -> dict:
+    task: Task,
+    run: Run,
+    engine: str,
+    evaluate_chunk: Callable[..., Any],
+    size: int,
+    extra: tuple[Any, ...],
+    witness: dict[str, Any],
+    stats: dict[str, Any],
+) -> dict[str, Any]:
     """The least witness: scan the inputs the property says come before this one (``preceding``), if any."""
-    preceding = getattr(task.prop, "preceding", None)
-    space = preceding(task, witness) if preceding is not None else None
+    space = task.prop.preceding(task, witness)
     if space is None or space.count() == 0 or run.deadline.expired():
         return witness
     found, inner, _ = first_violation(task, run, space, engine, evaluate_chunk, size, extra)
@@ -247,7 +254,7 @@ def minimise(
         "inputs_checked": inner["inputs_checked"],
         "complete": inner["complete"] or found is not None,
     }
-    if found is None:
+    if found is None or found.violation is None:
         return witness
     tokens = space.decode(space.rows(found.violation, found.violation + 1)[0][0])
     return replayed(task, tokens, found.claim or "a smaller violation")
@@ -320,7 +327,7 @@ def closest_pair(scaled: np.ndarray, groups: np.ndarray, n: int, denominator: in
         pending = pending[exempt]
         offset += 1
         pending = pending[pending + offset < count]
-    if best_pair is None:
+    if best_pair is None or best_gap is None:
         return Closest(None, None, smallest, largest, count)
     (a, b) = best_pair
     return Closest(Fraction(int(best_gap), denominator), ((a // n, a % n), (b // n, b % n)), smallest, largest, count)
@@ -331,17 +338,24 @@ def multiset_codes(rows: np.ndarray, vocabulary: int) -> np.ndarray:
     ordered = np.sort(rows, axis=1)
     n = ordered.shape[1]
     dtype = np.int64 if vocabulary**n < INT64_SAFE else object  # object: exact Python integers
-    return ordered.astype(dtype) @ np.array([vocabulary**p for p in range(n)], dtype=dtype)
+    codes: np.ndarray = ordered.astype(dtype) @ np.array([vocabulary**p for p in range(n)], dtype=dtype)
+    return codes
 
 
 def check_distinct_values(
-    task: Task, run: Run, engine: str, values_chunk: Callable, size: int, extra: tuple = (), memory: int | None = None
+    task: Task,
+    run: Run,
+    engine: str,
+    values_chunk: Callable[..., Any],
+    size: int,
+    extra: tuple[Any, ...] = (),
+    memory: int | None = None,
 ) -> Verdict:
     """The exhaustive verdict for a ``DistinctValues`` property: sorted runs, a k-way merge, one closest-pair
     pass, within ``memory`` bytes of runs (default ``SCAN_MEMORY``; the rest is spilled to disk)."""
     memory = SCAN_MEMORY if memory is None else memory
     prop = task.prop
-    for first, i, second, j in getattr(prop, "candidate_pairs", lambda task: [])(task):
+    for first, i, second, j in prop.candidate_pairs(task):
         return refuted(
             task,
             run,
@@ -369,7 +383,7 @@ def check_distinct_values(
             if result.clash is not None:
                 clashes.append(result)
                 return STOP_AFTER
-            if result.stopped:
+            if result.stopped or result.run is None:
                 return STOP
             store.add(result.run)
             digests.append((result.start, result.stop, result.digest))
@@ -387,20 +401,11 @@ def check_distinct_values(
             **prop.statistics(task),
         }
         if clashes:
-            clash = min(clashes, key=lambda r: r.clash[0])
-            x = space.decode(space.rows(clash.clash[0], clash.clash[0] + 1)[0][0])
-            return refuted(
-                task, run, engine, "exhaustive", prop.pair_witness(task, x, clash.clash[1], x, clash.clash[2]), stats
-            )
+            row, i, j = min(result.clash for result in clashes if result.clash is not None)
+            x = space.decode(space.rows(row, row + 1)[0][0])
+            return refuted(task, run, engine, "exhaustive", prop.pair_witness(task, x, i, x, j), stats)
         if summary.errors:
-            first = summary.errors[0]
-            return error(
-                task,
-                run,
-                engine,
-                f"work unit failed: {first.key}: {first.message}",
-                {**stats, "traceback": first.remote_traceback},
-            )
+            return unit_failed(task, run, engine, summary.errors[0], stats)
         if done < total:
             what = f"{done} of {total} inputs evaluated"
             return unknown(
@@ -429,7 +434,7 @@ def check_distinct_values(
                 "smallest_gap": None if found.gap is None else str(found.gap),
             }
         )
-    if found.gap is not None and prop.too_close(task, found.gap):
+    if found.gap is not None and found.pair is not None and prop.too_close(task, found.gap):
         (a, i), (b, j) = found.pair
         rows = space.rows(a, a + 1)[0][0], space.rows(b, b + 1)[0][0]
         return refuted(
@@ -441,13 +446,17 @@ def check_distinct_values(
             stats,
         )
     gap = "no two values to compare" if found.gap is None else f"smallest gap {fmt(found.gap)}"
-    span = "" if found.smallest is None else f", q in [{fmt(found.smallest)}, {fmt(found.largest)}]"
+    span = (
+        ""
+        if found.smallest is None or found.largest is None
+        else f", q in [{fmt(found.smallest)}, {fmt(found.largest)}]"
+    )
     return proved(
         task,
         run,
         engine,
         "exhaustive",
-        describe_proof(
+        task.prop.describe_proof(
             task, engine, f"all values {prop.requirement(task)}: {gap}{span} ({total} {_noun(space)} evaluated)", stats
         ),
         stats,

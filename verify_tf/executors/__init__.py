@@ -1,7 +1,8 @@
 """Executors: where work units run. ``InProcess`` (the default: one unit at a time, in this thread) and
 ``ProcessPool`` (``-j N``: N spawned worker processes shared by every property of the run). The Dask
 executor (``--cluster``) lives in ``executors.cluster`` and is imported only by ``open_cluster``, so Dask is
-needed only when a cluster is asked for.
+needed only when a cluster is asked for; ``ClusterUnavailable`` and the ``--cluster`` address check live in
+``executors.addresses`` (Dask-free), which both this package and ``executors.cluster`` import.
 
 All of them implement ``verify_tf.work.Executor``; engine drivers never know which one they run on.
 """
@@ -16,6 +17,16 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from ..work import CancelFlag, Deadline, UnitError, WorkUnit, budget, describe_exception, never_cancelled, run_unit
+from .addresses import CLUSTER_EXTRA_HINT, ClusterUnavailable, cluster_address_problem
+
+__all__ = [
+    "CLUSTER_EXTRA_HINT",
+    "ClusterUnavailable",
+    "InProcess",
+    "ProcessPool",
+    "cluster_address_problem",
+    "open_cluster",
+]
 
 
 class _LocalHandle:
@@ -176,37 +187,6 @@ class ProcessPool:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-class ClusterUnavailable(Exception):
-    """``--cluster`` cannot be honoured: the extra is not installed, the scheduler cannot be reached, no worker
-    is usable. An input error for the CLI (exit 2): ``hint`` says what to do."""
-
-    def __init__(self, message: str, hint: str = ""):
-        super().__init__(message)
-        self.hint = hint
-
-
-CLUSTER_EXTRA_HINT = "pip install 'verify-tf[cluster]'  (Dask distributed; docs/distributed.md)"
-
-
-def cluster_address_problem(address: str) -> str | None:
-    """Why ``--cluster ADDRESS`` is malformed (None when it is ``local:N`` or ``tcp://``/``tls://HOST:PORT``)."""
-    if address.startswith("local:"):
-        count = address.split(":", 1)[1]
-        return (
-            None
-            if count.isdigit() and int(count) >= 1
-            else f"--cluster {address}: N in local:N must be a positive number of worker processes"
-        )
-    scheme, _, rest = address.partition("://")
-    host, _, port = rest.rpartition(":")
-    if scheme in ("tcp", "tls") and host and port.isdigit():
-        return None
-    return (
-        f"--cluster {address}: expected local:N (N worker processes on this machine) or the address of a "
-        "running Dask scheduler, tcp://HOST:PORT"
-    )
 
 
 def open_cluster(address: str, **options: Any) -> Any:

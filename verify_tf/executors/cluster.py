@@ -57,7 +57,7 @@ from distributed.scheduler import KilledWorker
 
 from .. import __version__
 from ..work import Deadline, UnitError, WorkUnit, budget, describe_exception, run_unit
-from . import ClusterUnavailable
+from .addresses import ClusterUnavailable
 
 log = logging.getLogger(__name__)
 

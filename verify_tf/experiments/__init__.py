@@ -1,6 +1,7 @@
 """Float torch training experiments for approximation questions no solver can answer.
 
 * :mod:`.modules` — small transformers with standard (+APE), RPE and URPE attention, IR-like parameter names;
+* :mod:`.exact_encoder` — LayerNorm-free encoders the torch importer maps exactly (docs/import.md);
 * :mod:`.spec` — the experiment spec format (``examples/experiments/*.yaml``), located errors;
 * :mod:`.luo` — Luo et al. 2022: RPE cannot map constant inputs to positions, URPE can;
 * :mod:`.yang` — Yang, Cadilhac, Chiang 2025: accuracy by (language L_k, depth), the staircase;

@@ -25,6 +25,7 @@ from .replay import (
     focus_rows,
     stages,
     trace_alignment,
+    unexpected_first,
     witness_table,
 )
 
@@ -33,6 +34,10 @@ body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.
 h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; border-bottom: 2px solid #c0392b; padding-bottom: .2rem; }
 h3 { font-size: 1rem; margin: 1rem 0 .3rem; } h4 { font-size: .9rem; margin: .4rem 0; color: #444; }
 .summary { background: #fdf0ef; border-left: 4px solid #c0392b; padding: .5rem .8rem; font-family: monospace; }
+.badge { font-size: .8rem; padding: .05rem .4rem; border-radius: .3rem; margin-left: .4rem; }
+.badge.unexpected { background: #c0392b; color: white; } .badge.expected { background: #e0e0e0; color: #333; }
+section.expected h2 { border-bottom-color: #999; }
+section.expected .summary { background: #f4f4f4; border-color: #999; }
 .note { background: #fff8e1; border-left: 4px solid #f0ad4e; padding: .3rem .8rem; }
 .roles { display: grid; gap: 1rem; align-items: start; }
 .role { min-width: 0; overflow-x: auto; }
@@ -149,10 +154,17 @@ def _grid(columns: int) -> str:
     return f'<div class="roles" style="grid-template-columns: repeat({columns}, minmax(0, 1fr))">'
 
 
+def _badge(item: Explained) -> str:
+    if item.unexpected:
+        return '<span class="badge unexpected">unexpected</span>'
+    return '<span class="badge expected">as expected</span>'
+
+
 def _section(item: Explained, number: int) -> str:
+    kind = "unexpected" if item.unexpected else "expected"
     out = [
-        f'<section class="counterexample" id="cx-{number}">',
-        f"<h2>{_e(item.spec_path)}: {_e(item.property)} — refuted</h2>",
+        f'<section class="counterexample {kind}" id="cx-{number}">',
+        f"<h2>{_e(item.spec_path)}: {_e(item.property)} — refuted {_badge(item)}</h2>",
         f'<p class="summary">{_e(item.summary)}</p>',
     ]
     out += [f'<p class="note">{_e(note)}</p>' for note in item.notes]
@@ -249,23 +261,31 @@ def _heatmaps_html(roles: list[RoleTrace], mappings: list[dict[int, int]], layer
 
 
 def render_html(explained: Sequence[Explained], source: str = "") -> str:
+    """The page: unexpected refutations (those that fail the run) first, each group listed, then every section."""
+    explained = unexpected_first(explained)
     count = len(explained)
+    unexpected = sum(item.unexpected for item in explained)
     body = [
         f"<h1>verify-tf counterexamples</h1><p>{count} refuted propert{'y' if count == 1 else 'ies'}"
+        + (f": {unexpected} unexpected, {count - unexpected} as expected" if count else "")
         + (f" from <code>{_e(source)}</code>" if source else "")
         + f" — verify-tf {__version__}</p>"
     ]
     if not explained:
         body.append("<p>No refuted property: nothing to explain.</p>")
-    else:
-        body.append(
-            "<ul>"
-            + "".join(
-                f'<li><a href="#cx-{k}">{_e(item.spec_path)}: {_e(item.property)}</a></li>'
-                for k, item in enumerate(explained)
+    numbered = list(enumerate(explained))
+    for title, group in (
+        ("Unexpected (the spec did not expect these: they fail the run)", [n for n in numbered if n[1].unexpected]),
+        ("As expected (<code>expect: refuted</code>)", [n for n in numbered if not n[1].unexpected]),
+    ):
+        if group:
+            body.append(
+                f"<h3>{title}: {len(group)}</h3><ul>"
+                + "".join(
+                    f'<li><a href="#cx-{k}">{_e(item.spec_path)}: {_e(item.property)}</a></li>' for k, item in group
+                )
+                + "</ul>"
             )
-            + "</ul>"
-        )
     body += [_section(item, k) for k, item in enumerate(explained)]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

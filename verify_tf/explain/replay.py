@@ -7,6 +7,7 @@ result instead of aborting the whole explanation.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import hashlib
 import json
@@ -60,6 +61,17 @@ class Explained:
     arithmetic: Arithmetic | None = None
     roles: list[RoleTrace] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    expect: str | None = None  # the property's `expect:` (a refutation is expected only with `expect: refuted`)
+
+    @builtins.property  # the field `property` shadows the builtin inside this class body
+    def unexpected(self) -> bool:
+        """A refutation the spec did not ask for: it fails the run, and both renderers show it first."""
+        return self.expect != REFUTED
+
+
+def unexpected_first(items: Iterable[Explained]) -> list[Explained]:
+    """Unexpected refutations first, then the expected ones, each group in its original order."""
+    return sorted(items, key=lambda item: not item.unexpected)
 
 
 def parse_tokens(model: Model, written: Any) -> tuple[Token, ...]:
@@ -103,8 +115,8 @@ def _replay_roles(model: Model, arithmetic: Arithmetic, roles: WitnessRoles) -> 
     return out
 
 
-def explain_verdict(spec, verdict: Verdict) -> Explained:
-    """Replay one refuted verdict of ``spec`` (a loaded ``Spec``)."""
+def explain_verdict(spec, verdict: Verdict, expect: str | None = None) -> Explained:
+    """Replay one refuted verdict of ``spec`` (a loaded ``Spec``); ``expect``: its property's ``expect:``."""
     counterexample = verdict.counterexample or {}
     item = Explained(
         spec_path=verdict.spec or str(spec.path),
@@ -114,6 +126,7 @@ def explain_verdict(spec, verdict: Verdict) -> Explained:
         counterexample=counterexample,
         model=spec.model,
         arithmetic=spec.arithmetic,
+        expect=expect,
     )
     roles = roles_of(counterexample)
     if not roles.names:
@@ -127,7 +140,17 @@ def explain_verdict(spec, verdict: Verdict) -> Explained:
 
 
 def explain_verdicts(pairs: Iterable[tuple[Any, Verdict]]) -> list[Explained]:
-    return [explain_verdict(spec, verdict) for spec, verdict in pairs if verdict.status == REFUTED]
+    """The refuted verdicts of (spec, verdict) pairs replayed, unexpected refutations first."""
+    return unexpected_first(
+        explain_verdict(spec, verdict, _expect_of(spec, verdict))
+        for spec, verdict in pairs
+        if verdict.status == REFUTED
+    )
+
+
+def _expect_of(spec, verdict: Verdict) -> str | None:
+    properties = spec.properties
+    return properties[verdict.index].expect if 0 <= verdict.index < len(properties) else None
 
 
 _VERDICT_FIELDS = {f.name for f in dataclasses.fields(Verdict)} | {"verdict"}
@@ -144,7 +167,7 @@ def _locate_spec(entry: dict[str, Any], report_dir: Path) -> Path | None:
 
 def explain_report(path: str | Path, only: set[str] | None = None) -> list[Explained]:
     """Every refuted result of a ``verify-tf check --json`` report, replayed on the spec it names."""
-    from ..report import REPORT_FORMAT
+    from ..reporting.report import REPORT_FORMAT
     from ..spec import SpecError, load_spec
 
     path = Path(path)
@@ -170,12 +193,14 @@ def explain_report(path: str | Path, only: set[str] | None = None) -> list[Expla
             verdict = Verdict.from_json({k: v for k, v in entry.items() if k in _VERDICT_FIELDS})
         except (TypeError, ValueError) as exc:
             raise ExplainError(f"{path}: malformed result for {entry.get('property')!r}: {exc}") from None
+        expect = entry.get("expect") if isinstance(entry.get("expect"), str) else None
         spec_file = _locate_spec(entry, path.resolve().parent)
         if spec_file is None:
             explained.append(
                 _unreplayed(
                     verdict,
                     f"spec {entry.get('spec')!r} not found (looked next to the report and in the current folder)",
+                    expect,
                 )
             )
             continue
@@ -186,18 +211,18 @@ def explain_report(path: str | Path, only: set[str] | None = None) -> list[Expla
                 specs[spec_file] = exc
         spec = specs[spec_file]
         if isinstance(spec, SpecError):
-            explained.append(_unreplayed(verdict, f"the spec no longer loads: {spec}"))
+            explained.append(_unreplayed(verdict, f"the spec no longer loads: {spec}", expect))
             continue
-        item = explain_verdict(spec, verdict)
+        item = explain_verdict(spec, verdict, expect)
         if entry.get("spec_sha256") and entry["spec_sha256"] != hashlib.sha256(spec_file.read_bytes()).hexdigest():
             item.notes.append("the spec changed since the report was written: the traces replay the current spec")
         if not (0 <= verdict.index < len(spec.properties)) or spec.properties[verdict.index].label != verdict.property:
             item.notes.append(f"property #{verdict.index} of the current spec is not {verdict.property!r}")
         explained.append(item)
-    return explained
+    return unexpected_first(explained)
 
 
-def _unreplayed(verdict: Verdict, problem: str) -> Explained:
+def _unreplayed(verdict: Verdict, problem: str, expect: str | None) -> Explained:
     counterexample = verdict.counterexample or {}
     return Explained(
         spec_path=verdict.spec,
@@ -206,6 +231,7 @@ def _unreplayed(verdict: Verdict, problem: str) -> Explained:
         summary=str(counterexample.get("summary") or verdict.detail),
         counterexample=counterexample,
         notes=[problem],
+        expect=expect,
     )
 
 

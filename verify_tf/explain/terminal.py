@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 
 from rich.console import Console
+from rich.markup import escape
 from rich.rule import Rule
 from rich.table import Table
 
 from ..numbers import fmt, fmt_vector
-from ..trace_view import print_trace
+from ..reporting.trace_view import print_trace
 from .replay import (
     Explained,
     RoleTrace,
@@ -27,12 +28,22 @@ def _token_text(token) -> str:
     return token if isinstance(token, str) else fmt_vector(token)
 
 
-def _cell(vector, position: int, marked: set[tuple[int, int]]) -> str:
+DIFFERS = "*"  # marks a differing value where there is no colour (piped output, NO_COLOR)
+
+
+def _cell(vector, position: int, marked: set[tuple[int, int]], coloured: bool) -> str:
     parts = []
     for c, value in enumerate(vector):
         text = fmt(value)
-        parts.append(f"[bold red]{text}[/]" if (position, c) in marked else text)
+        if (position, c) in marked:
+            text = f"[bold red]{text}[/]" if coloured else f"{text}{DIFFERS}"
+        parts.append(text)
     return "[" + ", ".join(parts) + "]"
+
+
+def verdict_heading(item: Explained) -> str:
+    """``spec: property — refuted (unexpected)`` or ``(as expected)``: the two kinds never look alike."""
+    return f"{item.spec_path}: {item.property} — refuted ({'unexpected' if item.unexpected else 'as expected'})"
 
 
 def _aligned_rows(
@@ -53,16 +64,18 @@ def _comparison_tables(console: Console, roles: list[RoleTrace]) -> None:
     mappings = [trace_alignment(r, first) for r in roles]
     per_role = [stages(r.trace) for r in roles]
     collision = focus_collision(roles)
+    coloured = console.color_system is not None
+    marking = "in red" if coloured else f"marked {DIFFERS}"
     for s, (title, first_vectors) in enumerate(per_role[0]):
         last = s == len(per_role[0]) - 1
         table = Table(
-            title=f"{title}: aligned side by side (values that differ from {first.role} in red)",
+            title=escape(f"{title}: aligned side by side (values that differ from {first.role} {marking})"),
             title_justify="left",
             header_style="bold",
         )
         for r in roles:
-            table.add_column(f"{r.role} pos", justify="right")
-            table.add_column(r.role)
+            table.add_column(escape(f"{r.role} pos"), justify="right")
+            table.add_column(escape(r.role))
         vectors = [stage[s][1] for stage in per_role]
         marks = [differing_cells(first_vectors, v, mapping) for v, mapping in zip(vectors, mappings)]
         for row in _aligned_rows(len(first_vectors), roles, mappings, [len(v) for v in vectors]):
@@ -71,7 +84,7 @@ def _comparison_tables(console: Console, roles: list[RoleTrace]) -> None:
                 if position is None or position >= len(vectors[r]):
                     cells += ["", ""]
                     continue
-                text = _cell(vectors[r][position], position, marks[r])
+                text = _cell(vectors[r][position], position, marks[r], coloured)
                 if position in focus_rows(roles[r]):
                     text += " [bold magenta]◀ collision[/]" if collision and last else " ◀"
                 cells += [str(position), text]
@@ -80,28 +93,30 @@ def _comparison_tables(console: Console, roles: list[RoleTrace]) -> None:
 
 
 def print_explained(console: Console, item: Explained) -> None:
-    console.print(Rule(f"{item.spec_path}: {item.property} — refuted"))
-    console.print(f"[bold]witness:[/] {item.summary}", highlight=False)
+    """One refuted property: every text from the spec, the model or the witness is escaped (never markup)."""
+    style = "bold red" if item.unexpected else "dim"
+    console.print(Rule(f"[{style}]{escape(verdict_heading(item))}[/]"))
+    console.print(f"[bold]witness:[/] {escape(item.summary)}", highlight=False)
     for note in item.notes:
-        console.print(f"[yellow]note:[/] {note}", highlight=False)
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     table = witness_table(item.counterexample)
     if table is not None:
         columns, rows = table
         shown = Table(title="the property's trace (from the witness)", title_justify="left", header_style="bold")
         for column in columns:
-            shown.add_column(column)
+            shown.add_column(escape(column))
         for row in rows:
-            shown.add_row(*row)
+            shown.add_row(*[escape(cell) for cell in row])
         console.print(shown)
     if item.model is None or not item.roles:
-        console.print(json.dumps(item.counterexample, indent=2, default=str), highlight=False)
+        console.print(json.dumps(item.counterexample, indent=2, default=str), highlight=False, markup=False)
         return
     for role in item.roles:
         if role.problem is not None:
-            console.print(f"[yellow]{role.problem}[/]", highlight=False)
+            console.print(f"[yellow]{escape(role.problem)}[/]", highlight=False)
             continue
         written = " ".join(_token_text(t) for t in role.tokens)
-        console.print(f"\n[bold]{role.role}[/]: {written}", highlight=False)
+        console.print(f"\n[bold]{escape(role.role)}[/]: {escape(written)}", highlight=False)
         print_trace(console, item.model, item.arithmetic, role.trace)
     replayed = [r for r in item.roles if r.trace is not None]
     if len(replayed) >= 2:

@@ -6,6 +6,6 @@ this package is all it takes to make the property available in specs, in ``verif
 ``verify-tf properties``; docs/architecture.md walks through one.
 """
 
-from .base import Property, registry
+from .base import Property, load, names, registry
 
-__all__ = ["Property", "registry"]
+__all__ = ["Property", "load", "names", "registry"]

@@ -1,16 +1,17 @@
-"""The property protocol, shared helpers, and the registry of property modules.
+"""Shared helpers of the property modules, and the registry that discovers them.
 
-A property module defines one ``Property`` subclass and a module-level instance ``PROPERTY``. It says what the
-property means and nothing about how it is run:
+A property module defines one ``Property`` subclass (``verify_tf.contract.Property``: one method per hook an
+engine may call, each with a default) and a module-level instance ``PROPERTY``. It says what the property
+means and nothing about how it is run:
 
 * ``options``: its options in the schema language, converted by ``check=typed(Options)`` into a frozen
   dataclass (cross-field mistakes raise ``OptionError``, which the spec loader locates);
 * ``fit(model, arithmetic, domain, options)``: whether the property applies to this model and domain at all
   (raises ``OptionError``; the spec loader reports it as an input error with file, line and key);
-* the definition, for the engines it lists (``engines/base.py`` has the protocols): ``input_space`` and
-  ``violation`` (interpret, enumerate, search), ``batched_violations`` (enumerate, search), ``smt_queries`` /
-  ``build_query`` / ``replay_query`` (smt), ``values`` and friends for distinct-values properties,
-  ``before_induction`` / ``conclude`` for architecture-level ones.
+* the definition, through the hooks of the engines it lists (docs/architecture.md has the table): e.g.
+  ``input_space`` and ``violation`` (interpret, enumerate, search), ``batched_violations`` (enumerate,
+  search), ``smt_queries`` / ``build_query`` / ``replay_query`` (smt), ``values`` and friends for
+  distinct-values properties.
 
 Everything about running (enumeration order, units, deadline, progress, replay, verdicts) is in the drivers.
 """
@@ -24,54 +25,35 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
 
-from ..domain import Domain
-from ..engines.base import Task
+from ..contract import ARCHITECTURE, DISTINCT_VALUES, EACH_INPUT, NoOptions, Property
 from ..ir import AlphabetTokens, Model
-from ..schema.dsl import Obj
 from ..schema.errors import OptionError
-from ..semantics import Arithmetic
-from ..spaces import InputSpace
 
-EACH_INPUT, DISTINCT_VALUES, ARCHITECTURE = "each-input", "distinct-values", "architecture"
+__all__ = [
+    "ARCHITECTURE",
+    "BOS",
+    "DISTINCT_VALUES",
+    "EACH_INPUT",
+    "NoOptions",
+    "Property",
+    "bos_offset",
+    "compared_positions",
+    "load",
+    "names",
+    "registry",
+    "require",
+    "typed",
+]
 
 
-def typed(cls: type) -> Callable[[dict], Any]:
+def typed(cls: type) -> Callable[[dict[str, Any]], Any]:
     """The ``check`` of an options schema: validated values (hyphenated keys) -> the frozen dataclass ``cls``."""
     names = {f.name for f in dataclasses.fields(cls)}
 
-    def build(values: dict) -> Any:
+    def build(values: dict[str, Any]) -> Any:
         return cls(**{key.replace("-", "_"): value for key, value in values.items() if key.replace("-", "_") in names})
 
     return build
-
-
-@dataclasses.dataclass(frozen=True)
-class NoOptions:
-    pass
-
-
-class Property:
-    """Base class: defaults every property may override. Instances are stateless (safe to pickle)."""
-
-    name: str = ""
-    summary: str = ""
-    options: Obj = Obj({}, check=typed(NoOptions))
-    engines: tuple[str, ...] = ()  # supported engines, the preferred exhaustive one first
-    form: str = EACH_INPUT
-    needs_domain: bool = True
-
-    def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Any) -> None:
-        """Raise ``OptionError`` when the property does not apply to this model or domain."""
-
-    def input_space(self, task: Task) -> InputSpace:
-        return InputSpace(task.domain)
-
-    def batched_check(self, task: Task, evaluators: Any, length: int) -> None:
-        """Compile the batched programs this property needs for ``length`` (raises ``Unsupported``)."""
-        evaluators.of().check(length)
-
-    def __repr__(self) -> str:
-        return f"<property {self.name}>"
 
 
 def bos_offset(model: Model) -> int:
@@ -103,14 +85,25 @@ def require(condition: bool, key: str, message: str, hint: str | None = None) ->
 
 
 @cache
-def registry() -> dict[str, Property]:
-    found: dict[str, Property] = {}
+def names() -> tuple[str, ...]:
+    """Every property's name, found without importing any: module ``value_range.py`` defines ``value-range``."""
     package = importlib.import_module(__package__)
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if info.name.startswith("_") or info.name == "base":
-            continue
-        module = importlib.import_module(f"{__package__}.{info.name}")
-        prop = getattr(module, "PROPERTY", None)
-        if isinstance(prop, Property):
-            found[prop.name] = prop
-    return found
+    modules = (info.name for info in pkgutil.iter_modules(package.__path__) if not info.ispkg)
+    return tuple(sorted(name.replace("_", "-") for name in modules if not name.startswith("_") and name != "base"))
+
+
+@cache
+def load(name: str) -> Property:
+    """The property ``name``, importing its module only (a check loads only the properties it runs)."""
+    if name not in names():
+        raise KeyError(f"unknown property {name!r} (properties: {', '.join(names())})")
+    module = importlib.import_module(f"{__package__}.{name.replace('-', '_')}")
+    prop = getattr(module, "PROPERTY", None)
+    if not isinstance(prop, Property) or prop.name != name:
+        raise ImportError(f"{module.__name__} must define PROPERTY, a Property named {name!r}")
+    return prop
+
+
+def registry() -> dict[str, Property]:
+    """Every property, by name (imports them all: for listings and the JSON schema)."""
+    return {name: load(name) for name in names()}

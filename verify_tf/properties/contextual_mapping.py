@@ -20,25 +20,30 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import z3
 
+from ..contract import Inputs, QueryPlan, Task, Witness
 from ..domain import Domain, GridDomain, format_input
-from ..engines.base import QueryPlan, Task, Witness
 from ..ir import Model
 from ..numbers import fmt
 from ..schema.dsl import Boolean, Field, ListOf, Number, Obj
 from ..semantics import Arithmetic, evaluate
 from ..spaces import InputSpace
-from ..symbolic.encoder import encode_model
-from ..symbolic.inputs import grid_input
-from ..symbolic.solve import Query
 from ..witness import ReplayMismatch, input_to_json
 from .base import DISTINCT_VALUES, Property, require, typed
+
+if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
+    import z3
+
+    from ..symbolic.inputs import SymbolicInput
+    from ..symbolic.solve import Query
+    from ..symbolic.values import Builder, Sym
+
 
 INT64_SAFE = 1 << 62
 
@@ -74,7 +79,7 @@ def equivariance_obstacle(model: Model) -> str | None:
     return None
 
 
-def is_permutation(first: tuple, second: tuple) -> bool:
+def is_permutation(first: tuple[Any, ...], second: tuple[Any, ...]) -> bool:
     return sorted(first) == sorted(second)
 
 
@@ -126,37 +131,40 @@ class ContextualMapping(Property):
         return equivariance_obstacle(task.model) is None
 
     def exempt_pairs(self, task: Task) -> bool:
-        return task.options.exempt_permutations
+        options: Options = task.options
+        return options.exempt_permutations
 
     def input_space(self, task: Task) -> InputSpace:
         sorted_ok = self.equivariant(task) and task.options.exempt_permutations
-        return InputSpace(task.domain, order="sorted" if sorted_ok else "all")
+        return InputSpace(task.grid(), order="sorted" if sorted_ok else "all")
 
     def too_close(self, task: Task, gap: Fraction) -> bool:
-        return task.options.gap_violates(gap)
+        options: Options = task.options
+        return options.gap_violates(gap)
 
     def requirement(self, task: Task) -> str:
-        return task.options.requirement()
+        options: Options = task.options
+        return options.requirement()
 
-    def statistics(self, task: Task) -> dict:
+    def statistics(self, task: Task) -> dict[str, Any]:
         obstacle = equivariance_obstacle(task.model)
         return {
             "permutation_equivariant": True if obstacle is None else f"no: {obstacle}",
-            "domain_size": task.domain.size(),
+            "domain_size": task.grid().size(),
             "enumerated": "multisets" if self.input_space(task).order == "sorted" else "sequences",
             "symmetry_breaking": "fix0: colliding positions moved to 0 (and 1), the rest sorted"
             if obstacle is None
             else f"none: free (i, j), the model is not permutation-equivariant ({obstacle})",
         }
 
-    def values(self, task: Task, tokens: tuple) -> list[Fraction]:
+    def values(self, task: Task, tokens: tuple[Any, ...]) -> list[Fraction]:
         """q(L) on the reference interpreter."""
         trace = evaluate(task.model, task.arithmetic, tokens)
         if task.options.readout is None:
             return list(trace.readout)
         return [sum((u * x for u, x in zip(task.options.readout, z)), Fraction(0)) for z in trace.output]
 
-    def candidate_pairs(self, task: Task) -> list[tuple[tuple, int, tuple, int]]:
+    def candidate_pairs(self, task: Task) -> list[tuple[Inputs, int, Inputs, int]]:
         """For an equivariant model without the exemption: L and L with two different tokens swapped.
 
         f(τL) = τf(L), so q(τL) at position 1 equals q(L) at position 0: condition (2) fails for every input
@@ -164,13 +172,14 @@ class ContextualMapping(Property):
         """
         if not self.equivariant(task) or task.options.exempt_permutations:
             return []
-        tokens, n = task.domain.tokens, task.domain.length
+        domain = task.grid()
+        tokens, n = domain.tokens, domain.length
         if n < 2 or len(tokens) < 2:
             return []
-        sequence = tuple(tokens[:n]) if task.domain.distinct_tokens else (tokens[0],) + (tokens[1],) * (n - 1)
+        sequence = tuple(tokens[:n]) if domain.distinct_tokens else (tokens[0],) + (tokens[1],) * (n - 1)
         return [(sequence, 0, (sequence[1], sequence[0]) + sequence[2:], 1)]
 
-    def pair_witness(self, task: Task, first: tuple, i: int, second: tuple, j: int) -> Witness:
+    def pair_witness(self, task: Task, first: tuple[Any, ...], i: int, second: tuple[Any, ...], j: int) -> Witness:
         """Re-evaluate both inputs on the interpreter, confirm the violation, return the witness."""
         q1, q2 = self.values(task, first), self.values(task, second)
         same = tuple(first) == tuple(second)
@@ -244,7 +253,7 @@ class ContextualMapping(Property):
     def smt_queries(self, task: Task) -> list[QueryPlan]:
         # the two-copy query first: on Lemma 6 it was usually the faster of the two (measured)
         plans = [QueryPlan("condition (2): two inputs", ("two-copy",))]
-        if task.domain.length >= 2:
+        if task.grid().length >= 2:
             plans.append(QueryPlan("condition (1): one input, two positions", ("one-copy",)))
         return plans
 
@@ -258,22 +267,26 @@ class ContextualMapping(Property):
         except ReplayMismatch:
             return None
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict) -> str:
+    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
         if engine != "smt":
             return default
         how = statistics.get("symmetry_breaking", "")
         return f"all values {task.options.requirement()}: no violation exists ({default}; symmetry breaking: {how})"
 
 
-def symbolic_values(task: Task, inp, builder) -> list:
+def symbolic_values(task: Task, inp: SymbolicInput, builder: Builder) -> list[Any]:
+    from ..symbolic.encoder import encode_model
+
     trace = encode_model(task.model, task.arithmetic, inp, builder)
     if task.options.readout is None:
         return list(trace.readout)
     return [builder.linear(list(zip(task.options.readout, z))) for z in trace.output]
 
 
-def too_close_formula(options: Options, builder, a, b):
+def too_close_formula(options: Options, builder: Builder, a: Sym, b: Sym) -> z3.BoolRef:
     """|a − b| < margin (or a = b), linear: a − b = num/den, so compare num with margin·den."""
+    import z3
+
     difference = builder.linear([(Fraction(1), a), (Fraction(-1), b)])
     if difference.is_const:
         return z3.BoolVal(options.gap_violates(abs(difference.value)))
@@ -281,28 +294,37 @@ def too_close_formula(options: Options, builder, a, b):
         return difference.num == 0
     bound = options.margin * difference.den  # |num| · q < p with bound = p/q
     p, q = bound.numerator, bound.denominator
-    return z3.And(difference.num * q < p, -difference.num * q < p)
+    return z3.And(difference.num * q < p, difference.num * -q < p)
 
 
-def token_codes(inp, domain: GridDomain) -> list:
+def token_codes(inp: SymbolicInput, domain: GridDomain) -> list[Any]:
     """One integer per position identifying its grid token (coordinate indices in base K)."""
+    import z3
+
     K, d = len(domain.values), domain.dim
     terms = inp.index_terms
     return [z3.Sum([terms[p * d + c] * K**c for c in range(d)]) if d > 1 else terms[p] for p in range(domain.length)]
 
 
-def sorted_from(codes: list, start: int, strict: bool) -> list:
+def sorted_from(codes: list[Any], start: int, strict: bool) -> list[Any]:
     return [(a < b) if strict else (a <= b) for a, b in zip(codes[start:], codes[start + 1 :])]
 
 
-def claimed_pair(cases: dict, evaluate_term) -> tuple[int, int]:
+def claimed_pair(cases: dict[tuple[int, int], z3.BoolRef], evaluate_term: Callable[[Any], Any]) -> tuple[int, int]:
     """The (i, j) whose closeness literal the solver's model makes true (the goal is their disjunction)."""
+    import z3
+
     return next(pair for pair, literal in cases.items() if z3.is_true(evaluate_term(literal)))
 
 
-def one_copy_query(task: Task, builder) -> Query:
+def one_copy_query(task: Task, builder: Builder) -> Query:
     """Some input has two positions with values too close: condition (1) fails."""
-    domain = task.domain
+    import z3
+
+    from ..symbolic.inputs import grid_input
+    from ..symbolic.solve import Query
+
+    domain = task.grid()
     inp = grid_input(domain, builder, name="x")
     q = symbolic_values(task, inp, builder)
     if equivariance_obstacle(task.model) is None:
@@ -311,10 +333,10 @@ def one_copy_query(task: Task, builder) -> Query:
         builder.assertions.extend(sorted_from(token_codes(inp, domain), 2, domain.distinct_tokens))
         pairs = [(0, 1)]
     else:
-        pairs = list(itertools.combinations(range(domain.length), 2))
+        pairs = [(i, j) for i, j in itertools.combinations(range(domain.length), 2)]
     cases = {pair: too_close_formula(task.options, builder, q[pair[0]], q[pair[1]]) for pair in pairs}
 
-    def decode(evaluate_term):
+    def decode(evaluate_term: Callable[[Any], Any]) -> tuple[Inputs, int, Inputs, int]:
         tokens = inp.decode(lambda v: evaluate_term(v).as_long())
         i, j = claimed_pair(cases, evaluate_term)
         return tokens, i, tokens, j
@@ -322,9 +344,14 @@ def one_copy_query(task: Task, builder) -> Query:
     return Query(builder.assertions + [z3.Or(list(cases.values()))], [inp], builder.stats, decode)
 
 
-def two_copy_query(task: Task, builder) -> Query:
+def two_copy_query(task: Task, builder: Builder) -> Query:
     """Two inputs L ≠ L′ (not permutations of each other when exempt) with q(L)_i too close to q(L′)_j."""
-    domain, exempt = task.domain, task.options.exempt_permutations
+    import z3
+
+    from ..symbolic.inputs import grid_input
+    from ..symbolic.solve import Query
+
+    domain, exempt = task.grid(), task.options.exempt_permutations
     n = domain.length
     first, second = grid_input(domain, builder, name="x"), grid_input(domain, builder, name="y")
     q1, q2 = symbolic_values(task, first, builder), symbolic_values(task, second, builder)
@@ -346,7 +373,7 @@ def two_copy_query(task: Task, builder) -> Query:
         pairs = [(i, j) for i in range(n) for j in range(n)]
     cases = {pair: too_close_formula(task.options, builder, q1[pair[0]], q2[pair[1]]) for pair in pairs}
 
-    def decode(evaluate_term):
+    def decode(evaluate_term: Callable[[Any], Any]) -> tuple[Inputs, int, Inputs, int]:
         i, j = claimed_pair(cases, evaluate_term)
         value_of = lambda v: evaluate_term(v).as_long()  # noqa: E731
         return first.decode(value_of), i, second.decode(value_of), j

@@ -35,30 +35,28 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import z3
 
+from ..contract import Array, CountingGoal, Evaluators, Measures, QueryPlan, Task, Witness
 from ..crasp.arrays import program_outputs_batched
 from ..crasp.ast import CraspError, Program, format_alphabet
-from ..crasp.formulas import program_outputs_symbolic
 from ..crasp.interpreter import run_program
 from ..crasp.machine import ProgramMachine
 from ..crasp.parser import load_program
 from ..domain import Domain, StringDomain
-from ..engines.base import CountingGoal, QueryPlan, Task, Witness
 from ..ir import AlphabetTokens, Model
 from ..schema.dsl import Context, Field, FilePath, Number, Obj, String
 from ..schema.yamlnodes import Node
 from ..semantics import Arithmetic, evaluate
 from ..spaces import InputSpace
-from ..symbolic.encoder import encode_model
-from ..symbolic.inputs import input_for_length
-from ..symbolic.solve import Query
-from ..symbolic.values import Sym
 from ..witness import input_to_json
 from .base import BOS, Property, bos_offset, require, typed
+
+if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
+    from ..symbolic.solve import Query
+
 
 MODES = ("accept", "prefix")
 LENGTHS = ("domain", "all")
@@ -105,7 +103,7 @@ def checked_positions(task: Task, length: int) -> range:
     if task.options.mode == "prefix":
         return range(1, length + 1)
     if all_causal(task.model):  # position p stands for the prefix of length p, a word of the domain
-        return range(max(task.domain.min_length, 0), length + 1)
+        return range(max(task.strings().min_length, 0), length + 1)
     return range(length, length + 1)
 
 
@@ -157,6 +155,7 @@ class CraspEquivalence(Property):
             "crasp-equivalence needs an alphabet model and a strings domain",
             "e.g. domain: {strings: {alphabet: [a, b], max-length: 8}}",
         )
+        assert isinstance(domain, StringDomain)  # required above
         program = load_program(options.program)
         foreign = [s for s in domain.alphabet if s not in program.alphabet]
         require(
@@ -166,16 +165,16 @@ class CraspEquivalence(Property):
             f"alphabet {format_alphabet(program.alphabet)}",
         )
 
-    def statistics(self, task: Task) -> dict:
-        return {"domain_size": _size(task.domain), "causal_prefixes": all_causal(task.model)}
+    def statistics(self, task: Task) -> dict[str, Any]:
+        return {"domain_size": _size(task.strings()), "causal_prefixes": all_causal(task.model)}
 
     def program(self, task: Task) -> Program:
         return _program(task.options.program)
 
     def input_space(self, task: Task) -> InputSpace:
         if all_causal(task.model):
-            return InputSpace(task.domain, only_lengths=(task.domain.max_length,))
-        return InputSpace(task.domain)
+            return InputSpace(task.strings(), only_lengths=(task.strings().max_length,))
+        return InputSpace(task.strings())
 
     def preceding(self, task: Task, witness: Witness) -> InputSpace | None:
         """The strings shortlex-before the witness that were not examined yet (causal models only).
@@ -186,7 +185,7 @@ class CraspEquivalence(Property):
         """
         if not all_causal(task.model):
             return None  # the whole domain was scanned in shortlex order: the first violation is the least
-        domain: StringDomain = task.domain
+        domain: StringDomain = task.strings()
         if task.options.mode == "accept":
             shorter = tuple(range(domain.min_length, len(witness["string"])))
             return InputSpace(domain, only_lengths=shorter) if shorter else None
@@ -203,7 +202,7 @@ class CraspEquivalence(Property):
         program_trace = run_program(program, word)
         return model_side, [False, *program_trace.output], trace, program_trace
 
-    def violation(self, task: Task, tokens: tuple) -> Witness | None:
+    def violation(self, task: Task, tokens: tuple[Any, ...]) -> Witness | None:
         word = "".join(tokens)
         program = self.program(task)
         model_side, program_side, _, _ = self.decisions(task, program, word)
@@ -211,7 +210,7 @@ class CraspEquivalence(Property):
             if model_side[p] != program_side[p]:
                 shown = word
                 if all_causal(task.model):  # the prefix decides position p: report the shortest word showing it
-                    shown = word[:p] + task.domain.alphabet[0] * max(0, task.domain.min_length - p)
+                    shown = word[:p] + task.strings().alphabet[0] * max(0, task.strings().min_length - p)
                 return self.witness(task, program, shown, p)
         return None
 
@@ -249,7 +248,7 @@ class CraspEquivalence(Property):
         }
 
     # -- enumerate: the model's decisions and the program's arrays on the same rows
-    def batched_violations(self, task: Task, evaluators: Any, rows: np.ndarray) -> tuple[np.ndarray, dict]:
+    def batched_violations(self, task: Task, evaluators: Evaluators, rows: Array) -> tuple[Array, Measures]:
         length = rows.shape[1]
         if length == 0:
             flagged = np.array([self.violation(task, ()) is not None] * len(rows), dtype=bool)
@@ -259,7 +258,7 @@ class CraspEquivalence(Property):
         accepts = np.asarray(readout.numerators) > cut
         if not bos_offset(task.model):
             accepts = np.concatenate([np.zeros((len(rows), 1), dtype=bool), accepts], axis=1)
-        program_side = program_outputs_batched(self.program(task), task.domain.alphabet, rows)
+        program_side = program_outputs_batched(self.program(task), task.strings().alphabet, rows)
         columns = list(checked_positions(task, length))
         return (accepts[:, columns] != program_side[:, columns]).any(axis=1), {}
 
@@ -268,14 +267,22 @@ class CraspEquivalence(Property):
         """Causal models: one query on the longest strings (``queries: one``; z3 proved compiled L_3 for N = 8 in
         0.6 s this way and in 17 s with one query per length) or one query per length n about position n.
         Other models: one query per length."""
-        domain: StringDomain = task.domain
+        domain: StringDomain = task.strings()
         if all_causal(task.model) and task.options.queries == "one":
             return [QueryPlan(f"length {domain.max_length}", (domain.max_length,))]
         return [QueryPlan(f"length {n}", (n,)) for n in domain.lengths if n > 0 or bos_offset(task.model)]
 
     def build_query(self, task: Task, plan: QueryPlan, builder: Any) -> Query:
+        import z3
+
+        from ..crasp.formulas import program_outputs_symbolic
+        from ..symbolic.encoder import encode_model
+        from ..symbolic.inputs import input_for_length
+        from ..symbolic.solve import Query
+        from ..symbolic.values import Sym
+
         length = plan.key[0]
-        inp = input_for_length(task.domain, length, builder)
+        inp = input_for_length(task.strings(), length, builder)
         readout = encode_model(task.model, task.arithmetic, inp, builder).readout
         program_side = [z3.BoolVal(False), *program_outputs_symbolic(self.program(task), inp)]
         threshold, offset = Sym.const(task.options.threshold), bos_offset(task.model)
@@ -297,7 +304,7 @@ class CraspEquivalence(Property):
         """Model and program agree on every checked prefix: in accept mode those of length p >= min-length
         (each a word of the domain, decided at its last position: the counting class is causal); in prefix
         mode every prefix of length p >= 1."""
-        domain: StringDomain = task.domain
+        domain: StringDomain = task.strings()
         first = 1 if task.options.mode == "prefix" else domain.min_length
         return CountingGoal(
             _machine(task.options.program),
@@ -308,8 +315,8 @@ class CraspEquivalence(Property):
             task.options.lengths == "all",
         )
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict) -> str:
-        domain: StringDomain = task.domain
+    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
+        domain: StringDomain = task.strings()
         where = "the last position" if task.options.mode == "accept" else "every position"
         if engine == "counting" and task.options.lengths == "all":
             first = 1 if task.options.mode == "prefix" else max(domain.min_length, 0)

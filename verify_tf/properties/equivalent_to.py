@@ -11,22 +11,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import z3
 
-from ..domain import Domain, format_input
-from ..engines.base import QueryPlan, Task, Witness
-from ..ir import AlphabetTokens, Model
+from ..contract import Array, Evaluators, Measures, QueryPlan, Task, Witness
+from ..domain import Domain, StringDomain, format_input
+from ..ir import AlphabetTokens, GridTokens, Model
 from ..numbers import fmt, fmt_vector
 from ..schema.dsl import Boolean, Field, ModelSection, Obj, String
 from ..semantics import Arithmetic, evaluate
-from ..symbolic.encoder import encode_model
-from ..symbolic.inputs import input_for_length
-from ..symbolic.solve import Query
 from ..witness import input_to_json
 from .base import Property, compared_positions, require, typed
+
+if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
+    from ..symbolic.solve import Query
+
 
 ON = ("output", "readout")
 
@@ -38,7 +38,7 @@ class Options:
     include_bos: bool = False
 
 
-def observed(options: Options, trace) -> list[tuple]:
+def observed(options: Options, trace: Any) -> list[tuple[Any, ...]]:
     """Per stream position (BOS included): the readout as a 1-vector, or the final stream column."""
     return [(q,) for q in trace.readout] if options.on == "readout" else list(trace.output)
 
@@ -80,29 +80,31 @@ class EquivalentTo(Property):
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         other = options.model
-        alphabet = isinstance(model.tokens, AlphabetTokens)
+        assert domain is not None  # needs_domain: the spec loader insists
+        mine, theirs = model.tokens, other.tokens
         require(
-            alphabet == isinstance(other.tokens, AlphabetTokens),
+            isinstance(mine, AlphabetTokens) == isinstance(theirs, AlphabetTokens),
             "model",
             "the two models take different token kinds (grid vs alphabet)",
         )
-        if alphabet:
+        if isinstance(mine, AlphabetTokens) and isinstance(theirs, AlphabetTokens):
             require(
-                model.tokens.bos == other.tokens.bos,
+                mine.bos == theirs.bos,
                 "model",
                 "the two models prepend different BOS tokens, so their positions do not correspond",
             )
-            missing = [s for s in domain.alphabet if s not in other.tokens.symbols]
+            alphabet = domain.alphabet if isinstance(domain, StringDomain) else ()
+            missing = [s for s in alphabet if s not in theirs.symbols]
             require(
                 not missing,
                 "model",
                 f"symbol {missing[0]!r} of the domain is not in the other model's alphabet" if missing else "",
             )
-        else:
+        elif isinstance(mine, GridTokens) and isinstance(theirs, GridTokens):
             require(
-                other.tokens.dim == model.tokens.dim,
+                theirs.dim == mine.dim,
                 "model",
-                f"grid tokens of dimension {model.tokens.dim} and {other.tokens.dim}",
+                f"grid tokens of dimension {mine.dim} and {theirs.dim}",
                 "both models must read the same inputs",
             )
         require(
@@ -118,7 +120,7 @@ class EquivalentTo(Property):
             f"inputs are longer than the other model's positional encoding ({other.max_length} positions)",
         )
 
-    def violation(self, task: Task, tokens: tuple) -> Witness | None:
+    def violation(self, task: Task, tokens: tuple[Any, ...]) -> Witness | None:
         options: Options = task.options
         ours = observed(options, evaluate(task.model, task.arithmetic, tokens))
         theirs = observed(options, evaluate(options.model, task.arithmetic, tokens))
@@ -144,7 +146,7 @@ class EquivalentTo(Property):
         evaluators.of().check(length)
         evaluators.of(task.options.model).check(length)
 
-    def batched_violations(self, task: Task, evaluators: Any, rows: np.ndarray) -> tuple[np.ndarray, dict]:
+    def batched_violations(self, task: Task, evaluators: Evaluators, rows: Array) -> tuple[Array, Measures]:
         layer = task.options.on
         ours = evaluators.of().values(rows, layer)
         theirs = evaluators.of(task.options.model).values(rows, layer)
@@ -171,11 +173,17 @@ class EquivalentTo(Property):
 
     # -- smt: a miter per length
     def smt_queries(self, task: Task) -> list[QueryPlan]:
-        return [QueryPlan(f"length {n}", (n,)) for n in task.domain.lengths]
+        return [QueryPlan(f"length {n}", (n,)) for n in task.given_domain().lengths]
 
     def build_query(self, task: Task, plan: QueryPlan, builder: Any) -> Query:
+        import z3
+
+        from ..symbolic.encoder import encode_model
+        from ..symbolic.inputs import input_for_length
+        from ..symbolic.solve import Query
+
         options: Options = task.options
-        inp = input_for_length(task.domain, plan.key[0], builder)
+        inp = input_for_length(task.given_domain(), plan.key[0], builder)
         ours = encode_model(task.model, task.arithmetic, inp, builder)
         theirs = encode_model(options.model, task.arithmetic, inp, builder)
         a_side = [(q,) for q in ours.readout] if options.on == "readout" else ours.output

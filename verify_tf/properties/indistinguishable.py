@@ -6,7 +6,7 @@ absolute encoding, no RPE or URPE), any width, any number of heads and of feed-f
 and every scoring the spec's arithmetic defines (uniform, hardmax, and softmax in fixed point with its
 attention rounding). The spec's model must belong to it; it stands for the class and is replayed.
 
-The argument (engines/architecture/signatures.py): the column at position i after l attention layers is a
+The argument (verify_tf/classes.py, depth signatures): the column at position i after l attention layers is a
 function of the depth-l signature of i, so words with equal depth-k signatures at their last position get the
 same output there from every member. The engine checks both halves: it computes the signatures exactly, and
 asks z3 (engines/architecture/symmetry.py) that every head of the class reads its keys as a multiset.
@@ -26,18 +26,19 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..classes import Signatures, scorings
+from ..contract import ArchitectureRequest, Conclusion, InductionResult, PairFound, PairSearch, SymmetryCheck, Task
 from ..crasp.ast import Program
 from ..crasp.interpreter import accepts
 from ..crasp.parser import load_program
 from ..domain import Domain, StringDomain
-from ..engines.architecture import Conclusion, InductionResult, Signatures, SymmetryCheck, find_pair, scorings
-from ..engines.base import Task
 from ..ir import AlphabetTokens, Model
 from ..numbers import fmt, fmt_vector
 from ..schema.dsl import Field, Integer, ListOf, Obj, String
 from ..schema.errors import OptionError
 from ..semantics import Arithmetic, evaluate
 from ..verdict import ERROR, PROVED, REFUTED, UNKNOWN
+from ..work import Deadline
 from .base import ARCHITECTURE, Property, bos_offset, require
 from .crasp_equivalence import ProgramFile
 
@@ -49,7 +50,7 @@ class Options:
     language: Path | None = None
 
 
-def _options(values: dict) -> Options:
+def _options(values: dict[str, Any]) -> Options:
     pair = values.get("pair")
     if pair is None and values.get("language") is None:
         raise OptionError(
@@ -120,6 +121,7 @@ class Indistinguishable(Property):
             f"this model has {attention_layers(model)} attention layers, more than depth {options.depth}",
             "the spec's model must belong to the class",
         )
+        assert isinstance(model.tokens, AlphabetTokens)  # required above
         symbols = set(model.tokens.symbols)
         for word in options.pair or ():
             bad = [c for c in word if c not in symbols]
@@ -141,66 +143,67 @@ class Indistinguishable(Property):
                 f"domain symbol {foreign[0]!r} is not in the program's alphabet" if foreign else "",
             )
 
-    # -- architecture engine: signatures first, then the symmetry queries
-    def before_induction(self, task: Task, deadline: Any) -> SymmetryCheck | Conclusion:
+    # -- architecture engine: signatures first (or a search for a pair), then the symmetry queries
+    def architecture_plan(self, task: Task) -> SymmetryCheck | PairSearch | Conclusion:
         options: Options = task.options
         bos = bool(bos_offset(task.model))
+        if options.pair is None:
+            program = _program(options.language)
+            return PairSearch(options.depth, bos, lambda word: accepts(program, word))
+        u, v = options.pair
         signatures = Signatures(options.depth, bos)
-        tried = [f"depth-{options.depth} signatures"]
-        if options.pair is not None:
-            u, v = options.pair
-            if signatures.last(u) != signatures.last(v):
-                own = self.separation(task, u, v)
-                if own is not None:
-                    return Conclusion(
-                        REFUTED,
-                        "this model",
-                        f"this model, a member of the class, tells {u} from {v}: " + own["summary"],
-                        own,
-                        {"pair": [u, v]},
-                    )
-                return Conclusion(
-                    UNKNOWN,
-                    "signatures",
-                    f"{u} and {v} have different depth-{options.depth} "
-                    "signatures at their last position: the method cannot show that no member tells "
-                    "them apart (and this model does not)",
-                    tried=tried,
-                )
+        if signatures.last(u) == signatures.last(v):
             return SymmetryCheck(self.keys(options, (u, v), bos), (u, v))
-        domain: StringDomain = task.domain
-        program = _program(options.language)
-        search = find_pair(
-            ("".join(w) for w in domain.inputs()),
-            options.depth,
-            bos,
-            lambda word: accepts(program, word),
-            tick=deadline.check,
+        own = self.separation(task, u, v)
+        if own is not None:
+            return Conclusion(
+                REFUTED,
+                "this model",
+                f"this model, a member of the class, tells {u} from {v}: " + own["summary"],
+                own,
+                {"pair": [u, v]},
+            )
+        return Conclusion(
+            UNKNOWN,
+            "signatures",
+            f"{u} and {v} have different depth-{options.depth} "
+            "signatures at their last position: the method cannot show that no member tells "
+            "them apart (and this model does not)",
+            tried=[f"depth-{options.depth} signatures"],
         )
-        if search.pair is None:
-            injective = search.distinct == search.words
+
+    def conclude(
+        self, task: Task, request: ArchitectureRequest, answer: Any, deadline: Deadline
+    ) -> SymmetryCheck | Conclusion:
+        options: Options = task.options
+        if isinstance(request, SymmetryCheck):
+            return self._after_symmetry(task, request, answer)
+        assert isinstance(answer, PairFound)
+        if answer.pair is None:
+            injective = answer.distinct == answer.words
             return Conclusion(
                 UNKNOWN,
                 "signature search",
                 f"no u in L, v not in L with equal depth-{options.depth} "
-                f"signatures among the {search.words} words of {domain.describe()}: {search.distinct} "
+                f"signatures among the {answer.words} words of {task.given_domain().describe()}: {answer.distinct} "
                 "distinct signatures"
                 + (
                     " (one per word: at this depth the signature determines the word, so the method cannot go further)"
                     if injective
                     else ""
                 ),
-                statistics={"words": search.words, "distinct_signatures": search.distinct},
-                tried=tried + [f"search over {search.words} words"],
+                statistics={"words": answer.words, "distinct_signatures": answer.distinct},
+                tried=[f"depth-{options.depth} signatures", f"search over {answer.words} words"],
             )
-        return SymmetryCheck(self.keys(options, search.pair, bos), search.pair, {"words_searched": search.words})
+        bos = bool(bos_offset(task.model))
+        return SymmetryCheck(self.keys(options, answer.pair, bos), answer.pair, {"words_searched": answer.words})
 
     @staticmethod
     def keys(options: Options, pair: tuple[str, str], bos: bool) -> int:
         """The longest attention row the pair meets (0 without attention layers: nothing to check)."""
         return max(len(w) for w in pair) + int(bos) if options.depth > 0 else 0
 
-    def separation(self, task: Task, u: str, v: str) -> dict | None:
+    def separation(self, task: Task, u: str, v: str) -> dict[str, Any] | None:
         """The spec's model's last columns (and readouts) on u and v, as a witness when the columns differ."""
         first, second = (evaluate(task.model, task.arithmetic, tuple(w)) for w in (u, v))
         if first.output[-1] == second.output[-1]:
@@ -220,9 +223,7 @@ class Indistinguishable(Property):
             f"on {v} ({told})",
         }
 
-    def conclude_symmetry(
-        self, task: Task, request: SymmetryCheck, result: InductionResult, deadline: Any
-    ) -> Conclusion:
+    def _after_symmetry(self, task: Task, request: SymmetryCheck, result: InductionResult) -> Conclusion:
         options: Options = task.options
         u, v = request.pair
         stats: dict[str, Any] = {

@@ -26,24 +26,27 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from ..domain import Domain, GridDomain, StringDomain, format_input
-from ..engines.architecture import (
-    MAX_LENGTH,
+from ..classes import describe_class
+from ..contract import (
+    ArchitectureRequest,
     Conclusion,
-    InductionResult,
-    describe_class,
-    realise_targets,
-    separate_positions,
+    Induction,
+    InductionOutcome,
+    Member,
+    MemberSearch,
+    Task,
+    Witness,
 )
-from ..engines.base import Task
+from ..domain import Domain, GridDomain, StringDomain, format_input
 from ..ir import Model, Token
 from ..ir.plain import model_to_dict
 from ..numbers import NotANumber, fmt, fmt_vector, to_fraction
 from ..schema.dsl import Either, Field, ListOf, Number, Obj, String
 from ..schema.errors import OptionError
-from ..semantics import Arithmetic, evaluate
+from ..semantics import Arithmetic, Fixed, evaluate
 from ..verdict import ERROR, PROVED, REFUTED, UNKNOWN
-from ..witness import ReplayMismatch, input_to_json, values_to_json
+from ..witness import input_to_json, values_to_json
+from ..work import Deadline
 from .base import ARCHITECTURE, Property, bos_offset
 from .position_blind import deviation, parameters_text, row_sum_note
 
@@ -84,7 +87,7 @@ class Options:
     target: Any = "position-index"  # "position-index" or ((raw token, (outputs...)), ...)
 
 
-def _options(values: dict) -> Options:
+def _options(values: dict[str, Any]) -> Options:
     target = values["target"]
     if isinstance(target, dict):
         target = tuple((entry["token"], tuple(entry["outputs"])) for entry in target["table"])
@@ -135,17 +138,22 @@ def _token(domain: Domain, raw: Any, key: str) -> Token:
     return values
 
 
-def epsilon_star(pairs: Sequence[tuple[tuple[Token, ...], list[Fraction]]]):
+def epsilon_star(
+    pairs: Sequence[tuple[tuple[Token, ...], list[Fraction]]],
+) -> tuple[Fraction, tuple[Token, ...], list[Fraction]]:
     """(ε*, the witness input x*, its targets): the first constant input with the largest half-range."""
-    best = None
+    best: tuple[Fraction, tuple[Token, ...], list[Fraction]] | None = None
     for tokens, values in pairs:
         gap = (max(values) - min(values)) / 2
         if best is None or gap > best[0]:
             best = (gap, tokens, values)
+    assert best is not None  # fit: the domain has a constant input
     return best
 
 
-def readout_error(arithmetic: Arithmetic, model: Model, tokens: tuple, values: Sequence[Fraction]) -> Fraction:
+def readout_error(
+    arithmetic: Arithmetic, model: Model, tokens: tuple[Any, ...], values: Sequence[Fraction]
+) -> Fraction:
     q = evaluate(model, arithmetic, tokens).readout[bos_offset(model) :]
     return max(abs(a - b) for a, b in zip(q, values))
 
@@ -161,6 +169,7 @@ class Inexpressible(Property):
     form = ARCHITECTURE
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
+        assert domain is not None  # needs_domain: the spec loader insists
         if not targets(domain, options):
             raise OptionError(
                 "",
@@ -168,8 +177,8 @@ class Inexpressible(Property):
                 "Luo et al.'s certificate compares positions of constant inputs (x, ..., x)",
             )
 
-    def setting(self, task: Task) -> tuple[Fraction, tuple, list[Fraction], dict, str]:
-        eps, witness, values = epsilon_star(targets(task.domain, task.options))
+    def setting(self, task: Task) -> tuple[Fraction, tuple[Token, ...], list[Fraction], dict[str, Any], str]:
+        eps, witness, values = epsilon_star(targets(task.given_domain(), task.options))
         stats = {
             "epsilon_star": str(eps),
             "witness": input_to_json(witness),
@@ -179,8 +188,8 @@ class Inexpressible(Property):
         }
         return eps, witness, values, stats, f"x* = {format_input(witness)}, f(x*) = {fmt_vector(values)}"
 
-    def before_induction(self, task: Task, deadline: Any) -> list[int] | Conclusion:
-        eps, witness, _values, stats, shown = self.setting(task)
+    def architecture_plan(self, task: Task) -> Induction | Conclusion:
+        eps, witness, _values, stats, _shown = self.setting(task)
         if eps == 0:
             return Conclusion(
                 PROVED,
@@ -188,19 +197,24 @@ class Inexpressible(Property):
                 "ε* = 0: the target is constant on every constant input, so the bound is vacuous",
                 statistics=stats,
             )
-        if len(witness) > MAX_LENGTH:
+        return Induction((len(witness),))
+
+    def conclude(
+        self, task: Task, request: ArchitectureRequest, answer: Any, deadline: Deadline
+    ) -> MemberSearch | Conclusion:
+        eps, witness, values, stats, shown = self.setting(task)
+        if isinstance(request, MemberSearch):
+            return self._after_search(task, request, answer, deadline)
+        assert isinstance(answer, InductionOutcome)
+        if not answer.results:
             return Conclusion(
                 UNKNOWN,
                 "induction",
-                f"ε* = {fmt(eps)} at {shown}, but architecture-level queries are measured up to n = {MAX_LENGTH}",
+                f"ε* = {fmt(eps)} at {shown}, but architecture-level queries are measured up to n = {answer.limit}",
                 statistics=stats,
                 tried=["induction over layers (z3)"],
             )
-        return [len(witness)]
-
-    def conclude(self, task: Task, results: dict[int, InductionResult], deadline: Any) -> Conclusion:
-        eps, witness, values, stats, shown = self.setting(task)
-        result = results[len(witness)]
+        result = answer.results[len(witness)]
         stats["steps"] = [s.to_json() for s in result.steps]
         klass = stats["class"]
         if result.proved:
@@ -225,130 +239,97 @@ class Inexpressible(Property):
         failed = "; ".join(f"{s.name}: {s.status}" + (f" ({s.note})" if s.note else "") for s in result.failing)
         tried = [f"induction over layers, n = {len(witness)}: {failed}"]
         if not result.rows_sum_to_one:
+            rounding = task.arithmetic.attention_rounding if isinstance(task.arithmetic, Fixed) else "exact"
             return Conclusion(
                 UNKNOWN,
                 "induction",
                 f"ε* = {fmt(eps)} at {shown}, but (b) is not provable with "
-                f"{task.arithmetic.attention_rounding} rounding (a head output is no average of its "
+                f"{rounding} rounding (a head output is no average of its "
                 f"values: {failed}); see position-blind (scope: model) for this model's ε",
                 statistics=stats,
                 tried=tried,
             )
-        for step in result.failing:
-            member, exact = self.member(task, step, witness, values, deadline)
-            if member is None:
-                continue
-            cex = self.replay(task, member, values, exact)
-            how = (
-                f"it realises f exactly on x* (readout {fmt_vector(member.claimed_readout)}, error 0 < ε*)"
-                if exact
-                else f"its readout on x* is {fmt_vector(member.claimed_readout)} (positions differ)"
-            )
-            sup = self.sup_error(task, member.model, deadline)
-            if sup is not None:
-                cex["sup_error"], cex["sup_error_over"] = str(sup[0]), sup[1]
-                how += f"; its sup-error over {sup[1]} is {fmt(sup[0])}" + (
-                    " < ε*: the class beats the bound" if sup[0] < eps else ""
-                )
-            cex["summary"] = (
-                f"{member.active} chosen by the solver ({parameters_text(member.parameters)}) on "
-                f"x* = {format_input(witness)}: {how}"
-            )
-            if sup is None or sup[0] >= eps:
-                # The claim is "no member gets sup-error below ε*"; a member that merely separates positions
-                # refutes premise (b), not the claim: evidence only.
-                stats["member_separating_positions"] = cex
-                measured = "not measured (domain too large or time up)" if sup is None else f"{fmt(sup[0])} ≥ ε*"
-                return Conclusion(
-                    UNKNOWN,
-                    "induction + solver-chosen member",
-                    f"ε* = {fmt(eps)} at {shown}; (b) fails ({step.name}): {cex['summary']}; its "
-                    f"sup-error is {measured}, so the bound is neither certified nor beaten",
-                    statistics=stats,
-                    tried=tried + ["solver-chosen member: sup-error " + measured],
-                )
+        # a member realising f exactly on x* if any (error 0 < ε*), else one separating positions on the readout
+        notes = {"stats": stats, "failed": failed, "tried": tried}
+        return MemberSearch(
+            len(witness), tuple(result.failing), (witness,), "readout", targets=tuple(values), notes=notes
+        )
+
+    def _after_search(self, task: Task, search: MemberSearch, member: Member | None, deadline: Deadline) -> Conclusion:
+        eps, witness, _values, _stats, shown = self.setting(task)
+        stats, failed, tried = search.notes["stats"], search.notes["failed"], search.notes["tried"]
+        if member is None:
             return Conclusion(
-                REFUTED,
+                UNKNOWN,
+                "induction",
+                f"ε* = {fmt(eps)} at {shown}; (b) fails ({failed}) but the solver "
+                "found no concrete member of the class that separates positions",
+                statistics=stats,
+                tried=tried + ["solver-chosen member"],
+            )
+        cex, step = dict(member.witness), member.step
+        readout = [q for (q,) in member.observed]
+        how = (
+            f"it realises f exactly on x* (readout {fmt_vector(readout)}, error 0 < ε*)"
+            if member.exact
+            else f"its readout on x* is {fmt_vector(readout)} (positions differ)"
+        )
+        sup = self.sup_error(task, member.model, deadline)
+        if sup is not None:
+            cex["sup_error"], cex["sup_error_over"] = str(sup[0]), sup[1]
+            how += f"; its sup-error over {sup[1]} is {fmt(sup[0])}" + (
+                " < ε*: the class beats the bound" if sup[0] < eps else ""
+            )
+        cex["summary"] = (
+            f"{member.active} chosen by the solver ({parameters_text(member.parameters)}) on "
+            f"x* = {format_input(witness)}: {how}"
+        )
+        if sup is None or sup[0] >= eps:
+            # The claim is "no member gets sup-error below ε*"; a member that merely separates positions
+            # refutes premise (b), not the claim: evidence only.
+            stats["member_separating_positions"] = cex
+            measured = "not measured (domain too large or time up)" if sup is None else f"{fmt(sup[0])} ≥ ε*"
+            return Conclusion(
+                UNKNOWN,
                 "induction + solver-chosen member",
-                f"certificate refuted for ε* = {fmt(eps)}: the class is not position-blind (induction "
-                f"step {step.name} fails: {step.note or step.status}); " + cex["summary"],
-                cex,
-                stats,
+                f"ε* = {fmt(eps)} at {shown}; (b) fails ({step.name}): {cex['summary']}; its "
+                f"sup-error is {measured}, so the bound is neither certified nor beaten",
+                statistics=stats,
+                tried=tried + ["solver-chosen member: sup-error " + measured],
             )
         return Conclusion(
-            UNKNOWN,
-            "induction",
-            f"ε* = {fmt(eps)} at {shown}; (b) fails ({failed}) but the solver "
-            "found no concrete member of the class that separates positions",
-            statistics=stats,
-            tried=tried + ["solver-chosen member"],
+            REFUTED,
+            "induction + solver-chosen member",
+            f"certificate refuted for ε* = {fmt(eps)}: the class is not position-blind (induction "
+            f"step {step.name} fails: {step.note or step.status}); " + cex["summary"],
+            cex,
+            stats,
         )
 
-    def member(self, task: Task, step, witness: tuple, values: list, deadline: Any):
-        """A solver-chosen member: one realising f exactly on x* if any, else one separating positions."""
-        block = step.block if step.sublayer == "attention" else None
-        member = realise_targets(
-            task.model,
-            task.arithmetic,
-            block,
-            witness,
-            values,
-            timeout=max(deadline.remaining(), 0.001),
-            seed=task.settings.seed,
-        )
-        if member is not None:
-            return member, True
-        return separate_positions(
-            task.model,
-            task.arithmetic,
-            block,
-            [witness],
-            on="readout",
-            timeout=max(deadline.remaining(), 0.001),
-            seed=task.settings.seed,
-        ), False
-
-    def replay(self, task: Task, member, values: list, exact_target: bool) -> dict:
-        """Replay a solver-chosen member; confirm it realises the targets (or separates positions)."""
-        trace = evaluate(member.model, task.arithmetic, member.tokens)
-        q = trace.readout[bos_offset(member.model) :]
-        if q != member.claimed_readout:
-            raise ReplayMismatch(
-                "inexpressible: the solver's member of the class does not replay",
-                claimed=values_to_json(member.claimed_readout),
-                replayed=values_to_json(q),
-            )
-        if exact_target and q != list(values):
-            raise ReplayMismatch(
-                "inexpressible: the solver's member misses the target on replay",
-                claimed=values_to_json(values),
-                replayed=values_to_json(q),
-            )
-        spread, a, b = deviation([(x,) for x in q])
+    def member_witness(self, task: Task, search: MemberSearch, member: Member) -> Witness | None:
+        """A solver-chosen member (replayed: ``member.observed``, its readout) whose positions differ on x*."""
+        q = [value for (value,) in member.observed]
+        spread, a, b = deviation(member.observed)
         if spread == 0:
-            raise ReplayMismatch(
-                "inexpressible: the solver's member does not separate positions on replay",
-                claimed=values_to_json(member.claimed_readout),
-                replayed=values_to_json(q),
-            )
+            return None
         return {
             "input": input_to_json(member.tokens),
             "readout": values_to_json(q),
-            "target": values_to_json(values),
+            "target": values_to_json(search.targets or ()),
             "positions": [a, b],
             "layer": member.active,
             "parameters": member.parameters,
             "model": model_to_dict(member.model),
-            "row_sums": row_sum_note(member.model, trace),
+            "row_sums": row_sum_note(member.model, member.trace),
         }
 
     def sup_error(self, task: Task, model: Model, deadline: Any) -> tuple[Fraction, str] | None:
         """A member's sup-error: over the whole domain for position-index (defined everywhere), else the table."""
         if task.options.target == "position-index":
-            if task.domain.size() > EXHAUSTIVE_LIMIT:
+            if task.given_domain().size() > EXHAUSTIVE_LIMIT:
                 return None
             worst = Fraction(0)
-            for tokens in task.domain.inputs():
+            for tokens in task.given_domain().inputs():
                 if deadline.expired():
                     return None
                 if tokens:
@@ -356,8 +337,8 @@ class Inexpressible(Property):
                         worst,
                         readout_error(task.arithmetic, model, tokens, [Fraction(i + 1) for i in range(len(tokens))]),
                     )
-            return worst, f"all {task.domain.size()} inputs of the domain"
-        pairs = targets(task.domain, task.options)
+            return worst, f"all {task.given_domain().size()} inputs of the domain"
+        pairs = targets(task.given_domain(), task.options)
         return (max(readout_error(task.arithmetic, model, t, v) for t, v in pairs), f"the {len(pairs)} table inputs")
 
 

@@ -12,23 +12,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import z3
 
+from ..contract import Array, Evaluators, Measures, QueryPlan, Task, Witness
 from ..domain import format_input
-from ..engines.base import QueryPlan, Task, Witness
 from ..numbers import fmt
 from ..schema.dsl import Boolean, Field, Integer, ListOf, Number, Obj
 from ..schema.errors import OptionError
 from ..semantics import evaluate
-from ..symbolic.encoder import encode_model
-from ..symbolic.inputs import input_for_length
-from ..symbolic.solve import Query
-from ..symbolic.values import Sym
 from ..witness import input_to_json
 from .base import Property, bos_offset, compared_positions, typed
+
+if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
+    from ..symbolic.solve import Query
 
 
 @dataclass(frozen=True)
@@ -84,7 +82,7 @@ class OutputBounds(Property):
     )
     engines = ("enumerate", "interpret", "search", "smt", "split")
 
-    def violation(self, task: Task, tokens: tuple) -> Witness | None:
+    def violation(self, task: Task, tokens: tuple[Any, ...]) -> Witness | None:
         options: Options = task.options
         readout = evaluate(task.model, task.arithmetic, tokens).readout
         for label, p in checked(task, len(tokens)):
@@ -103,7 +101,7 @@ class OutputBounds(Property):
     def measure_kinds(self, task: Task) -> dict[str, str]:
         return {"readout_min": "min", "readout_max": "max"}
 
-    def batched_violations(self, task: Task, evaluators: Any, rows: np.ndarray) -> tuple[np.ndarray, dict]:
+    def batched_violations(self, task: Task, evaluators: Evaluators, rows: Array) -> tuple[Array, Measures]:
         options: Options = task.options
         values = evaluators.of().values(rows, "readout")
         columns = [p for _, p in checked(task, rows.shape[1])]
@@ -123,11 +121,18 @@ class OutputBounds(Property):
 
     # -- smt: one query per input length, "some checked position has q < lo or q > hi"
     def smt_queries(self, task: Task) -> list[QueryPlan]:
-        return [QueryPlan(f"length {n}", (n,)) for n in task.domain.lengths]
+        return [QueryPlan(f"length {n}", (n,)) for n in task.given_domain().lengths]
 
     def build_query(self, task: Task, plan: QueryPlan, builder: Any) -> Query:
+        import z3
+
+        from ..symbolic.encoder import encode_model
+        from ..symbolic.inputs import input_for_length
+        from ..symbolic.solve import Query
+        from ..symbolic.values import Sym
+
         options: Options = task.options
-        inp = input_for_length(task.domain, plan.key[0], builder)
+        inp = input_for_length(task.given_domain(), plan.key[0], builder)
         readout = encode_model(task.model, task.arithmetic, inp, builder).readout
         outside = []
         for _, p in checked(task, plan.key[0]):
@@ -160,7 +165,7 @@ class OutputBounds(Property):
                 excess = max(excess, float(hi - options.hi))
         return ("holds" if inside else "violated" if outside else "open"), excess
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict) -> str:
+    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
         if "readout_min" in statistics:
             return (
                 f"{default}; readout range seen [{fmt(Fraction(statistics['readout_min']))}, "

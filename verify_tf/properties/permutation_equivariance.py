@@ -18,21 +18,21 @@ refuted for absolute PE, RPE and URPE models with generic weights.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import z3
 
+from ..contract import Array, Evaluators, Measures, QueryPlan, Task, Witness
 from ..domain import format_input
-from ..engines.base import QueryPlan, Task, Witness
 from ..numbers import fmt_vector
 from ..schema.dsl import Boolean, Field, Obj, String
 from ..semantics import evaluate
-from ..symbolic.encoder import encode_model
-from ..symbolic.inputs import input_for_length, permuted
-from ..symbolic.solve import Query
 from ..witness import input_to_json, vectors_to_json
 from .base import Property, bos_offset, compared_positions, typed
+
+if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
+    from ..symbolic.solve import Query
+    from ..symbolic.values import Sym
 
 
 @dataclass(frozen=True)
@@ -41,11 +41,11 @@ class Options:
     include_bos: bool = False
 
 
-def swap(tokens: tuple, k: int) -> tuple:
+def swap(tokens: tuple[Any, ...], k: int) -> tuple[Any, ...]:
     return tokens[:k] + (tokens[k + 1], tokens[k]) + tokens[k + 2 :]
 
 
-def transposed(values: list, k: int, offset: int) -> list:
+def transposed(values: list[Any], k: int, offset: int) -> list[Any]:
     """τ_k applied to a list of per-position values of the stream (BOS, if any, stays first)."""
     out = list(values)
     out[offset + k], out[offset + k + 1] = out[offset + k + 1], out[offset + k]
@@ -75,11 +75,11 @@ class PermutationEquivariance(Property):
     )
     engines = ("enumerate", "interpret", "search", "smt", "split")
 
-    def observed(self, task: Task, tokens: tuple) -> list:
+    def observed(self, task: Task, tokens: tuple[Any, ...]) -> list[Any]:
         trace = evaluate(task.model, task.arithmetic, tokens)
         return [(q,) for q in trace.readout] if task.options.on == "readout" else list(trace.output)
 
-    def swap_violation(self, task: Task, tokens: tuple, k: int) -> Witness | None:
+    def swap_violation(self, task: Task, tokens: tuple[Any, ...], k: int) -> Witness | None:
         """Evaluate X and τ_k X on the interpreter: the witness when f(τ_k X) != τ_k f(X)."""
         offset = bos_offset(task.model)
         swapped = swap(tokens, k)
@@ -99,7 +99,7 @@ class PermutationEquivariance(Property):
             f"f(τX) = {fmt_vector(out_y[p])} but τf(X) = {fmt_vector(expected[p])}",
         }
 
-    def violation(self, task: Task, tokens: tuple) -> Witness | None:
+    def violation(self, task: Task, tokens: tuple[Any, ...]) -> Witness | None:
         """Conditions (a) and (b) of the module docstring for X, as a transposition witness."""
         offset = bos_offset(task.model)
         order = sorted(range(len(tokens)), key=lambda p: tokens[p])
@@ -124,7 +124,7 @@ class PermutationEquivariance(Property):
         return None  # unreachable for a deterministic interpreter; the driver reports a replay mismatch
 
     # -- enumerate / search: X and sort(X) in one batch, compared exactly
-    def batched_violations(self, task: Task, evaluators: Any, rows: np.ndarray) -> tuple[np.ndarray, dict]:
+    def batched_violations(self, task: Task, evaluators: Evaluators, rows: Array) -> tuple[Array, Measures]:
         offset = bos_offset(task.model)
         order = np.argsort(rows, axis=1, kind="stable")
         sorted_rows = np.take_along_axis(rows, order, axis=1)
@@ -167,14 +167,26 @@ class PermutationEquivariance(Property):
 
     # -- smt: X and τ_k X on the same symbolic variables, one query per length and transposition
     def smt_queries(self, task: Task) -> list[QueryPlan]:
-        return [QueryPlan(f"length {n}, swap {k},{k + 1}", (n, k)) for n in task.domain.lengths for k in range(n - 1)]
+        return [
+            QueryPlan(f"length {n}, swap {k},{k + 1}", (n, k))
+            for n in task.given_domain().lengths
+            for k in range(n - 1)
+        ]
 
     def build_query(self, task: Task, plan: QueryPlan, builder: Any) -> Query:
+        import z3
+
+        from ..symbolic.encoder import encode_model
+        from ..symbolic.inputs import input_for_length, permuted
+        from ..symbolic.solve import Query
+
         length, k = plan.key
         offset = bos_offset(task.model)
-        inp = input_for_length(task.domain, length, builder)
+        inp = input_for_length(task.given_domain(), length, builder)
         f_x = encode_model(task.model, task.arithmetic, inp, builder)
         f_y = encode_model(task.model, task.arithmetic, permuted(inp, k), builder)
+        obs_x: list[tuple[Sym, ...]]
+        obs_y: list[tuple[Sym, ...]]
         if task.options.on == "readout":
             obs_x, obs_y = [(q,) for q in f_x.readout], [(q,) for q in f_y.readout]
         else:
@@ -186,7 +198,7 @@ class PermutationEquivariance(Property):
     def replay_query(self, task: Task, plan: QueryPlan, decoded: Any) -> Witness | None:
         return self.swap_violation(task, decoded[0], plan.key[1])
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict) -> str:
+    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
         if engine in ("enumerate", "interpret"):
             return f"{default}: f(X) = ρ·f(sort X), equal-token swaps fix f(sort X)"
         return default

@@ -28,16 +28,22 @@ from typing import Any
 
 import numpy as np
 
-from ..domain import Domain, format_input
-from ..engines.architecture import (
-    MAX_LENGTH,
+from ..classes import describe_class
+from ..contract import (
+    ArchitectureRequest,
+    Array,
     Conclusion,
-    InductionResult,
-    deeper_layers_add_no_query,
-    describe_class,
-    separate_positions,
+    Evaluators,
+    Induction,
+    InductionOutcome,
+    Inputs,
+    Measures,
+    Member,
+    MemberSearch,
+    Task,
+    Witness,
 )
-from ..engines.base import Task, Witness
+from ..domain import Domain, format_input
 from ..ir import Model, Vector
 from ..ir.plain import model_to_dict
 from ..numbers import fmt, fmt_vector
@@ -45,7 +51,8 @@ from ..schema.dsl import Field, Number, Obj, String
 from ..semantics import Arithmetic, Fixed, Trace, evaluate
 from ..spaces import InputSpace
 from ..verdict import PROVED, REFUTED, UNKNOWN
-from ..witness import ReplayMismatch, input_to_json, vectors_to_json
+from ..witness import input_to_json, vectors_to_json
+from ..work import Deadline
 from .base import Property, bos_offset, require, typed
 
 
@@ -85,10 +92,10 @@ def row_sum_note(model: Model, trace: Trace) -> str:
     return ""
 
 
-def parameters_text(parameters: dict) -> str:
+def parameters_text(parameters: dict[str, Any]) -> str:
     """``urpe-c = (1, 1, 0), value-bias = (3)``: the solver's choices, zero RPE biases left out."""
 
-    def show(value) -> str:
+    def show(value: Any) -> str:
         if isinstance(value, list):
             return "(" + ", ".join(show(v) for v in value) + ")"
         return fmt(Fraction(value))
@@ -96,40 +103,6 @@ def parameters_text(parameters: dict) -> str:
     return ", ".join(
         f"{k} = {show(v)}" for k, v in parameters.items() if k != "rpe-bias" or any(Fraction(x) != 0 for x in v)
     )
-
-
-def replay_member(task: Task, member, lengths_note: str) -> Witness:
-    """Re-evaluate a solver-chosen member of the class; confirm the separation the solver claims."""
-    on, tolerance = task.options.on, task.options.tolerance
-    trace = evaluate(member.model, task.arithmetic, member.tokens)
-    outs = observed(member.model, trace, on)
-    claimed = [(q,) for q in member.claimed_readout] if on == "readout" else member.claimed_output
-    if outs != claimed:
-        raise ReplayMismatch(
-            "position-blind: the solver's member of the class does not replay", claimed=claimed, replayed=outs
-        )
-    epsilon, a, b = deviation(outs)
-    if epsilon <= tolerance:
-        raise ReplayMismatch(
-            "position-blind: the solver's member does not separate positions on replay", claimed=claimed, replayed=outs
-        )
-    note = row_sum_note(member.model, trace)
-    summary = (
-        f"{member.active} chosen by the solver ({parameters_text(member.parameters)}): on x = "
-        f"{format_input(member.tokens)} position {a} gives {fmt_vector(outs[a])}, position {b} gives "
-        f"{fmt_vector(outs[b])}" + (f"; {note}" if note else "")
-    )
-    return {
-        "input": input_to_json(member.tokens),
-        "positions": [a, b],
-        "outputs": vectors_to_json([outs[a], outs[b]]),
-        "deviation": str(epsilon),
-        "layer": member.active,
-        "parameters": member.parameters,
-        "model": model_to_dict(member.model),
-        "lengths": lengths_note,
-        "summary": summary,
-    }
 
 
 class PositionBlind(Property):
@@ -167,7 +140,7 @@ class PositionBlind(Property):
         return ("architecture",) if options.scope == "architecture" else self.engines
 
     def input_space(self, task: Task) -> InputSpace:
-        return InputSpace(task.domain, order="constant")
+        return InputSpace(task.given_domain(), order="constant")
 
     # -- scope model: the largest deviation ε over the constant inputs (a refutation shows the worst input)
     witness_measure = "epsilon"
@@ -175,14 +148,14 @@ class PositionBlind(Property):
     def measure_kinds(self, task: Task) -> dict[str, str]:
         return {"epsilon": "max"}
 
-    def measure(self, task: Task, tokens: tuple) -> dict[str, Fraction]:
+    def measure(self, task: Task, tokens: tuple[Any, ...]) -> dict[str, Fraction]:
         return {
             "epsilon": deviation(observed(task.model, evaluate(task.model, task.arithmetic, tokens), task.options.on))[
                 0
             ]
         }
 
-    def violation(self, task: Task, tokens: tuple) -> Witness | None:
+    def violation(self, task: Task, tokens: tuple[Any, ...]) -> Witness | None:
         trace = evaluate(task.model, task.arithmetic, tokens)
         outs = observed(task.model, trace, task.options.on)
         epsilon, a, b = deviation(outs)
@@ -209,7 +182,7 @@ class PositionBlind(Property):
             "summary": summary,
         }
 
-    def batched_violations(self, task: Task, evaluators: Any, rows: np.ndarray) -> tuple[np.ndarray, dict]:
+    def batched_violations(self, task: Task, evaluators: Evaluators, rows: Array) -> tuple[Array, Measures]:
         values = evaluators.of().values(rows, task.options.on)
         users = values.numerators[:, bos_offset(task.model) :]
         users = users if users.ndim == 3 else users[..., None]
@@ -224,7 +197,7 @@ class PositionBlind(Property):
         )
         return flagged, {"epsilon": (spread, values.den)}
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict) -> str:
+    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
         epsilon = Fraction(statistics.get("epsilon", 0))
         count = statistics.get("space_size", 0)
         if epsilon == 0:
@@ -239,23 +212,30 @@ class PositionBlind(Property):
         )
 
     # -- scope architecture (and scope model on the architecture engine): induction over layers
-    def before_induction(self, task: Task, deadline: Any) -> list[int] | Conclusion:
-        lengths = [segment.length for segment in self.input_space(task).segments() if segment.count > 0]
+    def architecture_plan(self, task: Task) -> Induction | Conclusion:
+        lengths = tuple(segment.length for segment in self.input_space(task).segments() if segment.count > 0)
         if not lengths:
             return Conclusion(PROVED, "trivial", "the domain has no constant input of length >= 1")
-        if max(lengths) > MAX_LENGTH:
+        return Induction(lengths, any_depth=True)
+
+    def conclude(
+        self, task: Task, request: ArchitectureRequest, answer: Any, deadline: Deadline
+    ) -> MemberSearch | Conclusion:
+        if isinstance(request, MemberSearch):
+            return self._after_search(task, request, answer)
+        assert isinstance(answer, InductionOutcome)
+        klass = describe_class(task.model)
+        if not answer.results:
             return Conclusion(
                 UNKNOWN,
                 "induction",
-                f"architecture-level queries are measured up to n = {MAX_LENGTH}; the domain has length {max(lengths)}",
+                f"architecture-level queries are measured up to n = {answer.limit}; the domain has length "
+                f"{max(request.lengths) if isinstance(request, Induction) else 0}",
                 tried=["induction over layers (z3)"],
             )
-        return lengths
-
-    def conclude(self, task: Task, results: dict[int, InductionResult], deadline: Any) -> Conclusion:
-        klass = describe_class(task.model)
+        results = answer.results
         steps = {str(n): [s.to_json() for s in r.steps] for n, r in results.items()}
-        stats = {"class": klass, "steps": steps}
+        stats: dict[str, Any] = {"class": klass, "steps": steps}
         model_scope = task.options.scope == "model"
         for n, result in results.items():
             if result.proved:
@@ -266,19 +246,12 @@ class PositionBlind(Property):
             if own is not None and not result.rows_sum_to_one:
                 # the solver cannot build members for this rounding, but the spec's own model is a member of the
                 # class: when it separates positions, so does the class
-                return Conclusion(
-                    REFUTED,
-                    "induction + this model",
-                    f"the class is not position-blind: this model, "
-                    f"a member of it, separates positions (induction: {failed}); " + own["summary"],
-                    own,
-                    stats,
-                )
+                return self._own(own, failed, stats)
             if not result.rows_sum_to_one:
                 epsilon = self.model_epsilon(task, deadline)
                 if epsilon is not None:
                     stats["model_epsilon"] = str(epsilon)
-                rounding = task.arithmetic.attention_rounding
+                rounding = task.arithmetic.attention_rounding if isinstance(task.arithmetic, Fixed) else "exact"
                 return Conclusion(
                     UNKNOWN,
                     "induction",
@@ -297,57 +270,18 @@ class PositionBlind(Property):
                     statistics=stats,
                     tried=[f"induction over layers, n = {n}"],
                 )
-            candidates = [t for t in self.input_space(task).inputs() if len(t) == n]
-            for step in result.failing:
-                member = separate_positions(
-                    task.model,
-                    task.arithmetic,
-                    step.block if step.sublayer == "attention" else None,
-                    candidates,
-                    on=task.options.on,
-                    tolerance=task.options.tolerance,
-                    timeout=max(deadline.remaining(), 0.001),
-                    seed=task.settings.seed,
-                )
-                if member is None:
-                    continue
-                witness = replay_member(task, member, f"n = {n}")
-                return Conclusion(
-                    REFUTED,
-                    "induction + solver-chosen member",
-                    f"the class is not position-blind: induction step {step.name} fails "
-                    f"({step.note or step.status}); " + witness["summary"],
-                    witness,
-                    stats,
-                )
-            if own is not None:
-                return Conclusion(
-                    REFUTED,
-                    "induction + this model",
-                    f"the class is not position-blind: this model, "
-                    f"a member of it, separates positions (induction: {failed}); " + own["summary"],
-                    own,
-                    stats,
-                )
-            return Conclusion(
-                UNKNOWN,
-                "induction",
-                f"induction step fails (n = {n}: {failed}) but the solver found "
-                "no concrete member of the class that separates positions",
-                statistics=stats,
-                tried=[f"induction over layers, n = {n}", "solver-chosen member (one active sublayer)"],
-            )
+            inputs = tuple(t for t in self.input_space(task).inputs() if len(t) == n)
+            notes = {"stats": stats, "own": own, "failed": failed, "n": n}
+            options: Options = task.options
+            return MemberSearch(n, tuple(result.failing), inputs, options.on, options.tolerance, notes=notes)
         lengths = sorted(results)
         span = f"n = {lengths[0]}" if len(lengths) == 1 else f"n = {lengths[0]}..{lengths[-1]}"
         subject = "this model's architecture class" if model_scope else "every weight choice"
         total = sum(len(r.steps) for r in results.values())
-        # the induction is per sublayer: when a layer's queries do not change one layer deeper, the proof covers
-        # any number of layers of these kinds (checked for every length proved)
-        any_depth = all(deeper_layers_add_no_query(task.model, task.arithmetic, n) for n in lengths if n >= 2)
         depth = (
             f"any number of layers, each like one of these {len(task.model.blocks)}, in any order (each layer's "
             "step queries are unchanged one layer deeper)"
-            if any_depth
+            if answer.any_depth
             else f"these {len(task.model.blocks)} layers only"
         )
         return Conclusion(
@@ -355,20 +289,83 @@ class PositionBlind(Property):
             "induction",
             f"{subject} ({klass}): columns stay equal through every layer, {span}, "
             f"{depth} ({total} step queries unsat)",
-            statistics={**stats, "lengths": lengths, "rows_sum_to_one": True, "any_depth": any_depth},
+            statistics={**stats, "lengths": lengths, "rows_sum_to_one": True, "any_depth": answer.any_depth},
         )
 
-    def own_separation(self, task: Task, length: int) -> Witness | None:
-        """The spec's model's worst constant input of this length, as a witness, if it separates positions."""
+    def _after_search(self, task: Task, search: MemberSearch, member: Member | None) -> Conclusion:
+        notes = search.notes
+        if member is not None:
+            step = member.step
+            return Conclusion(
+                REFUTED,
+                "induction + solver-chosen member",
+                f"the class is not position-blind: induction step {step.name} fails "
+                f"({step.note or step.status}); " + member.witness["summary"],
+                member.witness,
+                notes["stats"],
+            )
+        if notes["own"] is not None:
+            return self._own(notes["own"], notes["failed"], notes["stats"])
+        n, failed = notes["n"], notes["failed"]
+        return Conclusion(
+            UNKNOWN,
+            "induction",
+            f"induction step fails (n = {n}: {failed}) but the solver found "
+            "no concrete member of the class that separates positions",
+            statistics=notes["stats"],
+            tried=[f"induction over layers, n = {n}", "solver-chosen member (one active sublayer)"],
+        )
+
+    @staticmethod
+    def _own(own: tuple[Inputs, Witness], failed: str, stats: dict[str, Any]) -> Conclusion:
+        """Refuted by the spec's own model, a member of the class (replayed by the engine at ``own[0]``)."""
+        tokens, witness = own
+        return Conclusion(
+            REFUTED,
+            "induction + this model",
+            f"the class is not position-blind: this model, "
+            f"a member of it, separates positions (induction: {failed}); " + witness["summary"],
+            {key: value for key, value in witness.items() if key in ("layer", "model", "lengths")},
+            stats,
+            replay=tokens,
+        )
+
+    def member_witness(self, task: Task, search: MemberSearch, member: Member) -> Witness | None:
+        """A solver-chosen member (replayed: ``member.observed``) separates positions by more than the tolerance."""
+        outs = member.observed
+        epsilon, a, b = deviation(outs)
+        if epsilon <= search.tolerance:
+            return None
+        note = row_sum_note(member.model, member.trace)
+        summary = (
+            f"{member.active} chosen by the solver ({parameters_text(member.parameters)}): on x = "
+            f"{format_input(member.tokens)} position {a} gives {fmt_vector(outs[a])}, position {b} gives "
+            f"{fmt_vector(outs[b])}" + (f"; {note}" if note else "")
+        )
+        return {
+            "input": input_to_json(member.tokens),
+            "positions": [a, b],
+            "outputs": vectors_to_json([outs[a], outs[b]]),
+            "deviation": str(epsilon),
+            "layer": member.active,
+            "parameters": member.parameters,
+            "model": model_to_dict(member.model),
+            "lengths": f"n = {search.length}",
+            "summary": summary,
+        }
+
+    def own_separation(self, task: Task, length: int) -> tuple[Inputs, Witness] | None:
+        """The spec's model's worst constant input of this length and its witness, if it separates positions."""
         worst = None
-        for tokens in InputSpace(task.domain, order="constant", only_lengths=(length,)).inputs():
+        for tokens in InputSpace(task.given_domain(), order="constant", only_lengths=(length,)).inputs():
             epsilon = self.measure(task, tokens)["epsilon"]
             if epsilon > task.options.tolerance and (worst is None or epsilon > worst[0]):
                 worst = (epsilon, tokens)
         if worst is None:
             return None
         witness = self.violation(task, worst[1])
-        return dict(witness, layer="this model", model=model_to_dict(task.model), lengths=f"n = {length}")
+        assert witness is not None  # its ε exceeds the tolerance
+        return worst[1], dict(witness, layer="this model", model=model_to_dict(task.model), lengths=f"n = {length}")
 
     def model_epsilon(self, task: Task, deadline: Any) -> Fraction | None:
         """This model's ε over the constant inputs (few), or None when time runs out."""

@@ -24,29 +24,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import z3
 
 from ..builders.tracr_import import TracrExport, TracrImportError, read_export
+from ..contract import Array, Evaluators, Measures, QueryPlan, Task, Witness
 from ..domain import Domain, StringDomain, format_input
-from ..engines.base import QueryPlan, Task, Witness
 from ..ir import AlphabetTokens, Model, Vector
 from ..numbers import fmt
 from ..rasp.batched import outputs_batched
 from ..rasp.interpreter import run, tokens_from_symbols
 from ..rasp.program import RaspError, Value, show
-from ..rasp.symbolic import program_outputs_symbolic
 from ..schema.dsl import Context, Field, FilePath, Obj
 from ..schema.yamlnodes import Node
 from ..semantics import Arithmetic, evaluate
-from ..symbolic.encoder import encode_model
-from ..symbolic.inputs import input_for_length
-from ..symbolic.solve import Query
-from ..symbolic.values import Sym
 from ..witness import input_to_json
 from .base import Property, bos_offset, require, typed
+
+if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
+    from ..symbolic.solve import Query
 
 
 class ExportFile(FilePath):
@@ -89,6 +86,7 @@ class Decoded:
 
 def decode(export: TracrExport, vector: Vector) -> Decoded:
     if export.output_kind == "numerical":
+        assert export.output_index is not None  # a numerical output has one coordinate
         value = vector[export.output_index]
         return Decoded(value, (), value)
     scores = [vector[i] for _, i in export.output_space]
@@ -128,6 +126,7 @@ class RaspEquivalence(Property):
             "rasp-equivalence needs a tracr model (alphabet tokens with BOS) and a strings domain",
             "model: {tracr: export.json} and domain: {strings: {max-length: N}}",
         )
+        assert isinstance(model.tokens, AlphabetTokens) and isinstance(domain, StringDomain)  # required above
         export = _export(options.program)
         symbols = [s for s in model.tokens.symbols if s != model.tokens.bos]
         require(
@@ -152,8 +151,8 @@ class RaspEquivalence(Property):
             f"domain: {{strings: {{max-length: {export.max_seq_len}}}}}",
         )
 
-    def statistics(self, task: Task) -> dict:
-        return {"domain_size": task.domain.size()}
+    def statistics(self, task: Task) -> dict[str, Any]:
+        return {"domain_size": task.strings().size()}
 
     # -- both sides on one input, on the interpreters
     def sides(self, task: Task, tokens: Sequence[str]) -> tuple[list[Value], list[Decoded], Any, Any]:
@@ -168,7 +167,7 @@ class RaspEquivalence(Property):
         model_side = [decode(export, trace.output[p + offset]) for p in range(len(tokens))]
         return program_trace.output, model_side, trace, program_trace
 
-    def violation(self, task: Task, tokens: tuple) -> Witness | None:
+    def violation(self, task: Task, tokens: tuple[Any, ...]) -> Witness | None:
         expected, got, _, program_trace = self.sides(task, tokens)
         for p, (want, have) in enumerate(zip(expected, got)):
             if want is not None and not agrees(want, have):
@@ -184,9 +183,11 @@ class RaspEquivalence(Property):
         model_text = "[" + ", ".join(g.text() for g in got) + "]"
         position = witness_position(p)
         if got[p].tie:
+            score = got[p].score
+            assert score is not None  # a tie is between equal scores
             finding = (
                 f"the model's output is a tie between {', '.join(show(v) for v in got[p].tie)} (each "
-                f"{fmt(got[p].score)}), the program gives {show(expected[p])}"
+                f"{fmt(score)}), the program gives {show(expected[p])}"
             )
         else:
             finding = f"the program gives {show(expected[p])}, the model {show(got[p].value)}"
@@ -216,14 +217,16 @@ class RaspEquivalence(Property):
         return witness
 
     # -- enumerate: the model's final stream and the program's codes on the same rows
-    def batched_violations(self, task: Task, evaluators: Any, rows: np.ndarray) -> tuple[np.ndarray, dict]:
+    def batched_violations(self, task: Task, evaluators: Evaluators, rows: Array) -> tuple[Array, Measures]:
         export = _export(task.options.program)
         length = rows.shape[1]
         if length == 0:
             return np.zeros(len(rows), dtype=bool), {}
         program = export.program
+        assert program.tokens_node is not None  # a tracr program reads its tokens
         token_code = np.array(
-            [program.tokens_node.code_of[v] for v in tokens_from_symbols(program, task.domain.alphabet)], dtype=np.int64
+            [program.tokens_node.code_of[v] for v in tokens_from_symbols(program, task.strings().alphabet)],
+            dtype=np.int64,
         )
         codes, undefined = outputs_batched(program, token_code[rows])
         output = program.output_node
@@ -253,20 +256,29 @@ class RaspEquivalence(Property):
         differs = np.array(
             [values[int(c)] is not None and Fraction(int(m), den) != values[int(c)] for m, c in pairs.T], dtype=bool
         )
-        return differs[np.asarray(inverse).reshape(-1)].reshape(codes.shape) & defined
+        wrong: np.ndarray = differs[np.asarray(inverse).reshape(-1)].reshape(codes.shape) & defined
+        return wrong
 
     # -- smt: the program as z3 terms over the same symbolic input
     def smt_queries(self, task: Task) -> list[QueryPlan]:
-        return [QueryPlan(f"length {n}", (n,)) for n in task.domain.lengths if n > 0]
+        return [QueryPlan(f"length {n}", (n,)) for n in task.strings().lengths if n > 0]
 
     def build_query(self, task: Task, plan: QueryPlan, builder: Any) -> Query:
+        import z3
+
+        from ..rasp.symbolic import program_outputs_symbolic
+        from ..symbolic.encoder import encode_model
+        from ..symbolic.inputs import input_for_length
+        from ..symbolic.solve import Query
+        from ..symbolic.values import Sym
+
         export = _export(task.options.program)
         length = plan.key[0]
-        inp = input_for_length(task.domain, length, builder)
+        inp = input_for_length(task.strings(), length, builder)
         stream = encode_model(task.model, task.arithmetic, inp, builder).output
         program = export.program
         codes, undefined = program_outputs_symbolic(
-            program, inp, tokens_from_symbols(program, task.domain.alphabet), builder.tick
+            program, inp, tokens_from_symbols(program, task.strings().alphabet), builder.tick
         )
         output = program.output_node
         offset = bos_offset(task.model)
@@ -277,9 +289,11 @@ class RaspEquivalence(Property):
             if export.output_kind == "categorical":
                 bad = self._categorical_wrong(export, output, code, z, builder)
             else:
+                assert export.output_index is not None  # a numerical output has one coordinate
+                index = export.output_index
                 bad = z3.Or(
                     [
-                        z3.And(code == c, builder.ne(z[export.output_index], Sym.const(v)))
+                        z3.And(code == c, builder.ne(z[index], Sym.const(v)))
                         for c, v in enumerate(output.values)
                         if v is not None
                     ]
@@ -292,6 +306,8 @@ class RaspEquivalence(Property):
     @staticmethod
     def _categorical_wrong(export: TracrExport, output: Any, code: Any, z: Sequence[Any], builder: Any) -> Any:
         """Defined here and the model does not name the program's value with a strict maximum."""
+        import z3
+
         coordinates = [z[i] for _, i in export.output_space]
         wrong = []
         for c, value in enumerate(output.values):
@@ -310,8 +326,8 @@ class RaspEquivalence(Property):
     def replay_query(self, task: Task, plan: QueryPlan, decoded: Any) -> Witness | None:
         return self.violation(task, decoded[0])
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict) -> str:
-        domain: StringDomain = task.domain
+    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
+        domain: StringDomain = task.strings()
         export = _export(task.options.program)
         how = default if engine == "smt" else f"{statistics.get('space_size', domain.size())} evaluated"
         return (

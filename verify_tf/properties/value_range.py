@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from ..contract import Array, Evaluators, Measures, Task, Witness
 from ..domain import Domain, GridDomain, format_input
-from ..engines.base import Task, Witness
 from ..ir import Model
 from ..numbers import fmt
 from ..schema.dsl import Boolean, Either, Field, ListOf, Number, Obj, String
@@ -53,7 +53,7 @@ class Options:
     except_distinct: bool = False
 
 
-def _options(values: dict) -> Options:
+def _options(values: dict[str, Any]) -> Options:
     interval = values["interval"]
     if isinstance(interval, list):
         if len(interval) != 2 or interval[0] > interval[1]:
@@ -117,23 +117,27 @@ class ValueRange(Property):
             require(isinstance(domain, GridDomain), "except-distinct", "except-distinct needs a grid domain")
 
     def interval(self, task: Task) -> tuple[Fraction, Fraction]:
-        if task.options.interval == YUN:
-            domain: GridDomain = task.domain
-            return yun_lemma6_interval(domain.dim, grid_step(domain), domain.length)
-        return task.options.interval
+        options: Options = task.options
+        if options.interval == YUN:
+            domain = task.grid()
+            step = grid_step(domain)
+            assert step is not None  # fit: Yun's interval needs Yun's grid
+            return yun_lemma6_interval(domain.dim, step, domain.length)
+        given: tuple[Fraction, Fraction] = options.interval
+        return given
 
-    def skipped(self, task: Task, tokens: tuple) -> bool:
+    def skipped(self, task: Task, tokens: tuple[Any, ...]) -> bool:
         """An input of G̃_δ when except-distinct: pairwise distinct tokens, all inside the grid."""
-        domain = task.domain
+        domain = task.grid()
         return (
             task.options.except_distinct and len(set(tokens)) == len(tokens) and all(domain.in_grid(t) for t in tokens)
         )
 
-    def statistics(self, task: Task) -> dict:
+    def statistics(self, task: Task) -> dict[str, Any]:
         lo, hi = self.interval(task)
         return {"interval": [str(lo), str(hi)], "inside": task.options.inside}
 
-    def violation(self, task: Task, tokens: tuple) -> Witness | None:
+    def violation(self, task: Task, tokens: tuple[Any, ...]) -> Witness | None:
         if self.skipped(task, tokens):
             return None
         lo, hi = self.interval(task)
@@ -152,7 +156,7 @@ class ValueRange(Property):
                 }
         return None
 
-    def batched_violations(self, task: Task, evaluators: Any, rows: np.ndarray) -> tuple[np.ndarray, dict]:
+    def batched_violations(self, task: Task, evaluators: Evaluators, rows: Array) -> tuple[Array, Measures]:
         lo, hi = self.interval(task)
         values = evaluators.of().values(rows, "readout")
         num = np.asarray(values.numerators, dtype=object)  # exact comparisons whatever the magnitudes
@@ -163,12 +167,12 @@ class ValueRange(Property):
         if task.options.except_distinct:
             sorted_rows = np.sort(rows, axis=1)
             distinct = (sorted_rows[:, 1:] != sorted_rows[:, :-1]).all(axis=1)
-            tokens = task.domain.tokens
-            outside = np.array([not task.domain.in_grid(t) for t in tokens])
+            tokens = task.grid().tokens
+            outside = np.array([not task.grid().in_grid(t) for t in tokens])
             flagged &= ~(distinct & ~outside[rows].any(axis=1))
         return np.asarray(flagged, dtype=bool), {}
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict) -> str:
+    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
         lo, hi = self.interval(task)
         where = "inside" if task.options.inside else "outside"
         skipped = " (G̃_δ skipped)" if task.options.except_distinct else ""

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -154,13 +154,21 @@ class String(Schema):
         return self._doc(s)
 
 
-class FilePath(String):
+class FilePath(Schema):
     """A path resolved relative to the spec's directory; it must exist."""
 
     what = "a path to an existing file"
 
+    def __init__(self, description: str = ""):
+        self.description = description
+
+    def json(self) -> dict:
+        return self._doc({"type": "string"})
+
     def validate(self, node: Node, ctx: Context, path: str) -> Path:
-        text = super().validate(node, ctx, path)
+        if node.kind != "scalar" or node.is_null:
+            raise ctx.expected(node, path, self.what)
+        text = node.value
         if "\0" in text:  # no file name holds one (os calls raise ValueError)
             raise ctx.error(node, path, f"file not found: {text!r} contains a NUL character")
         resolved = (ctx.base_dir / text).resolve()
@@ -360,7 +368,7 @@ class Either(Schema):
 class TaggedUnion(Schema):
     """A one-key mapping ``{name: options}`` (or a bare ``name``) choosing one of several schemas."""
 
-    def __init__(self, variants: dict[str, Schema], what: str, description: str = ""):
+    def __init__(self, variants: Mapping[str, Schema], what: str, description: str = ""):
         self.variants, self.what, self.description = variants, what, description
 
     def validate(self, node: Node, ctx: Context, path: str) -> tuple[str, Any, Node]:

@@ -71,3 +71,26 @@ def describe_found(value: object) -> str:
     if len(text) > 40:
         text = text[:37] + "..."
     return repr(text)
+
+
+class MissingDependency(SpecError):
+    """A spec needs an optional package that is not installed (torch for a state dict, ...).
+
+    Not a mistake in the spec: ``verify-tf check`` skips such a spec (its properties are ``unknown``, naming
+    the package and ``install``) and checks the others. ``properties`` holds the spec's parsed properties
+    (``spec.PropertySpec``s, not fitted to the model, which could not be built), set by the loader.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        package: str,
+        install: str,
+        file: str | None = None,
+        line: int | None = None,
+        path: str = "",
+    ) -> None:
+        super().__init__(message, file=file, line=line, path=path, hint=install)
+        self.package, self.install = package, install
+        self.properties: tuple = ()

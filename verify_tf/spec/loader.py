@@ -5,7 +5,7 @@ Every failure is a ``SpecError`` naming file, line, key path, expectation and a 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -17,8 +17,9 @@ from ..builders.files import ModelFileError, load_model
 from ..builders.inline import build_inline
 from ..builders.random_model import LAYERNORMS, RandomConfig, random_model
 from ..domain import GRID_HINT, Domain, GridDomain, StringDomain, unrepresentable_grid_value
+from ..engines import names as engine_names
 from ..ir import ACTIVATIONS, POSITIONALS, SCORINGS, AlphabetTokens, GridTokens, Model, validate_shapes
-from ..properties import registry
+from ..properties import Property, load as load_property, names as property_names
 from ..schema.dsl import (
     Boolean,
     Context,
@@ -35,13 +36,15 @@ from ..schema.dsl import (
     join,
     locate,
 )
-from ..schema.errors import OptionError, SpecError
+from ..schema.errors import MissingDependency, OptionError, SpecError
 from ..schema.yamlnodes import Node, parse_yaml
 from ..semantics import Arithmetic, Exact, Fixed
 from ..semantics.arithmetic import ATTENTION_ROUNDINGS
 from ..symbolic.deviation import igelu_deviation_note
 
-ENGINES = ("auto", "interpret", "enumerate", "smt", "search", "architecture", "counting", "split")
+# how to get torch, in every message that needs it (a CPU-only torch first: README, Quickstart)
+TORCH_INSTALL = "install the torch extra: pip install 'verify-tf[torch]' (in a checkout: pip install -e '.[torch]')"
+ENGINES = ("auto", *engine_names())  # the engines found in verify_tf/engines/ (docs/architecture.md)
 SOLVERS = ("z3", "cvc5", "bitwuzla", "portfolio")
 VERDICT_NAMES = ("proved", "refuted", "unknown")
 
@@ -59,6 +62,7 @@ class PropertySpec:
     solver: str = "z3"
     rlimit: int | None = None
     samples: int | None = None
+    engines: tuple[str, ...] = ()  # the engines the property can run with these options (computed once, here)
 
 
 @dataclass(frozen=True)
@@ -365,11 +369,13 @@ def _torch_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] != "torch":
             raise
-        raise ctx.error(
-            node,
-            join(path, "torch"),
+        raise MissingDependency(
             "a torch state dict needs PyTorch, which is not installed",
-            "install the torch extra: pip install 'verify-tf[torch]'",
+            package="torch",
+            install=TORCH_INSTALL,
+            file=ctx.file,
+            line=node.line,
+            path=join(path, "torch"),
         ) from None
     _check_quantize(section["quantize"], ctx, path)
     return import_torch_model(section["torch"], section["architecture"], section["quantize"])
@@ -466,6 +472,10 @@ def _build_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
     _check_source_keys(source, section, node, ctx, path)
     try:
         model = MODEL_BUILDERS[source](section, node, ctx, path)
+    except MissingDependency as exc:  # a reader raises it without a location (a .pt file without torch)
+        if exc.file is None:
+            exc.file, exc.line, exc.path = ctx.file, node.line, join(path, source)
+        raise
     except ModelFileError as exc:
         raise ctx.error(
             node,
@@ -698,14 +708,27 @@ COMMON_PROPERTY_FIELDS = {
 }
 
 
-def property_schemas() -> dict[str, Obj]:
-    """Each property's options plus the common fields; the property's own typed check runs on its part."""
-    out = {}
-    for name, prop in registry().items():
+class PropertySchemas(Mapping[str, Obj]):
+    """Each property's options plus the common fields, by name; the property's own typed check runs on its part.
+    A property's module is imported when a spec names it (a check loads only the properties it runs)."""
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(property_names())
+
+    def __len__(self) -> int:
+        return len(property_names())
+
+    def __getitem__(self, name: str) -> Obj:
+        if name not in property_names():
+            raise KeyError(name)
+        prop = load_property(name)
         fields = dict(COMMON_PROPERTY_FIELDS)
         fields.update(prop.options.fields)
-        out[name] = Obj(fields, prop.summary, exclusive=prop.options.exclusive, check=_split_common(prop.options))
-    return out
+        return Obj(fields, prop.summary, exclusive=prop.options.exclusive, check=_split_common(prop.options))
+
+
+def property_schemas() -> Mapping[str, Obj]:
+    return PropertySchemas()
 
 
 def _split_common(own: Obj):
@@ -763,7 +786,11 @@ def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None
     root = parse_yaml(text, file)
     if root.kind != "map":
         raise ctx.expected(root, "", "a mapping with keys model, properties, ...")
-    data = top_schema().validate(root, ctx, "")
+    try:
+        data = top_schema().validate(root, ctx, "")
+    except MissingDependency as missing:  # the spec cannot run here: its properties say so (CLI: skipped)
+        missing.properties = _unfitted_properties(root, ctx)
+        raise
     model: Model = data["model"]
     arith = _arithmetic(data["arithmetic"], root.value.get("arithmetic", root), ctx)
     _check_model_in_arithmetic(model, arith, root.value["model"], ctx)
@@ -773,7 +800,7 @@ def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None
         model = replace(model, notes=model.notes + (note,))
     properties = []
     for index, (name, (common, options), node) in enumerate(data["properties"]):
-        prop = registry()[name]
+        prop = load_property(name)
         where = f"properties[{index}].{name}"
         if prop.needs_domain and domain is None:
             raise ctx.error(
@@ -791,30 +818,15 @@ def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None
             raise ctx.error(
                 locate(body, exc.key), join(where, exc.key) if exc.key else where, exc.message, exc.hint
             ) from None
-        properties.append(
-            PropertySpec(
-                name=name,
-                label=common["name"] or name,
-                options=options,
-                line=node.line,
-                index=index,
-                engine=common["engine"],
-                timeout=float(common["timeout"]) if common["timeout"] else None,
-                expect=common["expect"],
-                solver=common["solver"],
-                rlimit=common["rlimit"],
-                samples=common["samples"],
-            )
-        )
+        properties.append(_property_spec(index, name, common, options, node.line, engines))
     if data["engine"] != "auto":
         for p in properties:
-            engines = supported_engines(registry()[p.name], p.options)
-            if p.engine is None and data["engine"] not in engines:
+            if p.engine is None and data["engine"] not in p.engines:
                 raise ctx.error(
                     root.value["engine"],
                     "engine",
                     f"property {p.label!r} does not support engine {data['engine']!r}",
-                    f"it supports: {', '.join(engines)}",
+                    f"it supports: {', '.join(p.engines)}",
                 )
     return Spec(
         path=Path(file),
@@ -830,10 +842,43 @@ def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None
     )
 
 
-def supported_engines(prop: Any, options: Any) -> tuple[str, ...]:
+def _property_spec(
+    index: int, name: str, common: dict[str, Any], options: Any, line: int, engines: tuple[str, ...] | None = None
+) -> PropertySpec:
+    """A property of the spec, with the engines it can run (``engines``: computed by the caller already)."""
+    return PropertySpec(
+        name=name,
+        label=common["name"] or name,
+        options=options,
+        line=line,
+        index=index,
+        engine=common["engine"],
+        timeout=float(common["timeout"]) if common["timeout"] else None,
+        expect=common["expect"],
+        solver=common["solver"],
+        rlimit=common["rlimit"],
+        samples=common["samples"],
+        engines=engines if engines is not None else supported_engines(load_property(name), options),
+    )
+
+
+def _unfitted_properties(root: Node, ctx: Context) -> tuple[PropertySpec, ...]:
+    """The properties of a spec whose model could not be built: validated (a mistake in them is still the user's
+    error), not fitted to a model. A model inside a property (equivalent-to's other model) is not built."""
+    unbuilt = Context(ctx.file, ctx.base_dir, model_section=lambda node, c, path: None)
+    node = root.value.get("properties") if root.kind == "map" else None
+    if node is None:
+        raise ctx.error(root, "properties", "a spec needs 'properties'")
+    items = top_schema().fields["properties"].schema.validate(node, unbuilt, "properties")
+    return tuple(
+        _property_spec(index, name, common, options, item.line)
+        for index, (name, (common, options), item) in enumerate(items)
+    )
+
+
+def supported_engines(prop: Property, options: Any) -> tuple[str, ...]:
     """The engines a property can run with these options (some options narrow them, e.g. scope)."""
-    narrowed = getattr(prop, "engines_for", None)
-    return narrowed(options) if narrowed is not None else prop.engines
+    return prop.engines_for(options)
 
 
 def _check_model_in_arithmetic(model: Model, arith: Arithmetic, node: Node, ctx: Context) -> None:

@@ -38,7 +38,7 @@ from ..semantics.exp_table import exp_bracket, exp_table
 from ..semantics.nonlinear import IGELU_A, IGELU_B, IGELU_CLIP, IGELU_K, igelu, igelu_bounds, normalized_bound
 from .bounds import interval_hull
 from .inputs import SymbolicInput, SymToken
-from .values import Builder, NotEncodable, Sym, Term, _sum, to_z3
+from .values import Builder, NotEncodable, Sym, Term, _sum, canonical_order, to_z3
 
 SymVector = tuple[Sym, ...]
 
@@ -196,8 +196,7 @@ def _average_row(
         member = {candidates[0]: z3.BoolVal(True)}
     else:
         member = {
-            j: z3.And(sorted((mantissa[j] >= mantissa[k] for k in candidates if k != j), key=lambda e: e.get_id()))
-            for j in candidates
+            j: z3.And(canonical_order([mantissa[j] >= mantissa[k] for k in candidates if k != j])) for j in candidates
         }
     count = _sum([z3.If(member[j], z3.IntVal(1), z3.IntVal(0)) for j in candidates]) if len(candidates) > 1 else 1
     sizes = list(range(1, len(candidates) + 1))
@@ -385,8 +384,10 @@ def _rounded_product(b: Builder, arith: Fixed, score: Sym, values: list[Fraction
 
 def _maximum(b: Builder, items: list[Sym]) -> Sym:
     """max of integer-valued symbols (den 1) as an ite fold: a function of the inputs, no fresh variable."""
-    # canonical order (constants first, then by AST id), so permuted rows give the same term
-    items = sorted(items, key=lambda x: (not x.is_const, x.num if x.is_const else x.num.get_id()))
+    # canonical order (constants first, then by structure), so permuted rows give the same term
+    terms = {x.num.get_id(): x.num for x in items if not x.is_const}
+    rank = {t.get_id(): k for k, t in enumerate(canonical_order(list(terms.values())))}
+    items = sorted(items, key=lambda x: (not x.is_const, x.num if x.is_const else rank[x.num.get_id()]))
     best = items[0]
     for x in items[1:]:
         if best.is_const and x.is_const:

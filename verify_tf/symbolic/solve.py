@@ -28,10 +28,6 @@ from .inputs import SymbolicInput
 SOLVERS = ("z3", "cvc5", "bitwuzla", "portfolio")
 LOGIC = "QF_LIA"  # every encoding is linear integer arithmetic with Booleans (docs/smt.md)
 
-# z3's main context belongs to the process and is not thread-safe. Work units run one at a time per process
-# (every executor guarantees it); code that calls z3 in a driver's own thread, where several properties run
-# side by side (check_all with -j N or --cluster), holds this lock.
-DRIVER_Z3_LOCK = threading.RLock()
 
 ORDER = (
     "lexicographically smallest index vector: positions left to right, coordinates in order; "
@@ -80,10 +76,19 @@ def count_constants(assertions: list) -> int:
     return len(names)
 
 
-def smt2_text(assertions: list) -> str:
-    solver = z3.Solver()
-    solver.add(assertions)
-    return f"(set-logic {LOGIC})\n" + solver.to_smt2()
+def smt2_text(assertions: Sequence) -> str:
+    """An encoder query (QF_LIA) as SMT-LIB2, the same text in every process (``canonical_smt2``)."""
+    return f"(set-logic {LOGIC})\n" + canonical_smt2(assertions)
+
+
+def canonical_smt2(assertions: Sequence) -> str:
+    """Assertions as SMT-LIB2 text that depends on the assertions only: z3 names shared subterms by AST id, and
+    ids depend on everything the process built before, so the assertions are first copied into a fresh context
+    (``verify-tf audit`` re-derives a certificate's queries and compares the digests of their text)."""
+    context = z3.Context()
+    solver = z3.Solver(ctx=context)
+    solver.add([a.translate(context) for a in assertions])
+    return solver.to_smt2()
 
 
 class _Watchdog:

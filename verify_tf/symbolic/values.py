@@ -22,6 +22,7 @@ guess an auxiliary value):
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -90,15 +91,25 @@ def _mul_const(term: Term, c: int) -> Term:
     return term * c
 
 
+def canonical_order(terms: Sequence[z3.ExprRef]) -> list[z3.ExprRef]:
+    """``terms`` in an order that depends on their structure only: z3's structural hash, then (for the rare equal
+    hashes) their text. Never the AST id: ids depend on everything the process built before, and the encoding
+    of a query must not (``verify-tf audit`` re-derives a certificate's query text and compares digests)."""
+    ordered = sorted(terms, key=lambda t: t.hash())
+    if any(a.hash() == b.hash() and not a.eq(b) for a, b in itertools.pairwise(ordered)):
+        ordered.sort(key=lambda t: (t.hash(), t.sexpr()))
+    return ordered
+
+
 def _sum(terms: Sequence[Term]) -> Term:
     """Sum of terms; constants folded; never ``Sum([t])`` (printed as ``(+ t)``, which cvc5 rejects)."""
     constant = sum(t for t in terms if isinstance(t, int))
     symbolic = [t for t in terms if not isinstance(t, int)]
     if not symbolic:
         return constant
-    # canonical operand order (by AST id): sums over the same terms in another order are the *same* term,
-    # so encodings of permuted inputs of a position-blind model coincide syntactically (docs/smt.md)
-    symbolic.sort(key=lambda t: t.get_id())
+    # canonical operand order: sums over the same terms in another order are the *same* term, so encodings of
+    # permuted inputs of a position-blind model coincide syntactically (docs/smt.md)
+    symbolic = canonical_order(symbolic)
     if constant != 0:
         symbolic.append(z3.IntVal(constant))
     return symbolic[0] if len(symbolic) == 1 else z3.Sum(symbolic)

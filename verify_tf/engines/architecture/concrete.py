@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import Any
 
 import z3
 
@@ -48,7 +49,7 @@ class ConcreteMember:
     model: Model
     tokens: tuple[Token, ...]  # the constant input (user tokens; BOS is added by the model)
     active: str  # e.g. "layers[0].attention.heads[0]" or "positional-encoding"
-    parameters: dict[str, list]  # the solver's values for the active sublayer: (nested) lists of exact strings
+    parameters: dict[str, list[Any]]  # the solver's values for the active sublayer: (nested) lists of exact strings
     claimed_readout: list[Fraction]  # per user position, from the solver's model
     claimed_output: list[Vector]
     seconds: float
@@ -62,16 +63,17 @@ class _Unit:
     then integers (g = 0). Parameters are integer mantissas in [-2^(3+g), 2^(3+g)).
     """
 
-    def __init__(self, arithmetic: Arithmetic, solver):
+    def __init__(self, arithmetic: Arithmetic, solver: z3.Solver) -> None:
         self.fixed = isinstance(arithmetic, Fixed)
         self.arith = arithmetic
-        self.g = arithmetic.frac if self.fixed else 0
+        self.grid = arithmetic if isinstance(arithmetic, Fixed) else Fixed(16, 0)  # used in fixed point only
+        self.g = self.grid.frac if self.fixed else 0
         self.scale = 1 << self.g
         self.solver = solver
         limit = 1 << (VALUE_BITS + self.g)
         self.lo, self.hi = -limit, limit - 1
         if self.fixed:
-            self.lo, self.hi = max(self.lo, arithmetic.min_mantissa), min(self.hi, arithmetic.max_mantissa)
+            self.lo, self.hi = max(self.lo, self.grid.min_mantissa), min(self.hi, self.grid.max_mantissa)
         self.mantissas: list[z3.ArithRef] = []  # every parameter, for the size objective
 
     def parameter(self, name: str) -> z3.ArithRef:
@@ -80,31 +82,31 @@ class _Unit:
         self.mantissas.append(m)
         return m
 
-    def term(self, mantissa):
+    def term(self, mantissa: z3.ArithRef) -> z3.ArithRef:
         """A parameter as a number term (mantissa in fixed, value in exact)."""
         return mantissa if self.fixed else z3.ToReal(mantissa)
 
-    def const(self, x: Fraction):
-        return z3.IntVal(self.arith.mantissa(x)) if self.fixed else z3.RealVal(x)
+    def const(self, x: Fraction) -> z3.ArithRef:
+        return z3.IntVal(self.grid.mantissa(x)) if self.fixed else z3.RealVal(x)
 
-    def value(self, term) -> z3.ArithRef:
+    def value(self, term: z3.ArithRef) -> z3.ArithRef:
         """The real value of a number term (for the readout and the goals)."""
         return z3.ToReal(term) / self.scale if self.fixed else term
 
-    def saturate(self, m):
+    def saturate(self, m: z3.ArithRef) -> z3.ArithRef:
         if not self.fixed:
             return m
-        lo, hi = self.arith.min_mantissa, self.arith.max_mantissa
+        lo, hi = self.grid.min_mantissa, self.grid.max_mantissa
         return z3.If(m < lo, lo, z3.If(m > hi, hi, m))
 
-    def affine(self, weights: Sequence, column: Vector, bias):
+    def affine(self, weights: Sequence[z3.ArithRef], column: Vector, bias: z3.ArithRef) -> z3.ArithRef:
         """round(W z + b) for parameter mantissas W, b and a concrete column z."""
         if not self.fixed:
             return z3.Sum([z3.ToReal(w) * z3.RealVal(x) for w, x in zip(weights, column)]) + z3.ToReal(bias)
-        exact = z3.Sum([w * self.arith.mantissa(x) for w, x in zip(weights, column)]) + bias * self.scale
+        exact = z3.Sum([w * self.grid.mantissa(x) for w, x in zip(weights, column)]) + bias * self.scale
         return self.saturate(exact / self.scale)  # Int division by a positive constant is floor
 
-    def weighted(self, row: Sequence[Fraction], products: Sequence, product_scale: int):
+    def weighted(self, row: Sequence[Fraction], products: Sequence[z3.ArithRef], product_scale: int) -> z3.ArithRef:
         """round(Σ_j a_j x_j): products are mantissas at scale 2^(product_scale·g), a_j concrete rationals."""
         live = [(a, x) for a, x in zip(row, products) if a != 0]
         if not live:
@@ -172,12 +174,21 @@ def _pass_through(block: Block, dim: int) -> Block | None:
     return Block(attention, ff)
 
 
+def _feed_forward_pass_through(block: Block, dim: int) -> FeedForward | None:
+    """The block's feed-forward with zero weights (the identity through its residual connection), or None."""
+    if block.feed_forward is None:
+        return None
+    through = _pass_through(Block(None, block.feed_forward), dim)
+    assert through is not None  # members are built only where every sublayer has its residual connection
+    return through.feed_forward
+
+
 def _bias_patterns(head: Head) -> list[RelativeTable | None]:
     """RPE biases that give known, position-dependent rows: zero, or a bump of 1 just before / after i."""
     if head.rpe_bias is None or head.positional == "standard":
-        return [head.rpe_bias and RelativeTable.constant(Fraction(0), head.rpe_bias.radius)]
+        return [None if head.rpe_bias is None else RelativeTable.constant(Fraction(0), head.rpe_bias.radius)]
     radius = head.rpe_bias.radius
-    patterns = [RelativeTable.constant(Fraction(0), radius)]
+    patterns: list[RelativeTable | None] = [RelativeTable.constant(Fraction(0), radius)]
     if head.scoring != "uniform" and radius >= 1:
         for offset in (-1, 1):
             values = [Fraction(0)] * (2 * radius + 1)
@@ -252,7 +263,7 @@ class _Encoded:
         self.tokens = tokens
         self.solver = z3.Solver()
         self.unit = _Unit(arithmetic, self.solver)
-        self.params: dict[str, list] = {}
+        self.params: dict[str, list[Any]] = {}
         model = plan.skeleton
         self.bos = 1 if isinstance(model.tokens, AlphabetTokens) and model.tokens.bos is not None else 0
         if plan.active_block is None:
@@ -274,26 +285,28 @@ class _Encoded:
         self.params[name] = v
         return v
 
-    def _encode_pe(self, model: Model, tokens) -> list[list]:
+    def _encode_pe(self, model: Model, tokens: tuple[Token, ...]) -> list[list[Any]]:
         unit = self.unit
         embedded = evaluate(replace(model, positional_encoding=None, blocks=()), self.arith, tokens).output
-        self.pe_rows = len(model.positional_encoding)
+        self.pe_rows = len(model.positional_encoding or ())
         pe = self._matrix("positional-encoding", len(embedded), model.dim)
         return [
             [unit.saturate(unit.const(e[c]) + unit.term(pe[j][c])) for c in range(model.dim)]
             for j, e in enumerate(embedded)
         ]
 
-    def _encode_attention(self, model: Model, z: list[Vector], dim: int) -> list[list]:
+    def _encode_attention(self, model: Model, z: list[Vector], dim: int) -> list[list[Any]]:
         plan, unit = self.plan, self.unit
+        assert plan.active_block is not None and plan.active_head is not None  # an attention plan
         layer = model.blocks[plan.active_block].attention
+        assert layer is not None
         head = layer.heads[plan.active_head]
         m = head.value_dim
         wv = self._matrix("value", m, dim)
         bv = self._vector("value-bias", m)
         values = [[unit.affine(wv[a], col, bv[a]) for a in range(m)] for col in z]
         rows = _rows(head, plan.bias, len(z), self.arith)
-        radius = head.urpe_c.radius if head.positional == "urpe" else None
+        radius = head.urpe_c.radius if head.positional == "urpe" and head.urpe_c is not None else None
         if radius is not None:
             self.c_bits = {
                 o: [z3.Bool(f"C[{o}].bit{b}") for b in range(TABLE_BITS)] for o in range(-radius, radius + 1)
@@ -303,7 +316,7 @@ class _Encoded:
                 self.unit.mantissas.append(
                     unit.scale * (z3.Sum([z3.If(b, 1 << k, 0) for k, b in enumerate(table_bits)]) - self.c_offset)
                 )
-        heads_out = []
+        heads_out: list[list[z3.ArithRef]] = []
         for i in range(len(z)):
             coords = []
             for c in range(m):
@@ -331,18 +344,18 @@ class _Encoded:
             after.append(col)
         return after
 
-    def user(self, values: list) -> list:
+    def user(self, values: list[Any]) -> list[Any]:
         return values[self.bos :]
 
-    def build(self, smodel: z3.ModelRef) -> tuple[Model, str, dict[str, list]]:
+    def build(self, smodel: z3.ModelRef) -> tuple[Model, str, dict[str, list[Any]]]:
         """The concrete Model (exact rationals) from the solver's values."""
         plan, unit = self.plan, self.unit
         model = plan.skeleton
 
-        def val(term) -> Fraction:
+        def val(term: z3.ExprRef) -> Fraction:
             return _frac(smodel.eval(term, model_completion=True)) / unit.scale
 
-        shown: dict[str, list] = {}
+        shown: dict[str, list[Any]] = {}
         if plan.active_block is None:
             rows = [tuple(val(x) for x in row) for row in self.params["positional-encoding"]]
             rows += [zeros(model.dim) for _ in range(self.pe_rows - len(rows))]
@@ -351,6 +364,7 @@ class _Encoded:
             return built, "positional-encoding", shown
         block = model.blocks[plan.active_block]
         layer = block.attention
+        assert layer is not None  # the active block's attention
         heads = []
         for h, head in enumerate(layer.heads):
             if h != plan.active_head:
@@ -361,7 +375,7 @@ class _Encoded:
             value_bias = tuple(val(x) for x in self.params["value-bias"])
             output = tuple(tuple(Fraction(int(r == c)) for c in range(m)) for r in range(model.dim))
             urpe = None
-            if head.positional == "urpe":
+            if head.positional == "urpe" and head.urpe_c is not None:
                 entries = []
                 for o in range(-head.urpe_c.radius, head.urpe_c.radius + 1):
                     bits = [z3.is_true(smodel.eval(b, model_completion=True)) for b in self.c_bits[o]]
@@ -380,9 +394,7 @@ class _Encoded:
         shown["output-bias"] = [str(x) for x in output_bias]
         new_block = Block(
             AttentionLayer(tuple(heads), output_bias, layer.residual),
-            _pass_through(Block(None, block.feed_forward), model.dim).feed_forward
-            if block.feed_forward is not None
-            else None,
+            _feed_forward_pass_through(block, model.dim),
         )
         blocks = list(model.blocks)
         blocks[plan.active_block] = new_block
@@ -394,7 +406,7 @@ def _rows(head: Head, bias: RelativeTable | None, total: int, arithmetic: Arithm
     """The active head's normalised rows: scores round(0 + B[j-i]) through the arithmetic's own weights."""
     rows = []
     for i in range(total):
-        scores = []
+        scores: list[Fraction | None] = []
         for j in range(total):
             if head.causal and j > i:
                 scores.append(None)

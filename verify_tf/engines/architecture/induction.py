@@ -35,105 +35,27 @@ from __future__ import annotations
 import hashlib
 import itertools
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from fractions import Fraction
+from typing import Any
 
 import z3
 
+from ...contract import STEP_FAILS, STEP_HOLDS, STEP_UNDECIDED, InductionResult, StepResult
 from ...ir import AlphabetTokens, AttentionLayer, Model
 from ...semantics import Arithmetic, Fixed
+from ...symbolic.solve import canonical_smt2
 
 # Measured (2-core machine, z3 4.x/5.x): every step that holds is proved in < 1 s up to n = 16
 # (RPE/causal/BOS, d = 4, two heads); beyond that the T^3 consistency constraints grow quickly.
 MAX_LENGTH = 16
 
-HOLDS, FAILS, UNDECIDED = "holds", "fails", "unknown"
+HOLDS, FAILS, UNDECIDED = STEP_HOLDS, STEP_FAILS, STEP_UNDECIDED
 
 
-@dataclass(frozen=True)
-class StepResult:
-    name: str  # "embedding", "layers[0].attention", "layers[0].feed-forward", "readout"
-    sublayer: str  # embedding | attention | feed-forward | readout
-    block: int | None
-    status: str  # holds | fails | unknown
-    seconds: float
-    note: str = ""  # why a step fails or what it assumed
-
-    def to_json(self) -> dict:
-        return {"step": self.name, "status": self.status, "seconds": round(self.seconds, 4), "note": self.note}
-
-
-@dataclass(frozen=True)
-class InductionResult:
-    length: int
-    steps: tuple[StepResult, ...]
-    rows_sum_to_one: bool  # False for per-probability rounding: the induction premise is false
-
-    @property
-    def proved(self) -> bool:
-        return all(s.status == HOLDS for s in self.steps)
-
-    @property
-    def failing(self) -> list[StepResult]:
-        return [s for s in self.steps if s.status != HOLDS]
-
-    @property
-    def seconds(self) -> float:
-        return sum(s.seconds for s in self.steps)
-
-
-def describe_class(model: Model) -> str:
-    """The architecture class in words (weights irrelevant)."""
-    parts = []
-    if isinstance(model.tokens, AlphabetTokens):
-        parts.append(f"alphabet tokens, d = {model.dim}" + (", BOS" if model.tokens.bos is not None else ""))
-    else:
-        parts.append(f"grid tokens, d = {model.dim}")
-    if model.positional_encoding is not None:
-        parts.append(f"absolute PE ({len(model.positional_encoding)} positions)")
-    for index, block in enumerate(model.blocks):
-        kinds = []
-        if block.attention is not None:
-            heads = ", ".join(_head_kind(h) for h in block.attention.heads)
-            kinds.append(
-                f"attention ({heads})"
-                + ("" if block.attention.residual else " without residual")
-                + _norm_kind(block.attention)
-            )
-        if block.feed_forward is not None:
-            ff = block.feed_forward
-            kinds.append(
-                f"feed-forward (width {ff.width}"
-                + ("" if ff.activation == "relu" else f", {ff.activation}")
-                + ")"
-                + ("" if ff.residual else " without residual")
-                + _norm_kind(ff)
-            )
-        parts.append(f"layer {index}: " + " + ".join(kinds or ["empty"]))
-    if model.final_norm is not None:
-        parts.append("final LayerNorm")
-    return "; ".join(parts)
-
-
-def _norm_kind(sublayer) -> str:
-    """LayerNorm and i-GELU act on each column alone: token-wise maps, covered by the arbitrary functions above."""
-    if sublayer.norm is None:
-        return ""
-    return " with pre-LN" if sublayer.norm_first else " with post-LN"
-
-
-def _head_kind(head) -> str:
-    text = head.scoring + (" causal" if head.causal else "")
-    if head.positional == "rpe":
-        text += " RPE"
-    elif head.positional == "urpe":
-        radius = head.urpe_c.radius if head.urpe_c is not None else 0
-        text += f" URPE (C radius {radius})"
-    return text
-
-
-def _bos(model: Model) -> int:
+def bos_offset(model: Model) -> int:
+    """1 when the model prepends a BOS token (stream position 0), else 0."""
     return 1 if isinstance(model.tokens, AlphabetTokens) and model.tokens.bos is not None else 0
 
 
@@ -143,10 +65,11 @@ class _Query:
     def __init__(self, model: Model, arithmetic: Arithmetic, length: int, tag: str):
         self.solver = z3.Solver()
         self.fixed = isinstance(arithmetic, Fixed)
-        self.per_probability = self.fixed and arithmetic.attention_rounding == "per-probability"
-        self.rounded_terms = self.fixed and arithmetic.attention_rounding == "rounded-terms"
-        self.frac = arithmetic.frac if self.fixed else 0
-        self.bos = _bos(model)
+        rounding = arithmetic.attention_rounding if isinstance(arithmetic, Fixed) else ""
+        self.per_probability = rounding == "per-probability"
+        self.rounded_terms = rounding == "rounded-terms"
+        self.frac = arithmetic.frac if isinstance(arithmetic, Fixed) else 0
+        self.bos = bos_offset(model)
         self.total = length + self.bos  # columns the network sees
         self.users = list(range(self.bos, self.total))  # the compared positions (BOS excluded)
         self.tag = tag
@@ -154,10 +77,10 @@ class _Query:
         self._round = z3.Function("round", real, real) if self.fixed else None
         self._saturate = z3.Function("saturate", real, real) if self.fixed else None
 
-    def round(self, x):
+    def round(self, x: z3.ArithRef) -> z3.ArithRef:
         return self._round(x) if self._round is not None else x
 
-    def saturate(self, x):
+    def saturate(self, x: z3.ArithRef) -> z3.ArithRef:
         return self._saturate(x) if self._saturate is not None else x
 
     def columns(self, name: str, width: int) -> list[list[z3.ArithRef]]:
@@ -179,7 +102,7 @@ class _Query:
         self.solver.add(z3.Or([cols[j][c] != cols[first][c] for j in self.users[1:] for c in range(len(cols[first]))]))
 
 
-def _same(a: Sequence, b: Sequence):
+def _same(a: Sequence[z3.ArithRef], b: Sequence[z3.ArithRef]) -> z3.BoolRef:
     return z3.And([x == y for x, y in zip(a, b)]) if len(a) else z3.BoolVal(True)
 
 
@@ -187,7 +110,7 @@ def _attention_step(query: _Query, layer: AttentionLayer, dim: int) -> None:
     z = query.columns("z", dim)
     query.assume_equal_users(z)
     total = query.total
-    head_outputs: list[list] = [[] for _ in range(total)]
+    head_outputs: list[list[Any]] = [[] for _ in range(total)]
     for h, head in enumerate(layer.heads):
         q = query.tokenwise(f"q{h}", head.key_dim, z)
         query.tokenwise(f"k{h}", head.key_dim, z)  # the keys: constrained, not referred to again
@@ -196,7 +119,7 @@ def _attention_step(query: _Query, layer: AttentionLayer, dim: int) -> None:
         bias_radius = head.rpe_bias.radius if head.rpe_bias is not None else 0
         bias = {o: z3.Real(f"B{h}[{o}]") for o in range(-bias_radius, bias_radius + 1)}
 
-        def bias_at(offset: int):
+        def bias_at(offset: int) -> z3.ArithRef:
             if head.positional == "standard" or head.rpe_bias is None:
                 return z3.RealVal(0)
             return bias[max(-bias_radius, min(bias_radius, offset))]
@@ -304,9 +227,10 @@ def _steps(model: Model) -> list[tuple[str, str, int | None]]:
 def _failure_note(model: Model, sublayer: str, block: int | None, query: _Query) -> str:
     if sublayer == "embedding":
         return "absolute positional encoding: x + p_i differs across positions"
-    if sublayer != "attention":
+    layer = model.blocks[block].attention if sublayer == "attention" and block is not None else None
+    if layer is None:
         return ""
-    heads = model.blocks[block].attention.heads
+    heads = layer.heads
     reasons = []
     if query.per_probability:
         reasons.append("per-probability rounding: rows need not sum to 1")
@@ -329,9 +253,15 @@ def _build(model: Model, arithmetic: Arithmetic, length: int, name: str, sublaye
     if sublayer == "embedding":
         _embedding_step(query, model)
     elif sublayer == "attention":
-        _attention_step(query, model.blocks[block].attention, model.dim)
+        assert block is not None
+        layer = model.blocks[block].attention
+        assert layer is not None  # a step of a block's attention
+        _attention_step(query, layer, model.dim)
     elif sublayer == "feed-forward":
-        _feed_forward_step(query, model.blocks[block].feed_forward.residual, model.dim)
+        assert block is not None
+        ff = model.blocks[block].feed_forward
+        assert ff is not None  # a step of a block's feed-forward
+        _feed_forward_step(query, ff.residual, model.dim)
     else:
         _readout_step(query, model.dim)
     return query
@@ -347,7 +277,7 @@ def run_step(
     *,
     seconds: float,
     seed: int = 0,
-    cancelled=lambda: False,
+    cancelled: Callable[[], bool] = lambda: False,
 ) -> tuple[StepResult, str]:
     """One step query of the induction for sequences of ``length`` user tokens: its result and SMT-LIB text."""
     if length > MAX_LENGTH:
@@ -368,7 +298,7 @@ def run_step(
         status, note = FAILS, _failure_note(model, sublayer, block, query)
     else:
         status, note = UNDECIDED, f"z3: {query.solver.reason_unknown()}"
-    return StepResult(name, sublayer, block, status, elapsed, note), query.solver.to_smt2()
+    return StepResult(name, sublayer, block, status, elapsed, note), canonical_smt2(query.solver.assertions())
 
 
 def query_digest(model: Model, arithmetic: Arithmetic, length: int, sublayer: str, block: int | None) -> str:

@@ -24,18 +24,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import z3
 
+from ...classes import scorings
+from ...contract import StepResult
 from ...semantics import Arithmetic, Fixed
-from .induction import FAILS, HOLDS, UNDECIDED, StepResult
+from ...symbolic.solve import canonical_smt2
+from .induction import FAILS, HOLDS, UNDECIDED
 
 GENERATORS = ("transposition", "cycle")
-
-
-def scorings(arithmetic: Arithmetic) -> tuple[str, ...]:
-    """The scorings the semantics defines under ``arithmetic`` (softmax needs fixed point)."""
-    return ("uniform", "hardmax", "softmax") if isinstance(arithmetic, Fixed) else ("uniform", "hardmax")
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,7 @@ class _Head:
         real = z3.RealSort()
         self.column = z3.DeclareSort("Column")
         self.fixed = isinstance(arithmetic, Fixed)
-        self.rounding = arithmetic.attention_rounding if self.fixed else "exact"
+        self.rounding = arithmetic.attention_rounding if isinstance(arithmetic, Fixed) else "exact"
         self.score = z3.Function("S", self.column, self.column, real)
         self.value = z3.Function("V", self.column, real)
         self.exp = z3.Function("E", real, real)  # the exp table (exact-sums, per-probability)
@@ -75,10 +74,10 @@ class _Head:
         self.term = z3.Function("T", real, real, real)  # rounded-terms: round(e^s · v)
         self.denominator_term = z3.Function("H", real, real)  # rounded-terms: round(e^s)
         self._round = z3.Function("round", real, real)
-        self.constraints: list = []
+        self.constraints: list[Any] = []
         self._maxima: dict[tuple[str, ...], z3.ArithRef] = {}
 
-    def maximum(self, scores: list) -> z3.ArithRef:
+    def maximum(self, scores: list[Any]) -> z3.ArithRef:
         """The row maximum as a variable M with M >= every score and M equal to one of them; one variable per
         set of score terms, so both orders of the same keys share it."""
         key = tuple(sorted(s.sexpr() for s in scores))
@@ -91,7 +90,7 @@ class _Head:
     def round(self, x: z3.ArithRef) -> z3.ArithRef:
         return self._round(x) if self.fixed else x
 
-    def output(self, scoring: str, columns: list, relative_bias: bool = False) -> z3.ArithRef:
+    def output(self, scoring: str, columns: list[Any], relative_bias: bool = False) -> z3.ArithRef:
         """The head's output at the last position (a value coordinate), keys = ``columns`` in this order.
         ``relative_bias``: add an RPE bias B[j - i] to each score (outside the class: for tests)."""
         query = columns[-1]
@@ -119,7 +118,7 @@ class _Head:
         return self.round(z3.Sum([w * v for w, v in zip(weights, values)]))
 
 
-def permuted(columns: list, generator: str) -> list:
+def permuted(columns: list[Any], generator: str) -> list[Any]:
     """The keys before the query (all but the last) permuted by the generator; the query stays last."""
     keys, query = columns[:-1], columns[-1]
     if generator == "transposition":
@@ -154,4 +153,4 @@ def run_symmetry_step(
         status, note = FAILS, "the output depends on the order of the keys"
     else:
         status, note = UNDECIDED, f"z3: {solver.reason_unknown()}"
-    return StepResult(step.name, "attention", None, status, elapsed, note), solver.to_smt2()
+    return StepResult(step.name, "attention", None, status, elapsed, note), canonical_smt2(solver.assertions())

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from ...contract import CountingGoal
 from ...work import Deadline
-from ..base import CountingGoal
 from .stream import CountingModel
 
 Point = tuple[int, ...]  # (positions so far i, every sum, every count, every letter count): integers
@@ -59,7 +60,7 @@ def explore(
         result.disagreement, result.complete_up_to = (), 0
         return result
     letters0 = (0,) * len(alphabet)
-    frontier: list[tuple] = [(sums, counts, letters0)]
+    frontier: list[tuple[Any, ...]] = [(sums, counts, letters0)]
     weights: list[int] = [1]  # strings reaching each frontier state
     result.strings.append(1)
     history: list[list[tuple[int, int]]] = [[(-1, -1)]]  # per length: (parent index, letter index) per state
@@ -67,8 +68,8 @@ def explore(
     if exact:
         result.points.append((0, *sums, *counts, *letters0))
     for length in range(1, max_length + 1):
-        seen: dict[tuple, int] = {}
-        states: list[tuple] = []
+        seen: dict[tuple[Any, ...], int] = {}
+        states: list[tuple[Any, ...]] = []
         parents: list[tuple[int, int]] = []
         reached: list[int] = []
         checked = length >= goal.first_position
@@ -79,6 +80,7 @@ def explore(
             for a, symbol in enumerate(alphabet):
                 new_sums, readout = counting.step(sums, positions, symbol, None if exact else increments)
                 new_counts, output = machine.step(counts, symbol)
+                key: tuple[Any, ...]
                 if exact:
                     new_letters = letters[:a] + (letters[a] + 1,) + letters[a + 1 :]
                     key = (new_sums, new_counts, new_letters)

@@ -35,10 +35,11 @@ from typing import Any
 
 import z3
 
+from ...contract import CountingGoal
 from ...semantics.arithmetic import Fixed
+from ...symbolic.solve import canonical_smt2
 from ...symbolic.values import Builder, NotEncodable, Sym, to_z3
 from ...work import Deadline
-from ..base import CountingGoal
 from .explore import Point
 from .stream import CountingModel, rounded_average
 
@@ -134,13 +135,13 @@ def _layout(counting: CountingModel, goal: CountingGoal) -> _Layout:
 
 @dataclass
 class _Step:
-    post: list  # z3 terms of the successor point
+    post: list[Any]  # z3 terms of the successor point
     model_accepts: Any
     machine_accepts: Any
-    side: list  # side constraints of the encoding
+    side: list[Any]  # side constraints of the encoding
 
 
-def _encode_step(counting: CountingModel, goal: CountingGoal, layout: _Layout, pre: list, symbol: str) -> _Step:
+def _encode_step(counting: CountingModel, goal: CountingGoal, layout: _Layout, pre: list[Any], symbol: str) -> _Step:
     arith = counting.arith
     if not isinstance(arith, Fixed):
         raise NotEncodable("exact arithmetic: a head's average S/n is not on a grid")
@@ -152,7 +153,7 @@ def _encode_step(counting: CountingModel, goal: CountingGoal, layout: _Layout, p
     i = pre[0]
     keys = i + (1 if counting.bos is not None else 0) + 1  # stream positions up to and including the new one
     sums = pre[layout.sums]
-    post_sums: list = [None] * len(sums)
+    post_sums: list[Any] = [None] * len(sums)
 
     def head_output(k: int, value: Sym) -> Sym:
         post_sums[k] = sums[k] + to_z3(value.scaled_num(arith.scale))
@@ -179,7 +180,7 @@ class _Bound:
     def holds(self, point: Point) -> bool:
         return self.constant + sum(c * point[k] for k, c in self.coefficients) >= 0
 
-    def term(self, values: list) -> Any:
+    def term(self, values: list[Any]) -> Any:
         return z3.Sum([to_z3(self.constant), *(c * values[k] for k, c in self.coefficients)]) >= 0
 
 
@@ -248,7 +249,7 @@ def prove_all_lengths(
     bounds = _candidate_bounds(layout, start, increments)
     began = time.perf_counter()
 
-    def invariant(values: list, rels, bnds) -> list:
+    def invariant(values: list[Any], rels: list[Any], bnds: list[Any]) -> list[Any]:
         return (
             [z3.Sum([to_z3(r[0]), *(c * v for c, v in zip(r[1:], values) if c)]) == 0 for r in rels]
             + [b.term(values) for b in bnds]
@@ -257,7 +258,7 @@ def prove_all_lengths(
 
     this_round: list[dict[str, Any]] = []  # record: the current refinement round's step queries
 
-    def ask(assertions: list, name: str = "") -> tuple[str, Any]:
+    def ask(assertions: list[Any], name: str = "") -> tuple[str, Any]:
         solver = z3.Solver()
         solver.set("timeout", max(1, int(1000 * deadline.remaining())))
         solver.add(*assertions)
@@ -267,13 +268,18 @@ def prove_all_lengths(
         result.queries += 1
         if record:
             this_round.append(
-                {"name": name, "smt2": solver.to_smt2(), "answer": str(answer), "no_bit_vector_form": UNBOUNDED}
+                {
+                    "name": name,
+                    "smt2": canonical_smt2(solver.assertions()),
+                    "answer": str(answer),
+                    "no_bit_vector_form": UNBOUNDED,
+                }
             )
         if answer == z3.sat:
             return "sat", solver.model()
         return ("unsat", None) if answer == z3.unsat else ("unknown", solver.reason_unknown())
 
-    def evaluate(model: Any, terms: list) -> Point:
+    def evaluate(model: Any, terms: list[Any]) -> Point:
         return tuple(model.eval(to_z3(t), model_completion=True).as_long() for t in terms)
 
     # step: refine until Inv ∧ T ⇒ Inv' for every letter
@@ -341,7 +347,9 @@ def prove_all_lengths(
     return _finish(result, relations, bounds, names, began)
 
 
-def _finish(result: InductionResult, relations, bounds, names: list[str], began: float) -> InductionResult:
+def _finish(
+    result: InductionResult, relations: list[Any], bounds: list[Any], names: list[str], began: float
+) -> InductionResult:
     result.invariant = [_relation_text(r, names) for r in relations] + [b.text for b in bounds]
     result.solver_seconds = round(result.solver_seconds, 4)
     return result

@@ -36,7 +36,7 @@ from typing import Any
 
 import z3
 
-from ...ir import AlphabetTokens, Head, Model, Vector
+from ...ir import AlphabetTokens, Head, Matrix, Model, Vector
 from ...semantics.arithmetic import Arithmetic, Exact, Fixed
 from ...semantics.interpreter import BlockTrace, _Counter, affine, feed_forward
 from ...symbolic.encoder import Rounding, SymBlockTrace, encode_affine, encode_feed_forward
@@ -74,13 +74,13 @@ class Coordinate:
         return f"layers[{self.layer}].heads[{self.head}][{self.index}]"
 
 
-Sums = tuple  # one entry per Coordinate: the running sum (Fraction) or Frozen
+Sums = tuple[Any, ...]  # one entry per Coordinate: the running sum (Fraction) or Frozen
 
 
 def _zero_scores(head: Head) -> bool:
     """Scores exactly 0 for every key: q = 0 or k = 0 (weights and bias), standard positions."""
 
-    def zero(weights, bias) -> bool:
+    def zero(weights: Matrix, bias: Vector) -> bool:
         return all(w == 0 for row in weights for w in row) and all(b == 0 for b in bias)
 
     return zero(head.query, head.query_bias) or zero(head.key, head.key_bias)
@@ -103,6 +103,7 @@ class CountingModel:
         )
         tokens = model.tokens
         assert isinstance(tokens, AlphabetTokens)
+        self.tokens = tokens
         self.bos = tokens.bos
         self._weights: dict[tuple[str, int], Fraction] = {}
         self.fast = _FixedProgram.of(model, arith)
@@ -191,7 +192,7 @@ class CountingModel:
         # the interpreter's own functions, one position (exact arithmetic, or token vectors off the grid)
         r = _Counter(self.arith)
         scale = self.arith.scale if isinstance(self.arith, Fixed) else 1
-        z = self.model.tokens.embed(symbol)
+        z = self.tokens.embed(symbol)
         new = list(sums)
         keys = positions + 1
         k = 0
@@ -239,7 +240,8 @@ class CountingModel:
         if weight == 0:  # per-probability: floor_f(1/n) = 0 stays 0 for every larger n
             return True
         # the argument needs weight 1/n' at every later n' too (per-probability floors them)
-        if increments is None or self.arith.attention_rounding == "per-probability" or weight * keys != 1:
+        per_probability = isinstance(self.arith, Fixed) and self.arith.attention_rounding == "per-probability"
+        if increments is None or per_probability or weight * keys != 1:
             return False
         lo, hi = increments
         c = mantissa // keys
@@ -258,7 +260,7 @@ class CountingModel:
         if not isinstance(self.arith, Fixed):
             raise NotEncodable("exact arithmetic: a head's average S/n is not on a grid")
         r = Rounding(self.arith, builder)
-        z = tuple(Sym.const(c) for c in self.model.tokens.embed(symbol))
+        z = tuple(Sym.const(c) for c in self.tokens.embed(symbol))
         values: list[Sym] = []
         k = 0
         for block in self.model.blocks:
@@ -342,7 +344,7 @@ class _FixedProgram:
             return None
         return _FixedProgram(model, arith)
 
-    def affine(self, rows, x: Sequence[int]) -> list[int]:
+    def affine(self, rows: Sequence[tuple[Any, int, int]], x: Sequence[int]) -> list[int]:
         lo, hi = self.lo, self.hi
         out = []
         for coefficients, const, den in rows:
@@ -445,7 +447,9 @@ def value_bounds(
             def output(k: int, value: Sym) -> Sym:
                 if machine.coordinates[k].layer >= layer:
                     return Sym.const(0)  # not used: the encoding is cut at this layer's values
-                lo, hi = ranges[k]
+                bound = ranges[k]
+                assert bound is not None  # earlier layers' ranges are known
+                lo, hi = bound
                 var = builder.fresh_int(f"y{k}", lo, hi)
                 variables[k] = Sym(var, arith.scale, Fraction(lo, arith.scale), Fraction(hi, arith.scale))
                 return variables[k]
@@ -456,7 +460,9 @@ def value_bounds(
                 old = bounds[k]
                 bounds[k] = (found[0], found[1]) if old is None else (min(old[0], found[0]), max(old[1], found[1]))
         for k in members:
-            lo, hi = bounds[k]
+            found_bound = bounds[k]
+            assert found_bound is not None  # every member was bounded above
+            lo, hi = found_bound
             lo, hi = min(lo, bos_values[k]), max(hi, bos_values[k])
             if arith.attention_rounding == "per-probability":
                 lo, hi = min(lo, 0), max(hi, 0)
@@ -464,7 +470,7 @@ def value_bounds(
     return bounds  # type: ignore[return-value]
 
 
-def _tightest(value: Sym, scale: int, assertions: list, until: float) -> tuple[int, int]:
+def _tightest(value: Sym, scale: int, assertions: list[Any], until: float) -> tuple[int, int]:
     """(least, greatest) mantissa of ``value`` under ``assertions``: its interval bound, narrowed by z3 only when
     the value then lies within three neighbouring grid points (only such a narrow range can let a coordinate
     freeze), and only by answers z3 proved (unsat); anything else keeps the interval, which is sound."""

@@ -9,168 +9,29 @@ run exactly (``Unsupported``: int64 bounds, softmax in exact mode) gives ``unkno
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from fractions import Fraction
 
-import numpy as np
-
-from ...batched import Unsupported
-from ...spaces import InputSpace
+from ...batched import unsupported_reason
+from ...contract import Task
 from ...verdict import Verdict
-from ...work import Deadline
-from ..base import Run, Task, unknown
-from ..evaluators import Evaluators
-from ..scan import (
-    ChunkResult,
-    ValuesResult,
-    check_distinct_values,
-    check_each_input,
-    chunk_size,
-    fold_measures,
-    groups_for,
-    outputs_digest,
-)
+from ..base import Run
+from ..cost import EXHAUSTIVE, Estimate, Prediction
 
 ENGINE = "enumerate"
+ROLE = EXHAUSTIVE
 
 
 def check(task: Task, run: Run) -> Verdict:
-    space = task.prop.input_space(task)
-    try:
-        evaluators = Evaluators(task, space)
-        for length in space.lengths:
-            task.prop.batched_check(task, evaluators, length)
-    except Unsupported as exc:
-        return unknown(
-            task, run, ENGINE, f"not evaluable exactly by the batched evaluator: {exc}", [f"enumerate: {exc}"]
-        )
-    # units of at least 8192 inputs: a deep model pays its per-step overhead once per sub-chunk of a unit
-    size = chunk_size(space.count(), run.executor.workers, smallest=8192, largest=1 << 20)
-    if getattr(task.prop, "form", "each-input") == "distinct-values":
-        verdict = check_distinct_values(task, run, ENGINE, values_chunk, size)
-    else:
-        verdict = check_each_input(task, run, ENGINE, violation_chunk, size)
-    verdict.statistics.update(widths(evaluators, space))
-    return verdict
+    """Run the driver (``driver.py``: imported when the engine runs, so that a check loads only its engines)."""
+    from . import driver
+
+    return driver.check(task, run)
 
 
-def widths(evaluators: Evaluators, space: InputSpace) -> dict:
-    """How wide the exact integers had to be: proven int64 on the whole domain, or checked per chunk."""
-    evaluator = evaluators.of()
-    programs = [evaluator.program(n) for n in space.lengths]
-    stats = {
-        "backend": evaluator.describe(),
-        "widest_step_bits": max((p.steps_bits for p in programs), default=0),
-        "static_int64": not any(p.guarded for p in programs),
-    }
-    if any(p.tie_free for p in programs):
-        stats["tie_free"] = True
-    if evaluator.wide_steps:  # in this process (the in-process executor): steps that ran on Python integers
-        stats["wide_steps"] = evaluator.wide_steps
-    if evaluator.fallback_rows:
-        stats["tie_fallback_rows"] = evaluator.fallback_rows
-    return stats
-
-
-def violation_chunk(
-    task: Task,
-    space: InputSpace,
-    start: int,
-    stop: int,
-    *,
-    deadline: Deadline,
-    cancelled: Callable[[], bool],
-    report: Callable[[str], None],
-) -> ChunkResult:
-    """The first input of [start, stop) the property's batched check flags (a work unit)."""
-    prop = task.prop
-    evaluators = Evaluators(task, space)
-    kinds = getattr(prop, "measure_kinds", lambda task: {})(task)
-    measures: dict[str, tuple[Fraction, int]] = {}
-    size = min(evaluators.chunk_size(n) for n in space.lengths) if space.lengths else 1
-    whole = getattr(prop, "witness_measure", None) is not None  # refuted at the extreme measure: see every input
-    checked, first = 0, None
-    digests: list[tuple[int, int, str]] = []  # with --certify: the readout of every input, for the certificate
-    for piece in space.chunks(size, start, stop):
-        if deadline.expired() or cancelled():
-            return ChunkResult(
-                start,
-                stop,
-                checked,
-                violation=first,
-                stopped="timeout" if deadline.expired() else "cancelled",
-                measures=measures,
-            )
-        flagged, found = prop.batched_violations(task, evaluators, piece.rows)
-        if task.settings.certify:
-            readout = evaluators.of().values(piece.rows, "readout")
-            digests.append((piece.start, piece.stop, outputs_digest(readout.numerators, readout.den)))
-        for name, (numerators, den) in found.items():
-            pick = int(np.argmax(numerators) if kinds[name] == "max" else np.argmin(numerators))
-            fold_measures(kinds, measures, {name: (Fraction(int(numerators[pick]), den), piece.start + pick)})
-        hits = np.flatnonzero(flagged)
-        if len(hits) and first is None:
-            row = int(hits[0])
-            first = piece.start + row
-            if not whole:
-                return ChunkResult(
-                    start,
-                    stop,
-                    checked + row + 1,
-                    violation=first,
-                    claim="the batched evaluator flags a violation",
-                    measures=measures,
-                )
-        checked += piece.stop - piece.start
-    return ChunkResult(start, stop, checked, violation=first, measures=measures, digests=digests)
-
-
-def values_chunk(
-    task: Task,
-    space: InputSpace,
-    start: int,
-    stop: int,
-    *,
-    deadline: Deadline,
-    cancelled: Callable[[], bool],
-    report: Callable[[str], None],
-) -> ValuesResult:
-    """Every value of inputs [start, stop), exact integers over one denominator, as a sorted run (a work unit)."""
-    evaluators = Evaluators(task, space)
-    size = min(evaluators.chunk_size(n) for n in space.lengths)
-    numerators, groups, dens = [], [], []
-    for piece in space.chunks(size, start, stop):
-        if deadline.expired() or cancelled():
-            return ValuesResult(start, stop, None, stopped="timeout")
-        values, den = task.prop.batched_values(task, evaluators, piece.rows)
-        clash = task.prop.batched_clash(task, values, den)
-        if clash is not None:
-            row, i, j = clash
-            return ValuesResult(start, stop, None, clash=(piece.start + row, i, j))
-        numerators.append(np.asarray(values))
-        dens.append(den)
-        groups.append(groups_for(task, space, piece.start, piece.rows))
-    if not numerators:
-        return ValuesResult.of(
-            start,
-            stop,
-            np.zeros((0, max(space.lengths, default=0)), dtype=np.int64),
-            1,
-            None,
-            certify=task.settings.certify,
-        )
-    common = math.lcm(*dens)  # a tie-free program's fallback rows may refine one chunk's denominator
-    scaled = [v if d == common else v.astype(object) * (common // d) for v, d in zip(numerators, dens)]
-    joined = (
-        np.concatenate(scaled)
-        if all(v.dtype != object for v in scaled)
-        else np.concatenate([v.astype(object) for v in scaled])
-    )
-    group = None
-    if groups[0] is not None:
-        group = (
-            np.concatenate(groups)
-            if all(g.dtype != object for g in groups)
-            else np.concatenate([g.astype(object) for g in groups])
-        )
-    return ValuesResult.of(start, stop, joined, common, group, certify=task.settings.certify)
+def predict(task: Task, estimate: Estimate) -> Prediction:
+    """Every input of the space in batches, when the batched evaluator can run the model exactly."""
+    reason = unsupported_reason(task.model, task.arithmetic)
+    if reason is not None:
+        return Prediction(ENGINE, math.inf, f"not evaluable exactly in batches: {reason}")
+    count, calibration = estimate.count, estimate.calibration
+    per_input = estimate.macs * calibration.batched_mac + estimate.factor * calibration.batched_row
+    return Prediction(ENGINE, math.inf if count is None else count * per_input)

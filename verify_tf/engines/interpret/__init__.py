@@ -9,112 +9,24 @@ against it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from fractions import Fraction
 
-import numpy as np
-
-from ...semantics import evaluate
-from ...spaces import InputSpace
+from ...contract import Task
 from ...verdict import Verdict
-from ...work import Deadline
-from ..base import Run, Task
-from ..scan import (
-    ChunkResult,
-    ValuesResult,
-    check_distinct_values,
-    check_each_input,
-    chunk_size,
-    fold_measures,
-    fractions_digest,
-    groups_for,
-    within_input_clash,
-)
+from ..base import Run
+from ..cost import EXHAUSTIVE, Estimate, Prediction
 
 ENGINE = "interpret"
+ROLE = EXHAUSTIVE
 
 
 def check(task: Task, run: Run) -> Verdict:
-    space = task.prop.input_space(task)
-    size = chunk_size(space.count(), run.executor.workers, smallest=16, largest=2048)
-    if getattr(task.prop, "form", "each-input") == "distinct-values":
-        return check_distinct_values(task, run, ENGINE, values_chunk, size)
-    return check_each_input(task, run, ENGINE, violation_chunk, size)
+    """Run the driver (``driver.py``: imported when the engine runs, so that a check loads only its engines)."""
+    from . import driver
+
+    return driver.check(task, run)
 
 
-def violation_chunk(
-    task: Task,
-    space: InputSpace,
-    start: int,
-    stop: int,
-    *,
-    deadline: Deadline,
-    cancelled: Callable[[], bool],
-    report: Callable[[str], None],
-) -> ChunkResult:
-    """The first input of [start, stop) that violates the property (a work unit)."""
-    prop = task.prop
-    measure = getattr(prop, "measure", None)
-    kinds = getattr(prop, "measure_kinds", lambda task: {})(task)
-    measures: dict[str, tuple[Fraction, int]] = {}
-    whole = getattr(prop, "witness_measure", None) is not None  # refuted at the extreme measure: see every input
-    first = None
-    readouts: list[list[Fraction]] = []  # with --certify: every readout, for the certificate's digest
-    for offset, tokens in enumerate(space.inputs(start, stop)):
-        index = start + offset
-        if deadline.expired() or cancelled():
-            return ChunkResult(
-                start,
-                stop,
-                offset,
-                violation=first,
-                stopped="timeout" if deadline.expired() else "cancelled",
-                measures=measures,
-            )
-        if measure is not None:
-            fold_measures(kinds, measures, {k: (v, index) for k, v in measure(task, tokens).items()})
-        if task.settings.certify:
-            readouts.append(list(evaluate(task.model, task.arithmetic, tokens).readout))
-        if first is None and prop.violation(task, tokens) is not None:
-            first = index
-            if not whole:
-                return ChunkResult(
-                    start,
-                    stop,
-                    offset + 1,
-                    violation=index,
-                    claim="the interpreter finds a violation",
-                    measures=measures,
-                )
-    digests = [(start, stop, fractions_digest(readouts))] if task.settings.certify else []
-    return ChunkResult(start, stop, stop - start, violation=first, measures=measures, digests=digests)
-
-
-def values_chunk(
-    task: Task,
-    space: InputSpace,
-    start: int,
-    stop: int,
-    *,
-    deadline: Deadline,
-    cancelled: Callable[[], bool],
-    report: Callable[[str], None],
-) -> ValuesResult:
-    """Every value q(x)_i of inputs [start, stop) as integers over their common denominator (a work unit)."""
-    rows = np.concatenate(space.rows(start, stop)) if stop > start else np.zeros((0, 0), dtype=np.int64)
-    values = []
-    for offset, row in enumerate(rows):
-        if deadline.expired() or cancelled():
-            return ValuesResult(start, stop, None, stopped="timeout")
-        q = task.prop.values(task, space.decode(row))
-        clash = within_input_clash(task, q)
-        if clash is not None:
-            return ValuesResult(start, stop, None, clash=(start + offset, *clash))
-        values.append(q)
-    den = math.lcm(*(v.denominator for q in values for v in q)) if values else 1
-    integers = [[int(v * den) for v in q] for q in values]
-    bound = max((abs(x) for q in integers for x in q), default=0)
-    array = np.array(integers, dtype=np.int64 if 2 * bound < (1 << 62) else object)
-    if not values:
-        array = np.zeros((0, max(space.lengths, default=0)), dtype=np.int64)
-    return ValuesResult.of(start, stop, array, den, groups_for(task, space, start, rows), certify=task.settings.certify)
+def predict(task: Task, estimate: Estimate) -> Prediction:
+    """Every input of the space, one interpreter evaluation each."""
+    count, calibration = estimate.count, estimate.calibration
+    return Prediction(ENGINE, math.inf if count is None else count * estimate.macs * calibration.interpret_mac)

@@ -71,9 +71,9 @@ def mutate(rng: np.random.Generator, space: SearchSpace, parents: np.ndarray) ->
     count, length = children.shape
     if length == 0:
         return children
-    index = np.arange(count)
+    index = np.arange(count, dtype=np.int64)
     position = rng.integers(0, length, size=count)
-    token = rng.integers(0, space.vocabulary, size=count, dtype=np.int64)
+    token = np.asarray(rng.integers(0, space.vocabulary, size=count, dtype=np.int64))
     if space.distinct:
         old = children[index, position]
         holder = children == token[:, None]  # where the new token already sits, if anywhere
@@ -111,7 +111,8 @@ def search(
         climbing = 0 if parents is None or elite == 0 else size // 2  # elite 0: plain random sampling
         fresh = random_rows(rng, space, length, size - climbing)
         if climbing:
-            chosen = parents[0][rng.integers(0, len(parents[0]), size=climbing)]
+            elite_rows = parents[0] if parents is not None else fresh[:0]
+            chosen = elite_rows[rng.integers(0, len(elite_rows), size=climbing)]
             rows = np.concatenate([fresh, mutate(rng, space, chosen)])
         else:
             rows = fresh

@@ -25,35 +25,21 @@ import numpy as np
 import z3
 
 from ...batched import Unsupported
+from ...bounds import Bounds, Cube
+from ...contract import HOLDS, OPEN, VIOLATED, Task
+from ...ir import Model, Token
 from ...spaces import InputSpace
 from ...symbolic.solve import decode as decode_answer, input_variables, solve
 from ...symbolic.values import Builder, NotEncodable
 from ...work import Deadline, DeadlineExpired
-from ..base import Task
 from ..evaluators import Evaluators
-from .bounder import BatchBounds, Bounder
-from .cubes import SplitCube, center_row, coordinate_sizes, member_mask, rows
+from .bounder import BatchBounds, Bounder, CubeBounds
+from .cubes import Limits, SplitCube, bounds_cube, center_row, coordinate_sizes, member_mask, rows, whole_bounds
 from .leaves import LeafPolicy
 
-HOLDS, VIOLATED, OPEN = "holds", "violated", "open"
 PHASES = ("bounds", "enumeration", "smt", "attack")
 CHUNK = 1 << 16  # rows per batched evaluation call
 ENUMERATE_CAP = 1 << 20  # larger cubes are split first, whatever the leaf policy says (progress, deadlines)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """How the engine splits (plain data, part of every unit)."""
-
-    enumerate_at: int = 64  # cubes with at most this many inputs are always enumerated exactly
-    adaptive: bool = True  # above it, enumerate where the measured rates say that is cheaper (``leaves.py``)
-    smt_at: int = 0  # cubes with at most this many inputs (and more than enumerate_at) go to SMT; 0: never
-    smt_seconds: float = 2.0  # per SMT leaf (an unknown answer splits the cube instead)
-    batch: int = 256  # cubes per work unit, at most
-    queue: int = 1 << 20  # open cubes held at most
-    best_first: int = 1 << 16  # best-first by the property's score while fewer cubes are open, then depth-first
-    attack: bool = True  # evaluate each open cube's corners under its linear bound
-    linear: bool = True  # the linear domain where it models the network (False: exact intervals only)
 
 
 @dataclass
@@ -63,7 +49,7 @@ class Outcome:
     cube: SplitCube
     how: str  # bounds | enumeration | smt | split | refuted | open
     children: list[tuple[float, SplitCube]] = field(default_factory=list)  # (priority, cube): higher first
-    candidate: tuple | None = None  # refuted: the input (tokens) to replay
+    candidate: tuple[Token, ...] | None = None  # refuted: the input (tokens) to replay
     plan: Any = None  # refuted by smt: the query plan (the property replays the decoded answer)
     decoded: Any = None
     claim: str = ""
@@ -83,10 +69,9 @@ class BatchResult:
 
 def flag_violations(task: Task, space: InputSpace, evaluators: Evaluators, batch: np.ndarray) -> np.ndarray:
     """Which rows violate: the property's exact batched check, or the interpreter where that cannot run."""
-    batched = getattr(task.prop, "batched_violations", None)
-    if batched is not None:
+    if task.prop.defines("batched_violations"):
         try:
-            return np.asarray(batched(task, evaluators, batch)[0], dtype=bool)
+            return np.asarray(task.prop.batched_violations(task, evaluators, batch)[0], dtype=bool)
         except Unsupported:
             pass
     return np.array([task.prop.violation(task, space.decode(row)) is not None for row in batch], dtype=bool)
@@ -165,14 +150,14 @@ class _Unit:
         outcomes += [Outcome(cube, "open", note="stopped") for cube, _ in pending[index:]]
         return outcomes
 
-    def attack(self, candidates: list[tuple[int, np.ndarray]]) -> tuple[int, tuple] | None:
+    def attack(self, candidates: list[tuple[int, np.ndarray]]) -> tuple[int, tuple[Token, ...]] | None:
         """(index of the cube, the violating input) among the candidate rows (index, rows), or None."""
         if not candidates:
             return None
         with self.timed("attack"):
             return self._attack(candidates)
 
-    def _attack(self, candidates: list[tuple[int, np.ndarray]]) -> tuple[int, tuple] | None:
+    def _attack(self, candidates: list[tuple[int, np.ndarray]]) -> tuple[int, tuple[Token, ...]] | None:
         owners = np.concatenate([np.full(len(r), i) for i, r in candidates])
         stacked = np.concatenate([r for _, r in candidates])
         stacked, first = np.unique(stacked, axis=0, return_index=True)
@@ -202,24 +187,31 @@ def cube_batch(
 ) -> BatchResult:
     """Bound, decide, attack, enumerate, solve or split each cube of the batch (one input length; a work unit)."""
     unit = _Unit(task, space, limits, deadline, cancelled)
-    decide = getattr(task.prop, "decide_on_bounds", None)
-    at_once = [c for c in cubes if _enumerate_now(c, limits, policy, decide is not None)]
+    decides = task.prop.defines("decide_on_bounds")
+    at_once = [c for c in cubes if _enumerate_now(c, limits, policy, decides)]
     chosen = {id(c) for c in at_once}
     rest = [c for c in cubes if id(c) not in chosen]
     outcomes = unit.enumerate(at_once, "the batched evaluator flags a violation in an enumerated cube")
     bounded: list[tuple[int, bool]] = []
     domain = ""
     if rest and unit.stopped() is None:
-        if decide is None:
+        if not decides:
             outcomes += _after_bounds(unit, rest, [None] * len(rest), [0.0] * len(rest), policy)
         else:
             with unit.timed("bounds"):
+                closed_roots = _closed_roots(task, space, rest)
+                outcomes += [Outcome(cube, "bounds") for cube in closed_roots]
+                bounded += [(cube.volume(), True) for cube in closed_roots]
+                rest = [cube for cube in rest if cube not in closed_roots]
                 bounder = Bounder(task, space, limits.linear)
                 domain = bounder.why_not_linear() or "linear"
-                batch = BatchBounds(bounder, rest)
-                decisions = [decide(task, lambda model=None, k=k: batch.of(k, model)) for k in range(len(rest))]
-            still, views, scores = [], [], []
-            for cube, view, (status, score) in zip(rest, batch.views, decisions):
+                batch = BatchBounds(bounder, rest) if rest else None
+                decisions = [task.prop.decide_on_bounds(task, _bounds_of(batch, k)) for k in range(len(rest)) if batch]
+            still: list[SplitCube] = []
+            views: list[CubeBounds | None] = []
+            scores: list[float] = []
+            for k, (cube, decision) in enumerate(zip(rest, decisions)):
+                status, score = decision if decision is not None else (OPEN, 0.0)
                 bounded.append((cube.volume(), status == HOLDS))
                 if status == HOLDS:
                     outcomes.append(Outcome(cube, "bounds"))
@@ -228,12 +220,39 @@ def cube_batch(
                     outcomes.append(Outcome(cube, "refuted", candidate=space.decode(row[0]), claim=claim))
                 else:
                     still.append(cube)
-                    views.append(view)
+                    views.append(batch.views[k] if batch is not None else None)
                     scores.append(score)
             outcomes += _after_bounds(unit, still, views, scores, policy)
     elif rest:
         outcomes += [Outcome(c, "open", note=unit.stopped() or "stopped") for c in rest]
     return BatchResult(outcomes, unit.seconds, unit.cpu, bounded, unit.enumerated, unit.attacked, domain)
+
+
+def _bounds_of(batch: BatchBounds | None, index: int) -> Callable[..., Bounds]:
+    def bounds_of(model: Model | None = None) -> Bounds:
+        assert batch is not None
+        return batch.of(index, model)
+
+    return bounds_of
+
+
+def _closed_roots(task: Task, space: InputSpace, cubes: list[SplitCube]) -> list[SplitCube]:
+    """The root cubes (every input of one length) whose exact intervals already decide ``holds``: those intervals
+    are the ones auto's prediction for split computed (``cubes.whole_bounds``, once per process), so a domain that
+    prediction found decided costs no second bound."""
+    closed = []
+    for cube in cubes:
+        if cube.depth:
+            continue
+        whole = bounds_cube(space, cube)
+
+        def bounds_of(model: Model | None = None, whole: Cube = whole) -> Bounds:
+            return whole_bounds(task.model if model is None else model, task.arithmetic, whole)
+
+        decision = task.prop.decide_on_bounds(task, bounds_of)
+        if decision is not None and decision[0] == HOLDS:
+            closed.append(cube)
+    return closed
 
 
 def _enumerate_now(cube: SplitCube, limits: Limits, policy: LeafPolicy, bounds: bool) -> bool:
@@ -247,7 +266,7 @@ def _enumerate_now(cube: SplitCube, limits: Limits, policy: LeafPolicy, bounds: 
 
 
 def _after_bounds(
-    unit: _Unit, cubes: list[SplitCube], views: list, scores: list[float], policy: LeafPolicy
+    unit: _Unit, cubes: list[SplitCube], views: list[CubeBounds | None], scores: list[float], policy: LeafPolicy
 ) -> list[Outcome]:
     """Attack the open cubes, then enumerate, solve or split each."""
     space, limits = unit.space, unit.limits
@@ -274,7 +293,7 @@ def _after_bounds(
         if id(cube) in enumerated:
             continue
         note = ""
-        if limits.smt_at and cube.volume() <= limits.smt_at and hasattr(unit.task.prop, "build_query"):
+        if limits.smt_at and cube.volume() <= limits.smt_at and unit.task.prop.defines("build_query"):
             with unit.timed("smt"):
                 outcome = _smt_leaf(unit.task, space, cube, limits, unit.deadline, unit.cancelled)
             if outcome.how != "open":

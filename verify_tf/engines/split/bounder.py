@@ -122,7 +122,8 @@ class Bounder:
         if self.domain_kind == "grid":
             pick = np.where(full > 0, b[:, None], a[:, None])  # (B, 2P, n, d): the end the slope points to
             weights = self.values ** np.arange(dim - 1, -1, -1)
-            return (pick * weights).sum(axis=-1)
+            picked: np.ndarray = (pick * weights).sum(axis=-1)
+            return picked
         tokens, domain = model.tokens, self.space.domain
         assert isinstance(tokens, AlphabetTokens) and not isinstance(domain, GridDomain)
         table = np.array([[float(x) for x in tokens.embed(s)] for s in domain.alphabet])  # (A, d)
@@ -131,7 +132,8 @@ class Bounder:
         allowed = (symbols >= a[:, None, :, :1].reshape(batch, 1, n, 1)) & (
             symbols <= b[:, None, :, :1].reshape(batch, 1, n, 1)
         )
-        return np.argmax(np.where(allowed, gain, -np.inf), axis=-1)
+        best: np.ndarray = np.argmax(np.where(allowed, gain, -np.inf), axis=-1)
+        return best
 
 
 class BatchBounds:

@@ -16,12 +16,14 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
-from ...bounds import Cube
+from ...bounds import Bounds, Cube, cube_bounds
 from ...domain import GridDomain
-from ...ir import Token
+from ...ir import Model, Token
+from ...semantics import Arithmetic
 from ...spaces import InputSpace
 
 Range = tuple[int, int]  # inclusive index range into a coordinate's values
@@ -125,6 +127,13 @@ def bounds_cube(space: InputSpace, cube: SplitCube) -> Cube:
     return Cube(tuple(tuple(tokens[int(t)] for t in token_indices(space, position)) for position in cube.ranges))
 
 
+@lru_cache(maxsize=8)
+def whole_bounds(model: Model, arithmetic: Arithmetic, cube: Cube) -> Bounds:
+    """The bounds of a root cube (every input of one length): auto's prediction for split (the engine's card)
+    and the engine's first step ask for the same ones; in one process they are computed once."""
+    return cube_bounds(model, arithmetic, cube)
+
+
 def member_mask(space: InputSpace, rows: np.ndarray) -> np.ndarray:
     """Which rows belong to the space (distinct tokens, sorted multisets, constant inputs)."""
     keep = np.ones(len(rows), dtype=bool)
@@ -149,7 +158,8 @@ def rows(space: InputSpace, cube: SplitCube) -> np.ndarray:
         return np.zeros((1, 0), dtype=np.int64)
     grids = np.meshgrid(*per_position, indexing="ij")
     out = np.stack([g.reshape(-1) for g in grids], axis=1).astype(np.int64)
-    return out[member_mask(space, out)]
+    kept: np.ndarray = out[member_mask(space, out)]
+    return kept
 
 
 def members(space: InputSpace, cube: SplitCube) -> int:
@@ -182,3 +192,21 @@ def center_row(space: InputSpace, cube: SplitCube) -> np.ndarray | None:
 
 def decode(space: InputSpace, row: np.ndarray) -> tuple[Token, ...]:
     return space.decode(row)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How the engine splits (plain data, part of every unit)."""
+
+    enumerate_at: int = 64  # cubes with at most this many inputs are always enumerated exactly
+    adaptive: bool = True  # above it, enumerate where the measured rates say that is cheaper (``leaves.py``)
+    smt_at: int = 0  # cubes with at most this many inputs (and more than enumerate_at) go to SMT; 0: never
+    smt_seconds: float = 2.0  # per SMT leaf (an unknown answer splits the cube instead)
+    batch: int = 256  # cubes per work unit, at most
+    queue: int = 1 << 20  # open cubes held at most
+    best_first: int = 1 << 16  # best-first by the property's score while fewer cubes are open, then depth-first
+    attack: bool = True  # evaluate each open cube's corners under its linear bound
+    linear: bool = True  # the linear domain where it models the network (False: exact intervals only)
+
+
+DISTINCT_LIMITS = Limits(enumerate_at=4096)  # contextual mapping's leaf cubes (distinct.py), when none are given

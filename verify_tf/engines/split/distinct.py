@@ -21,17 +21,19 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
 from ...batched import Unsupported
+from ...contract import Task
 from ...spaces import InputSpace
 from ...verdict import Verdict
 from ...work import CONTINUE, STOP, Deadline, WorkUnit, schedule
-from ..base import ProgressEvent, Run, Task, describe_proof, error, proved, refuted, unknown
+from ..base import ProgressEvent, Run, proved, refuted, unit_failed, unknown
 from ..evaluators import Evaluators
 from ..scan import multiset_codes
-from .cubes import SplitCube, roots, rows
+from .cubes import Limits, SplitCube, roots, rows
 
 ENGINE = "split"
 
@@ -100,7 +102,7 @@ def _too_close(margin: Fraction | None, gap: int, den: int) -> bool:
     return gap == 0 if margin is None else gap * margin.denominator < margin.numerator * den
 
 
-def check_distinct(task: Task, run: Run, limits) -> Verdict:
+def check_distinct(task: Task, run: Run, limits: Limits) -> Verdict:
     space = task.prop.input_space(task)
     margin: Fraction | None = getattr(task.options, "margin", None)
     cubes = leaves_of(space, limits.enumerate_at, run.deadline)
@@ -109,7 +111,7 @@ def check_distinct(task: Task, run: Run, limits) -> Verdict:
         "space": space.describe(),
         "enumerate_at": limits.enumerate_at,
         "executor": run.executor.name,
-        **getattr(task.prop, "statistics", lambda task: {})(task),
+        **task.prop.statistics(task),
     }
     per_unit = max(1, min(64, -(-len(cubes) // (16 * max(1, run.executor.workers)))))
     units = [
@@ -142,9 +144,7 @@ def check_distinct(task: Task, run: Run, limits) -> Verdict:
             task, run, ENGINE, "branch and bound", task.prop.pair_witness(task, tokens, i, tokens, j), statistics
         )
     if summary.errors:
-        return error(
-            task, run, ENGINE, f"work unit failed: {summary.errors[0].key}: {summary.errors[0].message}", statistics
-        )
+        return unit_failed(task, run, ENGINE, summary.errors[0], statistics)
     stopped = [leaf for leaf in leaves if leaf.stopped]
     if summary.expired or summary.not_started or summary.cancelled or stopped or len(leaves) != len(cubes):
         detail = f"{len(leaves) - len(stopped)} of {len(cubes)} leaves evaluated (timeout)"
@@ -185,7 +185,7 @@ def check_distinct(task: Task, run: Run, limits) -> Verdict:
             scaled = leaf.numerators * (den // leaf.den)
             groups = multiset_codes(leaf.rows, len(space.tokens)) if exempt else None
             for r in range(len(leaf.rows)):
-                group = ("m", int(groups[r])) if exempt else ("i", next_id + r)
+                group = ("m", int(groups[r])) if groups is not None else ("i", next_id + r)
                 for p in range(scaled.shape[1]):
                     entries.append((int(scaled[r, p]), group, index, r, p))
             next_id += len(leaf.rows)
@@ -201,10 +201,12 @@ def check_distinct(task: Task, run: Run, limits) -> Verdict:
         f"{len(cubes)} leaves evaluated exactly; {statistics['leaf_pairs_closed_by_separation']} leaf pairs "
         f"closed by separated value ranges, {len(components)} components compared value by value"
     )
-    return proved(task, run, ENGINE, "branch and bound", describe_proof(task, ENGINE, text, statistics), statistics)
+    return proved(
+        task, run, ENGINE, "branch and bound", task.prop.describe_proof(task, ENGINE, text, statistics), statistics
+    )
 
 
-def _closest_other_group(entries: list, margin: Fraction | None, den: int):
+def _closest_other_group(entries: list[Any], margin: Fraction | None, den: int) -> tuple[Any, Any] | None:
     """In value order: a pair of entries of different groups too close, or None.
 
     For each entry the nearest earlier entry of another group is either the previous entry or, when that one

@@ -1,22 +1,9 @@
 """Compile a model into an integer program for one input length: scaled integer weights plus proven bounds.
 
-Every tensor the batched evaluator handles holds integer *numerators* over one static denominator per
-tensor (``Stage.den``); the value is numerator / den, exactly. In ``fixed`` arithmetic every rounded tensor
-has den = 2^f (its numerators are the mantissas); in ``exact`` arithmetic the denominators grow layer by
-layer (products of weight, grid and tie-count denominators). Weights are pre-multiplied so that each step
-is "integer matmul, plus integer bias, then one exact floor division" (see ``kernels.py``).
-
-**Widths.** The value bounds of every stage come from ``verify_tf.bounds`` (intervals over the whole domain:
-hull of the attention winners, differences of heads bounded by their hull's width, fixed-point rounding and
-saturation as the interpreter applies them). From them each step derives the bound of its own intermediates
-(products, partial sums, scaled numerators before a floor division, softmax row totals): ``bound`` on the
-plan, with the formula as a method (``AffinePlan.acc_bound``, ``HeadPlan.intermediate_bound``, ...) so that
-the kernels can apply the same formula to the magnitudes of the actual operands of a chunk. A step whose
-static bound is at most 2^62 runs in int64 (int32 when the whole program stays below 2^31) unchecked; a step
-above it is *guarded*: the kernels re-bound it from the exact operands of each chunk and run it in int64 when
-that bound allows, else on Python integers (``kernels.WIDE``). Nothing is refused for width, and a model pays
-for width only at the steps, and in the chunks, that need it. A matmul whose sum of absolute terms stays below
-2^53 is ``float_ok``: float64 computes it exactly (CUDA has no integer matmul).
+The program is made of the plans of ``plans.py`` (numerators over static denominators, each step with the
+bound of its intermediates); this module chooses them. The value bounds of every stage come from
+``verify_tf.bounds``; each step derives from them the bound of its own intermediates and whether it runs in
+int64 (int32), guarded per chunk, or on Python integers (``plans.py`` explains the widths).
 
 **Ties in exact arithmetic.** A hardmax head averages its tied keys, so its output denominator carries the
 lcm of the possible tie counts (at most the number of keys that can win, from the bounds), and those factors
@@ -46,313 +33,31 @@ import numpy as np
 
 from ..bounds import Bounds, Cube, IVector, cube_bounds, magnitude
 from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Head, Matrix, Model, Token, Vector
-from ..semantics.arithmetic import Arithmetic, Fixed, UnsupportedInMode
+from ..semantics.arithmetic import Arithmetic, Fixed
 from ..semantics.exp_table import exp_table
-from .normalization import IGeluPlan, LayerNormPlan, plan_activation, plan_layer_norm
+from .normalization import LayerNormPlan, plan_activation, plan_layer_norm
+from .plans import (
+    FLOAT_EXACT,
+    INT64_MAX,
+    LIMIT,
+    AffinePlan,
+    AttentionPlan,
+    BlockPlan,
+    EmbedPlan,
+    FeedForwardPlan,
+    HeadPlan,
+    Program,
+    ReadoutPlan,
+    Requantize,
+    ResidualPlan,
+    RoundedTerms,
+    Stage,
+    Unsupported,
+    exact_int,
+)
 
-LIMIT = 1 << 62  # every intermediate numerator of an int64 step stays within ±LIMIT: a factor-2 margin
-INT64_MAX = (1 << 63) - 1
-FLOAT_EXACT = 1 << 53  # integers below this are exact in float64, and so are all partial sums
 VARIANTS = ("auto", "full", "tie-free")
 FORCES = (None, "guarded", "wide")  # tests: every step checked per chunk, or every step on Python integers
-
-
-class Unsupported(UnsupportedInMode):
-    """The batched evaluator cannot evaluate this model exactly (softmax in exact mode).
-
-    Engines answer ``unknown`` (the runner maps UnsupportedInMode to unknown), never a wrong value.
-    """
-
-
-@dataclass(frozen=True)
-class Stage:
-    """A tensor of numerators over one denominator: value = numerator / den, |numerator[..., c]| <= bound[c]."""
-
-    den: int
-    bound: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Requantize:
-    """Fixed mode: floor(x / divisor) (a shift when divisor is 2^shift), then clamp to [lo, hi]."""
-
-    divisor: int = 1
-    shift: int | None = None
-    clamp: tuple[int, int] | None = None
-
-
-@dataclass(frozen=True)
-class AffinePlan:
-    weight: np.ndarray  # (inputs, outputs): transposed, so x @ weight works on (..., inputs)
-    bias: np.ndarray  # (outputs,)
-    float_ok: bool
-    requantize: Requantize
-    abs_weight: tuple[tuple[int, ...], ...]  # (outputs, inputs) |scaled weight|: the bound formula's data
-    abs_bias: tuple[int, ...]
-    bound: int  # static bound of every partial sum: max_r sum_c |w_rc| |x_c| + |b_r|
-    native: bool  # every constant fits int64 (else the step always runs on Python integers)
-    out_bound: tuple[int, ...]  # static bound of the result per coordinate (from verify_tf.bounds)
-
-    def acc_bound(self, magnitudes: Sequence[int]) -> int:
-        """The bound of the accumulator (every partial sum) for inputs with |x[..., c]| <= magnitudes[c]."""
-        return max(
-            (sum(w * m for w, m in zip(row, magnitudes)) + b for row, b in zip(self.abs_weight, self.abs_bias)),
-            default=0,
-        )
-
-    def output_bound(self, magnitudes: Sequence[int]) -> tuple[int, ...]:
-        """The bound of the rounded result per coordinate for inputs within ``magnitudes``."""
-        return tuple(
-            min(_requantized(sum(w * m for w, m in zip(row, magnitudes)) + b, self.requantize), static)
-            for row, b, static in zip(self.abs_weight, self.abs_bias, self.out_bound)
-        )
-
-    @property
-    def guarded(self) -> bool:
-        return self.bound > LIMIT
-
-
-@dataclass(frozen=True)
-class EmbedPlan:
-    table: np.ndarray  # (tokens [+ BOS row], d) numerators
-    bos_index: int | None  # row of the BOS vector in ``table`` (prepended to every input)
-    positional: np.ndarray | None  # (n, d), added then saturated
-    clamp: tuple[int, int] | None
-    native: bool
-    out_bound: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class HeadPlan:
-    query: AffinePlan | None  # None for uniform heads (no scores)
-    key: AffinePlan | None
-    value: AffinePlan
-    mode: str  # "general" (score matmul) | "argmax1d" (exact 1-D hardmax, no products) | "uniform" |
-    # "rounded-terms" (Yang et al.'s softmax: exact scores, each term's exponential floored by the interpreter's
-    # own function, RoundedTerms)
-    dot_scale: int  # acc_ij = dot_scale * (q_i . k_j) + bias[i, j]
-    score_bias: np.ndarray | None  # (n, n) RPE bias numerators, None for standard heads
-    scores_float_ok: bool
-    score_requantize: Requantize
-    live: np.ndarray  # (n, n) bool: key j visible from query i (all True unless causal)
-    causal: bool
-    scoring: str
-    exp: np.ndarray | None  # softmax: exp table mantissas followed by one 0 (index clamped to its end)
-    relative_scale: np.ndarray | None  # (n, n) URPE C numerators, None when C = 1
-    mix_float_ok: bool  # (weights * C) @ v exact in float64
-    # fixed, exact-sums: out = floor(S * out_mul / (T_i * out_div)); per-probability: floor(S / out_div)
-    # exact: out = S * count_multiplier[T_i] (full) or S / T_i, flagging rows where it is inexact (tie_free)
-    per_probability: bool
-    frac: int  # fixed mode's f (0 in exact mode)
-    out_mul: int
-    out_div: int
-    out_shift: int | None
-    count_multiplier: np.ndarray | None
-    tie_free: bool
-    out_clamp: tuple[int, int] | None
-    # the bound formula: see intermediate_bound
-    positions: int
-    total_max: int  # largest row total T_i of the integer weights
-    weight_max: int
-    c_max: int
-    bias_bound: int
-    score_divisor: int
-    score_limit: int | None  # fixed: the saturation bound of a rounded score
-    common: int  # exact, full: lcm of the possible row totals
-    bound: int
-    native: bool
-    out_bound: tuple[int, ...]
-    terms: RoundedTerms | None = None  # rounded-terms softmax: the interpreter's exponential terms
-
-    def output_bound(self, mv: Sequence[int]) -> tuple[int, ...]:
-        """The bound of head_i per coordinate for values within ``mv``: a'-weighted averages of the values."""
-        if self.mode == "rounded-terms":  # no average (verify_tf/bounds.py): the format's range
-            return self.out_bound
-        out = []
-        for m, static in zip(mv, self.out_bound):
-            if self.score_limit is None:  # exact: sum / T over the (tie-free or common) denominator
-                b = self.c_max * m * (1 if self.tie_free else self.common)
-            elif self.per_probability:  # the floored weights sum to at most 2^f
-                b = min(_ceil_div((m * self.c_max) << self.frac, self.out_div), self.score_limit)
-            else:
-                b = min(_ceil_div(m * self.c_max * self.out_mul, self.out_div), self.score_limit)
-            out.append(min(b, static))
-        return tuple(out)
-
-    def score_bound(self, mq: Sequence[int], mk: Sequence[int]) -> tuple[int, int]:
-        """(bound of the score accumulator, bound of a rounded score)."""
-        acc = sum(a * b for a, b in zip(mq, mk)) * self.dot_scale + self.bias_bound
-        if self.score_limit is None:
-            return acc, acc
-        return acc, min(-(-acc // self.score_divisor), self.score_limit)
-
-    def intermediate_bound(self, mq: Sequence[int], mk: Sequence[int], mv: Sequence[int]) -> int:
-        """The largest |integer| the scores-to-output part of the head computes (kernels.attention_head)."""
-        top_v = max(mv, default=0)
-        bounds = [self.total_max * self.out_div, self.weight_max * self.c_max]
-        if self.mode == "argmax1d":
-            mixed = self.positions * top_v
-            bounds.append(mixed * max(self.common, 1))
-            return max(bounds)
-        if self.mode == "rounded-terms":
-            # exact scores; x_ij = C v_j; S_i = sum of term mantissas, times 2^f; the zero-total fallback
-            # sum_j x_ij times 2^f over x's denominator times the count
-            acc, _ = self.score_bound(mq, mk)
-            x = self.c_max * top_v
-            return max(
-                acc, x, self.total_max << self.frac, (self.positions * x) << self.frac, self.out_div * self.positions
-            )
-        if self.mode == "general":
-            acc, score = self.score_bound(mq, mk)
-            bounds += [acc, score + 1]
-            if self.scoring == "softmax":
-                bounds.append(2 * score + 1)
-        if self.per_probability:
-            bounds.append(self.weight_max << self.frac)
-        mixed = self.total_max * self.c_max * top_v
-        bounds += [mixed, mixed * self.out_mul, self.common * self.c_max * top_v]
-        return max(bounds)
-
-    def dot_float_ok(self, mq: Sequence[int], mk: Sequence[int]) -> bool:
-        return sum(a * b for a, b in zip(mq, mk)) < FLOAT_EXACT
-
-    def mix_ok(self, mv: Sequence[int]) -> bool:
-        return self.total_max * self.c_max * max(mv, default=0) < FLOAT_EXACT
-
-    @property
-    def guarded(self) -> bool:
-        return self.bound > LIMIT
-
-
-class RoundedTerms:
-    """The transcendental part of a rounded-terms head: mantissa(s, x) = round(e^s·x)·2^f, computed by the
-    interpreter's own ``Fixed.rounded_term`` once per distinct (score, contribution) pair of numerators.
-
-    Scores are ``s / score_den``, contributions ``x / value_den`` (exact integers from the kernels); every result
-    is a saturated mantissa of the format, so it fits the native integers whatever the operands' width.
-    """
-
-    def __init__(self, arith: Fixed, score_den: int, value_den: int):
-        self.arith, self.score_den, self.value_den = arith, score_den, value_den
-        self.known: dict[tuple[int, int], int] = {}
-
-    def mantissa(self, s: int, x: int) -> int:
-        key = (s, x)
-        value = self.known.get(key)
-        if value is None:
-            if len(self.known) >= 1 << 20:  # bounded memory: distinct pairs are usually few, never unbounded
-                self.known.clear()
-            term = self.arith.rounded_term(Fraction(s, self.score_den), Fraction(x, self.value_den))
-            value = self.known[key] = _exact_int(term * self.arith.scale)
-        return value
-
-    def mantissas(self, s: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """``mantissa`` elementwise over two same-shape integer arrays (int64, or object where wide)."""
-        if s.size == 0:
-            return np.zeros(s.shape, dtype=np.int64)
-        if s.dtype != object and x.dtype != object:
-            pairs, inverse = np.unique(np.stack([s.ravel(), x.ravel()], 1), axis=0, return_inverse=True)
-            found = np.array([self.mantissa(int(a), int(b)) for a, b in pairs], dtype=np.int64)
-            return found[inverse.reshape(-1)].reshape(s.shape)
-        return np.array([self.mantissa(int(a), int(b)) for a, b in zip(s.ravel(), x.ravel())], dtype=np.int64).reshape(
-            s.shape
-        )
-
-
-@dataclass(frozen=True)
-class ResidualPlan:
-    residual: bool
-    stream_scale: int
-    update_scale: int
-    clamp: tuple[int, int] | None
-    bound: int
-    native: bool
-    out_bound: tuple[int, ...]
-
-    def sum_bound(self, mz: Sequence[int], mu: Sequence[int]) -> int:
-        return max((a * self.stream_scale + b * self.update_scale for a, b in zip(mz, mu)), default=0)
-
-    def output_bound(self, mz: Sequence[int], mu: Sequence[int]) -> tuple[int, ...]:
-        limit = max(-self.clamp[0], self.clamp[1]) if self.clamp is not None else None
-        return tuple(
-            min(a * self.stream_scale + b * self.update_scale, static, *(() if limit is None else (limit,)))
-            for a, b, static in zip(mz, mu, self.out_bound)
-        )
-
-    @property
-    def guarded(self) -> bool:
-        return self.bound > LIMIT
-
-
-@dataclass(frozen=True)
-class AttentionPlan:
-    heads: tuple[HeadPlan, ...]
-    output: AffinePlan  # over the concatenated head outputs
-    residual: ResidualPlan
-    norm: LayerNormPlan | None = None  # normalization.py
-    norm_first: bool = False
-
-
-@dataclass(frozen=True)
-class FeedForwardPlan:
-    hidden: AffinePlan
-    output: AffinePlan
-    residual: ResidualPlan
-    norm: LayerNormPlan | None = None
-    norm_first: bool = False
-    activation: IGeluPlan | None = None  # None: relu
-
-
-@dataclass(frozen=True)
-class BlockPlan:
-    attention: AttentionPlan | None
-    feed_forward: FeedForwardPlan | None
-
-
-@dataclass(frozen=True)
-class ReadoutPlan:
-    weight: np.ndarray  # (d, 1)
-    abs_weight: tuple[int, ...]
-    bound: int
-    native: bool
-    out_bound: int
-
-    def sum_bound(self, mz: Sequence[int]) -> int:
-        return sum(w * m for w, m in zip(self.abs_weight, mz))
-
-    @property
-    def float_ok(self) -> bool:
-        return self.bound < FLOAT_EXACT
-
-    @property
-    def guarded(self) -> bool:
-        return self.bound > LIMIT
-
-
-@dataclass(frozen=True)
-class Program:
-    """Everything needed to evaluate the model on (batch, length) token-index tensors of one length."""
-
-    length: int  # the user's sequence length
-    positions: int  # length + 1 with BOS
-    width: int
-    embed: EmbedPlan
-    blocks: tuple[BlockPlan, ...]
-    output: Stage  # the final residual stream
-    readout_plan: ReadoutPlan
-    readout: Stage  # q_i = u . z_i, one coordinate
-    largest_width: int  # widest per-position tensor (for memory estimates)
-    heads: int  # most heads in one layer
-    small: bool  # every intermediate fits int32 (twice the throughput of int64)
-    guarded: bool  # some step needs more than int64 on the whole domain: checked per chunk at run time
-    largest_bound: int  # the largest static bound of any step (its bit length: the widest integer needed)
-    tie_free: bool  # exact hardmax heads divide by their tie counts; flagged rows go to ``fallback``
-    fallback: Program | None = None
-    final_norm: LayerNormPlan | None = None
-
-    @property
-    def steps_bits(self) -> int:
-        return self.largest_bound.bit_length()
 
 
 def _lcm(values) -> int:
@@ -364,19 +69,6 @@ def _lcm(values) -> int:
 
 def _den(values) -> int:
     return _lcm(Fraction(v).denominator for v in values)
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -((-a) // b)
-
-
-def _requantized(bound: int, plan: Requantize) -> int:
-    """The bound after ``kernels.requantize_`` of numerators within ±bound."""
-    if plan.divisor != 1:
-        bound = _ceil_div(bound, plan.divisor)
-    if plan.clamp is not None:
-        bound = min(bound, max(-plan.clamp[0], plan.clamp[1]))
-    return bound
 
 
 def _array(values, shape, native: bool) -> np.ndarray:
@@ -392,12 +84,6 @@ def _fits(*values: int) -> bool:
     return all(abs(int(v)) <= INT64_MAX for v in values)
 
 
-def _exact_int(x: Fraction) -> int:
-    if x.denominator != 1:  # the common denominators are chosen so this cannot happen
-        raise AssertionError(f"batched program: {x} is not an integer numerator")
-    return x.numerator
-
-
 def _pow2_shift(divisor: int) -> int | None:
     return divisor.bit_length() - 1 if divisor & (divisor - 1) == 0 else None
 
@@ -406,6 +92,50 @@ def _magnitudes(vectors: Sequence[IVector], den: int, width: int) -> tuple[int, 
     """Per coordinate, the largest |numerator| over ``den`` of any position's interval."""
     distinct = list({id(v): v for v in vectors}.values())  # positions often share one interval object
     return tuple(math.ceil(max((magnitude(v[c]) for v in distinct), default=0) * den) for c in range(width))
+
+
+@dataclass(frozen=True)
+class _Scores:
+    """A head's scores over one denominator ``den``: acc_ij = dot_scale * (q_i . k_j) + bias[i][j]."""
+
+    den: int
+    dot_scale: int
+    bias: list[list[int]]  # RPE bias numerators (all 0 for standard heads)
+    bias_bound: int
+    has_bias: bool  # an RPE bias table is applied (HeadPlan.score_bias)
+    requantize: Requantize  # fixed: the score's rounding to the grid
+    live: np.ndarray  # (n, n) bool: key j visible from query i
+
+
+@dataclass(frozen=True)
+class _Weights:
+    """A head's integer weights a_ij >= 0 (before URPE's C) and their row totals T_i."""
+
+    weight_max: int
+    total_max: int
+    exp: np.ndarray | None = None  # softmax: exp table mantissas followed by one 0
+    counts: Sequence[int] = ()  # hardmax / uniform: every possible number of averaged keys in a row
+
+
+@dataclass(frozen=True)
+class _Division:
+    """How a head's weighted sum becomes its output (HeadPlan's out_* fields), over ``out_den``."""
+
+    out_den: int
+    out_mul: int = 1
+    out_div: int = 1
+    out_clamp: tuple[int, int] | None = None
+    common: int = 1
+    count_multiplier: np.ndarray | None = None
+    tie_free: bool = False
+
+
+def _has_bias(head: Head) -> bool:
+    return head.positional != "standard" and head.rpe_bias is not None
+
+
+def _urpe(head: Head) -> bool:
+    return head.positional == "urpe" and head.urpe_c is not None
 
 
 class _Planner:
@@ -531,10 +261,10 @@ class _Planner:
         den = _den([c for v in rows + pe_rows for c in v])
         if pe is not None and self.fixed:
             den = _lcm([den, self.scale])
-        table = [[_exact_int(c * den) for c in v] for v in rows]
+        table = [[exact_int(c * den) for c in v] for v in rows]
         token_bounds = [max((abs(v[c]) for v in table), default=0) for c in range(d)]
         positional, clamp = None, None
-        pe_table = [[_exact_int(Fraction(c) * den) for c in v] for v in pe_rows]
+        pe_table = [[exact_int(Fraction(c) * den) for c in v] for v in pe_rows]
         bound = max((b + max((abs(v[c]) for v in pe_table), default=0) for c, b in enumerate(token_bounds)), default=0)
         if self.fixed and pe is not None:
             clamp = self.saturation(den)
@@ -570,27 +300,10 @@ class _Planner:
         stage = Stage(den, _magnitudes(out, den, len(stream.bound)))
         return ResidualPlan(True, s, u, clamp, bound, native, stage.bound), stage
 
-    # -- interpreter.attention_head -------------------------------------------------------------------
+    # -- interpreter.attention_head (symbolic/encoder.py: encode_attention_head and one *_row per scoring) -----
     def head(self, head: Head, z: Stage, hb) -> tuple[HeadPlan, Stage]:
         n, dens = self.n, [z.den] * len(z.bound)
-        if head.scoring not in ("hardmax", "uniform", "softmax"):
-            raise ValueError(f"unknown scoring {head.scoring!r}")
-        if head.scoring == "softmax" and not self.fixed:
-            raise Unsupported(
-                "softmax is not exactly representable in exact arithmetic; use arithmetic: "
-                "fixed, or hardmax/uniform scoring"
-            )
-        has_bias = head.positional != "standard" and head.rpe_bias is not None
-        urpe = head.positional == "urpe" and head.urpe_c is not None
-        rounded_terms = head.scoring == "softmax" and self.fixed and self.arith.rounded_terms
-        if head.scoring == "uniform":
-            mode = "uniform"
-        elif rounded_terms:
-            mode = "rounded-terms"
-        elif head.scoring == "hardmax" and not self.fixed and head.key_dim == 1 and not has_bias and not urpe:
-            mode = "argmax1d"
-        else:
-            mode = "general"
+        mode = self._head_mode(head)
         query = key = None
         q = k = Stage(1, (0,) * head.key_dim)
         if mode != "uniform":
@@ -598,134 +311,198 @@ class _Planner:
             key, k = self.affine(head.key, head.key_bias, dens, z.bound, hb.key)
         value, v = self.affine(head.value, head.value_bias, dens, z.bound, hb.value)
         self.largest = max(self.largest, n)
-
-        # scores: round(q_i . k_j + B[j - i])
-        offsets = [[j - i for j in range(n)] for i in range(n)]
-        bias = [[head.relative_bias(o) for o in row] for row in offsets]
-        acc_den = _lcm([q.den * k.den, _den([b for row in bias for b in row]), self.scale])
-        dot_scale = acc_den // (q.den * k.den)
-        bias_num = [[_exact_int(Fraction(b) * acc_den) for b in row] for row in bias]
-        bias_bound = max((abs(b) for row in bias_num for b in row), default=0)
-        score_requantize, _ = self.round_to_grid(acc_den)
-        live = np.array([[j <= i or not head.causal for j in range(n)] for i in range(n)], dtype=bool).reshape(n, n)
-
-        # weights: numerators a_ij >= 0 with row total T_i (indicator/count, or exp-table entries/sum)
-        exp = None
-        most_winners = max((len(w) for w in hb.winners), default=1)
-        if rounded_terms:  # mantissas of round(e^s·x) and round(e^s): saturated to the format
-            weight_max = max(-self.arith.min_mantissa, self.arith.max_mantissa)
-            total_max = n * weight_max
+        scores = self._scores(head, q, k)
+        if mode == "rounded-terms":
+            weights = self._rounded_terms_weights()
         elif head.scoring == "softmax":
-            exp = np.array(exp_table(self.arith.frac) + (0,), dtype=np.int64)
-            weight_max, total_max = self.scale, n * self.scale
-        elif head.scoring == "hardmax":
-            weight_max, total_max = 1, max(most_winners, 1)
+            weights = self._softmax_weights()
         else:
-            weight_max, total_max = 1, n
-        c_den, c_num, c_max = 1, None, 1
-        if urpe:
-            c_values = [[head.relative_scale(o) for o in row] for row in offsets]
-            c_den = _den([c for row in c_values for c in row])
-            c_ints = [[_exact_int(Fraction(c) * c_den) for c in row] for row in c_values]
-            c_max = max((abs(c) for row in c_ints for c in row), default=0)
-            c_num = c_ints
+            weights = self._average_weights(head, hb)
+        c_den, c_num, c_max = self._relative_scale(head)
         per_probability = self.fixed and self.arith.attention_rounding == "per-probability"
+        weight_max, total_max = weights.weight_max, weights.total_max
         if per_probability:
             total_max = max(total_max, self.scale)  # floor(a * 2^f / T) <= 2^f, and they sum to <= 2^f
             weight_max = max(weight_max, self.scale)
-
-        count_multiplier, out_clamp, out_mul, out_div, common, tie_free = None, None, 1, 1, 1, False
-        if self.fixed:
-            out_clamp = (self.arith.min_mantissa, self.arith.max_mantissa)
-            out_den = self.scale
-            if per_probability or rounded_terms:
-                out_div = c_den * v.den  # w_ij already carries 2^f; rounded-terms: x_ij's denominator
-            else:
-                g = math.gcd(self.scale, c_den * v.den)
-                out_mul, out_div = self.scale // g, (c_den * v.den) // g
-        else:
-            if head.scoring == "uniform":
-                # every live count of a row: n, or 1..n with a causal mask (the empty input has no row)
-                counts = [n] if not head.causal and n > 0 else range(1, n + 1)
-            else:
-                counts = range(1, max(most_winners, 1) + 1)
-            common = _lcm(counts)
-            if head.scoring == "hardmax" and common > 1:
-                self.uses_ties = True
-                tie_free = self.tie_free
-            if tie_free:
-                common = 1
-            count_multiplier = (
-                _array([0] + [common // c for c in range(1, n + 1)], (n + 1,), _fits(common)) if not tie_free else None
-            )
-            out_den = common * c_den * v.den
-        out = Stage(out_den, _magnitudes(hb.output, out_den, head.value_dim))
+        division = self._division(head, weights, c_den * v.den, per_probability or mode == "rounded-terms")
+        out = Stage(division.out_den, _magnitudes(hb.output, division.out_den, head.value_dim))
         score_limit = self.mantissa_bound() if self.fixed else None
         plan = HeadPlan(
             query=query,
             key=key,
             value=value,
             mode=mode,
-            dot_scale=dot_scale,
+            dot_scale=scores.dot_scale,
             score_bias=None,
             scores_float_ok=False,
-            score_requantize=score_requantize,
-            live=live,
+            score_requantize=scores.requantize,
+            live=scores.live,
             causal=head.causal,
             scoring=head.scoring,
-            exp=exp,
+            exp=weights.exp,
             relative_scale=None,
             mix_float_ok=False,
             per_probability=per_probability,
             frac=self.arith.frac if self.fixed else 0,
-            out_mul=out_mul,
-            out_div=out_div,
-            out_shift=_pow2_shift(out_div) if per_probability else None,
-            count_multiplier=count_multiplier,
-            tie_free=tie_free,
-            out_clamp=out_clamp,
+            out_mul=division.out_mul,
+            out_div=division.out_div,
+            out_shift=_pow2_shift(division.out_div) if per_probability else None,
+            count_multiplier=division.count_multiplier,
+            tie_free=division.tie_free,
+            out_clamp=division.out_clamp,
             positions=n,
             total_max=total_max,
             weight_max=weight_max,
             c_max=c_max,
-            bias_bound=bias_bound,
-            score_divisor=score_requantize.divisor,
+            bias_bound=scores.bias_bound,
+            score_divisor=scores.requantize.divisor,
             score_limit=score_limit,
-            common=common,
+            common=division.common,
             bound=0,
             native=True,
             out_bound=out.bound,
-            terms=RoundedTerms(self.arith, acc_den, c_den * v.den) if rounded_terms else None,
+            terms=RoundedTerms(self.arith, scores.den, c_den * v.den) if mode == "rounded-terms" else None,
         )
         bound = plan.intermediate_bound(q.bound, k.bound, v.bound)
-        native = _fits(
-            dot_scale, bias_bound, score_requantize.divisor, c_max, out_mul, out_div, total_max * out_div, common
-        ) and (score_limit is None or _fits(2 * score_limit))
-        if native:
-            self.note(
-                max(
-                    bound,
-                    dot_scale,
-                    bias_bound,
-                    score_requantize.divisor,
-                    c_max,
-                    out_mul,
-                    out_div,
-                    common,
-                    *(abs(c) for c in score_requantize.clamp or ()),
-                    *(abs(c) for c in out_clamp or ()),
-                )
-            )
+        native = self._head_native(plan, bound)
         plan = replace(
             plan,
             bound=bound,
             native=native,
-            score_bias=_array(bias_num, (n, n), native) if has_bias else None,
-            relative_scale=_array(c_num, (n, n), native) if urpe else None,
+            score_bias=_array(scores.bias, (n, n), native) if scores.has_bias else None,
+            relative_scale=_array(c_num, (n, n), native) if c_num is not None else None,
             scores_float_ok=plan.dot_float_ok(q.bound, k.bound),
             mix_float_ok=plan.mix_ok(v.bound),
         )
         return plan, out
+
+    def _head_mode(self, head: Head) -> str:
+        """The kernel that runs the head (``HeadPlan.mode``); refuses a scoring the batched evaluator cannot run."""
+        if head.scoring not in ("hardmax", "uniform", "softmax"):
+            raise ValueError(f"unknown scoring {head.scoring!r}")
+        if head.scoring == "softmax" and not self.fixed:
+            raise Unsupported(
+                "softmax is not exactly representable in exact arithmetic; use arithmetic: "
+                "fixed, or hardmax/uniform scoring"
+            )
+        if head.scoring == "uniform":
+            return "uniform"
+        if head.scoring == "softmax" and self.fixed and self.arith.rounded_terms:
+            return "rounded-terms"
+        if (
+            head.scoring == "hardmax"
+            and not self.fixed
+            and head.key_dim == 1
+            and not _has_bias(head)
+            and not _urpe(head)
+        ):
+            return "argmax1d"
+        return "general"
+
+    def _scores(self, head: Head, q: Stage, k: Stage) -> _Scores:
+        """Scores round(q_i . k_j + B[j - i]) as dot_scale * (q_i . k_j) + bias[i, j] over one denominator."""
+        n = self.n
+        offsets = [[j - i for j in range(n)] for i in range(n)]
+        bias = [[head.relative_bias(o) for o in row] for row in offsets]
+        acc_den = _lcm([q.den * k.den, _den([b for row in bias for b in row]), self.scale])
+        bias_num = [[exact_int(Fraction(b) * acc_den) for b in row] for row in bias]
+        requantize, _ = self.round_to_grid(acc_den)
+        live = np.array([[j <= i or not head.causal for j in range(n)] for i in range(n)], dtype=bool).reshape(n, n)
+        return _Scores(
+            den=acc_den,
+            dot_scale=acc_den // (q.den * k.den),
+            bias=bias_num,
+            bias_bound=max((abs(b) for row in bias_num for b in row), default=0),
+            has_bias=_has_bias(head),
+            requantize=requantize,
+            live=live,
+        )
+
+    # weights: numerators a_ij >= 0 with row total T_i (indicator/count, or exp-table entries/sum)
+    def _average_weights(self, head: Head, hb) -> _Weights:
+        """hardmax / uniform (encoder._average_row): weight 1 on each averaged key, so T_i is their count."""
+        n = self.n
+        most_winners = max((len(w) for w in hb.winners), default=1)
+        if head.scoring == "hardmax":
+            return _Weights(1, max(most_winners, 1), counts=range(1, max(most_winners, 1) + 1))
+        # every live count of a row: n, or 1..n with a causal mask (the empty input has no row)
+        return _Weights(1, n, counts=[n] if not head.causal and n > 0 else range(1, n + 1))
+
+    def _softmax_weights(self) -> _Weights:
+        """Fixed-point softmax (encoder._softmax_row): the exp table's mantissas, at most 2^f each."""
+        exp = np.array(exp_table(self.arith.frac) + (0,), dtype=np.int64)
+        return _Weights(self.scale, self.n * self.scale, exp=exp)
+
+    def _rounded_terms_weights(self) -> _Weights:
+        """Yang et al.'s softmax (encoder._rounded_terms_row): mantissas of round(e^s·x) and round(e^s), saturated
+        to the format."""
+        weight_max = max(-self.arith.min_mantissa, self.arith.max_mantissa)
+        return _Weights(weight_max, self.n * weight_max)
+
+    def _relative_scale(self, head: Head) -> tuple[int, list[list[int]] | None, int]:
+        """URPE's C[j - i] as numerators over one denominator: (c_den, numerators or None when C = 1, max |C|)."""
+        if not _urpe(head):
+            return 1, None, 1
+        n = self.n
+        c_values = [[head.relative_scale(j - i) for j in range(n)] for i in range(n)]
+        c_den = _den([c for row in c_values for c in row])
+        c_ints = [[exact_int(Fraction(c) * c_den) for c in row] for row in c_values]
+        return c_den, c_ints, max((abs(c) for row in c_ints for c in row), default=0)
+
+    def _division(self, head: Head, weights: _Weights, mixed_den: int, weighted: bool) -> _Division:
+        """How the weighted sum S_i of a row becomes head_i (HeadPlan's comment): over 2^f, rounded, in fixed
+        arithmetic; times the tie-count multiplier (or divided by T_i, tie-free) in exact arithmetic.
+
+        ``mixed_den``: the denominator of C v_j; ``weighted``: the weights already carry 2^f (per-probability,
+        rounded terms)."""
+        if self.fixed:
+            if weighted:
+                out_mul, out_div = 1, mixed_den
+            else:
+                g = math.gcd(self.scale, mixed_den)
+                out_mul, out_div = self.scale // g, mixed_den // g
+            return _Division(self.scale, out_mul, out_div, (self.arith.min_mantissa, self.arith.max_mantissa))
+        n = self.n
+        common = _lcm(weights.counts)
+        tie_free = False
+        if head.scoring == "hardmax" and common > 1:
+            self.uses_ties = True
+            tie_free = self.tie_free
+        if tie_free:
+            common = 1
+        count_multiplier = (
+            _array([0] + [common // c for c in range(1, n + 1)], (n + 1,), _fits(common)) if not tie_free else None
+        )
+        return _Division(common * mixed_den, common=common, count_multiplier=count_multiplier, tie_free=tie_free)
+
+    def _head_native(self, plan: HeadPlan, bound: int) -> bool:
+        """Whether every constant of the head fits int64 (then its largest static number is noted)."""
+        native = _fits(
+            plan.dot_scale,
+            plan.bias_bound,
+            plan.score_divisor,
+            plan.c_max,
+            plan.out_mul,
+            plan.out_div,
+            plan.total_max * plan.out_div,
+            plan.common,
+        ) and (plan.score_limit is None or _fits(2 * plan.score_limit))
+        if native:
+            self.note(
+                max(
+                    bound,
+                    plan.dot_scale,
+                    plan.bias_bound,
+                    plan.score_divisor,
+                    plan.c_max,
+                    plan.out_mul,
+                    plan.out_div,
+                    plan.common,
+                    *(abs(c) for c in plan.score_requantize.clamp or ()),
+                    *(abs(c) for c in plan.out_clamp or ()),
+                )
+            )
+        return native
 
     # -- interpreter.attention_layer ------------------------------------------------------------------
     def attention(self, layer: AttentionLayer, z: Stage, bb, where: str) -> tuple[AttentionPlan, Stage]:
@@ -780,7 +557,7 @@ class _Planner:
     def readout(self, z: Stage) -> tuple[ReadoutPlan, Stage]:
         u = self.model.readout
         den = _den(u)
-        weights = [_exact_int(Fraction(w) * den) for w in u]
+        weights = [exact_int(Fraction(w) * den) for w in u]
         abs_weight = tuple(abs(w) for w in weights)
         bound = sum(w * b for w, b in zip(abs_weight, z.bound))
         native = _fits(*weights)

@@ -18,8 +18,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..verdict import ERROR, PROVED, REFUTED, UNKNOWN, Verdict
 from .report import outcome
-from .verdict import ERROR, PROVED, REFUTED, UNKNOWN, Verdict
 
 UNKNOWN_AS = ("skipped", "error")
 
@@ -42,11 +42,12 @@ def _witness_text(verdict: Verdict) -> str:
 
 def _message(verdict: Verdict, expect: str | None) -> str:
     counted = outcome(verdict, expect)
+    cached = " (cached)" if verdict.cached else ""  # served from the proof cache: docs/ci.md
     if verdict.status == REFUTED and counted == REFUTED:
         summary = (verdict.counterexample or {}).get("summary") or verdict.detail
-        return f"refuted{f' (expected {expect})' if expect else ''}: {summary}"
+        return f"refuted{cached}{f' (expected {expect})' if expect else ''}: {summary}"
     if counted == REFUTED:  # proved, but the property expected refuted
-        return f"expected {expect}, got {verdict.label}: {verdict.detail}"
+        return f"expected {expect}, got {verdict.label}{cached}: {verdict.detail}"
     if verdict.status == UNKNOWN:
         tried = f" (tried: {'; '.join(verdict.tried)})" if verdict.tried else ""
         return f"unknown: {verdict.detail}{tried}"
@@ -84,7 +85,7 @@ def junit_xml(verdicts: Sequence[Verdict], expectations: Sequence[str | None], u
                 counts["failures"] += 1
             elif counted == ERROR or (counted == UNKNOWN and unknown_as == "error"):
                 error = ET.SubElement(case, "error", message=message, type=verdict.status)
-                error.text = verdict.statistics.get("traceback", "") or verdict.detail
+                error.text = verdict.traceback or verdict.detail
                 counts["errors"] += 1
             elif counted == UNKNOWN:
                 ET.SubElement(case, "skipped", message=message)

@@ -6,15 +6,16 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from .ir import AlphabetTokens, Model, Token
-from .numbers import fmt, fmt_vector
-from .schema.dsl import Context, ListOf, Number
-from .schema.errors import SpecError
-from .schema.yamlnodes import parse_yaml
-from .semantics import Arithmetic
-from .semantics.interpreter import Trace
+from ..ir import AlphabetTokens, Model, Token
+from ..numbers import fmt, fmt_vector
+from ..schema.dsl import Context, ListOf, Number
+from ..schema.errors import SpecError
+from ..schema.yamlnodes import parse_yaml
+from ..semantics import Arithmetic
+from ..semantics.interpreter import Trace
 
 
 def parse_input(model: Model, text: str) -> tuple[Token, ...]:
@@ -48,13 +49,13 @@ def _vectors_table(title: str, labels: list[str], tokens, vectors) -> Table:
     table.add_column("token")
     table.add_column("value")
     for label, t, v in zip(labels, tokens, vectors):
-        table.add_row(label, t if isinstance(t, str) else fmt_vector(t), fmt_vector(v))
+        table.add_row(label, escape(t) if isinstance(t, str) else fmt_vector(t), fmt_vector(v))
     return table
 
 
 def print_trace(console: Console, model: Model, arith: Arithmetic, trace: Trace) -> None:
     labels = position_labels(model, trace)
-    console.print(f"[bold]{model.name}[/] — {arith.describe()}")
+    console.print(f"[bold]{escape(model.name)}[/] — {escape(arith.describe())}")
     console.print(_vectors_table("embedding", labels, trace.tokens, trace.embedded))
     norm_first = {
         i: (

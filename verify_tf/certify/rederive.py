@@ -1,0 +1,118 @@
+"""Re-derive what a certificate claims to be evidence *for*, from the spec alone, before any evidence is checked.
+
+A query that is unsat proves nothing about the property unless it is the property's query. ``verify-tf audit``
+therefore re-derives every query a certificate holds and compares digests:
+
+* engine ``smt``: each query is re-encoded by the property's ``build_query`` through the encoder
+  (``engines.smt.encoded_queries``: never solved), in the property's order, and the names, the count and the
+  SHA-256 of each SMT-LIB text must equal the certificate's;
+* engines ``architecture`` and ``counting``: which queries are asked depends on the engine's own search (the
+  induction's lengths, a pair of words, the refinement rounds of an invariant), so the engine is run again on
+  the re-loaded spec and the queries it asks (name, text digest, z3's answer) must equal the certificate's;
+  the counting exploration's coverage (strings per length, states) too;
+* exhaustive and ``split`` proofs: the input space (order, lengths, vocabulary, distinctness, size) is
+  re-derived from the spec's domain and must equal the one the certificate records.
+
+Each function returns the differences found, described (an empty list: the certificate is about this spec).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ..engines import architecture, counting
+from ..engines.base import CERTIFY_COUNTING, CERTIFY_QUERIES, Run, Task
+from ..engines.smt.driver import encoded_queries
+from ..verdict import PROVED
+from ..work import Deadline, Executor
+from .exhaustive import closed_form_size, space_of
+from .smt import sha256
+
+RERUN = {"architecture": architecture.check, "counting": counting.check}
+
+
+def space_record(task: Task) -> dict[str, Any]:
+    """The input space an exhaustive (or split) proof covered, as the certificate records it."""
+    space = space_of(task)
+    return {
+        "order": space.order,
+        "lengths": list(space.lengths),
+        "vocabulary": len(space.tokens),
+        "distinct": space.distinct,
+        "size": closed_form_size(len(space.tokens), space.lengths, space.order, space.distinct),
+        "description": space.describe(),
+    }
+
+
+def space_differences(task: Task, recorded: Any) -> list[str]:
+    derived = space_record(task)
+    if not isinstance(recorded, dict):
+        return ["the certificate records no input space"]
+    return [
+        f"the input space's {key} differs: {recorded.get(key)!r} in the certificate, {value!r} re-derived"
+        for key, value in derived.items()
+        if recorded.get(key) != value
+    ]
+
+
+def recorded_queries(body: dict) -> list[tuple[str, str | None, str]]:
+    """(name, SHA-256 of the query text or None when the step needed no query, z3's answer), in order."""
+    return [(q.get("name"), q.get("sha256"), q.get("z3_answer")) for q in body.get("queries", [])]
+
+
+def _asked(queries: list[dict]) -> list[tuple[str, str | None, str]]:
+    return [(q["name"], sha256(q["smt2"]) if q.get("smt2") else None, q["answer"]) for q in queries]
+
+
+def query_differences(task: Task, engine: str, body: dict, seconds: float, executor: Executor) -> list[str]:
+    """Re-derive the queries (and for the counting engine its coverage) and compare them with the certificate."""
+    deadline = Deadline(seconds)
+    extra: list[str] = []
+    derived: list[tuple[str, str | None, str]]
+    if engine == "smt":
+        derived = [(name, sha256(text), "unsat") for name, text in encoded_queries(task, deadline)]
+    elif engine in RERUN:
+        rerun = RERUN[engine](
+            dataclasses.replace(task, settings=dataclasses.replace(task.settings, certify=True)),
+            Run(executor, deadline),
+        )
+        if rerun.status != PROVED:
+            return [
+                f"re-deriving the queries: the {engine} engine answers {rerun.status} now ({rerun.detail}); "
+                "with a larger --timeout it may re-derive them"
+            ]
+        derived = _asked(rerun.statistics.get(CERTIFY_QUERIES) or [])
+        covered = rerun.statistics.get(CERTIFY_COUNTING)
+        if covered is not None:
+            extra = _coverage_differences(covered, body)
+    else:
+        return [f"no query re-derivation for engine {engine!r}"]
+    return _compare(derived, recorded_queries(body)) + extra
+
+
+def _coverage_differences(covered: dict, body: dict) -> list[str]:
+    recorded: dict = next((c for c in body.get("checks", []) if c.get("check") == "strings counted two ways"), {})
+    out = []
+    if body.get("covered") != {"alphabet": covered["alphabet"], "max_length": covered["max_length"]}:
+        out.append(f"the exploration covers {body.get('covered')} in the certificate, re-derived {covered}")
+    if recorded.get("explored") != covered["strings_per_length"] or recorded.get("states") != covered["states"]:
+        out.append("the exploration's strings per length or states differ from the re-derived exploration")
+    return out
+
+
+def _compare(derived: list[tuple], recorded: list[tuple]) -> list[str]:
+    out = []
+    if len(derived) != len(recorded):
+        out.append(f"the property asks {len(derived)} queries, the certificate holds {len(recorded)}")
+    for k, (mine, theirs) in enumerate(zip(derived, recorded), 1):
+        if mine[0] != theirs[0]:
+            out.append(f"query {k}: named {theirs[0]!r} in the certificate, {mine[0]!r} re-derived")
+        elif mine[1] != theirs[1]:
+            out.append(
+                f"query {k} ({mine[0]}): the certificate's query (sha256 {str(theirs[1])[:12]}…) is not the one the "
+                f"encoder derives from the spec (sha256 {str(mine[1])[:12]}…)"
+            )
+        elif mine[2] != theirs[2]:
+            out.append(f"query {k} ({mine[0]}): z3's answer {theirs[2]!r} in the certificate, {mine[2]!r} re-derived")
+    return out

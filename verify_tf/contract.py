@@ -1,0 +1,489 @@
+"""The contract between properties and engines: the task, its settings, the base class every property extends
+(one method per hook an engine may call, each with a default), and the plain data the hooks exchange.
+
+It sits below both (``verify_tf.properties`` and ``verify_tf.engines`` import it; it imports neither), so a
+property never needs an engine's module and an engine sees a property only through ``Property``. A property
+says what it means (typed options, a violation predicate, the queries it asks); an engine owns how it is
+run (enumeration order, work units, the deadline, progress, solver lifecycle, replay, verdicts).
+
+Hooks come in groups, one per *form* of claim (``Property.form``) and per engine; docs/architecture.md lists
+which engine calls which hook (``tests/test_contract.py`` compares that table with the code). An optional
+hook's default does nothing (no candidates, no measures, no bounds rule); a required hook's default raises
+``MissingHook`` naming the hook, the property and the engines that need it, so a property that lists an
+engine without its hooks fails at once and clearly (``tests/test_contract.py`` also checks every shipped
+property against the engines it lists).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from .domain import Domain, GridDomain, StringDomain
+from .ir import Model, Token, Vector
+from .ir.plain import model_to_dict
+from .schema.dsl import Obj
+from .semantics import Arithmetic, Trace
+from .spaces import InputSpace
+from .work import Deadline
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    import z3
+
+    from .batched import BatchedEvaluator
+    from .bounds import Bounds
+    from .symbolic.solve import Query
+    from .symbolic.values import Builder
+
+Witness = dict[str, Any]  # JSON-ready, with a one-line "summary"; produced by replay on the interpreter
+Inputs = tuple[Token, ...]  # one input: the user's tokens (a BOS token is added by the model)
+if TYPE_CHECKING:
+    Array = npt.NDArray[Any]  # token-index rows (B, n), exact numerators, flags (B,) ...
+else:
+    Array = np.ndarray  # (numpy.typing is not imported to run a check)
+Measures = dict[str, tuple[Array, int]]  # name -> (numerators per row, their denominator)
+
+EACH_INPUT, DISTINCT_VALUES, ARCHITECTURE = "each-input", "distinct-values", "architecture"
+FORMS = (EACH_INPUT, DISTINCT_VALUES, ARCHITECTURE)
+HOLDS, VIOLATED, OPEN = "holds", "violated", "open"  # what a cube's bounds say (``decide_on_bounds``)
+
+
+DEFAULT_SAMPLES = 100_000  # the search engine's budget when a spec gives none
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Engine settings of one check (spec, property and command line merged)."""
+
+    seed: int = 0
+    minimize: bool = False
+    device: str = "auto"
+    solver: str = "z3"
+    rlimit: int | None = None
+    samples: int = DEFAULT_SAMPLES
+    smt2_dir: str | None = None
+    certify: bool = False  # keep what a certificate needs (queries asked, outputs digest) in ``Verdict.evidence``
+
+
+@dataclass(frozen=True)
+class Task:
+    """One property check as plain, picklable data: everything a work unit needs, in any process."""
+
+    label: str  # the property's name as written in the spec
+    prop: Property  # the property object (stateless; pickled by reference to its class)
+    options: Any  # its typed options: the property's own frozen dataclass
+    model: Model
+    arithmetic: Arithmetic
+    domain: Domain | None
+    settings: Settings = field(default_factory=Settings)
+    fingerprint: str = ""  # content hash of model, arithmetic and domain: caches compiled evaluators
+    spec: str = ""  # where the property comes from (the spec file, and its index there), for the verdict
+    index: int = 0
+
+    @staticmethod
+    def make(
+        label: str,
+        prop: Property,
+        options: Any,
+        model: Model,
+        arithmetic: Arithmetic,
+        domain: Domain | None,
+        settings: Settings | None = None,
+        spec: str = "",
+        index: int = 0,
+    ) -> Task:
+        digest = hashlib.sha256(
+            json.dumps([model_to_dict(model), repr(arithmetic), repr(domain)], default=str).encode()
+        ).hexdigest()[:16]
+        return Task(label, prop, options, model, arithmetic, domain, settings or Settings(), digest, spec, index)
+
+    def given_domain(self) -> Domain:
+        """The domain of a property that needs one (``Property.needs_domain``; the spec loader insists)."""
+        if self.domain is None:
+            raise ValueError(f"{self.label}: this property needs a domain")
+        return self.domain
+
+    def grid(self) -> GridDomain:
+        """The domain of a property over grid inputs (its ``fit`` insists)."""
+        if not isinstance(self.domain, GridDomain):
+            raise TypeError(f"{self.label}: this property needs a grid domain")
+        return self.domain
+
+    def strings(self) -> StringDomain:
+        """The domain of a property over strings (its ``fit`` insists)."""
+        if not isinstance(self.domain, StringDomain):
+            raise TypeError(f"{self.label}: this property needs a strings domain")
+        return self.domain
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """One solver question, as plain data: built by the property inside a work unit."""
+
+    name: str
+    key: tuple[Any, ...] = ()  # property-specific parameters (length, transposition, ...)
+
+
+class Evaluators(Protocol):
+    """What a property sees of the batched evaluators an engine compiled for it (``engines.evaluators``)."""
+
+    def of(self, model: Model | None = None) -> BatchedEvaluator:
+        """The batched evaluator of ``model`` (default: the task's model) over the input space's tokens."""
+        ...
+
+    def chunk_size(self, length: int) -> int: ...
+
+
+class CounterMachine(Protocol):
+    """Engine counting: a reference that reads a word letter by letter with a tuple of integer counts as state
+    (``crasp.machine.ProgramMachine`` is one). Its output at a position is a function of the counts before it
+    and the letter, and ``key`` maps counts to what every later output depends on (exactly)."""
+
+    names: tuple[str, ...]  # one per count, for invariants and counterexamples
+    initial: tuple[int, ...]  # the counts of the empty prefix (whose output is "reject")
+
+    def step(self, counts: tuple[int, ...], letter: str) -> tuple[tuple[int, ...], bool]: ...
+
+    def key(self, counts: tuple[int, ...]) -> tuple[Any, ...]: ...
+
+    def encode_step(self, counts: list[z3.ArithRef], letter: str) -> tuple[list[z3.ArithRef], z3.BoolRef]:
+        """``step`` over z3 integer terms: (next counts, output) as z3 terms."""
+        ...
+
+
+@dataclass(frozen=True)
+class CountingGoal:
+    """Engine counting: what the property asks. On every prefix of length p >= ``first_position`` of every
+    string over ``alphabet`` (of length <= ``max_length``, or of every length when ``all_lengths``), the model's
+    decision at the prefix's last position (readout > ``threshold``; for p = 0 at BOS, when the model has one)
+    equals ``machine``'s output. The property returns it from ``counting_goal(task)`` and replays witnesses
+    with ``violation``."""
+
+    machine: CounterMachine  # pickled with the task's property
+    alphabet: tuple[str, ...]
+    threshold: Fraction
+    first_position: int  # a prefix length
+    max_length: int
+    all_lengths: bool = False
+
+
+# ---------------------------------------------------------------- engine architecture: the data it exchanges
+
+STEP_HOLDS, STEP_FAILS, STEP_UNDECIDED = "holds", "fails", "unknown"
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One induction (or symmetry) step query of the architecture engine, as it ended."""
+
+    name: str  # "embedding", "layers[0].attention", "layers[0].feed-forward", "readout"
+    sublayer: str  # embedding | attention | feed-forward | readout
+    block: int | None
+    status: str  # holds | fails | unknown
+    seconds: float
+    note: str = ""  # why a step fails or what it assumed
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.name, "status": self.status, "seconds": round(self.seconds, 4), "note": self.note}
+
+
+@dataclass(frozen=True)
+class InductionResult:
+    """The steps of one induction over layers (one input length), or of the symmetry queries."""
+
+    length: int
+    steps: tuple[StepResult, ...]
+    rows_sum_to_one: bool  # False for per-probability rounding: the induction premise is false
+
+    @property
+    def proved(self) -> bool:
+        return all(s.status == STEP_HOLDS for s in self.steps)
+
+    @property
+    def failing(self) -> list[StepResult]:
+        return [s for s in self.steps if s.status != STEP_HOLDS]
+
+    @property
+    def seconds(self) -> float:
+        return sum(s.seconds for s in self.steps)
+
+
+@dataclass(frozen=True)
+class Induction:
+    """Request: the induction over layers for these input lengths (is every member of the class position-blind
+    on constant inputs?). ``any_depth``: also ask whether the proof covers any number of such layers. Answered
+    with an ``InductionOutcome``."""
+
+    lengths: tuple[int, ...]
+    any_depth: bool = False
+
+
+@dataclass(frozen=True)
+class InductionOutcome:
+    """The answer to ``Induction``."""
+
+    results: dict[int, InductionResult]  # per length; empty when a length exceeds ``limit`` (nothing ran)
+    limit: int  # the longest input length the engine's step queries are measured for
+    any_depth: bool | None = None  # asked and every length proved: whether one layer deeper adds no step query
+
+
+@dataclass(frozen=True)
+class SymmetryCheck:
+    """Request: the symmetry queries for attention rows of up to ``max_keys`` keys (does every head of the class
+    read its keys as a multiset?). Answered with one ``InductionResult`` holding the queries as steps."""
+
+    max_keys: int
+    pair: tuple[str, str]  # the two words whose signatures agree
+    statistics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PairSearch:
+    """Request: search the (strings) domain, in its order, for u in L and v not in L with equal depth-``depth``
+    signatures at their last position. Answered with a ``PairFound``."""
+
+    depth: int
+    bos: bool
+    accepts: Callable[[str], bool]  # membership of L (run in the engine's process)
+
+
+@dataclass(frozen=True)
+class PairFound:
+    """The answer to ``PairSearch``."""
+
+    pair: tuple[str, str] | None  # (u in L, v not in L) with equal last-position signatures, or None
+    words: int  # words looked at
+    distinct: int  # distinct last-position signatures among them
+
+
+@dataclass(frozen=True)
+class MemberSearch:
+    """Request, after an induction step failed: a concrete member of the class that breaks the step, chosen by
+    the solver (everything fixed except the parameters of one sublayer: a failing step's), one failing step after
+    another. The engine replays a member on the interpreter (its claimed outputs, then the property's
+    ``member_witness``) before answering with it (a ``Member``), or answers None when no step yields one."""
+
+    length: int
+    steps: tuple[StepResult, ...]  # the failing steps, tried in order
+    inputs: tuple[Inputs, ...]  # constant inputs on which the member must separate positions
+    on: str = "output"  # compare the final columns ("output") or the readout ("readout")
+    tolerance: Fraction = Fraction(0)  # separate by more than this
+    targets: tuple[Fraction, ...] | None = None  # first try a member whose readout on inputs[0] is exactly this
+    notes: Any = None  # the property's own notes, handed back with the answer
+
+
+@dataclass(frozen=True)
+class Member:
+    """A member of the class chosen by the solver, replayed on the interpreter: the answer to ``MemberSearch``."""
+
+    model: Model
+    tokens: Inputs  # the constant input (user tokens)
+    active: str  # the sublayer the solver chose, e.g. "layers[0].attention.heads[0]" or "positional-encoding"
+    parameters: dict[str, Any]  # the solver's values for it: (nested) lists of exact strings
+    step: StepResult  # the failing step it answers
+    exact: bool  # its readout on ``tokens`` equals the search's targets
+    trace: Trace  # the interpreter's run of ``model`` on ``tokens``
+    observed: list[Vector]  # the compared outputs of the user positions (columns, or 1-vectors of the readout)
+    witness: Witness  # the property's ``member_witness`` of it
+
+
+ArchitectureRequest = Induction | SymmetryCheck | PairSearch | MemberSearch
+
+
+@dataclass
+class Conclusion:
+    """What the architecture engine's answers mean for the property's claim (the property says it)."""
+
+    status: str  # proved | refuted | unknown | error
+    method: str
+    detail: str
+    witness: Witness | None = None  # refuted: the replayed member's witness, or the spec's own model's (below)
+    statistics: dict[str, Any] = field(default_factory=dict)
+    tried: list[str] = field(default_factory=list)
+    replay: Inputs | None = None  # refuted on the spec's own model at this input: the engine replays it
+
+
+# ---------------------------------------------------------------- the property base class
+
+
+class MissingHook(NotImplementedError):
+    """A property was run by an engine whose required hook it does not define."""
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """The typed options of a property without options."""
+
+
+def _no_options(values: dict[str, Any]) -> NoOptions:
+    return NoOptions()
+
+
+class Property:
+    """Base class: a default for every hook an engine may call. Instances are stateless (safe to pickle).
+
+    A property module defines one subclass and ``PROPERTY = TheProperty()`` (``verify_tf.properties``).
+    """
+
+    # -- declarations
+    name: str = ""
+    summary: str = ""
+    options: Obj = Obj({}, check=_no_options)
+    engines: tuple[str, ...] = ()  # supported engines, the preferred exhaustive one first
+    form: str = EACH_INPUT
+    needs_domain: bool = True
+    witness_measure: str | None = None  # a claim about a measure's extreme: refuted at the extreme input
+    evaluations_per_input: int = 1  # model evaluations per input (auto's cost model)
+
+    def __repr__(self) -> str:
+        return f"<property {self.name}>"
+
+    def _missing(self, hook: str) -> MissingHook:
+        return MissingHook(
+            f"property {self.name!r} does not define {hook}, which the engine running it calls "
+            "(docs/architecture.md lists the hooks of each engine)"
+        )
+
+    def defines(self, hook: str) -> bool:
+        """Whether this property's class overrides ``hook`` (a required hook's default raises ``MissingHook``):
+        for engines whose plan changes with the forms a property offers (split's SMT leaves)."""
+        return getattr(type(self), hook) is not getattr(Property, hook)
+
+    # -- every engine
+    def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Any) -> None:
+        """Raise ``OptionError`` when the property does not apply to this model or domain."""
+
+    def engines_for(self, options: Any) -> tuple[str, ...]:
+        """The engines it can run with these options (some options narrow ``engines``, e.g. a scope)."""
+        return self.engines
+
+    def input_space(self, task: Task) -> InputSpace:
+        """The inputs the claim quantifies over (default: the whole domain)."""
+        return InputSpace(task.given_domain())
+
+    def statistics(self, task: Task) -> dict[str, Any]:
+        """Facts about the claim for every verdict's statistics (e.g. the program's size)."""
+        return {}
+
+    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
+        """The proved verdict's one-line detail; ``default`` is the engine's own wording."""
+        return default
+
+    # -- each input (form each-input): no input of the space violates the claim
+    def violation(self, task: Task, tokens: Inputs) -> Witness | None:
+        """Evaluate ``tokens`` on the reference interpreter; the witness when they violate the claim (every
+        refutation of an each-input property is replayed through this)."""
+        raise self._missing("violation")
+
+    def measure(self, task: Task, tokens: Inputs) -> dict[str, Fraction]:
+        """Named exact measures of one input whose extremes the verdict reports (interpret)."""
+        return {}
+
+    def measure_kinds(self, task: Task) -> dict[str, str]:
+        """Per measure: "max" or "min" (which extreme is reported)."""
+        return {}
+
+    def candidates(self, task: Task) -> Iterable[Inputs]:
+        """Inputs checked before the scan (e.g. a known counterexample shape)."""
+        return ()
+
+    def preceding(self, task: Task, witness: Witness) -> InputSpace | None:
+        """The inputs that come before ``witness`` in the property's own order (minimisation), or None."""
+        return None
+
+    def batched_check(self, task: Task, evaluators: Evaluators, length: int) -> None:
+        """Compile the batched programs this property needs for ``length`` (raises ``batched.Unsupported``)."""
+        evaluators.of().check(length)
+
+    def batched_violations(self, task: Task, evaluators: Evaluators, rows: Array) -> tuple[Array, Measures]:
+        """(which rows violate, named measures per row) with the exact batched evaluator."""
+        raise self._missing("batched_violations")
+
+    def batched_score(self, task: Task, evaluators: Evaluators, rows: Array) -> tuple[Array, Array]:
+        """(a graded score per row, higher is closer to a violation; which rows violate) for the search's hill
+        climbing. Default: the flags of ``batched_violations`` as 0/1 scores."""
+        flagged, _ = self.batched_violations(task, evaluators, rows)
+        flags = np.asarray(flagged, dtype=bool)
+        return flags.astype(np.float64), flags
+
+    def decide_on_bounds(self, task: Task, bounds_of: Callable[..., Bounds]) -> tuple[str, float] | None:
+        """On a cube's interval bounds (``bounds_of(model=None)``): ("holds" | "violated" | "open", a score that
+        orders open cubes), or None when the property has no bounds rule (split, auto)."""
+        return None
+
+    # -- distinct values (form distinct-values): values of every (input, position) pairwise separated
+    def values(self, task: Task, tokens: Inputs) -> list[Fraction]:
+        """The values q(x)_i of one input, on the interpreter."""
+        raise self._missing("values")
+
+    def batched_values(self, task: Task, evaluators: Evaluators, rows: Array) -> tuple[Array, int]:
+        """(numerators (B, n), their denominator) of the rows' values, exactly."""
+        raise self._missing("batched_values")
+
+    def batched_clash(self, task: Task, values: Array, den: int) -> tuple[int, int, int] | None:
+        """(row, i, j): two positions of one input too close, or None."""
+        raise self._missing("batched_clash")
+
+    def too_close(self, task: Task, gap: Fraction) -> bool:
+        """Whether two values ``gap`` apart violate the claim."""
+        raise self._missing("too_close")
+
+    def exempt_pairs(self, task: Task) -> bool:
+        """Whether values of two different inputs that are permutations of each other are exempt."""
+        return False
+
+    def pair_witness(self, task: Task, first: Inputs, i: int, second: Inputs, j: int) -> Witness:
+        """Replay the pair on the interpreter (raises ``witness.ReplayMismatch`` when it is no violation)."""
+        raise self._missing("pair_witness")
+
+    def candidate_pairs(self, task: Task) -> Iterable[tuple[Inputs, int, Inputs, int]]:
+        """Pairs (first, i, second, j) checked before the scan."""
+        return ()
+
+    def requirement(self, task: Task) -> str:
+        """What the values must be, in words, for the proved verdict ("distinct", "at least 1/4 apart")."""
+        return "distinct"
+
+    # -- solver queries (engine smt; split's SMT leaves): every query unsat proves the claim
+    def smt_queries(self, task: Task) -> Sequence[QueryPlan]:
+        """The solver questions, as plain plans."""
+        raise self._missing("smt_queries")
+
+    def build_query(self, task: Task, plan: QueryPlan, builder: Builder) -> Query:
+        """Encode one plan (inside a work unit): a ``symbolic.solve.Query``."""
+        raise self._missing("build_query")
+
+    def replay_query(self, task: Task, plan: QueryPlan, decoded: Any) -> Witness | None:
+        """The solver's decoded answer replayed on the interpreter: the witness, or None."""
+        raise self._missing("replay_query")
+
+    # -- engine architecture: a claim about every model of the spec's architecture class. The property asks
+    # (requests: Induction, SymmetryCheck, PairSearch, MemberSearch) and says what the answers mean; the engine
+    # runs every query and search, replays every member and builds the verdict.
+    def architecture_plan(self, task: Task) -> ArchitectureRequest | Conclusion:
+        """The first request, or an answer that needs none."""
+        raise self._missing("architecture_plan")
+
+    def conclude(
+        self, task: Task, request: ArchitectureRequest, answer: Any, deadline: Deadline
+    ) -> ArchitectureRequest | Conclusion:
+        """What ``answer`` (to ``request``) means: the next request or the conclusion. ``deadline`` bounds the
+        property's own evaluations on concrete models (the spec's model, a member's error over the domain)."""
+        raise self._missing("conclude")
+
+    def member_witness(self, task: Task, search: MemberSearch, member: Member) -> Witness | None:
+        """The witness of a member the solver chose (already run on the interpreter: ``member.trace``,
+        ``member.observed``), or None when it does not break the claim as the solver said (an engine bug)."""
+        raise self._missing("member_witness")
+
+    # -- engine counting: equivalence with a counter machine over count vectors
+    def counting_goal(self, task: Task) -> CountingGoal:
+        """The counter machine and what must agree (replayed with ``violation``)."""
+        raise self._missing("counting_goal")

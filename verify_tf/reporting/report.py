@@ -1,0 +1,211 @@
+"""Reports: the verdict table (rich), the JSON report, and the exit-code rule. Pure functions of verdicts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from .. import __version__
+from ..verdict import ERROR, PROVED, REFUTED, STATUSES, UNKNOWN, Verdict, exit_code
+
+STYLE = {"proved": "green", "refuted": "red", "unknown": "yellow", "error": "bold magenta"}
+REPORT_FORMAT = "verify-tf-report/1"
+
+
+def verdict_table(verdicts: Sequence[Verdict], expectations: Sequence[str | None], title: str | None = None) -> Table:
+    table = Table(title=title, show_lines=False, header_style="bold")
+    table.add_column("spec", overflow="fold")
+    table.add_column("property", overflow="fold")
+    table.add_column("engine")
+    table.add_column("verdict")
+    table.add_column("seconds", justify="right")
+    table.add_column("detail", overflow="fold", ratio=1)
+    for v, expect in zip(verdicts, expectations):
+        label = f"[{STYLE[v.status]}]{escape(v.label)}[/]"
+        if expect is not None:
+            label += " [dim](as expected)[/]" if v.status == expect else f" [bold red](expected {escape(expect)})[/]"
+        if v.cached:
+            label += " [dim](cached)[/]"
+        # every text from the spec or an engine is plain text, never markup: a label `outside [t_l, t_r]`
+        # or a hint `pip install 'verify-tf[certify]'` prints as written
+        spec = Text(Path(v.spec).name if v.spec else "")
+        table.add_row(spec, Text(v.property), Text(v.engine), label, f"{v.seconds:.2f}", Text(v.detail))
+    return table
+
+
+FAIL_ON = ("unknown", "refuted")
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a run came to: counts by verdict, and the verdicts that did not come out as their spec expects.
+
+    A verdict is *as expected* when it counts as proved (``outcome``): proved with no ``expect:``, or the verdict
+    ``expect:`` names. Everything else is *unexpected*, listed errors first, then refutations, then unknowns.
+    """
+
+    counts: dict[str, int]  # by verdict status, every status present (0 included)
+    as_expected: int
+    unexpected: tuple[tuple[Verdict, str | None], ...]  # (verdict, its expect), most serious first
+    specs: int
+    seconds: float
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def line(self) -> str:
+        """``122 properties in 81 specs, 412.3 s: 78 proved, 42 refuted, 2 unknown, 0 error; 118 as expected,
+        4 unexpected``."""
+        counts = ", ".join(f"{n} {status}" for status, n in self.counts.items())
+        properties = f"{self.total} propert{'y' if self.total == 1 else 'ies'}"
+        specs = f"{self.specs} spec{'' if self.specs == 1 else 's'}"
+        return (
+            f"{properties} in {specs}, {self.seconds:.1f} s: {counts}; "
+            f"{self.as_expected} as expected, {len(self.unexpected)} unexpected"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "counts": dict(self.counts),
+            "as_expected": self.as_expected,
+            "unexpected": [{"spec": v.spec, "index": v.index, "property": v.property} for v, _ in self.unexpected],
+            "seconds": round(self.seconds, 3),
+        }
+
+
+_SERIOUS = {ERROR: 0, REFUTED: 1, UNKNOWN: 2, PROVED: 3}
+
+
+def summarize(verdicts: Sequence[Verdict], expectations: Sequence[str | None], seconds: float) -> RunSummary:
+    counts = {status: 0 for status in STATUSES}
+    for v in verdicts:
+        counts[v.status] += 1
+    pairs = list(zip(verdicts, expectations))
+    unexpected = [(v, expect) for v, expect in pairs if outcome(v, expect) != PROVED]
+    unexpected.sort(key=lambda pair: _SERIOUS[outcome(*pair)])  # stable: spec order within each kind
+    return RunSummary(
+        counts=counts,
+        as_expected=len(pairs) - len(unexpected),
+        unexpected=tuple(unexpected),
+        specs=len({v.spec for v in verdicts}),
+        seconds=seconds,
+    )
+
+
+def describe_unexpected(verdict: Verdict, expect: str | None) -> str:
+    """One line per unexpected verdict: ``spec: property: refuted (expected proved): detail``."""
+    wanted = f" (expected {expect})" if expect is not None else ""
+    spec = Path(verdict.spec).name if verdict.spec else ""
+    return f"{spec}: {verdict.property}: {verdict.label}{wanted}: {verdict.detail}"
+
+
+def outcome(verdict: Verdict, expect: str | None) -> str:
+    """The status a verdict counts as once its property's ``expect`` is applied.
+
+    A verdict matching ``expect`` counts as proved; a definite verdict (proved/refuted) contradicting it counts
+    as refuted; unknown and error keep their own status (an unmet expectation is not a contradiction).
+    """
+    if expect is None:
+        return verdict.status
+    if verdict.status == expect:
+        return PROVED
+    if verdict.status in (PROVED, REFUTED):
+        return REFUTED
+    return verdict.status
+
+
+def combined_exit_code(
+    verdicts: Sequence[Verdict], expectations: Sequence[str | None], fail_on: str = "unknown"
+) -> int:
+    """Exit code over all verdicts: 0 all proved, 1 refuted, 3 unknown (nothing refuted), 4 error.
+
+    Statuses are taken after ``expect`` (see ``outcome``). ``fail_on`` names the weakest outcome that fails
+    the run: ``unknown`` (the default, the documented codes above) or ``refuted``, under which an unknown
+    verdict no longer fails the run (it exits 0 when nothing was refuted and nothing errored).
+    """
+    if fail_on not in FAIL_ON:
+        raise ValueError(f"fail_on must be one of {FAIL_ON}")
+    statuses = [outcome(v, expect) for v, expect in zip(verdicts, expectations)]
+    if fail_on == "refuted":
+        statuses = [PROVED if s == UNKNOWN else s for s in statuses]
+    return exit_code(statuses)
+
+
+def json_report(
+    verdicts: Sequence[Verdict],
+    expectations: Sequence[str | None],
+    fail_on: str = "unknown",
+    seconds: float | None = None,
+    folder: Path | None = None,
+) -> dict[str, Any]:
+    """The JSON report (format ``verify-tf-report/1``, documented in docs/cli.md).
+
+    Every result carries ``spec`` (as given), ``spec_resolved`` (absolute), ``spec_sha256`` and ``index`` (the
+    property's position in the spec), so ``verify-tf explain`` can re-load the spec and replay a witness. A
+    certificate's path is written relative to ``folder``, the report's own folder, where ``verify-tf audit``
+    resolves it (so a report moved with its certificates still audits).
+    ``summary`` is ``summarize``'s (``seconds``: the run's wall time; by default the properties' seconds added).
+    """
+    digests: dict[str, str | None] = {}
+    results = []
+    for v, expect in zip(verdicts, expectations):
+        entry = v.to_json()
+        certificate = entry["statistics"].get("certificate")
+        if folder is not None and isinstance(certificate, dict) and certificate.get("path"):
+            entry["statistics"]["certificate"] = {**certificate, "path": _relative(certificate["path"], folder)}
+        entry["expect"] = expect
+        entry["counts_as"] = outcome(v, expect)
+        if v.spec:
+            if v.spec not in digests:
+                digests[v.spec] = _sha256(Path(v.spec))
+            entry["spec_resolved"] = str(Path(v.spec).resolve())
+            entry["spec_sha256"] = digests[v.spec]
+        results.append(entry)
+    return {
+        "format": REPORT_FORMAT,
+        "tool": "verify-tf",
+        "version": __version__,
+        "fail_on": fail_on,
+        "exit_code": combined_exit_code(verdicts, expectations, fail_on),
+        "summary": summarize(verdicts, expectations, _run_seconds(verdicts, seconds)).to_json(),
+        "results": results,
+    }
+
+
+def _run_seconds(verdicts: Sequence[Verdict], seconds: float | None) -> float:
+    return seconds if seconds is not None else sum(v.seconds for v in verdicts)
+
+
+def _relative(path: str, folder: Path) -> str:
+    try:
+        return os.path.relpath(Path(path).resolve(), folder.resolve())
+    except ValueError:  # another drive (Windows): keep it absolute
+        return str(Path(path).resolve())
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def write_json(
+    path: str | Path,
+    verdicts: Sequence[Verdict],
+    expectations: Sequence[str | None],
+    fail_on: str = "unknown",
+    seconds: float | None = None,
+) -> None:
+    report = json_report(verdicts, expectations, fail_on, seconds, Path(path).parent)
+    Path(path).write_text(json.dumps(report, indent=2, default=str) + "\n")
