@@ -48,8 +48,8 @@ from verify_tf.bounds import Cube, cube_bounds
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.builders.yun import yun_contextual_mapping
 from verify_tf.domain import GridDomain
-from verify_tf.engines import split
 from verify_tf.engines.base import Run
+from verify_tf.engines.split import driver as split
 from verify_tf.engines.split.bounder import Bounder
 from verify_tf.engines.split.cubes import roots
 from verify_tf.executors import InProcess
