@@ -91,13 +91,19 @@ def test_driver_leaves_partition_the_domain_with_bounds_closing_cubes():
 def test_leaves_partition_a_softmax_domain_closed_by_the_linear_domain_and_adaptive_leaves():
     """The same count with the linear domain bounding (a softmax model, fixed 16/8) and the adaptive policy free to
     enumerate: 6,561 inputs (9^2 tokens, length 2), each in exactly one closed leaf; bounds close some cubes (the
-    true readout range, computed here on every input, lies well inside ±(max|q| + 2))."""
+    true readout range, computed here on every input by the batched evaluator, which agrees with the interpreter
+    bit for bit (tests/test_batched_*; the interpreter took 8 CPU s here), lies well inside ±(max|q| + 2))."""
+    from verify_tf.batched import BatchedEvaluator
+
     model = random_model(
         RandomConfig(seed=5, width=2, layers=2, ffn_width=2, scoring="softmax", weight_range=F(1), denominator=4)
     )
     domain = GridDomain.regular(2, F(1, 4), 2, lo=F(-1), hi=F(1))  # 81 tokens, 6,561 inputs
     arith = Fixed(16, 8)
-    top = max(abs(q) for x in domain.inputs() for q in evaluate(model, arith, x).readout)
+    space = InputSpace(domain)
+    evaluator = BatchedEvaluator(model, arith, space.tokens, backend="numpy", device="cpu")
+    values = evaluator.values(next(space.chunks(space.count())).rows, "readout")
+    top = F(int(abs(values.numerators).max()), values.den)
     for limits in (split.Limits(enumerate_at=1, adaptive=False, batch=32), split.Limits(batch=32)):
         tally = split.Tally(leaves=[])
         result = run_split(model, arith, domain, "output-bounds", {"lo": -top - 2, "hi": top + 2}, limits, tally)
@@ -112,10 +118,15 @@ def test_leaves_partition_a_softmax_domain_closed_by_the_linear_domain_and_adapt
 def test_statistics_count_cubes_by_how_they_closed():
     """Every closed cube is counted once under the way it closed, the bounded cubes include those bounds closed,
     and the bound time per cube is reported (a softmax model: the linear domain)."""
+    from verify_tf.batched import BatchedEvaluator
+
     model = random_model(RandomConfig(seed=2, width=2, layers=1, heads=2, ffn_width=2, scoring="softmax"))
     domain = GridDomain(2, (F(-1), F(0), F(1)), 3)  # 729 inputs
     arith = Fixed(12, 4)
-    top = max(abs(q) for x in domain.inputs() for q in evaluate(model, arith, x).readout)
+    space = InputSpace(domain)
+    evaluator = BatchedEvaluator(model, arith, space.tokens, backend="numpy", device="cpu")  # = the interpreter
+    values = evaluator.values(next(space.chunks(729)).rows, "readout")
+    top = F(int(abs(values.numerators).max()), values.den)
     tally = split.Tally(leaves=[])
     limits = split.Limits(enumerate_at=2, adaptive=False, batch=8)
     result = run_split(model, arith, domain, "output-bounds", {"lo": -top - 1, "hi": top + 1}, limits, tally)
@@ -129,8 +140,9 @@ def test_statistics_count_cubes_by_how_they_closed():
 
 def test_a_failing_bound_is_refuted_by_the_attack_on_the_corners():
     """The bench's 4-head softmax model (fixed 16/8, 49 tokens) at length 3 (117,649 inputs): the largest readout,
-    computed here on every input by the interpreter, minus 2^-8 is refuted at once by a corner of a cube under its
-    linear bound; the witness is replayed (its value exceeds the bound)."""
+    computed here on every input by the batched evaluator, minus 2^-8 is refuted at once by a corner of a cube under its
+    linear bound; the witness is replayed (its value exceeds the bound). The adaptive leaves are off: their choices
+    follow measured CPU rates, and this test's path must not depend on the machine."""
     model = random_model(
         RandomConfig(
             seed=7, width=2, layers=2, heads=4, ffn_width=4, scoring="softmax", weight_range=F(1), denominator=4
@@ -145,7 +157,7 @@ def test_a_failing_bound_is_refuted_by_the_attack_on_the_corners():
     values = evaluator.values(next(space.chunks(space.count())).rows, "readout")
     top = F(int(values.numerators.max()), values.den)
     bound = top - F(1, 256)
-    result = run_split(model, arith, domain, "output-bounds", {"hi": bound}, split.Limits())
+    result = run_split(model, arith, domain, "output-bounds", {"hi": bound}, split.Limits(adaptive=False))
     assert result.status == "refuted"
     assert F(result.counterexample["value"]) > bound
     assert result.statistics["refuted_by"] == "a corner of the cube under its linear bound violates the property"
