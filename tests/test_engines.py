@@ -4,6 +4,7 @@ docs/architecture.md is installed as a real engine and checked against ``interpr
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 import subprocess
@@ -115,3 +116,60 @@ def test_the_add_an_engine_example_is_discovered_and_agrees_with_interpret(brute
     refuted, reference = _run(broken, "brute"), _run(broken, "interpret")
     assert refuted.status == reference.status == "refuted"
     assert refuted.counterexample["input"] == reference.counterexample["input"]  # the least input, replayed
+
+
+# ---------------------------------------------------------------- certificates: kinds from the cards, evidence
+
+
+def test_the_kinds_of_certificate_come_from_the_cards():
+    """Audit refuses a certificate of a kind its engine's proofs do not get; the table is the engines' cards (the
+    kinds below are the ones certify's own table held before the cards did)."""
+    from verify_tf.certify import certificate_kinds
+
+    assert {name: load(name).certificates for name in names()} == {
+        "architecture": ("smt", "conclusion"),
+        "counting": ("counting",),
+        "enumerate": ("exhaustive",),
+        "interpret": ("exhaustive",),
+        "search": (),  # evidence, never a proof
+        "smt": ("smt",),
+        "split": ("split",),
+    }
+    assert certificate_kinds("smt") == ("smt",) and certificate_kinds("no-such") == ()
+    # only smt derives its queries without solving them; the others are run again by audit
+    assert [name for name in names() if load(name).derive_queries is not None] == ["smt"]
+
+
+def test_a_card_with_an_unknown_kind_of_certificate_is_refused(engines_folder):
+    (engines_folder / "odd").mkdir()
+    card = "ENGINE = 'odd'\nCERTIFICATES = ('smt', 'trust-me')\n\ndef check(task, run):\n    pass\n"
+    (engines_folder / "odd" / "__init__.py").write_text(card)
+    registry.names.cache_clear()
+    with pytest.raises(registry.NotAnEngine, match=r"odd\.CERTIFICATES: kinds of certificate are smt, conclusion"):
+        load("odd")
+
+
+@pytest.mark.parametrize("engine", ["interpret", "enumerate", "smt"])
+def test_certify_evidence_is_a_field_of_the_verdict_never_a_statistic(engine):
+    """--certify changes nothing a report shows: the statistics are the same with and without it, the evidence
+    is the verdict's ``evidence`` and never written (to_json). 27 inputs: 3 values at 3 positions."""
+    from verify_tf.engines.scan import combined_digest
+    from verify_tf.verdict import Verdict
+
+    model = one_layer(head(q=1, k=1, v=1, scoring="hardmax", causal=True))
+    domain = GridDomain(1, (F(0), F(1), F(2)), 3)
+    checked = task(model, Exact(), domain, "output-bounds", {"lo": -10, "hi": 10})
+    plain = _run(checked, engine)
+    certified = _run(dataclasses.replace(checked, settings=dataclasses.replace(checked.settings, certify=True)), engine)
+    assert plain.status == certified.status == "proved" and plain.evidence is None
+    assert plain.statistics.keys() == certified.statistics.keys()  # (z3's own counters vary from run to run)
+    assert engine == "smt" or plain.statistics == certified.statistics
+    evidence = certified.evidence
+    if engine == "smt":
+        assert evidence.kind == "smt" and evidence.queries and all(q["answer"] == "unsat" for q in evidence.queries)
+        assert all(q["smt2"].startswith("(") for q in evidence.queries) and not evidence.chunks
+    else:
+        assert evidence.kind == "exhaustive" and sum(b - a for a, b, _ in evidence.chunks) == 27
+        assert evidence.outputs_sha256 == combined_digest(evidence.chunks) and not evidence.queries
+    written = certified.to_json()
+    assert "evidence" not in written and Verdict.from_json(written).evidence is None

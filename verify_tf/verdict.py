@@ -1,10 +1,15 @@
 """Verdicts: the plain-data result of checking one property. Engines and properties return these; only the
 CLI prints them. JSON-ready: exact numbers are written as strings ("3/4"), never as floats.
+
+Under ``--certify`` a proof also carries its ``Evidence``: what the engine kept for the certificate
+(``verify_tf.certify`` reads it). Evidence is the certificate's raw material, not a result: it is never written
+to a report or the proof cache (the certificate's summary is, as ``statistics["certificate"]``).
 """
 
 from __future__ import annotations
 
 import builtins
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -13,6 +18,29 @@ STATUSES = (PROVED, REFUTED, UNKNOWN, ERROR)
 
 # CLI exit codes (documented in the README and docs/cli.md)
 EXIT_PROVED, EXIT_REFUTED, EXIT_INPUT_ERROR, EXIT_UNKNOWN, EXIT_INTERNAL = 0, 1, 2, 3, 4
+# an interrupt is none of the verdicts: the shell's codes for a run ended by SIGINT (130) or SIGTERM (143)
+EXIT_INTERRUPTED = {2: 130, 15: 143}  # keyed by signal number (SIGINT = 2, SIGTERM = 15 on every POSIX system)
+INTERRUPTED = "interrupted"  # the method of a verdict that an interrupt kept from finishing: "unknown (interrupted)"
+
+
+# the kinds of certificate (``verify_tf.certify``): which evidence a proof keeps; an engine's card lists the kinds
+# its proofs get (``CERTIFICATES``; audit refuses a certificate of another kind for that engine)
+CERTIFICATE_KINDS = ("smt", "conclusion", "counting", "exhaustive", "split")
+
+
+@dataclass
+class Evidence:
+    """What an engine keeps, under ``--certify``, for the certificate of a proof (its ``kind`` says which)."""
+
+    kind: str  # CERTIFICATE_KINDS
+    queries: list[dict[str, Any]] = field(default_factory=list)  # every solver query asked: {"name", "smt2", "answer"}
+    chunks: list[tuple[int, int, str]] = field(default_factory=list)  # exhaustive: (start, stop, digest) per chunk
+    outputs_sha256: str = ""  # exhaustive: the digest of every evaluated output, in input order (over ``chunks``)
+    covered: dict[str, Any] | None = None  # counting: what the exploration covered (certify.counting)
+
+    def __post_init__(self) -> None:
+        if self.kind not in CERTIFICATE_KINDS:
+            raise ValueError(f"unknown kind of evidence {self.kind!r}")
 
 
 @dataclass
@@ -32,6 +60,7 @@ class Verdict:
     kind: str = ""  # the property's registry name (e.g. "position-blind"), whatever the spec calls it
     auto: dict[str, Any] | None = None  # engine auto: what ran before the chosen engine, and why it was chosen
     traceback: str = ""  # an error's traceback (the worker's, for a work unit that failed)
+    evidence: Evidence | None = field(default=None, repr=False)  # --certify: for the certificate; never written
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -44,7 +73,8 @@ class Verdict:
         return f"{self.status} ({self.method})" if self.method else self.status
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = asdict(dataclasses.replace(self, evidence=None))
+        del data["evidence"]
         data["verdict"] = data.pop("status")
         for optional in ("auto", "traceback"):  # only where they say something
             if not data[optional]:

@@ -1,11 +1,13 @@
 """Certificates for ``proved`` verdicts (``verify-tf check --certify DIR``) and their re-check (``verify-tf audit``).
 
 ``certify(spec, prop, task, verdict, directory, timeout)`` is called by the runner, once, after a property is
-proved. It reads what the engine kept in the verdict's statistics under ``--certify``
-(``engines.base.CERTIFY_QUERIES``: every solver query; ``OUTPUTS_DIGEST`` and the chunk digests of an exhaustive
-run), writes a folder per property (``certificate.json``, each query as ``query-K.smt2``, each LRAT proof as
-``query-K.lrat.gz``) and puts a summary in ``verdict.statistics["certificate"]``: the file, its sha256, every
-check with the tool and version that made it, and whether the evidence is complete. A check that could not run
+proved. It reads what the engine kept for it under ``--certify``, the verdict's ``evidence``
+(``verdict.Evidence``: its kind, every solver query, the chunk digests of an exhaustive run, what the counting
+exploration covered), and what the verdict reports (its statistics); it writes a folder per property
+(``certificate.json``, each query as ``query-K.smt2``, each LRAT proof as ``query-K.lrat.gz``) and puts a
+summary in ``verdict.statistics["certificate"]``: the file, its sha256, every check with the tool and version
+that made it, and whether the evidence is complete. Which kinds of certificate an engine's proofs get is its
+card's ``CERTIFICATES`` (``verify_tf.engines``); nothing here names an engine. A check that could not run
 within the budget is recorded as such (``ok: null`` with the reason), never dropped. The certificate is bound to
 what it proves: its ``subject`` (``certify.subject``: digests of the spec text, the model as loaded, the
 arithmetic, the domain, the property and its options) and the tool and solver ``versions``.
@@ -24,10 +26,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..engines.base import CERTIFY_COUNTING, CERTIFY_QUERIES, OUTPUTS_DIGEST, Progress, ProgressEvent, Task, no_progress
-from ..engines.scan import CERTIFY_CHUNKS
+from .. import engines
+from ..engines.base import Progress, ProgressEvent, Task, no_progress
 from ..fingerprint import tool_versions
-from ..verdict import PROVED, Verdict
+from ..verdict import PROVED, Evidence, Verdict
 from ..work import Deadline, Executor
 from .conclusion import conclusion_checks
 from .counting import counting_evidence, recheck_counting
@@ -41,16 +43,7 @@ FORMAT = "verify-tf-certificate/2"
 # the two kinds of SMT evidence run side by side (cvc5 here, CaDiCaL in a child process), each within this
 # many times the proof's own time, so that certifying costs at most about ten times proving (docs/trust.md)
 BUDGET_FACTOR = 8.0
-BUDGET_FLOOR = 30.0
-# the kinds of certificate each engine's proofs get (a certificate of another kind for its engine fails audit)
-KINDS = {
-    "smt": ("smt",),
-    "architecture": ("smt", "conclusion"),
-    "counting": ("counting",),
-    "split": ("split",),
-    "interpret": ("exhaustive",),
-    "enumerate": ("exhaustive",),
-}
+BUDGET_FLOOR = 60.0
 TRUSTED = {
     "smt": [
         "the encoder (verify_tf.symbolic): the query says what the property means",
@@ -106,16 +99,15 @@ def evidence_budget(timeout: float, proof_seconds: float) -> float:
 def certify(
     spec, prop, task: Task, verdict: Verdict, directory: Path, timeout: float, progress: Progress = no_progress
 ) -> None:
-    """Attach a certificate to ``verdict`` in place (see the module docstring); drops the engine's raw material
-    from the statistics whatever the verdict. ``spec`` and ``prop`` are the loaded spec and property; the
-    evidence's budget comes from ``timeout`` and the proof's time (``evidence_budget``). ``progress`` hears
-    ``CERTIFYING`` with the queries done."""
-    seconds = evidence_budget(timeout, verdict.seconds)
-    queries = verdict.statistics.pop(CERTIFY_QUERIES, None)
-    chunks = verdict.statistics.pop(CERTIFY_CHUNKS, None)
-    covered = verdict.statistics.pop(CERTIFY_COUNTING, None)
+    """Attach a certificate to a proved ``verdict`` in place (see the module docstring); nothing for any other
+    verdict. ``spec`` and ``prop`` are the loaded spec and property; the evidence's budget comes from
+    ``timeout`` and the proof's time (``evidence_budget``). ``progress`` hears ``CERTIFYING`` with the queries
+    done."""
     if verdict.status != PROVED:
         return
+    seconds = evidence_budget(timeout, verdict.seconds)
+    evidence = verdict.evidence
+    queries = evidence.queries if evidence is not None else []
     progress(ProgressEvent("certify", CERTIFYING, 0, len(queries) if queries else None, "queries"))
     start = time.perf_counter()
     folder = directory / slug(verdict)
@@ -127,25 +119,10 @@ def certify(
         "method": verdict.method,
         "evidence_budget_seconds": round(seconds, 3),
     }
-    if covered is not None:  # engine counting: its exploration, and for every length its induction queries
-        body.update(counting_evidence(task, covered, task.settings.seed))
-        body["trusted"] = TRUSTED["counting"]
-        if queries is not None:
-            body["queries"] = _smt_certificate(queries, folder, seconds, progress)["queries"]
-    elif queries:
-        body.update(_smt_certificate(queries, folder, seconds, progress))
-        if not any(q.get("z3_answer") == "unsat" for q in body["queries"]):
-            body["checks"] = conclusion_checks(task, verdict.statistics)
-    elif queries is not None:  # a proof that asked no solver query: its conclusion is what can be re-checked
-        body.update(kind="conclusion", queries=[], checks=conclusion_checks(task, verdict.statistics))
-    elif verdict.engine == "split":  # before the exhaustive case: split's enumeration leaves keep no digest
-        body.update(split_evidence(task, verdict.statistics, task.settings.seed), space=space_record(task))
-        body["trusted"] = TRUSTED["split"]
-    elif verdict.statistics.get(OUTPUTS_DIGEST) is not None:
-        body.update(exhaustive_evidence(task, {**verdict.statistics, CERTIFY_CHUNKS: chunks or []}, task.settings.seed))
-        body.update(space=space_record(task), trusted=TRUSTED["exhaustive"])
-    else:
+    if evidence is None:
         body.update(kind="none", checks=[], note=f"no certificate for {verdict.engine} ({verdict.method}) proofs")
+    else:
+        body.update(_evidence_body(task, verdict, evidence, folder, seconds, progress))
     checks = [c for c in body.get("checks", [])] + [c for q in body.get("queries", []) for c in q["evidence"]]
     body["complete"] = bool(checks) and all(c["ok"] is True for c in checks) and body.get("kind") != "none"
     body["failed"] = any(c["ok"] is False for c in checks)
@@ -164,6 +141,32 @@ def certify(
         "checked_by": checked_by,
         "not_checked": partial[:20],
         "seconds": body["seconds"],
+    }
+
+
+def _evidence_body(
+    task: Task, verdict: Verdict, evidence: Evidence, folder: Path, seconds: float, progress: Progress
+) -> dict:
+    """The certificate's evidence for a proof, by the kind of evidence the engine kept."""
+    seed, statistics = task.settings.seed, verdict.statistics
+    if evidence.kind == "counting":  # its exploration, and for every length its induction queries
+        body = {**counting_evidence(task, evidence.covered or {}, seed), "trusted": TRUSTED["counting"]}
+        if evidence.queries:
+            body["queries"] = _smt_certificate(evidence.queries, folder, seconds, progress)["queries"]
+        return body
+    if evidence.kind == "smt":
+        body = _smt_certificate(evidence.queries, folder, seconds, progress)
+        if not any(q.get("z3_answer") == "unsat" for q in body["queries"]):
+            body["checks"] = conclusion_checks(task, statistics)
+        return body
+    if evidence.kind == "conclusion":  # a proof that asked no solver query: its conclusion is what is re-checked
+        return {"kind": "conclusion", "queries": [], "checks": conclusion_checks(task, statistics)}
+    if evidence.kind == "split":  # the closed cubes' cover, from the statistics
+        return {**split_evidence(task, statistics, seed), "space": space_record(task), "trusted": TRUSTED["split"]}
+    return {  # exhaustive
+        **exhaustive_evidence(task, statistics, evidence, seed),
+        "space": space_record(task),
+        "trusted": TRUSTED["exhaustive"],
     }
 
 
@@ -212,6 +215,12 @@ def _smt_certificate(queries: list[dict], folder: Path, seconds: float, progress
     return {"kind": "smt", "queries": out, "trusted": TRUSTED["smt"]}
 
 
+def certificate_kinds(engine: str) -> tuple[str, ...]:
+    """The kinds of certificate ``engine``'s proofs get (its card's ``CERTIFICATES``); none for a name that is
+    no engine (a report may name anything)."""
+    return engines.load(engine).certificates if engine in engines.names() else ()
+
+
 @dataclass
 class Recheck:
     """What re-checking one certificate found: problems (it fails), partial evidence, and notes."""
@@ -250,8 +259,9 @@ def recheck(
         return out
     kind, engine = body.get("kind"), subject["engine"]
     out.problems += differences(body.get("subject"), subject)
-    if kind not in KINDS.get(engine, ()):
-        allowed = " or ".join(KINDS.get(engine, ())) or "none (this engine's proofs have no certificate)"
+    kinds = certificate_kinds(engine)
+    if kind not in kinds:
+        allowed = " or ".join(kinds) or "none (this engine's proofs have no certificate)"
         out.problems.append(f"a certificate of kind {kind!r} for a proof by engine {engine!r} (expected {allowed})")
     if out.problems:
         return out

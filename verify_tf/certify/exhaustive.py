@@ -19,11 +19,11 @@ from fractions import Fraction
 from typing import Any
 
 from ..contract import DISTINCT_VALUES, Task
-from ..engines.base import OUTPUTS_DIGEST
 from ..engines.evaluators import Evaluators
-from ..engines.scan import CERTIFY_CHUNKS, combined_digest, fractions_digest
+from ..engines.scan import combined_digest, fractions_digest
 from ..semantics import evaluate
 from ..spaces import InputSpace
+from ..verdict import Evidence
 
 SAMPLE = 1000  # inputs re-evaluated on the interpreter (all of them when the space is smaller)
 # of which the property's own interpreter check is re-run on a spread of this many: it can cost far more than
@@ -130,17 +130,19 @@ def batched_outputs(task: Task, rows: list[tuple]) -> list[list[Fraction]] | str
         return f"the batched evaluator cannot run this model exactly: {exc}"
 
 
-def exhaustive_evidence(task: Task, verdict_statistics: dict[str, Any], seed: int) -> dict:
+def exhaustive_evidence(task: Task, statistics: dict[str, Any], evidence: Evidence, seed: int) -> dict:
+    """The certificate of an exhaustive proof: the domain counted two ways against the inputs the run reports
+    (``statistics``), the chunk digests it kept (``evidence``) combined again, a seeded sample re-evaluated."""
     space = space_of(task)
     vocabulary = len(space.tokens)
     closed = closed_form_size(vocabulary, space.lengths, space.order, space.distinct)
     listed = listed_size(vocabulary, space.lengths, space.order, space.distinct)
-    evaluated = verdict_statistics.get("inputs_checked", verdict_statistics.get("inputs_evaluated"))
-    chunks = [list(c) for c in verdict_statistics.get(CERTIFY_CHUNKS, [])]
+    evaluated = statistics.get("inputs_checked", statistics.get("inputs_evaluated"))
+    chunks: list[list[Any]] = [list(c) for c in evidence.chunks]
     covered = sum(b - a for a, b, _ in chunks)
     count_ok = closed == evaluated == covered == space.count() and (listed is None or listed == closed)
-    digest = verdict_statistics.get(OUTPUTS_DIGEST)
-    digest_ok = digest is not None and combined_digest([tuple(c) for c in chunks]) == digest
+    digest = evidence.outputs_sha256
+    digest_ok = bool(digest) and combined_digest([tuple(c) for c in chunks]) == digest
     indices = sample_indices(closed, seed)
     outputs, violations, rows = reevaluate(task, indices)
     batched = batched_outputs(task, rows)

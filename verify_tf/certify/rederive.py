@@ -3,13 +3,13 @@
 A query that is unsat proves nothing about the property unless it is the property's query. ``verify-tf audit``
 therefore re-derives every query a certificate holds and compares digests:
 
-* engine ``smt``: each query is re-encoded by the property's ``build_query`` through the encoder
-  (``engines.smt.encoded_queries``: never solved), in the property's order, and the names, the count and the
-  SHA-256 of each SMT-LIB text must equal the certificate's;
-* engines ``architecture`` and ``counting``: which queries are asked depends on the engine's own search (the
-  induction's lengths, a pair of words, the refinement rounds of an invariant), so the engine is run again on
-  the re-loaded spec and the queries it asks (name, text digest, z3's answer) must equal the certificate's;
-  the counting exploration's coverage (strings per length, states) too;
+* an engine whose card has ``derive_queries`` (``smt``): each query is re-encoded by the property's
+  ``build_query`` through the encoder (never solved), in the property's order, and the names, the count and
+  the SHA-256 of each SMT-LIB text must equal the certificate's;
+* any other engine with query evidence (``architecture``, ``counting``): which queries are asked depends on the
+  engine's own search (the induction's lengths, a pair of words, the refinement rounds of an invariant), so the
+  engine is run again on the re-loaded spec and the queries it asks (name, text digest, z3's answer) must equal
+  the certificate's; the counting exploration's coverage (strings per length, states) too;
 * exhaustive and ``split`` proofs: the input space (order, lengths, vocabulary, distinctness, size) is
   re-derived from the spec's domain and must equal the one the certificate records.
 
@@ -21,15 +21,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..engines import architecture, counting
-from ..engines.base import CERTIFY_COUNTING, CERTIFY_QUERIES, Run, Task
-from ..engines.smt.driver import encoded_queries
+from .. import engines
+from ..engines.base import Run, Task
 from ..verdict import PROVED
 from ..work import Deadline, Executor
 from .exhaustive import closed_form_size, space_of
 from .smt import sha256
-
-RERUN = {"architecture": architecture.check, "counting": counting.check}
 
 
 def space_record(task: Task) -> dict[str, Any]:
@@ -66,14 +63,17 @@ def _asked(queries: list[dict]) -> list[tuple[str, str | None, str]]:
 
 
 def query_differences(task: Task, engine: str, body: dict, seconds: float, executor: Executor) -> list[str]:
-    """Re-derive the queries (and for the counting engine its coverage) and compare them with the certificate."""
+    """Re-derive the queries (and an exploration's coverage) and compare them with the certificate."""
     deadline = Deadline(seconds)
     extra: list[str] = []
     derived: list[tuple[str, str | None, str]]
-    if engine == "smt":
-        derived = [(name, sha256(text), "unsat") for name, text in encoded_queries(task, deadline)]
-    elif engine in RERUN:
-        rerun = RERUN[engine](
+    card = engines.load(engine) if engine in engines.names() else None
+    if card is None:
+        return [f"no query re-derivation for engine {engine!r}"]
+    if card.derive_queries is not None:
+        derived = [(name, sha256(text), "unsat") for name, text in card.derive_queries(task, deadline)]
+    else:  # the engine's own search decides its queries: run it again
+        rerun = card.check(
             dataclasses.replace(task, settings=dataclasses.replace(task.settings, certify=True)),
             Run(executor, deadline),
         )
@@ -82,12 +82,10 @@ def query_differences(task: Task, engine: str, body: dict, seconds: float, execu
                 f"re-deriving the queries: the {engine} engine answers {rerun.status} now ({rerun.detail}); "
                 "with a larger --timeout it may re-derive them"
             ]
-        derived = _asked(rerun.statistics.get(CERTIFY_QUERIES) or [])
-        covered = rerun.statistics.get(CERTIFY_COUNTING)
-        if covered is not None:
-            extra = _coverage_differences(covered, body)
-    else:
-        return [f"no query re-derivation for engine {engine!r}"]
+        evidence = rerun.evidence
+        derived = _asked(evidence.queries if evidence is not None else [])
+        if evidence is not None and evidence.covered is not None:
+            extra = _coverage_differences(evidence.covered, body)
     return _compare(derived, recorded_queries(body)) + extra
 
 

@@ -5,7 +5,12 @@ An engine is a package ``verify_tf/engines/<name>/`` whose ``__init__.py`` is it
 * ``ENGINE = "<name>"`` (the package's own name);
 * ``check(task: Task, run: Run) -> Verdict``: the driver (``engines.base`` has ``Run`` and the verdict helpers);
 * optionally ``ROLE`` and ``predict(task, estimate) -> Prediction`` (``engines.cost``): how ``engine: auto``
-  may use it and, for an exhaustive engine, how long a complete run would take.
+  may use it and, for an exhaustive engine, how long a complete run would take;
+* optionally ``CERTIFICATES``, the kinds of certificate its proofs get (``verdict.CERTIFICATE_KINDS``; its
+  driver fills the proof's ``verdict.Evidence`` under ``--certify``, ``verify_tf.certify`` writes it, and audit
+  refuses a certificate of another kind for this engine), and ``derive_queries(task, deadline)``, the queries
+  a proof asks derived without solving them (for audit; an engine with query evidence and no such hook is run
+  again to re-derive them).
 
 Dropping such a folder here is all it takes: spec validation, ``--engine``, ``auto``'s candidates and the
 import contract that keeps engines independent all derive from ``names()`` (docs/architecture.md, "Add an
@@ -24,9 +29,12 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
+from ..verdict import CERTIFICATE_KINDS
+
 if TYPE_CHECKING:
     from ..contract import Task
     from ..verdict import Verdict
+    from ..work import Deadline
     from .base import Run
     from .cost import Estimate, Prediction
 
@@ -39,6 +47,8 @@ class Engine:
     check: Callable[[Task, Run], Verdict]
     role: str | None = None  # engines.cost.ROLES; None: auto runs it only when it is the property's only engine
     predict: Callable[[Task, Estimate], Prediction] | None = None
+    certificates: tuple[str, ...] = ()  # the kinds of certificate its proofs get; none: its proofs get none
+    derive_queries: Callable[[Task, Deadline], list[tuple[str, str]]] | None = None  # (name, SMT-LIB text)
 
 
 class NotAnEngine(ImportError):
@@ -63,4 +73,7 @@ def load(name: str) -> Engine:
     if declared != name or not callable(check):
         raise NotAnEngine(f"{card.__name__} must define ENGINE = {name!r} and check(task, run)")
     role, predict = getattr(card, "ROLE", None), getattr(card, "predict", None)
-    return Engine(name, check, role, predict)
+    certificates = tuple(getattr(card, "CERTIFICATES", ()))
+    if not set(certificates) <= set(CERTIFICATE_KINDS):
+        raise NotAnEngine(f"{card.__name__}.CERTIFICATES: kinds of certificate are {', '.join(CERTIFICATE_KINDS)}")
+    return Engine(name, check, role, predict, certificates, getattr(card, "derive_queries", None))

@@ -27,14 +27,9 @@ from ..contract import (
     Witness as Witness,
 )
 from ..ir import Token
-from ..verdict import ERROR, PROVED, REFUTED, UNKNOWN, Verdict
+from ..verdict import ERROR, PROVED, REFUTED, UNKNOWN, Evidence, Verdict
 from ..witness import ReplayMismatch
 from ..work import Deadline, Executor, UnitError
-
-# Statistics keys the certificate module (verify_tf/certify) reads and removes before the report is written
-CERTIFY_QUERIES = "certify_queries"  # [{"name", "smt2", "answer"}]: every solver query a proof asked
-CERTIFY_COUNTING = "certify_counting"  # engine counting: what its exploration covered (certify.counting)
-OUTPUTS_DIGEST = "outputs_sha256"  # exhaustive runs: sha256 over the evaluated outputs, in input order
 
 
 @dataclass(frozen=True)
@@ -77,6 +72,7 @@ def verdict(
     statistics: dict[str, Any] | None = None,
     tried: Sequence[str] = (),
     traceback: str = "",
+    evidence: Evidence | None = None,
 ) -> Verdict:
     return Verdict(
         task.label,
@@ -92,13 +88,21 @@ def verdict(
         index=task.index,
         kind=task.prop.name,
         traceback=traceback,
+        evidence=evidence,
     )
 
 
 def proved(
-    task: Task, run: Run, engine: str, method: str, detail: str, statistics: dict[str, Any] | None = None
+    task: Task,
+    run: Run,
+    engine: str,
+    method: str,
+    detail: str,
+    statistics: dict[str, Any] | None = None,
+    evidence: Evidence | None = None,
 ) -> Verdict:
-    return verdict(task, run, PROVED, engine, method=method, detail=detail, statistics=statistics)
+    """Verdict ``proved``; ``evidence``: what the proof keeps for its certificate (``--certify`` only)."""
+    return verdict(task, run, PROVED, engine, method=method, detail=detail, statistics=statistics, evidence=evidence)
 
 
 def refuted(

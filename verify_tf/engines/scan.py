@@ -29,9 +29,9 @@ import numpy as np
 from ..contract import Task
 from ..numbers import fmt
 from ..spaces import InputSpace
-from ..verdict import Verdict
+from ..verdict import Evidence, Verdict
 from ..work import CONTINUE, STOP, STOP_AFTER, WorkUnit, iter_chunks, schedule
-from .base import OUTPUTS_DIGEST, ProgressEvent, Run, proved, refuted, replayed, unit_failed, unknown
+from .base import ProgressEvent, Run, proved, refuted, replayed, unit_failed, unknown
 from .runs import Closest, ClosestPair, RunStore, SortedRun, merged, sorted_run
 
 SCAN_MEMORY = 256 << 20  # bytes of sorted runs held in memory before they are spilled to disk
@@ -52,10 +52,6 @@ class ChunkResult:
     measures: dict[str, tuple[Fraction, int]] = field(default_factory=dict)  # name -> (extreme, input index)
     note: str = ""
     digests: list[Any] = field(default_factory=list)  # with --certify: (start, stop, outputs_digest) per piece
-
-
-# Where the chunk digests of an exhaustive run go for the certificate (popped before the report is written)
-CERTIFY_CHUNKS = "certify_chunks"
 
 
 def outputs_digest(numerators: Any, den: int) -> str:
@@ -129,8 +125,9 @@ def first_violation(
     evaluate_chunk: Callable[..., Any],
     size: int,
     extra: tuple[Any, ...] = (),
-) -> tuple[ChunkResult | None, dict[str, Any], Any]:
-    """Scan ``space`` in chunks of ``size``; (the least violating chunk result or None, statistics, schedule).
+) -> tuple[ChunkResult | None, dict[str, Any], Any, Evidence | None]:
+    """Scan ``space`` in chunks of ``size``; (the least violating chunk result or None, statistics, schedule,
+    with ``--certify`` and a complete scan the evidence: every chunk's outputs digest).
 
     ``evaluate_chunk(task, space, start, stop, *extra, deadline=, cancelled=) -> ChunkResult`` is the engine's
     unit function (module-level, so it can run in other processes).
@@ -191,10 +188,13 @@ def first_violation(
         and not summary.cancelled
     )
     stats["complete"] = complete
-    if task.settings.certify and complete:
-        stats[OUTPUTS_DIGEST] = combined_digest(chunks)
-        stats[CERTIFY_CHUNKS] = sorted(chunks)
-    return best, stats, summary
+    evidence = exhaustive_evidence(chunks) if task.settings.certify and complete else None
+    return best, stats, summary, evidence
+
+
+def exhaustive_evidence(chunks: list[tuple[int, int, str]]) -> Evidence:
+    """What an exhaustive proof keeps for its certificate: each chunk's digest and their combined digest."""
+    return Evidence("exhaustive", chunks=sorted(chunks), outputs_sha256=combined_digest(chunks))
 
 
 def check_each_input(
@@ -213,7 +213,7 @@ def check_each_input(
         if witness is not None:
             return refuted(task, run, engine, "candidate", witness, {"candidate": True})
     space = prop.input_space(task)
-    found, stats, summary = first_violation(task, run, space, engine, evaluate_chunk, size, extra)
+    found, stats, summary, evidence = first_violation(task, run, space, engine, evaluate_chunk, size, extra)
     if found is not None and found.violation is not None:
         tokens = space.decode(space.rows(found.violation, found.violation + 1)[0][0])
         witness = replayed(task, tokens, found.claim or f"a violation at input {found.violation}")
@@ -231,7 +231,7 @@ def check_each_input(
         f"all {stats['space_size']} inputs" if space.order == "all" and space.only_lengths is None else space.describe()
     )
     text = task.prop.describe_proof(task, engine, default, stats)
-    return proved(task, run, engine, method, text, stats)
+    return proved(task, run, engine, method, text, stats, evidence)
 
 
 def minimise(
@@ -248,7 +248,7 @@ def minimise(
     space = task.prop.preceding(task, witness)
     if space is None or space.count() == 0 or run.deadline.expired():
         return witness
-    found, inner, _ = first_violation(task, run, space, engine, evaluate_chunk, size, extra)
+    found, inner, _, _ = first_violation(task, run, space, engine, evaluate_chunk, size, extra)
     stats["minimisation"] = {
         "space": space.describe(),
         "inputs_checked": inner["inputs_checked"],
@@ -353,7 +353,7 @@ def check_distinct_values(
 ) -> Verdict:
     """The exhaustive verdict for a ``DistinctValues`` property: sorted runs, a k-way merge, one closest-pair
     pass, within ``memory`` bytes of runs (default ``SCAN_MEMORY``; the rest is spilled to disk)."""
-    memory = SCAN_MEMORY if memory is None else memory
+    memory = (task.settings.memory or SCAN_MEMORY) if memory is None else memory
     prop = task.prop
     for first, i, second, j in prop.candidate_pairs(task):
         return refuted(
@@ -376,7 +376,7 @@ def check_distinct_values(
     n = max(space.lengths) if space.lengths else 0
     if len(space.lengths) > 1:
         raise ValueError("the distinct-values scan needs a single input length")
-    with RunStore(memory) as store:
+    with RunStore(memory, task.settings.spill_dir) as store:
 
         def on_result(unit: WorkUnit, result: ValuesResult) -> str:
             nonlocal done
@@ -419,9 +419,7 @@ def check_distinct_values(
                 return unknown(task, run, engine, f"timeout: {what}", [f"exhaustive {engine}: {what}"], stats)
             closest.add(block)
         found = closest.result(den)
-        if task.settings.certify:
-            stats[OUTPUTS_DIGEST] = combined_digest(digests)
-            stats[CERTIFY_CHUNKS] = sorted(digests)
+        evidence = exhaustive_evidence(digests) if task.settings.certify else None
         stats["runs"] = len(store.in_memory) + len(store.spilled)
         if store.spilled:
             stats["spilled_bytes"] = store.spilled_bytes
@@ -460,6 +458,7 @@ def check_distinct_values(
             task, engine, f"all values {prop.requirement(task)}: {gap}{span} ({total} {_noun(space)} evaluated)", stats
         ),
         stats,
+        evidence,
     )
 
 

@@ -25,6 +25,7 @@ from ..cost import SYMBOLIC
 
 ENGINE = "architecture"
 ROLE = SYMBOLIC
+CERTIFICATES = ("smt", "conclusion")  # "conclusion": a proof that asked no solver query
 
 
 def check(task: Task, run: Run) -> Verdict:

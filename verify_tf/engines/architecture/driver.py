@@ -22,10 +22,10 @@ from ...contract import (
 )
 from ...ir import Vector
 from ...semantics import evaluate
-from ...verdict import Verdict
+from ...verdict import Evidence, Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, Z3_LOCK, Deadline, UnitError, WorkUnit, schedule
-from ..base import CERTIFY_QUERIES, ProgressEvent, Run, replayed, unit_failed, verdict
+from ..base import ProgressEvent, Run, replayed, unit_failed, verdict
 from .concrete import ConcreteMember, realise_targets, separate_positions
 from .induction import (
     FAILS,
@@ -271,14 +271,12 @@ def _verdict(task: Task, run: Run, conclusion: Conclusion, asked: Asked) -> Verd
     witness = conclusion.witness
     if conclusion.replay is not None:  # refuted on the spec's own model: replayed here, as every refutation
         witness = {**replayed(task, conclusion.replay, conclusion.detail), **(witness or {})}
+    evidence = None
     if task.settings.certify:  # every step query with z3's answer; a step that needed no query has no text
         answers = {HOLDS: "unsat", FAILS: "sat", UNDECIDED: "unknown"}
-        statistics = {
-            **statistics,
-            CERTIFY_QUERIES: [
-                {"name": name, "smt2": text, "answer": answers[step.status]} for name, (step, text) in asked
-            ],
-        }
+        queries = [{"name": name, "smt2": text, "answer": answers[step.status]} for name, (step, text) in asked]
+        # a proof that asked no solver query: its conclusion is what the certificate can re-check
+        evidence = Evidence("smt" if queries else "conclusion", queries=queries)
     return verdict(
         task,
         run,
@@ -289,4 +287,5 @@ def _verdict(task: Task, run: Run, conclusion: Conclusion, asked: Asked) -> Verd
         witness=witness,
         statistics=statistics,
         tried=conclusion.tried,
+        evidence=evidence,
     )

@@ -24,6 +24,7 @@ from ...verdict import Verdict
 from ..base import Run
 
 ENGINE = "counting"
+CERTIFICATES = ("counting",)
 
 
 def check(task: Task, run: Run) -> Verdict:

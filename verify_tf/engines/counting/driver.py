@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...contract import CountingGoal, Task
-from ...verdict import Verdict
+from ...verdict import Evidence, Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, Deadline, UnitError, WorkUnit, schedule
-from ..base import CERTIFY_COUNTING, CERTIFY_QUERIES, ProgressEvent, Run, proved, refuted, unit_failed, unknown
+from ..base import ProgressEvent, Run, proved, refuted, unit_failed, unknown
 from .explore import Exploration, explore
 from .induction import FAILED, PROVED, InductionResult, prove_all_lengths
 from .stream import CountingModel, NotApplicable, value_bounds
@@ -44,7 +44,8 @@ def bounded_unit(
         return Bounded(not_applicable=str(exc))
     report("value bounds")
     start, _, _ = counting.start()
-    increments = value_bounds(counting, goal.alphabet, start, min(BOUNDS_SECONDS, BOUNDS_SHARE * deadline.remaining()))
+    seconds = min(BOUNDS_SECONDS, BOUNDS_SHARE * deadline.remaining())
+    increments = value_bounds(counting, goal.alphabet, start, seconds, deadline)
     report(f"exploring lengths up to {max_length}")
     exploration = explore(counting, goal, max_length, increments, deadline=deadline, cancelled=cancelled)
     return Bounded("", exploration, increments, len(counting.coordinates), len(goal.machine.names))
@@ -136,18 +137,17 @@ def check(task: Task, run: Run) -> Verdict:
                 statistics,
             )
         bounded_text = f"every string up to length {goal.max_length} agrees ({exploration.states} states by counting)"
-        if task.settings.certify:  # what the exploration covered, for certify.counting
-            statistics[CERTIFY_COUNTING] = {
-                "max_length": goal.max_length,
-                "alphabet": list(goal.alphabet),
-                "states": exploration.states,
-                "strings_per_length": exploration.strings,
-            }
+        covered = {  # what the exploration covered, for the certificate (certify.counting)
+            "max_length": goal.max_length,
+            "alphabet": list(goal.alphabet),
+            "states": exploration.states,
+            "strings_per_length": exploration.strings,
+        }
+        evidence = Evidence("counting", covered=covered) if task.settings.certify else None
         if not goal.all_lengths:
             default = f"{exploration.states} states of lengths 0..{goal.max_length} explored by counting"
-            return proved(
-                task, run, ENGINE, "counting", task.prop.describe_proof(task, ENGINE, default, statistics), statistics
-            )
+            detail = task.prop.describe_proof(task, ENGINE, default, statistics)
+            return proved(task, run, ENGINE, "counting", detail, statistics, evidence)
         induction: InductionResult | None = run_unit("induction", induction_unit, (task, bounded.increments))
         if induction is None:
             return unknown(
@@ -166,20 +166,14 @@ def check(task: Task, run: Run) -> Verdict:
             "solver_seconds": induction.solver_seconds,
         }
         if induction.status == PROVED:
-            if task.settings.certify:
-                statistics[CERTIFY_QUERIES] = induction.asked
+            if evidence is not None:  # and the induction's queries
+                evidence.queries = induction.asked
             default = (
                 f"induction over positions: an invariant of {len(induction.invariant)} facts, "
                 f"{induction.queries} z3 queries; {bounded_text}"
             )
-            return proved(
-                task,
-                run,
-                ENGINE,
-                "all lengths",
-                task.prop.describe_proof(task, ENGINE, default, statistics),
-                statistics,
-            )
+            detail = task.prop.describe_proof(task, ENGINE, default, statistics)
+            return proved(task, run, ENGINE, "all lengths", detail, statistics, evidence)
         statistics["induction"]["failed"] = induction.detail
         if induction.counterexample is not None:
             statistics["induction"]["counterexample"] = induction.counterexample

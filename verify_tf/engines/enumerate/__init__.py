@@ -18,6 +18,7 @@ from ..cost import EXHAUSTIVE, Estimate, Prediction
 
 ENGINE = "enumerate"
 ROLE = EXHAUSTIVE
+CERTIFICATES = ("exhaustive",)
 
 
 def check(task: Task, run: Run) -> Verdict:

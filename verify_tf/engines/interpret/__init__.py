@@ -17,6 +17,7 @@ from ..cost import EXHAUSTIVE, Estimate, Prediction
 
 ENGINE = "interpret"
 ROLE = EXHAUSTIVE
+CERTIFICATES = ("exhaustive",)
 
 
 def check(task: Task, run: Run) -> Verdict:

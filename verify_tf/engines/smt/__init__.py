@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from ...contract import Task
 from ...verdict import Verdict
+from ...work import Deadline
 from ..base import Run
 from ..cost import SYMBOLIC
 
 ENGINE = "smt"
 ROLE = SYMBOLIC
+CERTIFICATES = ("smt",)
 
 
 def check(task: Task, run: Run) -> Verdict:
@@ -29,3 +31,10 @@ def check(task: Task, run: Run) -> Verdict:
     from . import driver
 
     return driver.check(task, run)
+
+
+def derive_queries(task: Task, deadline: Deadline) -> list[tuple[str, str]]:
+    """Every query of the property as SMT-LIB text, encoded and never solved (audit compares a certificate's)."""
+    from . import driver
+
+    return driver.encoded_queries(task, deadline)

@@ -20,10 +20,10 @@ from ...symbolic.solve import (
     solve_z3,
 )
 from ...symbolic.values import Builder, NotEncodable
-from ...verdict import Verdict
+from ...verdict import Evidence, Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, STOP, Deadline, DeadlineExpired, WorkUnit, schedule
-from ..base import CERTIFY_QUERIES, ProgressEvent, Run, proved, refuted, smt2_path, unit_failed, unknown
+from ..base import ProgressEvent, Run, proved, refuted, smt2_path, unit_failed, unknown
 
 ENGINE = "smt"
 SOLVED, TIMEOUT, OTHER = "solved", "timeout", "other"
@@ -257,11 +257,14 @@ def check(task: Task, run: Run) -> Verdict:
     if not reasons:
         count = len(plans)
         text = f"{count} {statistics['theory']} quer{'y' if count == 1 else 'ies'} unsat ({task.settings.solver})"
+        evidence = None
         if task.settings.certify:
-            statistics[CERTIFY_QUERIES] = [
+            queries = [
                 {"name": results[i].plan.name, "smt2": results[i].smt2, "answer": "unsat"} for i in range(len(plans))
             ]
-        return proved(task, run, ENGINE, "smt", task.prop.describe_proof(task, ENGINE, text, statistics), statistics)
+            evidence = Evidence("smt", queries=queries)
+        detail = task.prop.describe_proof(task, ENGINE, text, statistics)
+        return proved(task, run, ENGINE, "smt", detail, statistics, evidence)
     return unknown(
         task,
         run,

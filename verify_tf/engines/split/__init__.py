@@ -39,6 +39,7 @@ from .cubes import whole_bounds
 
 ENGINE = "split"
 ROLE = EXHAUSTIVE
+CERTIFICATES = ("split",)
 
 
 def check(task: Task, run: Run) -> Verdict:

@@ -28,7 +28,7 @@ import numpy as np
 from ...batched import Unsupported
 from ...contract import Task
 from ...spaces import InputSpace
-from ...verdict import Verdict
+from ...verdict import Evidence, Verdict
 from ...work import CONTINUE, STOP, Deadline, WorkUnit, schedule
 from ..base import ProgressEvent, Run, proved, refuted, unit_failed, unknown
 from ..evaluators import Evaluators
@@ -201,9 +201,9 @@ def check_distinct(task: Task, run: Run, limits: Limits) -> Verdict:
         f"{len(cubes)} leaves evaluated exactly; {statistics['leaf_pairs_closed_by_separation']} leaf pairs "
         f"closed by separated value ranges, {len(components)} components compared value by value"
     )
-    return proved(
-        task, run, ENGINE, "branch and bound", task.prop.describe_proof(task, ENGINE, text, statistics), statistics
-    )
+    detail = task.prop.describe_proof(task, ENGINE, text, statistics)
+    evidence = Evidence("split") if task.settings.certify else None  # the cover is in the statistics
+    return proved(task, run, ENGINE, "branch and bound", detail, statistics, evidence)
 
 
 def _closest_other_group(entries: list[Any], margin: Fraction | None, den: int) -> tuple[Any, Any] | None:

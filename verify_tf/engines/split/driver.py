@@ -13,7 +13,7 @@ from ...contract import DISTINCT_VALUES, HOLDS, OPEN, VIOLATED, Task, Witness
 from ...ir import Model
 from ...semantics import Fixed
 from ...spaces import InputSpace
-from ...verdict import Verdict
+from ...verdict import Evidence, Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, STOP, UnitError, WorkUnit, schedule
 from ..base import ProgressEvent, Run, proved, refuted, replayed, unit_failed, unknown
@@ -212,9 +212,9 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
             f"{tally.closed['enumeration']} by enumeration, {tally.closed['smt']} by smt), depth "
             f"{tally.max_depth}"
         )
-        return proved(
-            task, run, ENGINE, "branch and bound", task.prop.describe_proof(task, ENGINE, text, statistics), statistics
-        )
+        detail = task.prop.describe_proof(task, ENGINE, text, statistics)
+        evidence = Evidence("split") if task.settings.certify else None  # the cover is in the statistics
+        return proved(task, run, ENGINE, "branch and bound", detail, statistics, evidence)
     why = (
         "timeout" if run.deadline.expired() else ("open-cube limit reached" if len(queue) > limits.queue else "stopped")
     )
