@@ -43,7 +43,7 @@ def cases(draw):
         key_dim=draw(st.sampled_from([None, 1])),
         ffn_width=draw(st.sampled_from([0, 2, 3])),
         scoring=scoring,
-        positional=draw(st.sampled_from(["standard", "rpe", "urpe"])),
+        positional=draw(st.sampled_from(["standard", "rpe", "urpe", "alibi"])),
         causal=draw(st.booleans()),
         absolute_pe=draw(st.booleans()),
         max_length=max(positions, 5),
@@ -236,6 +236,7 @@ def test_the_vectorised_knapsack_agrees_with_the_exact_one():
     [
         ({"layernorm": "pre"}, "LayerNorm is bounded by intervals only"),
         ({"activation": "i-gelu", "ffn_width": 2}, "activation i-gelu is bounded by intervals only"),
+        ({"positional": "rope"}, "RoPE is bounded by intervals only"),
     ],
 )
 def test_models_the_domain_does_not_model_are_refused_by_name(change, why):

@@ -10,7 +10,7 @@ knapsack for the interval, the anchor key's form plus exact differences for the 
 Numbers are integers over 2^K (``ints``: int64 where measured magnitudes allow, Python integers otherwise);
 floats only choose slopes, anchors and multipliers, and each choice's offset is then computed exactly, so no
 float ever decides a bound. ``verify_tf.bounds`` (exact Fraction intervals, one cube at a time) covers what this
-domain refuses (``refusal``: LayerNorm, i-GELU, rounded-terms softmax).
+domain refuses (``refusal``: LayerNorm, i-GELU, rounded-terms softmax, RoPE).
 """
 
 from .forms import Lin

@@ -35,6 +35,8 @@ def refusal(model: Model, arithmetic: Arithmetic) -> str | None:
         if block.feed_forward is not None and block.feed_forward.activation != "relu":
             return f"activation {block.feed_forward.activation} is bounded by intervals only"
         heads = block.attention.heads if block.attention is not None else ()
+        if any(h.positional == "rope" for h in heads):  # q and k rotated by position: not modelled here
+            return "RoPE is bounded by intervals only"
         if isinstance(arithmetic, Fixed) and arithmetic.rounded_terms and any(h.scoring == "softmax" for h in heads):
             return "rounded-terms softmax is bounded by intervals only"
         if not isinstance(arithmetic, Fixed) and any(h.scoring == "softmax" for h in heads):
