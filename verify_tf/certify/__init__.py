@@ -34,7 +34,7 @@ from ..work import Deadline, Executor
 from .conclusion import conclusion_checks
 from .counting import counting_evidence, recheck_counting
 from .exhaustive import exhaustive_evidence, recheck_exhaustive
-from .rederive import query_differences, space_differences, space_record
+from .rederive import proof_differences, query_differences, space_differences, space_record
 from .smt import CVC5_CHECK, LRAT_RECORD, cvc5_reprove, finish_lrat, recheck_lrat, sha256, start_lrat
 from .split import recheck_split, split_evidence
 from .subject import differences, subject_of, version_notes
@@ -275,8 +275,10 @@ def recheck(
         return out
     if kind in ("smt", "counting", "conclusion"):
         out.problems += query_differences(task, engine, body, seconds, executor)
-    else:
+    else:  # exhaustive and split: the space, then the engine proves it again (certify.rederive)
         out.problems += space_differences(task, body.get("space"))
+        if not out.problems:
+            out.problems += proof_differences(task, engine, body, seconds, executor)
     if out.problems:
         return out
     _recheck_evidence(str(kind), task, body, path.parent, Deadline(seconds), out)
