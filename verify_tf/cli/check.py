@@ -6,17 +6,45 @@ Exit codes: 0 all proved, 1 something refuted, 2 input error, 3 nothing refuted 
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import click
 from rich.markup import escape
 
 from ..spec.loader import ENGINES
+from ..verdict import EXIT_INTERRUPTED
+from ..work import MAX_TIMEOUT, interrupted
 from . import output
+from .interrupts import Interrupts, end_descendants, remove_scratch, signal_name
 from .progress import ProgressDisplay
 from .reports import show_explained
+
+SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+class ByteSize(click.ParamType):
+    """A size in bytes: 1048576, 512K, 256M, 2G (binary multiples; an optional B or iB)."""
+
+    name = "SIZE"
+
+    def convert(self, value, param, ctx) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().upper().removesuffix("B").removesuffix("I")
+        unit = text[-1:] if text[-1:] in SIZE_UNITS else ""
+        try:
+            number = float(text[: len(text) - len(unit)])
+        except ValueError:
+            self.fail(f"{value!r} is not a size (e.g. 512M, 2G)", param, ctx)
+        size = int(number * SIZE_UNITS[unit])
+        if not (1 << 16) <= size <= (1 << 50):
+            self.fail(f"{value!r}: expected between 64K and 1024T", param, ctx)
+        return size
 
 
 @click.command()
@@ -28,7 +56,7 @@ from .reports import show_explained
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT),
     help="Seconds per property, encoding and solving included (overrides the spec).",
 )
 @click.option(
@@ -117,9 +145,34 @@ from .reports import show_explained
     show_default=True,
     help="Device for the torch path.",
 )
+@click.option(
+    "--memory",
+    type=ByteSize(),
+    help="Working memory of each process (e.g. 512M, 2G; default 256M): the size of evaluated batches and of the "
+    "sorted runs kept in memory before they are spilled. Lower it when a check runs out of memory.",
+)
+@click.option(
+    "--spill-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder for the sorted runs a large distinct-values scan spills (default: TMPDIR, else the system's "
+    "temporary folder); each check removes its own.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No table; only the exit code and errors.")
 @click.option("--verbose", "-v", is_flag=True, help="Print every model note (default: one line per spec).")
-def check(
+def check(**options) -> None:
+    """Check every property of every SPEC and print a verdict table.
+
+    Exit codes: 0 every property proved (or got its `expect:` verdict), 1 something refuted (or a definite
+    verdict contradicted `expect:`), 2 input error, 3 nothing refuted but something unknown (0 with
+    --fail-on refuted), 4 internal error. A spec that needs a package that is not installed is skipped: its
+    properties are unknown, naming the package. SIGINT exits 130 and SIGTERM 143 (never a verdict).
+    """
+    with Interrupts():  # SIGINT/SIGTERM: never a verdict (docs/cli.md, "Interrupts")
+        _check(**options)
+
+
+def _check(
+    *,
     specs,
     engine,
     timeout,
@@ -138,16 +191,11 @@ def check(
     certify_dir,
     certify_partial,
     device,
+    memory,
+    spill_dir,
     quiet,
     verbose,
 ) -> None:
-    """Check every property of every SPEC and print a verdict table.
-
-    Exit codes: 0 every property proved (or got its `expect:` verdict), 1 something refuted (or a definite
-    verdict contradicted `expect:`), 2 input error, 3 nothing refuted but something unknown (0 with
-    --fail-on refuted), 4 internal error. A spec that needs a package that is not installed is skipped: its
-    properties are unknown, naming the package.
-    """
     from ..cache import ProofCache
     from ..reporting.report import combined_exit_code, verdict_table, write_json
     from ..runner import Overrides, check_all
@@ -174,9 +222,11 @@ def check(
         device=device,
         cache_dir=None if no_cache else cache_dir,
         certify_dir=certify_dir,
+        memory=memory,
+        spill_dir=spill_dir,
     )
     try:  # report folders are created up front, so a typo fails before the checks, not after
-        for folder in (smt2_dir, certify_dir):
+        for folder in (smt2_dir, certify_dir, spill_dir):
             if folder is not None:
                 folder.mkdir(parents=True, exist_ok=True)
         for target in (json_path, junit_path, html_path):
@@ -186,6 +236,8 @@ def check(
         output.fail_input(f"cannot create an output folder: {exc}")
     entries = _load_specs(specs, quiet)
     loaded = [entry for entry in entries if not isinstance(entry, tuple)]
+    if interrupted() is not None:  # during loading: nothing was checked, nothing to report
+        _exit_interrupted(0, sum(len(spec.properties) for spec in loaded))
     if not quiet:
         _print_notes(loaded, verbose)
     mode = "off" if quiet else ("bar" if output.err_console.is_terminal else "log")
@@ -225,6 +277,8 @@ def check(
     verdicts, expectations = _in_spec_order(entries, checked)
     code = combined_exit_code(verdicts, expectations, fail_on)
     seconds = time.perf_counter() - started
+    signum = interrupted()
+    stopped_by = signal_name(signum) if signum is not None else None
     if store is not None and store.rejected and not quiet:  # docs/ci.md: the cache's trust model
         output.err_console.print(
             f"note: {len(store.rejected)} proof-cache entr{'y was' if len(store.rejected) == 1 else 'ies were'} "
@@ -239,11 +293,13 @@ def check(
                 output.err_console.print(f"[magenta]{escape(v.property)}[/]: {escape(v.traceback)}", highlight=False)
         print_summary(verdicts, expectations, seconds)
     if json_path is not None:
-        write_json(json_path, verdicts, expectations, fail_on, seconds)
+        write_json(json_path, verdicts, expectations, fail_on, seconds, stopped_by)
     if junit_path is not None:
         from ..reporting.junit import write_junit
 
         write_junit(junit_path, verdicts, expectations, unknown_as)
+    if signum is not None:
+        _exit_interrupted(sum(v.method != "interrupted" for v in checked), len(checked))
     if explain or html_path is not None:
         from ..explain import explain_verdicts
 
@@ -251,6 +307,24 @@ def check(
         explained = explain_verdicts([(by_path[v.spec], v) for v in verdicts if v.status == "refuted"])
         show_explained(explained, print_traces=explain, html_path=html_path, source=", ".join(map(str, specs)))
     sys.exit(code)
+
+
+def _exit_interrupted(finished: int, total: int) -> NoReturn:
+    """After SIGINT/SIGTERM: remove the scratch folders, end every process this one started, exit 130/143."""
+    signum = interrupted() or signal.SIGINT
+    remove_scratch()
+    ended = end_descendants()
+    code = EXIT_INTERRUPTED[signum]
+    output.err_console.print(
+        f"[yellow]interrupted ({signal_name(signum)}): {finished} of {total} properties finished, the rest are "
+        f"unknown (interrupted); {len(ended)} child process(es) ended; exit {code}[/]",
+        highlight=False,
+    )
+    # the reports are written and the children ended: skip the interpreter's shutdown (atexit joins, collecting
+    # every cached program), which took seconds after a -j 2 run
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _require_certify_extra() -> None:
@@ -344,15 +418,13 @@ def print_summary(verdicts, expectations, seconds: float) -> None:
 
 def _open_cluster(address: str, quiet: bool):
     """The Dask executor for ``--cluster`` (Dask is imported only here); a cluster that cannot be used is exit 2."""
-    import logging
-
     from ..executors import ClusterUnavailable, open_cluster
 
-    # a lost scheduler is reported in the verdicts; Dask's client would also log each reconnection attempt
-    logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
     try:
         executor = open_cluster(address)
     except ClusterUnavailable as exc:
+        if interrupted() is not None:  # Ctrl-C while the workers started (they got it too): not an input error
+            _exit_interrupted(0, 0)
         output.fail_input(str(exc), hint=exc.hint or None)
     if not quiet:
         output.err_console.print(f"[dim]cluster: {escape(executor.describe())}[/]", highlight=False)
