@@ -438,7 +438,8 @@ def test_audit_names_files_and_digests_and_never_shows_their_contents(tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("root:x:0:0:TOP-SECRET-LINE\n")
     report = _check(tmp_path, "smt-equivalence-proved.yaml")
-    data = json.loads(report.read_text())
+    original = report.read_text()
+    data = json.loads(original)
     entry = data["results"][0]
     entry.update(spec=str(secret), spec_resolved=str(secret))
     entry["spec_sha256"] = hashlib.sha256(secret.read_bytes()).hexdigest()  # even with its digest right
@@ -451,6 +452,22 @@ def test_audit_names_files_and_digests_and_never_shows_their_contents(tmp_path):
     code, output = _audit(report)
     assert code == 1 and "spec passwd (sha256 " in output and "is not the report's" in output
     assert "root" not in output
+    # evidence files: a plain name in the certificate's folder, and a proof whose digest is wrong is never parsed
+    # (a secret named as the LRAT proof used to fail with "Not a gzipped file (b'ro')", its first bytes)
+    report.write_text(original)
+
+    def lrat_proof(name):
+        return lambda body, folder: body["queries"][0]["evidence"][1].update(proof=name)
+
+    for name in (str(secret), "../../secret.txt"):
+        _rewrite_certificate(report, "proved", lrat_proof(name))
+        code, output = _audit(report)
+        assert code == 1 and "the LRAT proof is not named as a file in the certificate's folder" in output
+    folder = _rewrite_certificate(report, "proved", lrat_proof("secret.lrat.gz")).parent
+    shutil.copy(secret, folder / "secret.lrat.gz")
+    code, output = _audit(report)
+    assert code == 1 and "proof file secret.lrat.gz does not match its sha256" in output
+    assert "root" not in output and "LRAT re-check failed" not in output
 
 
 # ---------------------------------------------------------------- an exhaustive proof is re-derived, not re-read
