@@ -58,7 +58,7 @@ def test_timeout_must_be_positive(tmp_path, value):
         value,
     )
     assert result.exit_code == 2
-    assert "Invalid value for '--timeout'" in result.output and "is not in the range x>0" in result.output
+    assert "Invalid value for '--timeout'" in result.output and "is not in the range 0<x<=1000000" in result.output
 
 
 @pytest.mark.parametrize(

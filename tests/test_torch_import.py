@@ -363,7 +363,7 @@ def test_spec_source_notes_errors_and_cache_key(tmp_path):
         load_spec(spec_path)
     torch.save({"w": NotATensor()}, tmp_path / "pickled.pt")
     spec_path.write_text(spec_text("pickled.pt"))
-    with pytest.raises(SpecError, match=re.escape("cannot read pickled.pt as a state dict: it holds a pickled object")):
+    with pytest.raises(SpecError, match=re.escape("pickled.pt: this file needs pickle to load (it holds ")):
         load_spec(spec_path)
     spec_path.write_text(spec_text("m.pt").replace("model:\n", "model:\n  quantize: {bits: 8, frac: 8}\n"))
     with pytest.raises(SpecError, match="fewer fractional bits"):
@@ -442,11 +442,12 @@ def test_a_whole_saved_model_is_pointed_to_state_dict_without_terminal_codes(tmp
         load_spec(tmp_path / "spec.yaml")
     text = str(refused.value)
     assert (
-        "cannot read whole.pt as a state dict: it holds a pickled object "
-        "(torch.nn.modules.transformer.TransformerEncoderLayer)"
+        "whole.pt: this file needs pickle to load (it holds torch.nn.modules.transformer.TransformerEncoderLayer); "
+        "verify-tf never unpickles, because unpickling can run code from the file"
     ) in text
     assert (
-        "hint: if it was written by torch.save(model), save the weights instead: torch.save(model.state_dict()"
+        "hint: save the tensors alone: torch.save(model.state_dict(), 'model.pt'), or as safetensors: "
+        "safetensors.torch.save_file(model.state_dict(), 'model.safetensors')"
     ) in text
     assert "\x1b" not in text and "weights_only" not in text  # torch's own text has bold codes and unpickling advice
     result = CliRunner().invoke(main, ["check", "--no-cache", str(tmp_path / "spec.yaml")])

@@ -67,6 +67,7 @@ from .ir import AlphabetTokens, AttentionLayer, FeedForward, Head, LayerNorm, Ma
 from .semantics.arithmetic import Arithmetic, Fixed, UnsupportedInMode
 from .semantics.exp_table import exp_table
 from .semantics.nonlinear import igelu, igelu_bounds, layer_norm_mantissas, normalized_bound
+from .work import check_deadline
 
 Interval = tuple[Fraction, Fraction]
 IVector = tuple[Interval, ...]
@@ -202,6 +203,7 @@ def affine_interval(weights: Matrix, bias: Vector, x: IVector) -> IVector:
     """
     if not weights:
         return ()
+    check_deadline("while computing interval bounds")  # wide models (tracr: width 719) spend minutes here
     w_den = math.lcm(*(Fraction(w).denominator for row in weights for w in row), 1)
     x_den = math.lcm(*(end.denominator for iv in x for end in iv), 1)
     lows = [(end[0] * x_den).numerator for end in x]
@@ -356,6 +358,7 @@ def attention_head(head: Head, z: list[IVector], r: _Rounding, memo: _Memo) -> H
     round_score = (lambda iv: iv) if rounded_terms else r.round  # Yang et al.'s scores stay exact
     scores: list[list[Interval | None]] = []
     for i in range(n):
+        check_deadline("while computing interval bounds")
         row: list[Interval | None] = []
         for j in range(n):
             if head.causal and j > i:

@@ -70,6 +70,8 @@ class Settings:
     samples: int = DEFAULT_SAMPLES
     smt2_dir: str | None = None
     certify: bool = False  # keep what a certificate needs (queries asked, outputs digest) in ``Verdict.evidence``
+    memory: int | None = None  # --memory: bytes of working memory per process (batches, the scan's runs); None: 256 MiB
+    spill_dir: str | None = None  # where the scan spills sorted runs (None: the system's temporary folder)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,18 @@ from fractions import Fraction
 
 from .ir import Token, Vector
 
+# Input limits (docs/cli.md, "Input limits"): the loader checks them by formula before it lists anything.
+MAX_LENGTH = 4096  # positions of an input (grid length, a string domain's max-length)
+MAX_GRID_VALUES = 1 << 20  # coordinate values of a grid (lo..hi by step, values:, plus the added one)
+MAX_GRID_TOKENS = 1 << 20  # tokens of a grid, |values|^dim: every engine indexes inputs by this list
+
+
+def magnitude(count: int) -> str:
+    """A count for a message: exact while short, else its order of magnitude (never a 1000-digit number)."""
+    if count < 10**12:
+        return f"{count:,}"
+    return f"about 10^{int(count.bit_length() * 0.30103)}"
+
 
 @dataclass(frozen=True)
 class GridDomain:
@@ -52,6 +64,7 @@ class GridDomain:
         return (self.length,)
 
     def size(self) -> int:
+        """By formula: |V|^(d·n), or (|V|^d)!/(|V|^d − n)! with distinct tokens (nothing is listed)."""
         t = len(self.values) ** self.dim
         if self.distinct_tokens:
             return math.perm(t, self.length)

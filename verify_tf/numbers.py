@@ -12,10 +12,18 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
 _RATIO = re.compile(r"^\s*([+-]?\d+)\s*/\s*(\d+)\s*$")
+# The largest number a user may write (docs/cli.md, "Input limits"): at most this many digits in a numerator or a
+# denominator, and a decimal exponent within ±MAX_DIGITS. Weights, grid values and bounds need a few dozen digits;
+# a 100,000-digit number is a mistake or an attack, and would cost seconds to minutes in every later step.
+MAX_DIGITS = 1000
 
 
 class NotANumber(ValueError):
     """Raised when text or a value does not denote a finite rational number."""
+
+
+class TooLarge(NotANumber):
+    """A number past the documented size (``MAX_DIGITS``): an input error, never a traceback or a hang."""
 
 
 def to_fraction(value: object) -> Fraction:
@@ -39,17 +47,33 @@ def parse_rational(text: str) -> Fraction:
     """Parse ``p/q``, an integer or a decimal (``0.1``, ``1e-3``) into the exact rational it denotes."""
     match = _RATIO.match(text)
     if match:
+        if max(len(match.group(1).lstrip("+-")), len(match.group(2))) > MAX_DIGITS:
+            raise TooLarge(f"a number with more than {MAX_DIGITS} digits")
         numerator, denominator = int(match.group(1)), int(match.group(2))
         if denominator == 0:
             raise NotANumber(f"{text!r} divides by zero")
         return Fraction(numerator, denominator)
+    if len(text) > 4 * MAX_DIGITS:  # Decimal would read it, but no number within the limits is written this long
+        raise TooLarge(f"a number with more than {MAX_DIGITS} digits")
     try:
         decimal = Decimal(text.strip())
     except InvalidOperation:
         raise NotANumber(f"{text!r} is not a number (write an integer, a decimal or p/q)") from None
     if not decimal.is_finite():
         raise NotANumber(f"{text!r} is not finite")
+    digits = decimal.as_tuple()
+    if len(digits.digits) > MAX_DIGITS or abs(decimal.adjusted()) > MAX_DIGITS or -int(digits.exponent) > MAX_DIGITS:
+        raise TooLarge(f"a number with more than {MAX_DIGITS} digits or an exponent beyond ±{MAX_DIGITS}")
     return Fraction(decimal)
+
+
+def check_size(value: Fraction, what: str = "a number") -> Fraction:
+    """``value`` if its numerator and denominator have at most MAX_DIGITS digits, else TooLarge (for numbers
+    computed from the user's, such as plus: true's −δ^(−nd))."""
+    limit = 10**MAX_DIGITS
+    if abs(value.numerator) >= limit or value.denominator >= limit:
+        raise TooLarge(f"{what} would have more than {MAX_DIGITS} digits")
+    return value
 
 
 def fmt(value: Fraction | int) -> str:

@@ -16,6 +16,7 @@ of this process and all their work units go to one shared pool of worker process
 from __future__ import annotations
 
 import dataclasses
+import signal
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -36,9 +37,18 @@ from .schema.errors import MissingDependency
 from .semantics import Arithmetic, UnsupportedInMode
 from .spec import PropertySpec, Spec
 from .spec.loader import supported_engines
-from .verdict import ERROR, UNKNOWN, Verdict
+from .verdict import ERROR, INTERRUPTED, UNKNOWN, Verdict
 from .witness import ReplayMismatch
-from .work import Z3_LOCK, Deadline, Executor
+from .work import (
+    Z3_LOCK,
+    Deadline,
+    DeadlineExpired,
+    Executor,
+    ResourceExhausted,
+    deadline_in_force,
+    interrupted,
+    out_of_memory_message,
+)
 
 
 @dataclasses.dataclass
@@ -50,6 +60,8 @@ class Overrides:
     device: str = "auto"
     cache_dir: Path | None = None  # where auto's calibration is stored (the proof cache folder)
     certify_dir: Path | None = None  # --certify: every proved verdict gets a certificate in this folder
+    memory: int | None = None  # --memory: working memory per process in bytes (None: Settings' default)
+    spill_dir: Path | None = None  # --spill-dir: where sorted runs are spilled (None: TMPDIR)
 
 
 def requested_engine(spec: Spec, prop: PropertySpec, overrides: Overrides) -> str:
@@ -84,6 +96,8 @@ def make_task(
     certify: bool = False,
     spec: str = "",
     index: int = 0,
+    memory: int | None = None,
+    spill_dir: Path | str | None = None,
 ) -> Task:
     """The task of one property check (typed options already validated): the one place its settings are set,
     for specs (``task_of``) and for the Python API (``api.make_task``)."""
@@ -96,6 +110,8 @@ def make_task(
         samples=samples or DEFAULT_SAMPLES,
         smt2_dir=str(smt2_dir) if smt2_dir is not None else None,
         certify=certify,
+        memory=memory,
+        spill_dir=str(spill_dir) if spill_dir is not None else None,
     )
     return Task.make(label, load_property(name), options, model, arithmetic, domain, settings, spec, index)
 
@@ -119,6 +135,8 @@ def task_of(spec: Spec, prop: PropertySpec, overrides: Overrides) -> Task:
         certify=overrides.certify_dir is not None,
         spec=str(spec.path),
         index=prop.index,
+        memory=overrides.memory,
+        spill_dir=overrides.spill_dir,
     )
 
 
@@ -139,7 +157,8 @@ def check_property(
     task = None
     try:
         task = task_of(spec, prop, overrides)
-        verdict = run_engine(task, run, engine, overrides.cache_dir, prop.engines)
+        with deadline_in_force(deadline):  # also for code below the drivers (planning, bounds): check_deadline
+            verdict = run_engine(task, run, engine, overrides.cache_dir, prop.engines)
     except Exception as exc:  # contain it: report, never crash the run
         return contained(exc, spec, prop, engine, deadline)
     if overrides.certify_dir is not None:  # its own budget, as long as the proof's; its time is reported apart
@@ -150,12 +169,17 @@ def check_property(
 def contained(exc: Exception, spec: Spec, prop: PropertySpec, engine: str, deadline: Deadline) -> Verdict:
     """The verdict for a check that raised: ``error`` (an engine that claimed a violation the interpreter does
     not reproduce, or any bug: never a crash of the run), or ``unknown`` for an operation the arithmetic does
-    not define."""
+    not define, a deadline met where no driver catches it (planning, bounds) or memory or spill disk run out."""
     status, detail, statistics, tried, trace = ERROR, f"internal error: {type(exc).__name__}: {exc}", {}, [], ""
     if isinstance(exc, ReplayMismatch):
         detail, statistics = f"engine bug: {exc}", {"claimed": str(exc.claimed), "replayed": str(exc.replayed)}
     elif isinstance(exc, UnsupportedInMode):
         status, detail, tried = UNKNOWN, str(exc), [engine]
+    elif isinstance(exc, (DeadlineExpired, ResourceExhausted)):  # where no driver catches it (planning, a spill)
+        status, detail, tried = UNKNOWN, str(exc), [f"{engine}: {exc}"]
+    elif isinstance(exc, MemoryError):
+        message = out_of_memory_message()
+        status, detail, tried = UNKNOWN, message, [f"{engine}: {message}"]
     else:
         trace = traceback.format_exc(limit=8)
     return Verdict(
@@ -200,6 +224,25 @@ def run_engine(
     if engine != "auto":
         return load_engine(engine).check(task, run)
     return auto.run(task, run, engines or supported_engines(task.prop, task.options), cache_dir)
+
+
+def interrupted_verdict(spec: Spec, prop: PropertySpec, overrides: Overrides, stopped: Verdict | None) -> Verdict:
+    """``unknown (interrupted)`` for a property that SIGINT/SIGTERM kept from finishing: an interrupt is never
+    a verdict, so whatever the check had when it stopped (a timeout, a failed unit) is not reported as one."""
+    name = signal.Signals(interrupted() or signal.SIGINT).name
+    return Verdict(
+        prop.label,
+        UNKNOWN,
+        stopped.engine if stopped is not None else requested_engine(spec, prop, overrides),
+        method=INTERRUPTED,
+        detail=f"interrupted ({name}) before it finished" if stopped is not None else f"not started ({name})",
+        seconds=stopped.seconds if stopped is not None else 0.0,
+        statistics={"interrupted": name},
+        tried=list(stopped.tried) if stopped is not None else [],
+        spec=str(spec.path),
+        index=prop.index,
+        kind=prop.name,
+    )
 
 
 def not_run(path: str | Path, missing: MissingDependency) -> list[Verdict]:
@@ -262,6 +305,8 @@ def check_all(
 
     def one(slot: int, shared: Executor | None) -> Verdict:
         spec, prop = work[slot]
+        if interrupted() is not None:  # SIGINT/SIGTERM: what has not started never starts
+            return interrupted_verdict(spec, prop, overrides, None)
         tick = progress(spec, prop) if progress is not None else None
         try:
             return check_property(spec, prop, overrides, tick, shared)
@@ -271,6 +316,8 @@ def check_all(
                 close()
 
     def finish(slot: int, verdict: Verdict) -> None:
+        if interrupted() is not None and verdict.status in (UNKNOWN, ERROR) and verdict.method != INTERRUPTED:
+            verdict = interrupted_verdict(*work[slot], overrides, verdict)  # it stopped because of the interrupt
         verdicts[slot] = verdict
         stored = keys[slot]
         if cache is not None and stored is not None:

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from .numbers import float32_from_bits, snap_float32, snap_float64
+from .rasp.batched import least_undefined
 from .rasp.interpreter import run
 from .rasp.program import (
     RAISED,
@@ -274,17 +275,20 @@ def _means(values: Iterable[Value], numerical: bool, max_length: int, where: str
     return means
 
 
-def check_against_rasp(program: Any, table: RaspProgram, vocab: Iterable[Any], max_length: int) -> int:
+def check_against_rasp(
+    program: Any, table: RaspProgram, vocab: Iterable[Any], max_length: int
+) -> tuple[int, tuple[Value, ...] | None]:
     """Compare the tabulated program with tracr's ``rasp.evaluate`` on every input of length 1..max_length.
 
     Numbers are compared up to 1e-9 (RASP computes in floats); raises ``ExportError`` at the first difference.
-    Returns the number of inputs compared.
+    Returns the number of inputs compared and the first input (shortlex) on which both are undefined, if any.
     """
     from tracr.rasp import rasp
 
     tokens = table.tokens_node.values if table.tokens_node is not None else _sorted(vocab)
     python_tokens = [_python_value(t) for t in tokens]
     count = 0
+    undefined: tuple[Value, ...] | None = None
     for length in range(1, max_length + 1):
         for word in itertools.product(python_tokens, repeat=length):
             count += 1
@@ -298,6 +302,8 @@ def check_against_rasp(program: Any, table: RaspProgram, vocab: Iterable[Any], m
                 got = exc
             if isinstance(expected, Exception) or isinstance(got, Exception):
                 if isinstance(expected, Exception) and isinstance(got, Exception):
+                    if undefined is None:
+                        undefined = tuple(canonical(t) for t in word)
                     continue
                 raise ExportError(
                     f"input {list(word)!r}: rasp.evaluate gives {expected!r}, the tabulated program {got!r}"
@@ -308,7 +314,29 @@ def check_against_rasp(program: Any, table: RaspProgram, vocab: Iterable[Any], m
                         f"input {list(word)!r}, position {position}: rasp.evaluate gives {want!r}, "
                         f"the tabulated program {show(have)}"
                     )
-    return count
+    return count, undefined
+
+
+def _scan_undefined(table: RaspProgram, max_length: int) -> tuple[tuple[Value, ...] | None, int]:
+    """The shortlex-least input on which the tabulated program is undefined among the lengths with at most
+    ``rasp.batched.SCAN_LIMIT`` inputs (scanned in order), and the length up to which every input was scanned."""
+    tokens = table.tokens_node.values if table.tokens_node is not None else (None,)  # no tokens node: one input
+    found, unscanned = least_undefined(table, range(len(tokens)), range(1, max_length + 1))
+    scanned = (min(unscanned) - 1) if unscanned else max_length
+    if found is None or (unscanned and len(found) > scanned):
+        return None, scanned
+    return tuple(tokens[c] for c in found), scanned
+
+
+def _reason(table: RaspProgram, values: tuple[Value, ...] | None) -> tuple[str, str, tuple[Value, ...]] | None:
+    """(the input shown, why the program is undefined there, the input) for an undefined input, or None."""
+    if values is None:
+        return None
+    try:
+        run(table, values)
+    except RaspError as exc:
+        return "[" + ", ".join(show(v) for v in values) + "]", str(exc), values
+    raise AssertionError(f"the RASP evaluators disagree on {values}")  # pragma: no cover (tests/test_rasp.py)
 
 
 def _same(rasp_value: Any, ours: Value) -> bool:
@@ -360,12 +388,19 @@ def export(
     source: str = "",
     compile_settings: dict | None = None,
     check: bool = True,
+    undefined: str = "error",
     progress: Callable[[str], None] | None = None,
 ) -> dict:
     """The export document (a JSON-ready dict) of a compiled tracr model and the RASP program it was compiled from.
 
+    ``undefined``: what to do when the program is undefined on some input up to max_seq_len (a function raises,
+    a categorical aggregate averages several values: tracr's ``rasp.evaluate`` raises there too). ``"error"``
+    (default) raises ``ExportError`` naming the least such input; ``"dont-care"`` exports anyway and records the
+    policy and the least input (``rasp-equivalence`` then skips those inputs, as tracr promises nothing there).
     ``progress`` (``print``, say) is told each step: tabulating and checking take seconds for larger vocabularies.
     """
+    if undefined not in ("error", "dont-care"):
+        raise ExportError(f"undefined: expected 'error' or 'dont-care', got {undefined!r}")
     from tracr.craft import bases
 
     say = progress or (lambda message: None)
@@ -385,7 +420,17 @@ def export(
     if check:
         inputs = sum(len(vocab) ** length for length in range(1, max_length + 1))
         say(f"checking the table against tracr's rasp.evaluate on {inputs:,} inputs")
-    checked = check_against_rasp(program, table, vocab, max_length) if check else 0
+    checked, found = check_against_rasp(program, table, vocab, max_length) if check else (0, None)
+    scanned = max_length
+    if not check:  # no exhaustive pass ran: scan the lengths that are cheap to scan (the spec's load checks all)
+        found, scanned = _scan_undefined(table, max_length)
+    least = _reason(table, found)
+    if least is not None and undefined == "error":
+        word, reason, _ = least
+        raise ExportError(
+            f"the RASP program is undefined on {word!r} ({reason}); tracr's rasp.evaluate raises there too. Pass "
+            "undefined='dont-care' to export it with such inputs as don't-care, or fix the program"
+        )
     labels = [str(label) for label in model.residual_labels]
     token_ids = {canonical(v): i for v, i in encoder.encoding_map.items() if v not in (bos, pad)}
     symbols = {v: symbol_of(v) for v in table.vocabulary}
@@ -446,6 +491,11 @@ def export(
         "snap": _snap_summary(params),
         "params": params,
         "program": program_to_json(table),
+        "undefined": {
+            "policy": undefined,
+            "least": None if least is None else [symbol_of(v) for v in least[2]],
+            "searched_up_to": scanned,  # every input up to this length was looked at
+        },
         "checked": {
             "inputs": checked,
             "max_length": max_length if check else 0,
@@ -484,6 +534,7 @@ def compile_and_export(
     causal: bool = False,
     source: str = "",
     check: bool = True,
+    undefined: str = "error",
     progress: Callable[[str], None] | None = None,
 ) -> tuple[Any, dict]:
     """Compile ``program`` with tracr and export it (written to ``path`` when given): (model, document).
@@ -509,7 +560,15 @@ def compile_and_export(
         mlp_exactness=mlp_exactness,
         causal=causal,
     )
-    document = export(model, program, source=source, compile_settings=settings, check=check, progress=progress)
+    document = export(
+        model,
+        program,
+        source=source,
+        compile_settings=settings,
+        check=check,
+        undefined=undefined,
+        progress=progress,
+    )
     if path is not None:
         _write(path, document, progress)
     return model, document

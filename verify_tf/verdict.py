@@ -18,6 +18,9 @@ STATUSES = (PROVED, REFUTED, UNKNOWN, ERROR)
 
 # CLI exit codes (documented in the README and docs/cli.md)
 EXIT_PROVED, EXIT_REFUTED, EXIT_INPUT_ERROR, EXIT_UNKNOWN, EXIT_INTERNAL = 0, 1, 2, 3, 4
+# an interrupt is none of the verdicts: the shell's codes for a run ended by SIGINT (130) or SIGTERM (143)
+EXIT_INTERRUPTED = {2: 130, 15: 143}  # keyed by signal number (SIGINT = 2, SIGTERM = 15 on every POSIX system)
+INTERRUPTED = "interrupted"  # the method of a verdict that an interrupt kept from finishing: "unknown (interrupted)"
 
 
 # the kinds of certificate (``verify_tf.certify``): which evidence a proof keeps; an engine's card lists the kinds

@@ -21,12 +21,74 @@ as progress where the unit runs in this process; a no-op elsewhere).
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+MAX_TIMEOUT = 1_000_000  # seconds (11.6 days): the largest budget a spec or --timeout may ask for (docs/cli.md)
+
+
+# ---------------------------------------------------------------- interrupts (SIGINT, SIGTERM)
+#
+# An interrupt is never a verdict (docs/cli.md, "Interrupts"). The CLI turns a signal into ``request_interrupt``;
+# from then on every ``Deadline`` of this process has expired and every ``cancelled()`` is true, so drivers,
+# ``schedule`` and solvers wind down the way they do at a timeout (within the polling intervals they already
+# have), the CLI relabels what did not finish ``unknown (interrupted)``, removes the scratch folders registered
+# here, ends the processes it started and exits 130 or 143.
+
+_INTERRUPT = threading.Event()
+_INTERRUPT_SIGNAL: list[int] = []
+_ON_INTERRUPT: list[Callable[[], None]] = []
+_SCRATCH: set[str] = set()
+_SCRATCH_LOCK = threading.Lock()
+
+
+def request_interrupt(signum: int) -> None:
+    """Stop every check of this process as soon as it polls (any thread may call it)."""
+    if not _INTERRUPT_SIGNAL:
+        _INTERRUPT_SIGNAL.append(signum)
+    _INTERRUPT.set()
+    for hook in list(_ON_INTERRUPT):
+        with suppress(Exception):  # a hook that fails must not keep the others from running
+            hook()
+
+
+def interrupted() -> int | None:
+    """The signal that interrupted this process, or None."""
+    return _INTERRUPT_SIGNAL[0] if _INTERRUPT.is_set() and _INTERRUPT_SIGNAL else None
+
+
+def clear_interrupt() -> None:
+    """Forget an interrupt (tests, and the API between runs)."""
+    _INTERRUPT.clear()
+    _INTERRUPT_SIGNAL.clear()
+
+
+def on_interrupt(hook: Callable[[], None]) -> None:
+    """Call ``hook`` when an interrupt is requested (e.g. interrupt z3, which does not poll in C code)."""
+    _ON_INTERRUPT.append(hook)
+
+
+def register_scratch(path: str) -> None:
+    """A temporary folder to remove if the process is interrupted before its owner removes it."""
+    with _SCRATCH_LOCK:
+        _SCRATCH.add(path)
+
+
+def forget_scratch(path: str) -> None:
+    with _SCRATCH_LOCK:
+        _SCRATCH.discard(path)
+
+
+def scratch_folders() -> list[str]:
+    with _SCRATCH_LOCK:
+        return sorted(_SCRATCH)
+
 
 # z3's main context belongs to the process and is not thread-safe. Work units run one at a time per process
 # (every executor guarantees it); code that calls z3 in a driver's own thread, where several properties run
@@ -37,6 +99,51 @@ Z3_LOCK = threading.RLock()
 
 class DeadlineExpired(Exception):
     """Raised by long-running construction code (e.g. SMT encoding) that finds its deadline passed."""
+
+
+class ResourceExhausted(Exception):
+    """The machine ran out of something a check needs (disk for spilled runs, memory). The verdict is ``unknown``
+    with this message, which says what ran out and what to change: nothing is wrong with the model or an engine,
+    so it is never ``error``."""
+
+
+_AMBIENT = threading.local()
+
+
+@contextmanager
+def deadline_in_force(deadline: Deadline) -> Iterator[None]:
+    """Make ``deadline`` the one ``check_deadline`` consults in this thread (the innermost one wins)."""
+    previous = getattr(_AMBIENT, "deadline", None)
+    _AMBIENT.deadline = deadline
+    try:
+        yield
+    finally:
+        _AMBIENT.deadline = previous
+
+
+def check_deadline(what: str) -> None:
+    """Raise ``DeadlineExpired`` once the deadline in force in this thread has passed. For code deep below the
+    drivers that takes no deadline argument (interval bounds, planning a batched program): it runs inside a
+    work unit (``run_unit``) or a property check (``runner.check_property``), which put their deadline in force."""
+    deadline = getattr(_AMBIENT, "deadline", None)
+    if deadline is not None:
+        deadline.check(what)
+
+
+def out_of_memory_message() -> str:
+    """What ran out, how much this process held, and what to lower (for a MemoryError)."""
+    text = "out of memory"
+    try:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+        text += f": this process reached {peak / 2**30:.2f} GiB"
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit != resource.RLIM_INFINITY:
+            text += f" of its {limit / 2**30:.2f} GiB address-space limit (ulimit -v)"
+    except (ImportError, OSError, ValueError):  # no resource module (Windows): the advice still holds
+        pass
+    return text + "; lower --memory (the working memory of each process) or run fewer jobs (-j)"
 
 
 class Deadline:
@@ -53,15 +160,19 @@ class Deadline:
         self.end = self.start + seconds
 
     def remaining(self) -> float:
+        if _INTERRUPT.is_set():
+            return 0.0
         return max(0.0, self.end - time.perf_counter())
 
     def expired(self) -> bool:
-        return time.perf_counter() >= self.end
+        return _INTERRUPT.is_set() or time.perf_counter() >= self.end
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
 
     def check(self, what: str = "") -> None:
+        if _INTERRUPT.is_set():
+            raise DeadlineExpired(f"interrupted {what}".strip())
         if self.expired():
             raise DeadlineExpired(f"timeout ({self.seconds:g} s) {what}".strip())
 
@@ -72,7 +183,7 @@ class Deadline:
 
 
 def never_cancelled() -> bool:
-    return False
+    return _INTERRUPT.is_set()  # nothing cancels the unit, but an interrupt stops everything
 
 
 @dataclass(frozen=True)
@@ -99,6 +210,19 @@ class UnitError(Exception):
 
     def __reduce__(self):  # it crosses process boundaries: pickle the constructor's arguments
         return UnitError, (self.key, self.message, self.remote_traceback)
+
+    @property
+    def expired(self) -> bool:
+        """The unit ran out of its budget (``DeadlineExpired`` raised inside it): a timeout, not a failure."""
+        return self.message.startswith("DeadlineExpired:")
+
+    @property
+    def exhausted(self) -> str | None:
+        """The message of a resource the unit ran out of (memory, spill disk), or None."""
+        for prefix in ("MemoryError: ", "ResourceExhausted: "):
+            if self.message.startswith(prefix):
+                return self.message[len(prefix) :]
+        return None
 
 
 class Handle(Protocol):
@@ -136,6 +260,7 @@ class Executor(Protocol):
 # ---------------------------------------------------------------- the scheduling loop
 
 CONTINUE, STOP_AFTER, STOP = "continue", "stop-after", "stop"
+POLL_SECONDS = 0.25  # the longest ``schedule`` waits for a unit before it looks at the deadline again
 
 
 @dataclass
@@ -215,15 +340,23 @@ def schedule(
             summary.expired = True
             drop(list(running))
             break
-        done = executor.completed(running, timeout=deadline.remaining())
+        # in slices: an interrupt (which expires the deadline) is noticed within POLL_SECONDS, not at the end
+        done = executor.completed(running, timeout=min(deadline.remaining(), POLL_SECONDS))
         for handle in done:
             running.remove(handle)
             summary.finished += 1
             try:
                 value = handle.result()
             except UnitError as error:
-                summary.errors.append(error)
-                decision = on_error(error) if on_error is not None else STOP
+                if error.exhausted is not None:  # the machine, not the unit: stop the property, say what ran out
+                    drop(list(running))
+                    raise ResourceExhausted(error.exhausted) from None
+                if error.expired:  # a timeout inside the unit: what ran is reported as for any timeout
+                    summary.expired = True
+                    decision = STOP
+                else:
+                    summary.errors.append(error)
+                    decision = on_error(error) if on_error is not None else STOP
             else:
                 decision = on_result(handle.unit, value)
             if decision == STOP:
@@ -241,6 +374,13 @@ def schedule(
 
 
 def describe_exception(exc: BaseException) -> tuple[str, str]:
+    """(message, traceback) of a unit's exception; running out of memory or disk gets a message that says so
+    (``UnitError.exhausted`` reads it back in the process that schedules the unit)."""
+    if isinstance(exc, MemoryError):
+        return f"MemoryError: {out_of_memory_message()}", traceback.format_exc(limit=12)
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        where = f" ({exc.filename})" if exc.filename else ""
+        return f"ResourceExhausted: no space left on the device{where}", traceback.format_exc(limit=12)
     return f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=12)
 
 
@@ -254,7 +394,7 @@ class CancelFlag:
         self._event.set()
 
     def __call__(self) -> bool:
-        return self._event.is_set()
+        return self._event.is_set() or _INTERRUPT.is_set()
 
 
 def no_report(phase: str) -> None:
@@ -271,8 +411,11 @@ def run_unit(
     cancelled: Callable[[], bool] = never_cancelled,
     report: Callable[[str], None] = no_report,
 ) -> Any:
-    """Call a unit's function with its budget (what every executor does, in whichever process)."""
-    return unit.function(*unit.args, deadline=Deadline(seconds), cancelled=cancelled, report=report)
+    """Call a unit's function with its budget (what every executor does, in whichever process); the budget is
+    also the deadline in force (``check_deadline``) for whatever the unit calls."""
+    deadline = Deadline(seconds)
+    with deadline_in_force(deadline):
+        return unit.function(*unit.args, deadline=deadline, cancelled=cancelled, report=report)
 
 
 def iter_chunks(total: int, size: int, start: int = 0) -> Iterator[tuple[int, int]]:

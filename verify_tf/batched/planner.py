@@ -35,6 +35,7 @@ from ..bounds import Bounds, Cube, IVector, cube_bounds, magnitude
 from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Head, Matrix, Model, Token, Vector
 from ..semantics.arithmetic import Arithmetic, Fixed
 from ..semantics.exp_table import exp_table
+from ..work import check_deadline
 from .normalization import LayerNormPlan, plan_activation, plan_layer_norm
 from .plans import (
     FLOAT_EXACT,
@@ -194,6 +195,7 @@ class _Planner:
 
         ``out``: the bounds of the rounded result per position (from ``verify_tf.bounds``).
         """
+        check_deadline("while planning the batched program")
         rows, cols = len(weights), len(dens)
         self.largest = max(self.largest, rows)
         acc_den = _lcm(

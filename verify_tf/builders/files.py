@@ -10,6 +10,7 @@ kept as two int64 tensors ``name::num`` / ``name::den``. Loading never executes 
 from __future__ import annotations
 
 import json
+import re
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,28 @@ def _nested_pair(num: np.ndarray, den: np.ndarray) -> list:
     return [_nested_pair(a, b) for a, b in zip(num, den)]
 
 
+SAFE_ALTERNATIVES = (
+    "save the tensors alone: torch.save(model.state_dict(), 'model.pt'), or as safetensors: "
+    "safetensors.torch.save_file(model.state_dict(), 'model.safetensors')"
+)
+
+
+def pickle_refusal(name: str, exc: BaseException) -> str | None:
+    """The message for a .pt file that ``torch.load(weights_only=True)`` refuses because it needs pickle, or None.
+
+    torch's own message goes on to explain how to load the file with ``weights_only=False``, i.e. how to run
+    the code it may hold; it is never shown (issue 26)."""
+    text = str(exc)
+    if type(exc).__name__ != "UnpicklingError" and "Weights only load failed" not in text:
+        return None
+    found = re.search(r"(?:Unsupported global: GLOBAL|global) ([\w.]+)", text)
+    held = f" (it holds {found.group(1)})" if found else ""
+    return (
+        f"{name}: this file needs pickle to load{held}; verify-tf never unpickles, because unpickling can run "
+        "code from the file"
+    )
+
+
 def _torch(path: Path):
     """torch, for .pt files only: an optional dependency (the ``torch`` extra); its absence is named."""
     try:
@@ -144,18 +167,32 @@ def load_model(path: str | Path) -> Model:
                 for key in handle.keys():  # noqa: SIM118 - a safetensors handle, not a dict
                     tensors[key] = handle.get_tensor(key)
         elif suffix == ".npz":
-            with np.load(path, allow_pickle=False) as archive:
-                tensors = {k: archive[k] for k in archive.files}
+            try:
+                with np.load(path, allow_pickle=False) as archive:
+                    tensors = {k: archive[k] for k in archive.files}
+            except ValueError as exc:
+                if "allow_pickle" not in str(exc):
+                    raise
+                raise ModelFileError(
+                    f"{path.name}: this file needs pickle to load (it holds Python objects); verify-tf never "
+                    "unpickles, because unpickling can run code from the file; write arrays of numbers only"
+                ) from None
             text = str(tensors.pop(ARCH_KEY)) if ARCH_KEY in tensors else None
         elif suffix in (".pt", ".pth"):
             torch = _torch(path)
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            try:
+                state = torch.load(path, map_location="cpu", weights_only=True)
+            except Exception as exc:
+                refusal = pickle_refusal(path.name, exc)
+                if refusal is not None:
+                    raise ModelFileError(f"{refusal}; {SAFE_ALTERNATIVES}") from None
+                raise
             if not isinstance(state, dict):
                 raise ModelFileError("the torch file does not hold a state dict")
             text = state.pop(ARCH_KEY, None)
             tensors = {k: v.numpy() for k, v in state.items() if hasattr(v, "numpy")}
         else:
-            raise ModelFileError(f"unknown model file type {suffix!r} (use .safetensors, .npz or .pt)")
+            raise ModelFileError(f"{path.name}: unknown model file type {suffix!r} (use .safetensors, .npz or .pt)")
     except (ModelFileError, MissingDependency):
         raise
     except Exception as exc:  # any reader failure means a corrupt or foreign file; say so plainly
@@ -169,5 +206,7 @@ def load_model(path: str | Path) -> Model:
         return model_from_dict(_join_tensors(arch, tensors))
     except ModelFileError:
         raise
-    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
-        raise ModelFileError(f"{path.name}: malformed architecture ({type(exc).__name__}: {exc})") from None
+    except RecursionError:
+        raise ModelFileError(f"{path.name}: malformed architecture (nested too deeply)") from None
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError) as exc:
+        raise ModelFileError(f"{path.name}: malformed architecture ({type(exc).__name__}: {str(exc)[:200]})") from None

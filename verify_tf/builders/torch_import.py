@@ -60,6 +60,7 @@ from ..ir import (
 from ..numbers import fmt
 from ..schema.errors import strip_terminal_codes
 from . import TORCH_ROLE_NAMES
+from .files import SAFE_ALTERNATIVES, pickle_refusal
 
 TorchState = dict[str, torch.Tensor]
 ROLE_NAMES = TORCH_ROLE_NAMES
@@ -573,14 +574,9 @@ def load_state_dict(path: str | Path) -> TorchState:
         state = torch.load(Path(path), map_location="cpu", weights_only=True)
     except Exception as exc:  # a corrupt file or a pickled object weights_only refuses: say so plainly
         text = strip_terminal_codes(str(exc))
-        pickled = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
-        if pickled:  # torch.save(model), or any other object: name it, never print torch's advice to unpickle
-            raise TorchImportError(
-                f"cannot read {name} as a state dict: it holds a pickled object ({pickled.group(1)}), which "
-                "verify-tf never unpickles (that could run code from the file)",
-                "if it was written by torch.save(model), save the weights instead: "
-                'torch.save(model.state_dict(), "model.pt")',
-            ) from None
+        refusal = pickle_refusal(name, exc)
+        if refusal is not None:  # torch.save(model), or any other object: never print torch's advice to unpickle
+            raise TorchImportError(refusal, SAFE_ALTERNATIVES) from None
         first = next((line.strip() for line in text.splitlines() if line.strip()), "")
         raise TorchImportError(f"cannot read {name} as a state dict: {type(exc).__name__}: {first[:200]}") from None
     if isinstance(state, nn.Module):  # cannot happen with weights_only, kept as a clear message

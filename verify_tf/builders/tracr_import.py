@@ -39,6 +39,7 @@ from typing import Any
 from ..ir import AlphabetTokens, AttentionLayer, Block, FeedForward, Head, Model, zeros
 from ..numbers import float32_from_bits, float32_interval, fmt
 from ..rasp.program import ProgramError, RaspProgram, Value, program_from_json, value_from_json
+from ..userfiles import UserFileError, read_user_text
 
 FORMAT = "verify-tf-tracr/1"
 ATTENTION_READINGS = ("hardmax", "softmax")
@@ -64,6 +65,9 @@ class TracrExport:
     output_space: tuple[tuple[Value, int], ...]  # categorical: (value, residual index), in output order
     output_index: int | None  # numerical: the residual index
     residual_labels: tuple[str, ...]
+    # what the exporter was told to do with inputs where the program is undefined ("error" or "dont-care"); the
+    # rasp-equivalence property's `undefined` option overrides it
+    undefined_policy: str = "error"
 
     @property
     def d_model(self) -> int:
@@ -83,8 +87,10 @@ def read_export(path: str | Path) -> TracrExport:
 @lru_cache(maxsize=16)
 def _read_export(path: str, stamp: int) -> TracrExport:
     try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        document = json.loads(read_user_text(Path(path), "the export"))
+    except UserFileError as exc:
+        raise TracrImportError(f"{Path(path).name}: {exc}") from None
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise TracrImportError(f"{Path(path).name} is not a JSON export: {exc}") from None
     return parse_export(document, path)
 
@@ -137,6 +143,10 @@ def parse_export(document: Any, path: str = "<export>") -> TracrExport:
         raise TracrImportError(
             f"{Path(path).name}: the program's output is {program.output_node.encoding}, the model's {kind}"
         )
+    undefined = document.get("undefined") or {}
+    policy = undefined.get("policy", "error") if isinstance(undefined, dict) else None
+    if policy not in ("error", "dont-care"):
+        raise TracrImportError(f"{Path(path).name}: undefined.policy: expected 'error' or 'dont-care', got {policy!r}")
     return TracrExport(
         path,
         document,
@@ -150,6 +160,7 @@ def parse_export(document: Any, path: str = "<export>") -> TracrExport:
         space,
         index,
         tuple(str(x) for x in labels),
+        policy,
     )
 
 

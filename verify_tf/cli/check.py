@@ -1,6 +1,6 @@
 """The ``check`` command: load the specs, run every property, print the verdict table, write the reports.
 
-``check`` is the pipeline of ``verify-tf check`` in one screen: the flags checked, the specs loaded
+``_check`` is the pipeline of ``verify-tf check`` in one screen: the flags checked, the specs loaded
 (``spec.load_spec``), every property run by ``runner.check_all`` (per property ``runner.check_property``: its
 task, the engine or auto's choice, the driver, the verdict, the certificate), then the report (the table and
 summary, ``--json``, ``--junit``, ``--explain``/``--html``) and the exit code; each stage is a helper below it.
@@ -11,21 +11,48 @@ Exit codes: 0 all proved, 1 something refuted, 2 input error, 3 nothing refuted 
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 from rich.markup import escape
 
 from ..spec.loader import ENGINES
+from ..verdict import EXIT_INTERRUPTED
+from ..work import MAX_TIMEOUT, interrupted
 from . import output
+from .interrupts import Interrupts, end_descendants, remove_scratch, signal_name
 from .progress import ProgressDisplay
 from .reports import show_explained
 
 if TYPE_CHECKING:
     from ..runner import Overrides
+
+SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+class ByteSize(click.ParamType):
+    """A size in bytes: 1048576, 512K, 256M, 2G (binary multiples; an optional B or iB)."""
+
+    name = "SIZE"
+
+    def convert(self, value, param, ctx) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().upper().removesuffix("B").removesuffix("I")
+        unit = text[-1:] if text[-1:] in SIZE_UNITS else ""
+        try:
+            number = float(text[: len(text) - len(unit)])
+        except ValueError:
+            self.fail(f"{value!r} is not a size (e.g. 512M, 2G)", param, ctx)
+        size = int(number * SIZE_UNITS[unit])
+        if not (1 << 16) <= size <= (1 << 50):
+            self.fail(f"{value!r}: expected between 64K and 1024T", param, ctx)
+        return size
 
 
 @click.command()
@@ -37,7 +64,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT),
     help="Seconds per property, encoding and solving included (overrides the spec).",
 )
 @click.option(
@@ -126,9 +153,34 @@ if TYPE_CHECKING:
     show_default=True,
     help="Device for the torch path.",
 )
+@click.option(
+    "--memory",
+    type=ByteSize(),
+    help="Working memory of each process (e.g. 512M, 2G; default 256M): the size of evaluated batches and of the "
+    "sorted runs kept in memory before they are spilled. Lower it when a check runs out of memory.",
+)
+@click.option(
+    "--spill-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder for the sorted runs a large distinct-values scan spills (default: TMPDIR, else the system's "
+    "temporary folder); each check removes its own.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No table; only the exit code and errors.")
 @click.option("--verbose", "-v", is_flag=True, help="Print every model note (default: one line per spec).")
-def check(
+def check(**options) -> None:
+    """Check every property of every SPEC and print a verdict table.
+
+    Exit codes: 0 every property proved (or got its `expect:` verdict), 1 something refuted (or a definite
+    verdict contradicted `expect:`), 2 input error, 3 nothing refuted but something unknown (0 with
+    --fail-on refuted), 4 internal error. A spec that needs a package that is not installed is skipped: its
+    properties are unknown, naming the package. SIGINT exits 130 and SIGTERM 143 (never a verdict).
+    """
+    with Interrupts():  # SIGINT/SIGTERM: never a verdict (docs/cli.md, "Interrupts")
+        _check(**options)
+
+
+def _check(
+    *,
     specs,
     engine,
     timeout,
@@ -147,16 +199,11 @@ def check(
     certify_dir,
     certify_partial,
     device,
+    memory,
+    spill_dir,
     quiet,
     verbose,
 ) -> None:
-    """Check every property of every SPEC and print a verdict table.
-
-    Exit codes: 0 every property proved (or got its `expect:` verdict), 1 something refuted (or a definite
-    verdict contradicted `expect:`), 2 input error, 3 nothing refuted but something unknown (0 with
-    --fail-on refuted), 4 internal error. A spec that needs a package that is not installed is skipped: its
-    properties are unknown, naming the package.
-    """
     from ..cache import ProofCache
     from ..reporting.report import combined_exit_code
     from ..runner import Overrides
@@ -171,10 +218,14 @@ def check(
         device=device,
         cache_dir=None if no_cache else cache_dir,
         certify_dir=certify_dir,
+        memory=memory,
+        spill_dir=spill_dir,
     )
-    _create_folders(smt2_dir, certify_dir, json_path, junit_path, html_path)
+    _create_folders((smt2_dir, certify_dir, spill_dir), (json_path, junit_path, html_path))
     entries = _load_specs(specs, quiet)  # load: every spec, or exit 2 at the first mistake
     loaded = [entry for entry in entries if not isinstance(entry, tuple)]
+    if interrupted() is not None:  # during loading: nothing was checked, nothing to report
+        _exit_interrupted(0, sum(len(spec.properties) for spec in loaded))
     if not quiet:
         _print_notes(loaded, verbose)
     store = None if no_cache else ProofCache(cache_dir)
@@ -182,9 +233,13 @@ def check(
     checked = _check_all(loaded, overrides, jobs, cluster_address, store, quiet)
     verdicts, expectations = _in_spec_order(entries, checked)
     seconds = time.perf_counter() - started
-    if not quiet:  # report: the table, the summary, the files asked for
+    signum = interrupted()
+    if not quiet:  # report: the table and the summary, then the files asked for
         _print_verdicts(verdicts, expectations, seconds, store)
-    _write_reports(verdicts, expectations, fail_on, seconds, json_path, junit_path, unknown_as)
+    stopped_by = signal_name(signum) if signum is not None else None
+    _write_reports(verdicts, expectations, fail_on, seconds, stopped_by, json_path, junit_path, unknown_as)
+    if signum is not None:
+        _exit_interrupted(sum(v.method != "interrupted" for v in checked), len(checked))
     if explain or html_path is not None:
         _explain(loaded, verdicts, explain, html_path, specs)
     sys.exit(combined_exit_code(verdicts, expectations, fail_on))
@@ -207,10 +262,9 @@ def _check_flags(device: str, certify_dir, certify_partial: bool, cluster_addres
             )
 
 
-def _create_folders(*targets: Path | None) -> None:
-    """The report folders (``--smt2``/``--certify`` folders, the report files' parents), created up front so
-    that a typo fails before the checks, not after."""
-    folders, files = targets[:2], targets[2:]
+def _create_folders(folders: tuple[Path | None, ...], files: tuple[Path | None, ...]) -> None:
+    """The folders asked for and the report files' parents, created up front so that a typo fails before the
+    checks, not after."""
     try:
         for folder in folders:
             if folder is not None:
@@ -279,11 +333,13 @@ def _print_verdicts(verdicts, expectations, seconds: float, store) -> None:
     print_summary(verdicts, expectations, seconds)
 
 
-def _write_reports(verdicts, expectations, fail_on: str, seconds: float, json_path, junit_path, unknown_as) -> None:
+def _write_reports(
+    verdicts, expectations, fail_on: str, seconds: float, stopped_by: str | None, json_path, junit_path, unknown_as
+) -> None:
     if json_path is not None:
         from ..reporting.report import write_json
 
-        write_json(json_path, verdicts, expectations, fail_on, seconds)
+        write_json(json_path, verdicts, expectations, fail_on, seconds, stopped_by)
     if junit_path is not None:
         from ..reporting.junit import write_junit
 
@@ -297,6 +353,24 @@ def _explain(loaded, verdicts, print_traces: bool, html_path, specs) -> None:
     by_path = {str(spec.path): spec for spec in loaded}
     explained = explain_verdicts([(by_path[v.spec], v) for v in verdicts if v.status == "refuted"])
     show_explained(explained, print_traces=print_traces, html_path=html_path, source=", ".join(map(str, specs)))
+
+
+def _exit_interrupted(finished: int, total: int) -> NoReturn:
+    """After SIGINT/SIGTERM: remove the scratch folders, end every process this one started, exit 130/143."""
+    signum = interrupted() or signal.SIGINT
+    remove_scratch()
+    ended = end_descendants()
+    code = EXIT_INTERRUPTED[signum]
+    output.err_console.print(
+        f"[yellow]interrupted ({signal_name(signum)}): {finished} of {total} properties finished, the rest are "
+        f"unknown (interrupted); {len(ended)} child process(es) ended; exit {code}[/]",
+        highlight=False,
+    )
+    # the reports are written and the children ended: skip the interpreter's shutdown (atexit joins, collecting
+    # every cached program), which took seconds after a -j 2 run
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _require_certify_extra() -> None:
@@ -390,15 +464,13 @@ def print_summary(verdicts, expectations, seconds: float) -> None:
 
 def _open_cluster(address: str, quiet: bool):
     """The Dask executor for ``--cluster`` (Dask is imported only here); a cluster that cannot be used is exit 2."""
-    import logging
-
     from ..executors import ClusterUnavailable, open_cluster
 
-    # a lost scheduler is reported in the verdicts; Dask's client would also log each reconnection attempt
-    logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
     try:
         executor = open_cluster(address)
     except ClusterUnavailable as exc:
+        if interrupted() is not None:  # Ctrl-C while the workers started (they got it too): not an input error
+            _exit_interrupted(0, 0)
         output.fail_input(str(exc), hint=exc.hint or None)
     if not quiet:
         output.err_console.print(f"[dim]cluster: {escape(executor.describe())}[/]", highlight=False)

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
+from ..work import MAX_TIMEOUT
 from . import output
 
 
@@ -41,7 +42,7 @@ def show_explained(explained, print_traces: bool, html_path: Path | None, source
 @click.argument("report_path", metavar="REPORT", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT),
     default=600.0,
     show_default=True,
     help="Seconds per certificate for re-checking it.",

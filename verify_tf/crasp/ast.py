@@ -294,10 +294,28 @@ class Ref(Expr):
 
 
 def subexpressions(expr: Expr) -> Iterator[Expr]:
-    """``expr`` and all its subexpressions, in pre-order."""
-    yield expr
-    for child in expr.children:
-        yield from subexpressions(child)
+    """``expr`` and all its subexpressions, in pre-order (iteratively: any depth)."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(node.children))
+
+
+def expression_depth(expr: Expr) -> int:
+    """The nesting depth of ``expr`` (a leaf is 1), computed iteratively."""
+    deepest, stack = 0, [(expr, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in node.children)
+    return deepest
+
+
+# Input limits (docs/crasp.md, "Limits"): every later stage (interpreter, compiler, SMT formulas) recurses over
+# expressions, so the parser refuses deeper ones with a located error instead of a RecursionError.
+MAX_NESTING = 100  # nested parentheses, prefix operators (! - #) and chained operators (a + b + ...), together
+MAX_CONSTANT_DIGITS = 1000  # as for numbers in specs (verify_tf.numbers.MAX_DIGITS)
 
 
 # --------------------------------------------------------------------------- programs
@@ -336,6 +354,8 @@ class Program:
         types: dict[str, Type] = {}
         for definition in self.definitions:
             check_definition_name(definition.name)
+            if expression_depth(definition.expr) > MAX_NESTING:
+                raise CraspError(f"'{definition.name}' nests deeper than {MAX_NESTING} levels")
             if definition.name in types:
                 raise CraspError(f"'{definition.name}' is defined twice")
             for node in subexpressions(definition.expr):

@@ -48,6 +48,8 @@ from typing import NamedTuple
 from verify_tf.crasp.ast import (
     COMPARISON_OPERATORS,
     KEYWORDS,
+    MAX_CONSTANT_DIGITS,
+    MAX_NESTING,
     ArithOp,
     BoolConst,
     BoolOp,
@@ -66,9 +68,11 @@ from verify_tf.crasp.ast import (
     Ref,
     Type,
     check_definition_name,
+    expression_depth,
     format_alphabet,
     require_type,
 )
+from verify_tf.userfiles import UserFileError, read_user_text
 
 __all__ = ["load_program", "parse_program"]
 
@@ -82,9 +86,9 @@ def load_program(path: str | Path) -> Program:
     """Parse and type-check the C-RASP file at ``path``."""
     path = Path(path)
     try:
-        source = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise CraspError(f"cannot read {path}: {error}") from error
+        source = read_user_text(path, "the program")
+    except UserFileError as error:
+        raise CraspError(f"cannot read {path}: {error}") from None
     return parse_program(source, path.name)
 
 
@@ -192,6 +196,18 @@ class _Parser:
         self.definitions: list[Definition] = []
         self.defined: dict[str, _Defined] = {}
         self.output: _Token | None = None
+        self.nesting = 0  # open parentheses and prefix operators around the current token
+
+    def nest(self, token: _Token) -> None:
+        """One level deeper (a parenthesis or a prefix operator): refused past MAX_NESTING, before Python's own
+        recursion limit could be hit."""
+        self.nesting += 1
+        if self.nesting > MAX_NESTING:
+            raise self.error(
+                token,
+                f"the expression nests deeper than {MAX_NESTING} levels",
+                "split it into several definitions (docs/crasp.md, limits)",
+            )
 
     # ----- helpers
 
@@ -316,7 +332,14 @@ class _Parser:
                 "choose a new name; definitions cannot be reassigned",
             )
         self.expect("=", hint="a definition is written name = expression")
+        start = self.current
         expr = self.expr().expr
+        if expression_depth(expr) > MAX_NESTING:  # long operator chains build deep trees without recursing here
+            raise self.error(
+                start,
+                f"the expression nests deeper than {MAX_NESTING} levels (a chain of operators counts one per operator)",
+                "split it into several definitions (docs/crasp.md, limits)",
+            )
         self.definitions.append(Definition(name.text, expr))
         self.defined[name.text] = _Defined(name.line, expr.type)
 
@@ -374,19 +397,35 @@ class _Parser:
         token = self.current
         if self.at("-") and self.tokens[self.index + 1].kind == INTEGER:
             self.advance()
-            return _Located(CountConst(-int(self.advance().text)), token.line, token.column)
+            return _Located(CountConst(-self.integer(self.advance())), token.line, token.column)
+        if not (self.at("!") or self.at("-") or self.at("#")):
+            return self.atom()
+        self.nest(token)
+        try:
+            return self.prefixed(token)
+        finally:
+            self.nesting -= 1
+
+    def prefixed(self, token: _Token) -> _Located:
         if self.at("!"):
             self.advance()
             expr: Expr = Not(self.require(self.unary(), Type.BOOL))
         elif self.at("-"):
             self.advance()
             expr = Neg(self.require(self.unary(), Type.COUNT))
-        elif self.at("#"):
+        else:
             self.advance()
             expr = Count(self.require(self.unary(), Type.BOOL))
-        else:
-            return self.atom()
         return _Located(expr, token.line, token.column)
+
+    def integer(self, token: _Token) -> int:
+        if len(token.text) > MAX_CONSTANT_DIGITS:
+            raise self.error(
+                token,
+                f"a constant of {len(token.text)} digits; at most {MAX_CONSTANT_DIGITS} are allowed",
+                "counts never come near such numbers (docs/crasp.md, limits)",
+            )
+        return int(token.text)
 
     def atom(self) -> _Located:
         token = self.current
@@ -394,11 +433,13 @@ class _Parser:
             return _Located(self.letter(), token.line, token.column)
         if token.kind == INTEGER:
             self.advance()
-            return _Located(CountConst(int(token.text)), token.line, token.column)
+            return _Located(CountConst(self.integer(token)), token.line, token.column)
         if self.at("("):
+            self.nest(token)
             self.advance()
             inner = self.expr()
             self.expect(")")
+            self.nesting -= 1
             return _Located(inner.expr, token.line, token.column)
         if token.kind == NAME:
             return _Located(self.named_atom(), token.line, token.column)

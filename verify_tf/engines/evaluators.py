@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ..batched import BatchedEvaluator, evaluator_for
+from ..batched import DEFAULT_MEMORY, BatchedEvaluator, evaluator_for
 from ..contract import Task
 from ..ir import Model
 from ..ir.plain import model_to_dict
@@ -41,4 +41,4 @@ class Evaluators:
         )
 
     def chunk_size(self, length: int) -> int:
-        return self.of().chunk_size(length)
+        return self.of().chunk_size(length, self.task.settings.memory or DEFAULT_MEMORY)

@@ -31,6 +31,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..work import ResourceExhausted, forget_scratch, register_scratch
+
 LIMB_BITS = 62
 LIMB = 1 << LIMB_BITS
 INT64_SAFE = 1 << 62
@@ -109,11 +111,16 @@ def sorted_run(numerators: np.ndarray, den: int, start: int, groups: np.ndarray 
     return SortedRun(keys[order], index[order], None if group_limbs is None else group_limbs[order], den)
 
 
+def _size(nbytes: int) -> str:
+    return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+
+
 class RunStore:
     """Sorted runs, in memory up to ``memory`` bytes, the rest spilled to a temporary folder."""
 
-    def __init__(self, memory: int):
+    def __init__(self, memory: int, folder: str | None = None):
         self.memory = memory
+        self.parent = folder  # where the spill folder is made (None: the system's temporary folder, TMPDIR)
         self.in_memory: list[SortedRun] = []
         self.spilled: list[tuple[str, int, bool]] = []  # (path prefix, den, has groups)
         self.held = 0
@@ -136,13 +143,23 @@ class RunStore:
             self._spill(self.in_memory.pop(0))
 
     def _spill(self, run: SortedRun) -> None:
-        if self._folder is None:
-            self._folder = tempfile.TemporaryDirectory(prefix="verify-tf-runs-")
-        prefix = os.path.join(self._folder.name, f"run{len(self.spilled)}")
-        np.save(prefix + ".keys.npy", run.keys)
-        np.save(prefix + ".index.npy", run.index)
-        if run.groups is not None:
-            np.save(prefix + ".groups.npy", run.groups)
+        parent = self.parent or tempfile.gettempdir()
+        try:
+            if self._folder is None:
+                self._folder = tempfile.TemporaryDirectory(prefix="verify-tf-runs-", dir=self.parent)
+                register_scratch(self._folder.name)  # removed by the CLI if the run is interrupted first
+            prefix = os.path.join(self._folder.name, f"run{len(self.spilled)}")
+            np.save(prefix + ".keys.npy", run.keys)
+            np.save(prefix + ".index.npy", run.index)
+            if run.groups is not None:
+                np.save(prefix + ".groups.npy", run.groups)
+        except OSError as exc:  # numpy reports a short write as "N requested and M written", not ENOSPC
+            self.close()  # what was spilled so far is of no use: free the disk now
+            raise ResourceExhausted(
+                f"the spill folder {parent} is full or cannot be written ({exc.strerror or exc}): set TMPDIR or "
+                f"--spill-dir to a folder with more space, or raise --memory ({_size(self.memory)} now) so "
+                "fewer runs are spilled"
+            ) from None
         self.spilled.append((prefix, run.den, run.groups is not None))
         self.held -= run.nbytes
         self.spilled_bytes += run.nbytes
@@ -163,6 +180,7 @@ class RunStore:
 
     def close(self) -> None:
         if self._folder is not None:
+            forget_scratch(self._folder.name)
             self._folder.cleanup()
             self._folder = None
 

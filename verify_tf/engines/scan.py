@@ -353,7 +353,7 @@ def check_distinct_values(
 ) -> Verdict:
     """The exhaustive verdict for a ``DistinctValues`` property: sorted runs, a k-way merge, one closest-pair
     pass, within ``memory`` bytes of runs (default ``SCAN_MEMORY``; the rest is spilled to disk)."""
-    memory = SCAN_MEMORY if memory is None else memory
+    memory = (task.settings.memory or SCAN_MEMORY) if memory is None else memory
     prop = task.prop
     for first, i, second, j in prop.candidate_pairs(task):
         return refuted(
@@ -376,7 +376,7 @@ def check_distinct_values(
     n = max(space.lengths) if space.lengths else 0
     if len(space.lengths) > 1:
         raise ValueError("the distinct-values scan needs a single input length")
-    with RunStore(memory) as store:
+    with RunStore(memory, task.settings.spill_dir) as store:
 
         def on_result(unit: WorkUnit, result: ValuesResult) -> str:
             nonlocal done

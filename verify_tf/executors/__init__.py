@@ -10,6 +10,7 @@ All of them implement ``verify_tf.work.Executor``; engine drivers never know whi
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -98,6 +99,9 @@ _CANCEL_FLAGS: Any = None
 def _pool_init(flags: Any) -> None:
     global _CANCEL_FLAGS
     _CANCEL_FLAGS = flags
+    # Ctrl-C reaches the whole process group; the parent decides (it cancels the units and ends this process),
+    # so a worker never dies half-way with a KeyboardInterrupt of its own
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _pool_call(unit: WorkUnit, seconds: float, slot: int = -1) -> Any:
@@ -123,7 +127,10 @@ class _PoolHandle:
         except UnitError:
             raise
         except BrokenProcessPool as exc:
-            raise UnitError(self.unit.key, f"the worker process died ({exc})") from None
+            raise UnitError(
+                self.unit.key,
+                f"the worker process died ({exc}); if the system killed it for memory, lower --memory or -j",
+            ) from None
         except Exception as exc:  # e.g. a result that could not be sent back
             raise UnitError(self.unit.key, f"{type(exc).__name__}: {exc}") from None
 

@@ -39,6 +39,7 @@ import logging
 import math
 import pickle
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -46,6 +47,7 @@ import time
 import uuid
 import weakref
 from collections import OrderedDict, deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -56,7 +58,17 @@ from distributed import Client, LocalCluster, WorkerPlugin
 from distributed.scheduler import KilledWorker
 
 from .. import __version__
-from ..work import Deadline, UnitError, WorkUnit, budget, describe_exception, run_unit
+from ..work import (
+    Deadline,
+    UnitError,
+    WorkUnit,
+    budget,
+    describe_exception,
+    forget_scratch,
+    interrupted,
+    register_scratch,
+    run_unit,
+)
 from .addresses import ClusterUnavailable
 
 log = logging.getLogger(__name__)
@@ -398,19 +410,28 @@ class DaskExecutor:
             self.client.cancel(whole, force=True)  # and leave the scheduler's queue
 
     def close(self) -> None:
+        if interrupted() is not None and self.cluster is not None:
+            # SIGINT/SIGTERM: the CLI ends this cluster's processes itself (cli/interrupts.end_descendants) and
+            # exits; a graceful close would only wait for workers that are being stopped anyway
+            if self.scratch is not None:
+                shutil.rmtree(self.scratch, ignore_errors=True)
+                forget_scratch(self.scratch)
+            return
         unresponsive = any(call.is_alive() for call in self._calls)  # a frozen scheduler: do not wait for it
+        hurry = self._lost or unresponsive or interrupted() is not None  # after SIGINT/SIGTERM: seconds, not tens
         try:
-            if not self._lost and not unresponsive:
+            if not hurry:
                 self._bounded(self.client.unregister_worker_plugin, VersionGuard.name)
-            self.client.close(timeout=1 if self._lost or unresponsive else RPC_SECONDS)
+            self.client.close(timeout=1 if hurry else RPC_SECONDS)
         except Exception:  # a scheduler that is gone: nothing left to close there
             pass
         finally:
             if self.cluster is not None:
                 with contextlib.suppress(Exception):
-                    self.cluster.close(timeout=10)
+                    self.cluster.close(timeout=2 if hurry else 10)
             if self.scratch is not None:
                 shutil.rmtree(self.scratch, ignore_errors=True)
+                forget_scratch(self.scratch)
 
     def describe(self) -> str:
         where = (
@@ -609,13 +630,25 @@ def connect(
     with throw-away certificates when ``cryptography`` is installed), with its directories in a temporary
     folder (made in ``directory``, default the system's temporary folder) that ``close`` removes; anything else
     is the address of a running scheduler. Raises ``ClusterUnavailable``."""
+    # a lost scheduler is reported once, in the verdicts ("the connection to the Dask scheduler at ... was lost");
+    # Dask's client would also log a 40-line traceback per reconnection attempt. Set here, after Dask's own
+    # logging configuration ran (importing distributed resets these levels).
+    for name in ("distributed.client", "distributed.utils", "distributed.comm", "distributed.core"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     timeout = connect_timeout() if timeout is None else timeout
     if address.startswith("local:"):
         count = int(address.split(":", 1)[1])
         scratch = tempfile.mkdtemp(prefix="verify-tf-dask-", dir=directory)
+        register_scratch(scratch)  # the CLI removes it if the run is interrupted before close() does
         cluster = None
         try:
-            with dask.config.set(LOCAL_SETTINGS):
+            # Dask's shared work space (dask-scratch-space, its lock files) goes into the scratch folder too, so
+            # that nothing of the run is left in TMPDIR
+            # SIGINT blocked while the cluster starts: its event-loop thread, nannies and workers inherit the mask,
+            # so Ctrl-C (sent to the whole process group) reaches this process only, which stops the run and
+            # ends them (docs/cli.md, "Interrupts"), instead of each worker dying with a traceback of its own
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            with dask.config.set({**LOCAL_SETTINGS, "temporary-directory": scratch}), _restored_mask(blocked):
                 cluster = LocalCluster(
                     n_workers=count,
                     threads_per_worker=1,
@@ -661,6 +694,14 @@ def connect(
     except BaseException:
         client.close(timeout=RPC_SECONDS)
         raise
+
+
+@contextlib.contextmanager
+def _restored_mask(mask: Any) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _local_security() -> Any:

@@ -33,10 +33,11 @@ from ..contract import Array, Evaluators, Measures, QueryPlan, Task, Witness
 from ..domain import Domain, StringDomain, format_input
 from ..ir import AlphabetTokens, Model, Vector
 from ..numbers import fmt
-from ..rasp.batched import outputs_batched
+from ..rasp.batched import least_undefined, outputs_batched
 from ..rasp.interpreter import run, tokens_from_symbols
 from ..rasp.program import RaspError, Value, show
-from ..schema.dsl import Context, Field, FilePath, Obj
+from ..schema.dsl import Context, Field, FilePath, Obj, String
+from ..schema.errors import OptionError
 from ..schema.yamlnodes import Node
 from ..semantics import Arithmetic, evaluate
 from ..witness import input_to_json
@@ -60,9 +61,17 @@ class ExportFile(FilePath):
         return resolved
 
 
+UNDEFINED = ("error", "dont-care")
+UNDEFINED_SOLVER_SECONDS = 30  # per length too long to scan: deciding "defined everywhere" at load
+
+
 @dataclass(frozen=True)
 class Options:
     program: Path
+    undefined: str | None = None  # None: the policy recorded in the export ("error" when none is)
+
+    def policy(self, export: TracrExport) -> str:
+        return self.undefined or export.undefined_policy
 
 
 def witness_position(user_index: int) -> int:
@@ -112,6 +121,14 @@ class RaspEquivalence(Property):
                 ),
                 required=True,
             ),
+            "undefined": Field(
+                String(
+                    "inputs on which the RASP program is undefined (tracr's rasp.evaluate raises): 'error' refuses "
+                    "the spec naming the least one; 'dont-care' skips them, as tracr promises nothing there "
+                    "(default: the export's policy, else error)",
+                    UNDEFINED,
+                )
+            ),
         },
         check=typed(Options),
     )
@@ -150,6 +167,16 @@ class RaspEquivalence(Property):
             f"{export.max_seq_len}",
             f"domain: {{strings: {{max-length: {export.max_seq_len}}}}}",
         )
+        if options.policy(export) == "error":
+            least = least_undefined_input(export, domain)
+            if least is not None:
+                word, reason = least
+                raise OptionError(
+                    "undefined" if options.undefined else "program",
+                    f"the RASP program is undefined on {word!r} ({reason}), so the model has no specification there",
+                    "declare such inputs don't-care with undefined: dont-care (tracr promises nothing on them), "
+                    "or fix the program",
+                )
 
     def statistics(self, task: Task) -> dict[str, Any]:
         return {"domain_size": task.strings().size()}
@@ -158,17 +185,19 @@ class RaspEquivalence(Property):
     def sides(self, task: Task, tokens: Sequence[str]) -> tuple[list[Value], list[Decoded], Any, Any]:
         """(program outputs, model outputs) at the user's positions, with both traces."""
         export = _export(task.options.program)
-        try:
-            program_trace = run(export.program, tokens_from_symbols(export.program, tokens))
-        except RaspError as exc:
-            raise RaspError(f"the RASP program is undefined on {format_input(tuple(tokens))!r}: {exc}") from None
+        program_trace = run(export.program, tokens_from_symbols(export.program, tokens))
         trace = evaluate(task.model, task.arithmetic, tuple(tokens))
         offset = bos_offset(task.model)
         model_side = [decode(export, trace.output[p + offset]) for p in range(len(tokens))]
         return program_trace.output, model_side, trace, program_trace
 
     def violation(self, task: Task, tokens: tuple[Any, ...]) -> Witness | None:
-        expected, got, _, program_trace = self.sides(task, tokens)
+        try:
+            expected, got, _, program_trace = self.sides(task, tokens)
+        except RaspError as exc:
+            if task.options.policy(_export(task.options.program)) == "dont-care":
+                return None  # the program is undefined here: the whole input is don't-care
+            raise RaspError(f"the RASP program is undefined on {format_input(tuple(tokens))!r}: {exc}") from None
         for p, (want, have) in enumerate(zip(expected, got)):
             if want is not None and not agrees(want, have):
                 return self.witness(task, tokens, p, expected, got, program_trace)
@@ -244,6 +273,8 @@ class RaspEquivalence(Property):
             wrong = tie | (scores.argmax(axis=2) != wanted)
         else:
             wrong = self._numerical_wrong(export, numerators[:, :, export.output_index], stream.den, codes, defined)
+        if task.options.policy(export) == "dont-care":
+            return (defined & wrong).any(axis=1) & ~undefined, {}
         return (defined & wrong).any(axis=1) | undefined, {}
 
     @staticmethod
@@ -300,7 +331,10 @@ class RaspEquivalence(Property):
                     or [z3.BoolVal(False)]
                 )
             differences.append(bad)
-        # an input on which the program is undefined is an answer too: its replay reports the program's error
+        if task.options.policy(export) == "dont-care":  # inputs where the program is undefined are no answer
+            return Query(builder.assertions + [z3.Or(differences), z3.Not(undefined)], [inp], builder.stats)
+        # fit refused the spec if the program is undefined anywhere in the domain; should one slip through, it
+        # is an answer, and its replay reports the program's error
         return Query(builder.assertions + [z3.Or(differences + [undefined])], [inp], builder.stats)
 
     @staticmethod
@@ -339,6 +373,79 @@ class RaspEquivalence(Property):
 
 def _export(path: Path) -> TracrExport:
     return read_export(path)
+
+
+def least_undefined_input(export: TracrExport, domain: StringDomain) -> tuple[str, str] | None:
+    """The shortlex-least string of ``domain`` on which the program is undefined, with the reason, or None.
+
+    Lengths with at most ``SCAN_LIMIT`` strings are scanned in order by the batched RASP evaluator; longer ones
+    are decided by z3 on the program's own formulas (``rasp.symbolic``), then minimised letter by letter."""
+    program = export.program
+    values = tokens_from_symbols(program, domain.alphabet)
+    codes = [_token_codes(program)[v] for v in values]
+    found, unscanned = least_undefined(program, codes, domain.lengths)
+    if found is None:
+        found = next((w for w in (_solve_undefined(program, domain, n) for n in unscanned) if w is not None), None)
+    if found is None:
+        return None
+    symbols = tuple(domain.alphabet[codes.index(c)] for c in found)
+    try:
+        run(program, tokens_from_symbols(program, symbols))
+    except RaspError as exc:
+        return format_input(symbols), str(exc)
+    raise AssertionError(f"the RASP evaluators disagree on {symbols}")  # pragma: no cover (tests/test_rasp.py)
+
+
+def _solve_undefined(program: Any, domain: StringDomain, length: int) -> tuple[int, ...] | None:
+    """The lexicographically least string of this length where the program is undefined (codes), via z3."""
+    import z3
+
+    from ..rasp.symbolic import program_outputs_symbolic
+    from ..symbolic.inputs import string_input
+    from ..symbolic.values import Builder
+
+    builder = Builder()
+    inp = string_input(domain.alphabet, length, builder)
+    alphabet_values = tokens_from_symbols(program, domain.alphabet)
+    _, undefined = program_outputs_symbolic(program, inp, alphabet_values)
+    solver = z3.Solver()
+    solver.set("timeout", UNDEFINED_SOLVER_SECONDS * 1000)
+    solver.add(*builder.assertions, undefined)
+
+    def check() -> bool:
+        answer = solver.check()
+        if answer == z3.unknown:
+            raise OptionError(
+                "program",
+                f"could not decide within {UNDEFINED_SOLVER_SECONDS} s whether the RASP program is defined on every "
+                f"input of length {length}",
+                "declare such inputs don't-care with undefined: dont-care, or lower the domain's max-length",
+            )
+        return bool(answer == z3.sat)
+
+    if not check():
+        return None
+    chosen = []
+    for term in inp.index_terms:  # fix each position to its least symbol that keeps an undefined input
+        for symbol in range(len(domain.alphabet)):
+            solver.push()
+            solver.add(term == symbol)
+            if check():
+                chosen.append(symbol)
+                break
+            solver.pop()
+    position = {term.get_id(): i for i, term in enumerate(inp.index_terms)}
+    word = [str(symbol) for symbol in inp.decode(lambda var: chosen[position[var.get_id()]])]  # a string's letters
+    program_codes = _token_codes(program)
+    return tuple(program_codes[v] for v in tokens_from_symbols(program, word))
+
+
+def _token_codes(program: Any) -> dict[Any, int]:
+    """The code of each vocabulary value at the program's ``tokens`` node."""
+    tokens = program.tokens_node
+    assert tokens is not None  # an exported program reads tokens
+    codes: dict[Any, int] = tokens.code_of
+    return codes
 
 
 PROPERTY = RaspEquivalence()

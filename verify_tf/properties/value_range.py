@@ -128,10 +128,10 @@ class ValueRange(Property):
 
     def skipped(self, task: Task, tokens: tuple[Any, ...]) -> bool:
         """An input of G̃_δ when except-distinct: pairwise distinct tokens, all inside the grid."""
+        if not task.options.except_distinct:
+            return False  # (any domain; except-distinct needs a grid, fit insists)
         domain = task.grid()
-        return (
-            task.options.except_distinct and len(set(tokens)) == len(tokens) and all(domain.in_grid(t) for t in tokens)
-        )
+        return len(set(tokens)) == len(tokens) and all(domain.in_grid(t) for t in tokens)
 
     def statistics(self, task: Task) -> dict[str, Any]:
         lo, hi = self.interval(task)
@@ -159,11 +159,13 @@ class ValueRange(Property):
     def batched_violations(self, task: Task, evaluators: Evaluators, rows: Array) -> tuple[Array, Measures]:
         lo, hi = self.interval(task)
         values = evaluators.of().values(rows, "readout")
-        num = np.asarray(values.numerators, dtype=object)  # exact comparisons whatever the magnitudes
+        # the user's positions only, as ``violation`` compares them (docs/semantics.md: BOS excluded)
+        columns = [p for _, p in compared_positions(task.model, rows.shape[1], False)]
+        num = np.asarray(values.numerators, dtype=object)[:, columns]  # exact comparisons whatever the magnitudes
         inside = (num * lo.denominator >= lo.numerator * values.den) & (
             num * hi.denominator <= hi.numerator * values.den
         )
-        flagged = (~inside if task.options.inside else inside).any(axis=1)
+        flagged = (~inside if task.options.inside else inside).any(axis=1) if columns else np.zeros(len(rows), bool)
         if task.options.except_distinct:
             sorted_rows = np.sort(rows, axis=1)
             distinct = (sorted_rows[:, 1:] != sorted_rows[:, :-1]).all(axis=1)

@@ -9,6 +9,7 @@ per distinct (sum, count) pair with ``Fraction``s. ``tests/test_rasp.py`` checks
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -132,3 +133,32 @@ def outputs_batched(program: RaspProgram, token_codes: np.ndarray) -> tuple[np.n
     """The output node's codes (B, n) and the rows on which the program is undefined."""
     codes, errors = run_batched(program, token_codes)
     return codes[program.output], errors
+
+
+SCAN_LIMIT = 1 << 20  # inputs a definedness scan enumerates; longer lengths are left to the caller (a solver)
+
+
+def least_undefined(
+    program: RaspProgram, token_codes: Sequence[int], lengths: Iterable[int], chunk: int = 1 << 14
+) -> tuple[tuple[int, ...] | None, list[int]]:
+    """The shortlex-least input on which ``program`` is undefined (codes into the vocabulary, the alphabet in the
+    order of ``token_codes``), scanning each length with at most SCAN_LIMIT inputs in order; and the lengths it
+    did not scan because they hold more inputs than that (shortest first)."""
+    codes = np.asarray(token_codes, dtype=np.int64)
+    k = len(codes)
+    skipped: list[int] = []
+    for n in lengths:
+        if n == 0:
+            continue
+        total = k**n
+        if total > SCAN_LIMIT:
+            skipped.append(n)
+            continue
+        weights = k ** np.arange(n - 1, -1, -1, dtype=np.int64)
+        for start in range(0, total, chunk):
+            index = np.arange(start, min(start + chunk, total), dtype=np.int64)
+            rows = codes[(index[:, None] // weights) % k]  # lexicographic order over the alphabet as given
+            _, errors = run_batched(program, rows)
+            if errors.any():
+                return tuple(int(c) for c in rows[int(np.argmax(errors))]), skipped
+    return None, skipped

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import __version__
-from ..verdict import ERROR, PROVED, REFUTED, STATUSES, UNKNOWN, Verdict, exit_code
+from ..verdict import ERROR, EXIT_INTERRUPTED, PROVED, REFUTED, STATUSES, UNKNOWN, Verdict, exit_code
 
 STYLE = {"proved": "green", "refuted": "red", "unknown": "yellow", "error": "bold magenta"}
 REPORT_FORMAT = "verify-tf-report/1"
@@ -147,6 +148,7 @@ def json_report(
     fail_on: str = "unknown",
     seconds: float | None = None,
     folder: Path | None = None,
+    interrupted: str | None = None,
 ) -> dict[str, Any]:
     """The JSON report (format ``verify-tf-report/1``, documented in docs/cli.md).
 
@@ -155,6 +157,8 @@ def json_report(
     certificate's path is written relative to ``folder``, the report's own folder, where ``verify-tf audit``
     resolves it (so a report moved with its certificates still audits).
     ``summary`` is ``summarize``'s (``seconds``: the run's wall time; by default the properties' seconds added).
+    ``interrupted``: the signal that stopped the run (``SIGINT``/``SIGTERM``): the report then says so and its
+    exit code is the interrupt's (130/143), never a verdict's.
     """
     digests: dict[str, str | None] = {}
     results = []
@@ -176,7 +180,12 @@ def json_report(
         "tool": "verify-tf",
         "version": __version__,
         "fail_on": fail_on,
-        "exit_code": combined_exit_code(verdicts, expectations, fail_on),
+        "exit_code": (
+            EXIT_INTERRUPTED[getattr(signal, interrupted)]
+            if interrupted
+            else combined_exit_code(verdicts, expectations, fail_on)
+        ),
+        **({"interrupted": interrupted} if interrupted else {}),
         "summary": summarize(verdicts, expectations, _run_seconds(verdicts, seconds)).to_json(),
         "results": results,
     }
@@ -206,6 +215,7 @@ def write_json(
     expectations: Sequence[str | None],
     fail_on: str = "unknown",
     seconds: float | None = None,
+    interrupted: str | None = None,
 ) -> None:
-    report = json_report(verdicts, expectations, fail_on, seconds, Path(path).parent)
+    report = json_report(verdicts, expectations, fail_on, seconds, Path(path).parent, interrupted)
     Path(path).write_text(json.dumps(report, indent=2, default=str) + "\n")

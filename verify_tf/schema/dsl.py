@@ -11,9 +11,12 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ..numbers import NotANumber, parse_rational
+from ..numbers import MAX_DIGITS, NotANumber, TooLarge, parse_rational
+from ..userfiles import file_problem
 from .errors import OptionError, SpecError, closest, describe_found
 from .yamlnodes import Node
+
+LIMITS_HINT = 'verify-tf\'s input limits are listed in docs/cli.md ("Input limits")'
 
 
 @dataclass
@@ -57,9 +60,16 @@ class Schema:
 class Number(Schema):
     """An exact rational: 3, -2, 0.25 (read as 1/4 exactly), or the text '1/3'."""
 
-    def __init__(self, description: str = "", minimum: Fraction | None = None, positive: bool = False):
+    def __init__(
+        self,
+        description: str = "",
+        minimum: Fraction | None = None,
+        positive: bool = False,
+        maximum: Fraction | None = None,
+    ):
         self.description = description
         self.minimum = minimum
+        self.maximum = maximum
         self.positive = positive
         self.what = "a positive number" if positive else "a number"
 
@@ -77,12 +87,18 @@ class Number(Schema):
             )
         try:
             value = parse_rational(node.value)
+        except TooLarge as exc:
+            raise ctx.error(
+                node, path, f"expected {self.what} of at most {MAX_DIGITS} digits, got {exc}", LIMITS_HINT
+            ) from None
         except NotANumber as exc:
             raise ctx.error(node, path, f"expected {self.what}, got {describe_found(node.value)}", str(exc)) from None
         if self.positive and value <= 0:
             raise ctx.error(node, path, f"expected {self.what}, got {node.value}")
         if self.minimum is not None and value < self.minimum:
             raise ctx.error(node, path, f"expected a number >= {self.minimum}, got {node.value}")
+        if self.maximum is not None and value > self.maximum:
+            raise ctx.error(node, path, f"expected a number <= {self.maximum}, got {describe_found(node.value)}")
         return value
 
     def json(self) -> dict:
@@ -101,6 +117,10 @@ class Integer(Schema):
         self.what = "an integer" + (" " + " and ".join(bounds) if bounds else "")
 
     def validate(self, node: Node, ctx: Context, path: str) -> int:
+        if node.kind == "scalar" and node.scalar_kind == "int" and len(node.value) > MAX_DIGITS:
+            raise ctx.error(
+                node, path, f"expected {self.what}, got an integer of more than {MAX_DIGITS} digits", LIMITS_HINT
+            )
         value = node.plain() if node.kind == "scalar" and node.scalar_kind == "int" else None
         if not isinstance(value, int) or isinstance(value, bool):
             raise ctx.expected(node, path, self.what)
@@ -171,11 +191,17 @@ class FilePath(Schema):
         text = node.value
         if "\0" in text:  # no file name holds one (os calls raise ValueError)
             raise ctx.error(node, path, f"file not found: {text!r} contains a NUL character")
-        resolved = (ctx.base_dir / text).resolve()
-        if not resolved.is_file():
+        try:
+            resolved = (ctx.base_dir / text).resolve()
+        except (OSError, RuntimeError) as exc:  # a symbolic link loop
+            raise ctx.error(node, path, f"cannot resolve {text}: {exc}") from None
+        problem = file_problem(resolved)
+        if problem == "file not found":
             raise ctx.error(
                 node, path, f"file not found: {text}", f"paths are relative to the spec's folder ({ctx.base_dir})"
             )
+        if problem is not None:
+            raise ctx.error(node, path, f"{text}: {problem}", "name a regular file")
         return resolved
 
 

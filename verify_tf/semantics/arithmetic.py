@@ -12,7 +12,7 @@ of 2^-f), so the interpreter is written once for both modes.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -127,41 +127,53 @@ class Fixed:
     def rounded_terms(self) -> bool:
         return self.attention_rounding == "rounded-terms"
 
-    def rounded_term(self, s: Fraction, x: Fraction) -> Fraction:
-        """round(e^s · x) = sat(floor(e^s · x · 2^f) / 2^f): one term of Yang et al.'s attention sums."""
+    def rounded_term(
+        self, s: Fraction, x: Fraction, saturate: Callable[[Fraction], Fraction] | None = None
+    ) -> Fraction:
+        """round(e^s · x) = sat(floor(e^s · x · 2^f) / 2^f): one term of Yang et al.'s attention sums.
+
+        ``saturate`` (default: this format's) lets the interpreter count the terms that saturate."""
+        saturate = saturate or self.saturate
         if x == 0:
             return Fraction(0)
-        if s > SATURATING_EXPONENT:
-            return self.max_value if x > 0 else self.min_value
-        return self.saturate(Fraction(floor_exp_times(s, x * self.scale), self.scale))
+        if s > SATURATING_EXPONENT:  # e^s·|x| ≥ e^200·2^-f > 2^63: past every format's range (one saturation)
+            return saturate(self.max_value + 1 if x > 0 else self.min_value - 1)
+        return saturate(Fraction(floor_exp_times(s, x * self.scale), self.scale))
 
     def rounded_terms_row(
-        self, scores: Sequence[Fraction | None], contributions: Sequence[Sequence[Fraction]]
+        self,
+        scores: Sequence[Fraction | None],
+        contributions: Sequence[Sequence[Fraction]],
+        saturate: Callable[[Fraction], Fraction] | None = None,
     ) -> tuple[list[Fraction], list[Fraction]]:
         """Yang, Cadilhac & Chiang's head output for one query row (``attention-rounding: rounded-terms``):
 
             c = round( Σ_j round(e^{s_j} · x_j) / Σ_j round(e^{s_j}) ),  sums exact, scores s_j exact,
 
         x_j the key's contribution (C[j-i] · v_j); a zero denominator falls back to the uniform average
-        round(Σ_j x_j / count). Returns the weights shown in traces (round(e^{s_j}) / Σ, or 1/count) and the
-        head output per value coordinate.
+        round(Σ_j x_j / count). Returns the weights shown in traces (round(e^{s_j}) / Σ, or 1/count; the caller
+        multiplies in URPE's C) and the head output per value coordinate. Every rounding saturates through
+        ``saturate`` (default: this format's; the interpreter passes its counting one): each denominator term,
+        each numerator term per coordinate and the output (docs/semantics.md, "rounded-terms").
         """
+        saturate = saturate or self.saturate
         live = [j for j, s in enumerate(scores) if s is not None]
         width = len(contributions[live[0]]) if live else 0
         live_scores = {j: s for j, s in enumerate(scores) if s is not None}
-        exps = {j: self.rounded_term(live_scores[j], Fraction(1)) for j in live}
+        exps = {j: self.rounded_term(live_scores[j], Fraction(1), saturate) for j in live}
         total = sum(exps.values(), Fraction(0))
         if total == 0:
             weights = [Fraction(1, len(live)) if s is not None else Fraction(0) for s in scores]
             return weights, [
-                self.round(sum((contributions[j][c] for j in live), Fraction(0)) / len(live)) for c in range(width)
+                saturate(self.floor(sum((contributions[j][c] for j in live), Fraction(0)) / len(live)))
+                for c in range(width)
             ]
         weights = [exps[j] / total if j in exps else Fraction(0) for j in range(len(scores))]
         sums = [
-            sum((self.rounded_term(live_scores[j], contributions[j][c]) for j in live), Fraction(0))
+            sum((self.rounded_term(live_scores[j], contributions[j][c], saturate) for j in live), Fraction(0))
             for c in range(width)
         ]
-        return weights, [self.round(x / total) for x in sums]
+        return weights, [saturate(self.floor(x / total)) for x in sums]
 
     def describe(self) -> str:
         return f"fixed point, {self.bits} bits, {self.frac} fractional, attention {self.attention_rounding}"

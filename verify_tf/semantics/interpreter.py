@@ -124,10 +124,10 @@ def attention_head(head: Head, z: list[Vector], r: _Counter) -> HeadTrace:
         if rounded_terms:
             contributions = [tuple(head.relative_scale(j - i) * x for x in values[j]) for j in range(n)]
             assert isinstance(r.arith, Fixed)  # rounded_terms implies it
-            shown, row_output = r.arith.rounded_terms_row(row, contributions)
+            shown, row_output = r.arith.rounded_terms_row(row, contributions, r.saturate)  # counts saturations
             scores.append(row)
-            weights.append(shown)
-            outputs.append(tuple(r.saturate(x) for x in row_output))
+            weights.append([a * head.relative_scale(j - i) for j, a in enumerate(shown)])  # a'_ij, as URPE shows
+            outputs.append(tuple(row_output))
             continue
         normalised = r.arith.attention_weights(row, head.scoring)
         scaled = [a * head.relative_scale(j - i) for j, a in enumerate(normalised)]  # URPE: softmax ⊙ C

@@ -16,9 +16,10 @@ from ..builders.constructs import constructions
 from ..builders.files import ModelFileError, load_model
 from ..builders.inline import build_inline
 from ..builders.random_model import LAYERNORMS, RandomConfig, random_model
-from ..domain import Domain, GridDomain, StringDomain
+from ..domain import MAX_GRID_TOKENS, MAX_GRID_VALUES, MAX_LENGTH, Domain, GridDomain, StringDomain, magnitude
 from ..engines import names as engine_names
 from ..ir import ACTIVATIONS, POSITIONALS, SCORINGS, AlphabetTokens, GridTokens, Model, validate_shapes
+from ..numbers import MAX_DIGITS, TooLarge, check_size
 from ..properties import Property, load as load_property, names as property_names
 from ..schema.dsl import (
     Boolean,
@@ -41,6 +42,8 @@ from ..schema.yamlnodes import Node, parse_yaml
 from ..semantics import Arithmetic, Exact, Fixed
 from ..semantics.arithmetic import ATTENTION_ROUNDINGS
 from ..symbolic.deviation import igelu_deviation_note
+from ..userfiles import UserFileError, read_user_text
+from ..work import MAX_TIMEOUT
 
 # how to get torch, in every message that needs it (a CPU-only torch first: README, Quickstart)
 TORCH_INSTALL = "install the torch extra: pip install 'verify-tf[torch]' (in a checkout: pip install -e '.[torch]')"
@@ -584,14 +587,14 @@ DOMAIN = Obj(
                 exclusive=[("step", "values")],
             )
         ),
-        "length": Field(Integer("sequence length n", minimum=1, maximum=4096)),
+        "length": Field(Integer("sequence length n", minimum=1, maximum=MAX_LENGTH)),
         "distinct-tokens": Field(Boolean("only inputs with no repeated token (Yun's G~)"), default=False),
         "strings": Field(
             Obj(
                 {
                     "alphabet": Field(ListOf(String(), min_length=1)),
-                    "min-length": Field(Integer(minimum=0), default=1),
-                    "max-length": Field(Integer(minimum=0), required=True),
+                    "min-length": Field(Integer(minimum=0, maximum=MAX_LENGTH), default=1),
+                    "max-length": Field(Integer(minimum=0, maximum=MAX_LENGTH), required=True),
                 },
                 "all strings over the alphabet with lengths in [min-length, max-length]",
             )
@@ -641,7 +644,9 @@ def _domain(value: dict, model: Model, arith: Arithmetic, ctx: Context) -> Domai
             raise ctx.error(
                 g["__node__"], "domain.grid.dim", f"expected the model's token dimension {model.tokens.dim}, got {dim}"
             )
+        plus = g["plus"] is not None and g["plus"] is not False
         if g["values"] is not None:
+            _check_grid_size(len(set(g["values"])) + plus, dim, g["__node__"], ctx)
             domain = GridDomain(dim, tuple(sorted(set(g["values"]))), value["length"], value["distinct-tokens"])
         elif g["step"] is not None:
             hi = g["hi"] if g["hi"] is not None else 1 - g["step"]
@@ -655,10 +660,11 @@ def _domain(value: dict, model: Model, arith: Arithmetic, ctx: Context) -> Domai
                     f"hi ({hi}) is not lo + k·step (lo {g['lo']}, step {g['step']})",
                     f"the grid's largest value would be {below}: write hi: {below}, or list the values",
                 )
+            _check_grid_size(int((hi - g["lo"]) / g["step"]) + 1 + plus, dim, g["__node__"], ctx)  # by formula
             domain = GridDomain.regular(dim, g["step"], value["length"], g["lo"], hi, value["distinct-tokens"])
         else:
             raise ctx.error(g["__node__"], "domain.grid", "expected 'step' or 'values'")
-        if g["plus"] is not None and g["plus"] is not False:
+        if plus:
             if g["plus"] is True and g["step"] is None:
                 raise ctx.error(
                     g["__node__"],
@@ -666,7 +672,7 @@ def _domain(value: dict, model: Model, arith: Arithmetic, ctx: Context) -> Domai
                     "plus: true needs a regular grid (step)",
                     "write the value explicitly: plus: -16",
                 )
-            extra = -((1 / g["step"]) ** (value["length"] * dim)) if g["plus"] is True else g["plus"]
+            extra = _yun_plus(g["step"], value["length"] * dim, g["__node__"], ctx) if g["plus"] is True else g["plus"]
             if extra in domain.values:
                 raise ctx.error(g["__node__"], "domain.grid.plus", f"{extra} is already a grid value")
             domain = GridDomain(
@@ -680,11 +686,12 @@ def _domain(value: dict, model: Model, arith: Arithmetic, ctx: Context) -> Domai
                 f"grid value {bad[0]} is not representable in {arith.describe()}",
                 "in fixed arithmetic use a power-of-two step",
             )
-        if domain.distinct_tokens and domain.length > len(domain.tokens):
+        tokens = len(domain.values) ** domain.dim  # by formula: never list the tokens here
+        if domain.distinct_tokens and domain.length > tokens:
             raise ctx.error(
                 node,
                 "domain.length",
-                f"expected at most {len(domain.tokens)} positions for distinct tokens, got {domain.length}",
+                f"expected at most {tokens} positions for distinct tokens, got {domain.length}",
             )
     too_long = model.max_length is not None and max(domain.lengths) > model.max_length
     if too_long:
@@ -696,19 +703,57 @@ def _domain(value: dict, model: Model, arith: Arithmetic, ctx: Context) -> Domai
     return domain
 
 
+def _check_grid_size(values: int, dim: int, node: Node, ctx: Context) -> None:
+    """Refuse a grid past the documented limits from its counts alone, before any value is listed."""
+    if values > MAX_GRID_VALUES:
+        raise ctx.error(
+            node,
+            "domain.grid",
+            f"the grid has {magnitude(values)} values per coordinate; at most {MAX_GRID_VALUES:,} are allowed",
+            'a coarser step or a narrower lo..hi (docs/cli.md, "Input limits")',
+        )
+    if values**dim > MAX_GRID_TOKENS:
+        raise ctx.error(
+            node,
+            "domain.grid",
+            f"the grid has {values}^{dim} = {magnitude(values**dim)} tokens; at most {MAX_GRID_TOKENS:,} are allowed",
+            'fewer values per coordinate (docs/cli.md, "Input limits")',
+        )
+
+
+def _yun_plus(step: Fraction, exponent: int, node: Node, ctx: Context) -> Fraction:
+    """plus: true's −δ^(−nd), refused (before it is computed) when it would pass the number size limit."""
+    bits = exponent * max(step.numerator.bit_length(), step.denominator.bit_length())
+    if bits > 4 * MAX_DIGITS:  # 2^(4·MAX_DIGITS) > 10^MAX_DIGITS: a cheap bound before the power
+        raise ctx.error(
+            node,
+            "domain.grid.plus",
+            f"−δ^(−nd) = −({step})^(−{exponent}) has more than {MAX_DIGITS} digits",
+            "write the added value explicitly (plus: -16), or use a shorter length",
+        )
+    try:
+        return check_size(-((1 / step) ** exponent), "−δ^(−nd)")
+    except TooLarge as exc:
+        raise ctx.error(node, "domain.grid.plus", str(exc)) from None
+
+
 # ---------------------------------------------------------------- properties and the top level
 
 COMMON_PROPERTY_FIELDS = {
     "name": Field(String("label shown in reports")),
     "engine": Field(String("engine for this property", ENGINES)),
-    "timeout": Field(Number("seconds for this property (the whole check, encoding included)", positive=True)),
+    "timeout": Field(
+        Number("seconds for this property (the whole check, encoding included)", positive=True, maximum=MAX_TIMEOUT)
+    ),
     "expect": Field(
         String("the verdict this property is expected to get (CI treats a match as success)", VERDICT_NAMES)
     ),
     "solver": Field(
         String("smt engine: z3, cvc5, bitwuzla (optional extras) or a portfolio race", SOLVERS), default="z3"
     ),
-    "rlimit": Field(Integer("smt engine: z3 resource limit per query (deterministic budget)", minimum=1)),
+    "rlimit": Field(
+        Integer("smt engine: z3 resource limit per query (deterministic budget)", minimum=1, maximum=2**32 - 1)
+    ),
     "samples": Field(Integer("search engine: how many inputs to try (seeded by the spec's seed)", minimum=1)),
 }
 
@@ -758,7 +803,7 @@ def top_schema() -> Obj:
                 required=True,
             ),
             "engine": Field(String("default engine", ENGINES), default="auto"),
-            "timeout": Field(Number("seconds per property", positive=True), default=Fraction(60)),
+            "timeout": Field(Number("seconds per property", positive=True, maximum=MAX_TIMEOUT), default=Fraction(60)),
             "seed": Field(Integer("seed for randomised engines", minimum=0), default=0),
         },
         "a verify-tf spec",
@@ -776,11 +821,9 @@ def json_schema() -> dict:
 def load_spec(path: str | Path) -> Spec:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError("file not found", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"cannot read the spec: {exc}", file=str(path)) from None
+        text = read_user_text(path, "the spec")
+    except UserFileError as exc:
+        raise SpecError(str(exc), file=str(path)) from None
     return load_spec_text(text, str(path), path.resolve().parent)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import z3
 
+from ..work import on_interrupt
 from . import foreign
 from .bounds import BoundStats
 from .inputs import SymbolicInput
@@ -89,6 +90,9 @@ def canonical_smt2(assertions: Sequence) -> str:
     solver = z3.Solver(ctx=context)
     solver.add([a.translate(context) for a in assertions])
     return solver.to_smt2()
+
+
+on_interrupt(lambda: z3.main_ctx().interrupt())  # SIGINT/SIGTERM: stop any z3 call of this process now
 
 
 class _Watchdog:

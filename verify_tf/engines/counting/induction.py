@@ -39,7 +39,7 @@ from ...contract import CountingGoal
 from ...semantics.arithmetic import Fixed
 from ...symbolic.solve import canonical_smt2
 from ...symbolic.values import Builder, NotEncodable, Sym, to_z3
-from ...work import Deadline
+from ...work import Deadline, DeadlineExpired
 from .explore import Point
 from .stream import CountingModel, rounded_average
 
@@ -141,7 +141,9 @@ class _Step:
     side: list[Any]  # side constraints of the encoding
 
 
-def _encode_step(counting: CountingModel, goal: CountingGoal, layout: _Layout, pre: list[Any], symbol: str) -> _Step:
+def _encode_step(
+    counting: CountingModel, goal: CountingGoal, layout: _Layout, pre: list[Any], symbol: str, deadline: Deadline
+) -> _Step:
     arith = counting.arith
     if not isinstance(arith, Fixed):
         raise NotEncodable("exact arithmetic: a head's average S/n is not on a grid")
@@ -149,7 +151,7 @@ def _encode_step(counting: CountingModel, goal: CountingGoal, layout: _Layout, p
         raise NotEncodable(
             "per-probability rounding: a head's weight floor(1/n) times its sum is a product of two unknowns"
         )
-    builder = Builder()
+    builder = Builder(deadline=deadline)
     i = pre[0]
     keys = i + (1 if counting.bos is not None else 0) + 1  # stream positions up to and including the new one
     sums = pre[layout.sums]
@@ -160,6 +162,7 @@ def _encode_step(counting: CountingModel, goal: CountingGoal, layout: _Layout, p
         return rounded_average(builder, arith, post_sums[k], keys)
 
     readout, _ = counting.encode_position(builder, symbol, head_output)
+    assert readout is not None  # the whole position was encoded
     counts, output = goal.machine.encode_step(list(pre[layout.counts]), symbol)
     letters = [x + (1 if a == symbol else 0) for x, a in zip(pre[layout.letters], goal.alphabet)]
     model_accepts = z3.Not(builder.ge(Sym.const(goal.threshold), readout))
@@ -240,9 +243,12 @@ def prove_all_lengths(
     names = layout.names
     pre = [z3.Int(f"p{k}") for k in range(len(names))]  # p0 = i
     try:
-        steps = {symbol: _encode_step(counting, goal, layout, pre, symbol) for symbol in goal.alphabet}
+        steps = {symbol: _encode_step(counting, goal, layout, pre, symbol, deadline) for symbol in goal.alphabet}
     except NotEncodable as exc:
         result.detail = f"not encodable: {exc}"
+        return result
+    except DeadlineExpired:
+        result.detail = "timeout while encoding the induction step"
         return result
     points = list(dict.fromkeys(points))
     relations = null_space(points)

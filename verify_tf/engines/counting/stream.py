@@ -41,6 +41,7 @@ from ...semantics.arithmetic import Arithmetic, Exact, Fixed
 from ...semantics.interpreter import BlockTrace, _Counter, affine, feed_forward
 from ...symbolic.encoder import Rounding, SymBlockTrace, encode_affine, encode_feed_forward
 from ...symbolic.values import Builder, NotEncodable, Sym
+from ...work import Deadline, DeadlineExpired
 
 QUERY_SECONDS = 0.5  # the most one z3 optimisation of a value bound may take
 ASKED_KEYS = 64  # up to this many keys the arithmetic itself computes the weights (see CountingModel.weight)
@@ -250,12 +251,13 @@ class CountingModel:
     # ---------------------------------------------------------------- the same position over z3 terms
 
     def encode_position(
-        self, builder: Builder, symbol: str, head_output: Callable[[int, Sym], Sym]
-    ) -> tuple[Sym, list[Sym]]:
+        self, builder: Builder, symbol: str, head_output: Callable[[int, Sym], Sym], until_layer: int | None = None
+    ) -> tuple[Sym | None, list[Sym]]:
         """(readout, value of every coordinate) at a position holding ``symbol``, as symbolic values.
 
         ``head_output(k, value)`` returns the output of coordinate k given its value at this position.
-        Exact arithmetic is not encoded (its averages are not on a grid).
+        ``until_layer``: stop after that block's head values (the readout is then None). Exact arithmetic is
+        not encoded (its averages are not on a grid). ``builder.deadline`` bounds the encoding.
         """
         if not isinstance(self.arith, Fixed):
             raise NotEncodable("exact arithmetic: a head's average S/n is not on a grid")
@@ -263,7 +265,7 @@ class CountingModel:
         z = tuple(Sym.const(c) for c in self.tokens.embed(symbol))
         values: list[Sym] = []
         k = 0
-        for block in self.model.blocks:
+        for index, block in enumerate(self.model.blocks):
             if block.attention is not None:
                 outputs: list[tuple[Sym, ...]] = []
                 for head in block.attention.heads:
@@ -274,6 +276,8 @@ class CountingModel:
                         out.append(head_output(k, value[c]))
                         k += 1
                     outputs.append(tuple(out))
+                if index == until_layer:
+                    return None, values
                 layer = block.attention
                 projected = []
                 for c, bias in enumerate(layer.output_bias):
@@ -421,9 +425,17 @@ def rounded_average(builder: Builder, arith: Fixed, total: Any, keys: Any) -> Sy
 
 
 def value_bounds(
-    machine: CountingModel, letters: Sequence[str], bos_values: Sequence[int], seconds: float
+    machine: CountingModel,
+    letters: Sequence[str],
+    bos_values: Sequence[int],
+    seconds: float,
+    deadline: Deadline | None = None,
 ) -> list[tuple[int, int]] | None:
     """Per coordinate, the mantissa range of its value at any word position of any input (None: not computed).
+
+    ``seconds`` bounds the z3 queries that narrow the intervals (past it, the intervals are kept: sound); the
+    encodings check ``deadline``, the unit's (a deep model's encoding alone outlived ``--timeout``, issue 26),
+    and when it passes nothing is returned, as the unit is out of time anyway.
 
     Layer by layer: the values of a layer are encoded for every letter with the outputs of the earlier heads
     as free grid variables over their whole possible ranges (every output is a floored average of values the
@@ -441,7 +453,7 @@ def value_bounds(
     for layer in layers:
         members = [k for k, c in enumerate(machine.coordinates) if c.layer == layer]
         for symbol in letters:
-            builder = Builder()
+            builder = Builder(deadline=deadline)
             variables: dict[int, Sym] = {}
 
             def output(k: int, value: Sym) -> Sym:
@@ -454,7 +466,10 @@ def value_bounds(
                 variables[k] = Sym(var, arith.scale, Fraction(lo, arith.scale), Fraction(hi, arith.scale))
                 return variables[k]
 
-            _, values = machine.encode_position(builder, symbol, output)
+            try:
+                _, values = machine.encode_position(builder, symbol, output, until_layer=layer)
+            except DeadlineExpired:
+                return None  # no bounds: sound (nothing freezes early), and the unit has no time left
             for k in members:
                 found = _tightest(values[k], arith.scale, builder.assertions, until)
                 old = bounds[k]

@@ -1,0 +1,59 @@
+"""Files a user names (specs, model files, C-RASP programs, tracr exports): regular files only, never executed.
+
+Every loader asks ``file_problem`` before it opens a path, so a FIFO, a device or a directory named as a weight
+file is refused with a message saying so ("not a regular file") instead of blocking on a read or reporting
+"file not found"; ``read_user_text`` also bounds what it reads (docs/cli.md, "Input limits").
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+MAX_TEXT_BYTES = 64 << 20  # a spec, a .cr program or a tracr export: real ones are under 1 MiB
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+class UserFileError(ValueError):
+    """A named file that cannot be read as one (the message says why; callers add the location)."""
+
+
+def file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a regular file (symbolic links followed), or None."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "file not found"
+    except (OSError, RuntimeError, ValueError) as exc:  # permission, a symbolic link loop, a NUL in the name
+        return f"cannot read it: {getattr(exc, 'strerror', None) or exc}"
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+    return f"not a regular file: it is {kind}"
+
+
+def read_user_text(path: Path, what: str = "the file", limit: int = MAX_TEXT_BYTES) -> str:
+    """The UTF-8 text of a regular file of at most ``limit`` bytes, else ``UserFileError``."""
+    problem = file_problem(path)
+    if problem is not None:
+        raise UserFileError(problem)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise UserFileError(f"cannot read {what}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise UserFileError(f"{what} is larger than {limit >> 20} MiB (the limit for text inputs)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = data[exc.start : exc.start + 1]
+        raise UserFileError(f"{what} is not UTF-8 text (byte {exc.start} is {bad!r})") from None
