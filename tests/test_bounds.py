@@ -17,7 +17,12 @@ from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.builders.yun import yun_contextual_mapping
 from verify_tf.domain import GridDomain, StringDomain
 from verify_tf.semantics import Exact, Fixed, evaluate
-from verify_tf.semantics.interpreter import _Counter, _residual as interpreter_residual, affine as interpreter_affine
+from verify_tf.semantics.interpreter import (
+    _Counter,
+    _residual as interpreter_residual,
+    affine as interpreter_affine,
+    rotate as interpreter_rotate,
+)
 
 
 @st.composite
@@ -113,9 +118,12 @@ def _check_input(model, arith, bounds, tokens) -> None:
                     ("key", head.key, head.key_bias, hb.key),
                     ("value", head.value, head.value_bias, hb.value),
                 ):
-                    _check_vectors(
-                        [interpreter_affine(weights, z, bias, counter) for z in stream], boxes, f"{where} {name}"
-                    )
+                    vectors = [interpreter_affine(weights, z, bias, counter) for z in stream]
+                    _check_vectors(vectors, boxes, f"{where} {name}")
+                    rotated = {"query": hb.rotated_query, "key": hb.rotated_key}.get(name)
+                    if rotated is not None:
+                        vectors = [interpreter_rotate(head, x, p, counter) for p, x in enumerate(vectors)]
+                        _check_vectors(vectors, rotated, f"{where} {name} after RoPE")
                 for i, (row, brow) in enumerate(zip(ht.scores, hb.scores)):
                     for j, (s, iv) in enumerate(zip(row, brow)):
                         assert (s is None) == (iv is None)

@@ -21,7 +21,8 @@ interpreter's value at that stage for **every** input of the cube:
                                         ``after_feed_forward``, ``output``; ``attention_norm`` /
                                         ``feed_forward_norm``: a sublayer's LayerNorm output (the
                                         sublayer's input when pre-LN, its output when post-LN)
-``HeadBounds``                          ``query``, ``key``, ``value`` (per position), ``scores[i][j]`` (None where
+``HeadBounds``                          ``query``, ``key``, ``value`` (per position; RoPE heads also
+                                        ``rotated_query``, ``rotated_key``), ``scores[i][j]`` (None where
                                         the mask hides j), ``winners[i]`` (the keys that can get a nonzero weight
                                         for query i: hardmax's possible argmax set, softmax's keys within the exp
                                         table, uniform's live keys; rounded-terms: every live key),
@@ -66,6 +67,7 @@ from itertools import product
 from .ir import AlphabetTokens, AttentionLayer, FeedForward, Head, LayerNorm, Matrix, Model, Token, Vector
 from .semantics.arithmetic import Arithmetic, Fixed, UnsupportedInMode
 from .semantics.exp_table import exp_table
+from .semantics.interpreter import ROPE_IN_EXACT, rotation
 from .semantics.nonlinear import igelu, igelu_bounds, layer_norm_mantissas, normalized_bound
 from .work import check_deadline
 
@@ -122,6 +124,8 @@ class HeadBounds:
     winners: list[tuple[int, ...]]  # keys that can receive a nonzero weight for query i
     weights: list[list[Interval]]  # a'_ij (0 outside winners)
     output: list[IVector]
+    rotated_query: list[IVector] | None = None  # RoPE heads: q_i and k_j after the rotation (scores use these)
+    rotated_key: list[IVector] | None = None
 
 
 @dataclass
@@ -347,12 +351,36 @@ def _candidates(
     return tuple(kept)
 
 
+def rotate(head: Head, x: IVector, position: int, r: _Rounding, memo: _Memo) -> IVector:
+    """interpreter.rotate: pair (a, b) becomes round(x_a·c − x_b·s), round(x_a·s + x_b·c) with the rotation
+    table's constants, exact interval arithmetic before the (monotone) rounding."""
+    if not isinstance(r.arith, Fixed):
+        raise UnsupportedInMode(ROPE_IN_EXACT)
+    assert head.rope is not None
+    rope, arith = head.rope, r.arith
+
+    def compute() -> IVector:
+        out = list(x)
+        for frequency, (a, b) in zip(rope.frequencies, rope.pairs(len(x))):
+            c, s = rotation(arith, frequency, position)
+            out[a] = r.round(add(scale(c, x[a]), scale(-s, x[b])))
+            out[b] = r.round(add(scale(s, x[a]), scale(c, x[b])))
+        return tuple(out)
+
+    # the result stays in the memo's table, so its id (the score memo's key) is never reused
+    return memo.get(("rotate", memo.hold(x), position, memo.hold(rope)), compute)
+
+
 def attention_head(head: Head, z: list[IVector], r: _Rounding, memo: _Memo) -> HeadBounds:
     """interpreter.attention_head: q/k/v, scores, the keys that can win, weights and the head output."""
     n = len(z)
     # the interpreter computes no q and k for a uniform head; their bounds here are unused (the scores are 0)
-    queries = [affine(head.query, head.query_bias, zi, r, memo) for zi in z]
-    keys = [affine(head.key, head.key_bias, zi, r, memo) for zi in z]
+    unrotated_queries = queries = [affine(head.query, head.query_bias, zi, r, memo) for zi in z]
+    unrotated_keys = keys = [affine(head.key, head.key_bias, zi, r, memo) for zi in z]
+    rotated = head.positional == "rope" and head.scoring != "uniform"
+    if rotated:
+        queries = [rotate(head, q, p, r, memo) for p, q in enumerate(queries)]
+        keys = [rotate(head, k, p, r, memo) for p, k in enumerate(keys)]
     values = [affine(head.value, head.value_bias, zi, r, memo) for zi in z]
     rounded_terms = head.scoring == "softmax" and r.fixed and r.arith.rounded_terms
     round_score = (lambda iv: iv) if rounded_terms else r.round  # Yang et al.'s scores stay exact
@@ -424,7 +452,17 @@ def attention_head(head: Head, z: list[IVector], r: _Rounding, memo: _Memo) -> H
                 ),
             )
         )
-    return HeadBounds(queries, keys, values, scores, winners, weights, outputs)
+    return HeadBounds(
+        unrotated_queries,
+        unrotated_keys,
+        values,
+        scores,
+        winners,
+        weights,
+        outputs,
+        queries if rotated else None,
+        keys if rotated else None,
+    )
 
 
 def _rounded_terms_row(

@@ -150,6 +150,7 @@ class CounterMachine(Protocol):
 
     names: tuple[str, ...]  # one per count, for invariants and counterexamples
     initial: tuple[int, ...]  # the counts of the empty prefix (whose output is "reject")
+    not_applicable: str  # why counts alone cannot decide this reference ("" when they can)
 
     def step(self, counts: tuple[int, ...], letter: str) -> tuple[tuple[int, ...], bool]: ...
 

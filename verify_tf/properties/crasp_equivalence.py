@@ -11,7 +11,7 @@ prefix.
   program accepts w. The empty word (``min-length: 0``) is rejected by the program; a model with BOS decides
   it at position 0, a model without BOS rejects it.
 * ``mode: prefix`` (the prediction task): for every string and every position i, the model's decision at i
-  equals the program's output at i (whether w_1..w_i is accepted).
+  equals the program's output at i (whether w_0..w_i is accepted).
 
 Causality: when every attention head is causal (decided from the IR) the computation at position i reads only
 positions ≤ i (masked keys get weight 0, and every scoring normalises over the allowed keys only), so

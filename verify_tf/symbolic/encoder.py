@@ -35,6 +35,7 @@ import z3
 from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Head, LayerNorm, Matrix, Model, Vector
 from ..semantics.arithmetic import SATURATING_EXPONENT, Arithmetic, Exact, Fixed
 from ..semantics.exp_table import exp_bracket, exp_table
+from ..semantics.interpreter import ROPE_IN_EXACT, rotation
 from ..semantics.nonlinear import IGELU_A, IGELU_B, IGELU_CLIP, IGELU_K, igelu, igelu_bounds, normalized_bound
 from .bounds import interval_hull
 from .inputs import SymbolicInput, SymToken
@@ -136,6 +137,9 @@ def encode_attention_head(head: Head, z: list[SymVector], r: Rounding) -> SymHea
     rounded_terms = head.scoring == "softmax" and isinstance(r.arith, Fixed) and r.arith.rounded_terms
     queries = [] if uniform else [encode_affine(head.query, zi, head.query_bias, r) for zi in z]
     keys = [] if uniform else [encode_affine(head.key, zi, head.key_bias, r) for zi in z]
+    if head.positional == "rope" and not uniform:
+        queries = [encode_rotation(head, q, p, r) for p, q in enumerate(queries)]
+        keys = [encode_rotation(head, k, p, r) for p, k in enumerate(keys)]
     values = [encode_affine(head.value, zi, head.value_bias, r) for zi in z]
     scores: list[list[Sym | None]] = []
     weights: list[list[Sym | None]] = []
@@ -165,6 +169,20 @@ def encode_attention_head(head: Head, z: list[SymVector], r: Rounding) -> SymHea
         scores.append(row)
         outputs.append(tuple(r.round(p) for p in pre))
     return SymHeadTrace(scores, weights, outputs)
+
+
+def encode_rotation(head: Head, x: SymVector, position: int, r: Rounding) -> SymVector:
+    """interpreter.rotate: each pair (a, b) becomes (round(x_a·c − x_b·s), round(x_a·s + x_b·c)) with the rotation
+    table's constants (c, s) at the stream position."""
+    if not isinstance(r.arith, Fixed):
+        raise NotEncodable(ROPE_IN_EXACT)
+    assert head.rope is not None
+    out = list(x)
+    for frequency, (a, b) in zip(head.rope.frequencies, head.rope.pairs(len(x))):
+        c, s = rotation(r.arith, frequency, position)
+        out[a] = r.round(r.builder.linear([(c, x[a]), (-s, x[b])], Fraction(0)))
+        out[b] = r.round(r.builder.linear([(s, x[a]), (c, x[b])], Fraction(0)))
+    return tuple(out)
 
 
 def _average_row(

@@ -38,6 +38,8 @@ def bounded_unit(
 ) -> Bounded:
     """Explore the joint states of every string up to ``max_length`` (a work unit)."""
     goal: CountingGoal = task.prop.counting_goal(task)
+    if goal.machine.not_applicable:
+        return Bounded(not_applicable=goal.machine.not_applicable)
     try:
         counting = CountingModel.of(task.model, task.arithmetic)
     except NotApplicable as exc:
