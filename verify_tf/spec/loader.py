@@ -16,7 +16,17 @@ from ..builders.constructs import constructions
 from ..builders.files import ModelFileError, load_model
 from ..builders.inline import build_inline
 from ..builders.random_model import LAYERNORMS, RandomConfig, random_model
-from ..domain import MAX_GRID_TOKENS, MAX_GRID_VALUES, MAX_LENGTH, Domain, GridDomain, StringDomain, magnitude
+from ..domain import (
+    GRID_HINT,
+    MAX_GRID_TOKENS,
+    MAX_GRID_VALUES,
+    MAX_LENGTH,
+    Domain,
+    GridDomain,
+    StringDomain,
+    magnitude,
+    unrepresentable_grid_value,
+)
 from ..engines import names as engine_names
 from ..ir import (
     ACTIVATIONS,
@@ -730,14 +740,9 @@ def _domain(value: dict, model: Model, arith: Arithmetic, ctx: Context) -> Domai
             domain = GridDomain(
                 dim, tuple(sorted(domain.values + (extra,))), domain.length, domain.distinct_tokens, (extra,)
             )
-        bad = [v for v in domain.values if not arith.representable(v)]
-        if bad:
-            raise ctx.error(
-                g["__node__"],
-                "domain.grid",
-                f"grid value {bad[0]} is not representable in {arith.describe()}",
-                "in fixed arithmetic use a power-of-two step",
-            )
+        unrepresentable = unrepresentable_grid_value(domain, arith)
+        if unrepresentable is not None:
+            raise ctx.error(g["__node__"], "domain.grid", unrepresentable, GRID_HINT)
         tokens = len(domain.values) ** domain.dim  # by formula: never list the tokens here
         if domain.distinct_tokens and domain.length > tokens:
             raise ctx.error(
