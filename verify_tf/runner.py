@@ -153,7 +153,9 @@ def check_property(
     engine = requested_engine(spec, prop, overrides)
     run = Run(executor or InProcess(), deadline, progress or no_progress)
     if executor is None and progress is not None:
-        run.executor = InProcess(report=lambda unit, phase: run.progress(ProgressEvent(engine, phase)))
+        run.executor = InProcess(
+            report=lambda unit, phase, *progress: run.progress(ProgressEvent(engine, phase, *progress))
+        )
     task = None
     try:
         task = task_of(spec, prop, overrides)

@@ -9,16 +9,19 @@ from fractions import Fraction
 from typing import Any
 
 from . import (
+    Alibi,
     AlphabetTokens,
     AttentionLayer,
     Block,
     FeedForward,
+    Frequency,
     GridTokens,
     Head,
     LayerNorm,
     Matrix,
     Model,
     RelativeTable,
+    Rotary,
     Vector,
     matrix,
     vector,
@@ -58,7 +61,8 @@ def model_to_dict(model: Model) -> dict[str, Any]:
         if block.attention is not None:
             layer["attention"] = {
                 "heads": [
-                    {
+                    _positional_items(h)
+                    | {
                         "scoring": h.scoring,
                         "causal": h.causal,
                         "positional": h.positional,
@@ -113,6 +117,37 @@ def model_to_dict(model: Model) -> dict[str, Any]:
     return data
 
 
+def _positional_items(head: Head) -> dict[str, Any]:
+    """RoPE and ALiBi keys, only where present (absent keys keep older files and cache keys unchanged)."""
+    items: dict[str, Any] = {}
+    if head.rope is not None:
+        items["rope"] = {
+            "pairing": head.rope.pairing,
+            "frequencies": [
+                {"kind": f.kind, "value": str(f.value), "exponent": str(f.exponent)} for f in head.rope.frequencies
+            ],
+        }
+    if head.alibi is not None:
+        items["alibi-slope"] = str(head.alibi.slope)
+        items["alibi-distance"] = head.alibi.distance
+    return items
+
+
+def _rotary(data: dict[str, Any] | None) -> Rotary | None:
+    if data is None:
+        return None
+    frequencies = tuple(
+        Frequency(f["kind"], Fraction(f["value"]), Fraction(f.get("exponent", "0"))) for f in data["frequencies"]
+    )
+    return Rotary(frequencies, data.get("pairing", "half"))
+
+
+def _alibi(head: dict[str, Any]) -> Alibi | None:
+    if head.get("alibi-slope") is None:
+        return None
+    return Alibi(Fraction(head["alibi-slope"]), head.get("alibi-distance", "causal"))
+
+
 def model_from_dict(data: dict[str, Any]) -> Model:
     def vec(v: list[str]) -> Vector:
         return vector([Fraction(x) for x in v])
@@ -158,6 +193,8 @@ def model_from_dict(data: dict[str, Any]) -> Model:
                     positional=h["positional"],
                     rpe_bias=table(h.get("rpe-bias")),
                     urpe_c=table(h.get("urpe-c")),
+                    rope=_rotary(h.get("rope")),
+                    alibi=_alibi(h),
                 )
                 for h in a["heads"]
             )
