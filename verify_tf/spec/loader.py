@@ -455,7 +455,7 @@ def _tracr_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
         return import_tracr(
             section["tracr"],
             snap=section["snap"] is not False,
-            attention=section["attention"] or "hardmax",
+            attention=section["attention"] or "float",
             quantize=quantize,
             name=section["name"] or None,
         )
@@ -575,9 +575,10 @@ def model_schema(description: str = "the transformer") -> Obj:
         ),
         "attention": Field(
             String(
-                "tracr: how to read its softmax attention (hardmax is exact; softmax is the "
-                "fixed-point reading and needs quantize)",
-                ("hardmax", "softmax"),
+                "tracr: which reading of its softmax attention to prove: float (default: the float32 model "
+                "as compiled; rasp-equivalence), hardmax (tracr's intended computation) or softmax (a "
+                "fixed-point reading; needs quantize)",
+                ("float", "hardmax", "softmax"),
             )
         ),
         "quantize": Field(QUANTIZE),
