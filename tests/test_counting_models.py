@@ -169,6 +169,12 @@ def test_every_shipped_crasp_spec_gets_enumeration_s_verdict_and_witness(path: P
             )
             for e in ("counting", "enumerate")
         ]
+        if any(head.positional != "standard" for _, _, head in spec.model.heads()):
+            # programs with positional predicates compile to RPE / RoPE heads (crasp-aa_star, -copy4, -increment):
+            # outside the counting engine's class, which says so instead of answering
+            assert results[0].status == "unknown" and "does not apply" in results[0].detail, (path, results[0].detail)
+            assert results[1].status in ("proved", "refuted"), path
+            continue
         assert results[0].status == results[1].status, path
         if results[0].status == "refuted":
             first, second = (r.counterexample for r in results)
