@@ -322,7 +322,7 @@ def test_split_certificate_is_partial_and_tampering_fails(tmp_path):
     cover = body["checks"][0]
     assert cover["ok"] and cover["closed_inputs"] == cover["domain_inputs"] == cover["closed_form"] == 81**3
     code, output = _audit(report)
-    assert code == 0 and "partial" in output and "interval bounds" in output
+    assert code == 0 and "partial" in output and "cubes closed by bounds" in output
 
     def shrink_cover(body, folder):
         body["checks"][0]["closed_inputs"] -= 1

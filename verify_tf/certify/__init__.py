@@ -62,7 +62,7 @@ TRUSTED = {
         "re-proved by cvc5 (unbounded integers: no LRAT chain)",
     ],
     "split": [
-        "the interval bounds (verify_tf.bounds) that closed cubes without evaluating them",
+        "the bounds (verify_tf.linear's forms, verify_tf.bounds' intervals) that closed cubes without evaluating them",
         "the batched evaluator on enumerated leaves outside the sample (differential tests cover it)",
     ],
 }

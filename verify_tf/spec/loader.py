@@ -16,7 +16,17 @@ from ..builders.constructs import constructions
 from ..builders.files import ModelFileError, load_model
 from ..builders.inline import build_inline
 from ..builders.random_model import LAYERNORMS, RandomConfig, random_model
-from ..domain import MAX_GRID_TOKENS, MAX_GRID_VALUES, MAX_LENGTH, Domain, GridDomain, StringDomain, magnitude
+from ..domain import (
+    GRID_HINT,
+    MAX_GRID_TOKENS,
+    MAX_GRID_VALUES,
+    MAX_LENGTH,
+    Domain,
+    GridDomain,
+    StringDomain,
+    magnitude,
+    unrepresentable_grid_value,
+)
 from ..engines import names as engine_names
 from ..ir import (
     ACTIVATIONS,
@@ -51,7 +61,6 @@ from ..schema.errors import MissingDependency, OptionError, SpecError
 from ..schema.yamlnodes import Node, parse_yaml
 from ..semantics import Arithmetic, Exact, Fixed
 from ..semantics.arithmetic import ATTENTION_ROUNDINGS
-from ..symbolic.deviation import igelu_deviation_note
 from ..userfiles import UserFileError, read_user_text
 from ..work import MAX_TIMEOUT
 
@@ -446,7 +455,7 @@ def _tracr_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
         return import_tracr(
             section["tracr"],
             snap=section["snap"] is not False,
-            attention=section["attention"] or "hardmax",
+            attention=section["attention"] or "float",
             quantize=quantize,
             name=section["name"] or None,
         )
@@ -566,9 +575,10 @@ def model_schema(description: str = "the transformer") -> Obj:
         ),
         "attention": Field(
             String(
-                "tracr: how to read its softmax attention (hardmax is exact; softmax is the "
-                "fixed-point reading and needs quantize)",
-                ("hardmax", "softmax"),
+                "tracr: which reading of its softmax attention to prove: float (default: the float32 model "
+                "as compiled; rasp-equivalence), hardmax (tracr's intended computation) or softmax (a "
+                "fixed-point reading; needs quantize)",
+                ("float", "hardmax", "softmax"),
             )
         ),
         "quantize": Field(QUANTIZE),
@@ -730,14 +740,9 @@ def _domain(value: dict, model: Model, arith: Arithmetic, ctx: Context) -> Domai
             domain = GridDomain(
                 dim, tuple(sorted(domain.values + (extra,))), domain.length, domain.distinct_tokens, (extra,)
             )
-        bad = [v for v in domain.values if not arith.representable(v)]
-        if bad:
-            raise ctx.error(
-                g["__node__"],
-                "domain.grid",
-                f"grid value {bad[0]} is not representable in {arith.describe()}",
-                "in fixed arithmetic use a power-of-two step",
-            )
+        unrepresentable = unrepresentable_grid_value(domain, arith)
+        if unrepresentable is not None:
+            raise ctx.error(g["__node__"], "domain.grid", unrepresentable, GRID_HINT)
         tokens = len(domain.values) ** domain.dim  # by formula: never list the tokens here
         if domain.distinct_tokens and domain.length > tokens:
             raise ctx.error(
@@ -879,6 +884,16 @@ def load_spec(path: str | Path) -> Spec:
     return load_spec_text(text, str(path), path.resolve().parent)
 
 
+def _igelu_note(model: Model, arith: Arithmetic, domain: Domain | None) -> str | None:
+    """The i-GELU deviation note of a model with i-GELU feed-forwards (``symbolic.deviation``: interval bounds
+    and a search, imported for such models only), None for any other model."""
+    if not any(b.feed_forward is not None and b.feed_forward.activation == "i-gelu" for b in model.blocks):
+        return None
+    from ..symbolic.deviation import igelu_deviation_note
+
+    return igelu_deviation_note(model, arith, domain)
+
+
 def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None) -> Spec:
     ctx = Context(
         file, base_dir or Path.cwd(), model_section=lambda node, c, path: model_schema().validate(node, c, path)
@@ -895,7 +910,7 @@ def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None
     arith = _arithmetic(data["arithmetic"], root.value.get("arithmetic", root), ctx)
     _check_model_in_arithmetic(model, arith, root.value["model"], ctx)
     domain = _domain(data["domain"], model, arith, ctx) if data["domain"] is not None else None
-    note = igelu_deviation_note(model, arith, domain)
+    note = _igelu_note(model, arith, domain)
     if note is not None:
         model = replace(model, notes=model.notes + (note,))
     properties = []
