@@ -161,10 +161,10 @@ def test_sigint_on_a_local_cluster(tmp_path):
 
 
 SECOND_SIGNAL = """
-import subprocess, sys, time
+import contextlib, subprocess, sys, time
 from verify_tf.cli.interrupts import Interrupts
 
-with Interrupts():
+with Interrupts() as interrupts, interrupts.exiting_at_once() if "loading" in sys.argv else contextlib.nullcontext():
     stubborn = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); signal.signal(signal.SIGTERM, "
     stubborn += "signal.SIG_IGN); time.sleep(600)"
     child = subprocess.Popen([sys.executable, "-c", stubborn])
@@ -199,6 +199,35 @@ def test_a_second_signal_exits_at_once_and_ends_the_children(signum):
         assert process.wait(timeout=60) == EXITS[signum]
         assert "again: exiting now" in process.stderr.read()
         for _ in range(200):  # SIGKILLed, then reaped by init
+            if not alive(child):
+                break
+            time.sleep(0.05)
+        assert not alive(child)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def test_a_signal_while_the_specs_load_exits_at_once():
+    """Loading has no deadline and may run long (a tracr export's definedness search took minutes on a Dyck-2
+    export of length 30, and ignored SIGTERM until it ended): there is nothing to report yet, so the first signal
+    exits at once, ending the children."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        [sys.executable, "-c", SECOND_SIGNAL, "loading"],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        child = int(process.stdout.readline())
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 143
+        assert "SIGTERM while loading the specs: nothing was checked; exiting now." in process.stderr.read()
+        for _ in range(200):
             if not alive(child):
                 break
             time.sleep(0.05)

@@ -167,11 +167,12 @@ def check(**options) -> None:
     --fail-on refuted), 4 internal error. A spec that needs a package that is not installed is skipped: its
     properties are unknown, naming the package. SIGINT exits 130 and SIGTERM 143 (never a verdict).
     """
-    with Interrupts():  # SIGINT/SIGTERM: never a verdict (docs/cli.md, "Interrupts")
-        _check(**options)
+    with Interrupts() as interrupts:  # SIGINT/SIGTERM: never a verdict (docs/cli.md, "Interrupts")
+        _check(interrupts, **options)
 
 
 def _check(
+    interrupts: Interrupts,
     *,
     specs,
     engine,
@@ -234,10 +235,9 @@ def _check(
                 target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         output.fail_input(f"cannot create an output folder: {exc}")
-    entries = _load_specs(specs, quiet)
+    with interrupts.exiting_at_once():  # a signal while loading exits at once: nothing was checked
+        entries = _load_specs(specs, quiet)
     loaded = [entry for entry in entries if not isinstance(entry, tuple)]
-    if interrupted() is not None:  # during loading: nothing was checked, nothing to report
-        _exit_interrupted(0, sum(len(spec.properties) for spec in loaded))
     if not quiet:
         _print_notes(loaded, verbose)
     mode = "off" if quiet else ("bar" if output.err_console.is_terminal else "log")
