@@ -41,7 +41,7 @@ from ..schema.errors import OptionError
 from ..schema.yamlnodes import Node
 from ..semantics import Arithmetic, evaluate
 from ..witness import input_to_json
-from ..work import CannotCheck, Deadline
+from ..work import CannotCheck, Deadline, DeadlineExpired
 from .base import Property, bos_offset, require, typed
 
 if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
@@ -431,10 +431,13 @@ def _solve_undefined(
 
     if deadline.expired():
         return None, False
-    builder = Builder()
+    builder = Builder(deadline=deadline)
     inp = string_input(domain.alphabet, length, builder)
     alphabet_values = tokens_from_symbols(program, domain.alphabet)
-    _, undefined = program_outputs_symbolic(program, inp, alphabet_values)
+    try:  # the encoding too stops at the search's deadline (a wide program's formulas take seconds to build)
+        _, undefined = program_outputs_symbolic(program, inp, alphabet_values, builder.tick)
+    except DeadlineExpired:
+        return None, False
     solver = z3.Solver()
     solver.add(*builder.assertions, undefined)
 
