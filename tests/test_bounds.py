@@ -17,7 +17,12 @@ from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.builders.yun import yun_contextual_mapping
 from verify_tf.domain import GridDomain, StringDomain
 from verify_tf.semantics import Exact, Fixed, evaluate
-from verify_tf.semantics.interpreter import _Counter, _residual as interpreter_residual, affine as interpreter_affine
+from verify_tf.semantics.interpreter import (
+    _Counter,
+    affine as interpreter_affine,
+    residual as interpreter_residual,
+    rotate as interpreter_rotate,
+)
 
 
 @st.composite
@@ -113,9 +118,12 @@ def _check_input(model, arith, bounds, tokens) -> None:
                     ("key", head.key, head.key_bias, hb.key),
                     ("value", head.value, head.value_bias, hb.value),
                 ):
-                    _check_vectors(
-                        [interpreter_affine(weights, z, bias, counter) for z in stream], boxes, f"{where} {name}"
-                    )
+                    vectors = [interpreter_affine(weights, z, bias, counter) for z in stream]
+                    _check_vectors(vectors, boxes, f"{where} {name}")
+                    rotated = {"query": hb.rotated_query, "key": hb.rotated_key}.get(name)
+                    if rotated is not None:
+                        vectors = [interpreter_rotate(head, x, p, counter) for p, x in enumerate(vectors)]
+                        _check_vectors(vectors, rotated, f"{where} {name} after RoPE")
                 for i, (row, brow) in enumerate(zip(ht.scores, hb.scores)):
                     for j, (s, iv) in enumerate(zip(row, brow)):
                         assert (s is None) == (iv is None)
@@ -304,5 +312,47 @@ def test_per_probability_flooring_loses_mass_below_the_hull():
     bounds = cube_bounds(model, arith, cube)
     assert evaluate(model, arith, ((F(0),),) * 3).blocks[0].heads[0].output[0] == (F(15, 2),)
     assert bounds.blocks[0].heads[0].output[0][0][0] <= F(15, 2)
+    for tokens in cube.inputs():
+        _check_input(model, arith, bounds, tokens)
+
+
+def test_knapsack_is_the_linear_programs_optimum():
+    """Hand computation: weights a_0 ∈ [0, 1/2], a_1 ∈ [1/4, 1], a_2 ∈ [0, 1], Σ a = 1, values (3, 1, −2). The
+    maximum puts 1/2 on item 0 and the rest (1/2) on item 1: 3/2 + 1/2 = 2; the minimum keeps a_1 at its 1/4 and
+    puts 3/4 on item 2: 1/4 − 3/2 = −5/4. Both lie inside the hull [−2, 3] and are strictly tighter."""
+    from verify_tf.bounds import knapsack_max
+
+    box = [(F(0), F(1, 2)), (F(1, 4), F(1)), (F(0), F(1))]
+    assert knapsack_max(box, [F(3), F(1), F(-2)], F(1), F(1)) == 2
+    assert -knapsack_max(box, [F(-3), F(-1), F(2)], F(1), F(1)) == F(-5, 4)
+    # a mass that may fall short of 1 (per-probability flooring): the maximum stops where values turn negative
+    assert knapsack_max(box, [F(-1), F(-1), F(-1)], F(1, 2), F(1)) == F(-1, 2)
+
+
+def test_softmax_weight_box_from_the_exp_table():
+    """f = 2: the table is E = (4, 3, 2, 1, 1, 1) (floor(4·e^(−t/4))). Scores s_0 = 0 and s_1 ∈ [−1/4, 1/4]: d ∈
+    [0, 1] for both keys, w_0 ∈ [E[1], E[0]] = [3, 4], w_1 ∈ [E[2], E[0]] = [2, 4] (s_1 can be 1/4 below the top);
+    a_0 ∈ [3/(3 + 4), 4/max(4, 4 + 2)] = [3/7, 2/3], a_1 ∈ [2/(2 + 4), 4/max(4, 4 + 3)] = [1/3, 4/7]. The true weights
+    (s_1 = −1/4, 0, 1/4 give (4/7, 3/7), (1/2, 1/2), (3/7, 4/7)) lie inside."""
+    from verify_tf.bounds import _Rounding, softmax_weight_box
+
+    arith = Fixed(8, 2)
+    box = softmax_weight_box(_Rounding(arith), [(F(0), F(0)), (F(-1, 4), F(1, 4))], [0, 1])
+    assert box == {0: (F(3, 7), F(2, 3)), 1: (F(1, 3), F(4, 7))}
+    for s1 in (F(-1, 4), F(0), F(1, 4)):
+        weights = arith.attention_weights([F(0), s1], "softmax")
+        assert all(box[j][0] <= weights[j] <= box[j][1] for j in (0, 1))
+
+
+def test_rounded_terms_heads_are_bounded_inside_the_format():
+    """A rounded-terms softmax head on a cube of 9 inputs: the output is now a knapsack over the weight box plus the
+    terms' rounding error (docstring of bounds._rounded_terms_row), far inside the format's range [−8, 8 − 2^-4]
+    that bounded it before, and it still contains every input's value."""
+    model = random_model(RandomConfig(seed=3, width=1, layers=1, scoring="softmax", weight_range=F(1), denominator=2))
+    arith = Fixed(8, 4, "rounded-terms")
+    cube = Cube((((F(0),), (F(1, 2),), (F(1),)), ((F(-1),), (F(0),), (F(1, 2),))))
+    bounds = cube_bounds(model, arith, cube)
+    lo, hi = bounds.blocks[0].heads[0].output[0][0]
+    assert hi - lo < 4, (lo, hi)
     for tokens in cube.inputs():
         _check_input(model, arith, bounds, tokens)

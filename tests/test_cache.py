@@ -1,12 +1,13 @@
 """The proof cache: keyed by everything a verdict depends on, definite verdicts only, served in well under a second."""
 
 import json
+import os
 from pathlib import Path
 
 from click.testing import CliRunner
 
 from verify_tf import fingerprint
-from verify_tf.cache import ProofCache, key_material, key_of
+from verify_tf.cache import MAX_ENTRY_BYTES, ProofCache, key_material, key_of
 from verify_tf.cli import main
 from verify_tf.runner import Overrides, check_all, task_of
 from verify_tf.spec import load_spec_text
@@ -154,6 +155,33 @@ def test_cli_marks_cached_results_and_no_cache_bypasses(tmp_path):
     third = runner.invoke(main, args + ["--no-cache"])
     assert "(cached)" not in third.output
     assert json.loads((tmp_path / "r.json").read_text())["results"][0]["cached"] is False
+
+
+def test_a_fifo_a_device_or_a_huge_file_planted_as_an_entry_is_refused_at_once(tmp_path):
+    """The cache folder is data anyone with write access controls (CI restores it from an archive): a FIFO at an
+    entry's path used to block the check forever, /dev/zero ended in a MemoryError traceback (exit 1, the code
+    of `refuted`). Each is now refused (the check runs again), and a .gitignore planted as a symbolic link is
+    never written through."""
+    key, material, task = _lookup()
+    entry = tmp_path / key[:2] / f"{key}.json"
+    entry.parent.mkdir()
+    os.mkfifo(entry)
+    store = ProofCache(tmp_path)
+    assert store.get(key, material, task) is None
+    entry.unlink()
+    entry.symlink_to("/dev/zero")
+    assert store.get(key, material, task) is None
+    entry.unlink()
+    entry.write_bytes(b" " * (MAX_ENTRY_BYTES + 1))
+    assert store.get(key, material, task) is None
+    assert [reason.split(": ", 1)[1] for reason in store.rejected] == [
+        "not a regular file: it is a FIFO (named pipe)",
+        "not a regular file: it is a character device",
+        "the entry is larger than 16 MiB (the limit for text inputs)",
+    ]
+    (tmp_path / ".gitignore").symlink_to(tmp_path / "planted")
+    assert store.put(key, material, Verdict("p", "proved", "interpret"))  # replaces the planted entry
+    assert not (tmp_path / "planted").exists() and store.get(key, material, task).status == "proved"
 
 
 # One model, three properties: permutation-equivariance proved (64 inputs), output-bounds refuted at X = [0, 0, 1/2]

@@ -322,7 +322,7 @@ def test_split_certificate_is_partial_and_tampering_fails(tmp_path):
     cover = body["checks"][0]
     assert cover["ok"] and cover["closed_inputs"] == cover["domain_inputs"] == cover["closed_form"] == 81**3
     code, output = _audit(report)
-    assert code == 0 and "partial" in output and "interval bounds" in output
+    assert code == 0 and "partial" in output and "cubes closed by bounds" in output
 
     def shrink_cover(body, folder):
         body["checks"][0]["closed_inputs"] -= 1
@@ -438,7 +438,8 @@ def test_audit_names_files_and_digests_and_never_shows_their_contents(tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("root:x:0:0:TOP-SECRET-LINE\n")
     report = _check(tmp_path, "smt-equivalence-proved.yaml")
-    data = json.loads(report.read_text())
+    original = report.read_text()
+    data = json.loads(original)
     entry = data["results"][0]
     entry.update(spec=str(secret), spec_resolved=str(secret))
     entry["spec_sha256"] = hashlib.sha256(secret.read_bytes()).hexdigest()  # even with its digest right
@@ -451,3 +452,110 @@ def test_audit_names_files_and_digests_and_never_shows_their_contents(tmp_path):
     code, output = _audit(report)
     assert code == 1 and "spec passwd (sha256 " in output and "is not the report's" in output
     assert "root" not in output
+    # evidence files: a plain name in the certificate's folder, and a proof whose digest is wrong is never parsed
+    # (a secret named as the LRAT proof used to fail with "Not a gzipped file (b'ro')", its first bytes)
+    report.write_text(original)
+
+    def lrat_proof(name):
+        return lambda body, folder: body["queries"][0]["evidence"][1].update(proof=name)
+
+    for name in (str(secret), "../../secret.txt"):
+        _rewrite_certificate(report, "proved", lrat_proof(name))
+        code, output = _audit(report)
+        assert code == 1 and "the LRAT proof is not named as a file in the certificate's folder" in output
+    folder = _rewrite_certificate(report, "proved", lrat_proof("secret.lrat.gz")).parent
+    shutil.copy(secret, folder / "secret.lrat.gz")
+    code, output = _audit(report)
+    assert code == 1 and "proof file secret.lrat.gz does not match its sha256" in output
+    assert "root" not in output and "LRAT re-check failed" not in output
+
+
+# ---------------------------------------------------------------- an exhaustive proof is re-derived, not re-read
+
+# The smt-equivalence-proved model over its 9^4 = 6561 inputs: every readout lies in [-4, 19/2] (an interpreter
+# run over the whole space), so [-100, 100] holds and [-100, 9] fails on exactly 147 inputs (readout 19/2 or
+# 73/8 or 35/4 ... above 9), none of them among the 50 sampled inputs whose property check audit re-runs
+# (counted by the same run with certify.exhaustive.sample_indices).
+FORGE_SPEC = (SPECS / "smt-equivalence-proved.yaml").read_text().split("properties:")[0] + (
+    "properties:\n"
+    "  - value-range: {name: wide, interval: [-100, 100], engine: enumerate}\n"
+    "  - value-range: {name: narrow, interval: [-100, 9], engine: enumerate}\n"
+)
+
+
+def test_a_proved_propertys_exhaustive_certificate_readdressed_to_a_refuted_one_fails(tmp_path):
+    """An exhaustive certificate's evidence is about the model's outputs (a count, a digest, a sample), not the
+    property on each input: the wide interval's certificate, its subject rewritten to the narrow interval's and
+    the narrow result turned into `proved`, used to audit ok although 147 inputs violate it. Audit now runs the
+    engine again, which refutes it."""
+    from verify_tf.certify.subject import subject_of
+    from verify_tf.runner import Overrides, task_of
+    from verify_tf.spec import load_spec
+
+    (tmp_path / "forge.yaml").write_text(FORGE_SPEC)
+    report = tmp_path / "r.json"
+    args = ["check", str(tmp_path / "forge.yaml"), "--no-cache", "-q", "--json", str(report)]
+    assert CliRunner().invoke(main, [*args, "--certify", str(tmp_path / "certs")]).exit_code == 1
+    data = json.loads(report.read_text())
+    wide, narrow = data["results"]
+    assert (wide["verdict"], narrow["verdict"]) == ("proved", "refuted")
+    spec = load_spec(tmp_path / "forge.yaml")
+    prop = spec.properties[1]
+    task = task_of(spec, prop, Overrides())
+    body = json.loads(_certificate(report, wide).read_text())
+    body["subject"] = subject_of(spec.path, prop.index, prop.name, prop.label, task, spec.seed, "enumerate")
+    forged = tmp_path / "certs" / "narrow" / "certificate.json"
+    forged.parent.mkdir()
+    forged.write_text(json.dumps(body))
+    narrow.update(verdict="proved", counterexample=None, method="exhaustive", counts_as="proved")
+    narrow["statistics"] = {
+        **wide["statistics"],
+        "certificate": {
+            **wide["statistics"]["certificate"],
+            "path": "certs/narrow/certificate.json",
+            "sha256": hashlib.sha256(forged.read_bytes()).hexdigest(),
+        },
+    }
+    report.write_text(json.dumps(data))
+    items = audit_report(report)
+    assert [i.outcome for i in items] == ["ok", FAILED]
+    assert items[1].problems == [
+        "certificate: re-deriving the proof: the enumerate engine answers refuted now (X = [[-1, -1], [1, 1]]: "
+        "q at position 1 is 9.5, outside [-100, 9])"
+    ]
+
+
+@pytest.mark.parametrize("engine", ["enumerate", "interpret"])
+def test_chunk_digests_are_recomputed_whoever_chunked_the_space(tmp_path, engine):
+    """Audit recomputes an exhaustive certificate's chunk digests over the certificate's own ranges when its
+    re-run chunks the space otherwise (a proof certified with -j): `chunk_digest` must give each engine's digest
+    (readouts for value-range; the property's values for contextual-mapping, a distinct-values property), and a
+    fabricated digest, the combined digest made consistent with it, fails."""
+    from verify_tf.certify.exhaustive import chunk_digest
+    from verify_tf.engines.scan import combined_digest
+    from verify_tf.runner import Overrides, task_of
+    from verify_tf.spec import load_spec
+
+    wide = FORGE_SPEC.split("  - value-range: {name: narrow")[0].replace("step: 1/4", "step: 1")  # 3^4 inputs
+    (tmp_path / "wide.yaml").write_text(wide)
+    shutil.copy(SPECS / "yun-lemma6-d1-k2-n2.yaml", tmp_path / "yun.yaml")
+    report = tmp_path / "r.json"
+    args = ["check", str(tmp_path / "wide.yaml"), str(tmp_path / "yun.yaml"), "--no-cache", "-q"]
+    args += ["--engine", engine, "--json", str(report), "--certify", str(tmp_path / "certs")]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    proved = [e for e in json.loads(report.read_text())["results"] if e["verdict"] == "proved"]
+    assert [(e["kind"], e["engine"]) for e in proved] == [("value-range", engine), ("contextual-mapping", engine)]
+    for entry in proved:
+        spec = load_spec(tmp_path / entry["spec"])
+        task = task_of(spec, spec.properties[entry["index"]], Overrides())
+        chunks = json.loads(_certificate(report, entry).read_text())["chunks"]
+        assert [chunk_digest(task, a, b) for a, b, _ in chunks] == [d for _, _, d in chunks]
+    assert _audit(report)[0] == 0
+
+    def fabricate(body, folder):
+        body["chunks"][0][2] = "0" * 64
+        body["checks"][1]["outputs_sha256"] = combined_digest([tuple(c) for c in body["chunks"]])
+
+    _rewrite_certificate(report, "proved", fabricate)
+    items = audit_report(report)
+    assert items[0].outcome == FAILED and "chunks differ from the certificate's digests" in items[0].problems[0]

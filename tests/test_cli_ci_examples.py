@@ -145,7 +145,7 @@ def test_workflow_cache_is_per_branch_and_signed():
     job = workflow["jobs"]["verify"]
     assert job["env"]["VERIFY_TF_CACHE_SECRET"] == "${{ secrets.VERIFY_TF_CACHE_SECRET }}"
     [cache] = [step for step in job["steps"] if step.get("uses", "").startswith("actions/cache")]
-    prefix = "verify-tf:${{ github.ref_name }}:"
+    prefix = "verify-tf:${{ github.ref }}:"  # the full ref: branch "main" and tag "main" have other keys
     assert cache["with"]["key"] == prefix + "${{ hashFiles('specs/**', 'models/**') }}"
     # a restore key is a prefix: it must end in a character no branch name holds (git check-ref-format: ":")
     for restore in str(cache["with"].get("restore-keys", "")).splitlines():

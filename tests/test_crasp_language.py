@@ -27,6 +27,7 @@ from verify_tf.crasp import (
     Not,
     Program,
     Ref,
+    Scale,
     Type,
     accepts,
     definition_depths,
@@ -239,7 +240,7 @@ def test_empty_word_is_rejected() -> None:
 
 
 def test_letters_outside_the_alphabet_are_errors() -> None:
-    with pytest.raises(CraspError, match=re.escape("letter 'c' at position 3 is not in the alphabet {a, b}")):
+    with pytest.raises(CraspError, match=re.escape("letter 'c' at position 2 is not in the alphabet {a, b}")):
         run_program(load_program(EXAMPLES / "majority.cr"), "abc")
 
 
@@ -269,9 +270,11 @@ def expressions(draw: st.DrawFn, wanted: Type, names: dict[str, Type], alphabet:
         if form == "logic":
             return BoolOp(draw(st.sampled_from(["&&", "||"])), sub(Type.BOOL), sub(Type.BOOL))
         return Compare(draw(st.sampled_from(["<", "<=", ">", ">=", "==", "!="])), sub(Type.COUNT), sub(Type.COUNT))
-    form = draw(st.sampled_from(["count", "neg", "arith", "extremum", "conditional"]))
+    form = draw(st.sampled_from(["count", "neg", "arith", "extremum", "conditional", "scale"]))
     if form == "count":
         return Count(sub(Type.BOOL))
+    if form == "scale":
+        return Scale(draw(st.integers(-3, 3)), sub(Type.COUNT))
     if form == "neg":
         return Neg(sub(Type.COUNT))
     if form == "arith":
@@ -359,7 +362,8 @@ def test_cli_run_prints_the_trace_and_the_verdict() -> None:
         for line in result.stdout.splitlines()
         if line.startswith("│")
     ]
-    assert rows == [["1", "a", "1", "0", "true"], ["2", "a", "2", "0", "true"], ["3", "b", "2", "1", "true"]]
+    # positions are numbered from 0, as in every witness (docs/semantics.md, "Positions")
+    assert rows == [["0", "a", "1", "0", "true"], ["1", "a", "2", "0", "true"], ["2", "b", "2", "1", "true"]]
     assert "per-prefix output: 1 1 1" in result.stdout
     assert result.stdout.splitlines()[-1] == "accepted"
 
@@ -371,7 +375,7 @@ def test_cli_run_prints_the_trace_and_the_verdict() -> None:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["run", str(EXAMPLES / "L2.cr"), "abc"], "error: letter 'c' at position 3 is not in the alphabet {a, b}"),
+        (["run", str(EXAMPLES / "L2.cr"), "abc"], "error: letter 'c' at position 2 is not in the alphabet {a, b}"),
         (["depth", "no-such-file.cr"], "error: cannot read no-such-file.cr"),
     ],
 )

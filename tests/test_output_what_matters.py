@@ -143,7 +143,7 @@ def test_notes_are_one_line_per_spec_unless_verbose():
     assert notes[0].startswith("tracr-negative-map.yaml: 4 notes (tracr model negative-map.json: ")
     verbose = run_cli("check", "--no-cache", "-v", spec)
     every = [line for line in verbose.stderr.splitlines() if line.startswith("tracr-negative-map.yaml:")]
-    assert len(every) == 4 and any("attention read as hardmax" in line for line in every)
+    assert len(every) == 4 and any("reading: hardmax" in line for line in every)
 
 
 def test_properties_and_audit_print_brackets_as_written(monkeypatch, tmp_path):

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXPORT = ROOT / "tests" / "data" / "tracr-undefined.json"
 
 SPEC = """name: undefined
-model: {tracr: export.json}
+model: {tracr: export.json, attention: hardmax}
 domain: {strings: {max-length: 3}}
 properties:
   - rasp-equivalence: {program: export.json%s}

@@ -121,6 +121,28 @@ def test_located_error_messages(text, expected):
     assert expected in error_of(text)
 
 
+def test_the_python_api_refuses_the_grid_the_spec_loader_refuses():
+    """Issue 29: a 1/3-step grid is not representable in 16/8 fixed point (-2/3 is no multiple of 2^-8); the spec
+    loader refused it while ``verify_tf.api.check`` accepted it (and rounded nothing: the model saw off-grid
+    inputs). Both now apply ``domain.unrepresentable_grid_value`` and say the same thing."""
+    from verify_tf.api import check
+    from verify_tf.domain import GridDomain
+    from verify_tf.semantics import Fixed
+
+    model = random_model(RandomConfig(seed=7, width=2, layers=1, scoring="softmax"))
+    domain = GridDomain.regular(2, F(1, 3), 2, lo=F(-1), hi=F(1))
+    with pytest.raises(SpecError) as info:
+        check(model, Fixed(16, 8), domain, "output-bounds", {"hi": 1000}, engine="enumerate")
+    assert "grid value -2/3 is not representable in fixed point, 16 bits" in str(info.value)
+    spec = "model: {random: {seed: 7}}\narithmetic: fixed\ndomain: {grid: {step: 1/3, lo: -1, hi: 1}, length: 2}\n"
+    assert "grid value -2/3 is not representable in fixed point, 16 bits" in error_of(
+        spec + "properties: [{output-bounds: {hi: 1000}}]\n"
+    )
+    # a power-of-two grid passes both
+    quarter = GridDomain.regular(2, F(1, 4), 2, lo=F(-3, 4), hi=F(3, 4))
+    assert check(model, Fixed(16, 8), quarter, "output-bounds", {"hi": 1000}, engine="enumerate").status == "proved"
+
+
 def test_model_shape_errors_point_at_the_offending_matrix():
     text = (
         "model:\n  tokens: {grid: 2}\n  layers:\n    - attention:\n        heads:\n"

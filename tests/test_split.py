@@ -73,13 +73,95 @@ def test_driver_leaves_partition_the_domain_with_bounds_closing_cubes():
     top = max(abs(q) for x in domain.inputs() for q in evaluate(model, Exact(), x).readout)
     tally = split.Tally(leaves=[])
     result = run_split(
-        model, Exact(), domain, "output-bounds", {"lo": -top - 1, "hi": top + 1}, split.Limits(enumerate_at=2), tally
+        model,
+        Exact(),
+        domain,
+        "output-bounds",
+        {"lo": -top - 1, "hi": top + 1},
+        split.Limits(enumerate_at=2, adaptive=False),
+        tally,
     )
     assert result.status == "proved", result.detail
     assert result.statistics["closed_by_bounds"] > 0 and result.statistics["closed_by_enumeration"] > 0
     space = InputSpace(domain)
     listed = [tuple(row) for cube in tally.leaves for row in rows(space, cube)]
     assert len(listed) == len(set(listed)) == 729
+
+
+def test_leaves_partition_a_softmax_domain_closed_by_the_linear_domain_and_adaptive_leaves():
+    """The same count with the linear domain bounding (a softmax model, fixed 16/8) and the adaptive policy free to
+    enumerate: 6,561 inputs (9^2 tokens, length 2), each in exactly one closed leaf; bounds close some cubes (the
+    true readout range, computed here on every input by the batched evaluator, which agrees with the interpreter
+    bit for bit (tests/test_batched_*; the interpreter took 8 CPU s here), lies well inside ±(max|q| + 2))."""
+    from verify_tf.batched import BatchedEvaluator
+
+    model = random_model(
+        RandomConfig(seed=5, width=2, layers=2, ffn_width=2, scoring="softmax", weight_range=F(1), denominator=4)
+    )
+    domain = GridDomain.regular(2, F(1, 4), 2, lo=F(-1), hi=F(1))  # 81 tokens, 6,561 inputs
+    arith = Fixed(16, 8)
+    space = InputSpace(domain)
+    evaluator = BatchedEvaluator(model, arith, space.tokens, backend="numpy", device="cpu")
+    values = evaluator.values(next(space.chunks(space.count())).rows, "readout")
+    top = F(int(abs(values.numerators).max()), values.den)
+    for limits in (split.Limits(enumerate_at=1, adaptive=False, batch=32), split.Limits(batch=32)):
+        tally = split.Tally(leaves=[])
+        result = run_split(model, arith, domain, "output-bounds", {"lo": -top - 2, "hi": top + 2}, limits, tally)
+        assert result.status == "proved", result.detail
+        assert result.statistics["bound_domain"] == "linear"
+        if not limits.adaptive:
+            assert result.statistics["closed_by_bounds"] > 0
+        listed = [tuple(row) for cube in tally.leaves for row in rows(InputSpace(domain), cube)]
+        assert len(listed) == len(set(listed)) == 6561
+
+
+def test_statistics_count_cubes_by_how_they_closed():
+    """Every closed cube is counted once under the way it closed, the bounded cubes include those bounds closed,
+    and the bound time per cube is reported (a softmax model: the linear domain)."""
+    from verify_tf.batched import BatchedEvaluator
+
+    model = random_model(RandomConfig(seed=2, width=2, layers=1, heads=2, ffn_width=2, scoring="softmax"))
+    domain = GridDomain(2, (F(-1), F(0), F(1)), 3)  # 729 inputs
+    arith = Fixed(12, 4)
+    space = InputSpace(domain)
+    evaluator = BatchedEvaluator(model, arith, space.tokens, backend="numpy", device="cpu")  # = the interpreter
+    values = evaluator.values(next(space.chunks(729)).rows, "readout")
+    top = F(int(abs(values.numerators).max()), values.den)
+    tally = split.Tally(leaves=[])
+    limits = split.Limits(enumerate_at=2, adaptive=False, batch=8)
+    result = run_split(model, arith, domain, "output-bounds", {"lo": -top - 1, "hi": top + 1}, limits, tally)
+    stats = result.statistics
+    assert result.status == "proved" and stats["closed_share"] == "100%"
+    assert stats["closed_by_bounds"] + stats["closed_by_enumeration"] == len(tally.leaves)
+    assert stats["cubes_bounded"] >= stats["closed_by_bounds"] > 0
+    assert stats["bound_ms_per_cube"] > 0 and stats["units"] >= 1
+    assert stats["cubes_created"] == 1 + 2 * (stats["cubes_created"] - 1) // 2  # a binary tree from one root
+
+
+def test_a_failing_bound_is_refuted_by_the_attack_on_the_corners():
+    """The bench's 4-head softmax model (fixed 16/8, 49 tokens) at length 3 (117,649 inputs): the largest readout,
+    computed here on every input by the batched evaluator, minus 2^-8 is refuted at once by a corner of a cube under its
+    linear bound; the witness is replayed (its value exceeds the bound). The adaptive leaves are off: their choices
+    follow measured CPU rates, and this test's path must not depend on the machine."""
+    model = random_model(
+        RandomConfig(
+            seed=7, width=2, layers=2, heads=4, ffn_width=4, scoring="softmax", weight_range=F(1), denominator=4
+        )
+    )
+    domain = GridDomain.regular(2, F(1, 4), 3, lo=F(-3, 4), hi=F(3, 4))
+    arith = Fixed(16, 8)
+    space = InputSpace(domain)
+    from verify_tf.batched import BatchedEvaluator
+
+    evaluator = BatchedEvaluator(model, arith, space.tokens, backend="numpy", device="cpu")
+    values = evaluator.values(next(space.chunks(space.count())).rows, "readout")
+    top = F(int(values.numerators.max()), values.den)
+    bound = top - F(1, 256)
+    result = run_split(model, arith, domain, "output-bounds", {"hi": bound}, split.Limits(adaptive=False))
+    assert result.status == "refuted"
+    assert F(result.counterexample["value"]) > bound
+    assert result.statistics["refuted_by"] == "a corner of the cube under its linear bound violates the property"
+    assert result.statistics["attack_rows"] > 0
 
 
 # -- cube bounds contain every member's values (random models, random cubes) ------------------------------------
@@ -121,9 +203,11 @@ def test_split_cube_bounds_contain_every_member(seed, cuts):
 # -- agreement with the brute-force oracle (tests/test_soundness_audit.py) with each kind of leaf forced ---------
 
 LEAVES = {
-    "bounds-and-points": split.Limits(enumerate_at=1),
-    "small-enumeration": split.Limits(enumerate_at=4),
-    "smt": split.Limits(enumerate_at=1, smt_at=1 << 20, smt_seconds=20),
+    "bounds-and-points": split.Limits(enumerate_at=1, adaptive=False),
+    "small-enumeration": split.Limits(enumerate_at=4, adaptive=False),
+    "smt": split.Limits(enumerate_at=1, adaptive=False, smt_at=1 << 20, smt_seconds=20),
+    "intervals-only": split.Limits(enumerate_at=1, adaptive=False, linear=False, attack=False),
+    "adaptive": split.Limits(enumerate_at=1, batch=4),
 }
 
 
@@ -166,10 +250,12 @@ def test_two_layer_readout_maximum_is_proved_and_one_step_below_is_refuted():
     top = max(
         max(evaluate(model, Exact(), space.decode(row)).readout) for chunk in space.chunks(4096) for row in chunk.rows
     )
-    proved = run_split(model, Exact(), domain, "output-bounds", {"hi": top}, split.Limits(enumerate_at=16))
+    proved = run_split(
+        model, Exact(), domain, "output-bounds", {"hi": top}, split.Limits(enumerate_at=16, adaptive=False)
+    )
     assert proved.status == "proved", proved.detail
     refuted = run_split(
-        model, Exact(), domain, "output-bounds", {"hi": top - F(1, 4096)}, split.Limits(enumerate_at=16)
+        model, Exact(), domain, "output-bounds", {"hi": top - F(1, 4096)}, split.Limits(enumerate_at=16, adaptive=False)
     )
     assert refuted.status == "refuted"
     assert F(refuted.counterexample["value"]) == top
@@ -229,7 +315,7 @@ def test_auto_picks_split_when_the_domains_bounds_decide(monkeypatch):
     root cube's bounds are computed once: the prediction's analysis is split's first step."""
     from helpers import verdict
     from verify_tf.bounds import cube_bounds
-    from verify_tf.engines.split import cubes, driver
+    from verify_tf.engines.split import bounder, cubes
 
     cubes.whole_bounds.cache_clear()
     computed = []
@@ -238,7 +324,7 @@ def test_auto_picks_split_when_the_domains_bounds_decide(monkeypatch):
         computed.append(cube)
         return cube_bounds(model, arithmetic, cube)
 
-    for module in (cubes, driver):  # the prediction's analysis (cubes) and the engine's cubes (driver)
+    for module in (cubes, bounder):  # the prediction's analysis and split's roots (cubes), intervals (bounder)
         monkeypatch.setattr(module, "cube_bounds", counted)
     model = random_model(
         RandomConfig(seed=5, width=2, layers=2, ffn_width=2, scoring="hardmax", weight_range=F(1), denominator=4)
@@ -275,14 +361,20 @@ def test_layernorm_and_igelu_models_get_the_enumerated_verdicts():
     top = max(
         max(evaluate(model, arith, space.decode(row)).readout) for chunk in space.chunks(4096) for row in chunk.rows
     )
-    proved = run_split(model, arith, domain, "output-bounds", {"hi": top}, split.Limits(enumerate_at=16))
+    proved = run_split(
+        model, arith, domain, "output-bounds", {"hi": top}, split.Limits(enumerate_at=16, adaptive=False)
+    )
     assert proved.status == "proved", proved.detail
-    refuted = run_split(model, arith, domain, "output-bounds", {"hi": top - F(1, 4096)}, split.Limits(enumerate_at=16))
+    refuted = run_split(
+        model, arith, domain, "output-bounds", {"hi": top - F(1, 4096)}, split.Limits(enumerate_at=16, adaptive=False)
+    )
     assert refuted.status == "refuted"
     assert F(refuted.counterexample["value"]) == top
     whole = max(hi for _, hi in cube_bounds(model, arith, bounds_cube(space, roots(space)[0])).readout)
     assert whole >= top
-    by_bounds = run_split(model, arith, domain, "output-bounds", {"hi": whole}, split.Limits(enumerate_at=16))
+    by_bounds = run_split(
+        model, arith, domain, "output-bounds", {"hi": whole}, split.Limits(enumerate_at=16, adaptive=False)
+    )
     assert by_bounds.status == "proved" and by_bounds.statistics["closed_by_bounds"] >= 1, by_bounds.detail
 
 

@@ -599,3 +599,34 @@ def test_a_trained_layernorm_encoder_tracks_torch_within_its_rounding_bound_and_
     result = CliRunner(env={"COLUMNS": "200"}).invoke(main, ["check", "--no-cache", "-v", str(tmp_path / "spec.yaml")])
     assert result.exit_code == 0, result.output  # permutation equivariance proved on the imported model
     assert "proved (exhaustive)" in result.output and "differs from torch's float GELU by at most" in result.output
+
+
+@pytest.mark.parametrize("positional", ["rope", "alibi"])
+def test_the_experiments_rope_and_alibi_modules(positional):
+    """A rope / alibi TinyTransformer imports as RoPE heads with the exact frequencies base^(-2k/d_head) (Llama's
+    rotate_half pairs) or ALiBi heads with the state dict's slopes, and tracks torch's float forward in 32/16 fixed
+    point (the tables rounded to 2^-16)."""
+    from verify_tf.experiments.modules import TinyTransformer
+    from verify_tf.ir import Frequency
+
+    torch.manual_seed(5)
+    net = TinyTransformer(
+        vocab=3, width=8, heads=2, layers=2, ffn_width=5, outputs=1, positional=positional, causal=True,
+        max_length=6, rope_base=100.0,
+    ).eval()  # fmt: skip
+    architecture = {**ARCH, "heads": 2, "causal": True, "alphabet": ["a", "b", "c"], "readout-bias": "drop"}
+    model = import_state_dict(net.state_dict(), {**architecture, "rope-base": 100}, {"bits": 32, "frac": 16})
+    head = model.blocks[1].attention.heads[1]
+    assert head.positional == positional
+    if positional == "rope":
+        # d_head = 4: θ_0 = 100^0 and θ_1 = 100^(-1/2), exactly (the float32 buffer only confirms the base)
+        assert head.rope.frequencies == (Frequency("power", F(100), F(0)), Frequency("power", F(100), F(1, 2)))
+        assert head.rope.pairing == "half"
+        with pytest.raises(ValueError, match="is not 1/base"):  # the buffer says base 100, the spec says 10000
+            import_state_dict(net.state_dict(), {**architecture, "rope-base": 10000}, {"bits": 32, "frac": 16})
+    else:
+        assert [h.alibi.slope for h in model.blocks[0].attention.heads] == [F(1, 16), F(1, 256)]
+    with torch.no_grad():
+        expected = (net(torch.tensor([[0, 2, 1, 1, 0, 2]]))[0, :, 0] - net.readout.bias[0]).tolist()
+    trace = evaluate(model, Fixed(32, 16), ("a", "c", "b", "b", "a", "c"))
+    assert max(abs(float(q) - e) for q, e in zip(trace.readout, expected)) < 2e-3

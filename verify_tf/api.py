@@ -27,7 +27,7 @@ from . import runner
 from .builders.files import load_model
 from .builders.random_model import RandomConfig, random_model
 from .contract import Task
-from .domain import Domain, GridDomain, StringDomain
+from .domain import GRID_HINT, Domain, GridDomain, StringDomain, unrepresentable_grid_value
 from .engines.base import ProgressEvent, Run, no_progress
 from .executors import InProcess
 from .ir import Model
@@ -52,6 +52,9 @@ def options_of(
     """Validate plain ``options`` for property ``name`` (and its fit to the model and domain): typed options."""
     if name not in names():
         raise SpecError(f"unknown property {name!r}", hint=f"known: {', '.join(names())}")
+    unrepresentable = unrepresentable_grid_value(domain, arithmetic)
+    if unrepresentable is not None:  # the spec loader's check (domain.unrepresentable_grid_value), not a copy
+        raise SpecError(unrepresentable, path="domain.grid", hint=GRID_HINT)
     prop = load(name)
     ctx = Context(
         "<options>", base_dir or Path.cwd(), model_section=lambda node, c, path: _model_section(node, c, path)

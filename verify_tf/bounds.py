@@ -21,7 +21,8 @@ interpreter's value at that stage for **every** input of the cube:
                                         ``after_feed_forward``, ``output``; ``attention_norm`` /
                                         ``feed_forward_norm``: a sublayer's LayerNorm output (the
                                         sublayer's input when pre-LN, its output when post-LN)
-``HeadBounds``                          ``query``, ``key``, ``value`` (per position), ``scores[i][j]`` (None where
+``HeadBounds``                          ``query``, ``key``, ``value`` (per position; RoPE heads also
+                                        ``rotated_query``, ``rotated_key``), ``scores[i][j]`` (None where
                                         the mask hides j), ``winners[i]`` (the keys that can get a nonzero weight
                                         for query i: hardmax's possible argmax set, softmax's keys within the exp
                                         table, uniform's live keys; rounded-terms: every live key),
@@ -64,8 +65,9 @@ from fractions import Fraction
 from itertools import product
 
 from .ir import AlphabetTokens, AttentionLayer, FeedForward, Head, LayerNorm, Matrix, Model, Token, Vector
-from .semantics.arithmetic import Arithmetic, Fixed, UnsupportedInMode
-from .semantics.exp_table import exp_table
+from .semantics.arithmetic import SATURATING_EXPONENT, Arithmetic, Fixed, UnsupportedInMode
+from .semantics.exp_table import exp_table, floor_exp_times
+from .semantics.interpreter import ROPE_IN_EXACT, rotation
 from .semantics.nonlinear import igelu, igelu_bounds, layer_norm_mantissas, normalized_bound
 from .work import check_deadline
 
@@ -122,6 +124,8 @@ class HeadBounds:
     winners: list[tuple[int, ...]]  # keys that can receive a nonzero weight for query i
     weights: list[list[Interval]]  # a'_ij (0 outside winners)
     output: list[IVector]
+    rotated_query: list[IVector] | None = None  # RoPE heads: q_i and k_j after the rotation (scores use these)
+    rotated_key: list[IVector] | None = None
 
 
 @dataclass
@@ -145,7 +149,7 @@ class BlockBounds:
 
 @dataclass
 class Bounds:
-    cube: Cube
+    cube: Cube | None  # None: bounds of a ``verify_tf.linear`` batch, which fill ``readout`` and ``output`` only
     embedded: list[IVector]
     blocks: list[BlockBounds]
     output: list[IVector]
@@ -347,12 +351,36 @@ def _candidates(
     return tuple(kept)
 
 
+def rotate(head: Head, x: IVector, position: int, r: _Rounding, memo: _Memo) -> IVector:
+    """interpreter.rotate: pair (a, b) becomes round(x_a·c − x_b·s), round(x_a·s + x_b·c) with the rotation
+    table's constants, exact interval arithmetic before the (monotone) rounding."""
+    if not isinstance(r.arith, Fixed):
+        raise UnsupportedInMode(ROPE_IN_EXACT)
+    assert head.rope is not None
+    rope, arith = head.rope, r.arith
+
+    def compute() -> IVector:
+        out = list(x)
+        for frequency, (a, b) in zip(rope.frequencies, rope.pairs(len(x))):
+            c, s = rotation(arith, frequency, position)
+            out[a] = r.round(add(scale(c, x[a]), scale(-s, x[b])))
+            out[b] = r.round(add(scale(s, x[a]), scale(c, x[b])))
+        return tuple(out)
+
+    # the result stays in the memo's table, so its id (the score memo's key) is never reused
+    return memo.get(("rotate", memo.hold(x), position, memo.hold(rope)), compute)
+
+
 def attention_head(head: Head, z: list[IVector], r: _Rounding, memo: _Memo) -> HeadBounds:
     """interpreter.attention_head: q/k/v, scores, the keys that can win, weights and the head output."""
     n = len(z)
     # the interpreter computes no q and k for a uniform head; their bounds here are unused (the scores are 0)
-    queries = [affine(head.query, head.query_bias, zi, r, memo) for zi in z]
-    keys = [affine(head.key, head.key_bias, zi, r, memo) for zi in z]
+    unrotated_queries = queries = [affine(head.query, head.query_bias, zi, r, memo) for zi in z]
+    unrotated_keys = keys = [affine(head.key, head.key_bias, zi, r, memo) for zi in z]
+    rotated = head.positional == "rope" and head.scoring != "uniform"
+    if rotated:
+        queries = [rotate(head, q, p, r, memo) for p, q in enumerate(queries)]
+        keys = [rotate(head, k, p, r, memo) for p, k in enumerate(keys)]
     values = [affine(head.value, head.value_bias, zi, r, memo) for zi in z]
     rounded_terms = head.scoring == "softmax" and r.fixed and r.arith.rounded_terms
     round_score = (lambda iv: iv) if rounded_terms else r.round  # Yang et al.'s scores stay exact
@@ -403,13 +431,18 @@ def attention_head(head: Head, z: list[IVector], r: _Rounding, memo: _Memo) -> H
             weights.append([point(w) for w in a])
             outputs.append(tuple(r.round(_weighted(a, values, c)) for c in range(head.value_dim)))
             continue
-        weights.append(
-            [scale(head.relative_scale(j - i), (ZERO, ONE)) if j in chosen else point(ZERO) for j in range(n)]
-        )
         least_mass = ONE
         if r.fixed and r.arith.attention_rounding == "per-probability":
             # each floored weight loses less than 2^-f, and their sum is a multiple of 2^-f
             least_mass = max(ZERO, ONE - Fraction(len(chosen) - 1, r.arith.scale))
+        if head.scoring == "softmax":
+            box = softmax_weight_box(r, row, chosen)
+            weights.append([scale(head.relative_scale(j - i), box.get(j, point(ZERO))) for j in range(n)])
+            outputs.append(_knapsack_output(head, r, box, values, i, least_mass))
+            continue
+        weights.append(
+            [scale(head.relative_scale(j - i), (ZERO, ONE)) if j in chosen else point(ZERO) for j in range(n)]
+        )
         # sum_j a_j C_j v_j with a_j >= 0, sum_j a_j in [least_mass, 1]: between least_mass and 1 times the
         # hull of the scaled values C_j v_j of the winners (each distinct (C_j, v_j) once)
         distinct = {(head.relative_scale(j - i), id(values[j])): values[j] for j in chosen}
@@ -424,7 +457,78 @@ def attention_head(head: Head, z: list[IVector], r: _Rounding, memo: _Memo) -> H
                 ),
             )
         )
-    return HeadBounds(queries, keys, values, scores, winners, weights, outputs)
+    return HeadBounds(
+        unrotated_queries,
+        unrotated_keys,
+        values,
+        scores,
+        winners,
+        weights,
+        outputs,
+        queries if rotated else None,
+        keys if rotated else None,
+    )
+
+
+def softmax_weight_box(r: _Rounding, row: list[Interval | None], keys: Sequence[int]) -> dict[int, Interval]:
+    """Each weight w_j / W of a softmax row (``Fixed._softmax_weights``) over the score intervals, before URPE's C.
+
+    With m the row maximum and d_j = m − s_j >= 0 (mantissas): d_j ∈ [max(0, max_k lo_k − hi_j), max_k hi_k − lo_j],
+    so w_j = E[d_j] ∈ [E[d_hi], E[d_lo]] (the table is non-increasing, 0 beyond it); a_j = w_j / (w_j + R_j) grows
+    with w_j and falls with R_j = Σ_{k≠j} w_k, and W >= E[0] = 2^f (the maximum's own term):
+    a_j ∈ [wl_j / (wl_j + Σ_{k≠j} wh_k), wh_j / max(2^f, wh_j + Σ_{k≠j} wl_k)]; per-probability floors both ends.
+    ``keys``: the keys that can get a nonzero weight (the others have none)."""
+    arith = r.arith
+    table = exp_table(arith.frac)
+
+    def entry(d: int) -> int:
+        return table[d] if d < len(table) else 0
+
+    low = {j: arith.mantissa(row[j][0]) for j in keys}  # type: ignore[index]
+    high = {j: arith.mantissa(row[j][1]) for j in keys}  # type: ignore[index]
+    top_low, top_high = max(low.values()), max(high.values())
+    w_lo = {j: entry(top_high - low[j]) for j in keys}
+    w_hi = {j: entry(max(0, top_low - high[j])) for j in keys}
+    sum_lo, sum_hi = sum(w_lo.values()), sum(w_hi.values())
+    box = {}
+    for j in keys:
+        lo = Fraction(w_lo[j], w_lo[j] + sum_hi - w_hi[j]) if w_lo[j] else ZERO
+        hi = Fraction(w_hi[j], max(table[0], w_hi[j] + sum_lo - w_lo[j]))
+        if arith.attention_rounding == "per-probability":
+            lo, hi = arith.floor(lo), arith.floor(hi)
+        box[j] = (lo, hi)
+    return box
+
+
+def knapsack_max(box: Sequence[Interval], values: Sequence[Fraction], least: Fraction, most: Fraction) -> Fraction:
+    """max Σ_j a_j·v_j over a_j ∈ box[j], Σ_j a_j ∈ [least, most]: the fractional knapsack's greedy (start at the
+    lower ends, fill in decreasing v up to the optimal total: every positive item's room, clipped into [least,
+    most]) is exact for this linear program."""
+    order = sorted(range(len(values)), key=lambda j: values[j], reverse=True)
+    base = sum((box[j][0] for j in order), ZERO)
+    target = min(max(base + sum((box[j][1] - box[j][0] for j in order if values[j] > 0), ZERO), least), most)
+    room, total = max(target - base, ZERO), ZERO
+    for j in order:
+        fill = min(room, box[j][1] - box[j][0])
+        room -= fill
+        total += (box[j][0] + fill) * values[j]
+    return total
+
+
+def _knapsack_output(
+    head: Head, r: _Rounding, box: dict[int, Interval], values: list[IVector], i: int, least_mass: Fraction
+) -> IVector:
+    """Σ_j a_j C_j v_j over the weight box with Σ_j a_j ∈ [least_mass, 1], per coordinate (inside the winners' hull,
+    which it never exceeds: a convex combination's maximum is at most the largest value), rounded."""
+    keys = sorted(box)
+    weights = [box[j] for j in keys]
+    out = []
+    for c in range(head.value_dim):
+        scaled = [scale(head.relative_scale(j - i), values[j][c]) for j in keys]
+        hi = knapsack_max(weights, [v[1] for v in scaled], least_mass, ONE)
+        lo = -knapsack_max(weights, [-v[0] for v in scaled], least_mass, ONE)
+        out.append(r.round((lo, hi)))
+    return tuple(out)
 
 
 def _rounded_terms_row(
@@ -440,9 +544,12 @@ def _rounded_terms_row(
 ) -> None:
     """One query row of a rounded-terms softmax head (``Fixed.rounded_terms_row``).
 
-    Its terms round(e^s·x) are floored one by one, so the output is no convex combination of the values (a
-    total of 2^-f over terms that each floor just below their share can exceed the largest value): outside
-    the point case, the bound is the format's range, which the interpreter saturates the output to.
+    Its terms round(e^s·x) are floored one by one, so the output is no exact convex combination of the values.
+    With E_j = e^{s_j}, P_j = floor_f(E_j) = E_j − π_j and T_j = floor_f(E_j x_j) = E_j x_j − τ_j (π, τ ∈ [0, 2^-f),
+    while nothing saturates), ΣT / ΣP = Σ_j w_j x_j + Σ_j (π_j x_j − τ_j) / ΣP with w_j = P_j / ΣP a convex
+    combination: the knapsack over w's box (P is monotone in s, ``floor_exp_times``) plus that error term, whose
+    numerator lies in [Σ_j 2^-f·(min(0, x_lo) − 1), Σ_j 2^-f·max(0, x_hi)]. Where a term can saturate or ΣP can be
+    0 (the uniform fallback), the bound is the format's range, which the interpreter saturates the output to.
     """
     if all(is_point(row[j]) for j in live) and all(is_point(values[j][c]) for j in live for c in range(head.value_dim)):
         contributions = [tuple(head.relative_scale(j - i) * iv[0] for iv in values[j]) for j in range(len(row))]
@@ -452,8 +559,51 @@ def _rounded_terms_row(
         outputs.append(tuple(point(r.arith.saturate(x)) for x in out))
         return
     winners.append(tuple(live))
-    weights.append([(ZERO, ONE) if s is not None else point(ZERO) for s in row])
-    outputs.append(tuple((r.arith.min_value, r.arith.max_value) for _ in range(head.value_dim)))
+    bounded = _rounded_terms_bounds(head, r, row, live, values, i)
+    if bounded is None:
+        weights.append([(ZERO, ONE) if s is not None else point(ZERO) for s in row])
+        outputs.append(tuple((r.arith.min_value, r.arith.max_value) for _ in range(head.value_dim)))
+        return
+    box, output = bounded
+    weights.append([box.get(j, point(ZERO)) for j in range(len(row))])
+    outputs.append(output)
+
+
+def _rounded_terms_bounds(
+    head: Head, r: _Rounding, row: list[Interval | None], live: list[int], values: list[IVector], i: int
+) -> tuple[dict[int, Interval], IVector] | None:
+    """The weight box and output of a rounded-terms row (``_rounded_terms_row``), or None where a term can
+    saturate or the denominator can be 0."""
+    arith = r.arith
+    unit = arith.scale
+    if any(row[j][1] > SATURATING_EXPONENT for j in live):  # type: ignore[index]
+        return None
+    p_lo = {j: floor_exp_times(row[j][0], Fraction(unit)) for j in live}  # type: ignore[index]
+    p_hi = {j: floor_exp_times(row[j][1], Fraction(unit)) for j in live}  # type: ignore[index]
+    if sum(p_lo.values()) == 0 or max(p_hi.values()) > arith.max_mantissa:
+        return None
+    contributions = {j: [scale(head.relative_scale(j - i), v) for v in values[j]] for j in live}
+    for j in live:
+        for lo, hi in contributions[j]:
+            top = max(-lo, hi)
+            if top and floor_exp_times(row[j][1], top * unit) + 1 > arith.max_mantissa:  # type: ignore[index]
+                return None
+    total_lo, total_hi = sum(p_lo.values()), sum(p_hi.values())
+    box = {
+        j: (Fraction(p_lo[j], p_lo[j] + total_hi - p_hi[j]), Fraction(p_hi[j], p_hi[j] + total_lo - p_lo[j]))
+        for j in live
+    }
+    weights = [box[j] for j in live]
+    output = []
+    for c in range(head.value_dim):
+        xs = [contributions[j][c] for j in live]
+        hi = knapsack_max(weights, [x[1] for x in xs], ONE, ONE)
+        lo = -knapsack_max(weights, [-x[0] for x in xs], ONE, ONE)
+        # the error term, over ΣP ∈ [total_lo, total_hi] mantissas (ΣP in values: total / 2^f)
+        err_lo = sum((min(ZERO, x[0]) - 1 for x in xs), ZERO) / total_lo
+        err_hi = sum((max(ZERO, x[1]) for x in xs), ZERO) / total_lo
+        output.append(r.saturate(r.round((lo + err_lo, hi + err_hi))))
+    return box, tuple(output)
 
 
 def _point_winners(head: Head, r: _Rounding, row: list[Interval | None], live: list[int]) -> tuple[int, ...]:
@@ -572,7 +722,7 @@ def layer_norm_box(norm: LayerNorm, x: IVector, r: _Rounding) -> IVector:
 
 
 def residual(z: list[IVector], update: list[IVector], enabled: bool, r: _Rounding) -> list[IVector]:
-    """interpreter._residual: saturate(z + o) per coordinate (or o alone without the residual)."""
+    """interpreter.residual: saturate(z + o) per coordinate (or o alone without the residual)."""
     if not enabled:
         return update
     return [tuple(r.saturate(add(a, b)) for a, b in zip(zi, ui)) for zi, ui in zip(z, update)]

@@ -44,12 +44,14 @@ from .engines.base import Task
 from .engines.replay import replay_stored
 from .fingerprint import canonical, tool_versions
 from .ir.plain import model_to_dict
+from .userfiles import UserFileError, read_user_text
 from .verdict import PROVED, REFUTED, Verdict
 
 DEFAULT_CACHE_DIR = Path(".verify-tf-cache")
 KEY_FORMAT = "verify-tf-cache/2"
 CACHEABLE = (PROVED, REFUTED)
 SECRET_VARIABLE = "VERIFY_TF_CACHE_SECRET"
+MAX_ENTRY_BYTES = 16 << 20  # an entry is a few kB (a verdict and its key material); a larger file is not one
 
 
 def key_material(spec, prop, overrides, engine: str) -> dict[str, Any] | None:
@@ -140,10 +142,13 @@ class ProofCache:
     def get(self, key: str, material: dict[str, Any], task: Task) -> Verdict | None:
         """The stored verdict when its entry passes the three checks of the module docstring; else None."""
         path = self._entry(key)
-        try:
-            text = path.read_text()
-        except OSError:
+        if not os.path.lexists(path):
             return None  # no entry: an ordinary miss
+        try:  # a FIFO or a device planted in the folder would block or never end: regular files, bounded
+            text = read_user_text(path, "the entry", MAX_ENTRY_BYTES)
+        except UserFileError as exc:
+            self.rejected.append(f"{path.name}: {exc}")
+            return None
         why, verdict = self._verified(key, material, text)
         if verdict is not None and verdict.status == REFUTED:
             replays, replayed = replay_stored(task, verdict.counterexample)
@@ -184,9 +189,11 @@ class ProofCache:
         entry = self._entry(key)
         try:
             entry.parent.mkdir(parents=True, exist_ok=True)
-            ignore = self.root / ".gitignore"
-            if not ignore.exists():
-                ignore.write_text("# written by verify-tf: the proof cache is local state, not source\n*\n")
+            try:  # "x": never through a symbolic link planted in the folder (it would write where it points)
+                with open(self.root / ".gitignore", "x") as ignore:
+                    ignore.write("# written by verify-tf: the proof cache is local state, not source\n*\n")
+            except FileExistsError:
+                pass
             handle, temporary = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-", suffix=".json")
         except OSError:  # a read-only or full disk: the check's result stands, it is just not remembered
             return False

@@ -78,6 +78,10 @@ def _head_kind(head: Head) -> str:
     elif head.positional == "urpe":
         radius = head.urpe_c.radius if head.urpe_c is not None else 0
         text += f" URPE (C radius {radius})"
+    elif head.positional == "rope":
+        text += " RoPE"
+    elif head.positional == "alibi":
+        text += f" ALiBi ({head.alibi.distance if head.alibi else 'causal'})"
     return text
 
 

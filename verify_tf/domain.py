@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Protocol
 
 from .ir import Token, Vector
 
@@ -126,6 +127,27 @@ class StringDomain:
 
 
 Domain = GridDomain | StringDomain
+
+
+class _Representing(Protocol):
+    def representable(self, x: Fraction) -> bool: ...
+
+    def describe(self) -> str: ...
+
+
+def unrepresentable_grid_value(domain: Domain | None, arithmetic: _Representing) -> str | None:
+    """Why a grid domain cannot be read in ``arithmetic`` (a value off its grid or range), or None.
+
+    The one check the spec loader and the Python API both apply: a fixed-point model never sees a token
+    coordinate it cannot hold (-2/3 is no 16/8 value), so such a domain is refused, never silently rounded.
+    """
+    if not isinstance(domain, GridDomain):
+        return None
+    bad = next((v for v in domain.values if not arithmetic.representable(v)), None)
+    return None if bad is None else f"grid value {bad} is not representable in {arithmetic.describe()}"
+
+
+GRID_HINT = "in fixed arithmetic use a power-of-two step"
 
 
 def format_input(tokens: tuple[Token, ...]) -> str:

@@ -54,7 +54,12 @@ _SOURCE_EXAMPLES = {
 
 
 _SCORING_NOTES = {"hardmax": "hardmax (ties averaged)", "softmax": "softmax (fixed arithmetic)"}
-_POSITIONAL_NOTES = {"rpe": "rpe (bias B[j-i] in the logits)", "urpe": "urpe (also C[j-i] after)"}
+_POSITIONAL_NOTES = {
+    "rpe": "rpe (bias B[j-i] in the logits)",
+    "urpe": "urpe (also C[j-i] after)",
+    "rope": "rope (rotated q, k; fixed arithmetic)",
+    "alibi": "alibi (slope·(j-i) in the logits)",
+}
 
 
 def _wrapped(words: list[str], prefix: str, width: int = 112) -> str:

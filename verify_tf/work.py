@@ -16,7 +16,8 @@ A unit's function is called as ``function(*args, deadline=Deadline, cancelled=ca
 ``deadline`` is the unit's own budget (``share`` of the property's remaining time when the unit starts, or
 when it is sent to another process), ``cancelled()`` turns true when the driver no longer needs the unit
 (cooperative: solvers and enumeration loops poll it), ``report(phase)`` names what the unit is doing (shown
-as progress where the unit runs in this process; a no-op elsewhere).
+as progress where the unit runs in this process; a no-op elsewhere); ``report(phase, done, total, what)`` also
+says how far it is (a progress bar: e.g. the counting engine's lengths).
 """
 
 from __future__ import annotations
@@ -411,7 +412,7 @@ class CancelFlag:
         return self._event.is_set() or _INTERRUPT.is_set()
 
 
-def no_report(phase: str) -> None:
+def no_report(phase: str, *progress: Any) -> None:
     pass
 
 
@@ -423,7 +424,7 @@ def run_unit(
     unit: WorkUnit,
     seconds: float,
     cancelled: Callable[[], bool] = never_cancelled,
-    report: Callable[[str], None] = no_report,
+    report: Callable[..., None] = no_report,
 ) -> Any:
     """Call a unit's function with its budget (what every executor does, in whichever process); the budget is
     also the deadline in force (``check_deadline``) for whatever the unit calls."""

@@ -51,6 +51,28 @@ def bos_leak():
     return rasp.numerical(rasp.Aggregate(previous, z, default=0)).named("agg")
 
 
+def prev_a_wide():
+    """Soft in float: a 225-valued select (every head's logits x 1/sqrt(227)) beside a numerical select that is
+    empty at position 0, so BOS's 50-point lead shrinks to 3.3 and the float model leaks weight to the tokens."""
+    tag = rasp.SequenceMap(lambda t, i: (t, i), rasp.tokens, rasp.indices).named("tag")
+    tag2 = rasp.SequenceMap(lambda t, i: (t, 4 - i), rasp.tokens, rasp.indices).named("tag2")
+    pair = rasp.SequenceMap(lambda x, y: (x, y), tag, tag2).named("pair")  # 15 x 15 = 225 values
+    same = rasp.Aggregate(rasp.Select(pair, pair, rasp.Comparison.EQ).named("self"), rasp.tokens).named("same")
+    is_a = rasp.numerical(rasp.Map(lambda t: 1 if t == "a" else 0, same)).named("is_a")
+    prev = rasp.Select(rasp.indices, rasp.indices, lambda k, q: k == q - 1).named("prev")
+    return rasp.numerical(rasp.Aggregate(prev, is_a, default=0)).named("prev_a")
+
+
+def prev_a_wide_gt0():
+    """The same, read through a categorical ``x > 0``: the leaked weight crosses the threshold."""
+    return rasp.Map(lambda x: 1 if x > 0 else 0, prev_a_wide()).named("prev_a_cat")
+
+
+PREV_A_WIDE = (
+    "pair = (tokens, indices) x (tokens, 4 - indices) [225 values]; same = Aggregate(Select(pair, pair, EQ), "
+    "tokens); numerical(Aggregate(Select(indices, indices, k == q - 1), numerical(Map(t == 'a', same)), default=0))"
+)
+
 # name: (builder, vocabulary, max_seq_len, source)
 PROGRAMS = {
     "length": (lambda: lib.make_length(), ABC, 8, "lib.make_length()"),
@@ -122,6 +144,9 @@ PROGRAMS = {
         "z = numerical(Map(x == 0, frac_prevs(tokens == 'a'))); "
         "numerical(Aggregate(Select(indices, indices, LT), z, default=0))",
     ),
+    # soft in float (tracr's scale with the largest head's key size), exact in hardmax
+    "prev-a-wide": (prev_a_wide, ABC, 5, PREV_A_WIDE),
+    "prev-a-wide-gt0": (prev_a_wide_gt0, ABC, 5, f"Map(x > 0, {PREV_A_WIDE})"),
 }
 
 

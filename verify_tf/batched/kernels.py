@@ -34,6 +34,7 @@ from .plans import (
     ReadoutPlan,
     Requantize,
     ResidualPlan,
+    RotationPlan,
 )
 
 if TYPE_CHECKING:
@@ -115,6 +116,29 @@ def affine(plan: AffinePlan, x, mx, ctx: Context):
         if ok:
             return _affine(plan, x, ctx.ops, plan.acc_bound(mx) < FLOAT_EXACT), plan.output_bound(mx)
     return ctx.narrow(_affine(ctx.wide_plan(plan), ctx.to_wide(x), WIDE, False))
+
+
+def rotate(plan: RotationPlan | None, x, mx, ctx: Context):
+    """``interpreter.rotate`` (RoPE) on mantissas; ``mx`` bounds |x| per coordinate."""
+    if plan is None:
+        return x, mx
+    if plan.native and not ctx.is_wide(x):
+        if not plan.guarded:
+            return _rotate(plan, x, ctx.ops), plan.out_bound
+        ok, (mx,) = _fits(ctx, [x], [mx], plan.acc_bound)
+        if ok:
+            return _rotate(plan, x, ctx.ops), plan.out_bound
+    return ctx.narrow(_rotate(ctx.wide_plan(plan), ctx.to_wide(x), WIDE))
+
+
+def _rotate(plan: RotationPlan, x, ops):
+    columns = [x[..., c] for c in range(x.shape[-1])]
+    for k, (a, b) in enumerate(plan.pairs):
+        c, s = plan.cos[:, k], plan.sin[:, k]  # (n,): one entry per position, broadcast over the batch
+        xa, xb = columns[a], columns[b]
+        columns[a] = (xa * c - xb * s) >> plan.shift  # arithmetic shift: floor, as the interpreter rounds
+        columns[b] = (xa * s + xb * c) >> plan.shift
+    return ops.clamp_(ops.stack(columns, -1), *plan.clamp)
 
 
 def embed(plan: EmbedPlan, rows, ctx: Context):
@@ -270,6 +294,9 @@ def _head(plan: HeadPlan, q, k, v, ops, dot_float_ok: bool, mix_float_ok: bool):
 def attention_head(plan: HeadPlan, z, mz, ctx: Context):
     q, mq = affine(plan.query, z, mz, ctx) if plan.query is not None else (None, ())
     k, mk = affine(plan.key, z, mz, ctx) if plan.key is not None else (None, ())
+    if q is not None and k is not None:
+        q, mq = rotate(plan.query_rotation, q, mq, ctx)
+        k, mk = rotate(plan.key_rotation, k, mk, ctx)
     v, mv = affine(plan.value, z, mz, ctx)
     operands = [x for x in (q, k, v) if x is not None]
     out = flagged = None

@@ -35,6 +35,7 @@ from ..bounds import Bounds, Cube, IVector, cube_bounds, magnitude
 from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Head, Matrix, Model, Token, Vector
 from ..semantics.arithmetic import Arithmetic, Fixed
 from ..semantics.exp_table import exp_table
+from ..semantics.interpreter import ROPE_IN_EXACT, rotation
 from ..work import check_deadline
 from .normalization import LayerNormPlan, plan_activation, plan_layer_norm
 from .plans import (
@@ -51,6 +52,7 @@ from .plans import (
     ReadoutPlan,
     Requantize,
     ResidualPlan,
+    RotationPlan,
     RoundedTerms,
     Stage,
     Unsupported,
@@ -132,7 +134,7 @@ class _Division:
 
 
 def _has_bias(head: Head) -> bool:
-    return head.positional != "standard" and head.rpe_bias is not None
+    return head.has_score_bias
 
 
 def _urpe(head: Head) -> bool:
@@ -308,9 +310,13 @@ class _Planner:
         mode = self._head_mode(head)
         query = key = None
         q = k = Stage(1, (0,) * head.key_dim)
+        query_rotation = key_rotation = None
         if mode != "uniform":
             query, q = self.affine(head.query, head.query_bias, dens, z.bound, hb.query)
             key, k = self.affine(head.key, head.key_bias, dens, z.bound, hb.key)
+            if head.positional == "rope":
+                query_rotation, q = self.rotation(head, q, hb.rotated_query)
+                key_rotation, k = self.rotation(head, k, hb.rotated_key)
         value, v = self.affine(head.value, head.value_bias, dens, z.bound, hb.value)
         self.largest = max(self.largest, n)
         scores = self._scores(head, q, k)
@@ -364,6 +370,8 @@ class _Planner:
             native=True,
             out_bound=out.bound,
             terms=RoundedTerms(self.arith, scores.den, c_den * v.den) if mode == "rounded-terms" else None,
+            query_rotation=query_rotation,
+            key_rotation=key_rotation,
         )
         bound = plan.intermediate_bound(q.bound, k.bound, v.bound)
         native = self._head_native(plan, bound)
@@ -377,6 +385,28 @@ class _Planner:
             mix_float_ok=plan.mix_ok(v.bound),
         )
         return plan, out
+
+    def rotation(self, head: Head, x: Stage, out: Sequence[IVector] | None) -> tuple[RotationPlan, Stage]:
+        """interpreter.rotate: RoPE on the mantissas of q or k (fixed arithmetic only, checked by the caller)."""
+        assert head.rope is not None and out is not None and self.fixed and x.den == self.scale
+        arith = self.arith
+        tables = [[rotation(arith, f, p) for f in head.rope.frequencies] for p in range(self.n)]
+        cos = [[exact_int(c * self.scale) for c, _ in row] for row in tables]
+        sin = [[exact_int(s * self.scale) for _, s in row] for row in tables]
+        table_max = max((abs(v) for row in cos + sin for v in row), default=0)
+        pairs = head.rope.pairs(head.key_dim)
+        bound = max(((x.bound[a] + x.bound[b]) * table_max for a, b in pairs), default=0)
+        clamp = (arith.min_mantissa, arith.max_mantissa)
+        native = _fits(bound, table_max, *clamp)
+        if native:
+            self.note(max(bound, table_max))
+        stage = Stage(self.scale, _magnitudes(out, self.scale, head.key_dim))
+        shape = (self.n, len(pairs))
+        plan = RotationPlan(
+            pairs, _array(cos, shape, native), _array(sin, shape, native), arith.frac, clamp, table_max, bound, native,
+            stage.bound,
+        )  # fmt: skip
+        return plan, stage
 
     def _head_mode(self, head: Head) -> str:
         """The kernel that runs the head (``HeadPlan.mode``); refuses a scoring the batched evaluator cannot run."""
@@ -578,6 +608,10 @@ def unsupported_reason(model: Model, arith: Arithmetic) -> str | None:
             "softmax is not exactly representable in exact arithmetic; use arithmetic: fixed, or "
             "hardmax/uniform scoring"
         )
+    if not isinstance(arith, Fixed) and any(
+        h.positional == "rope" and h.scoring != "uniform" for _, _, h in model.heads()
+    ):
+        return ROPE_IN_EXACT
     if not isinstance(arith, Fixed):  # checked before the bounds, which refuse exact LayerNorm like the interpreter
         for what, present in (("LayerNorm", next(model.norms(), None) is not None), ("i-GELU", _has_igelu(model))):
             if present:

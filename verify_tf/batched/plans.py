@@ -104,6 +104,30 @@ class EmbedPlan:
 
 
 @dataclass(frozen=True)
+class RotationPlan:
+    """RoPE on mantissas (``interpreter.rotate``): at stream position p, pair (a, b) becomes
+    floor((x_a·c_p − x_b·s_p) / 2^f) and floor((x_a·s_p + x_b·c_p) / 2^f), clamped to the format, with (c_p, s_p)
+    the rotation table's mantissas (``semantics.rotary``, saturated as the interpreter does)."""
+
+    pairs: tuple[tuple[int, int], ...]
+    cos: np.ndarray  # (n, pairs) mantissas
+    sin: np.ndarray
+    shift: int  # f
+    clamp: tuple[int, int]
+    table_max: int  # the largest |c|, |s|
+    bound: int  # static bound of every x_a·c ± x_b·s
+    native: bool
+    out_bound: tuple[int, ...]
+
+    def acc_bound(self, magnitudes: Sequence[int]) -> int:
+        return max(((magnitudes[a] + magnitudes[b]) * self.table_max for a, b in self.pairs), default=0)
+
+    @property
+    def guarded(self) -> bool:
+        return self.bound > LIMIT
+
+
+@dataclass(frozen=True)
 class HeadPlan:
     query: AffinePlan | None  # None for uniform heads (no scores)
     key: AffinePlan | None
@@ -144,6 +168,8 @@ class HeadPlan:
     native: bool
     out_bound: tuple[int, ...]
     terms: RoundedTerms | None = None  # rounded-terms softmax: the interpreter's exponential terms
+    query_rotation: RotationPlan | None = None  # RoPE: q and k rotated before the scores
+    key_rotation: RotationPlan | None = None
 
     def output_bound(self, mv: Sequence[int]) -> tuple[int, ...]:
         """The bound of head_i per coordinate for values within ``mv``: a'-weighted averages of the values."""

@@ -34,7 +34,7 @@ computed number of bits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from itertools import chain
 
@@ -48,12 +48,15 @@ from verify_tf.crasp.ast import (
     CountConst,
     CraspError,
     Expr,
+    GuardedCount,
     Letter,
     MinMax,
     Neg,
     Not,
+    PositionTest,
     Program,
     Ref,
+    Scale,
     Type,
 )
 from verify_tf.crasp.depth import program_depth
@@ -61,6 +64,31 @@ from verify_tf.crasp.parser import load_program
 from verify_tf.ir import AlphabetTokens, AttentionLayer, Block, FeedForward, Head, Model, vector, zeros
 from verify_tf.ir.edit import EditError, apply_settings, with_parameter
 from verify_tf.semantics import Fixed
+from verify_tf.semantics.exp_table import exp_mantissa
+
+from .crasp_positional import copy_head, guarded_count, periodic_head, position_test
+from .crasp_values import (
+    Atom,
+    AverageNode,
+    BoolValue,
+    Choice,
+    Conj,
+    CountValue,
+    Disj,
+    Extremum,
+    Form,
+    GateNode,
+    InputNode,
+    Leaf,
+    Linear,
+    Materialized,
+    NodeId,
+    PeriodicNode,
+    ShiftNode,
+    StreamNode,
+    Table,
+    ThresholdNode,
+)
 
 __all__ = [
     "BOS",
@@ -79,149 +107,6 @@ MAX_LEAVES = 4096
 """Largest number of linear pieces one comparison may normalise to (min/max/? : multiply them)."""
 
 
-# ============================================================================ symbolic values
-
-NodeId = int
-
-
-@dataclass(frozen=True, order=True)
-class Form:
-    """An affine combination Σ coeff·z[node] + const of stream values, taking values 0/1 (0 at BOS)."""
-
-    terms: tuple[tuple[NodeId, int], ...]
-    const: int = 0
-
-    @staticmethod
-    def of(coefficients: dict[NodeId, int], const: int = 0) -> Form:
-        return Form(tuple(sorted((n, c) for n, c in coefficients.items() if c != 0)), const)
-
-    def scaled(self, factor: int) -> Form:
-        return Form(tuple((n, c * factor) for n, c in self.terms), self.const * factor)
-
-    def plus(self, other: Form) -> Form:
-        merged = dict(self.terms)
-        for node, c in other.terms:
-            merged[node] = merged.get(node, 0) + c
-        return Form.of(merged, self.const + other.const)
-
-    @property
-    def nodes(self) -> tuple[NodeId, ...]:
-        return tuple(n for n, _ in self.terms)
-
-
-@dataclass(frozen=True, order=True)
-class Linear:
-    """L = Σ coeff·#form + const: an integer combination of prefix counts of (lowered) booleans."""
-
-    terms: tuple[tuple[Form, int], ...]
-    const: int = 0
-
-    @staticmethod
-    def of(coefficients: dict[Form, int], const: int = 0) -> Linear:
-        return Linear(tuple(sorted((f, c) for f, c in coefficients.items() if c != 0)), const)
-
-    def plus(self, other: Linear) -> Linear:
-        merged = dict(self.terms)
-        for form, c in other.terms:
-            merged[form] = merged.get(form, 0) + c
-        return Linear.of(merged, self.const + other.const)
-
-    def negated(self) -> Linear:
-        return Linear(tuple((f, -c) for f, c in self.terms), -self.const)
-
-    def shifted(self, amount: int) -> Linear:
-        return Linear(self.terms, self.const + amount)
-
-
-# ---------------------------------------------------------------- booleans before lowering (negation normal form)
-
-
-@dataclass(frozen=True)
-class Table:
-    """A depth-0 boolean: the set of letters at which it holds."""
-
-    letters: frozenset[str]
-
-
-@dataclass(frozen=True)
-class Atom:
-    """L ≥ 0."""
-
-    linear: Linear
-
-
-@dataclass(frozen=True)
-class Conj:
-    items: tuple[BoolValue, ...]
-
-
-@dataclass(frozen=True)
-class Disj:
-    items: tuple[BoolValue, ...]
-
-
-BoolValue = Table | Atom | Conj | Disj
-
-
-# ---------------------------------------------------------------- counts before normalisation
-
-
-@dataclass(frozen=True)
-class Leaf:
-    linear: Linear
-
-
-@dataclass(frozen=True)
-class Extremum:
-    op: str  # "min" | "max"
-    left: CountValue
-    right: CountValue
-
-
-@dataclass(frozen=True)
-class Choice:
-    condition: BoolValue
-    if_true: CountValue
-    if_false: CountValue
-
-
-CountValue = Leaf | Extremum | Choice
-
-
-# ---------------------------------------------------------------- stream nodes
-
-
-@dataclass(frozen=True)
-class _Input:
-    symbol: str | None  # None: the BOS indicator
-
-
-@dataclass(frozen=True)
-class _Average:
-    """One coordinate of a uniform causal head: ⌊L_i / (i+1)⌋_f."""
-
-    linear: Linear
-
-
-@dataclass(frozen=True)
-class _Threshold:
-    """[sign·y (− 2^-f if sign < 0) ≥ 0] ∧ all guards ∧ not BOS."""
-
-    average: NodeId
-    sign: int
-    guards: tuple[Form, ...]
-
-
-@dataclass(frozen=True)
-class _Gate:
-    """relu(Σ forms − (r − 1)): the conjunction of r ≥ 2 booleans."""
-
-    forms: tuple[Form, ...]
-
-
-_Node = _Input | _Average | _Threshold | _Gate
-
-
 @dataclass(frozen=True)
 class Compiled:
     """A compiled program: the model and what the construction guarantees about it."""
@@ -236,6 +121,8 @@ class Compiled:
     averages: int  # head value coordinates (atoms L ≥ 0 up to negation)
     thresholds: int
     gates: int
+    copies: int = 0  # copy-head coordinates (guarded counts and position thresholds: RPE tables)
+    periodic: int = 0  # periodic heads (position tests modulo M: RoPE)
 
     @property
     def arithmetic(self) -> Fixed:
@@ -248,7 +135,13 @@ class Compiled:
             f"{self.feed_forward_layers} feed-forward layers, width {self.model.dim}",
             f"{self.blocks} blocks: {self.attention_layers} with attention, "
             f"{self.blocks - self.attention_layers} feed-forward only",
-            f"{self.averages} counting coordinates, {self.thresholds} thresholds, {self.gates} gates",
+            f"{self.averages} counting coordinates, {self.thresholds} thresholds, {self.gates} gates"
+            + (
+                f", {self.copies} copied booleans (hardmax heads with an RPE table), "
+                f"{self.periodic} periodic position tests (hardmax heads with RoPE)"
+                if self.copies or self.periodic
+                else ""
+            ),
             f"arithmetic: {{mode: fixed, bits: {self.bits}, frac: {self.frac}, attention-rounding: exact-sums}}"
             " (exact for every input length)",
             "accepts at position i iff readout q_i > 0",
@@ -264,12 +157,13 @@ class _Compiler:
         self.alphabet = program.alphabet
         self.frac = frac
         self.unit = Fraction(1, 1 << frac)
-        self.nodes: list[_Node] = []
-        self.ids: dict[_Node, NodeId] = {}
+        self.probe_arithmetic = Fixed(64, frac, "exact-sums")  # periodic heads are checked in it (no saturation)
+        self.nodes: list[StreamNode] = []
+        self.ids: dict[StreamNode, NodeId] = {}
         self.stage: list[int] = []  # attention layer after which the node is available (0: embedding)
         self.sub: list[int] = []  # feed-forward sublayer of that stage computing it (0: none needed)
-        self.bos = self._node(_Input(None))
-        self.letters = {symbol: self._node(_Input(symbol)) for symbol in self.alphabet}
+        self.bos = self.node(InputNode(None))
+        self.letters = {symbol: self.node(InputNode(symbol)) for symbol in self.alphabet}
         self.one = Form.of({self.bos: -1}, 1)  # 1 at every word position, 0 at BOS
         self.booleans: dict[str, BoolValue] = {}
         self.counts: dict[str, CountValue] = {}
@@ -277,18 +171,22 @@ class _Compiler:
 
     # ---------------------------------------------------------------- nodes
 
-    def _node(self, node: _Node) -> NodeId:
+    def node(self, node: StreamNode) -> NodeId:
         if node in self.ids:
             return self.ids[node]
         match node:
-            case _Input():
+            case InputNode():
                 stage, sub = 0, 0
-            case _Average(linear):
+            case AverageNode(linear):
                 stage, sub = 1 + max((self._form_stage(f) for f, _ in linear.terms), default=0), 0
-            case _Threshold(average, _, guards):
+            case ThresholdNode(average, _, guards):
                 stage, sub = self._after((average, *chain.from_iterable(g.nodes for g in guards)))
-            case _Gate(forms):
+            case GateNode(forms):
                 stage, sub = self._after(tuple(chain.from_iterable(f.nodes for f in forms)))
+            case ShiftNode(form, _):
+                stage, sub = 1 + self._form_stage(form), 0
+            case PeriodicNode():
+                stage, sub = 1, 0
         self.nodes.append(node)
         self.stage.append(stage)
         self.sub.append(sub)
@@ -321,6 +219,8 @@ class _Compiler:
                 return self.disj((self.boolean(left), self.boolean(right)))
             case Compare(op, left, right):
                 return self.compare(op, self.count(left), self.count(right))
+            case PositionTest(predicate):
+                return position_test(self, predicate)
         raise TypeError(f"not a boolean C-RASP expression: {expr!r}")
 
     def negate(self, value: BoolValue) -> BoolValue:
@@ -333,6 +233,8 @@ class _Compiler:
                 return self.disj(tuple(self.negate(item) for item in items))
             case Disj(items):
                 return self.conj(tuple(self.negate(item) for item in items))
+            case Materialized(form):
+                return Materialized(self.one.plus(form.scaled(-1)))
         raise TypeError(value)
 
     def conj(self, items: tuple[BoolValue, ...]) -> BoolValue:
@@ -371,16 +273,20 @@ class _Compiler:
                 return Leaf(Linear.of({form: 1}) if form.terms else Linear(()))
             case Neg(operand):
                 return self.negate_count(self.count(operand))
+            case Scale(factor, operand):
+                return self.scale_count(self.count(operand), factor)
+            case GuardedCount(guard, operand):
+                return guarded_count(self, guard, self.boolean(operand))
             case ArithOp(op, left, right):
                 right_value = self.count(right)
                 return self.add(self.count(left), right_value if op == "+" else self.negate_count(right_value))
             case MinMax(op, left, right):
-                return self._sized(Extremum(op, self.count(left), self.count(right)))
+                return self.sized(Extremum(op, self.count(left), self.count(right)))
             case Conditional(condition, if_true, if_false):
                 chosen = self.boolean(condition)
                 if isinstance(chosen, Table) and chosen.letters in (frozenset(), frozenset(self.alphabet)):
                     return self.count(if_true if chosen.letters else if_false)
-                return self._sized(Choice(chosen, self.count(if_true), self.count(if_false)))
+                return self.sized(Choice(chosen, self.count(if_true), self.count(if_false)))
         raise TypeError(f"not a count C-RASP expression: {expr!r}")
 
     def negate_count(self, value: CountValue) -> CountValue:
@@ -393,18 +299,31 @@ class _Compiler:
                 return Choice(condition, self.negate_count(if_true), self.negate_count(if_false))
         raise TypeError(value)
 
+    def scale_count(self, value: CountValue, factor: int) -> CountValue:
+        """k·value: scales every linear piece (a negative k also swaps min and max)."""
+        if factor < 0:
+            return self.scale_count(self.negate_count(value), -factor)
+        match value:
+            case Leaf(linear):
+                return Leaf(Linear.of({f: c * factor for f, c in linear.terms}, linear.const * factor))
+            case Extremum(op, left, right):
+                return Extremum(op, self.scale_count(left, factor), self.scale_count(right, factor))
+            case Choice(condition, if_true, if_false):
+                return Choice(condition, self.scale_count(if_true, factor), self.scale_count(if_false, factor))
+        raise TypeError(value)
+
     def add(self, left: CountValue, right: CountValue) -> CountValue:
         """left + right with min/max/choice pushed outward: min(a, b) + c = min(a + c, b + c)."""
         match left, right:
             case Leaf(a), Leaf(b):
                 return Leaf(a.plus(b))
             case Extremum(op, a, b), _:
-                return self._sized(Extremum(op, self.add(a, right), self.add(b, right)))
+                return self.sized(Extremum(op, self.add(a, right), self.add(b, right)))
             case Choice(condition, a, b), _:
-                return self._sized(Choice(condition, self.add(a, right), self.add(b, right)))
+                return self.sized(Choice(condition, self.add(a, right), self.add(b, right)))
         return self.add(right, left)
 
-    def _sized(self, value: CountValue) -> CountValue:
+    def sized(self, value: CountValue) -> CountValue:
         if _leaves(value) > MAX_LEAVES:
             raise CraspError(
                 f"a count expression expands to more than {MAX_LEAVES} linear pieces",
@@ -470,13 +389,15 @@ class _Compiler:
                 atoms = [item for item in items if isinstance(item, Atom)]
                 others = [self.lower(item) for item in items if not isinstance(item, Atom)]
                 if not atoms:
-                    return Form.of({self._node(_Gate(tuple(others))): 1})
+                    return Form.of({self.node(GateNode(tuple(others))): 1})
                 # The latest atom thresholds; the others (computed earlier) guard it: one sublayer saved.
                 main = max(atoms, key=lambda atom: self.stage[self._average(atom)[0]])
                 others += [self._threshold(atom, ()) for atom in atoms if atom is not main]
                 return self._threshold(main, tuple(others))
             case Disj(items):
                 return self.one.plus(self.lower(self.conj(tuple(self.negate(i) for i in items))).scaled(-1))
+            case Materialized(form):
+                return form
         raise TypeError(value)
 
     def _average(self, atom: Atom) -> tuple[NodeId, int]:
@@ -484,12 +405,12 @@ class _Compiler:
         linear = atom.linear
         negation = linear.negated().shifted(-1)
         if negation < linear:
-            return self._node(_Average(negation)), -1
-        return self._node(_Average(linear)), 1
+            return self.node(AverageNode(negation)), -1
+        return self.node(AverageNode(linear)), 1
 
     def _threshold(self, atom: Atom, guards: tuple[Form, ...]) -> Form:
         average, sign = self._average(atom)
-        return Form.of({self._node(_Threshold(average, sign, tuple(sorted(set(guards))))): 1})
+        return Form.of({self.node(ThresholdNode(average, sign, tuple(sorted(set(guards))))): 1})
 
     def readout(self, value: BoolValue) -> Form:
         """The output form; a top-level ∧ / ∨ is folded into the (exact) readout: q > 0 iff accepted."""
@@ -536,12 +457,14 @@ class _Builder:
         self.c = compiler
         self.output = output
         self.heads = heads
+        # softmax-bos: the weight of a non-BOS key relative to BOS's, E[1]/2^f = ⌊e^(-2^-f)·2^f⌋/2^f
+        self.bos_scale = Fraction(exp_mantissa(1, compiler.frac), 1 << compiler.frac) if heads == "softmax-bos" else 1
         self.reachable = self._reachable(output)
         self.dims: dict[NodeId, int] = {compiler.bos: 0}
         for index, symbol in enumerate(compiler.alphabet):
             self.dims[compiler.letters[symbol]] = 1 + index
         computed = sorted(
-            (n for n in self.reachable if not isinstance(compiler.nodes[n], _Input)),
+            (n for n in self.reachable if not isinstance(compiler.nodes[n], InputNode)),
             key=lambda n: (compiler.stage[n], compiler.sub[n], n),
         )
         for node in computed:
@@ -561,12 +484,14 @@ class _Builder:
                 continue
             seen.add(node)
             match self.c.nodes[node]:
-                case _Average(linear):
+                case AverageNode(linear):
                     stack += [n for form, _ in linear.terms for n in form.nodes]
-                case _Threshold(average, _, guards):
+                case ThresholdNode(average, _, guards):
                     stack += [average, *(n for g in guards for n in g.nodes)]
-                case _Gate(forms):
+                case GateNode(forms):
                     stack += [n for f in forms for n in f.nodes]
+                case ShiftNode(form, _):
+                    stack += list(form.nodes)
         return seen
 
     # ---------------------------------------------------------------- affine rows
@@ -593,33 +518,64 @@ class _Builder:
         return max((self.c.stage[n] for n in self.reachable), default=0)
 
     def attention(self, stage: int) -> AttentionLayer:
-        averages = [n for n in self.computed if self.c.stage[n] == stage and isinstance(self.c.nodes[n], _Average)]
+        """The stage's heads: one uniform head for its counting coordinates, one copy head per distance, one
+        periodic head per (modulus, residue)."""
+        here = [n for n in self.computed if self.c.stage[n] == stage]
+        heads: list[Head] = []
+        averages = [n for n in here if isinstance(self.c.nodes[n], AverageNode)]
+        if averages:
+            heads.append(self._with_output(self.counting_head(averages), averages))
+        distances = sorted({node.distance for n in here if isinstance(node := self.c.nodes[n], ShiftNode)})
+        for distance in distances:
+            copies = [n for n in here if isinstance(node := self.c.nodes[n], ShiftNode) and node.distance == distance]
+            rows = [self.row(self.c.nodes[n].form) for n in copies]
+            for weights, bias in rows:
+                self.interval(weights, bias)
+            self.extremes += [Fraction(3)]  # the largest copy-head score
+            heads.append(self._with_output(copy_head(self.width, self.dims[self.c.bos], distance, rows), copies))
+        for n in here:
+            if isinstance(node := self.c.nodes[n], PeriodicNode):
+                letters = [self.dims[self.c.letters[s]] for s in self.c.alphabet]
+                head = periodic_head(self.width, self.dims[self.c.bos], letters, node, self.c.probe_arithmetic)
+                self.extremes += [Fraction(-4), Fraction(4)]  # K·(rotated query) with |rotated query| < 2
+                heads.append(self._with_output(head, [n]))
+        return AttentionLayer(tuple(heads), zeros(self.width))
+
+    def _with_output(self, head: Head, nodes: list[NodeId]) -> Head:
+        """``head`` writing its value coordinate k into the stream dimension of ``nodes[k]``."""
+        output = [[Fraction(0)] * len(nodes) for _ in range(self.width)]
+        for column, node in enumerate(nodes):
+            output[self.dims[node]][column] = Fraction(1)
+        return replace(head, output=tuple(tuple(r) for r in output))
+
+    def counting_head(self, averages: list[NodeId]) -> Head:
         value_rows, value_biases = [], []
-        output = [[Fraction(0)] * len(averages) for _ in range(self.width)]
-        for column, node in enumerate(averages):
+        for node in averages:
             weights, bias = [Fraction(0)] * self.width, Fraction(0)
             linear = self.c.nodes[node].linear
             for form, coefficient in linear.terms:  # v_j = Σ c·P(j) + k·bos_j; every P is 0 at BOS
                 form_weights, form_bias = self.row(form, coefficient)
                 weights = [a + b for a, b in zip(weights, form_weights)]
                 bias += form_bias
-            weights[self.dims[self.c.bos]] += linear.const
+            # softmax-bos: BOS weighs 2^f, every other key E[1] (module docstring); BOS's value is scaled by
+            # E[1]/2^f so that Σ_j w_j·v_j = E[1]·L and the head's output keeps the sign of L
+            weights[self.dims[self.c.bos]] += linear.const * self.bos_scale
             self.ranges[self.dims[node]] = self.interval(weights, bias)  # the average lies in the value range
             value_rows.append(tuple(weights))
             value_biases.append(bias)
-            output[self.dims[node]][column] = Fraction(1)
-        head = Head(
+        bos_key = tuple(Fraction(1 if d == self.dims[self.c.bos] else 0) for d in range(self.width))
+        keyed = self.heads == "softmax-bos"
+        return Head(
             query=(zeros(self.width),),
-            key=(zeros(self.width),),
+            key=(bos_key if keyed else zeros(self.width),),
             value=tuple(value_rows),
-            output=tuple(tuple(r) for r in output),
-            query_bias=zeros(1),
+            output=(),
+            query_bias=vector([Fraction(1, 1 << self.c.frac)]) if keyed else zeros(1),
             key_bias=zeros(1),
             value_bias=tuple(value_biases),
             scoring="uniform" if self.heads == "uniform" else "softmax",
             causal=True,
-        )  # softmax: zero query and key weights, every score 0 (Yang et al.'s form)
-        return AttentionLayer((head,), zeros(self.width))
+        )  # softmax: zero query and key weights, every score 0 (Yang et al.'s form); softmax-bos: BOS scores 2^-f
 
     def feed_forward(self, stage: int, sub: int) -> FeedForward:
         units = [n for n in self.computed if self.c.stage[n] == stage and self.c.sub[n] == sub]
@@ -628,7 +584,7 @@ class _Builder:
         for node in units:
             target = [Fraction(0)] * self.width
             match self.c.nodes[node]:
-                case _Threshold(average, sign, guards):
+                case ThresholdNode(average, sign, guards):
                     low, high = self.ranges[self.dims[average]]
                     big = max(abs(low), abs(high)) + 1  # B > |y|: one failed guard pushes both ReLUs to 0
                     penalty = Form(()).plus(self.c.one)
@@ -644,7 +600,7 @@ class _Builder:
                         column = [Fraction(0)] * self.width
                         column[self.dims[node]] = Fraction(coefficient)
                         w2_columns.append(column)
-                case _Gate(forms):
+                case GateNode(forms):
                     total = Form(())
                     for form in forms:
                         total = total.plus(form)
@@ -673,9 +629,11 @@ class _Builder:
         )
         bos_embedding = tuple(Fraction(1 if d == 0 else 0) for d in range(self.width))
         # The readout has no constant: at word positions the letters sum to 1, so k = k·Σ letters, and bos
-        # is 0 there. Without a bos weight every readout term is 0 at BOS: q_0 = 0 rejects the empty word.
+        # is 0 there. The output form F = c_bos·bos + Σ c_n·z_n + k is 0 at BOS, where the letters are 0: the bos
+        # weight c_bos + k keeps q_0 = F(BOS) = 0, which rejects the empty word. (It is 0 unless a node is non-zero
+        # at BOS: a periodic head says 1 there at residue 0.)
         weights, _ = self.row(Form(self.output.terms))
-        weights[self.dims[self.c.bos]] = Fraction(0)
+        weights[self.dims[self.c.bos]] += self.output.const
         for symbol in self.c.alphabet:
             weights[self.dims[self.c.letters[symbol]]] += self.output.const
         tokens = AlphabetTokens(tuple(self.c.alphabet) + (BOS,), embedding + (bos_embedding,), BOS, bos_embedding)
@@ -693,7 +651,7 @@ def required_bits(values: list[Fraction], frac: int) -> int:
         bits += 1
 
 
-HEADS = ("uniform", "softmax")
+HEADS = ("uniform", "softmax", "softmax-bos")
 
 
 def compile_program(
@@ -704,12 +662,17 @@ def compile_program(
     ``bits``: the total bits to target; an error if fewer than the construction needs (it would saturate).
     Default: the fewest bits that suffice. ``heads``: ``uniform`` heads, or ``softmax`` heads with zero query
     and key weights (every score 0), which equal them only where a proof says so (e.g. under Yang et al.'s
-    ``rounded-terms`` rounding: specs/crasp-L*-rounded-terms.yaml).
+    ``rounded-terms`` rounding: specs/crasp-L*-rounded-terms.yaml), or ``softmax-bos`` heads (``frac`` >= 1)
+    whose scores depend on the key: BOS scores 2^-f, every other key 0, so under exact-sums softmax BOS weighs
+    2^f and every other key E[1] = 2^f − 1; BOS's value is scaled by E[1]/2^f, so the head's numerator is
+    E[1]·L and its output ⌊E[1]·L / (2^f + E[1]·i)⌋_f has the sign of L, as the uniform head's ⌊L/(i + 1)⌋_f.
     """
     if frac < 0:
         raise CraspError(f"--frac must be >= 0, got {frac}")
     if heads not in HEADS:
         raise CraspError(f"heads must be one of {', '.join(HEADS)}, got {heads!r}")
+    if heads == "softmax-bos" and frac < 1:
+        raise CraspError("heads: softmax-bos needs at least 1 fractional bit (E[1] = 0 at 0 bits)", hint="use --frac 1")
     compiler = _Compiler(program, frac)
     output = compiler.compile_definitions()
     builder = _Builder(compiler, output, heads)
@@ -729,9 +692,11 @@ def compile_program(
         attention_layers=builder.stages(),
         feed_forward_layers=sum(1 for b in model.blocks if b.feed_forward is not None),
         blocks=len(model.blocks),
-        averages=sum(isinstance(n, _Average) for n in nodes),
-        thresholds=sum(isinstance(n, _Threshold) for n in nodes),
-        gates=sum(isinstance(n, _Gate) for n in nodes),
+        averages=sum(isinstance(n, AverageNode) for n in nodes),
+        thresholds=sum(isinstance(n, ThresholdNode) for n in nodes),
+        gates=sum(isinstance(n, GateNode) for n in nodes),
+        copies=sum(isinstance(n, ShiftNode) for n in nodes),
+        periodic=sum(isinstance(n, PeriodicNode) for n in nodes),
     )
 
 

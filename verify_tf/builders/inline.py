@@ -7,15 +7,19 @@ from typing import Any
 
 from ..ir import (
     DEFAULT_LAYERNORM_EPS,
+    Alibi,
     AlphabetTokens,
     AttentionLayer,
     Block,
     FeedForward,
+    Frequency,
     GridTokens,
     Head,
     LayerNorm,
     Model,
     RelativeTable,
+    Rotary,
+    alibi_slopes,
     matrix,
     vector,
     zeros,
@@ -35,7 +39,21 @@ def relative_table(value: Any, neutral: Fraction) -> RelativeTable | None:
     return RelativeTable(vector(value))
 
 
-def build_head(h: dict[str, Any]) -> Head:
+def build_rotary(section: dict[str, Any] | None, key_dim: int) -> Rotary:
+    """``rope: {base: B}`` (default 10000), ``{turns: [...]}`` or ``{radians: [...]}``, with a ``pairing``."""
+    section = section or {}
+    pairing = section.get("pairing") or "half"
+    for kind in ("turns", "radians"):
+        if section.get(kind) is not None:
+            return Rotary(tuple(Frequency(kind, Fraction(v)) for v in section[kind]), pairing)
+    if key_dim % 2:
+        raise ValueError(f"RoPE rotates pairs of coordinates; the key dimension {key_dim} is odd")
+    return Rotary.standard(key_dim, section.get("base") or 10000, pairing)
+
+
+def build_head(h: dict[str, Any], standard_slope: Fraction | None = None) -> Head:
+    """One head; an ALiBi head without a slope gets ``standard_slope`` (its place in the layer's geometric
+    sequence)."""
     key_dim = len(h["query"])
     value_dim = len(h["value"])
     return Head(
@@ -51,7 +69,31 @@ def build_head(h: dict[str, Any]) -> Head:
         positional=h["positional"],
         rpe_bias=relative_table(h["rpe-bias"], Fraction(0)),
         urpe_c=relative_table(h["urpe-c"], Fraction(1)),
+        rope=build_rotary(h.get("rope"), key_dim) if h["positional"] == "rope" or h.get("rope") else None,
+        alibi=_alibi(h, standard_slope),
     )
+
+
+def _alibi(h: dict[str, Any], standard_slope: Fraction | None) -> Alibi | None:
+    section = h.get("alibi")
+    if h["positional"] != "alibi" and section is None:
+        return None
+    section = section or {}
+    slope = section.get("slope")
+    if slope is None:
+        if standard_slope is None:
+            raise ValueError("an ALiBi head needs a slope")
+        slope = standard_slope
+    return Alibi(Fraction(slope), section.get("distance") or "causal")
+
+
+def build_heads(heads: list[dict[str, Any]]) -> tuple[Head, ...]:
+    """A layer's heads; ALiBi heads without a slope get the standard slopes for the layer's number of heads."""
+    if any(h["positional"] == "alibi" and (h.get("alibi") or {}).get("slope") is None for h in heads):
+        slopes: tuple[Fraction | None, ...] = alibi_slopes(len(heads))
+    else:
+        slopes = (None,) * len(heads)
+    return tuple(build_head(h, slope) for h, slope in zip(heads, slopes))
 
 
 def build_norm(n: dict[str, Any] | None) -> LayerNorm | None:
@@ -87,7 +129,7 @@ def build_inline(section: dict[str, Any]) -> Model:
         attention = None
         if layer["attention"] is not None:
             a = layer["attention"]
-            heads = tuple(build_head(h) for h in a["heads"])
+            heads = build_heads(a["heads"])
             attention = AttentionLayer(
                 heads,
                 vector(a["output-bias"]) if a["output-bias"] is not None else zeros(dim),

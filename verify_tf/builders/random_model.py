@@ -2,7 +2,7 @@
 
 Deterministic across platforms (numpy PCG64 integer draws), so a spec with ``random: {seed: 3}`` names
 one fixed model forever. LayerNorm parameters are drawn after everything else, so switching ``layernorm`` on
-keeps every other weight of the seed's model.
+keeps every other weight of the seed's model; so are random ALiBi slopes (RoPE draws nothing).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import numpy as np
 
 from ..ir import (
     DEFAULT_LAYERNORM_EPS,
+    Alibi,
     AlphabetTokens,
     AttentionLayer,
     Block,
@@ -24,7 +25,9 @@ from ..ir import (
     Matrix,
     Model,
     RelativeTable,
+    Rotary,
     Vector,
+    alibi_slopes,
 )
 
 LAYERNORMS = ("none", "pre", "post")
@@ -52,6 +55,10 @@ class RandomConfig:
     layernorm: str = "none"  # none | pre (z + f(LN(z))) | post (LN(z + f(z))), on every sublayer
     final_norm: bool = False  # a LayerNorm after the last block
     layernorm_eps: Fraction = DEFAULT_LAYERNORM_EPS
+    rope_base: Fraction = Fraction(10000)  # positional rope: θ_k = base^(-2k/d) (the key dimension must be even)
+    rope_pairing: str = "half"
+    alibi_slopes: str = "random"  # positional alibi: "random" (drawn, on the weight grid) or "standard"
+    alibi_distance: str = "causal"
 
 
 class _Draw:
@@ -129,6 +136,8 @@ def random_model(config: RandomConfig) -> Model:
             for b in blocks
         ]
     final = norm() if config.final_norm else None
+    if config.positional in ("rope", "alibi"):
+        blocks = [Block(_positional(b.attention, config, draw), b.feed_forward) for b in blocks]
     return Model(
         tokens=tokens,
         dim=d,
@@ -138,3 +147,20 @@ def random_model(config: RandomConfig) -> Model:
         final_norm=final,
         name=f"random(seed={config.seed})",
     )
+
+
+def _positional(layer: AttentionLayer | None, config: RandomConfig, draw: _Draw) -> AttentionLayer | None:
+    """RoPE (standard frequencies) or ALiBi slopes on every head of ``layer``."""
+    if layer is None:
+        return None
+    if config.positional == "rope":
+        heads = tuple(
+            replace(h, rope=Rotary.standard(h.key_dim, config.rope_base, config.rope_pairing)) for h in layer.heads
+        )
+    else:
+        if config.alibi_slopes == "standard":
+            slopes = alibi_slopes(len(layer.heads))
+        else:
+            slopes = draw.vector(len(layer.heads), nonnegative=True)
+        heads = tuple(replace(h, alibi=Alibi(m, config.alibi_distance)) for h, m in zip(layer.heads, slopes))
+    return replace(layer, heads=heads)

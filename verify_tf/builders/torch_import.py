@@ -47,6 +47,7 @@ from torch import nn
 
 from ..ir import (
     DEFAULT_LAYERNORM_EPS,
+    Alibi,
     AlphabetTokens,
     AttentionLayer,
     Block,
@@ -56,6 +57,7 @@ from ..ir import (
     LayerNorm,
     Model,
     RelativeTable,
+    Rotary,
 )
 from ..numbers import fmt
 from ..schema.errors import strip_terminal_codes
@@ -206,10 +208,13 @@ class _AttentionKeys:
     out_bias: str
     rpe_bias: str | None = None  # (heads, 2r+1) tables B[h, j-i+r] (the experiments' RPE/URPE modules)
     urpe_c: str | None = None
+    inv_freq: str | None = None  # (d_head/2) RoPE frequencies 1/base^(2k/d_head) (Llama's rotary_emb buffer)
+    alibi_slopes: str | None = None  # (heads) ALiBi slopes
 
     def names(self) -> set[str]:
         keys = {k for k, _ in self.weights.values()} | {k for k, _ in self.biases.values()}
-        return keys | {self.out_weight, self.out_bias} | {k for k in (self.rpe_bias, self.urpe_c) if k}
+        tables = (self.rpe_bias, self.urpe_c, self.inv_freq, self.alibi_slopes)
+        return keys | {self.out_weight, self.out_bias} | {k for k in tables if k}
 
 
 def _mha_keys(state: TorchState, prefix: str) -> _AttentionKeys:
@@ -251,6 +256,8 @@ def _experiment_keys(state: TorchState, prefix: str) -> _AttentionKeys:
         prefix + "W_o.bias",
         prefix + "rpe_bias" if prefix + "rpe_bias" in state else None,
         prefix + "urpe_c" if prefix + "urpe_c" in state else None,
+        prefix + "rotary_emb.inv_freq" if prefix + "rotary_emb.inv_freq" in state else None,
+        prefix + "alibi_slopes" if prefix + "alibi_slopes" in state else None,
     )
 
 
@@ -267,8 +274,36 @@ def _tables(
     return [RelativeTable(row) for row in rows]
 
 
+def _rotary(state: TorchState, key: str | None, d_head: int, base: Fraction) -> Rotary | None:
+    """RoPE with the exact frequencies base^(−2k/d_head), after checking that the state dict's float32 inv_freq
+    are those (to float32 precision): the IR keeps the exact description, never the floats."""
+    if key is None:
+        return None
+    stored = state[key].detach().to(torch.float64).cpu().tolist()
+    rope = Rotary.standard(d_head, base, "half")  # Llama's rotate_half pairs k with k + d_head/2
+    if len(stored) != d_head // 2:
+        raise TorchImportError(
+            f"{key}: expected {d_head // 2} frequencies for head dimension {d_head}, got {len(stored)}"
+        )
+    for k, value in enumerate(stored):
+        expected = float(base) ** (-2 * k / d_head)  # only to compare with a float32 buffer: never a verdict
+        if abs(value - expected) > 1e-6 * expected:
+            raise TorchImportError(
+                f"{key}[{k}] = {value} is not 1/base^(2k/d) = {expected:.9g} for base {fmt(base)}",
+                hint="state the base the model was trained with: architecture: {rope-base: B}",
+            )
+    return rope
+
+
 def _attention(
-    state: TorchState, keys: _AttentionKeys, heads: int, scoring: str, causal: bool, quantizer: _Quantizer, layer: int
+    state: TorchState,
+    keys: _AttentionKeys,
+    heads: int,
+    scoring: str,
+    causal: bool,
+    quantizer: _Quantizer,
+    layer: int,
+    rope_base: Fraction = Fraction(10000),
 ) -> AttentionLayer:
     d = keys.width
     if d % heads:
@@ -277,7 +312,21 @@ def _attention(
     ir_prefix = f"layers[{layer}].attention"
     rpe = _tables(state, keys.rpe_bias, heads, quantizer, f"{ir_prefix}.rpe-bias")
     urpe = _tables(state, keys.urpe_c, heads, quantizer, f"{ir_prefix}.urpe-c")
-    positional = "urpe" if keys.urpe_c else "rpe" if keys.rpe_bias else "standard"
+    rope = _rotary(state, keys.inv_freq, d_head, rope_base)
+    slopes: tuple[Fraction | None, ...] = (None,) * heads
+    if keys.alibi_slopes is not None:
+        slopes = _vector(state, keys.alibi_slopes, heads, quantizer, None, f"{ir_prefix}.alibi-slopes")
+    positional = (
+        "urpe"
+        if keys.urpe_c
+        else "rpe"
+        if keys.rpe_bias
+        else "rope"
+        if rope
+        else "alibi"
+        if keys.alibi_slopes
+        else "standard"
+    )
     out_heads = []
     for h in range(heads):
         block = range(h * d_head, (h + 1) * d_head)
@@ -326,6 +375,8 @@ def _attention(
                 positional=positional,
                 rpe_bias=rpe[h],
                 urpe_c=urpe[h],
+                rope=rope,
+                alibi=Alibi(slopes[h]) if slopes[h] is not None else None,
             )
         )
     output_bias = _vector(state, keys.out_bias, d, quantizer, None, f"{ir_prefix}.output-bias")
@@ -624,7 +675,16 @@ def import_state_dict(
     for index, layer in enumerate(layers):
         keys = layer.attention
         consumed.update(keys.names())
-        attention = _attention(state, keys, heads, architecture["scoring"], architecture["causal"], quantizer, index)
+        attention = _attention(
+            state,
+            keys,
+            heads,
+            architecture["scoring"],
+            architecture["causal"],
+            quantizer,
+            index,
+            Fraction(architecture.get("rope-base") or 10000),
+        )
         d = keys.width
         norm = _norm(state, layer.attention_norm, d, eps, quantizer, consumed, f"layers[{index}].attention.norm")
         attention = AttentionLayer(attention.heads, attention.output_bias, True, norm, norm_first)

@@ -18,15 +18,19 @@ to the stored float32 bits; the largest change and the denominators that occur g
 ``snap: false`` takes every float32 exactly (dyadic rationals with large denominators: the int64 batched
 evaluator may refuse them, and the engines then say so).
 
-Attention: ``hardmax`` (default) reads tracr's softmax exactly: its logits are 100 where the selector holds,
-0 elsewhere and 50 for the BOS key, times 1/sqrt(key_size) > 0, so the argmax set and the uniform average over
-ties do not depend on the scale. ``softmax`` reads it as the fixed-point softmax of docs/semantics.md; it needs
-``quantize: {bits, frac}`` (every weight rounded to the grid, 1/sqrt(key_size) folded into the queries) and a
-matching ``arithmetic: {mode: fixed, ...}``.
+Attention: ``hardmax`` (default) reads tracr's *intended* computation exactly: its logits are 100 where the
+selector holds, 0 elsewhere and 50 for the BOS key, times 1/sqrt(key_size) > 0, so the argmax set and the
+uniform average over ties do not depend on the scale. The model tracr ships runs a float32 softmax instead,
+which leaks weight off the argmax set; the notes bound that leak head by head (``head_leaks``), and
+``float_network`` gives the model as it runs (``verify_tf.floats``). ``softmax`` reads it as the fixed-point
+softmax of docs/semantics.md; it needs ``quantize: {bits, frac}`` (every weight rounded to the grid,
+1/sqrt(key_size) folded into the queries) and a matching ``arithmetic: {mode: fixed, ...}``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import math
 import os
@@ -36,13 +40,22 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from ..floats import FloatAttention, FloatHead, FloatMLP, FloatNetwork
 from ..ir import AlphabetTokens, AttentionLayer, Block, FeedForward, Head, Model, zeros
 from ..numbers import float32_from_bits, float32_interval, fmt
 from ..rasp.program import ProgramError, RaspProgram, Value, program_from_json, value_from_json
+from ..semantics.exp_table import exp_bracket
 from ..userfiles import UserFileError, read_user_text
 
 FORMAT = "verify-tf-tracr/1"
-ATTENTION_READINGS = ("hardmax", "softmax")
+ATTENTION_READINGS = ("float", "hardmax", "softmax")
+READINGS = {  # what the IR computes for each, beside the float model that tracr runs (Model.reading)
+    "float": "hardmax, tracr's intended computation",  # the IR; rasp-equivalence checks the float model itself
+    "hardmax": "hardmax, tracr's intended computation",
+    "softmax": "fixed-point softmax of the quantized weights",
+}
 
 
 class TracrImportError(ValueError):
@@ -68,6 +81,13 @@ class TracrExport:
     # what the exporter was told to do with inputs where the program is undefined ("error" or "dont-care"); the
     # rasp-equivalence property's `undefined` option overrides it
     undefined_policy: str = "error"
+
+    @property
+    def weights_digest(self) -> str:
+        """sha256 of the model's configuration and every weight's float32 bits: which float model this is."""
+        doc = self.document
+        data = json.dumps({"config": doc["config"], "params": doc["params"]}, sort_keys=True)
+        return hashlib.sha256(data.encode()).hexdigest()
 
     @property
     def d_model(self) -> int:
@@ -241,13 +261,78 @@ class _Weights:
         return result
 
 
+# ---------------------------------------------------------------- the float model as it runs
+
+
+def float_network(export: TracrExport) -> FloatNetwork:
+    """The model of an export as tracr runs it: every weight the float32 it is stored as (``floats.network``)."""
+    cached = _FLOAT_NETWORKS.get(id(export))
+    if cached is None or cached[0] is not export:
+        if len(_FLOAT_NETWORKS) > 16:
+            _FLOAT_NETWORKS.clear()
+        cached = _FLOAT_NETWORKS[id(export)] = (export, _float_network(export))
+    return cached[1]
+
+
+_FLOAT_NETWORKS: dict[int, tuple[TracrExport, FloatNetwork]] = {}
+
+
+def _float_network(export: TracrExport) -> FloatNetwork:
+    doc = export.document
+    config, params = doc["config"], doc["params"]
+    layers, heads, key_size = int(config["num_layers"]), int(config["num_heads"]), int(config["key_size"])
+
+    def dense(module: str, name: str) -> np.ndarray:
+        entry = params[module][name]
+        bits = np.zeros(tuple(entry["shape"]), dtype=np.uint32)
+        for *index, _text, word in entry["nonzero"]:
+            bits[tuple(index)] = int(word, 16)
+        return bits.view(np.float32)
+
+    blocks = []
+    for layer in range(layers):
+        prefix = f"transformer/layer_{layer}"
+        q, k, v, o = (dense(f"{prefix}/attn/{part}", "w") for part in ("query", "key", "value", "linear"))
+        bq, bk, bv, bo = (dense(f"{prefix}/attn/{part}", "b") for part in ("query", "key", "value", "linear"))
+        value_size = v.shape[1] // heads
+        head_list = []
+        for h in range(heads):
+            keys, values = slice(h * key_size, (h + 1) * key_size), slice(h * value_size, (h + 1) * value_size)
+            head_list.append(
+                FloatHead(q[:, keys], bq[keys], k[:, keys], bk[keys], v[:, values], bv[values], o[values, :])
+            )
+        attention = FloatAttention(tuple(head_list), bo, key_size, bool(config["causal"]))
+        mlp = FloatMLP(
+            dense(f"{prefix}/mlp/linear_1", "w"),
+            dense(f"{prefix}/mlp/linear_1", "b"),
+            dense(f"{prefix}/mlp/linear_2", "w"),
+            dense(f"{prefix}/mlp/linear_2", "b"),
+        )
+        blocks.append((attention, mlp))
+    ids = dict(zip(export.symbols, export.ids))
+    ids[export.bos] = export.bos_id
+    return FloatNetwork(
+        dense("token_embed", "embeddings"),
+        dense("pos_embed", "embeddings"),
+        tuple(blocks),
+        ids,
+        export.bos,
+        runs_as(key_size),
+    )
+
+
+def runs_as(key_size: int) -> str:
+    """How a tracr model runs, in one line (every verdict about it states this)."""
+    return f"float32, as tracr compiled it: softmax attention with every head's logits x 1/sqrt({key_size})"
+
+
 # ---------------------------------------------------------------- the IR
 
 
 def import_tracr(
     path: str | Path,
     snap: bool = True,
-    attention: str = "hardmax",
+    attention: str = "float",
     quantize: dict | None = None,
     name: str | None = None,
 ) -> Model:
@@ -261,7 +346,7 @@ def import_tracr_model(
     program: Any,
     *,
     snap: bool = True,
-    attention: str = "hardmax",
+    attention: str = "float",
     quantize: dict | None = None,
     name: str = "tracr",
     check: bool = True,
@@ -281,7 +366,7 @@ def model_from_export(
     export: TracrExport,
     *,
     snap: bool = True,
-    attention: str = "hardmax",
+    attention: str = "float",
     quantize: dict | None = None,
     name: str = "tracr",
 ) -> Model:
@@ -321,6 +406,7 @@ def model_from_export(
             f"(a tracr model of {layers} layers has exactly {len(expected)} modules)"
         )
     weights = _Weights(params, snap, quantize)
+    scoring = "softmax" if attention == "softmax" else "hardmax"  # float: the IR is tracr's intended computation
     width = heads * key_size
     vocab_rows = len(params["token_embed"]["embeddings"]["shape"]) and params["token_embed"]["embeddings"]["shape"][0]
     token_embed = weights.matrix("token_embed", "embeddings", (vocab_rows, d))
@@ -347,7 +433,7 @@ def model_from_export(
         )
         layer_heads = []
         for h in range(heads):
-            head = _head(mats, h, key_size, d, attention, causal, weights, f"layers[{layer}].heads[{h}]")
+            head = _head(mats, h, key_size, d, scoring, causal, weights, f"layers[{layer}].heads[{h}]")
             if head is None:
                 dropped_heads += 1
             else:
@@ -355,7 +441,7 @@ def model_from_export(
         output_bias = tuple(weights.grid(x, f"layers[{layer}].attention.output-bias") for x in mats["linear"][1])
         if not layer_heads and any(output_bias):
             layer_heads.append(
-                _head(mats, 0, key_size, d, attention, causal, weights, f"layers[{layer}].heads[0]", keep=True)
+                _head(mats, 0, key_size, d, scoring, causal, weights, f"layers[{layer}].heads[0]", keep=True)
             )
         attention_layer = AttentionLayer(tuple(layer_heads), output_bias) if layer_heads else None
         units = [u for u in range(hidden) if (any(w1[r][u] for r in range(d)) or b1[u]) and any(w2[u])]
@@ -388,6 +474,9 @@ def model_from_export(
         positional_encoding=positional,
         name=name,
         notes=tuple(notes),
+        runs_as=runs_as(key_size),
+        reading=READINGS[attention],
+        float_source=export.weights_digest if attention == "float" else "",
     )
 
 
@@ -435,6 +524,96 @@ def _head(
     )
 
 
+def head_leaks(export: TracrExport) -> list[str]:
+    """One note per attention head: its logit levels on one-hot inputs, the smallest gap after tracr's scale, and
+    the leak bound (n-1)·e^(-gap) off the argmax set at the longest input (n keys, BOS included), for residual
+    states that are one-hot per block (tracr's intended states). The float reading of ``rasp-equivalence``
+    measures the leak of the float model itself on every input (its verdict's statistics).
+
+    The levels are the sums of W_Q·W_K^T entries a query and a key of one-hot residual blocks can produce
+    (blocks: the residual labels ``name:value`` of one SOp, plus ``one``), computed exactly from the float32
+    weights (integers over a power of two); the scale is exactly 1/float32(sqrt(key_size)), haiku's divisor; the
+    exponential is bounded above by exact rationals (``semantics.exp_table.exp_bracket``). They describe tracr's
+    intended (hardmax) logits on one-hot inputs.
+    """
+    network = float_network(export)
+    blocks: dict[str, list[int]] = {}
+    for index, label in enumerate(export.residual_labels):
+        blocks.setdefault(label.split(":", 1)[0], []).append(index)
+    n = export.max_seq_len + 1
+    out = []
+    for layer, (attention, _mlp) in enumerate(network.layers):
+        divisor = Fraction(float(attention.divisor))
+        for h, head in enumerate(attention.heads):
+            if not head.output.any():
+                continue
+            levels = _levels(head.query, head.key, blocks)
+            where = f"layer {layer} head {h}"
+            if levels is None:
+                out.append(f"{where}: too many one-hot logit combinations to list its levels")
+                continue
+            shown = ", ".join(fmt(x) for x in levels[:6]) + (", ..." if len(levels) > 6 else "")
+            if len(levels) == 1:
+                out.append(f"{where}: one logit level ({shown}): uniform attention, no leak")
+                continue
+            gap = min(b - a for a, b in itertools.pairwise(levels))
+            scaled = gap / divisor
+            bound = (n - 1) * exp_bracket(-scaled, 12)[1]
+            out.append(
+                f"{where}: logit levels {{{shown}}} x 1/sqrt({attention.key_size}); smallest gap {fmt(gap)} -> "
+                f"{float(scaled):.3g} after the scale; on one-hot residuals it leaks <= (n-1)·e^-gap = "
+                f"{n - 1}·e^-{float(scaled):.3g} <= {float(bound):.2g}"
+            )
+    return out
+
+
+def _levels(query: np.ndarray, key: np.ndarray, blocks: dict[str, list[int]]) -> list[Fraction] | None:
+    """The distinct exact logits q·k of one-hot query and key states (at most one direction per residual block,
+    the ``one`` coordinate included), or None if there are too many combinations to list."""
+    rows = [r for r in range(query.shape[0]) if query[r].any()]
+    cols = [c for c in range(key.shape[0]) if key[c].any()]
+    if not rows or not cols:
+        return [Fraction(0)]
+    q, q_bits = _exact(query[rows])
+    k, k_bits = _exact(key[cols])
+    if q.dtype == np.int64 and k.dtype == np.int64 and int(abs(q).max()) * int(abs(k).max()) * q.shape[1] < 1 << 63:
+        qk = q.dot(k.T).astype(object)  # every partial sum is below 2^63 in magnitude: exact in int64
+    else:
+        qk = q.astype(object).dot(k.astype(object).T)  # exact Python integers
+    denominator = 1 << (q_bits + k_bits)
+    row_at, col_at = {r: i for i, r in enumerate(rows)}, {c: i for i, c in enumerate(cols)}
+    q_groups = [[row_at[i] for i in members if i in row_at] for members in blocks.values()]
+    k_groups = [[col_at[i] for i in members if i in col_at] for members in blocks.values()]
+    q_groups, k_groups = [g for g in q_groups if g], [g for g in k_groups if g]
+    if math.prod(len(g) + 1 for g in q_groups) > 1 << 16:
+        return None
+    values: set[int] = set()
+    for qs in itertools.product(*[[*g, None] for g in q_groups]):
+        picked = [i for i in qs if i is not None]
+        reachable = {0}  # a Minkowski sum over the key's blocks: each adds one of its directions' logits, or none
+        for group in k_groups:
+            options = {0} | {sum((qk[i][j] for i in picked), 0) for j in group}
+            reachable = {a + b for a in reachable for b in options}
+        values |= reachable
+    return sorted(Fraction(int(v), denominator) for v in values)
+
+
+def _exact(array: np.ndarray) -> tuple[np.ndarray, int]:
+    """A float32 matrix as exact integers over 2^bits, bits as small as the entries allow: (ints, bits); int64
+    when every entry is below 2^31 in magnitude, else Python integers."""
+    data = np.asarray(array, dtype=np.float64)  # float32 -> float64 is exact
+    bits = 0
+    while bits < 200 and not np.all(np.ldexp(data, bits) == np.floor(np.ldexp(data, bits))):
+        bits += 1  # a float32 has 24 significant bits: a handful of steps for tracr's weights
+    scaled = np.ldexp(data, bits)  # exact: a power-of-two scaling of integers' worth of mantissa
+    if np.all(np.abs(scaled) < 2**31):
+        return scaled.astype(np.int64), bits
+    ints = np.empty(data.shape, dtype=object)
+    for index, value in np.ndenumerate(data):
+        ints[index] = int(Fraction(float(value)) * (1 << bits))
+    return ints, bits
+
+
 def _notes(
     export: TracrExport,
     weights: _Weights,
@@ -469,17 +648,25 @@ def _notes(
             f"snap: false: {weights.count} non-zero weights taken as their exact float32 values "
             f"(denominators {{{shown}}}); snapping would move them by at most {worst}"
         )
-    if attention == "hardmax":
+    leaks = head_leaks(export)
+    if attention == "float":
         notes.append(
-            f"attention read as hardmax: tracr's softmax logits (100 where selected, 50 for the BOS "
-            f"default, 0 elsewhere) times 1/sqrt({key_size}) > 0 have the same argmax set and tie "
-            "averages at every scale"
+            "reading: float, the model as tracr compiled it (float32 softmax, every head's logits x "
+            f"1/sqrt({key_size}), the largest head's key size): rasp-equivalence checks it; other properties "
+            "check tracr's intended hardmax computation and say so beside their verdicts"
+        )
+    elif attention == "hardmax":
+        notes.append(
+            "reading: hardmax, tracr's intended computation (the argmax set of each head's logits, ties "
+            f"averaged); the model tracr ships runs in float32 softmax with logits x 1/sqrt({key_size}) and leaks "
+            "weight off the argmax set (per head below): this reading does not bound that"
         )
     else:
         notes.append(
-            f"attention read as the fixed-point softmax of the spec's arithmetic, with 1/sqrt({key_size}) "
-            "folded into W_Q"
+            f"reading: the fixed-point softmax of the spec's arithmetic, with 1/sqrt({key_size}) folded into W_Q "
+            "(not the float32 model tracr runs)"
         )
+    notes.extend(leaks)
     if quantize is not None:
         notes.append(
             f"quantize: every weight rounded to the nearest multiple of 2^-{quantize['frac']}; largest "

@@ -25,6 +25,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .. import engines
 from ..engines.base import Progress, ProgressEvent, Task, no_progress
@@ -34,7 +35,7 @@ from ..work import Deadline, Executor
 from .conclusion import conclusion_checks
 from .counting import counting_evidence, recheck_counting
 from .exhaustive import exhaustive_evidence, recheck_exhaustive
-from .rederive import query_differences, space_differences, space_record
+from .rederive import proof_differences, query_differences, space_differences, space_record
 from .smt import CVC5_CHECK, LRAT_RECORD, cvc5_reprove, finish_lrat, recheck_lrat, sha256, start_lrat
 from .split import recheck_split, split_evidence
 from .subject import differences, subject_of, version_notes
@@ -61,7 +62,7 @@ TRUSTED = {
         "re-proved by cvc5 (unbounded integers: no LRAT chain)",
     ],
     "split": [
-        "the interval bounds (verify_tf.bounds) that closed cubes without evaluating them",
+        "the bounds (verify_tf.linear's forms, verify_tf.bounds' intervals) that closed cubes without evaluating them",
         "the batched evaluator on enumerated leaves outside the sample (differential tests cover it)",
     ],
 }
@@ -275,8 +276,10 @@ def recheck(
         return out
     if kind in ("smt", "counting", "conclusion"):
         out.problems += query_differences(task, engine, body, seconds, executor)
-    else:
+    else:  # exhaustive and split: the space, then the engine proves it again (certify.rederive)
         out.problems += space_differences(task, body.get("space"))
+        if not out.problems:
+            out.problems += proof_differences(task, engine, body, seconds, executor)
     if out.problems:
         return out
     _recheck_evidence(str(kind), task, body, path.parent, Deadline(seconds), out)
@@ -309,6 +312,13 @@ def _recheck_conclusion(task: Task, body: dict, out: Recheck) -> None:
             out.partial.append(f"{check['check']}: {check.get('note', 'not checked')}")
 
 
+def _evidence_file(folder: Path, name: Any) -> Path | None:
+    """A file the certificate names: a plain name inside its own folder (never a path that leaves it)."""
+    if not isinstance(name, str) or name in ("", ".", "..") or Path(name).name != name or "\\" in name:
+        return None
+    return folder / name
+
+
 def _recheck_queries(body: dict, folder: Path, deadline: Deadline, problems: list[str], partial: list[str]) -> None:
     """Every proof step (a query z3 answered unsat) needs at least one independent check that passes again now."""
     for query in body.get("queries", []):
@@ -323,9 +333,12 @@ def _recheck_queries(body: dict, folder: Path, deadline: Deadline, problems: lis
             notes = "; ".join(str(r.get("note", "")) for r in evidence) or "none recorded"
             problems.append(f"{name}: no independent check of this step completed when certified ({notes})")
             continue
-        file = folder / query["file"]
+        file = _evidence_file(folder, query.get("file"))
+        if file is None:
+            problems.append(f"{name}: the query file is not named as a file in the certificate's folder")
+            continue
         if not file.is_file():
-            problems.append(f"{name}: query file {query['file']} missing")
+            problems.append(f"{name}: query file {file.name} missing")
             continue
         text = file.read_text()
         if sha256(text) != query.get("sha256"):
@@ -341,8 +354,10 @@ def _recheck_queries(body: dict, folder: Path, deadline: Deadline, problems: lis
                 if again["ok"] is not True:
                     problems.append(f"{name}: cvc5 re-proof: {again.get('note', again.get('answer'))}")
             elif record["check"] == LRAT_RECORD["check"]:
-                problems += [
-                    f"{name}: {p}" for p in recheck_lrat(text, record, folder / record["proof"], deadline.expired)
-                ]
+                proof = _evidence_file(folder, record.get("proof"))
+                if proof is None:
+                    problems.append(f"{name}: the LRAT proof is not named as a file in the certificate's folder")
+                    continue
+                problems += [f"{name}: {p}" for p in recheck_lrat(text, record, proof, deadline.expired)]
             else:
                 problems.append(f"{name}: unknown kind of evidence {record['check']!r}")

@@ -8,13 +8,14 @@ merging strings that reach the same joint state. The certificate checks:
   exploration's kept states stand for, added up through its merges (``Exploration.strings``). Rules out a
   transition skipped (a letter not followed from some state).
 * **interpreter sample**: a seeded sample of strings of length N (their prefixes are the shorter strings)
-  run on the reference interpreter; its readout at every position must equal the counting model's readout
-  (``CountingModel.step``, the machine the exploration ran) bit for bit, and its decisions must equal the
-  counter machine's outputs at every checked prefix. The property's own check (``violation``: the program's
-  interpreter too) is re-run on a spread of ``VIOLATION_SAMPLE`` of them. Rules out a counting model or a
-  counter machine that disagrees with the definitions on the sample.
+  run on the reference interpreter; its readout at every position must equal the counter model's readout
+  (``engines.counting.joint.Joint.step``, the machine the exploration ran) bit for bit, and no checked prefix
+  may violate the property there (``prefix_violates``, beside the counter machine or the other model). The
+  property's own check (``violation``: the program's interpreter too) is re-run on a spread of
+  ``VIOLATION_SAMPLE`` of them. Rules out a counter model or a counter machine that disagrees with the
+  definitions on the sample.
 
-What it does not rule out: a disagreement between the counting model and the interpreter on a string outside
+What it does not rule out: a disagreement between the counter model and the interpreter on a string outside
 the sample (the engine's differential tests are the defence there); that merged states really are
 interchangeable (``engines.counting.explore``'s argument, trusted). An every-length proof adds its induction
 queries (certified as SMT queries by the caller; over unbounded integers they have no LRAT chain).
@@ -26,7 +27,7 @@ import random
 from fractions import Fraction
 
 from ..engines.base import Task
-from ..engines.counting.stream import CountingModel
+from ..engines.counting.joint import Joint
 from ..engines.scan import fractions_digest
 from ..semantics import evaluate
 
@@ -60,29 +61,26 @@ def _word(index: int, alphabet: list[str], length: int) -> tuple[str, ...]:
 def _evaluate_sample(task: Task, words: list[tuple[str, ...]]) -> tuple[list[list[Fraction]], list[str]]:
     """The interpreter's readouts per word, and the disagreements found (described)."""
     goal = task.prop.counting_goal(task)
-    counting = CountingModel.of(task.model, task.arithmetic)
-    machine = goal.machine
+    joint = Joint(task.model, task.arithmetic, goal)
     outputs, problems = [], []
     spread = set(range(0, len(words), max(1, len(words) // VIOLATION_SAMPLE)))
     for k, word in enumerate(words):
         readout = list(evaluate(task.model, task.arithmetic, word).readout)
         outputs.append(readout)
-        sums, positions, first = counting.start()
-        mine = [] if first is None else [first]
-        counts = machine.initial
-        decisions_agree = first is None or goal.first_position > 0 or not first > goal.threshold
+        checked = goal.checked(len(word))
+        state, ours, theirs = joint.start()
+        mine = [] if ours is None else [ours.readout]
+        decisions_agree = 0 not in checked or not task.prop.prefix_violates(task, ours, theirs)
         for p, symbol in enumerate(word, 1):
-            sums, value = counting.step(sums, positions, symbol)
-            positions += 1
-            mine.append(value)
-            counts, output = machine.step(counts, symbol)
-            if p >= goal.first_position and (value > goal.threshold) != output:
+            state, ours, theirs = joint.step(state, p - 1, symbol)
+            mine.append(ours.readout)
+            if p in checked and task.prop.prefix_violates(task, ours, theirs):
                 decisions_agree = False
         shown = "".join(word)
         if mine != readout:
-            problems.append(f"{shown!r}: the counting model's readouts differ from the interpreter's")
+            problems.append(f"{shown!r}: the counter model's readouts differ from the interpreter's")
         elif not decisions_agree:
-            problems.append(f"{shown!r}: the counter machine's outputs differ from the interpreter's decisions")
+            problems.append(f"{shown!r}: a checked prefix violates the property on the counter model")
         if k in spread and task.prop.violation(task, word) is not None:
             problems.append(f"{shown!r}: the property's own check finds a violation")
     return outputs, problems
@@ -112,7 +110,7 @@ def counting_evidence(task: Task, covered: dict, seed: int) -> dict:
             "interpreter_sha256": fractions_digest(outputs),
             "property_rechecked_on": min(len(words), VIOLATION_SAMPLE),
             "problems": problems[:10],
-            "note": "readouts equal the counting model's bit for bit, decisions equal the counter machine's"
+            "note": "readouts equal the counter model's bit for bit, no checked prefix violates the property"
             if not problems
             else problems[0],
         },

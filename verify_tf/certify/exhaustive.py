@@ -82,6 +82,26 @@ def space_of(task: Task) -> InputSpace:
     return task.prop.input_space(task)
 
 
+def interpreter_outputs(task: Task, tokens: tuple) -> list[Fraction]:
+    """What an exhaustive run digests for one input, on the reference interpreter: the property's values for
+    distinct-values properties, else the readout."""
+    if task.prop.form == DISTINCT_VALUES:
+        return list(task.prop.values(task, tokens))
+    return list(evaluate(task.model, task.arithmetic, tokens).readout)
+
+
+def chunk_digest(task: Task, start: int, stop: int) -> str:
+    """The outputs digest of inputs [start, stop), as the exhaustive engines compute it for a certificate
+    (``fractions_digest`` of each input's outputs, in input order): batched, or on the interpreter when the
+    batched evaluator cannot run the model exactly. Audit recomputes a certificate's chunks with it."""
+    space = space_of(task)
+    rows = [tuple(int(t) for t in row) for piece in space.chunks(4096, start, stop) for row in piece.rows]
+    outputs = batched_outputs(task, rows)
+    if isinstance(outputs, str):
+        outputs = [interpreter_outputs(task, space.decode(row)) for row in rows]
+    return fractions_digest(outputs)
+
+
 def reevaluate(task: Task, indices: list[int]) -> tuple[list[list[Fraction]], list[int], list[tuple]]:
     """The interpreter's outputs at ``indices`` (the property's values for distinct-values properties, else
     the readout), and the indices (of ``VIOLATION_SAMPLE`` spread over them) where the property's own
@@ -94,12 +114,9 @@ def reevaluate(task: Task, indices: list[int]) -> tuple[list[list[Fraction]], li
         row = space.rows(index, index + 1)[0][0]
         tokens = space.decode(row)
         rows.append(tuple(int(t) for t in row))
-        if distinct:
-            outputs.append(list(task.prop.values(task, tokens)))
-        else:
-            outputs.append(list(evaluate(task.model, task.arithmetic, tokens).readout))
-            if index in spread and task.prop.violation(task, tokens) is not None:
-                violations.append(index)
+        outputs.append(interpreter_outputs(task, tokens))
+        if not distinct and index in spread and task.prop.violation(task, tokens) is not None:
+            violations.append(index)
     return outputs, violations, rows
 
 

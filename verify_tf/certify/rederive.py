@@ -11,7 +11,12 @@ therefore re-derives every query a certificate holds and compares digests:
   engine is run again on the re-loaded spec and the queries it asks (name, text digest, z3's answer) must equal
   the certificate's; the counting exploration's coverage (strings per length, states) too;
 * exhaustive and ``split`` proofs: the input space (order, lengths, vocabulary, distinctness, size) is
-  re-derived from the spec's domain and must equal the one the certificate records.
+  re-derived from the spec's domain and must equal the one the certificate records; then the engine runs again
+  on the re-loaded spec and must prove the property again, and each chunk digest of an exhaustive certificate
+  must equal the digest of those inputs' outputs now. Their evidence (a count, a digest, a sample) is about the
+  model's outputs, not about the property on each of them: without the re-run, the certificate of a proved
+  property of the same model and domain, its subject rewritten, passed for a property refuted only outside
+  the sample.
 
 Each function returns the differences found, described (an empty list: the certificate is about this spec).
 """
@@ -23,9 +28,9 @@ from typing import Any
 
 from .. import engines
 from ..engines.base import Run, Task
-from ..verdict import PROVED
+from ..verdict import PROVED, UNKNOWN, Verdict
 from ..work import Deadline, Executor
-from .exhaustive import closed_form_size, space_of
+from .exhaustive import chunk_digest, closed_form_size, space_of
 from .smt import sha256
 
 
@@ -73,20 +78,50 @@ def query_differences(task: Task, engine: str, body: dict, seconds: float, execu
     if card.derive_queries is not None:
         derived = [(name, sha256(text), "unsat") for name, text in card.derive_queries(task, deadline)]
     else:  # the engine's own search decides its queries: run it again
-        rerun = card.check(
-            dataclasses.replace(task, settings=dataclasses.replace(task.settings, certify=True)),
-            Run(executor, deadline),
-        )
-        if rerun.status != PROVED:
-            return [
-                f"re-deriving the queries: the {engine} engine answers {rerun.status} now ({rerun.detail}); "
-                "with a larger --timeout it may re-derive them"
-            ]
+        rerun = _rerun(card, task, deadline, executor, "the queries")
+        if isinstance(rerun, str):
+            return [rerun]
         evidence = rerun.evidence
         derived = _asked(evidence.queries if evidence is not None else [])
         if evidence is not None and evidence.covered is not None:
             extra = _coverage_differences(evidence.covered, body)
     return _compare(derived, recorded_queries(body)) + extra
+
+
+def _rerun(card: engines.Engine, task: Task, deadline: Deadline, executor: Executor, what: str) -> Verdict | str:
+    """The engine's verdict on the re-loaded spec, with what ``--certify`` keeps; or why it is not a proof now."""
+    rerun = card.check(
+        dataclasses.replace(task, settings=dataclasses.replace(task.settings, certify=True)), Run(executor, deadline)
+    )
+    if rerun.status != PROVED:
+        hint = "; with a larger --timeout it may re-derive them" if rerun.status == UNKNOWN else ""
+        return f"re-deriving {what}: the {card.name} engine answers {rerun.status} now ({rerun.detail}){hint}"
+    return rerun
+
+
+def proof_differences(task: Task, engine: str, body: dict, seconds: float, executor: Executor) -> list[str]:
+    """Exhaustive and split proofs: the engine proves the property again now, and (exhaustive) each chunk's
+    outputs digest in the certificate equals the one computed now: the re-run's, or recomputed over the
+    certificate's own range where the re-run chunked the space otherwise (a proof certified with ``-j``)."""
+    if engine not in engines.names():
+        return [f"no re-derivation for engine {engine!r}"]
+    rerun = _rerun(engines.load(engine), task, Deadline(seconds), executor, "the proof")
+    if isinstance(rerun, str):
+        return [rerun]
+    if body.get("kind") != "exhaustive":
+        return []
+    now = {(a, b): digest for a, b, digest in (rerun.evidence.chunks if rerun.evidence is not None else [])}
+    differ = [
+        (a, b)
+        for a, b, digest in body.get("chunks") or []
+        if (now[(a, b)] if (a, b) in now else chunk_digest(task, a, b)) != digest
+    ]
+    if not differ:
+        return []
+    return [
+        f"the outputs of {len(differ)} of its {len(body.get('chunks') or [])} chunks differ from the certificate's "
+        f"digests (the first: inputs {differ[0][0]}..{differ[0][1] - 1})"
+    ]
 
 
 def _coverage_differences(covered: dict, body: dict) -> list[str]:

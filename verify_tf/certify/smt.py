@@ -329,8 +329,8 @@ def recheck_lrat(text: str, record: dict, proof_path: Path, expired: Callable[[]
     if not proof_path.is_file():
         return problems + [f"proof file {proof_path.name} missing"]
     packed = proof_path.read_bytes()
-    if sha256(packed) != record.get("proof_sha256"):
-        problems.append(f"proof file {proof_path.name} does not match its sha256")
+    if sha256(packed) != record.get("proof_sha256"):  # not the certified proof: never parsed (nor quoted)
+        return problems + [f"proof file {proof_path.name} does not match its sha256"]
     try:
         variables, clauses = parse_dimacs(dimacs)
         check_lrat(variables, clauses, gzip.decompress(packed).splitlines(), expired=expired)

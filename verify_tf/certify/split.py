@@ -4,8 +4,8 @@ reference interpreter with the property's own check.
 
 What it rules out: a run that stopped before the cubes covered the domain (the count), and a violation that
 the bounds let through on the sample. What it does not rule out: unsound interval bounds closing a cube that
-holds a violation outside the sample — ``verify_tf.bounds`` stays trusted (its hypothesis test checks every
-member of random cubes against their bounds), so audit reports this certificate as partial.
+holds a violation outside the sample — ``verify_tf.bounds`` and ``verify_tf.linear`` stay trusted (their hypothesis
+tests check every member of random cubes against their bounds), so audit reports this certificate as partial.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from ..engines.scan import fractions_digest
 from .exhaustive import closed_form_size, reevaluate, sample_indices, space_of
 
 BOUNDS_TRUSTED = (
-    "cubes closed by interval bounds (verify_tf.bounds) are not re-checked independently; the "
-    "sample and the bounds' own hypothesis test are the evidence"
+    "cubes closed by bounds (verify_tf.linear's forms, or verify_tf.bounds' intervals) are not re-checked "
+    "independently; the sample and the bounds' own hypothesis tests are the evidence"
 )
 
 

@@ -1,5 +1,10 @@
 """The ``check`` command: load the specs, run every property, print the verdict table, write the reports.
 
+``_check`` is the pipeline of ``verify-tf check`` in one screen: the flags checked, the specs loaded
+(``spec.load_spec``), every property run by ``runner.check_all`` (per property ``runner.check_property``: its
+task, the engine or auto's choice, the driver, the verdict, the certificate), then the report (the table and
+summary, ``--json``, ``--junit``, ``--explain``/``--html``) and the exit code; each stage is a helper below it.
+
 Exit codes: 0 all proved, 1 something refuted, 2 input error, 3 nothing refuted but something unknown,
 4 internal error (a property's verdict is ``error``).
 """
@@ -11,7 +16,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 from rich.markup import escape
@@ -23,6 +28,9 @@ from . import output
 from .interrupts import Interrupts, end_descendants, remove_scratch, signal_name
 from .progress import ProgressDisplay
 from .reports import show_explained
+
+if TYPE_CHECKING:
+    from ..runner import Overrides
 
 SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -198,10 +206,47 @@ def _check(
     verbose,
 ) -> None:
     from ..cache import ProofCache
-    from ..reporting.report import combined_exit_code, verdict_table, write_json
-    from ..runner import Overrides, check_all
+    from ..reporting.report import combined_exit_code
+    from ..runner import Overrides
 
     started = time.perf_counter()
+    _check_flags(device, certify_dir, certify_partial, cluster_address, jobs)  # exit 2 before anything runs
+    overrides = Overrides(
+        engine=None if engine == "auto" else engine,
+        timeout=timeout,
+        minimize=minimize,
+        smt2_dir=smt2_dir,
+        device=device,
+        cache_dir=None if no_cache else cache_dir,
+        certify_dir=certify_dir,
+        memory=memory,
+        spill_dir=spill_dir,
+    )
+    _create_folders((smt2_dir, certify_dir, spill_dir), (json_path, junit_path, html_path))
+    with interrupts.exiting_at_once():  # a signal while loading exits at once: nothing was checked
+        entries = _load_specs(specs, quiet)  # load: every spec, or exit 2 at the first mistake
+    loaded = [entry for entry in entries if not isinstance(entry, tuple)]
+    if not quiet:
+        _print_notes(loaded, verbose)
+    store = None if no_cache else ProofCache(cache_dir)
+    # every property: its task, the engine (auto's choice), the driver, the verdict, the certificate (runner)
+    checked = _check_all(loaded, overrides, jobs, cluster_address, store, quiet)
+    verdicts, expectations = _in_spec_order(entries, checked)
+    seconds = time.perf_counter() - started
+    signum = interrupted()
+    if not quiet:  # report: the table and the summary, then the files asked for
+        _print_verdicts(verdicts, expectations, seconds, store)
+    stopped_by = signal_name(signum) if signum is not None else None
+    _write_reports(verdicts, expectations, fail_on, seconds, stopped_by, json_path, junit_path, unknown_as)
+    if signum is not None:
+        _exit_interrupted(sum(v.method != "interrupted" for v in checked), len(checked))
+    if explain or html_path is not None:
+        _explain(loaded, verdicts, explain, html_path, specs)
+    sys.exit(combined_exit_code(verdicts, expectations, fail_on))
+
+
+def _check_flags(device: str, certify_dir, certify_partial: bool, cluster_address, jobs: int) -> None:
+    """The flags that need something of this machine: a GPU, the certify extra, a usable cluster address."""
     _require_device(device)
     if certify_dir is not None and not certify_partial:
         _require_certify_extra()
@@ -215,31 +260,28 @@ def _check(
             output.fail_input(
                 problem, hint="--cluster local:4 (four worker processes here) or --cluster tcp://HOST:8786"
             )
-    overrides = Overrides(
-        engine=None if engine == "auto" else engine,
-        timeout=timeout,
-        minimize=minimize,
-        smt2_dir=smt2_dir,
-        device=device,
-        cache_dir=None if no_cache else cache_dir,
-        certify_dir=certify_dir,
-        memory=memory,
-        spill_dir=spill_dir,
-    )
-    try:  # report folders are created up front, so a typo fails before the checks, not after
-        for folder in (smt2_dir, certify_dir, spill_dir):
+
+
+def _create_folders(folders: tuple[Path | None, ...], files: tuple[Path | None, ...]) -> None:
+    """The folders asked for and the report files' parents, created up front so that a typo fails before the
+    checks, not after."""
+    try:
+        for folder in folders:
             if folder is not None:
                 folder.mkdir(parents=True, exist_ok=True)
-        for target in (json_path, junit_path, html_path):
+        for target in files:
             if target is not None:
                 target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         output.fail_input(f"cannot create an output folder: {exc}")
-    with interrupts.exiting_at_once():  # a signal while loading exits at once: nothing was checked
-        entries = _load_specs(specs, quiet)
-    loaded = [entry for entry in entries if not isinstance(entry, tuple)]
-    if not quiet:
-        _print_notes(loaded, verbose)
+
+
+def _check_all(loaded, overrides: Overrides, jobs: int, cluster_address, store, quiet: bool) -> list:
+    """``runner.check_all`` with the progress displays: one per property, or one overall bar when properties
+    run side by side (``-j N``, ``--cluster``); the cluster is opened here and closed after."""
+    from ..engines.base import ProgressEvent
+    from ..runner import check_all
+
     mode = "off" if quiet else ("bar" if output.err_console.is_terminal else "log")
     total = sum(len(spec.properties) for spec in loaded)
     executor = _open_cluster(cluster_address, quiet) if cluster_address is not None else None
@@ -250,14 +292,11 @@ def _check(
     finished = []
 
     def arrived(verdict) -> None:
-        from ..engines.base import ProgressEvent
-
         finished.append(verdict)
         overall(ProgressEvent("", f"{verdict.property}: {verdict.status}", len(finished), total, "properties"))
 
-    store = None if no_cache else ProofCache(cache_dir)
     try:
-        checked = check_all(
+        return check_all(
             loaded,
             overrides,
             jobs=jobs,
@@ -274,39 +313,46 @@ def _check(
         overall.close()
         if executor is not None:
             executor.close()
-    verdicts, expectations = _in_spec_order(entries, checked)
-    code = combined_exit_code(verdicts, expectations, fail_on)
-    seconds = time.perf_counter() - started
-    signum = interrupted()
-    stopped_by = signal_name(signum) if signum is not None else None
-    if store is not None and store.rejected and not quiet:  # docs/ci.md: the cache's trust model
+
+
+def _print_verdicts(verdicts, expectations, seconds: float, store) -> None:
+    """The cache's rejected entries, the verdict table, every error's traceback, the summary."""
+    from ..reporting.report import verdict_table
+
+    if store is not None and store.rejected:  # docs/ci.md: the cache's trust model
         output.err_console.print(
             f"note: {len(store.rejected)} proof-cache entr{'y was' if len(store.rejected) == 1 else 'ies were'} "
             f"not served and checked again: {store.rejected[0]}",
             highlight=False,
             markup=False,
         )
-    if not quiet:
-        output.console.print(verdict_table(verdicts, expectations))
-        for v in verdicts:
-            if v.status == "error" and v.traceback:
-                output.err_console.print(f"[magenta]{escape(v.property)}[/]: {escape(v.traceback)}", highlight=False)
-        print_summary(verdicts, expectations, seconds)
+    output.console.print(verdict_table(verdicts, expectations))
+    for v in verdicts:
+        if v.status == "error" and v.traceback:
+            output.err_console.print(f"[magenta]{escape(v.property)}[/]: {escape(v.traceback)}", highlight=False)
+    print_summary(verdicts, expectations, seconds)
+
+
+def _write_reports(
+    verdicts, expectations, fail_on: str, seconds: float, stopped_by: str | None, json_path, junit_path, unknown_as
+) -> None:
     if json_path is not None:
+        from ..reporting.report import write_json
+
         write_json(json_path, verdicts, expectations, fail_on, seconds, stopped_by)
     if junit_path is not None:
         from ..reporting.junit import write_junit
 
         write_junit(junit_path, verdicts, expectations, unknown_as)
-    if signum is not None:
-        _exit_interrupted(sum(v.method != "interrupted" for v in checked), len(checked))
-    if explain or html_path is not None:
-        from ..explain import explain_verdicts
 
-        by_path = {str(spec.path): spec for spec in loaded}
-        explained = explain_verdicts([(by_path[v.spec], v) for v in verdicts if v.status == "refuted"])
-        show_explained(explained, print_traces=explain, html_path=html_path, source=", ".join(map(str, specs)))
-    sys.exit(code)
+
+def _explain(loaded, verdicts, print_traces: bool, html_path, specs) -> None:
+    """Every refutation's layer-by-layer trace: printed (``--explain``) and/or as an HTML report (``--html``)."""
+    from ..explain import explain_verdicts
+
+    by_path = {str(spec.path): spec for spec in loaded}
+    explained = explain_verdicts([(by_path[v.spec], v) for v in verdicts if v.status == "refuted"])
+    show_explained(explained, print_traces=print_traces, html_path=html_path, source=", ".join(map(str, specs)))
 
 
 def _exit_interrupted(finished: int, total: int) -> NoReturn:

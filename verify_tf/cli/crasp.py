@@ -115,10 +115,11 @@ def run(file: Path, string: str, prefix: bool) -> None:
 )
 @click.option(
     "--heads",
-    type=click.Choice(["uniform", "softmax"]),
+    type=click.Choice(["uniform", "softmax", "softmax-bos"]),
     default="uniform",
     show_default=True,
-    help="Uniform heads, or softmax heads with zero query/key weights (every score 0).",
+    help="Uniform heads, softmax heads with zero query/key weights (every score 0), or softmax heads whose "
+    "scores single out BOS (softmax-bos; needs --frac >= 1).",
 )
 @click.option(
     "--set",
@@ -149,16 +150,21 @@ def compile_command(
 
 
 def _trace_table(trace: Trace, title: str) -> Table:
-    """One row per position: the position, its letter and the value of every definition."""
+    """One row per position (numbered from 0, as every witness): the position, its letter and the value of every
+    definition."""
     table = Table(title=escape(title))
     table.add_column("i", justify="right")
     table.add_column("letter", justify="center")
+    unary = [predicate for predicate in trace.program.predicates if predicate.arity == 1]
+    for predicate in unary:
+        table.add_column(escape(f"{predicate.name}(i)"), justify="right", no_wrap=True)
     for name in trace.program.names:
         header = f"{name} (output)" if name == trace.program.output else name
         table.add_column(escape(header), justify="right", no_wrap=True)
     for index, letter in enumerate(trace.word):  # the program's names and letters are plain text, never markup
+        tests = ["true" if predicate.holds(index) else "false" for predicate in unary]
         cells = [_format_value(trace.values[name], index) for name in trace.program.names]
-        table.add_row(str(index + 1), escape(letter), *cells)
+        table.add_row(str(index), escape(letter), *tests, *cells)
     return table
 
 

@@ -100,7 +100,9 @@ def experiment(spec: Path, out_dir: Path, preset: str, device: str, seed: int | 
     bars = _ProgressBars(err_console)
     try:
         with bars.progress:
-            result = run_experiment(loaded, preset=preset, device=device, seed=seed, threads=threads, progress=bars)
+            result = run_experiment(
+                loaded, preset=preset, device=device, seed=seed, threads=threads, progress=bars, out_dir=out_dir
+            )
     except ExperimentError as exc:
         raise _InputError(str(exc)) from None
     json_path, png_path = write_outputs(result, out_dir, spec.stem)
@@ -123,7 +125,31 @@ def experiment(spec: Path, out_dir: Path, preset: str, device: str, seed: int | 
 def _summary_table(result: dict[str, Any]) -> Table:
     if result["experiment"] == "luo-position-index":
         return _luo_table(result)
+    if result["experiment"] == "prefix-labels":
+        return _prefix_table(result)
     return _yang_table(result)
+
+
+def _prefix_table(result: dict[str, Any]) -> Table:
+    """Training (evidence) and then the quantized model's check (verdicts), one row each."""
+    selected = result["selected"]
+    table = Table(
+        title=f"{result['title']}\nfloat training: {100 * selected['validation_exact']:.0f}% exact match at the "
+        f"training lengths, {100 * selected['test_exact']:.0f}% on longer strings; then the quantized model's check"
+    )
+    for name in ("property", "verdict", "s", "explored", "detail"):
+        table.add_column(name, no_wrap=name != "detail")
+    for check in result.get("checks", []):
+        table.add_row(
+            check["property"],
+            check["verdict"],
+            f"{check['seconds']:.1f}",
+            str(check["explored_up_to"]),
+            check["detail"],
+        )
+    if not result.get("checks"):
+        table.add_row("(not run)", "", "", "", f"verify-tf check {result.get('check_spec', '')}")
+    return table
 
 
 def _luo_table(result: dict[str, Any]) -> Table:

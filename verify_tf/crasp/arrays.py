@@ -17,12 +17,15 @@ from .ast import (
     Count,
     CountConst,
     Expr,
+    GuardedCount,
     Letter,
     MinMax,
     Neg,
     Not,
+    PositionTest,
     Program,
     Ref,
+    Scale,
 )
 
 
@@ -50,6 +53,17 @@ def program_outputs_batched(program: Program, alphabet: tuple[str, ...], rows: n
                 return -value(operand)
             case Count(operand):
                 return np.cumsum(value(operand), axis=1, dtype=np.int64)
+            case GuardedCount(guard, operand):
+                length = rows.shape[1]
+                allowed = np.array(
+                    [[j <= i and guard.holds(i, j) for j in range(length)] for i in range(length)], dtype=np.int64
+                ).reshape(length, length)
+                return value(operand).astype(np.int64) @ allowed.T
+            case PositionTest(predicate):
+                tests = np.array([predicate.holds(i) for i in range(rows.shape[1])], dtype=bool)
+                return np.broadcast_to(tests, rows.shape).copy()
+            case Scale(factor, operand):
+                return factor * value(operand)
             case (
                 BoolOp(op, left, right) | Compare(op, left, right) | ArithOp(op, left, right) | MinMax(op, left, right)
             ):

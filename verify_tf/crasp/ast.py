@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
+from .positions import Predicate
+
 
 class CraspError(Exception):
     """An invalid C-RASP program or input, optionally located in a source file."""
@@ -57,7 +59,7 @@ class Type(enum.Enum):
     COUNT = "count"
 
 
-KEYWORDS = frozenset({"alphabet", "output", "true", "false", "min", "max", "Q"})
+KEYWORDS = frozenset({"alphabet", "output", "true", "false", "min", "max", "Q", "if", "else"})
 """Words that cannot name a definition."""
 
 LOGIC_OPERATORS = ("&&", "||")
@@ -178,6 +180,20 @@ class Compare(Expr):
         return (self.left, self.right)
 
 
+@dataclass(frozen=True)
+class PositionTest(Expr):
+    """A unary positional predicate used as a boolean: true at position i iff u(i) (positions from 0)."""
+
+    type: ClassVar[Type] = Type.BOOL
+    predicate: Predicate
+
+    def __post_init__(self) -> None:
+        if self.predicate.arity != 1:
+            raise CraspError(
+                f"'{self.predicate.name}' relates two positions; it guards a count: #[{self.predicate.name}] P"
+            )
+
+
 # --------------------------------------------------------------------------- count nodes
 
 
@@ -198,6 +214,40 @@ class Count(Expr):
 
     def __post_init__(self) -> None:
         require_type(self.operand, Type.BOOL)
+
+    @property
+    def children(self) -> tuple[Expr, ...]:
+        return (self.operand,)
+
+
+@dataclass(frozen=True)
+class GuardedCount(Expr):
+    """The guarded count ``#[g] P``: at position i, the number of j <= i with g(i, j) and P(j)."""
+
+    type: ClassVar[Type] = Type.COUNT
+    guard: Predicate
+    operand: Expr
+
+    def __post_init__(self) -> None:
+        if self.guard.arity != 2:
+            raise CraspError(f"'{self.guard.name}' is unary; a guard relates two positions (i, j)")
+        require_type(self.operand, Type.BOOL)
+
+    @property
+    def children(self) -> tuple[Expr, ...]:
+        return (self.operand,)
+
+
+@dataclass(frozen=True)
+class Scale(Expr):
+    """A constant multiple ``k*C`` of a count."""
+
+    type: ClassVar[Type] = Type.COUNT
+    factor: int
+    operand: Expr
+
+    def __post_init__(self) -> None:
+        require_type(self.operand, Type.COUNT)
 
     @property
     def children(self) -> tuple[Expr, ...]:
@@ -343,6 +393,7 @@ class Program:
     definitions: tuple[Definition, ...]
     output: str
     alphabet: tuple[str, ...]
+    predicates: tuple[Predicate, ...] = ()
 
     def __post_init__(self) -> None:
         for symbol in self.alphabet:
@@ -352,15 +403,24 @@ class Program:
         if not self.definitions:
             raise CraspError("a program needs at least one definition")
         types: dict[str, Type] = {}
+        predicates = {predicate.name: predicate for predicate in self.predicates}
+        if len(predicates) != len(self.predicates):
+            raise CraspError("a positional predicate is defined twice")
+        for predicate in self.predicates:
+            check_definition_name(predicate.name)
         for definition in self.definitions:
             check_definition_name(definition.name)
             if expression_depth(definition.expr) > MAX_NESTING:
                 raise CraspError(f"'{definition.name}' nests deeper than {MAX_NESTING} levels")
-            if definition.name in types:
+            if definition.name in types or definition.name in predicates:
                 raise CraspError(f"'{definition.name}' is defined twice")
             for node in subexpressions(definition.expr):
                 if isinstance(node, Ref) and types.get(node.name) is not node.value_type:
                     raise CraspError(f"'{node.name}' is not an earlier {node.value_type.value} definition")
+                if isinstance(node, GuardedCount | PositionTest):
+                    used = node.guard if isinstance(node, GuardedCount) else node.predicate
+                    if predicates.get(used.name) != used:
+                        raise CraspError(f"the positional predicate '{used.name}' is not defined in the program")
                 if isinstance(node, Letter) and node.symbol not in self.alphabet:
                     raise CraspError(f"letter '{node.symbol}' is not in the alphabet {format_alphabet(self.alphabet)}")
             types[definition.name] = definition.type
@@ -373,6 +433,15 @@ class Program:
     def names(self) -> tuple[str, ...]:
         """The definition names, in program order."""
         return tuple(definition.name for definition in self.definitions)
+
+    @property
+    def positional(self) -> bool:
+        """True when the program uses positional predicates (guarded counts or unary position tests)."""
+        return any(
+            isinstance(node, GuardedCount | PositionTest)
+            for definition in self.definitions
+            for node in subexpressions(definition.expr)
+        )
 
     def definition(self, name: str) -> Definition:
         """The definition called ``name``."""
@@ -398,7 +467,7 @@ def format_alphabet(alphabet: tuple[str, ...] | list[str]) -> str:
 # --------------------------------------------------------------------------- pretty-printing
 
 # Precedence levels, lowest to highest; they mirror the grammar in parser.py.
-_CONDITIONAL, _OR, _AND, _COMPARISON, _SUM, _UNARY, _ATOM = range(1, 8)
+_CONDITIONAL, _OR, _AND, _COMPARISON, _SUM, _PRODUCT, _UNARY, _ATOM = range(1, 9)
 _BINARY_LEVEL = {"||": _OR, "&&": _AND, "+": _SUM, "-": _SUM}
 
 
@@ -411,6 +480,7 @@ def format_program(program: Program) -> str:
     """C-RASP source text for ``program``: alphabet line, definitions, output line."""
     symbols = " ".join(_format_symbol(symbol) for symbol in program.alphabet)
     lines = [f"alphabet {symbols}".rstrip()]
+    lines += [predicate.source() for predicate in program.predicates]
     lines += [f"{definition.name} = {format_expr(definition.expr)}" for definition in program.definitions]
     lines.append(f"output {program.output}")
     return "\n".join(lines) + "\n"
@@ -437,6 +507,12 @@ def _format(expr: Expr) -> tuple[str, int]:
             return "!" + _operand(operand, _UNARY), _UNARY
         case Count(operand):
             return "#" + _operand(operand, _ATOM), _UNARY
+        case GuardedCount(guard, operand):
+            return f"#[{guard.name}] " + _operand(operand, _ATOM), _UNARY
+        case PositionTest(predicate):
+            return predicate.name, _ATOM
+        case Scale(factor, operand):
+            return f"{factor}*{_operand(operand, _UNARY)}", _PRODUCT
         case Neg(CountConst(value)):
             # Parenthesized so that the parser does not fold "-3" into the literal -3.
             return f"-({value})", _UNARY

@@ -1,7 +1,8 @@
 """Depth of C-RASP expressions and programs.
 
-dp(letter) = dp(constant) = 0, dp(#P) = dp(P) + 1, every other operator takes
-the maximum over its operands, and a name has the depth of its definition.
+dp(letter) = dp(constant) = dp(unary positional predicate) = 0,
+dp(#P) = dp(#[g] P) = dp(P) + 1, every other operator takes the maximum over its
+operands, and a name has the depth of its definition.
 The depth of a program is the depth of its output definition.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from verify_tf.crasp.ast import Count, Expr, Program, Ref
+from verify_tf.crasp.ast import Count, Expr, GuardedCount, Program, Ref
 
 __all__ = ["definition_depths", "expression_depth", "program_depth"]
 
@@ -19,7 +20,7 @@ def expression_depth(expr: Expr, name_depths: Mapping[str, int]) -> int:
     if isinstance(expr, Ref):
         return name_depths[expr.name]
     deepest_operand = max((expression_depth(child, name_depths) for child in expr.children), default=0)
-    return deepest_operand + 1 if isinstance(expr, Count) else deepest_operand
+    return deepest_operand + 1 if isinstance(expr, Count | GuardedCount) else deepest_operand
 
 
 def definition_depths(program: Program) -> dict[str, int]:

@@ -19,17 +19,20 @@ from .ast import (
     Count,
     CountConst,
     Expr,
+    GuardedCount,
     Letter,
     MinMax,
     Neg,
     Not,
+    PositionTest,
     Program,
     Ref,
+    Scale,
 )
 
 
 def program_outputs_symbolic(program: Program, inp) -> list:
-    """The program's output at positions 1..L of a symbolic string (``engines.smt.inputs.SymbolicInput``), as
+    """The program's output at positions 0..L-1 of a symbolic string (``engines.smt.inputs.SymbolicInput``), as
     z3 formulas: letters compare the position's symbol index, ``#`` is a running sum of If(P, 1, 0)."""
     length = len(inp.tokens)
     values: dict[str, list] = {}
@@ -61,6 +64,16 @@ def program_outputs_symbolic(program: Program, inp) -> list:
                     running = running + z3.If(x, 1, 0)
                     out.append(running)
                 return out
+            case GuardedCount(guard, operand):
+                counted = value(operand)
+                return [
+                    z3.Sum([z3.IntVal(0)] + [z3.If(counted[j], 1, 0) for j in range(i + 1) if guard.holds(i, j)])
+                    for i in range(length)
+                ]
+            case PositionTest(predicate):
+                return [z3.BoolVal(predicate.holds(i)) for i in range(length)]
+            case Scale(factor, operand):
+                return [factor * x for x in value(operand)]
             case (
                 BoolOp(op, left, right) | Compare(op, left, right) | ArithOp(op, left, right) | MinMax(op, left, right)
             ):

@@ -1,11 +1,13 @@
 """Reference interpreter for C-RASP programs.
 
-Positions are 1..n for a word w_1..w_n; every expression evaluates to a tuple
-with one value per position (index i - 1 holds position i).  ``#P`` at
+Positions are 0..n-1 for a word w_0..w_{n-1} (the numbering of every witness,
+of ``crasp run`` and of the peer interpreter); every expression evaluates to a
+tuple with one value per position (index i holds position i).  ``#P`` at
 position i counts the positions j <= i, the current one included, where P
-holds.  A word is accepted iff the output holds at its last position, so the
-empty word is rejected; the output at position i decides whether the prefix
-w_1..w_i is accepted (the per-prefix output).
+holds; ``#[g] P`` counts those with g(i, j) too; a unary predicate u is the
+vector (u(0), ..., u(n-1)).  A word is accepted iff the output holds at its
+last position, so the empty word is rejected; the output at position i decides
+whether the prefix w_0..w_i is accepted (the per-prefix output).
 """
 
 from __future__ import annotations
@@ -25,12 +27,15 @@ from verify_tf.crasp.ast import (
     CountConst,
     CraspError,
     Expr,
+    GuardedCount,
     Letter,
     MinMax,
     Neg,
     Not,
+    PositionTest,
     Program,
     Ref,
+    Scale,
     format_alphabet,
 )
 
@@ -65,7 +70,7 @@ class Trace:
 
     @property
     def output(self) -> tuple[bool, ...]:
-        """The output at every position: entry i - 1 says whether w_1..w_i is accepted."""
+        """The output at every position: entry i says whether the prefix w_0..w_i is accepted."""
         return self.values[self.program.output]  # type: ignore[return-value]
 
     @property
@@ -90,6 +95,13 @@ def evaluate(expr: Expr, word: str, environment: Mapping[str, Vector]) -> Vector
             return tuple(-value for value in evaluate(operand, word, environment))
         case Count(operand):
             return tuple(itertools.accumulate(int(value) for value in evaluate(operand, word, environment)))
+        case GuardedCount(guard, operand):
+            counted = evaluate(operand, word, environment)
+            return tuple(sum(1 for j in range(i + 1) if counted[j] and guard.holds(i, j)) for i in range(length))
+        case PositionTest(predicate):
+            return tuple(predicate.holds(i) for i in range(length))
+        case Scale(factor, operand):
+            return tuple(factor * value for value in evaluate(operand, word, environment))
         case BoolOp(op, left, right) | Compare(op, left, right) | ArithOp(op, left, right) | MinMax(op, left, right):
             function = BINARY_OPERATORS[op]
             left_values = evaluate(left, word, environment)
@@ -105,7 +117,7 @@ def evaluate(expr: Expr, word: str, environment: Mapping[str, Vector]) -> Vector
 
 def run_program(program: Program, word: str) -> Trace:
     """Run ``program`` on ``word``; raises :class:`CraspError` for a letter outside the alphabet."""
-    for position, letter in enumerate(word, start=1):
+    for position, letter in enumerate(word):
         if letter not in program.alphabet:
             raise CraspError(
                 f"letter '{letter}' at position {position} is not in the alphabet {format_alphabet(program.alphabet)}"

@@ -5,7 +5,7 @@ between a and b and starting with a: L_1 = a+, L_2 = a+b+, L_3 = a+b+a+, ...
 Yang, Cadilhac and Chiang (2025) show that L_k is definable in C-RASP with
 depth k but not with depth k - 1.
 
-Construction.  Write ``has_u`` for "the prefix w_1..w_i contains the
+Construction.  Write ``has_u`` for "the prefix w_0..w_i contains the
 alternating word u as a (scattered) subsequence".  Then
 
     has_a = #"a" > 0                    has_b = #"b" > 0

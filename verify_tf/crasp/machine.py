@@ -40,6 +40,7 @@ from .ast import (
     Not,
     Program,
     Ref,
+    Scale,
     Type,
     format_expr,
 )
@@ -100,6 +101,14 @@ class ProgramMachine:
 
     def __init__(self, program: Program) -> None:
         self.program = program
+        # Positional predicates make the output depend on the position and on a window of earlier values, which
+        # this state does not hold: the counting engine answers "does not apply" for such programs.
+        self.not_applicable = (
+            "the program uses positional predicates (guarded counts or position tests); its counter machine "
+            "holds counts only"
+            if program.positional
+            else ""
+        )
         self.counts: tuple[Count, ...] = tuple(_count_nodes(program))
         self.index = {node: k for k, node in enumerate(self.counts)}
         self.names = tuple(f"#{_shown(node.operand)}" for node in self.counts)
@@ -140,6 +149,8 @@ class ProgramMachine:
                     return ops.negate(value(operand))
                 case Neg(operand):
                     return -value(operand)
+                case Scale(factor, operand):
+                    return factor * value(operand)
                 case Count(operand):
                     if expr not in new:
                         new[expr] = counts[self.index[expr]] + ops.indicator(value(operand))
@@ -199,6 +210,11 @@ def _caps(program: Program, counts: tuple[Count, ...]) -> tuple[int | None, ...]
             case Neg(operand):
                 inner = linear(operand)
                 return None if inner is None else ({k: -a for k, a in inner[0].items()}, -inner[1])
+            case Scale(factor, operand):
+                inner = linear(operand)
+                if inner is None:
+                    return None
+                return {k: factor * a for k, a in inner[0].items() if factor * a != 0}, factor * inner[1]
             case ArithOp(op, left, right):
                 a, b = linear(left), linear(right)
                 if a is None or b is None:

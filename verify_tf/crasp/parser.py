@@ -11,28 +11,35 @@ highest: ``? :``, ``||``, ``&&``, comparisons, ``+ -``, unary ``! - #``, atoms):
     line       = [ statement ] [ comment ] NEWLINE ;
     statement  = "alphabet" symbol { symbol }          (* at most once, before the definitions *)
                | "output" NAME                         (* at most once, anywhere *)
+               | NAME "(" NAME [ "," NAME ] ")" "=" condition    (* a positional predicate *)
                | NAME "=" expr ;
-    expr       = or_expr [ "?" expr ":" expr ] ;       (* condition boolean, branches counts *)
+    expr       = or_expr [ "?" expr ":" expr ]         (* condition boolean, branches counts *)
+               | or_expr "if" or_expr "else" expr ;    (* count if condition else count (the peer's form) *)
     or_expr    = and_expr { "||" and_expr } ;
     and_expr   = comparison { "&&" comparison } ;
     comparison = sum [ ( "<" | "<=" | ">" | ">=" | "==" | "!=" ) sum ] ;   (* no chaining *)
-    sum        = unary { ( "+" | "-" ) unary } ;
-    unary      = ( "!" | "-" | "#" ) unary | atom ;
+    sum        = product { ( "+" | "-" ) product } ;
+    product    = unary { "*" unary } ;                 (* one side of each * an integer constant *)
+    unary      = ( "!" | "-" | "#" | "#" "[" NAME "]" ) unary | atom ;
     atom       = letter | INTEGER | "true" | "false" | NAME
                | ( "min" | "max" ) "(" expr "," expr ")"
                | "(" expr ")" ;
+    condition  = the same operators over the predicate's parameters, integers, "*" by a constant and
+                 "%" by a positive constant (see ``crasp.positions``) ;
     letter     = STRING | "Q" "(" symbol ")" ;         (* "a" is primary, Q(a) an alias *)
     symbol     = STRING | a one-character NAME or INTEGER ;
     STRING     = '"' char '"' | "'" char "'" ;         (* one non-blank character, not a quote *)
     NAME       = /[A-Za-z_][A-Za-z0-9_]*/ ;            (* not a keyword *)
     INTEGER    = /[0-9]+/ ;
-    comment    = "#" { any character } ;
+    comment    = ( "#" | "//" ) { any character } ;
 
-Keywords: ``alphabet output true false min max Q``.  ``-`` directly followed
+Keywords: ``alphabet output true false min max Q if else``.  ``-`` directly followed
 by an integer is the negative literal (``-3``); ``-(3)`` is the negation of 3.
 ``#`` is the counting operator where an operand is expected (after ``=``, an
 operator, ``(`` or ``,``) and starts a comment everywhere else, i.e. at the
-start of a line or after a complete operand.  The output is the definition
+start of a line or after a complete operand; ``//`` always starts a comment.
+``#import NAME`` (the peer interpreter's way to bring in a predicate written in
+Python) is an error that says how to define the predicate here instead.  The output is the definition
 named by the ``output`` line, or else the last definition.  Without an
 ``alphabet`` line the alphabet is the sorted set of letters used.
 """
@@ -40,7 +47,6 @@ named by the ``output`` line, or else the last definition.  Without an
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -60,17 +66,36 @@ from verify_tf.crasp.ast import (
     CraspError,
     Definition,
     Expr,
+    GuardedCount,
     Letter,
     MinMax,
     Neg,
     Not,
+    PositionTest,
     Program,
     Ref,
+    Scale,
     Type,
     check_definition_name,
     expression_depth,
     format_alphabet,
     require_type,
+)
+from verify_tf.crasp.positions import (
+    COUNTED,
+    CURRENT,
+    PosBool,
+    PosCompare,
+    PosConst,
+    PosConstBool,
+    PosInt,
+    PosLogic,
+    PosMod,
+    PosNot,
+    PosScale,
+    PosSum,
+    PosVar,
+    Predicate,
 )
 from verify_tf.userfiles import UserFileError, read_user_text
 
@@ -113,7 +138,7 @@ class _Token:
 
 
 _TWO_CHARACTER_OPERATORS = ("&&", "||", "<=", ">=", "==", "!=")
-_ONE_CHARACTER_OPERATORS = "()?:,!#+-<>="
+_ONE_CHARACTER_OPERATORS = "()?:,!#+-<>=*%[]"
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
 # After one of these an operand is complete, so a following "#" starts a comment.
 _OPERAND_ENDINGS = (NAME, INTEGER, STRING)
@@ -131,6 +156,10 @@ def _tokenize(source: str, filename: str) -> list[_Token]:
             if character.isspace():
                 column += 1
                 continue
+            if line.startswith("//", column):
+                break
+            if line.startswith("#import", column) and line[column + 7 : column + 8] in ("", " ", "\t"):
+                raise _import_error(line[column + 7 :].split(), filename, *position)
             if character == "#" and _operand_complete(line_tokens):
                 break
             if line[column : column + 2] in _TWO_CHARACTER_OPERATORS:
@@ -157,6 +186,21 @@ def _tokenize(source: str, filename: str) -> list[_Token]:
         tokens += line_tokens
         tokens.append(_Token(NEWLINE, "", line_number, len(line) + 1))
     return tokens
+
+
+def _import_error(words: list[str], filename: str, line: int, column: int) -> CraspError:
+    name = words[0] if words else "NAME"
+    return CraspError(
+        f"imports are not supported; define {name} with a positional predicate in this file",
+        hint=(
+            f"write {name}(i) = i % 2 == 0 for a unary one (a boolean at each position i) or "
+            f"{name}(i, j) = j == i - 1 for a binary one (a guard: #[{name}] P counts the j <= i where it "
+            'holds); positions count from 0 (docs/crasp.md, "Positions")'
+        ),
+        filename=filename,
+        line=line,
+        column=column,
+    )
 
 
 def _operand_complete(line_tokens: list[_Token]) -> bool:
@@ -195,6 +239,8 @@ class _Parser:
         self.letters_used: set[str] = set()
         self.definitions: list[Definition] = []
         self.defined: dict[str, _Defined] = {}
+        self.predicates: dict[str, Predicate] = {}
+        self.predicate_lines: dict[str, int] = {}
         self.output: _Token | None = None
         self.nesting = 0  # open parentheses and prefix operators around the current token
 
@@ -260,7 +306,7 @@ class _Parser:
         alphabet = self.declared_alphabet
         if alphabet is None:
             alphabet = tuple(sorted(self.letters_used))
-        return Program(tuple(self.definitions), self.output_name(), alphabet)
+        return Program(tuple(self.definitions), self.output_name(), alphabet, tuple(self.predicates.values()))
 
     def statement(self) -> None:
         token = self.current
@@ -268,6 +314,8 @@ class _Parser:
             self.alphabet_line()
         elif token.kind == NAME and token.text == "output":
             self.output_line()
+        elif token.kind == NAME and self.tokens[self.index + 1].text == "(":
+            self.predicate_definition()
         elif token.kind == NAME:
             self.definition()
         else:
@@ -320,17 +368,7 @@ class _Parser:
         return name
 
     def definition(self) -> None:
-        name = self.advance()
-        try:
-            check_definition_name(name.text)
-        except CraspError as error:
-            raise error.located(self.filename, name.line, name.column) from None
-        if name.text in self.defined:
-            raise self.error(
-                name,
-                f"'{name.text}' is already defined on line {self.defined[name.text].line}",
-                "choose a new name; definitions cannot be reassigned",
-            )
+        name = self.new_name()
         self.expect("=", hint="a definition is written name = expression")
         start = self.current
         expr = self.expr().expr
@@ -343,10 +381,63 @@ class _Parser:
         self.definitions.append(Definition(name.text, expr))
         self.defined[name.text] = _Defined(name.line, expr.type)
 
+    def new_name(self) -> _Token:
+        """The name token of a new definition or predicate, checked."""
+        name = self.advance()
+        try:
+            check_definition_name(name.text)
+        except CraspError as error:
+            raise error.located(self.filename, name.line, name.column) from None
+        line = self.defined[name.text].line if name.text in self.defined else self.predicate_lines.get(name.text)
+        if line is not None:
+            raise self.error(
+                name,
+                f"'{name.text}' is already defined on line {line}",
+                "choose a new name; definitions cannot be reassigned",
+            )
+        return name
+
+    # ----- positional predicates
+
+    def predicate_definition(self) -> None:
+        name = self.new_name()
+        self.expect("(")
+        parameters: list[_Token] = []
+        while True:
+            token = self.current
+            if token.kind != NAME or token.text in KEYWORDS:
+                raise self.error(token, f"expected a parameter name, got {token.describe()}", "e.g. pred(i, j)")
+            if any(p.text == token.text for p in parameters):
+                raise self.error(token, f"the parameter '{token.text}' is listed twice")
+            parameters.append(self.advance())
+            if not self.at(","):
+                break
+            self.advance()
+        self.expect(")", hint="a predicate has one parameter (the position i) or two (i and the counted j)")
+        if len(parameters) > 2:
+            raise self.error(
+                parameters[2], "a positional predicate has one or two parameters: (i) or (i, j)", "e.g. pred(i, j)"
+            )
+        self.expect("=", hint=f"a predicate is written {name.text}(i, j) = condition")
+        start, first = self.current, self.index
+        body = _PositionParser(self, tuple(p.text for p in parameters)).condition()
+        operators = sum(1 for token in self.tokens[first : self.index] if token.kind == OPERATOR)
+        if operators > MAX_NESTING:  # the body's tree is at most this deep; every later stage recurses over it
+            raise self.error(
+                start,
+                f"the condition has {operators} operators; at most {MAX_NESTING} are allowed",
+                "split the condition or simplify it (docs/crasp.md, limits)",
+            )
+        predicate = Predicate(name.text, tuple(p.text for p in parameters), body)
+        self.predicates[name.text] = predicate
+        self.predicate_lines[name.text] = name.line
+
     # ----- expressions, lowest precedence first
 
     def expr(self) -> _Located:
         condition = self.or_expr()
+        if self.at("if"):
+            return self.python_conditional(condition)
         if not self.at("?"):
             return condition
         self.advance()
@@ -358,20 +449,36 @@ class _Parser:
         )
         return _Located(expr, condition.line, condition.column)
 
+    def python_conditional(self, if_true: _Located) -> _Located:
+        """``count if condition else count`` (the peer interpreter's spelling of ``condition ? count : count``)."""
+        self.advance()
+        condition = self.or_expr()
+        self.expect("else", hint="a conditional is written count if condition else count")
+        if_false = self.expr()
+        expr = Conditional(
+            self.require(condition, Type.BOOL), self.require(if_true, Type.COUNT), self.require(if_false, Type.COUNT)
+        )
+        return _Located(expr, if_true.line, if_true.column)
+
+    # or_expr and and_expr each loop in place (no shared helper taking a parser): every nesting level costs one
+    # Python frame per precedence level, and MAX_NESTING levels must fit in the interpreter's recursion limit
     def or_expr(self) -> _Located:
-        return self.logic_chain("||", self.and_expr)
+        left = self.and_expr()
+        while self.at("||"):
+            self.advance()
+            left = self.bool_op("||", left, self.and_expr())
+        return left
 
     def and_expr(self) -> _Located:
-        return self.logic_chain("&&", self.comparison)
-
-    def logic_chain(self, op: str, operand_parser: Callable[[], _Located]) -> _Located:
-        left = operand_parser()
-        while self.at(op):
+        left = self.comparison()
+        while self.at("&&"):
             self.advance()
-            right = operand_parser()
-            expr = BoolOp(op, self.require(left, Type.BOOL), self.require(right, Type.BOOL))
-            left = _Located(expr, left.line, left.column)
+            left = self.bool_op("&&", left, self.comparison())
         return left
+
+    def bool_op(self, op: str, left: _Located, right: _Located) -> _Located:
+        expr = BoolOp(op, self.require(left, Type.BOOL), self.require(right, Type.BOOL))
+        return _Located(expr, left.line, left.column)
 
     def comparison(self) -> _Located:
         left = self.sum()
@@ -385,13 +492,32 @@ class _Parser:
         return _Located(expr, left.line, left.column)
 
     def sum(self) -> _Located:
-        left = self.unary()
+        left = self.product()
         while self.at("+") or self.at("-"):
             op = self.advance().text
-            right = self.unary()
+            right = self.product()
             expr = ArithOp(op, self.require(left, Type.COUNT), self.require(right, Type.COUNT))
             left = _Located(expr, left.line, left.column)
         return left
+
+    def product(self) -> _Located:
+        left = self.unary()
+        while self.at("*"):
+            star = self.advance()
+            right = self.unary()
+            left = _Located(self.multiple(left, right, star), left.line, left.column)
+        return left
+
+    def multiple(self, left: _Located, right: _Located, star: _Token) -> Expr:
+        """k*C or C*k for an integer constant k: multiplication by a constant only (counts stay linear)."""
+        for factor, operand in ((left, right), (right, left)):
+            if isinstance(factor.expr, CountConst):  # not folded when both are: the printer round-trips
+                return Scale(factor.expr.value, self.require(operand, Type.COUNT))
+        raise self.error(
+            star,
+            "counts are multiplied by integer constants only",
+            "write k*C with an integer k, e.g. 2*num; the product of two counts is not C-RASP",
+        )
 
     def unary(self) -> _Located:
         token = self.current
@@ -415,7 +541,11 @@ class _Parser:
             expr = Neg(self.require(self.unary(), Type.COUNT))
         else:
             self.advance()
-            expr = Count(self.require(self.unary(), Type.BOOL))
+            if self.at("["):
+                guard = self.guard()
+                expr = GuardedCount(guard, self.require(self.unary(), Type.BOOL))
+            else:
+                expr = Count(self.require(self.unary(), Type.BOOL))
         return _Located(expr, token.line, token.column)
 
     def integer(self, token: _Token) -> int:
@@ -426,6 +556,26 @@ class _Parser:
                 "counts never come near such numbers (docs/crasp.md, limits)",
             )
         return int(token.text)
+
+    def guard(self) -> Predicate:
+        """``[NAME]`` after ``#``: a binary predicate defined earlier."""
+        self.advance()
+        token = self.current
+        if token.kind != NAME:
+            raise self.error(token, f"expected the name of a binary predicate, got {token.describe()}")
+        self.advance()
+        predicate = self.predicates.get(token.text)
+        if predicate is None:
+            hint = f"define it first, e.g. {token.text}(i, j) = j == i - 1 (positions count from 0)"
+            raise self.error(token, f"undefined predicate '{token.text}'", hint)
+        if predicate.arity != 2:
+            raise self.error(
+                token,
+                f"'{token.text}' is unary; a guard relates the current position i and the counted j",
+                f"use it as a boolean, e.g. #({token.text} && P), or define a binary predicate",
+            )
+        self.expect("]", hint="a guarded count is written #[pred] P")
+        return predicate
 
     def atom(self) -> _Located:
         token = self.current
@@ -463,6 +613,15 @@ class _Parser:
         if token.text in KEYWORDS:
             raise self.error(token, f"'{token.text}' is a reserved word and cannot be used here")
         self.advance()
+        predicate = self.predicates.get(token.text)
+        if predicate is not None:
+            if predicate.arity != 1:
+                raise self.error(
+                    token,
+                    f"'{token.text}' relates two positions; it guards a count",
+                    f"write #[{token.text}] P to count the j <= i where it holds",
+                )
+            return PositionTest(predicate)
         if token.text not in self.defined:
             if len(token.text) == 1:
                 hint = f'to test for the letter {token.text}, write "{token.text}"'
@@ -501,3 +660,137 @@ class _Parser:
         except CraspError as error:
             raise error.located(self.filename, token.line, token.column) from None
         return self.advance().text
+
+
+# --------------------------------------------------------------------------- positional conditions
+
+
+class _PositionParser:
+    """The body of a positional predicate: integer terms over its parameters, compared and combined.
+
+    Same tokens and precedence as C-RASP expressions (``||`` < ``&&`` < comparisons < ``+ -`` < ``* %`` <
+    unary ``! -``), typed as it parses: a comparison joins two integer terms, ``! && ||`` join conditions.
+    """
+
+    def __init__(self, parser: _Parser, parameters: tuple[str, ...]) -> None:
+        self.p = parser
+        self.roles = {name: role for name, role in zip(parameters, (CURRENT, COUNTED))}
+
+    def condition(self) -> PosBool:
+        token = self.p.current
+        node = self.or_()
+        if not isinstance(node, PosBool):
+            raise self.p.error(token, "a predicate must be a condition", "compare positions, e.g. i % 2 == 0")
+        return node
+
+    def _bool(self, node: PosBool | PosInt, token: _Token) -> PosBool:
+        if not isinstance(node, PosBool):
+            raise self.p.error(token, "expected a condition, got an integer term", "compare it, e.g. i - j == 1")
+        return node
+
+    def _int(self, node: PosBool | PosInt, token: _Token) -> PosInt:
+        if not isinstance(node, PosInt):
+            raise self.p.error(token, "expected an integer term, got a condition")
+        return node
+
+    def or_(self) -> PosBool | PosInt:
+        token = self.p.current
+        left = self.and_()
+        while self.p.at("||"):
+            self.p.advance()
+            right_token = self.p.current
+            left = PosLogic("||", self._bool(left, token), self._bool(self.and_(), right_token))
+        return left
+
+    def and_(self) -> PosBool | PosInt:
+        token = self.p.current
+        left = self.comparison()
+        while self.p.at("&&"):
+            self.p.advance()
+            right_token = self.p.current
+            left = PosLogic("&&", self._bool(left, token), self._bool(self.comparison(), right_token))
+        return left
+
+    def comparison(self) -> PosBool | PosInt:
+        token = self.p.current
+        left = self.sum()
+        current = self.p.current
+        if current.kind != OPERATOR or current.text not in COMPARISON_OPERATORS:
+            return left
+        op = self.p.advance().text
+        right_token = self.p.current
+        right = self.sum()
+        nxt = self.p.current
+        if nxt.kind == OPERATOR and nxt.text in COMPARISON_OPERATORS:
+            raise self.p.error(nxt, "comparisons do not chain", "combine two comparisons with &&")
+        return PosCompare(op, self._int(left, token), self._int(right, right_token))
+
+    def sum(self) -> PosBool | PosInt:
+        token = self.p.current
+        left = self.product()
+        while self.p.at("+") or self.p.at("-"):
+            op = self.p.advance().text
+            right_token = self.p.current
+            left = PosSum(op, self._int(left, token), self._int(self.product(), right_token))
+        return left
+
+    def product(self) -> PosBool | PosInt:
+        token = self.p.current
+        left = self.unary()
+        while self.p.at("*") or self.p.at("%"):
+            op = self.p.advance()
+            right_token = self.p.current
+            right = self._int(self.unary(), right_token)
+            term = self._int(left, token)
+            if op.text == "%":
+                if not isinstance(right, PosConst) or right.number < 1:
+                    raise self.p.error(right_token, "the modulus must be a positive integer constant", "e.g. i % 2")
+                left = PosMod(term, right.number)
+            elif isinstance(term, PosConst):
+                left = PosScale(term.number, right)
+            elif isinstance(right, PosConst):
+                left = PosScale(right.number, term)
+            else:
+                raise self.p.error(op, "positions are multiplied by integer constants only", "e.g. 2*j <= i")
+        return left
+
+    def unary(self) -> PosBool | PosInt:
+        token = self.p.current
+        if not (self.p.at("!") or self.p.at("-")):
+            return self.atom()
+        self.p.nest(token)
+        try:
+            self.p.advance()
+            if token.text == "!":
+                return PosNot(self._bool(self.unary(), self.p.current))
+            operand = self._int(self.unary(), token)
+            return PosConst(-operand.number) if isinstance(operand, PosConst) else PosScale(-1, operand)
+        finally:
+            self.p.nesting -= 1
+
+    def atom(self) -> PosBool | PosInt:
+        token = self.p.current
+        if token.kind == INTEGER:
+            self.p.advance()
+            return PosConst(self.p.integer(token))
+        if self.p.at("("):
+            self.p.nest(token)
+            self.p.advance()
+            inner = self.or_()
+            self.p.expect(")")
+            self.p.nesting -= 1
+            return inner
+        if token.kind == NAME and token.text in ("true", "false"):
+            self.p.advance()
+            return PosConstBool(token.text == "true")
+        if token.kind == NAME and token.text in self.roles:
+            self.p.advance()
+            return PosVar(self.roles[token.text])
+        if token.kind == NAME:
+            names = " and ".join(self.roles)
+            raise self.p.error(
+                token,
+                f"'{token.text}' is not a parameter of this predicate",
+                f"a predicate speaks about its parameters ({names}) and integer constants only",
+            )
+        raise self.p.error(token, f"expected a condition over positions, got {token.describe()}")

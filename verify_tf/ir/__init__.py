@@ -9,7 +9,8 @@ vectors z_1..z_n in Q^d to n vectors. Matrices are tuples of rows.
 Attention (per head h, query position i, key position j):
 
     q_i = W_Q z_i + b_Q        k_j = W_K z_j + b_K        v_j = W_V z_j + b_V
-    s_ij = q_i . k_j + B[j - i]                       (B only for positional = rpe / urpe)
+    q_i, k_j <- R(θ·i) q_i, R(θ·j) k_j               (rope only: pairs rotated by the stream position)
+    s_ij = q_i . k_j + B[j - i]                       (B: rpe / urpe table, or ALiBi's slope · distance)
     a_i  = normalise(s_i, scoring, mask)              (hardmax | softmax | uniform; causal: j <= i)
     a'_ij = a_ij * C[j - i]                           (urpe only; no renormalisation)
     head_i = sum_j a'_ij v_j
@@ -32,9 +33,12 @@ Vector = tuple[Fraction, ...]
 Matrix = tuple[Vector, ...]
 
 Scoring = Literal["hardmax", "softmax", "uniform"]
-Positional = Literal["standard", "rpe", "urpe"]
+Positional = Literal["standard", "rpe", "urpe", "rope", "alibi"]
 SCORINGS: tuple[str, ...] = ("hardmax", "softmax", "uniform")
-POSITIONALS: tuple[str, ...] = ("standard", "rpe", "urpe")
+POSITIONALS: tuple[str, ...] = ("standard", "rpe", "urpe", "rope", "alibi")
+ROPE_PAIRINGS: tuple[str, ...] = ("half", "interleaved")
+ALIBI_DISTANCES: tuple[str, ...] = ("causal", "symmetric")
+FREQUENCY_KINDS: tuple[str, ...] = ("radians", "turns", "power")
 ACTIVATIONS: tuple[str, ...] = ("relu", "i-gelu")
 DEFAULT_LAYERNORM_EPS = Fraction(1, 100000)  # torch.nn.LayerNorm's eps=1e-05, read as the decimal it is written as
 
@@ -83,6 +87,112 @@ class RelativeTable:
 
 
 @dataclass(frozen=True)
+class Frequency:
+    """One rotary frequency θ, in radians per position, written exactly:
+
+    * ``radians``: θ = ``value`` (a rational number of radians);
+    * ``turns``: θ = 2π·``value`` (a rational fraction of a full turn: θ = 2π/m repeats every m positions);
+    * ``power``: θ = ``value`` ** (−``exponent``) (RoPE's standard θ_k = base^(−2k/d): value = base,
+      exponent = 2k/d).
+
+    θ itself is irrational in the last two cases; the rotation tables (``semantics.rotary``) are derived from
+    this exact description, never from a float.
+    """
+
+    kind: str
+    value: Fraction
+    exponent: Fraction = Fraction(0)
+
+    def __post_init__(self) -> None:
+        if self.kind not in FREQUENCY_KINDS:
+            raise ValueError(f"frequency kind must be one of {FREQUENCY_KINDS}, got {self.kind!r}")
+        if self.kind == "power" and self.value <= 0:
+            raise ValueError(f"a power frequency needs a positive base, got {self.value}")
+
+    def describe(self) -> str:
+        if self.kind == "radians":
+            return f"{self.value} rad"
+        if self.kind == "turns":
+            return f"2π·{self.value} rad"
+        return "1 rad" if self.exponent == 0 else f"{self.value}^(-{self.exponent}) rad"
+
+
+@dataclass(frozen=True)
+class Rotary:
+    """RoPE (Su et al. 2021) of one head: query and key coordinates in pairs, pair k rotated by θ_k·p at stream
+    position p (docs/semantics.md, "RoPE").
+
+    ``pairing``: ``half`` pairs coordinate k with k + d/2 (GPT-NeoX, Hugging Face Llama's rotate_half);
+    ``interleaved`` pairs 2k with 2k + 1 (the RoFormer paper, GPT-J).
+    """
+
+    frequencies: tuple[Frequency, ...]
+    pairing: str = "half"
+
+    def __post_init__(self) -> None:
+        if self.pairing not in ROPE_PAIRINGS:
+            raise ValueError(f"rope pairing must be one of {ROPE_PAIRINGS}, got {self.pairing!r}")
+
+    @staticmethod
+    def standard(key_dim: int, base: Fraction | int = 10000, pairing: str = "half") -> Rotary:
+        """θ_k = base^(−2k/d) for k = 0 .. d/2 − 1 (d = the head's key dimension), as Llama and GPT-NeoX."""
+        if key_dim % 2:
+            raise ValueError(f"RoPE needs an even key dimension, got {key_dim}")
+        base = Fraction(base)
+        return Rotary(tuple(Frequency("power", base, Fraction(2 * k, key_dim)) for k in range(key_dim // 2)), pairing)
+
+    def pairs(self, key_dim: int) -> tuple[tuple[int, int], ...]:
+        """The coordinate pairs (a, b) rotated together, pair k by frequency k."""
+        half = key_dim // 2
+        if self.pairing == "half":
+            return tuple((k, k + half) for k in range(half))
+        return tuple((2 * k, 2 * k + 1) for k in range(half))
+
+
+def alibi_slopes(heads: int) -> tuple[Fraction, ...]:
+    """Press, Smith & Lewis's (ALiBi, ICLR 2022) standard slopes for ``heads`` heads, exactly.
+
+    For n a power of two: 2^(−8h/n), h = 1..n. Otherwise the slopes of the largest power of two m < n, then
+    every other slope of 2m (their code's ``get_slopes``). They are rational only when every exponent is an
+    integer, i.e. for at most 8 heads; beyond that they are irrational, and explicit slopes are needed.
+    """
+    if heads < 1:
+        raise ValueError("ALiBi needs at least one head")
+
+    def power_of_two(n: int) -> list[Fraction]:
+        exponents = [Fraction(8 * h, n) for h in range(1, n + 1)]
+        if any(e.denominator != 1 for e in exponents):
+            raise ValueError(
+                f"the standard ALiBi slopes for {heads} heads are irrational (2^(-{exponents[0]}) ...); "
+                "give explicit slopes"
+            )
+        return [Fraction(1, 2 ** int(e)) for e in exponents]
+
+    if heads & (heads - 1) == 0:
+        return tuple(power_of_two(heads))
+    closest = 1 << (heads.bit_length() - 1)
+    return tuple(power_of_two(closest) + list(alibi_slopes(2 * closest))[0::2][: heads - closest])
+
+
+@dataclass(frozen=True)
+class Alibi:
+    """ALiBi (Press et al.) of one head: slope·(j − i) added to the score (``causal`` distance; with a causal
+    mask every allowed key has j ≤ i, so the bias is −slope·(i − j)), or −slope·|i − j| (``symmetric``, for
+    heads that see both sides)."""
+
+    slope: Fraction
+    distance: str = "causal"
+
+    def __post_init__(self) -> None:
+        if self.distance not in ALIBI_DISTANCES:
+            raise ValueError(f"alibi distance must be one of {ALIBI_DISTANCES}, got {self.distance!r}")
+
+    def bias(self, offset: int) -> Fraction:
+        """The score bias for key offset j − i."""
+        return self.slope * offset if self.distance == "causal" else -self.slope * abs(offset)
+
+
+@dataclass(frozen=True)
 class Head:
     query: Matrix
     key: Matrix
@@ -96,6 +206,8 @@ class Head:
     positional: str = "standard"
     rpe_bias: RelativeTable | None = None  # rpe and urpe: B[j - i] added to the logits
     urpe_c: RelativeTable | None = None  # urpe: C[j - i] multiplied into the normalised weights
+    rope: Rotary | None = None  # rope: q and k rotated by the stream position before the score
+    alibi: Alibi | None = None  # alibi: slope times the distance added to the logits
 
     @property
     def key_dim(self) -> int:
@@ -105,8 +217,30 @@ class Head:
     def value_dim(self) -> int:
         return len(self.value)
 
+    @property
+    def has_score_bias(self) -> bool:
+        """True when a bias depending on j − i enters the scores (an RPE table or ALiBi)."""
+        if self.positional == "alibi":
+            return self.alibi is not None
+        return self.positional in ("rpe", "urpe") and self.rpe_bias is not None
+
+    def describe_positions(self) -> str:
+        """How this head sees positions, in a few words (trace titles, reports)."""
+        mask = "causal" if self.causal else "bidirectional"
+        if self.positional == "rope" and self.rope is not None:
+            frequencies = ", ".join(f.describe() for f in self.rope.frequencies)
+            return f"{mask}, RoPE ({self.rope.pairing} pairs; θ = {frequencies})"
+        if self.positional == "alibi" and self.alibi is not None:
+            return f"{mask}, ALiBi (slope {self.alibi.slope}, {self.alibi.distance} distance)"
+        if self.positional in ("rpe", "urpe"):
+            return f"{mask}, {self.positional.upper()} tables"
+        return mask
+
     def relative_bias(self, offset: int) -> Fraction:
-        if self.positional == "standard" or self.rpe_bias is None:
+        """The score bias for key offset j − i: the RPE table entry, or ALiBi's slope · distance."""
+        if self.positional == "alibi" and self.alibi is not None:
+            return self.alibi.bias(offset)
+        if self.positional not in ("rpe", "urpe") or self.rpe_bias is None:
             return Fraction(0)
         return self.rpe_bias.at(offset)
 
@@ -197,6 +331,18 @@ class Model:
     final_norm: LayerNorm | None = None  # applied to the stream after the last block (nn.TransformerEncoder's norm)
     name: str = "model"
     notes: tuple[str, ...] = field(default=(), compare=False)
+    # The reading (docs/semantics.md, "Readings"): how the source's model runs when this IR under the spec's
+    # arithmetic is only a reading of it (a tracr model runs in float32; a trained model in float32 before it
+    # was quantized); empty when the IR is the model itself. ``float_source``: the source asks the properties
+    # that can check the float model as it runs to do so (tracr's ``attention: float``, the default), and names
+    # that float model (the sha256 of the export's weights: a property checks it is the one it reads).
+    runs_as: str = ""
+    reading: str = ""  # what this IR computes of it, when runs_as is set ("hardmax, tracr's intended computation")
+    float_source: str = ""
+
+    @property
+    def float_reading(self) -> bool:
+        return bool(self.float_source)
 
     @property
     def max_length(self) -> int | None:
@@ -220,7 +366,8 @@ class Model:
 
     @property
     def has_positions(self) -> bool:
-        """True when anything in the model can tell positions apart (absolute PE, RPE, URPE, causal masks)."""
+        """True when anything in the model can tell positions apart (absolute PE, RPE, URPE, RoPE, ALiBi, causal
+        masks)."""
         if self.positional_encoding is not None:
             return True
         return any(h.positional != "standard" or h.causal for _, _, h in self.heads())
@@ -252,6 +399,8 @@ class Model:
                         yield from _vector_items(f"{hp}.rpe-bias", head.rpe_bias.values)
                     if head.urpe_c is not None and head.positional == "urpe":
                         yield from _vector_items(f"{hp}.urpe-c", head.urpe_c.values)
+                    if head.alibi is not None and head.positional == "alibi":
+                        yield f"{hp}.alibi-slope", head.alibi.slope
                 yield from _vector_items(f"{prefix}.attention.output-bias", block.attention.output_bias)
                 yield from _norm_items(f"{prefix}.attention.norm", block.attention.norm)
             if block.feed_forward is not None:
@@ -262,6 +411,37 @@ class Model:
                 yield from _norm_items(f"{prefix}.feed-forward.norm", ff.norm)
         yield from _norm_items("final-norm", self.final_norm)
         yield from _vector_items("readout", self.readout)
+
+
+def _rope_problems(path: str, head: Head) -> list[str]:
+    if head.positional != "rope":
+        return (
+            [f"{path}.rope: positional {head.positional} does not rotate (set positional: rope)"] if head.rope else []
+        )
+    if head.rope is None:
+        return [f"{path}: positional rope needs rope frequencies (e.g. rope: {{base: 10000}})"]
+    if head.key_dim % 2:
+        return [f"{path}.rope: RoPE rotates pairs of coordinates; the key dimension {head.key_dim} is odd"]
+    if len(head.rope.frequencies) != head.key_dim // 2:
+        return [
+            f"{path}.rope: {len(head.rope.frequencies)} frequencies for key dimension {head.key_dim} "
+            f"(one per pair: {head.key_dim // 2})"
+        ]
+    return []
+
+
+def _alibi_problems(path: str, head: Head) -> list[str]:
+    if head.positional != "alibi":
+        return (
+            [f"{path}.alibi: positional {head.positional} has no ALiBi slope (set positional: alibi)"]
+            if head.alibi
+            else []
+        )
+    if head.alibi is None:
+        return [f"{path}: positional alibi needs a slope"]
+    if head.alibi.slope < 0:
+        return [f"{path}.alibi-slope: expected a slope >= 0, got {head.alibi.slope}"]
+    return []
 
 
 def _vector_items(path: str, values: Vector) -> Iterator[tuple[str, Fraction]]:
@@ -339,6 +519,13 @@ def validate_shapes(model: Model) -> list[str]:
                         f"{p}.urpe-c: positional {head.positional} does not use a URPE table "
                         "(set positional: urpe, or drop the table)"
                     )
+                if head.positional in ("rope", "alibi") and head.rpe_bias is not None:
+                    problems.append(
+                        f"{p}.rpe-bias: positional {head.positional} does not use an RPE bias "
+                        "(set positional: rpe or urpe, or drop the table)"
+                    )
+                problems += _rope_problems(p, head)
+                problems += _alibi_problems(p, head)
             check_vector(f"layers[{index}].attention.output-bias", block.attention.output_bias, d)
         if block.feed_forward is not None:
             ff = block.feed_forward

@@ -9,16 +9,19 @@ from fractions import Fraction
 from typing import Any
 
 from . import (
+    Alibi,
     AlphabetTokens,
     AttentionLayer,
     Block,
     FeedForward,
+    Frequency,
     GridTokens,
     Head,
     LayerNorm,
     Matrix,
     Model,
     RelativeTable,
+    Rotary,
     Vector,
     matrix,
     vector,
@@ -58,7 +61,8 @@ def model_to_dict(model: Model) -> dict[str, Any]:
         if block.attention is not None:
             layer["attention"] = {
                 "heads": [
-                    {
+                    _positional_items(h)
+                    | {
                         "scoring": h.scoring,
                         "causal": h.causal,
                         "positional": h.positional,
@@ -105,7 +109,43 @@ def model_to_dict(model: Model) -> dict[str, Any]:
     }
     if model.final_norm is not None:
         data["final-norm"] = norm(model.final_norm)
+    if model.runs_as:  # absent keys keep the files and cache keys of models that are their own reading unchanged
+        data["runs-as"] = model.runs_as
+        data["reading"] = model.reading
+    if model.float_source:
+        data["float-source"] = model.float_source
     return data
+
+
+def _positional_items(head: Head) -> dict[str, Any]:
+    """RoPE and ALiBi keys, only where present (absent keys keep older files and cache keys unchanged)."""
+    items: dict[str, Any] = {}
+    if head.rope is not None:
+        items["rope"] = {
+            "pairing": head.rope.pairing,
+            "frequencies": [
+                {"kind": f.kind, "value": str(f.value), "exponent": str(f.exponent)} for f in head.rope.frequencies
+            ],
+        }
+    if head.alibi is not None:
+        items["alibi-slope"] = str(head.alibi.slope)
+        items["alibi-distance"] = head.alibi.distance
+    return items
+
+
+def _rotary(data: dict[str, Any] | None) -> Rotary | None:
+    if data is None:
+        return None
+    frequencies = tuple(
+        Frequency(f["kind"], Fraction(f["value"]), Fraction(f.get("exponent", "0"))) for f in data["frequencies"]
+    )
+    return Rotary(frequencies, data.get("pairing", "half"))
+
+
+def _alibi(head: dict[str, Any]) -> Alibi | None:
+    if head.get("alibi-slope") is None:
+        return None
+    return Alibi(Fraction(head["alibi-slope"]), head.get("alibi-distance", "causal"))
 
 
 def model_from_dict(data: dict[str, Any]) -> Model:
@@ -153,6 +193,8 @@ def model_from_dict(data: dict[str, Any]) -> Model:
                     positional=h["positional"],
                     rpe_bias=table(h.get("rpe-bias")),
                     urpe_c=table(h.get("urpe-c")),
+                    rope=_rotary(h.get("rope")),
+                    alibi=_alibi(h),
                 )
                 for h in a["heads"]
             )
@@ -186,4 +228,7 @@ def model_from_dict(data: dict[str, Any]) -> Model:
         positional_encoding=pe,
         final_norm=norm(data.get("final-norm")),
         name=data.get("name", "model"),
+        runs_as=str(data.get("runs-as", "")),
+        reading=str(data.get("reading", "")),
+        float_source=str(data.get("float-source", "")),
     )

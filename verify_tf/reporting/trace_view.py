@@ -71,7 +71,17 @@ def print_trace(console: Console, model: Model, arith: Arithmetic, trace: Trace)
                     f"layer {index}: LayerNorm (attention input)", labels, trace.tokens, block.attention_norm
                 )
             )
+        layer = model.blocks[index].attention
         for h, head in enumerate(block.heads):
+            if layer is not None:  # one line, never wrapped to a table's width
+                console.print(f"layer {index} head {h}: {layer.heads[h].describe_positions()}", soft_wrap=True)
+            if head.rotated_queries is not None and head.rotated_keys is not None:
+                console.print(
+                    _vectors_table(f"layer {index} head {h}: q after RoPE", labels, trace.tokens, head.rotated_queries)
+                )
+                console.print(
+                    _vectors_table(f"layer {index} head {h}: k after RoPE", labels, trace.tokens, head.rotated_keys)
+                )
             table = Table(
                 title=f"layer {index} head {h}: attention weights (rows: query i, cols: key j)",
                 title_justify="left",
@@ -138,6 +148,11 @@ def trace_to_json(trace: Trace, model: Model | None = None) -> dict[str, Any]:
                         "weights": [[str(w) for w in row] for row in h.weights],
                         "output": vecs(h.output),
                     }
+                    | (
+                        {"rotated_queries": vecs(h.rotated_queries), "rotated_keys": vecs(h.rotated_keys)}
+                        if h.rotated_queries is not None
+                        else {}
+                    )
                     for h in b.heads
                 ],
                 "attention_output": vecs(b.attention_output),

@@ -6,7 +6,9 @@ functions and is tested against them bit for bit. docs/semantics.md describes th
 Rounding points (Fixed mode; Exact mode rounds nowhere):
   * every affine map (q, k, v, attention output projection, both feed-forward maps): exact sum of exact
     products plus bias, then one ``round`` (floor to f bits, saturate);
-  * every attention score: q_i . k_j + B[j-i] exact, then one ``round``;
+  * RoPE (fixed only): each rotated query/key coordinate x_a·cos − x_b·sin (resp. x_a·sin + x_b·cos) exact
+    from the rounded q or k and the rotation table (``rotary.py``: cos and sin rounded to nearest), one ``round``;
+  * every attention score: q_i . k_j + B[j-i] exact (B: an RPE table or ALiBi's slope · distance), one ``round``;
   * every attention head output: sum_j a'_ij v_j exact (a' as the arithmetic defines it), one ``round``;
   * every residual addition and the embedding + positional-encoding sum: ``saturate`` only (the sum of two
     representable values is on the grid already);
@@ -23,9 +25,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import cast
 
-from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Head, LayerNorm, Matrix, Model, Token, Vector
+from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Frequency, Head, LayerNorm, Matrix, Model, Token, Vector
 from .arithmetic import Arithmetic, Exact, Fixed, UnsupportedInMode
 from .nonlinear import igelu, layer_norm_mantissas
+from .rotary import rotation_entry
 
 
 @dataclass
@@ -33,6 +36,8 @@ class HeadTrace:
     scores: list[list[Fraction | None]]  # [query i][key j]; None where the causal mask hides j
     weights: list[list[Fraction]]  # a'_ij: normalised (and, for urpe, multiplied by C[j-i])
     output: list[Vector]  # head_i = round(sum_j a'_ij v_j)
+    rotated_queries: list[Vector] | None = None  # RoPE heads: q_i and k_j after the rotation (what the score uses)
+    rotated_keys: list[Vector] | None = None
 
 
 @dataclass
@@ -88,16 +93,22 @@ def affine(weights: Matrix, x: Vector, bias: Vector, r: _Counter) -> Vector:
 
 def embed(model: Model, tokens: Sequence[Token], r: _Counter) -> list[Vector]:
     """Token vectors (grid tokens as given, alphabet tokens through the table) plus absolute PE."""
+    pe = model.positional_encoding
+    if pe is not None and len(tokens) > len(pe):
+        raise ValueError(f"input length {len(tokens)} exceeds the positional encoding's {len(pe)} positions")
+    return [embed_position(model, token, i, r) for i, token in enumerate(tokens)]
+
+
+def embed_position(model: Model, token: Token, position: int, r: _Counter) -> Vector:
+    """One stream position's input: the token's vector, plus row ``position`` of the absolute PE (saturated)."""
     if isinstance(model.tokens, AlphabetTokens):
-        vectors = [model.tokens.embed(cast(str, t)) for t in tokens]
+        vector = model.tokens.embed(cast(str, token))
     else:
-        vectors = [tuple(Fraction(c) for c in t) for t in tokens]
+        vector = tuple(Fraction(c) for c in token)
     pe = model.positional_encoding
     if pe is None:
-        return vectors
-    if len(tokens) > len(pe):
-        raise ValueError(f"input length {len(tokens)} exceeds the positional encoding's {len(pe)} positions")
-    return [tuple(r.saturate(a + b) for a, b in zip(v, pe[i])) for i, v in enumerate(vectors)]
+        return vector
+    return tuple(r.saturate(a + b) for a, b in zip(vector, pe[position]))
 
 
 def attention_head(head: Head, z: list[Vector], r: _Counter) -> HeadTrace:
@@ -107,6 +118,10 @@ def attention_head(head: Head, z: list[Vector], r: _Counter) -> HeadTrace:
     rounded_terms = head.scoring == "softmax" and isinstance(r.arith, Fixed) and r.arith.rounded_terms
     queries = [] if uniform else [affine(head.query, zi, head.query_bias, r) for zi in z]
     keys = [] if uniform else [affine(head.key, zi, head.key_bias, r) for zi in z]
+    rotated = head.positional == "rope" and not uniform
+    if rotated:
+        queries = [rotate(head, q, p, r) for p, q in enumerate(queries)]
+        keys = [rotate(head, k, p, r) for p, k in enumerate(keys)]
     values = [affine(head.value, zi, head.value_bias, r) for zi in z]
     scores: list[list[Fraction | None]] = []
     weights: list[list[Fraction]] = []
@@ -137,7 +152,34 @@ def attention_head(head: Head, z: list[Vector], r: _Counter) -> HeadTrace:
         scores.append(row)
         weights.append(scaled)
         outputs.append(out)
-    return HeadTrace(scores, weights, outputs)
+    return HeadTrace(scores, weights, outputs, queries if rotated else None, keys if rotated else None)
+
+
+def rotation(arith: Fixed, frequency: Frequency, position: int) -> tuple[Fraction, Fraction]:
+    """(cos, sin) of ``frequency`` at stream position ``position``: the table entries, saturated."""
+    cos, sin = (rotation_entry(frequency, position, arith.frac, sine) for sine in (False, True))
+    return arith.saturate(Fraction(cos, arith.scale)), arith.saturate(Fraction(sin, arith.scale))
+
+
+def rotate(head: Head, x: Vector, position: int, r: _Counter) -> Vector:
+    """RoPE: pair (a, b) of ``x`` becomes (round(x_a·c − x_b·s), round(x_a·s + x_b·c)), (c, s) the rounded table
+    entries of the pair's frequency at the stream position (fixed arithmetic only)."""
+    arith = r.arith
+    if not isinstance(arith, Fixed):
+        raise UnsupportedInMode(ROPE_IN_EXACT)
+    assert head.rope is not None
+    out = list(x)
+    for frequency, (a, b) in zip(head.rope.frequencies, head.rope.pairs(len(x))):
+        c, s = rotation(arith, frequency, position)
+        out[a] = r.round(x[a] * c - x[b] * s)
+        out[b] = r.round(x[a] * s + x[b] * c)
+    return tuple(out)
+
+
+ROPE_IN_EXACT = (
+    "RoPE rotates by cos and sin of θ·p, which are irrational; exact arithmetic cannot represent them. Use "
+    "arithmetic: fixed (rotation tables rounded to the grid, docs/semantics.md)"
+)
 
 
 def layer_norm(norm: LayerNorm, z: list[Vector], r: _Counter) -> list[Vector]:
@@ -165,21 +207,23 @@ def attention_layer(layer: AttentionLayer, z: list[Vector], r: _Counter, trace: 
     else:
         heads = [attention_head(h, z, r) for h in layer.heads]
     trace.heads = heads
-    projected: list[Vector] = []
-    for i in range(len(z)):
-        coords = []
-        for c, bias in enumerate(layer.output_bias):
-            total = bias + sum(
-                (w * x for head, ht in zip(layer.heads, heads) for w, x in zip(head.output[c], ht.output[i])),
-                Fraction(0),
-            )
-            coords.append(r.round(total))
-        projected.append(tuple(coords))
+    projected = [project_heads(layer, [ht.output[i] for ht in heads], r) for i in range(len(z))]
     trace.attention_output = projected
-    out = _residual(z, projected, layer.residual, r)
+    out = residual(z, projected, layer.residual, r)
     if layer.norm is not None and not layer.norm_first:  # post-LN: LN(z + attn(z))
         out = trace.attention_norm = layer_norm(layer.norm, out, r)
     return out
+
+
+def project_heads(layer: AttentionLayer, outputs: Sequence[Vector], r: _Counter) -> Vector:
+    """One position's attention output o_i = round(Σ_h W_O^h head^h_i + b_O) from its heads' outputs."""
+    return tuple(
+        r.round(
+            bias
+            + sum((w * x for head, out in zip(layer.heads, outputs) for w, x in zip(head.output[c], out)), Fraction(0))
+        )
+        for c, bias in enumerate(layer.output_bias)
+    )
 
 
 def activation(name: str, h: Fraction, r: _Counter) -> Fraction:
@@ -197,14 +241,15 @@ def feed_forward(ff: FeedForward, z: list[Vector], r: _Counter, trace: BlockTrac
         inputs = trace.feed_forward_norm = layer_norm(ff.norm, z, r)
     hidden = [tuple(activation(ff.activation, h, r) for h in affine(ff.w1, zi, ff.b1, r)) for zi in inputs]
     trace.hidden = hidden
-    out = _residual(z, [affine(ff.w2, h, ff.b2, r) for h in hidden], ff.residual, r)
+    out = residual(z, [affine(ff.w2, h, ff.b2, r) for h in hidden], ff.residual, r)
     if ff.norm is not None and not ff.norm_first:  # post-LN: LN(z + ff(z))
         out = trace.feed_forward_norm = layer_norm(ff.norm, out, r)
     return out
 
 
-def _residual(z: list[Vector], update: list[Vector], residual: bool, r: _Counter) -> list[Vector]:
-    if not residual:
+def residual(z: list[Vector], update: list[Vector], add: bool, r: _Counter) -> list[Vector]:
+    """z + update, saturated (``add``: the sublayer is residual), or the update alone."""
+    if not add:
         return update
     return [tuple(r.saturate(a + b) for a, b in zip(zi, ui)) for zi, ui in zip(z, update)]
 

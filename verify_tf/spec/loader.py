@@ -16,9 +16,29 @@ from ..builders.constructs import constructions
 from ..builders.files import ModelFileError, load_model
 from ..builders.inline import build_inline
 from ..builders.random_model import LAYERNORMS, RandomConfig, random_model
-from ..domain import MAX_GRID_TOKENS, MAX_GRID_VALUES, MAX_LENGTH, Domain, GridDomain, StringDomain, magnitude
+from ..domain import (
+    GRID_HINT,
+    MAX_GRID_TOKENS,
+    MAX_GRID_VALUES,
+    MAX_LENGTH,
+    Domain,
+    GridDomain,
+    StringDomain,
+    magnitude,
+    unrepresentable_grid_value,
+)
 from ..engines import names as engine_names
-from ..ir import ACTIVATIONS, POSITIONALS, SCORINGS, AlphabetTokens, GridTokens, Model, validate_shapes
+from ..ir import (
+    ACTIVATIONS,
+    ALIBI_DISTANCES,
+    POSITIONALS,
+    ROPE_PAIRINGS,
+    SCORINGS,
+    AlphabetTokens,
+    GridTokens,
+    Model,
+    validate_shapes,
+)
 from ..numbers import MAX_DIGITS, TooLarge, check_size
 from ..properties import Property, load as load_property, names as property_names
 from ..schema.dsl import (
@@ -41,7 +61,6 @@ from ..schema.errors import MissingDependency, OptionError, SpecError
 from ..schema.yamlnodes import Node, parse_yaml
 from ..semantics import Arithmetic, Exact, Fixed
 from ..semantics.arithmetic import ATTENTION_ROUNDINGS
-from ..symbolic.deviation import igelu_deviation_note
 from ..userfiles import UserFileError, read_user_text
 from ..work import MAX_TIMEOUT
 
@@ -121,6 +140,31 @@ def _check_table(value, node, ctx, path):
     return value
 
 
+ROPE = Obj(
+    {
+        "base": Field(Number("θ_k = base^(-2k/d), RoPE's standard frequencies (default 10000)", positive=True)),
+        "turns": Field(ListOf(Number(), "θ_k = 2π·t_k exactly, one per coordinate pair")),
+        "radians": Field(ListOf(Number(), "θ_k in radians, one per coordinate pair")),
+        "pairing": Field(
+            String("half: pairs (k, k + d/2), Llama's rotate_half; interleaved: (2k, 2k + 1)", ROPE_PAIRINGS),
+            default="half",
+        ),
+    },
+    "RoPE: q and k rotated by θ_k·p at stream position p (docs/semantics.md, RoPE)",
+    exclusive=[("base", "turns", "radians")],
+)
+
+ALIBI = Obj(
+    {
+        "slope": Field(Number("m >= 0; default: the head's standard geometric slope 2^(-8h/n)", minimum=Fraction(0))),
+        "distance": Field(
+            String("causal: m·(j - i); symmetric: -m·|i - j| (docs/semantics.md, ALiBi)", ALIBI_DISTANCES),
+            default="causal",
+        ),
+    },
+    "ALiBi: the slope times the distance added to the scores",
+)
+
 HEAD = Obj(
     {
         "scoring": Field(String("how logits become weights", SCORINGS), default="softmax"),
@@ -135,6 +179,8 @@ HEAD = Obj(
         "value-bias": Field(ListOf(Number(), "b_V (v)")),
         "rpe-bias": Field(_rel_table_schema("RPE bias B[j-i] added to the logits")),
         "urpe-c": Field(_rel_table_schema("URPE Toeplitz C[j-i] multiplied into the normalised weights")),
+        "rope": Field(ROPE),
+        "alibi": Field(ALIBI),
     },
     "one attention head",
 )
@@ -219,6 +265,13 @@ RANDOM = Obj(
         "activation": Field(String(choices=ACTIVATIONS), default="relu"),
         "layernorm": Field(String("LayerNorm on every sublayer: pre-LN, post-LN or none", LAYERNORMS), default="none"),
         "final-norm": Field(Boolean("a LayerNorm after the last block"), default=False),
+        "rope-base": Field(Number("positional: rope: θ_k = base^(-2k/d)", positive=True), default=Fraction(10000)),
+        "rope-pairing": Field(String("positional: rope: coordinate pairs", ROPE_PAIRINGS), default="half"),
+        "alibi-slopes": Field(
+            String("positional: alibi: slopes drawn on the weight grid, or the standard ones", ("random", "standard")),
+            default="random",
+        ),
+        "alibi-distance": Field(String("positional: alibi", ALIBI_DISTANCES), default="causal"),
     },
     "a seeded random model with exact dyadic weights",
 )
@@ -244,6 +297,10 @@ TORCH_ARCHITECTURE = Obj(
         ),
         "scoring": Field(String("how the imported heads normalise logits", SCORINGS), default="softmax"),
         "causal": Field(Boolean("the model was trained with a causal mask"), default=False),
+        "rope-base": Field(
+            Number("RoPE: frequencies base^(-2k/d_head), checked against the state dict's inv_freq", positive=True),
+            default=Fraction(10000),
+        ),
         "activation": Field(
             String(
                 "feed-forward activation: relu, or i-gelu (I-BERT's integer polynomial) for a "
@@ -347,6 +404,10 @@ def _random_model(section: dict[str, Any], node: Node, ctx: Context, path: str) 
         activation=r["activation"],
         layernorm=r["layernorm"],
         final_norm=r["final-norm"],
+        rope_base=r["rope-base"],
+        rope_pairing=r["rope-pairing"],
+        alibi_slopes=r["alibi-slopes"],
+        alibi_distance=r["alibi-distance"],
     )
     return random_model(config)
 
@@ -394,7 +455,7 @@ def _tracr_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
         return import_tracr(
             section["tracr"],
             snap=section["snap"] is not False,
-            attention=section["attention"] or "hardmax",
+            attention=section["attention"] or "float",
             quantize=quantize,
             name=section["name"] or None,
         )
@@ -514,9 +575,10 @@ def model_schema(description: str = "the transformer") -> Obj:
         ),
         "attention": Field(
             String(
-                "tracr: how to read its softmax attention (hardmax is exact; softmax is the "
-                "fixed-point reading and needs quantize)",
-                ("hardmax", "softmax"),
+                "tracr: which reading of its softmax attention to prove: float (default: the float32 model "
+                "as compiled; rasp-equivalence), hardmax (tracr's intended computation) or softmax (a "
+                "fixed-point reading; needs quantize)",
+                ("float", "hardmax", "softmax"),
             )
         ),
         "quantize": Field(QUANTIZE),
@@ -678,14 +740,9 @@ def _domain(value: dict, model: Model, arith: Arithmetic, ctx: Context) -> Domai
             domain = GridDomain(
                 dim, tuple(sorted(domain.values + (extra,))), domain.length, domain.distinct_tokens, (extra,)
             )
-        bad = [v for v in domain.values if not arith.representable(v)]
-        if bad:
-            raise ctx.error(
-                g["__node__"],
-                "domain.grid",
-                f"grid value {bad[0]} is not representable in {arith.describe()}",
-                "in fixed arithmetic use a power-of-two step",
-            )
+        unrepresentable = unrepresentable_grid_value(domain, arith)
+        if unrepresentable is not None:
+            raise ctx.error(g["__node__"], "domain.grid", unrepresentable, GRID_HINT)
         tokens = len(domain.values) ** domain.dim  # by formula: never list the tokens here
         if domain.distinct_tokens and domain.length > tokens:
             raise ctx.error(
@@ -827,6 +884,16 @@ def load_spec(path: str | Path) -> Spec:
     return load_spec_text(text, str(path), path.resolve().parent)
 
 
+def _igelu_note(model: Model, arith: Arithmetic, domain: Domain | None) -> str | None:
+    """The i-GELU deviation note of a model with i-GELU feed-forwards (``symbolic.deviation``: interval bounds
+    and a search, imported for such models only), None for any other model."""
+    if not any(b.feed_forward is not None and b.feed_forward.activation == "i-gelu" for b in model.blocks):
+        return None
+    from ..symbolic.deviation import igelu_deviation_note
+
+    return igelu_deviation_note(model, arith, domain)
+
+
 def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None) -> Spec:
     ctx = Context(
         file, base_dir or Path.cwd(), model_section=lambda node, c, path: model_schema().validate(node, c, path)
@@ -843,7 +910,7 @@ def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None
     arith = _arithmetic(data["arithmetic"], root.value.get("arithmetic", root), ctx)
     _check_model_in_arithmetic(model, arith, root.value["model"], ctx)
     domain = _domain(data["domain"], model, arith, ctx) if data["domain"] is not None else None
-    note = igelu_deviation_note(model, arith, domain)
+    note = _igelu_note(model, arith, domain)
     if note is not None:
         model = replace(model, notes=model.notes + (note,))
     properties = []
@@ -946,6 +1013,14 @@ def _check_model_in_arithmetic(model: Model, arith: Arithmetic, node: Node, ctx:
                     f"model.{where}",
                     "softmax is not exactly representable in exact arithmetic",
                     "use arithmetic: fixed (an exp table, docs/semantics.md), or hardmax/uniform scoring",
+                )
+            if head.positional == "rope" and head.scoring != "uniform":
+                where = f"layers[{layer}].attention.heads[{head_index}].positional"
+                raise ctx.error(
+                    node.find(where),
+                    f"model.{where}",
+                    "RoPE rotates by cos and sin of θ·p, which are irrational: exact arithmetic cannot represent them",
+                    "use arithmetic: fixed (rotation tables rounded to the grid, docs/semantics.md 'RoPE')",
                 )
         return
     for name, value in model.parameters():

@@ -35,6 +35,7 @@ import z3
 from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Head, LayerNorm, Matrix, Model, Vector
 from ..semantics.arithmetic import SATURATING_EXPONENT, Arithmetic, Exact, Fixed
 from ..semantics.exp_table import exp_bracket, exp_table
+from ..semantics.interpreter import ROPE_IN_EXACT, rotation
 from ..semantics.nonlinear import IGELU_A, IGELU_B, IGELU_CLIP, IGELU_K, igelu, igelu_bounds, normalized_bound
 from .bounds import interval_hull
 from .inputs import SymbolicInput, SymToken
@@ -136,6 +137,9 @@ def encode_attention_head(head: Head, z: list[SymVector], r: Rounding) -> SymHea
     rounded_terms = head.scoring == "softmax" and isinstance(r.arith, Fixed) and r.arith.rounded_terms
     queries = [] if uniform else [encode_affine(head.query, zi, head.query_bias, r) for zi in z]
     keys = [] if uniform else [encode_affine(head.key, zi, head.key_bias, r) for zi in z]
+    if head.positional == "rope" and not uniform:
+        queries = [encode_rotation(head, q, p, r) for p, q in enumerate(queries)]
+        keys = [encode_rotation(head, k, p, r) for p, k in enumerate(keys)]
     values = [encode_affine(head.value, zi, head.value_bias, r) for zi in z]
     scores: list[list[Sym | None]] = []
     weights: list[list[Sym | None]] = []
@@ -165,6 +169,20 @@ def encode_attention_head(head: Head, z: list[SymVector], r: Rounding) -> SymHea
         scores.append(row)
         outputs.append(tuple(r.round(p) for p in pre))
     return SymHeadTrace(scores, weights, outputs)
+
+
+def encode_rotation(head: Head, x: SymVector, position: int, r: Rounding) -> SymVector:
+    """interpreter.rotate: each pair (a, b) becomes (round(x_a·c − x_b·s), round(x_a·s + x_b·c)) with the rotation
+    table's constants (c, s) at the stream position."""
+    if not isinstance(r.arith, Fixed):
+        raise NotEncodable(ROPE_IN_EXACT)
+    assert head.rope is not None
+    out = list(x)
+    for frequency, (a, b) in zip(head.rope.frequencies, head.rope.pairs(len(x))):
+        c, s = rotation(r.arith, frequency, position)
+        out[a] = r.round(r.builder.linear([(c, x[a]), (-s, x[b])], Fraction(0)))
+        out[b] = r.round(r.builder.linear([(s, x[a]), (c, x[b])], Fraction(0)))
+    return tuple(out)
 
 
 def _average_row(
@@ -547,18 +565,24 @@ def encode_attention_layer(
     else:
         heads = [encode_attention_head(h, z, r) for h in layer.heads]
     trace.heads = heads
-    projected: list[SymVector] = []
-    for i in range(len(z)):
-        coords = []
-        for c, bias in enumerate(layer.output_bias):
-            pairs = [(w, x) for head, ht in zip(layer.heads, heads) for w, x in zip(head.output[c], ht.output[i])]
-            coords.append(r.round(r.builder.linear(pairs, bias)))
-        projected.append(tuple(coords))
+    projected = [encode_project_heads(layer, [ht.output[i] for ht in heads], r) for i in range(len(z))]
     trace.attention_output = projected
-    out = _residual(z, projected, layer.residual, r)
+    out = encode_residual(z, projected, layer.residual, r)
     if layer.norm is not None and not layer.norm_first:
         out = trace.attention_norm = encode_layer_norm(layer.norm, out, r)
     return out
+
+
+def encode_project_heads(layer: AttentionLayer, outputs: Sequence[SymVector], r: Rounding) -> SymVector:
+    """One position's attention output o_i = round(Σ_h W_O^h head^h_i + b_O) from its heads' outputs."""
+    return tuple(
+        r.round(
+            r.builder.linear(
+                [(w, x) for head, out in zip(layer.heads, outputs) for w, x in zip(head.output[c], out)], bias
+            )
+        )
+        for c, bias in enumerate(layer.output_bias)
+    )
 
 
 def encode_feed_forward(ff: FeedForward, z: list[SymVector], r: Rounding, trace: SymBlockTrace) -> list[SymVector]:
@@ -568,14 +592,15 @@ def encode_feed_forward(ff: FeedForward, z: list[SymVector], r: Rounding, trace:
     trace.hidden_input = [encode_affine(ff.w1, zi, ff.b1, r) for zi in inputs]
     hidden = [tuple(encode_activation(ff.activation, h, r) for h in pre) for pre in trace.hidden_input]
     trace.hidden = hidden
-    out = _residual(z, [encode_affine(ff.w2, h, ff.b2, r) for h in hidden], ff.residual, r)
+    out = encode_residual(z, [encode_affine(ff.w2, h, ff.b2, r) for h in hidden], ff.residual, r)
     if ff.norm is not None and not ff.norm_first:
         out = trace.feed_forward_norm = encode_layer_norm(ff.norm, out, r)
     return out
 
 
-def _residual(z: list[SymVector], update: list[SymVector], residual: bool, r: Rounding) -> list[SymVector]:
-    if not residual:
+def encode_residual(z: list[SymVector], update: list[SymVector], add: bool, r: Rounding) -> list[SymVector]:
+    """z + update, saturated (``add``: the sublayer is residual), or the update alone."""
+    if not add:
         return update
     return [tuple(r.saturate(r.builder.add(a, u)) for a, u in zip(zi, ui)) for zi, ui in zip(z, update)]
 

@@ -152,6 +152,7 @@ def _zero_head(head: Head, dim: int) -> Head:
         value_bias=zeros(m),
         rpe_bias=zero_table(head.rpe_bias),
         urpe_c=zero_table(head.urpe_c),
+        alibi=replace(head.alibi, slope=Fraction(0)) if head.alibi is not None else None,  # slope 0: rows as computed
     )
 
 

@@ -116,16 +116,21 @@ def _attention_step(query: _Query, layer: AttentionLayer, dim: int) -> None:
         query.tokenwise(f"k{h}", head.key_dim, z)  # the keys: constrained, not referred to again
         v = query.tokenwise(f"v{h}", head.value_dim, z)
         allowed = {i: [j for j in range(total) if not (head.causal and j > i)] for i in range(total)}
-        bias_radius = head.rpe_bias.radius if head.rpe_bias is not None else 0
+        # ALiBi's m·(j − i) is one RPE table among all (a free entry per offset: every slope, every distance)
+        bias_radius = total - 1 if head.positional == "alibi" else head.rpe_bias.radius if head.rpe_bias else 0
         bias = {o: z3.Real(f"B{h}[{o}]") for o in range(-bias_radius, bias_radius + 1)}
 
         def bias_at(offset: int) -> z3.ArithRef:
-            if head.positional == "standard" or head.rpe_bias is None:
+            if head.positional not in ("rpe", "urpe", "alibi") or (
+                head.rpe_bias is None and head.positional != "alibi"
+            ):
                 return z3.RealVal(0)
             return bias[max(-bias_radius, min(bias_radius, offset))]
 
         scores = {(i, j): z3.Real(f"s{h}[{i}][{j}]") for i in range(total) for j in allowed[i]}
-        for j in range(total):  # the score is a function of (q_i, k_j, B[j-i])
+        # the score is a function of (q_i, k_j, B[j-i]); RoPE rotates q_i and k_j by their absolute positions, and
+        # its rounded rotations are no function of j − i: each score of a RoPE head is left free
+        for j in range(total) if head.positional != "rope" else ():
             rows = [i for i in range(total) if j in allowed[i]]
             for i, i2 in itertools.combinations(rows, 2):
                 query.solver.add(

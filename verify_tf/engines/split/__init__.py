@@ -1,39 +1,43 @@
 """Engine ``split``: complete branch and bound over the input domain.
 
 The domain (one root cube per input length, ``cubes.roots``) is split into cubes, products of per-position,
-per-coordinate index ranges (``cubes.SplitCube``). Each cube is
+per-coordinate index ranges (``cubes.SplitCube``). Rounds of cubes go out as work units (``batch.cube_batch``: a
+batch of cubes of one length), where each cube is
 
-* **enumerated exactly** when it has at most ``Limits.enumerate_at`` inputs (the batched evaluator and the
-  property's ``batched_violations``; the reference interpreter where the batched evaluator cannot run the
-  model exactly);
-* otherwise **bounded** (``verify_tf.bounds.cube_bounds``: exact Fraction intervals of every stage) and
-  decided by the property's ``decide_on_bounds`` hook: ``holds`` closes the cube, ``violated`` (every input
-  of the cube violates) hands a member to the replay, ``open`` goes on;
-* handed to **SMT** when it has at most ``Limits.smt_at`` inputs (the property's own solver queries of that
-  length, the input variables restricted to the cube's index ranges): ``unsat`` closes it, ``sat`` is
-  replayed, anything else splits it;
-* otherwise **split** in two on its widest (position, coordinate) range; the member nearest each split
-  cube's center is evaluated on the way (a concrete candidate: replayed if it violates).
+* **enumerated exactly** when it is small (``Limits.enumerate_at``) or when the **adaptive leaf policy**
+  (``leaves.py``) predicts, from this run's measured enumeration rate, bound cost and closing rate per volume,
+  that enumerating it is cheaper than its expected subtree;
+* otherwise **bounded** together with the rest of its batch: the linear domain (``verify_tf.linear``: intervals
+  and linear forms of every stage, exact integers) in one vectorised call, or exact intervals cube by cube where
+  that domain refuses the model (``bounder.py``); the property's ``decide_on_bounds`` closes it (``holds``), hands
+  a member to the replay (``violated``: every input violates) or leaves it open;
+* **attacked** when open: its corners under the linear bound and its center are evaluated exactly, all open
+  cubes of the batch in one call;
+* handed to **SMT** when configured (``Limits.smt_at``), else **split** on its widest range, ties (every
+  coordinate starts with the same number of values) broken by the largest linear coefficient × width.
 
-A batch of cubes is one work unit (``cube_batch``, plain data in and out), so ``-j`` and every executor
-apply; the driver keeps the open cubes depth-first (a bounded queue), checks the deadline between rounds,
-replays every candidate on the reference interpreter before reporting it, and shows the closed share of the
-domain (by volume) as progress. ``proved`` only when every cube was closed by sound bounds, exact enumeration
-or ``unsat``; floats are used only to order cubes. Contextual mapping (a distinct-values property) is in
-``distinct.py``: a two-copy split over pairs of cubes.
+The driver keeps the open cubes **best-first by the property's score** (how far its bounds reach past the
+property: refutations are found where they are likeliest) while fewer than ``Limits.best_first`` are open, then
+depth-first (bounded memory); it recomputes the leaf policy after every round, checks the deadline between rounds,
+replays every candidate on the reference interpreter before reporting it, and shows the closed share of the domain
+(by volume) as progress. ``proved`` only when every cube was closed by sound bounds (no float decides any),
+exact enumeration or ``unsat``. Contextual mapping (a distinct-values property) is in ``distinct.py``: a two-copy
+split over pairs of cubes.
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from ...bounds import Bounds, Cube
 from ...contract import HOLDS, Task
 from ...ir import Model
 from ...verdict import Verdict
 from ..base import Run
 from ..cost import EXHAUSTIVE, Estimate, Prediction
-from .cubes import whole_bounds
+
+if TYPE_CHECKING:
+    from ...bounds import Bounds
 
 ENGINE = "split"
 ROLE = EXHAUSTIVE
@@ -57,6 +61,9 @@ def predict(task: Task, estimate: Estimate) -> Prediction:
     space = estimate.space
     if not task.prop.defines("decide_on_bounds") or space is None or space.order != "all":
         return Prediction(ENGINE, math.inf, "no bounds decision for this property")
+    from ...bounds import Cube  # the interval bounds: only for a property they may decide
+    from .cubes import whole_bounds
+
     analysis = len(space.lengths) * BOUNDS_COST * estimate.macs * estimate.calibration.interpret_mac
     if analysis > estimate.remaining / 10:  # the budget is the user's: the choice must not spend it
         return Prediction(ENGINE, math.inf, "the domain's bounds are too costly to analyse within the budget")

@@ -64,6 +64,20 @@ class SplitCube:
                     best, where = score, (p, c)
         return where
 
+    def most_influential(self, scores: np.ndarray) -> tuple[int, int] | None:
+        """The widest splittable (position, coordinate), ties broken by the larger score (``scores[p, c]``: a
+        bound's linear coefficient on it times its width); None for a point. (The score alone, without the
+        width first, grew Knuth's tree estimate twentyfold on a 4-head softmax model: a coefficient says nothing
+        of the relaxations' gaps, which shrink with every range's width; docs/performance.md.)"""
+        best: tuple[int, float] | None = None
+        where = None
+        for p, position in enumerate(self.ranges):
+            for c, (a, b) in enumerate(position):
+                key = (b - a + 1, float(scores[p, c]))
+                if b > a and (best is None or key > best):
+                    best, where = key, (p, c)
+        return where
+
     def halves(self, p: int, c: int) -> tuple[SplitCube, SplitCube]:
         """The two cubes of range (p, c) cut at its middle: together exactly this cube, no input in both."""
         a, b = self.ranges[p][c]
@@ -184,9 +198,15 @@ def decode(space: InputSpace, row: np.ndarray) -> tuple[Token, ...]:
 class Limits:
     """How the engine splits (plain data, part of every unit)."""
 
-    enumerate_at: int = 4096  # cubes with at most this many inputs are enumerated exactly ...
-    enumerate_max: int = 1 << 18  # ... raised up to this while bounds close nothing (see ``check_each_input``)
+    enumerate_at: int = 64  # cubes with at most this many inputs are always enumerated exactly
+    adaptive: bool = True  # above it, enumerate where the measured rates say that is cheaper (``leaves.py``)
     smt_at: int = 0  # cubes with at most this many inputs (and more than enumerate_at) go to SMT; 0: never
     smt_seconds: float = 2.0  # per SMT leaf (an unknown answer splits the cube instead)
-    batch: int = 16  # cubes per work unit, at most
-    queue: int = 1 << 20  # open cubes held at most (depth-first keeps it far below)
+    batch: int = 256  # cubes per work unit, at most
+    queue: int = 1 << 20  # open cubes held at most
+    best_first: int = 1 << 16  # best-first by the property's score while fewer cubes are open, then depth-first
+    attack: bool = True  # evaluate each open cube's corners under its linear bound
+    linear: bool = True  # the linear domain where it models the network (False: exact intervals only)
+
+
+DISTINCT_LIMITS = Limits(enumerate_at=4096)  # contextual mapping's leaf cubes (distinct.py), when none are given

@@ -2,244 +2,29 @@
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import z3
 
-from ...batched import Unsupported
-from ...bounds import Bounds, cube_bounds
-from ...contract import DISTINCT_VALUES, HOLDS, VIOLATED, Task
+from ...contract import DISTINCT_VALUES, HOLDS, OPEN, VIOLATED, Task, Witness
 from ...ir import Model
 from ...semantics import Fixed
 from ...spaces import InputSpace
-from ...symbolic.solve import decode as decode_answer, input_variables, solve
-from ...symbolic.values import Builder, NotEncodable
 from ...verdict import Evidence, Verdict
 from ...witness import ReplayMismatch
-from ...work import CONTINUE, STOP, Deadline, DeadlineExpired, UnitError, WorkUnit, schedule
+from ...work import CONTINUE, STOP, UnitError, WorkUnit, schedule
 from ..base import ProgressEvent, Run, proved, refuted, replayed, unit_failed, unknown
 from ..evaluators import Evaluators
-from .cubes import Limits, SplitCube, bounds_cube, center_row, coordinate_sizes, roots, rows, whole_bounds
+from .batch import PHASES, BatchResult, Outcome, cube_batch, flag_violations
+from .cubes import DISTINCT_LIMITS, Limits, SplitCube, coordinate_sizes, member_mask, roots
 from .distinct import check_distinct
+from .leaves import LeafPolicy, Rates
 
 ENGINE = "split"
-PHASES = ("bounds", "enumeration", "smt", "candidates")
-
-
-@dataclass
-class Outcome:
-    """What happened to one cube (plain data: it may come back from another process)."""
-
-    cube: SplitCube
-    how: str  # bounds | enumeration | smt | split | refuted | open
-    children: list[tuple[float, SplitCube]] = field(default_factory=list)  # (priority, cube): higher first
-    candidate: tuple[Any, ...] | None = None  # refuted: the input (tokens) to replay
-    plan: Any = None  # refuted by smt: the query plan (the property replays the decoded answer)
-    decoded: Any = None
-    claim: str = ""
-    note: str = ""  # open: why (timeout, not encodable, ...)
-    bounded: bool = False  # whether its bounds were computed
-
-
-@dataclass
-class BatchResult:
-    outcomes: list[Outcome]
-    seconds: dict[str, float]
-    bounded: list[tuple[int, bool]] = field(default_factory=list)  # per bounded cube: (volume, closed by them)
-
-
-# ---------------------------------------------------------------- one work unit
-
-
-def cube_batch(
-    task: Task,
-    space: InputSpace,
-    cubes: list[SplitCube],
-    limits: Limits,
-    *,
-    deadline: Deadline,
-    cancelled: Callable[[], bool],
-    report: Callable[[str], None],
-) -> BatchResult:
-    """Bound, decide, enumerate, solve or split each cube of the batch (a work unit)."""
-    seconds = dict.fromkeys(PHASES, 0.0)
-    outcomes: list[Outcome] = []
-    evaluators = Evaluators(task, space)
-    split_rows: list[tuple[int, np.ndarray]] = []
-    for cube in cubes:
-        if deadline.expired() or cancelled():
-            outcomes.append(Outcome(cube, "open", note="timeout" if deadline.expired() else "cancelled"))
-            continue
-        outcome = _one_cube(task, space, cube, limits, evaluators, seconds, deadline, cancelled)
-        outcomes.append(outcome)
-        if outcome.how == "split":
-            row = center_row(space, cube)
-            if row is not None:
-                split_rows.append((len(outcomes) - 1, row))
-    if split_rows and not deadline.expired():
-        start = time.perf_counter()
-        for length in sorted({row.shape[1] for _, row in split_rows}):  # one batched call per input length
-            same = [(index, row) for index, row in split_rows if row.shape[1] == length]
-            candidates = np.concatenate([row for _, row in same])
-            flagged = _flag(task, space, evaluators, candidates)
-            hit = next((k for k in range(len(same)) if flagged[k]), None)
-            if hit is not None:
-                index = same[hit][0]
-                outcomes[index] = Outcome(
-                    outcomes[index].cube,
-                    "refuted",
-                    candidate=space.decode(candidates[hit]),
-                    claim="the center of a cube violates the property",
-                )
-                break
-        seconds["candidates"] += time.perf_counter() - start
-    return BatchResult(outcomes, seconds, [(o.cube.volume(), o.how == "bounds") for o in outcomes if o.bounded])
-
-
-def _flag(task: Task, space: InputSpace, evaluators: Evaluators, batch: np.ndarray) -> np.ndarray:
-    """Which rows violate: the property's exact batched check, or the interpreter where that cannot run."""
-    if task.prop.defines("batched_violations"):
-        try:
-            return np.asarray(task.prop.batched_violations(task, evaluators, batch)[0], dtype=bool)
-        except Unsupported:
-            pass
-    return np.array([task.prop.violation(task, space.decode(row)) is not None for row in batch], dtype=bool)
-
-
-def _one_cube(
-    task: Task,
-    space: InputSpace,
-    cube: SplitCube,
-    limits: Limits,
-    evaluators: Evaluators,
-    seconds: dict[str, float],
-    deadline: Deadline,
-    cancelled: Callable[[], bool],
-) -> Outcome:
-    if cube.volume() <= limits.enumerate_at:
-        start = time.perf_counter()
-        members = rows(space, cube)
-        flagged = _flag(task, space, evaluators, members) if len(members) else np.zeros(0, dtype=bool)
-        seconds["enumeration"] += time.perf_counter() - start
-        hits = np.flatnonzero(flagged)
-        if len(hits):
-            return Outcome(
-                cube,
-                "refuted",
-                candidate=space.decode(members[int(hits[0])]),
-                claim="the batched evaluator flags a violation in an enumerated cube",
-            )
-        return Outcome(cube, "enumeration")
-    score = 0.0
-    exact = bounds_cube(space, cube)
-    memo: dict[int, Bounds] = {}
-
-    def bounds_of(model: Model | None = None) -> Bounds:  # computed only when the property's rule asks
-        model = task.model if model is None else model
-        if id(model) not in memo:  # a root cube's were likely computed already, by auto's prediction
-            bound = whole_bounds if cube.depth == 0 else cube_bounds
-            memo[id(model)] = bound(model, task.arithmetic, exact)
-        return memo[id(model)]
-
-    start = time.perf_counter()
-    decision = task.prop.decide_on_bounds(task, bounds_of)
-    if decision is not None:  # None: the property has no bounds rule
-        status, score = decision
-        seconds["bounds"] += time.perf_counter() - start
-        if status == HOLDS:
-            return Outcome(cube, "bounds", bounded=True)
-        if status == VIOLATED:
-            row = center_row(space, cube)
-            if row is not None:
-                return Outcome(
-                    cube,
-                    "refuted",
-                    candidate=space.decode(row[0]),
-                    bounded=True,
-                    claim="the cube's bounds lie outside the property for every input",
-                )
-    note = ""
-    if limits.smt_at and cube.volume() <= limits.smt_at and task.prop.defines("build_query"):
-        start = time.perf_counter()
-        outcome = _smt_leaf(task, space, cube, limits, deadline, cancelled)
-        seconds["smt"] += time.perf_counter() - start
-        if outcome.how != "open":
-            return outcome
-        note = outcome.note
-    where = cube.widest()
-    if where is None:  # a single input the bounds could not decide: enumerate it
-        start = time.perf_counter()
-        members = rows(space, cube)
-        flagged = _flag(task, space, evaluators, members) if len(members) else np.zeros(0, dtype=bool)
-        seconds["enumeration"] += time.perf_counter() - start
-        if flagged.any():
-            return Outcome(
-                cube, "refuted", candidate=space.decode(members[0]), claim="the batched evaluator flags a violation"
-            )
-        return Outcome(cube, "enumeration")
-    first, second = cube.halves(*where)
-    return Outcome(cube, "split", children=[(score, first), (score, second)], note=note, bounded=decision is not None)
-
-
-def _smt_leaf(
-    task: Task, space: InputSpace, cube: SplitCube, limits: Limits, deadline: Deadline, cancelled: Callable[[], bool]
-) -> Outcome:
-    """The property's solver queries of the cube's length, the inputs restricted to the cube: all unsat closes."""
-    plans = [plan for plan in task.prop.smt_queries(task) if plan.key[:1] == (cube.length,)]
-    if not plans:
-        return Outcome(cube, "open", note="no solver query of this length")
-    values, coordinates = coordinate_sizes(space)
-    for plan in plans:
-        budget = Deadline(min(limits.smt_seconds, deadline.remaining()))
-        builder = Builder(deadline=budget)
-        try:
-            query = task.prop.build_query(task, plan, builder)
-        except NotEncodable as exc:
-            return Outcome(cube, "open", note=f"not encodable: {exc}")
-        except DeadlineExpired:
-            return Outcome(cube, "open", note="timeout while encoding")
-        restriction = []
-        for inp in query.inputs:
-            if len(inp.index_terms) != cube.length * coordinates:
-                return Outcome(cube, "open", note="the query's inputs cannot be restricted to the cube")
-            ranges = [r for position in cube.ranges for r in position]
-            restriction += [
-                z3.And(term >= a, term <= b)
-                for term, (a, b) in zip(inp.index_terms, ranges)
-                if (a, b) != (0, values - 1)
-            ]
-        answer = solve(
-            query.assertions + restriction,
-            input_variables(query),
-            task.settings.solver,
-            budget.remaining(),
-            task.settings.seed,
-            task.settings.rlimit,
-            cancelled,
-        )
-        if answer.status == "sat":
-            decoded = decode_answer(query, answer)
-            if decoded is None:
-                return Outcome(cube, "open", note="sat without values for every input")
-            return Outcome(
-                cube,
-                "refuted",
-                plan=plan,
-                decoded=decoded,
-                claim=f"{answer.solver} finds a violation in the cube ({plan.name})",
-            )
-        if answer.status != "unsat":
-            return Outcome(cube, "open", note=f"{answer.solver} {answer.status} ({answer.reason})")
-    return Outcome(cube, "smt")
-
-
-# ---------------------------------------------------------------- the driver
+__all__ = ["ENGINE", "HOLDS", "OPEN", "VIOLATED", "Limits", "Tally", "check", "check_each_input"]
 
 
 def check(task: Task, run: Run, limits: Limits | None = None) -> Verdict:
@@ -247,7 +32,7 @@ def check(task: Task, run: Run, limits: Limits | None = None) -> Verdict:
     if refusal is not None:
         return unknown(task, run, ENGINE, refusal, [f"split: {refusal}"], {}, method="branch and bound")
     if task.prop.form == DISTINCT_VALUES:
-        return check_distinct(task, run, limits or Limits())
+        return check_distinct(task, run, limits or DISTINCT_LIMITS)
     return check_each_input(task, run, limits or Limits())
 
 
@@ -260,34 +45,75 @@ class Tally:
     max_depth: int = 0
     max_queue: int = 0
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    cpu: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     units: int = 0
-    near_leaf: list[int] = field(default_factory=lambda: [0, 0])  # bounded cubes near the leaf size, closed
-    enumerate_at: int = 0  # the enumeration size reached (when raised)
+    attacked: int = 0
+    rates: Rates = field(default_factory=Rates)
+    domains: set[str] = field(default_factory=set)
     leaves: list[SplitCube] | None = None  # every closed cube (kept only when asked, for tests)
 
     def as_dict(self) -> dict[str, Any]:
+        bounded = self.rates.bounded
         return {
             "cubes_created": self.created,
             "closed_by_bounds": self.closed["bounds"],
             "closed_by_enumeration": self.closed["enumeration"],
             "closed_by_smt": self.closed["smt"],
+            "cubes_bounded": bounded,
+            "bound_ms_per_cube": round(1000 * self.seconds["bounds"] / bounded, 3) if bounded else None,
+            "bound_cpu_ms_per_cube": round(1000 * self.cpu["bounds"] / bounded, 3) if bounded else None,
+            "enumerated_inputs": self.rates.enumerated,
+            "enumeration_inputs_per_second": (
+                round(self.rates.enumerated / self.seconds["enumeration"]) if self.seconds["enumeration"] else None
+            ),
+            "attack_rows": self.attacked,
+            "bound_domain": ", ".join(sorted(self.domains)) or "none",
             "max_depth": self.max_depth,
             "max_open_cubes": self.max_queue,
             "units": self.units,
             **{f"{phase}_seconds": round(value, 4) for phase, value in self.seconds.items()},
+            **{f"{phase}_cpu_seconds": round(value, 4) for phase, value in self.cpu.items()},
         }
+
+
+class _Queue:
+    """The open cubes: best-first by priority (the property's score) while fewer than ``limit`` are open, then
+    depth-first (the deepest first, bounded memory); the order switches by re-heaping."""
+
+    def __init__(self, limit: int):
+        self.limit, self.best_first = limit, True
+        self.heap: list[tuple[tuple[float, float], int, float, SplitCube]] = []
+        self.order = 0
+
+    def key(self, cube: SplitCube, priority: float) -> tuple[float, float]:
+        return (-priority, -cube.depth) if self.best_first else (-cube.depth, -priority)
+
+    def push(self, cube: SplitCube, priority: float) -> None:
+        heapq.heappush(self.heap, (self.key(cube, priority), self.order, priority, cube))
+        self.order += 1
+
+    def pop(self) -> tuple[SplitCube, float]:
+        _, _, priority, cube = heapq.heappop(self.heap)
+        return cube, priority
+
+    def rebalance(self) -> None:
+        best_first = len(self.heap) < self.limit
+        if best_first != self.best_first:
+            self.best_first = best_first
+            self.heap = [(self.key(c, p), o, p, c) for _, o, p, c in self.heap]
+            heapq.heapify(self.heap)
+
+    def __len__(self) -> int:
+        return len(self.heap)
 
 
 def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None = None) -> Verdict:
     space = task.prop.input_space(task)
     tally = tally or Tally()
-    queue: list[tuple[int, float, int, SplitCube]] = []  # (-depth, -priority, order, cube): depth first
-    order = 0
+    queue = _Queue(limits.best_first)
 
     def push(cube: SplitCube, priority: float, again: bool = False) -> None:
-        nonlocal order
-        heapq.heappush(queue, (-cube.depth, -priority, order, cube))
-        order += 1
+        queue.push(cube, priority)
         tally.created += 0 if again else 1
         tally.max_depth = max(tally.max_depth, cube.depth)
 
@@ -295,19 +121,27 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
         push(root, 0.0)
     total = sum(root.volume() for root in roots(space))
     closed_volume = 0
-    found: list[tuple[Outcome, dict[str, Any]]] = []
+    found: list[tuple[Outcome, Witness]] = []
     open_notes: list[str] = []
     errors: list[UnitError] = []
-    workers = run.executor.workers
+    workers = max(1, run.executor.workers)
+    sample = _calibrate(task, space, tally.rates)  # the enumeration rate, and a random sample checked on the way
+    if sample is not None:
+        found.append((sample, _replay(task, sample)))
+    policy = tally.rates.policy() if limits.adaptive else LeafPolicy()
 
     def on_result(unit: WorkUnit, result: BatchResult) -> str:
         nonlocal closed_volume
         for phase, value in result.seconds.items():
             tally.seconds[phase] += value
-        for volume, closed in result.bounded:
-            if volume <= 4 * current.enumerate_at:
-                tally.near_leaf[0] += 1
-                tally.near_leaf[1] += closed
+        for phase, value in result.cpu.items():
+            tally.cpu[phase] += value
+        rates = tally.rates
+        rates.record_bounds(result.seconds["bounds"], result.cpu.get("bounds", 0.0), result.bounded)
+        rates.record_enumeration(result.seconds["enumeration"], result.cpu.get("enumeration", 0.0), result.enumerated)
+        tally.attacked += result.attacked
+        if result.domain:
+            tally.domains.add(result.domain)
         for outcome in result.outcomes:
             if outcome.how in tally.closed:
                 tally.closed[outcome.how] += 1
@@ -331,43 +165,36 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
         )
         return CONTINUE
 
-    # where bounds close none of the (at least 16) cubes they saw near the leaf size, larger cubes are enumerated
-    # (x4 each time): bounds too loose for the property at this size cost time and save nothing, and
-    # enumeration is exact at any size
-    current = limits
     while queue and not found and not run.deadline.expired() and not errors:
         if len(queue) > limits.queue:
             break
-        per_unit = max(1, min(limits.batch, -(-len(queue) // workers)))
-        units = []
-        for k in range(max(1, workers)):
-            batch = [heapq.heappop(queue)[3] for _ in range(min(per_unit, len(queue)))]
-            if batch:
-                units.append(
-                    WorkUnit(
-                        f"split: {len(batch)} cubes (depth {batch[0].depth})",
-                        cube_batch,
-                        (task, space, batch, current),
-                        order=tally.units + k,
-                        weight=sum(c.volume() for c in batch),
-                    )
+        queue.rebalance()
+        units: list[WorkUnit] = []
+        for batch in _round(queue, limits, policy, tally.rates, workers, run.deadline.remaining()):
+            units.append(
+                WorkUnit(
+                    f"split: {len(batch)} cubes of length {batch[0].length} (depth {batch[0].depth})",
+                    cube_batch,
+                    (task, space, batch, limits, policy),
+                    order=tally.units + len(units),
+                    weight=sum(c.volume() for c in batch),
                 )
+            )
         tally.units += len(units)
         summary = schedule(run.executor, units, run.deadline, on_result)
         errors += summary.errors
         if summary.expired or summary.cancelled or summary.not_started:
             break
-        if tally.near_leaf[0] >= 16 and not tally.near_leaf[1] and current.enumerate_at < limits.enumerate_max:
-            tally.near_leaf = [0, 0]
-            current = dataclasses.replace(current, enumerate_at=min(limits.enumerate_max, 4 * current.enumerate_at))
-            tally.enumerate_at = current.enumerate_at
+        if limits.adaptive:
+            policy = tally.rates.policy()
     statistics = {
         **tally.as_dict(),
         "space": space.describe(),
         "closed_share": _share(closed_volume, total),
         "closed_inputs": closed_volume,
         "domain_inputs": total,
-        "enumerate_at": tally.enumerate_at or limits.enumerate_at,
+        "enumerate_at": limits.enumerate_at,
+        "adaptive_enumeration_up_to": policy.largest() if limits.adaptive else None,
         "smt_at": limits.smt_at,
         "executor": run.executor.name,
         **task.prop.statistics(task),
@@ -375,6 +202,7 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
     if found:
         outcome, witness = found[0]
         statistics["witness_cube_depth"] = outcome.cube.depth
+        statistics["refuted_by"] = outcome.claim
         return refuted(task, run, ENGINE, "branch and bound", witness, statistics)
     if errors:
         return unit_failed(task, run, ENGINE, errors[0], statistics)
@@ -394,6 +222,64 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
     return unknown(task, run, ENGINE, detail, [f"split: {detail}"], statistics, method="branch and bound")
 
 
+CALIBRATION_ROWS = 4096
+
+
+def _calibrate(task: Task, space: InputSpace, rates: Rates) -> Outcome | None:
+    """Evaluate up to ``CALIBRATION_ROWS`` random members of the domain exactly (seeded): the enumeration rate the
+    leaf policy starts from, and a violation among them is a candidate (replayed by the caller)."""
+    rng = np.random.default_rng(task.settings.seed)
+    length = max(space.lengths)
+    if length == 0:
+        return None
+    rows = rng.integers(0, len(space.domain.tokens), size=(CALIBRATION_ROWS, length), dtype=np.int64)
+    rows = rows[member_mask(space, rows)]
+    if not len(rows):
+        return None
+    start, cpu = time.perf_counter(), time.process_time()
+    flagged = flag_violations(task, space, Evaluators(task, space), rows)
+    rates.record_enumeration(time.perf_counter() - start, time.process_time() - cpu, len(rows))
+    hits = np.flatnonzero(flagged)
+    if not len(hits):
+        return None
+    cube = SplitCube(tuple(tuple((0, 0) for _ in range(coordinate_sizes(space)[1])) for _ in range(length)))
+    return Outcome(cube, "refuted", candidate=space.decode(rows[int(hits[0])]), claim="a random member violates")
+
+
+UNIT_SECONDS = 10.0  # predicted wall time per unit at most (a fifth of the time left when that is less)
+DEFAULT_PER_INPUT, DEFAULT_PER_CUBE = 2e-5, 0.02  # seconds, until this run has measured its own rates
+
+
+def _round(
+    queue: _Queue, limits: Limits, policy: LeafPolicy, rates: Rates, workers: int, remaining: float
+) -> list[list[SplitCube]]:
+    """The next round: up to ``workers`` units, each of cubes of one length whose predicted wall time (enumeration
+    at the measured rate where the policy enumerates at once, else one bound) stays within ``UNIT_SECONDS`` and a
+    fifth of the time left, at most ``Limits.batch`` cubes; the first cube of a unit is taken whatever its cost."""
+    per_input = rates.per_input or DEFAULT_PER_INPUT
+    per_cube = rates.per_cube or DEFAULT_PER_CUBE
+    budget = max(0.05, min(UNIT_SECONDS, remaining / 5))
+    units: list[list[SplitCube]] = []
+    current: list[SplitCube] = []
+    cost = 0.0
+    while queue:
+        cube, priority = queue.pop()
+        volume = cube.volume()
+        enumerated = volume <= limits.enumerate_at or (limits.adaptive and policy.enumerate_now(volume))
+        work = volume * per_input if enumerated else per_cube
+        if current and (len(current) >= limits.batch or cost + work > budget or cube.length != current[0].length):
+            units.append(current)
+            current, cost = [], 0.0
+            if len(units) == workers:
+                queue.push(cube, priority)
+                break
+        current.append(cube)
+        cost += work
+    if current:
+        units.append(current)
+    return units
+
+
 def _refusal(task: Task) -> str | None:
     """Why neither the bounds nor the interpreter can evaluate the task's models (exact LayerNorm), or None."""
     other = getattr(task.options, "model", None)  # a property comparing with another model (equivalent-to)
@@ -407,7 +293,7 @@ def _share(closed: int, total: int) -> str:
     return f"{100 * closed / total:.4g}%" if total else "100%"
 
 
-def _replay(task: Task, outcome: Outcome) -> dict[str, Any]:
+def _replay(task: Task, outcome: Outcome) -> Witness:
     """The interpreter's witness for a cube's candidate (an engine bug if it does not reproduce)."""
     if outcome.plan is not None:
         witness = task.prop.replay_query(task, outcome.plan, outcome.decoded)

@@ -1,0 +1,14 @@
+"""Float models as they run, and sound bounds on them (the "float as compiled" reading, docs/semantics.md).
+
+* ``network``: ``FloatNetwork``, a float32 model as plain data (tracr's compiled models);
+* ``evaluate``: the float32 evaluator that finds and replays float counterexamples;
+* ``enclosure``: exact interval bounds containing every float32 evaluation of the network (any summation order,
+  any exp within its error bound), from which a property decides where the float model provably agrees.
+
+No float computed here ever decides a verdict: the evaluator only proposes witnesses (each replayed), and the
+enclosure computes in exact integers.
+"""
+
+from .network import FloatAttention, FloatHead, FloatMLP, FloatNetwork
+
+__all__ = ["FloatAttention", "FloatHead", "FloatMLP", "FloatNetwork"]
