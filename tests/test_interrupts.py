@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,23 +176,40 @@ with Interrupts() as interrupts, interrupts.exiting_at_once() if "loading" in sy
 """
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_second_signal_exits_at_once_and_ends_the_children(signum):
-    """The first signal starts the wind-down (here it never ends); the second, sent once the first one's message is
-    out, exits at once with the first signal's code and SIGKILLs the child that ignores SIGTERM. No timing: each
-    step waits for what the previous one printed."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+@contextmanager
+def stubborn_run(*arguments: str) -> Iterator[tuple[subprocess.Popen, int]]:
+    """SECOND_SIGNAL started in its own session: (the process, its child's pid); killed if a test leaves it."""
     process = subprocess.Popen(
-        [sys.executable, "-c", SECOND_SIGNAL],
-        env=env,
+        [sys.executable, "-c", SECOND_SIGNAL, *arguments],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
         start_new_session=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        assert process.stdout is not None and process.stderr is not None
-        child = int(process.stdout.readline())
+        assert process.stdout is not None
+        yield process, int(process.stdout.readline())
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def ended(pid: int) -> bool:
+    """Whether ``pid`` is gone within 10 s (SIGKILLed, then reaped by init)."""
+    for _ in range(200):
+        if not alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_second_signal_exits_at_once_and_ends_the_children(signum):
+    """The first signal starts the wind-down (here it never ends); the second, sent once the first one's message is
+    out, exits at once with the first signal's code and SIGKILLs the child that ignores SIGTERM. No timing: each
+    step waits for what the previous one printed."""
+    with stubborn_run() as (process, child):
         process.send_signal(signum)
         first = process.stderr.readline() + process.stderr.readline()  # a blank line, then the message
         assert f"{signal.Signals(signum).name}: stopping" in first
@@ -198,40 +217,15 @@ def test_a_second_signal_exits_at_once_and_ends_the_children(signum):
         process.send_signal(signum)
         assert process.wait(timeout=60) == EXITS[signum]
         assert "again: exiting now" in process.stderr.read()
-        for _ in range(200):  # SIGKILLed, then reaped by init
-            if not alive(child):
-                break
-            time.sleep(0.05)
-        assert not alive(child)
-    finally:
-        if process.poll() is None:
-            process.kill()
+        assert ended(child)
 
 
 def test_a_signal_while_the_specs_load_exits_at_once():
     """Loading has no deadline and may run long (a tracr export's definedness search took minutes on a Dyck-2
     export of length 30, and ignored SIGTERM until it ended): there is nothing to report yet, so the first signal
     exits at once, ending the children."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen(
-        [sys.executable, "-c", SECOND_SIGNAL, "loading"],
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None and process.stderr is not None
-        child = int(process.stdout.readline())
+    with stubborn_run("loading") as (process, child):
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 143
         assert "SIGTERM while loading the specs: nothing was checked; exiting now." in process.stderr.read()
-        for _ in range(200):
-            if not alive(child):
-                break
-            time.sleep(0.05)
-        assert not alive(child)
-    finally:
-        if process.poll() is None:
-            process.kill()
+        assert ended(child)
