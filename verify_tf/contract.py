@@ -367,6 +367,13 @@ def _no_options(values: dict[str, Any]) -> NoOptions:
     return NoOptions()
 
 
+def model_reading(model: Model) -> tuple[str, bool | None]:
+    """The reading of ``model`` that the IR (under the spec's arithmetic) computes, against how it runs."""
+    if not model.runs_as:
+        return "", None
+    return model.reading or "the IR as imported", False
+
+
 class Property:
     """Base class: a default for every hook an engine may call. Instances are stateless (safe to pickle).
 
@@ -400,6 +407,17 @@ class Property:
     # -- every engine
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Any) -> None:
         """Raise ``OptionError`` when the property does not apply to this model or domain."""
+
+    def reading(self, task: Task) -> tuple[str, bool | None]:
+        """Which reading of the model its verdicts are about, and whether that is how the model runs (docs/semantics.md,
+        "Readings"); ("", None) for a model the spec builds (it is its own reading). A property that checks a
+        model as it runs (``rasp-equivalence`` on tracr's float model) says so here."""
+        return model_reading(task.model)
+
+    def batch_rows(self, task: Task) -> int | None:
+        """Rows per batch when ``batched_violations`` evaluates the model itself rather than through the batched
+        evaluators (``rasp-equivalence`` under the float reading): the driver then does not compile the IR."""
+        return None
 
     def engines_for(self, options: Any) -> tuple[str, ...]:
         """The engines it can run with these options (some options narrow ``engines``, e.g. a scope)."""
