@@ -19,8 +19,8 @@ from verify_tf.domain import GridDomain, StringDomain
 from verify_tf.semantics import Exact, Fixed, evaluate
 from verify_tf.semantics.interpreter import (
     _Counter,
-    _residual as interpreter_residual,
     affine as interpreter_affine,
+    residual as interpreter_residual,
     rotate as interpreter_rotate,
 )
 

@@ -46,7 +46,8 @@ def check(text: str, tmp_path: Path):
 
 
 def test_compiled_l3_is_proved_equivalent_up_to_length_7(tmp_path: Path) -> None:
-    verdict = check(spec_text("L3.cr", 7), tmp_path)
+    # enumeration's causal shortcut (engine auto picks counting here: test_counting_engine.py)
+    verdict = check(spec_text("L3.cr", 7, options=", engine: enumerate"), tmp_path)
     assert (verdict.status, verdict.label) == ("proved", "proved (exhaustive)")
     assert verdict.statistics["domain_size"] == 254
     assert verdict.statistics["inputs_checked"] == 128  # the causal shortcut: length-7 strings only
@@ -240,9 +241,12 @@ def test_smt_per_length_queries_agree_with_one_query() -> None:
 
 
 @pytest.mark.slow
-def test_enumerate_is_the_automatic_engine_and_reaches_length_14_for_l6() -> None:
-    result = run_crasp("L6.cr", 14, "auto")
-    assert result.engine == "enumerate" and result.auto["chosen"] == "enumerate"
+def test_counting_is_the_automatic_engine_and_enumeration_reaches_length_14_for_l6() -> None:
+    # auto picks counting wherever it applies (issue 32); enumeration still decides N = 14 (2^14 strings)
+    automatic = run_crasp("L6.cr", 14, "auto")
+    assert automatic.engine == "counting" and automatic.auto["chosen"] == "counting"
+    assert automatic.status == "proved" and automatic.statistics["states_per_length"][14] == 13  # 2·6 + 1 classes
+    result = run_crasp("L6.cr", 14, "enumerate")
     assert result.status == "proved" and result.statistics["inputs_checked"] == 2**14
 
 

@@ -59,18 +59,22 @@ def test_the_enclosure_contains_the_float32_evaluation_on_every_input(name, max_
 def test_leak_notes_bound_each_head_by_its_gap_after_tracrs_scale():
     notes = head_leaks(read_export(EXPORTS / "sort-unique.json"))
     assert notes == [
-        "layer 0 head 0: logit levels {0, 100} x 1/sqrt(7); smallest gap 100 -> 37.8 after the scale; leak off "
-        "the argmax set <= (n-1)·e^-gap = 5·e^-37.8 <= 1.9e-16",
+        "layer 0 head 0: logit levels {0, 100} x 1/sqrt(7); smallest gap 100 -> 37.8 after the scale; on one-hot "
+        "residuals it leaks <= (n-1)·e^-gap = 5·e^-37.8 <= 1.9e-16",
         "layer 1 head 0: logit levels {0, 50, 100, 150} x 1/sqrt(7); smallest gap 50 -> 18.9 after the scale; "
-        "leak off the argmax set <= (n-1)·e^-gap = 5·e^-18.9 <= 3.1e-08",
+        "on one-hot residuals it leaks <= (n-1)·e^-gap = 5·e^-18.9 <= 3.1e-08",
     ]
     wide = head_leaks(read_export(EXPORTS / "prev-a-wide.json"))
     assert wide[-1].endswith(
-        "smallest gap 50 -> 3.32 after the scale; leak off the argmax set <= (n-1)·e^-gap = 5·e^-3.32 <= 0.18"
+        "smallest gap 50 -> 3.32 after the scale; on one-hot residuals it leaks <= (n-1)·e^-gap = 5·e^-3.32 <= 0.18"
     )
-    model = import_tracr(EXPORTS / "sort-unique.json")
+    model = import_tracr(EXPORTS / "sort-unique.json", attention="hardmax")
     assert any(note.startswith("reading: hardmax, tracr's intended computation") for note in model.notes)
     assert notes[1] in model.notes
+    assert any(
+        note.startswith("reading: float, the model as tracr compiled it")
+        for note in import_tracr(EXPORTS / "sort-unique.json").notes
+    )
 
 
 def test_the_float_model_leaks_where_hardmax_does_not():

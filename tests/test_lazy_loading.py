@@ -40,6 +40,11 @@ def test_a_check_loads_only_its_property_and_the_engines_it_runs():
     assert not {m for m in loaded if m.startswith("verify_tf.certify")}
     named = _modules(SPEC, "--engine", "interpret")
     assert {m for m in named if m.endswith(".driver")} == {"verify_tf.engines.interpret.driver"}
+    # the interpreter runs it: no batched evaluator (--device auto needs none), no i-GELU deviation search (the
+    # model has no i-GELU), no split cubes (only its card, for auto's roles, and auto did not run)
+    assert not {
+        m for m in named if m.startswith(("verify_tf.batched", "verify_tf.symbolic", "verify_tf.engines.split."))
+    }
 
 
 def test_every_property_module_is_named_after_its_property():

@@ -66,7 +66,8 @@ smt_modes = st.builds(  # rounded-terms scores of random models range too widely
 
 
 @pytest.mark.slow
-@settings(max_examples=60, **SETTINGS)
+# 45 examples: 1.4 CPU s; the 46th to 60th drew one model whose queries alone took 23 CPU s (measured)
+@settings(max_examples=45, **SETTINGS)
 @given(positional_configs(), smt_modes, st.data())
 def test_smt_encoding_of_rope_and_alibi_models(config, arith, data) -> None:
     model = random_model(config)
@@ -118,7 +119,7 @@ def batched_cases(draw):
     return random_model(config), arith, domain, length, draw(st.integers(0, 2**32 - 1)), draw(st.booleans())
 
 
-BATCHED_MODELS = 80
+BATCHED_MODELS = 40
 
 
 @settings(max_examples=BATCHED_MODELS, **SETTINGS)
@@ -174,13 +175,18 @@ def test_which_leaks_are_the_encodings_doing() -> None:
     }
 
 
+# Fixed 8/3 and strings up to length 2 keep every engine's work small enough to decide: smt proves or refutes
+# each of the 8 cases below in 0.2-1.6 CPU s (measured; at frac 8 the softmax exp tables made its queries run past
+# any test budget, and at length 3 single queries took up to 19 CPU s). The seed gives two ALiBi heads with
+# different non-zero slopes (3/4 and 1/2, drawn on the weight grid: the standard 1/16 and 1/256 are not on a frac-3
+# grid). The SMT encoding of longer RoPE / ALiBi inputs is checked value by value above.
 ENGINE_SPEC = """\
 model:
-  random: {seed: 4, width: 2, layers: 1, heads: 2, key-dim: 2, ffn-width: 2, scoring: %s, positional: %s,
-           alibi-slopes: standard, causal: true, alphabet: [a, b, c], bos: "^", range: 1}
-arithmetic: {mode: fixed, bits: 12, frac: 8, attention-rounding: exact-sums}
+  random: {seed: 19, width: 2, layers: 1, heads: 2, key-dim: 2, ffn-width: 2, scoring: %s, positional: %s,
+           alibi-slopes: random, causal: true, alphabet: [a, b, c], bos: "^", range: 1}
+arithmetic: {mode: fixed, bits: 8, frac: 3, attention-rounding: exact-sums}
 domain:
-  strings: {alphabet: [a, b, c], max-length: 3}
+  strings: {alphabet: [a, b, c], max-length: 2}
 properties:
   - output-bounds: {lo: %s, hi: %s, name: bounds}
 """
@@ -191,32 +197,29 @@ properties:
 @pytest.mark.parametrize("scoring", ["softmax", "hardmax"])
 def test_every_engine_agrees_on_rope_and_alibi_models(positional: str, scoring: str) -> None:
     """interpret, enumerate, smt, search and split on one property of a RoPE / ALiBi model: the readout's exact
-    range over the 39 strings (computed here on the interpreter) is proved by every engine that decides; a bound
-    just inside it is refuted by every engine, at a replayed string whose readout lies outside. smt decides the
-    hardmax models; on the softmax ones (exp tables) it may time out (its encoding is checked value by value
-    above), and whatever it decides must agree."""
+    range over the 12 strings (computed here on the interpreter) is proved by every engine that proves (search
+    never does); a bound one grid step inside it is refuted by every engine, at a replayed string whose readout
+    lies outside. The timeout is far above the work (smt: under 2 CPU s each), so no verdict depends on load."""
     from verify_tf.runner import Overrides, check_property
     from verify_tf.spec import load_spec_text
 
     probe = load_spec_text(ENGINE_SPEC % (scoring, positional, -100, 100), "spec.yaml")
+    if positional == "alibi":
+        assert [head.alibi.slope for head in probe.model.blocks[0].attention.heads] == [F(3, 4), F(1, 2)]
     readouts = [
         q
         for word in probe.domain.inputs()
         for q in evaluate(probe.model, probe.arithmetic, word).readout[1:]  # the user positions (BOS excluded)
     ]
     lo, hi = min(readouts), max(readouts)
-    for bounds, expected in (((lo, hi), "proved"), ((lo, hi - F(1, 256)), "refuted")):
+    for bounds, expected in (((lo, hi), "proved"), ((lo, hi - F(1, 8)), "refuted")):
         spec = load_spec_text(ENGINE_SPEC % (scoring, positional, *bounds), "spec.yaml")
         decided = {}
         for engine in ("interpret", "enumerate", "smt", "search", "split"):
-            timeout = 30 if engine == "smt" and scoring == "softmax" else 120
-            verdict = check_property(spec, spec.properties[0], Overrides(engine=engine, timeout=timeout))
+            verdict = check_property(spec, spec.properties[0], Overrides(engine=engine, timeout=600))
             assert verdict.engine == engine, (engine, verdict.detail)
             if engine == "search" and expected == "proved":
                 assert verdict.status == "unknown"  # search never proves
-                continue
-            if engine == "smt" and scoring == "softmax" and verdict.status == "unknown":
-                assert "timeout" in verdict.detail
                 continue
             assert verdict.status == expected, (engine, verdict.status, verdict.detail)
             decided[engine] = verdict

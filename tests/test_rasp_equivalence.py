@@ -30,8 +30,19 @@ ROOT = Path(__file__).resolve().parent.parent
 EXPORTS = ROOT / "examples" / "tracr"
 
 
-def spec(name: str, max_length: int, *, model_extra: str = "", program: str | None = None, engine: str = "") -> str:
+def spec(
+    name: str,
+    max_length: int,
+    *,
+    model_extra: str = "",
+    program: str | None = None,
+    engine: str = "",
+    reading: str = "hardmax",
+) -> str:
+    """A spec for an export; ``reading`` is the tracr reading (these tests are about hardmax unless they say)."""
     path = EXPORTS / f"{name}.json"
+    if reading and "attention:" not in model_extra:
+        model_extra = f"  attention: {reading}\n{model_extra}"
     engine_text = f", engine: {engine}" if engine else ""
     return (
         f"model:\n  tracr: {path}\n{model_extra}"
@@ -111,7 +122,7 @@ def test_undefined_positions_are_dont_care():
 
 
 def test_a_tie_between_output_coordinates_is_a_finding_of_its_own():
-    model = import_tracr(EXPORTS / "length.json")
+    model = import_tracr(EXPORTS / "length.json", attention="hardmax")
     ff = model.blocks[0].feed_forward
     silent = dataclasses.replace(
         model,

@@ -11,7 +11,11 @@
    otherwise. The cheapest exhaustive engine predicted to finish in the remaining time runs; when none is
    predicted to finish, a ``SYMBOLIC`` engine (``smt``, ``architecture``) runs if the property has one (it
    may prove what enumeration cannot reach), else the cheapest exhaustive engine (its verdict then says how
-   far it got).
+   far it got). ``counting`` predicts 0 s wherever it applies (a causal model without relative positions, a
+   strings domain): it is chosen whenever it applies.
+3. **Hand-over**: an engine that stops early because its method does not pay on this model (``HAND_OVER`` in its
+   verdict's statistics: counting when its states grow like the strings) hands the time left to the cost model's
+   next choice among the other engines; the verdict says so (``auto.handed_over``, and in ``tried``).
 
 Which engine plays which role is each engine's ``ROLE`` (``engines.cost``); nothing here names an engine.
 Nothing here is part of a cache key: the key holds the engine the user asked for (``auto``), so a changed
@@ -38,7 +42,16 @@ from .contract import Task
 from .domain import GridDomain
 from .engines import load as load_engine
 from .engines.base import Run
-from .engines.cost import EXHAUSTIVE, SAMPLING, SYMBOLIC, Calibration, Estimate, Prediction, multiply_accumulates
+from .engines.cost import (
+    EXHAUSTIVE,
+    HAND_OVER,
+    SAMPLING,
+    SYMBOLIC,
+    Calibration,
+    Estimate,
+    Prediction,
+    multiply_accumulates,
+)
 from .ir import Model
 from .semantics import Fixed, evaluate
 from .spaces import InputSpace, SpaceTooLarge
@@ -126,9 +139,18 @@ def run(task: Task, run: Run, engines: tuple[str, ...], cache_dir: Path | None =
         notes["falsification"] = f"{sampler}, {found.statistics.get('samples', 0)} samples in {spent:.2f} s"
         if found.status in (REFUTED, ERROR):
             return dataclasses.replace(found, auto=notes)
-    chosen, why = choose(task, engines, run.deadline.remaining(), load(cache_dir))
+    calibration = load(cache_dir)
+    chosen, why = choose(task, engines, run.deadline.remaining(), calibration)
     notes.update(why)
     verdict = load_engine(chosen).check(task, run)
+    others = tuple(e for e in engines if e != chosen)
+    if verdict.status == UNKNOWN and verdict.statistics.get(HAND_OVER) and others and not run.deadline.expired():
+        # the engine stopped early because its method does not pay here: the next choice gets the time left
+        first = verdict
+        chosen, why = choose(task, others, run.deadline.remaining(), calibration)
+        notes["handed_over"] = {"from": first.engine, "why": first.detail, **why}
+        verdict = load_engine(chosen).check(task, run)
+        verdict = dataclasses.replace(verdict, tried=[f"{first.engine}: {first.detail}", *verdict.tried])
     tried = verdict.tried
     if verdict.status == UNKNOWN and "falsification" in notes:
         tried = [f"auto: {notes['falsification']}: no counterexample"] + list(tried)

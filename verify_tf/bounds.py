@@ -722,7 +722,7 @@ def layer_norm_box(norm: LayerNorm, x: IVector, r: _Rounding) -> IVector:
 
 
 def residual(z: list[IVector], update: list[IVector], enabled: bool, r: _Rounding) -> list[IVector]:
-    """interpreter._residual: saturate(z + o) per coordinate (or o alone without the residual)."""
+    """interpreter.residual: saturate(z + o) per coordinate (or o alone without the residual)."""
     if not enabled:
         return update
     return [tuple(r.saturate(add(a, b)) for a, b in zip(zi, ui)) for zi, ui in zip(z, update)]

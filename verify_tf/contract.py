@@ -163,18 +163,56 @@ class CounterMachine(Protocol):
 
 @dataclass(frozen=True)
 class CountingGoal:
-    """Engine counting: what the property asks. On every prefix of length p >= ``first_position`` of every
-    string over ``alphabet`` (of length <= ``max_length``, or of every length when ``all_lengths``), the model's
-    decision at the prefix's last position (readout > ``threshold``; for p = 0 at BOS, when the model has one)
-    equals ``machine``'s output. The property returns it from ``counting_goal(task)`` and replays witnesses
-    with ``violation``."""
+    """Engine counting: what the property asks at the end of every prefix of every string over ``alphabet``
+    (of length ``min_length``..``max_length``, or of every length >= ``min_length`` when ``all_lengths``).
 
-    machine: CounterMachine  # pickled with the task's property
+    A causal model decides position p − 1 of a string exactly as in its prefix of length p, so the engine checks
+    prefixes. The property answers, for a prefix, whether the model's observation there (the engine's
+    ``Observation``: its readout and final stream; None for the empty prefix of a model without BOS) together with
+    the ``reference``'s output violates it (``Property.prefix_violates``). ``reference`` is read letter by letter
+    beside the model: None (nothing: theirs is None), a ``CounterMachine`` (theirs: its output, False on the empty
+    prefix; ``crasp.machine.ProgramMachine`` is one) or a ``Model`` (a second causal model in the same arithmetic,
+    run as a counter machine too: theirs is its ``Observation``).
+
+    Which prefixes a string of length n constrains: length 0 (the BOS position, or the empty word) when
+    ``empty_checked``; with ``positions`` None every length p with ``first_position`` <= p <= n, else the
+    prefixes ending at the chosen user positions (0 is the first letter, negative ones count from the end).
+    The refutation shows, with ``least: string``, the shortlex-least string of the domain with a violation (as
+    string enumeration does), with ``least: prefix`` the shortlex-least violating prefix (the property pads it
+    in ``violation``).
+    """
+
     alphabet: tuple[str, ...]
-    threshold: Fraction
-    first_position: int  # a prefix length
+    min_length: int
     max_length: int
     all_lengths: bool = False
+    reference: CounterMachine | Model | None = None  # pickled with the task's property
+    first_position: int = 1
+    positions: tuple[int, ...] | None = None
+    empty_checked: bool = False
+    least: str = "string"
+
+    def checked(self, length: int) -> set[int]:
+        """The prefix lengths a string of ``length`` letters constrains."""
+        found = {0} if self.empty_checked else set()
+        if self.positions is None:
+            return found | set(range(max(self.first_position, 0), length + 1))
+        return found | {p % length + 1 for p in self.positions if -length <= p < length}
+
+    def ever_checked(self) -> tuple[frozenset[int], int | None]:
+        """The prefix lengths some string of some length >= ``min_length`` constrains: (the finitely many
+        below the threshold, the threshold from which every length is constrained, or None)."""
+        few = {0} if self.empty_checked else set()
+        if self.positions is None:
+            return frozenset(few), max(self.first_position, 0)
+        start = None
+        for p in self.positions:
+            if p >= 0:
+                few.add(p + 1)
+            else:  # p = -k: prefix n - k + 1 of every string of length n >= max(k, min_length)
+                first = max(-p, self.min_length) + p + 1
+                start = first if start is None else min(start, first)
+        return frozenset(few), start
 
 
 # ---------------------------------------------------------------- engine architecture: the data it exchanges
@@ -329,6 +367,13 @@ def _no_options(values: dict[str, Any]) -> NoOptions:
     return NoOptions()
 
 
+def model_reading(model: Model) -> tuple[str, bool | None]:
+    """The reading of ``model`` that the IR (under the spec's arithmetic) computes, against how it runs."""
+    if not model.runs_as:
+        return "", None
+    return model.reading or "the IR as imported", False
+
+
 class Property:
     """Base class: a default for every hook an engine may call. Instances are stateless (safe to pickle).
 
@@ -362,6 +407,17 @@ class Property:
     # -- every engine
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Any) -> None:
         """Raise ``OptionError`` when the property does not apply to this model or domain."""
+
+    def reading(self, task: Task) -> tuple[str, bool | None]:
+        """Which reading of the model its verdicts are about, and whether that is how the model runs (docs/semantics.md,
+        "Readings"); ("", None) for a model the spec builds (it is its own reading). A property that checks a
+        model as it runs (``rasp-equivalence`` on tracr's float model) says so here."""
+        return model_reading(task.model)
+
+    def batch_rows(self, task: Task) -> int | None:
+        """Rows per batch when ``batched_violations`` evaluates the model itself rather than through the batched
+        evaluators (``rasp-equivalence`` under the float reading): the driver then does not compile the IR."""
+        return None
 
     def engines_for(self, options: Any) -> tuple[str, ...]:
         """The engines it can run with these options (some options narrow ``engines``, e.g. a scope)."""
@@ -486,7 +542,17 @@ class Property:
         ``member.observed``), or None when it does not break the claim as the solver said (an engine bug)."""
         raise self._missing("member_witness")
 
-    # -- engine counting: equivalence with a counter machine over count vectors
+    # -- engine counting: a causal model as a counter machine, checked at the end of every prefix
     def counting_goal(self, task: Task) -> CountingGoal:
-        """The counter machine and what must agree (replayed with ``violation``)."""
+        """The strings, the prefixes they constrain and the reference read beside the model (docs/counting.md)."""
         raise self._missing("counting_goal")
+
+    def prefix_violates(self, task: Task, ours: Any, theirs: Any) -> bool:
+        """Whether the prefix violates the property: ``ours`` the model's observation at its end (``readout``,
+        ``stream``; None for the empty prefix without BOS), ``theirs`` the reference's output there."""
+        raise self._missing("prefix_violates")
+
+    def encode_prefix_violation(self, task: Task, builder: Any, ours: Any, theirs: Any) -> Any:
+        """``prefix_violates`` as a z3 Bool over symbolic observations (``readout``, ``stream`` of
+        ``symbolic.values.Sym``) and the reference's symbolic output (every length)."""
+        raise self._missing("encode_prefix_violation")

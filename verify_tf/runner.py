@@ -41,6 +41,7 @@ from .verdict import ERROR, INTERRUPTED, UNKNOWN, Verdict
 from .witness import ReplayMismatch
 from .work import (
     Z3_LOCK,
+    CannotCheck,
     Deadline,
     DeadlineExpired,
     Executor,
@@ -153,35 +154,41 @@ def check_property(
     engine = requested_engine(spec, prop, overrides)
     run = Run(executor or InProcess(), deadline, progress or no_progress)
     if executor is None and progress is not None:
-        run.executor = InProcess(report=lambda unit, phase: run.progress(ProgressEvent(engine, phase)))
+        run.executor = InProcess(
+            report=lambda unit, phase, *progress: run.progress(ProgressEvent(engine, phase, *progress))
+        )
     task = None
     try:
         task = task_of(spec, prop, overrides)
         with deadline_in_force(deadline):  # also for code below the drivers (planning, bounds): check_deadline
             verdict = run_engine(task, run, engine, overrides.cache_dir, prop.engines)
     except Exception as exc:  # contain it: report, never crash the run
-        return contained(exc, spec, prop, engine, deadline)
+        return contained(exc, spec, prop, engine, deadline, task)
     if overrides.certify_dir is not None:  # its own budget, as long as the proof's; its time is reported apart
         certified(spec, prop, task, verdict, overrides.certify_dir, timeout_of(spec, prop, overrides), run.progress)
     return verdict
 
 
-def contained(exc: Exception, spec: Spec, prop: PropertySpec, engine: str, deadline: Deadline) -> Verdict:
+def contained(
+    exc: Exception, spec: Spec, prop: PropertySpec, engine: str, deadline: Deadline, task: Task | None = None
+) -> Verdict:
     """The verdict for a check that raised: ``error`` (an engine that claimed a violation the interpreter does
     not reproduce, or any bug: never a crash of the run), or ``unknown`` for an operation the arithmetic does
-    not define, a deadline met where no driver catches it (planning, bounds) or memory or spill disk run out."""
+    not define, a deadline met where no driver catches it (planning, bounds), memory or spill disk run out, or an
+    input the check cannot judge (``CannotCheck``: a RASP program undefined there)."""
     status, detail, statistics, tried, trace = ERROR, f"internal error: {type(exc).__name__}: {exc}", {}, [], ""
     if isinstance(exc, ReplayMismatch):
         detail, statistics = f"engine bug: {exc}", {"claimed": str(exc.claimed), "replayed": str(exc.replayed)}
     elif isinstance(exc, UnsupportedInMode):
         status, detail, tried = UNKNOWN, str(exc), [engine]
-    elif isinstance(exc, (DeadlineExpired, ResourceExhausted)):  # where no driver catches it (planning, a spill)
+    elif isinstance(exc, (DeadlineExpired, ResourceExhausted, CannotCheck)):  # planning, a spill, the input
         status, detail, tried = UNKNOWN, str(exc), [f"{engine}: {exc}"]
     elif isinstance(exc, MemoryError):
         message = out_of_memory_message()
         status, detail, tried = UNKNOWN, message, [f"{engine}: {message}"]
     else:
         trace = traceback.format_exc(limit=8)
+    reading, as_run = task.prop.reading(task) if task is not None else ("", None)
     return Verdict(
         prop.label,
         status,
@@ -194,6 +201,8 @@ def contained(exc: Exception, spec: Spec, prop: PropertySpec, engine: str, deadl
         index=prop.index,
         kind=prop.name,
         traceback=trace,
+        reading=reading,
+        as_run=as_run,
     )
 
 

@@ -60,6 +60,11 @@ class Verdict:
     kind: str = ""  # the property's registry name (e.g. "position-blind"), whatever the spec calls it
     auto: dict[str, Any] | None = None  # engine auto: what ran before the chosen engine, and why it was chosen
     traceback: str = ""  # an error's traceback (the worker's, for a work unit that failed)
+    # which reading of the model the verdict is about (docs/semantics.md, "Readings"), and whether that is how
+    # the model runs (True), or not (False: the label says so next to the status); None for a model the spec
+    # builds itself (its own reading, nothing to say)
+    reading: str = ""
+    as_run: bool | None = None
     evidence: Evidence | None = field(default=None, repr=False)  # --certify: for the certificate; never written
 
     def __post_init__(self) -> None:
@@ -70,12 +75,20 @@ class Verdict:
 
     @builtins.property  # (the field ``property`` shadows the builtin in the class body)
     def label(self) -> str:
-        return f"{self.status} ({self.method})" if self.method else self.status
+        """``proved (exhaustive)``; for a model with a reading of its own (a tracr or trained model), the reading
+        beside it: ``proved (exhaustive; float32 as compiled)``, ``proved (exhaustive; hardmax, NOT the model
+        as run)``."""
+        said = [self.method] if self.method else []
+        if self.reading and self.as_run is not None:
+            said.append(self.reading if self.as_run else f"{self.reading}, NOT the model as run")
+        return f"{self.status} ({'; '.join(said)})" if said else self.status
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(dataclasses.replace(self, evidence=None))
         del data["evidence"]
         data["verdict"] = data.pop("status")
+        if not data["reading"]:
+            del data["reading"], data["as_run"]
         for optional in ("auto", "traceback"):  # only where they say something
             if not data[optional]:
                 del data[optional]

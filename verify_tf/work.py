@@ -16,7 +16,8 @@ A unit's function is called as ``function(*args, deadline=Deadline, cancelled=ca
 ``deadline`` is the unit's own budget (``share`` of the property's remaining time when the unit starts, or
 when it is sent to another process), ``cancelled()`` turns true when the driver no longer needs the unit
 (cooperative: solvers and enumeration loops poll it), ``report(phase)`` names what the unit is doing (shown
-as progress where the unit runs in this process; a no-op elsewhere).
+as progress where the unit runs in this process; a no-op elsewhere); ``report(phase, done, total, what)`` also
+says how far it is (a progress bar: e.g. the counting engine's lengths).
 """
 
 from __future__ import annotations
@@ -105,6 +106,11 @@ class ResourceExhausted(Exception):
     """The machine ran out of something a check needs (disk for spilled runs, memory). The verdict is ``unknown``
     with this message, which says what ran out and what to change: nothing is wrong with the model or an engine,
     so it is never ``error``."""
+
+
+class CannotCheck(Exception):
+    """The check cannot go on because of its input, not because of a bug (a RASP program undefined on an input the
+    spec does not declare don't-care): the verdict is ``unknown`` with this message, which says what to change."""
 
 
 _AMBIENT = threading.local()
@@ -223,6 +229,12 @@ class UnitError(Exception):
             if self.message.startswith(prefix):
                 return self.message[len(prefix) :]
         return None
+
+    @property
+    def cannot_check(self) -> str | None:
+        """The message of a ``CannotCheck`` the unit raised, or None."""
+        prefix = "CannotCheck: "
+        return self.message[len(prefix) :] if self.message.startswith(prefix) else None
 
 
 class Handle(Protocol):
@@ -351,6 +363,9 @@ def schedule(
                 if error.exhausted is not None:  # the machine, not the unit: stop the property, say what ran out
                     drop(list(running))
                     raise ResourceExhausted(error.exhausted) from None
+                if error.cannot_check is not None:  # the input, not the unit: stop the property, say what to change
+                    drop(list(running))
+                    raise CannotCheck(error.cannot_check) from None
                 if error.expired:  # a timeout inside the unit: what ran is reported as for any timeout
                     summary.expired = True
                     decision = STOP
@@ -397,7 +412,7 @@ class CancelFlag:
         return self._event.is_set() or _INTERRUPT.is_set()
 
 
-def no_report(phase: str) -> None:
+def no_report(phase: str, *progress: Any) -> None:
     pass
 
 
@@ -409,7 +424,7 @@ def run_unit(
     unit: WorkUnit,
     seconds: float,
     cancelled: Callable[[], bool] = never_cancelled,
-    report: Callable[[str], None] = no_report,
+    report: Callable[..., None] = no_report,
 ) -> Any:
     """Call a unit's function with its budget (what every executor does, in whichever process); the budget is
     also the deadline in force (``check_deadline``) for whatever the unit calls."""

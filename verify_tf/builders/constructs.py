@@ -59,8 +59,9 @@ def constructions() -> dict[str, Construction]:
                 "frac": Field(Integer("fractional bits the model is compiled for (default 0)", minimum=0, maximum=32)),
                 "heads": Field(
                     String(
-                        "uniform heads, or softmax heads with zero query/key weights (every score 0)",
-                        ("uniform", "softmax"),
+                        "uniform heads, softmax heads with zero query/key weights (every score 0), or "
+                        "softmax-bos heads (BOS scores 2^-f, the others 0; frac >= 1)",
+                        ("uniform", "softmax", "softmax-bos"),
                     ),
                     default="uniform",
                 ),

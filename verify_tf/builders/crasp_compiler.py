@@ -64,6 +64,7 @@ from verify_tf.crasp.parser import load_program
 from verify_tf.ir import AlphabetTokens, AttentionLayer, Block, FeedForward, Head, Model, vector, zeros
 from verify_tf.ir.edit import EditError, apply_settings, with_parameter
 from verify_tf.semantics import Fixed
+from verify_tf.semantics.exp_table import exp_mantissa
 
 from .crasp_positional import copy_head, guarded_count, periodic_head, position_test
 from .crasp_values import (
@@ -456,6 +457,8 @@ class _Builder:
         self.c = compiler
         self.output = output
         self.heads = heads
+        # softmax-bos: the weight of a non-BOS key relative to BOS's, E[1]/2^f = ⌊e^(-2^-f)·2^f⌋/2^f
+        self.bos_scale = Fraction(exp_mantissa(1, compiler.frac), 1 << compiler.frac) if heads == "softmax-bos" else 1
         self.reachable = self._reachable(output)
         self.dims: dict[NodeId, int] = {compiler.bos: 0}
         for index, symbol in enumerate(compiler.alphabet):
@@ -554,21 +557,25 @@ class _Builder:
                 form_weights, form_bias = self.row(form, coefficient)
                 weights = [a + b for a, b in zip(weights, form_weights)]
                 bias += form_bias
-            weights[self.dims[self.c.bos]] += linear.const
+            # softmax-bos: BOS weighs 2^f, every other key E[1] (module docstring); BOS's value is scaled by
+            # E[1]/2^f so that Σ_j w_j·v_j = E[1]·L and the head's output keeps the sign of L
+            weights[self.dims[self.c.bos]] += linear.const * self.bos_scale
             self.ranges[self.dims[node]] = self.interval(weights, bias)  # the average lies in the value range
             value_rows.append(tuple(weights))
             value_biases.append(bias)
+        bos_key = tuple(Fraction(1 if d == self.dims[self.c.bos] else 0) for d in range(self.width))
+        keyed = self.heads == "softmax-bos"
         return Head(
             query=(zeros(self.width),),
-            key=(zeros(self.width),),
+            key=(bos_key if keyed else zeros(self.width),),
             value=tuple(value_rows),
             output=(),
-            query_bias=zeros(1),
+            query_bias=vector([Fraction(1, 1 << self.c.frac)]) if keyed else zeros(1),
             key_bias=zeros(1),
             value_bias=tuple(value_biases),
             scoring="uniform" if self.heads == "uniform" else "softmax",
             causal=True,
-        )  # softmax: zero query and key weights, every score 0 (Yang et al.'s form)
+        )  # softmax: zero query and key weights, every score 0 (Yang et al.'s form); softmax-bos: BOS scores 2^-f
 
     def feed_forward(self, stage: int, sub: int) -> FeedForward:
         units = [n for n in self.computed if self.c.stage[n] == stage and self.c.sub[n] == sub]
@@ -644,7 +651,7 @@ def required_bits(values: list[Fraction], frac: int) -> int:
         bits += 1
 
 
-HEADS = ("uniform", "softmax")
+HEADS = ("uniform", "softmax", "softmax-bos")
 
 
 def compile_program(
@@ -655,12 +662,17 @@ def compile_program(
     ``bits``: the total bits to target; an error if fewer than the construction needs (it would saturate).
     Default: the fewest bits that suffice. ``heads``: ``uniform`` heads, or ``softmax`` heads with zero query
     and key weights (every score 0), which equal them only where a proof says so (e.g. under Yang et al.'s
-    ``rounded-terms`` rounding: specs/crasp-L*-rounded-terms.yaml).
+    ``rounded-terms`` rounding: specs/crasp-L*-rounded-terms.yaml), or ``softmax-bos`` heads (``frac`` >= 1)
+    whose scores depend on the key: BOS scores 2^-f, every other key 0, so under exact-sums softmax BOS weighs
+    2^f and every other key E[1] = 2^f − 1; BOS's value is scaled by E[1]/2^f, so the head's numerator is
+    E[1]·L and its output ⌊E[1]·L / (2^f + E[1]·i)⌋_f has the sign of L, as the uniform head's ⌊L/(i + 1)⌋_f.
     """
     if frac < 0:
         raise CraspError(f"--frac must be >= 0, got {frac}")
     if heads not in HEADS:
         raise CraspError(f"heads must be one of {', '.join(HEADS)}, got {heads!r}")
+    if heads == "softmax-bos" and frac < 1:
+        raise CraspError("heads: softmax-bos needs at least 1 fractional bit (E[1] = 0 at 0 bits)", hint="use --frac 1")
     compiler = _Compiler(program, frac)
     output = compiler.compile_definitions()
     builder = _Builder(compiler, output, heads)

@@ -29,6 +29,7 @@ softmax of docs/semantics.md; it needs ``quantize: {bits, frac}`` (every weight 
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
@@ -49,7 +50,12 @@ from ..semantics.exp_table import exp_bracket
 from ..userfiles import UserFileError, read_user_text
 
 FORMAT = "verify-tf-tracr/1"
-ATTENTION_READINGS = ("hardmax", "softmax")
+ATTENTION_READINGS = ("float", "hardmax", "softmax")
+READINGS = {  # what the IR computes for each, beside the float model that tracr runs (Model.reading)
+    "float": "hardmax, tracr's intended computation",  # the IR; rasp-equivalence checks the float model itself
+    "hardmax": "hardmax, tracr's intended computation",
+    "softmax": "fixed-point softmax of the quantized weights",
+}
 
 
 class TracrImportError(ValueError):
@@ -75,6 +81,13 @@ class TracrExport:
     # what the exporter was told to do with inputs where the program is undefined ("error" or "dont-care"); the
     # rasp-equivalence property's `undefined` option overrides it
     undefined_policy: str = "error"
+
+    @property
+    def weights_digest(self) -> str:
+        """sha256 of the model's configuration and every weight's float32 bits: which float model this is."""
+        doc = self.document
+        data = json.dumps({"config": doc["config"], "params": doc["params"]}, sort_keys=True)
+        return hashlib.sha256(data.encode()).hexdigest()
 
     @property
     def d_model(self) -> int:
@@ -319,7 +332,7 @@ def runs_as(key_size: int) -> str:
 def import_tracr(
     path: str | Path,
     snap: bool = True,
-    attention: str = "hardmax",
+    attention: str = "float",
     quantize: dict | None = None,
     name: str | None = None,
 ) -> Model:
@@ -333,7 +346,7 @@ def import_tracr_model(
     program: Any,
     *,
     snap: bool = True,
-    attention: str = "hardmax",
+    attention: str = "float",
     quantize: dict | None = None,
     name: str = "tracr",
     check: bool = True,
@@ -353,7 +366,7 @@ def model_from_export(
     export: TracrExport,
     *,
     snap: bool = True,
-    attention: str = "hardmax",
+    attention: str = "float",
     quantize: dict | None = None,
     name: str = "tracr",
 ) -> Model:
@@ -393,6 +406,7 @@ def model_from_export(
             f"(a tracr model of {layers} layers has exactly {len(expected)} modules)"
         )
     weights = _Weights(params, snap, quantize)
+    scoring = "softmax" if attention == "softmax" else "hardmax"  # float: the IR is tracr's intended computation
     width = heads * key_size
     vocab_rows = len(params["token_embed"]["embeddings"]["shape"]) and params["token_embed"]["embeddings"]["shape"][0]
     token_embed = weights.matrix("token_embed", "embeddings", (vocab_rows, d))
@@ -419,7 +433,7 @@ def model_from_export(
         )
         layer_heads = []
         for h in range(heads):
-            head = _head(mats, h, key_size, d, attention, causal, weights, f"layers[{layer}].heads[{h}]")
+            head = _head(mats, h, key_size, d, scoring, causal, weights, f"layers[{layer}].heads[{h}]")
             if head is None:
                 dropped_heads += 1
             else:
@@ -427,7 +441,7 @@ def model_from_export(
         output_bias = tuple(weights.grid(x, f"layers[{layer}].attention.output-bias") for x in mats["linear"][1])
         if not layer_heads and any(output_bias):
             layer_heads.append(
-                _head(mats, 0, key_size, d, attention, causal, weights, f"layers[{layer}].heads[0]", keep=True)
+                _head(mats, 0, key_size, d, scoring, causal, weights, f"layers[{layer}].heads[0]", keep=True)
             )
         attention_layer = AttentionLayer(tuple(layer_heads), output_bias) if layer_heads else None
         units = [u for u in range(hidden) if (any(w1[r][u] for r in range(d)) or b1[u]) and any(w2[u])]
@@ -460,6 +474,9 @@ def model_from_export(
         positional_encoding=positional,
         name=name,
         notes=tuple(notes),
+        runs_as=runs_as(key_size),
+        reading=READINGS[attention],
+        float_source=export.weights_digest if attention == "float" else "",
     )
 
 
@@ -509,7 +526,9 @@ def _head(
 
 def head_leaks(export: TracrExport) -> list[str]:
     """One note per attention head: its logit levels on one-hot inputs, the smallest gap after tracr's scale, and
-    the leak bound (n-1)·e^(-gap) off the argmax set at the longest input (n keys, BOS included).
+    the leak bound (n-1)·e^(-gap) off the argmax set at the longest input (n keys, BOS included), for residual
+    states that are one-hot per block (tracr's intended states). The float reading of ``rasp-equivalence``
+    measures the leak of the float model itself on every input (its verdict's statistics).
 
     The levels are the sums of W_Q·W_K^T entries a query and a key of one-hot residual blocks can produce
     (blocks: the residual labels ``name:value`` of one SOp, plus ``one``), computed exactly from the float32
@@ -542,7 +561,7 @@ def head_leaks(export: TracrExport) -> list[str]:
             bound = (n - 1) * exp_bracket(-scaled, 12)[1]
             out.append(
                 f"{where}: logit levels {{{shown}}} x 1/sqrt({attention.key_size}); smallest gap {fmt(gap)} -> "
-                f"{float(scaled):.3g} after the scale; leak off the argmax set <= (n-1)·e^-gap = "
+                f"{float(scaled):.3g} after the scale; on one-hot residuals it leaks <= (n-1)·e^-gap = "
                 f"{n - 1}·e^-{float(scaled):.3g} <= {float(bound):.2g}"
             )
     return out
@@ -557,7 +576,10 @@ def _levels(query: np.ndarray, key: np.ndarray, blocks: dict[str, list[int]]) ->
         return [Fraction(0)]
     q, q_bits = _exact(query[rows])
     k, k_bits = _exact(key[cols])
-    qk = q.dot(k.T)  # exact integers over 2^(q_bits + k_bits): Python ints, no rounding
+    if q.dtype == np.int64 and k.dtype == np.int64 and int(abs(q).max()) * int(abs(k).max()) * q.shape[1] < 1 << 63:
+        qk = q.dot(k.T).astype(object)  # every partial sum is below 2^63 in magnitude: exact in int64
+    else:
+        qk = q.astype(object).dot(k.astype(object).T)  # exact Python integers
     denominator = 1 << (q_bits + k_bits)
     row_at, col_at = {r: i for i, r in enumerate(rows)}, {c: i for i, c in enumerate(cols)}
     q_groups = [[row_at[i] for i in members if i in row_at] for members in blocks.values()]
@@ -577,10 +599,15 @@ def _levels(query: np.ndarray, key: np.ndarray, blocks: dict[str, list[int]]) ->
 
 
 def _exact(array: np.ndarray) -> tuple[np.ndarray, int]:
-    """A float32 matrix as exact Python integers over 2^bits (object array): (ints, bits)."""
+    """A float32 matrix as exact integers over 2^bits, bits as small as the entries allow: (ints, bits); int64
+    when every entry is below 2^31 in magnitude, else Python integers."""
     data = np.asarray(array, dtype=np.float64)  # float32 -> float64 is exact
-    nonzero = np.abs(data[data != 0])
-    bits = max(0, 53 - int(np.frexp(nonzero.min())[1])) if nonzero.size else 0
+    bits = 0
+    while bits < 200 and not np.all(np.ldexp(data, bits) == np.floor(np.ldexp(data, bits))):
+        bits += 1  # a float32 has 24 significant bits: a handful of steps for tracr's weights
+    scaled = np.ldexp(data, bits)  # exact: a power-of-two scaling of integers' worth of mantissa
+    if np.all(np.abs(scaled) < 2**31):
+        return scaled.astype(np.int64), bits
     ints = np.empty(data.shape, dtype=object)
     for index, value in np.ndenumerate(data):
         ints[index] = int(Fraction(float(value)) * (1 << bits))
@@ -622,7 +649,13 @@ def _notes(
             f"(denominators {{{shown}}}); snapping would move them by at most {worst}"
         )
     leaks = head_leaks(export)
-    if attention == "hardmax":
+    if attention == "float":
+        notes.append(
+            "reading: float, the model as tracr compiled it (float32 softmax, every head's logits x "
+            f"1/sqrt({key_size}), the largest head's key size): rasp-equivalence checks it; other properties "
+            "check tracr's intended hardmax computation and say so beside their verdicts"
+        )
+    elif attention == "hardmax":
         notes.append(
             "reading: hardmax, tracr's intended computation (the argmax set of each head's logits, ties "
             f"averaged); the model tracr ships runs in float32 softmax with logits x 1/sqrt({key_size}) and leaks "

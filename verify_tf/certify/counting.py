@@ -8,13 +8,14 @@ merging strings that reach the same joint state. The certificate checks:
   exploration's kept states stand for, added up through its merges (``Exploration.strings``). Rules out a
   transition skipped (a letter not followed from some state).
 * **interpreter sample**: a seeded sample of strings of length N (their prefixes are the shorter strings)
-  run on the reference interpreter; its readout at every position must equal the counting model's readout
-  (``CountingModel.step``, the machine the exploration ran) bit for bit, and its decisions must equal the
-  counter machine's outputs at every checked prefix. The property's own check (``violation``: the program's
-  interpreter too) is re-run on a spread of ``VIOLATION_SAMPLE`` of them. Rules out a counting model or a
-  counter machine that disagrees with the definitions on the sample.
+  run on the reference interpreter; its readout at every position must equal the counter model's readout
+  (``engines.counting.joint.Joint.step``, the machine the exploration ran) bit for bit, and no checked prefix
+  may violate the property there (``prefix_violates``, beside the counter machine or the other model). The
+  property's own check (``violation``: the program's interpreter too) is re-run on a spread of
+  ``VIOLATION_SAMPLE`` of them. Rules out a counter model or a counter machine that disagrees with the
+  definitions on the sample.
 
-What it does not rule out: a disagreement between the counting model and the interpreter on a string outside
+What it does not rule out: a disagreement between the counter model and the interpreter on a string outside
 the sample (the engine's differential tests are the defence there); that merged states really are
 interchangeable (``engines.counting.explore``'s argument, trusted). An every-length proof adds its induction
 queries (certified as SMT queries by the caller; over unbounded integers they have no LRAT chain).
@@ -26,7 +27,7 @@ import random
 from fractions import Fraction
 
 from ..engines.base import Task
-from ..engines.counting.stream import CountingModel
+from ..engines.counting.joint import Joint
 from ..engines.scan import fractions_digest
 from ..semantics import evaluate
 
@@ -60,29 +61,26 @@ def _word(index: int, alphabet: list[str], length: int) -> tuple[str, ...]:
 def _evaluate_sample(task: Task, words: list[tuple[str, ...]]) -> tuple[list[list[Fraction]], list[str]]:
     """The interpreter's readouts per word, and the disagreements found (described)."""
     goal = task.prop.counting_goal(task)
-    counting = CountingModel.of(task.model, task.arithmetic)
-    machine = goal.machine
+    joint = Joint(task.model, task.arithmetic, goal)
     outputs, problems = [], []
     spread = set(range(0, len(words), max(1, len(words) // VIOLATION_SAMPLE)))
     for k, word in enumerate(words):
         readout = list(evaluate(task.model, task.arithmetic, word).readout)
         outputs.append(readout)
-        sums, positions, first = counting.start()
-        mine = [] if first is None else [first]
-        counts = machine.initial
-        decisions_agree = first is None or goal.first_position > 0 or not first > goal.threshold
+        checked = goal.checked(len(word))
+        state, ours, theirs = joint.start()
+        mine = [] if ours is None else [ours.readout]
+        decisions_agree = 0 not in checked or not task.prop.prefix_violates(task, ours, theirs)
         for p, symbol in enumerate(word, 1):
-            sums, value = counting.step(sums, positions, symbol)
-            positions += 1
-            mine.append(value)
-            counts, output = machine.step(counts, symbol)
-            if p >= goal.first_position and (value > goal.threshold) != output:
+            state, ours, theirs = joint.step(state, p - 1, symbol)
+            mine.append(ours.readout)
+            if p in checked and task.prop.prefix_violates(task, ours, theirs):
                 decisions_agree = False
         shown = "".join(word)
         if mine != readout:
-            problems.append(f"{shown!r}: the counting model's readouts differ from the interpreter's")
+            problems.append(f"{shown!r}: the counter model's readouts differ from the interpreter's")
         elif not decisions_agree:
-            problems.append(f"{shown!r}: the counter machine's outputs differ from the interpreter's decisions")
+            problems.append(f"{shown!r}: a checked prefix violates the property on the counter model")
         if k in spread and task.prop.violation(task, word) is not None:
             problems.append(f"{shown!r}: the property's own check finds a violation")
     return outputs, problems
@@ -112,12 +110,21 @@ def counting_evidence(task: Task, covered: dict, seed: int) -> dict:
             "interpreter_sha256": fractions_digest(outputs),
             "property_rechecked_on": min(len(words), VIOLATION_SAMPLE),
             "problems": problems[:10],
-            "note": "readouts equal the counting model's bit for bit, decisions equal the counter machine's"
+            "note": "readouts equal the counter model's bit for bit, no checked prefix violates the property"
             if not problems
             else problems[0],
         },
     ]
-    return {"kind": "counting", "covered": {"alphabet": alphabet, "max_length": length}, "checks": checks}
+    return {"kind": "counting", "covered": covered_record(covered), "checks": checks}
+
+
+def covered_record(covered: dict) -> dict:
+    """What a certificate says its exploration covered: the alphabet, the lengths 0..max_length, and with
+    ``closed_at`` that the states repeat from there on (a proof about every longer length, or every length)."""
+    found = {"alphabet": covered["alphabet"], "max_length": covered["max_length"]}
+    if covered.get("closed_at") is not None:
+        found["closed_at"] = covered["closed_at"]
+    return found
 
 
 def recheck_counting(task: Task, record: dict) -> list[str]:
@@ -125,17 +132,23 @@ def recheck_counting(task: Task, record: dict) -> list[str]:
     problems = []
     goal = task.prop.counting_goal(task)
     covered = record.get("covered", {})
-    if covered.get("alphabet") != list(goal.alphabet) or covered.get("max_length") != goal.max_length:
+    # the lengths explored: the domain's, or up to where the states repeat (then every longer length is decided;
+    # the re-run of the engine, certify.rederive, reproduces that length)
+    repeat = covered.get("closed_at")
+    length = goal.max_length
+    if isinstance(repeat, int) and covered.get("max_length") == repeat and (repeat <= length or goal.all_lengths):
+        length = repeat
+    if covered.get("alphabet") != list(goal.alphabet) or covered.get("max_length") != length:
         problems.append(
             f"the certificate covers {covered}, the spec asks lengths up to {goal.max_length} over "
             f"{list(goal.alphabet)}"
         )
     count: dict = next((c for c in record.get("checks", []) if c["check"] == "strings counted two ways"), {})
-    closed = [len(goal.alphabet) ** n for n in range(goal.max_length + 1)]
+    closed = [len(goal.alphabet) ** n for n in range(length + 1)]
     if count.get("closed_form") != closed or count.get("explored") != closed:
         problems.append("strings counted two ways: the exploration's count is not |Σ|^n at every length")
     sample: dict = next((c for c in record.get("checks", []) if c["check"].startswith("seeded sample")), {})
-    words = sample_words(list(goal.alphabet), goal.max_length, sample.get("seed", 0))
+    words = sample_words(list(goal.alphabet), length, sample.get("seed", 0))
     if len(words) != sample.get("sample_size"):
         problems.append("sample size differs")
     outputs, found = _evaluate_sample(task, words)

@@ -115,10 +115,11 @@ def run(file: Path, string: str, prefix: bool) -> None:
 )
 @click.option(
     "--heads",
-    type=click.Choice(["uniform", "softmax"]),
+    type=click.Choice(["uniform", "softmax", "softmax-bos"]),
     default="uniform",
     show_default=True,
-    help="Uniform heads, or softmax heads with zero query/key weights (every score 0).",
+    help="Uniform heads, softmax heads with zero query/key weights (every score 0), or softmax heads whose "
+    "scores single out BOS (softmax-bos; needs --frac >= 1).",
 )
 @click.option(
     "--set",

@@ -74,6 +74,7 @@ def verdict(
     traceback: str = "",
     evidence: Evidence | None = None,
 ) -> Verdict:
+    reading, as_run = task.prop.reading(task)
     return Verdict(
         task.label,
         status,
@@ -89,6 +90,8 @@ def verdict(
         kind=task.prop.name,
         traceback=traceback,
         evidence=evidence,
+        reading=reading,
+        as_run=as_run,
     )
 
 

@@ -19,6 +19,9 @@ SAMPLING = "sampling"  # evidence only: run briefly first, to falsify cheaply
 EXHAUSTIVE = "exhaustive"  # complete on finite spaces; ``predict`` says how long it would take
 SYMBOLIC = "symbolic"  # may prove what enumeration cannot reach: chosen when no exhaustive run fits the budget
 ROLES = (SAMPLING, EXHAUSTIVE, SYMBOLIC)
+# A verdict's statistics key: the engine stopped early because its method does not pay here (the counting
+# engine when its states grow like the strings); auto hands the time left to the next engine it would choose
+HAND_OVER = "hand_over"
 
 
 @dataclass(frozen=True)

@@ -41,4 +41,7 @@ class Evaluators:
         )
 
     def chunk_size(self, length: int) -> int:
+        own = self.task.prop.batch_rows(self.task)
+        if own is not None:
+            return own  # the property evaluates its batches itself: the IR is not compiled
         return self.of().chunk_size(length, self.task.settings.memory or DEFAULT_MEMORY)

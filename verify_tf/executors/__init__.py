@@ -39,7 +39,7 @@ class _LocalHandle:
         self._value: Any = None
         self._error: UnitError | None = None
 
-    def run(self, report: Callable[[str], None]) -> None:
+    def run(self, report: Callable[..., None]) -> None:
         self.ran = True
         try:
             self._value = run_unit(self.unit, budget(self.unit, self.deadline), self.cancel, report)
@@ -58,13 +58,14 @@ class InProcess:
 
     A unit's budget is computed when it starts, so units that run one after another share the time.
     ``report`` (optional) receives ``(unit, phase)`` whenever a unit names what it is doing, so the CLI can
-    show which query is being encoded or solved.
+    show which query is being encoded or solved, and ``(unit, phase, done, total, what)`` when it also says how
+    far it is.
     """
 
     name = "in-process"
     workers = 1
 
-    def __init__(self, report: Callable[[WorkUnit, str], None] | None = None):
+    def __init__(self, report: Callable[..., None] | None = None):
         self.report = report
 
     def submit(self, unit: WorkUnit, deadline: Deadline) -> _LocalHandle:
@@ -77,9 +78,9 @@ class InProcess:
         handle = min(waiting, key=lambda h: h.unit.order)
         report = self.report
 
-        def forward(phase: str) -> None:
+        def forward(phase: str, *progress: Any) -> None:
             if report is not None:
-                report(handle.unit, phase)
+                report(handle.unit, phase, *progress)
 
         handle.run(forward)
         return [handle]

@@ -14,6 +14,7 @@ import torch
 
 from .common import EVIDENCE_NOTE, Progress, choose_device, deterministic
 from .luo import plot_luo, run_luo
+from .prefix_labels import plot_prefix_labels, run_prefix_labels
 from .spec import PRESETS, ExperimentSpec
 from .yang import plot_yang, run_yang
 
@@ -37,17 +38,25 @@ def run_experiment(
     seed: int | None = None,
     threads: int = 1,
     progress: Progress | None = None,
+    out_dir: Path | None = None,
+    export_dir: Path | None = None,
+    prove: bool = False,
 ) -> dict[str, Any]:
-    """Train everything the spec asks for under ``preset``; returns the JSON-ready result."""
+    """Train everything the spec asks for under ``preset``; returns the JSON-ready result. ``out_dir``: where an
+    experiment that writes files besides its result (prefix-labels: the model and its check spec) puts them."""
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
     settings = spec.presets[preset]
     chosen = choose_device(device)
     seed = spec.seed if seed is None else seed
-    run = run_luo if spec.experiment == "luo-position-index" else run_yang
     started, cpu_started = time.perf_counter(), time.process_time()
     with deterministic(threads):
-        body = run(spec, settings, chosen, seed, progress)
+        if spec.experiment == "prefix-labels":
+            body = run_prefix_labels(spec, settings, chosen, seed, progress, out_dir, spec.path.stem)
+        elif spec.experiment == "yang-lk-depth":
+            body = run_yang(spec, settings, chosen, seed, progress, export_dir, prove)
+        else:
+            body = run_luo(spec, settings, chosen, seed, progress)
     return {
         "experiment": spec.experiment,
         "title": spec.title,
@@ -76,7 +85,9 @@ def write_outputs(result: dict[str, Any], out_dir: Path, stem: str) -> tuple[Pat
     json_path.write_text(json.dumps(_finite(result), indent=1, allow_nan=False) + "\n", encoding="utf-8")
     if importlib.util.find_spec("matplotlib") is None:
         return json_path, None
-    plot = plot_luo if result["experiment"] == "luo-position-index" else plot_yang
+    plot = {"luo-position-index": plot_luo, "yang-lk-depth": plot_yang, "prefix-labels": plot_prefix_labels}[
+        result["experiment"]
+    ]
     plot(result, result["title"]).savefig(png_path, dpi=110)
     return json_path, png_path
 

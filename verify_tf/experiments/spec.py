@@ -13,7 +13,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ..schema.dsl import Context, Field, Integer, ListOf, Number, Obj, String, join
+from ..crasp import CraspError, load_program
+from ..schema.dsl import Boolean, Context, Field, Integer, ListOf, Number, Obj, String, join
 from ..schema.errors import SpecError
 from ..schema.yamlnodes import Node, parse_yaml
 from .modules import LAYERNORM_PLACEMENTS
@@ -23,6 +24,7 @@ __all__ = [
     "LUO_DEFAULTS",
     "LUO_TASKS",
     "LUO_VARIANTS",
+    "PREFIX_DEFAULTS",
     "PRESETS",
     "YANG_DEFAULTS",
     "ExperimentSpec",
@@ -30,7 +32,7 @@ __all__ = [
     "parse_experiment",
 ]
 
-EXPERIMENTS = ("luo-position-index", "yang-lk-depth")
+EXPERIMENTS = ("luo-position-index", "yang-lk-depth", "prefix-labels")
 PRESETS = ("small", "gpu")
 LUO_TASKS = ("position-index", "position-identification", "even-token-prediction")
 LUO_VARIANTS = ("ape", "rpe", "urpe")
@@ -103,6 +105,50 @@ YANG_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+# prefix-labels: one causal model trained to label every prefix of random strings with a C-RASP program's output,
+# then quantized and checked against the program (engine counting). `small` is a minute or two on a CPU.
+PREFIX_DEFAULTS: dict[str, dict[str, Any]] = {
+    "small": {
+        "train-lengths": [1, 32],
+        "test-lengths": [33, 64],
+        "width": 16,
+        "heads": 1,
+        "layers": 1,
+        "ffn-width": 16,
+        "layernorm": "none",
+        "steps": 1500,
+        "batch": 64,
+        "learning-rate": 0.003,
+        "train-size": 4000,
+        "test-size": 256,
+        "quantize-bits": 16,
+        "quantize-frac": 8,
+        "check-length": 1000,
+        "check-seconds": 60,
+        "check": True,
+    },
+    "gpu": {
+        "train-lengths": [1, 100],
+        "test-lengths": [101, 200],
+        "width": 64,
+        "heads": 1,
+        "layers": 2,
+        "ffn-width": 128,
+        "layernorm": "none",
+        "steps": 10000,
+        "batch": 256,
+        "learning-rate": 0.001,
+        "train-size": 50000,
+        "test-size": 1024,
+        "quantize-bits": 16,
+        "quantize-frac": 8,
+        "check-length": 1000,
+        "check-seconds": 60,
+        "check": True,
+    },
+}
+
+
 @dataclass(frozen=True)
 class ExperimentSpec:
     """A validated experiment spec; ``presets[name]`` is the full settings dict of that preset."""
@@ -114,6 +160,7 @@ class ExperimentSpec:
     presets: dict[str, dict[str, Any]]
     tasks: tuple[str, ...] = ()
     variants: tuple[str, ...] = ()
+    program: str = ""  # prefix-labels: the C-RASP program (.cr) labelling every prefix, relative to the spec
     source_text: str = field(default="", compare=False, repr=False)
 
 
@@ -162,6 +209,26 @@ _YANG_PRESET = Obj(
 )
 
 
+_PREFIX_PRESET = Obj(
+    {
+        "train-lengths": Field(_LENGTH_RANGE),
+        "test-lengths": Field(_LENGTH_RANGE),
+        "layers": Field(Integer("transformer blocks", minimum=1, maximum=64)),
+        **_training_fields(),
+        "train-size": Field(Integer("training strings (batches are drawn from them)", minimum=1, maximum=10_000_000)),
+        "test-size": Field(Integer("strings per evaluation set", minimum=1, maximum=10_000_000)),
+        "quantize-bits": Field(
+            Integer("bits of the fixed-point format the model is checked in", minimum=2, maximum=64)
+        ),
+        "quantize-frac": Field(Integer("fractional bits of that format", minimum=0, maximum=62)),
+        "check-length": Field(Integer("the check's longest string (counting)", minimum=1, maximum=1_000_000)),
+        "check-seconds": Field(Integer("the check's budget per property, seconds", minimum=1)),
+        "check": Field(Boolean("run the check after training (else only write the model and its spec)")),
+    },
+    "sizes of one prefix-labels preset; missing keys take the preset's defaults",
+)
+
+
 def _presets(preset_schema: Obj) -> Field:
     return Field(Obj({name: Field(preset_schema) for name in PRESETS}, "per-preset settings"))
 
@@ -189,11 +256,20 @@ SCHEMAS: dict[str, Obj] = {
         },
         "Yang, Cadilhac, Chiang 2025: depth needed for the per-prefix L_k task",
     ),
+    "prefix-labels": Obj(
+        {
+            **_COMMON,
+            "program": Field(String("the C-RASP program (.cr) whose output labels every prefix"), required=True),
+            "presets": _presets(_PREFIX_PRESET),
+        },
+        "train a causal model to label every prefix of random strings with a C-RASP program, then check it",
+    ),
 }
 
 _DEFAULT_TITLES = {
     "luo-position-index": "Luo et al. 2022: APE vs RPE vs URPE on position tasks",
     "yang-lk-depth": "Yang, Cadilhac, Chiang 2025: accuracy by language L_k and depth",
+    "prefix-labels": "A causal model trained on every prefix of random strings, then checked against its program",
 }
 
 
@@ -221,7 +297,13 @@ def parse_experiment(text: str, file: str = "<experiment>") -> ExperimentSpec:
         raise ctx.error(root, "", "missing required key 'experiment'", f"one of: {', '.join(EXPERIMENTS)}")
     experiment = _COMMON["experiment"].schema.validate(root.value["experiment"], ctx, "experiment")
     values = SCHEMAS[experiment].validate(root, ctx, "")
-    defaults = LUO_DEFAULTS if experiment == "luo-position-index" else YANG_DEFAULTS
+    if experiment == "prefix-labels":
+        _check_program(values["program"], root.value["program"], ctx)
+    defaults = {
+        "luo-position-index": LUO_DEFAULTS,
+        "yang-lk-depth": YANG_DEFAULTS,
+        "prefix-labels": PREFIX_DEFAULTS,
+    }[experiment]
     given = values["presets"] or {}
     presets = {}
     for name in PRESETS:
@@ -245,8 +327,20 @@ def parse_experiment(text: str, file: str = "<experiment>") -> ExperimentSpec:
         presets=presets,
         tasks=tuple(values.get("tasks") or ()),
         variants=tuple(values.get("variants") or ()),
+        program=values.get("program") or "",
         source_text=text,
     )
+
+
+def _check_program(program: str, node: Node, ctx: Context) -> None:
+    """The labelling program must exist and parse (relative to the spec's folder)."""
+    path = ctx.base_dir / program
+    try:
+        load_program(path)
+    except CraspError as error:
+        raise ctx.error(node, "program", f"invalid C-RASP program {program}: {error}") from None
+    except OSError as error:
+        raise ctx.error(node, "program", f"cannot read {path}: {error.strerror or error}") from None
 
 
 def _check_settings(experiment: str, settings: dict[str, Any], node: Node, ctx: Context, path: str) -> None:
@@ -265,6 +359,10 @@ def _check_settings(experiment: str, settings: dict[str, Any], node: Node, ctx: 
         shortest, longest = settings[key]
         if shortest > longest:
             raise ctx.error(node, join(path, key), f"expected [shortest, longest], got [{shortest}, {longest}]")
+    if experiment == "prefix-labels":
+        if settings["quantize-frac"] >= settings["quantize-bits"]:
+            raise ctx.error(node, join(path, "quantize-frac"), "expected fewer fractional bits than bits")
+        return
     longest_k = max(settings["languages"])
     if settings["train-lengths"][0] < longest_k:
         raise ctx.error(

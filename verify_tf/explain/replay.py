@@ -128,6 +128,17 @@ def explain_verdict(spec, verdict: Verdict, expect: str | None = None) -> Explai
         arithmetic=spec.arithmetic,
         expect=expect,
     )
+    if verdict.reading and verdict.as_run is not None:
+        item.notes.append(
+            f"the verdict is about the reading {verdict.reading!r}"
+            + ("" if verdict.as_run else ", NOT the model as it runs")
+            + (
+                "; the trace below replays the IR (tracr's intended hardmax computation), not the float model: the "
+                "float values are the witness's float_evaluations and enclosure"
+                if "float_evaluations" in counterexample
+                else ""
+            )
+        )
     roles = roles_of(counterexample)
     if not roles.names:
         item.notes.append(

@@ -306,6 +306,19 @@ class Prepared:
             )
 
 
+def prepare(network: FloatNetwork) -> Prepared:
+    """``Prepared(network)``, built once per network object (a handful are kept)."""
+    cached = _PREPARED.get(id(network))
+    if cached is None or cached.network is not network:
+        if len(_PREPARED) > 8:
+            _PREPARED.clear()
+        cached = _PREPARED[id(network)] = Prepared(network)
+    return cached
+
+
+_PREPARED: dict[int, Prepared] = {}
+
+
 def enclose(prepared: Prepared, ids: np.ndarray) -> Enclosure:
     """Intervals around the final residual stream of every float32 evaluation of the network on rows ``ids``."""
     n = ids.shape[1]

@@ -331,6 +331,18 @@ class Model:
     final_norm: LayerNorm | None = None  # applied to the stream after the last block (nn.TransformerEncoder's norm)
     name: str = "model"
     notes: tuple[str, ...] = field(default=(), compare=False)
+    # The reading (docs/semantics.md, "Readings"): how the source's model runs when this IR under the spec's
+    # arithmetic is only a reading of it (a tracr model runs in float32; a trained model in float32 before it
+    # was quantized); empty when the IR is the model itself. ``float_source``: the source asks the properties
+    # that can check the float model as it runs to do so (tracr's ``attention: float``, the default), and names
+    # that float model (the sha256 of the export's weights: a property checks it is the one it reads).
+    runs_as: str = ""
+    reading: str = ""  # what this IR computes of it, when runs_as is set ("hardmax, tracr's intended computation")
+    float_source: str = ""
+
+    @property
+    def float_reading(self) -> bool:
+        return bool(self.float_source)
 
     @property
     def max_length(self) -> int | None:

@@ -109,6 +109,11 @@ def model_to_dict(model: Model) -> dict[str, Any]:
     }
     if model.final_norm is not None:
         data["final-norm"] = norm(model.final_norm)
+    if model.runs_as:  # absent keys keep the files and cache keys of models that are their own reading unchanged
+        data["runs-as"] = model.runs_as
+        data["reading"] = model.reading
+    if model.float_source:
+        data["float-source"] = model.float_source
     return data
 
 
@@ -223,4 +228,7 @@ def model_from_dict(data: dict[str, Any]) -> Model:
         positional_encoding=pe,
         final_norm=norm(data.get("final-norm")),
         name=data.get("name", "model"),
+        runs_as=str(data.get("runs-as", "")),
+        reading=str(data.get("reading", "")),
+        float_source=str(data.get("float-source", "")),
     )

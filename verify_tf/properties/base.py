@@ -25,8 +25,10 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
 
-from ..contract import ARCHITECTURE, DISTINCT_VALUES, EACH_INPUT, NoOptions, Property
+from ..contract import ARCHITECTURE, DISTINCT_VALUES, EACH_INPUT, CountingGoal, NoOptions, Property, Task
+from ..domain import Domain, StringDomain
 from ..ir import AlphabetTokens, Model
+from ..schema.dsl import Field, String
 from ..schema.errors import OptionError
 
 __all__ = [
@@ -38,10 +40,14 @@ __all__ = [
     "Property",
     "bos_offset",
     "compared_positions",
+    "engines_by_lengths",
+    "lengths_field",
     "load",
     "names",
+    "prefix_goal",
     "registry",
     "require",
+    "require_strings_for_every_length",
     "typed",
 ]
 
@@ -77,6 +83,49 @@ def compared_positions(
     users = range(length) if chosen is None else sorted({p % length for p in chosen if -length <= p < length})
     labelled: list[tuple[int | str, int]] = [(BOS, 0)] if include_bos and offset else []
     return labelled + [(p, p + offset) for p in users]
+
+
+LENGTHS = ("domain", "all")
+
+
+def lengths_field() -> Field:
+    """The ``lengths`` option of the properties the counting engine decides for every length."""
+    return Field(
+        String(
+            "domain: the strings of the domain; all: every length (engine counting: the domain's lengths by "
+            "counting, then induction over positions; the domain's max-length bounds the first part only)",
+            LENGTHS,
+        ),
+        default="domain",
+    )
+
+
+def engines_by_lengths(engines: tuple[str, ...], lengths: str) -> tuple[str, ...]:
+    """``lengths: all`` is decided by the counting engine alone."""
+    return ("counting",) if lengths == "all" else engines
+
+
+def require_strings_for_every_length(domain: Domain | None, lengths: str) -> None:
+    require(
+        lengths != "all" or isinstance(domain, StringDomain),
+        "lengths",
+        "lengths: all needs a strings domain (every length of strings over its alphabet)",
+        "e.g. domain: {strings: {alphabet: [a, b], max-length: 8}}",
+    )
+
+
+def prefix_goal(task: Task, reference: Any = None, **checked: Any) -> CountingGoal:
+    """The counting engine's goal over the task's strings domain (``engines.base.CountingGoal``)."""
+    domain = task.domain
+    assert isinstance(domain, StringDomain)
+    return CountingGoal(
+        domain.alphabet,
+        domain.min_length,
+        domain.max_length,
+        task.options.lengths == "all",
+        reference=reference,
+        **checked,
+    )
 
 
 def require(condition: bool, key: str, message: str, hint: str | None = None) -> None:

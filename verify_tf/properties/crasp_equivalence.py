@@ -301,19 +301,34 @@ class CraspEquivalence(Property):
 
     # -- counting: the program as a counter machine over its counts (crasp.machine)
     def counting_goal(self, task: Task) -> CountingGoal:
-        """Model and program agree on every checked prefix: in accept mode those of length p >= min-length
-        (each a word of the domain, decided at its last position: the counting class is causal); in prefix
-        mode every prefix of length p >= 1."""
+        """Model and program agree on every checked prefix: in accept mode those of length p >= min-length (each
+        a word of the domain, decided at its last position: the counting class is causal), the least witness
+        the shortlex-least such word; in prefix mode every prefix of length p >= 1, the witness the least
+        disagreeing prefix (``violation`` pads it to min-length)."""
         domain: StringDomain = task.strings()
-        first = 1 if task.options.mode == "prefix" else domain.min_length
+        prefix = task.options.mode == "prefix"
         return CountingGoal(
-            _machine(task.options.program),
             domain.alphabet,
-            task.options.threshold,
-            first,
+            domain.min_length,
             domain.max_length,
             task.options.lengths == "all",
+            reference=_machine(task.options.program),
+            first_position=1 if prefix else domain.min_length,
+            least="prefix" if prefix else "string",
         )
+
+    def prefix_violates(self, task: Task, ours: Any, theirs: bool) -> bool:
+        """The model's decision on the prefix (readout > threshold; no BOS: the empty prefix is rejected)
+        differs from the program's output."""
+        return (ours is not None and ours.readout > task.options.threshold) != theirs
+
+    def encode_prefix_violation(self, task: Task, builder: Any, ours: Any, theirs: Any) -> Any:
+        """``prefix_violates`` over a symbolic readout and the program's symbolic output."""
+        import z3  # solver terms: imported when an induction is encoded
+
+        from ..symbolic.values import Sym
+
+        return z3.Not(builder.ge(Sym.const(task.options.threshold), ours.readout)) != theirs
 
     def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
         domain: StringDomain = task.strings()

@@ -5,6 +5,10 @@ Option ``model:`` is a second model section (inline, file, random or construct, 
 readouts q, at the user's positions (and at the BOS position with ``include-bos: true``). Both models run in
 the spec's arithmetic. Witness: the input, the first differing position and both values. The SMT query is a
 miter: both networks encoded on the same symbolic input, "some observed value differs"; unsat proves equivalence.
+
+Two causal models without positional information are also compared by the ``counting`` engine, both run as
+counter machines side by side over strings, up to the domain's max-length or (``lengths: all``) for every
+length: a prefix violates when the observed values at its last position differ.
 """
 
 from __future__ import annotations
@@ -15,14 +19,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..contract import Array, Evaluators, Measures, QueryPlan, Task, Witness
+from ..contract import Array, CountingGoal, Evaluators, Measures, QueryPlan, Task, Witness
 from ..domain import Domain, StringDomain, format_input
 from ..ir import AlphabetTokens, GridTokens, Model
 from ..numbers import fmt, fmt_vector
 from ..schema.dsl import Boolean, Field, ModelSection, Obj, String
 from ..semantics import Arithmetic, evaluate
 from ..witness import input_to_json
-from .base import Property, compared_positions, require, typed
+from .base import (
+    Property,
+    bos_offset,
+    compared_positions,
+    engines_by_lengths,
+    lengths_field,
+    prefix_goal,
+    require,
+    require_strings_for_every_length,
+    typed,
+)
 
 if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
     from ..symbolic.solve import Query
@@ -36,6 +50,7 @@ class Options:
     model: Model
     on: str = "output"
     include_bos: bool = False
+    lengths: str = "domain"
 
 
 def observed(options: Options, trace: Any) -> list[tuple[Any, ...]]:
@@ -73,13 +88,18 @@ class EquivalentTo(Property):
             "include-bos": Field(
                 Boolean("also compare the BOS position (the user's positions are always compared)"), default=False
             ),
+            "lengths": lengths_field(),
         },
         check=typed(Options),
     )
-    engines = ("enumerate", "interpret", "search", "smt", "split")
+    engines = ("enumerate", "interpret", "search", "smt", "split", "counting")
+
+    def engines_for(self, options: Options) -> tuple[str, ...]:
+        return engines_by_lengths(self.engines, options.lengths)
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         other = options.model
+        require_strings_for_every_length(domain, options.lengths)
         assert domain is not None  # needs_domain: the spec loader insists
         mine, theirs = model.tokens, other.tokens
         require(
@@ -193,6 +213,37 @@ class EquivalentTo(Property):
 
     def replay_query(self, task: Task, plan: QueryPlan, decoded: Any) -> Witness | None:
         return self.violation(task, decoded[0])
+
+    # -- counting: the other model as a second counter machine beside this one
+    def counting_goal(self, task: Task) -> CountingGoal:
+        options: Options = task.options
+        with_bos = options.include_bos and bos_offset(task.model) == 1
+        return prefix_goal(task, options.model, empty_checked=with_bos)
+
+    def prefix_violates(self, task: Task, ours: Any, theirs: Any) -> bool:
+        if ours is None or theirs is None:  # the empty prefix of models without BOS: nothing to compare
+            return False
+        return bool(ours.readout != theirs.readout if task.options.on == "readout" else ours.stream != theirs.stream)
+
+    def encode_prefix_violation(self, task: Task, builder: Any, ours: Any, theirs: Any) -> Any:
+        import z3  # solver terms: imported when an induction is encoded
+
+        if task.options.on == "readout":
+            return builder.ne(ours.readout, theirs.readout)
+        return z3.Or([builder.ne(a, b) for a, b in zip(ours.stream, theirs.stream)])
+
+    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
+        if engine != "counting":
+            return default
+        domain = task.strings()
+        what = "readouts" if task.options.on == "readout" else "outputs"
+        if task.options.lengths == "all":
+            return (
+                f"the two models' {what} agree on every string over {{{', '.join(domain.alphabet)}}} of every "
+                f"length >= {domain.min_length} ({default})"
+            )
+        lengths = f"{domain.min_length}..{domain.max_length}"
+        return f"the two models' {what} agree on every string of length {lengths} ({default})"
 
 
 PROPERTY = EquivalentTo()

@@ -5,6 +5,10 @@ end, -1 = the last, so one spec covers every length of a string domain). A model
 only with ``include-bos: true`` (witnesses name it "BOS"). The empty input has no user position: it satisfies
 any bound unless its BOS is included. Witness: the input, the position and the value found there. The
 exhaustive engines also report the exact readout range they saw.
+
+A causal model without positional information over strings is also decided by the ``counting`` engine, as a
+counter machine, up to the domain's max-length or (``lengths: all``) for every length: a prefix violates when
+the readout at its last position is outside the bounds.
 """
 
 from __future__ import annotations
@@ -16,14 +20,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..contract import Array, Evaluators, Measures, QueryPlan, Task, Witness
-from ..domain import format_input
+from ..contract import Array, CountingGoal, Evaluators, Measures, QueryPlan, Task, Witness
+from ..domain import Domain, format_input
+from ..ir import Model
 from ..numbers import fmt
 from ..schema.dsl import Boolean, Field, Integer, ListOf, Number, Obj
 from ..schema.errors import OptionError
-from ..semantics import evaluate
+from ..semantics import Arithmetic, evaluate
 from ..witness import input_to_json
-from .base import Property, bos_offset, compared_positions, typed
+from .base import (
+    Property,
+    bos_offset,
+    compared_positions,
+    engines_by_lengths,
+    lengths_field,
+    prefix_goal,
+    require_strings_for_every_length,
+    typed,
+)
 
 if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
     from ..symbolic.solve import Query
@@ -35,6 +49,7 @@ class Options:
     hi: Fraction | None = None
     positions: tuple[int, ...] | None = None
     include_bos: bool = False
+    lengths: str = "domain"
 
     def __post_init__(self) -> None:
         if self.lo is None and self.hi is None:
@@ -76,11 +91,18 @@ class OutputBounds(Property):
                 )
             ),
             "include-bos": Field(Boolean("also bound the readout at the model's BOS position"), default=False),
+            "lengths": lengths_field(),
         },
         "readout bounds",
         check=typed(Options),
     )
-    engines = ("enumerate", "interpret", "search", "smt", "split")
+    engines = ("enumerate", "interpret", "search", "smt", "split", "counting")
+
+    def engines_for(self, options: Options) -> tuple[str, ...]:
+        return engines_by_lengths(self.engines, options.lengths)
+
+    def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
+        require_strings_for_every_length(domain, options.lengths)
 
     def violation(self, task: Task, tokens: tuple[Any, ...]) -> Witness | None:
         options: Options = task.options
@@ -165,7 +187,37 @@ class OutputBounds(Property):
                 excess = max(excess, float(hi - options.hi))
         return ("holds" if inside else "violated" if outside else "open"), excess
 
+    # -- counting: the readout at the end of every constrained prefix
+    def counting_goal(self, task: Task) -> CountingGoal:
+        options: Options = task.options
+        with_bos = options.include_bos and bos_offset(task.model) == 1
+        return prefix_goal(task, positions=options.positions, empty_checked=with_bos)
+
+    def prefix_violates(self, task: Task, ours: Any, theirs: Any) -> bool:
+        return ours is not None and task.options.outside(ours.readout)
+
+    def encode_prefix_violation(self, task: Task, builder: Any, ours: Any, theirs: Any) -> Any:
+        import z3  # solver terms: imported when an induction is encoded
+
+        from ..symbolic.values import Sym
+
+        options: Options = task.options
+        outside = []
+        if options.lo is not None:
+            outside.append(z3.Not(builder.ge(ours.readout, Sym.const(options.lo))))
+        if options.hi is not None:
+            outside.append(z3.Not(builder.ge(Sym.const(options.hi), ours.readout)))
+        return z3.Or(outside)
+
     def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
+        if engine == "counting":
+            domain = task.strings()
+            lengths = (
+                f"of every length >= {domain.min_length}"
+                if task.options.lengths == "all"
+                else f"of length {domain.min_length}..{domain.max_length}"
+            )
+            return f"the readout lies in {task.options.shown()} on every string {lengths} ({default})"
         if "readout_min" in statistics:
             return (
                 f"{default}; readout range seen [{fmt(Fraction(statistics['readout_min']))}, "

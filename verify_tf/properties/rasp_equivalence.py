@@ -28,19 +28,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..builders.tracr_import import TracrExport, TracrImportError, read_export
+from ..builders.tracr_import import TracrExport, TracrImportError, float_network, read_export
 from ..contract import Array, Evaluators, Measures, QueryPlan, Task, Witness
 from ..domain import Domain, StringDomain, format_input
+from ..floats import decode as float_decode, enclosure
+from ..floats.evaluate import evaluate as evaluate_float32
 from ..ir import AlphabetTokens, Model, Vector
 from ..numbers import fmt
 from ..rasp.batched import least_undefined, outputs_batched
 from ..rasp.interpreter import run, tokens_from_symbols
 from ..rasp.program import RaspError, Value, show
-from ..schema.dsl import Context, Field, FilePath, Obj, String
+from ..schema.dsl import Context, Field, FilePath, Number, Obj, String
 from ..schema.errors import OptionError
 from ..schema.yamlnodes import Node
-from ..semantics import Arithmetic, evaluate
+from ..semantics import Arithmetic, UnsupportedInMode, evaluate
 from ..witness import input_to_json
+from ..work import CannotCheck, Deadline, DeadlineExpired
 from .base import Property, bos_offset, require, typed
 
 if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
@@ -62,13 +65,15 @@ class ExportFile(FilePath):
 
 
 UNDEFINED = ("error", "dont-care")
-UNDEFINED_SOLVER_SECONDS = 30  # per length too long to scan: deciding "defined everywhere" at load
+LOAD_SCAN_INPUTS = 1 << 16  # strings the load-time definedness search scans (the shortest lengths, in order)
+LOAD_SOLVER_SECONDS = 10  # then z3 on the longer lengths, in all (docs/tracr.md)
 
 
 @dataclass(frozen=True)
 class Options:
     program: Path
     undefined: str | None = None  # None: the policy recorded in the export ("error" when none is)
+    tolerance: Fraction = Fraction(1, 1000)  # the float reading's "equal" for a numerical output
 
     def policy(self, export: TracrExport) -> str:
         return self.undefined or export.undefined_policy
@@ -129,6 +134,15 @@ class RaspEquivalence(Property):
                     UNDEFINED,
                 )
             ),
+            "tolerance": Field(
+                Number(
+                    "the float reading (tracr's default): a numerical output equals the program's value when every "
+                    "float32 evaluation lies within this distance of it (default 1/1000; categorical outputs need "
+                    "a strict argmax)",
+                    minimum=Fraction(0),
+                ),
+                default=Fraction(1, 1000),
+            ),
         },
         check=typed(Options),
     )
@@ -167,6 +181,13 @@ class RaspEquivalence(Property):
             f"{export.max_seq_len}",
             f"domain: {{strings: {{max-length: {export.max_seq_len}}}}}",
         )
+        require(
+            not model.float_reading or model.float_source == export.weights_digest,
+            "program",
+            "the float reading checks the float32 model of the program's export, and the model was not imported "
+            "from it (its weights differ)",
+            "name the export the model was imported from, or read the model as attention: hardmax",
+        )
         if options.policy(export) == "error":
             least = least_undefined_input(export, domain)
             if least is not None:
@@ -181,6 +202,147 @@ class RaspEquivalence(Property):
     def statistics(self, task: Task) -> dict[str, Any]:
         return {"domain_size": task.strings().size()}
 
+    def batch_rows(self, task: Task) -> int | None:
+        return FLOAT_BATCH if task.model.float_reading else None
+
+    def reading(self, task: Task) -> tuple[str, bool | None]:
+        if task.model.float_reading:
+            return FLOAT_READING, True
+        return super().reading(task)
+
+    # -- the float reading (tracr's default): the compiled float32 model as it runs, through its exact enclosure
+    def float_status(self, task: Task, rows: Array) -> tuple[np.ndarray, enclosure.Enclosure]:
+        """Per (row, user position): RIGHT, WRONG or UNDECIDED (``floats.decode``) for every float32 evaluation of
+        the compiled model against the program, with the enclosure (BOS at stream position 0)."""
+        export = _export(task.options.program)
+        network = float_network(export)
+        codes, undefined = self._program_codes(task, export, rows)
+        found = enclosure.enclose(enclosure.prepare(network), network.ids(rows, tuple(task.strings().alphabet)))
+        box = enclosure.Box(found.output.lo[:, 1:], found.output.hi[:, 1:])
+        output = export.program.output_node
+        if export.output_kind == "categorical":
+            space_index = {v: k for k, (v, _) in enumerate(export.output_space)}
+            table = [
+                float_decode.DONT_CARE if v is None else space_index.get(v, float_decode.NOT_IN_SPACE)
+                for v in output.values
+            ]
+            wanted = np.array(table, dtype=np.int64)[codes]
+            status = float_decode.categorical(box, [i for _, i in export.output_space], wanted)
+        else:
+            assert export.output_index is not None  # a numerical output has one coordinate
+            values = [None if v is None else Fraction(v) for v in output.values]
+            status = float_decode.numerical(box, export.output_index, values, codes, task.options.tolerance)
+        if undefined.any():  # no specification there: don't-care (policy dont-care; "error" refused the spec)
+            status = np.where(undefined[:, None], float_decode.RIGHT, status)
+        return status, found
+
+    def float_rows(self, task: Task, rows: Array) -> tuple[Array, Measures]:
+        """The enumerate hook under the float reading: rows where some evaluation may decode wrong are flagged
+        only if *every* evaluation does (a refutation); the others that the enclosure cannot decide are counted
+        (measure ``float_undecided``: a proof needs none), and each head's leak is measured."""
+        flagged: list[np.ndarray] = []
+        undecided: list[np.ndarray] = []
+        leaks: dict[str, list[np.ndarray]] = {}
+        for start in range(0, len(rows), FLOAT_BATCH):
+            status, found = self.float_status(task, rows[start : start + FLOAT_BATCH])
+            flagged.append((status == float_decode.WRONG).any(axis=1))
+            undecided.append((status == float_decode.UNDECIDED).any(axis=1))
+            for name, leak in found.heads.items():
+                leaks.setdefault(f"float_leak {name}", []).append(leak.leak)
+        measures: Measures = {"float_undecided": (np.concatenate(undecided).astype(np.int64), 1)}
+        for name, parts in leaks.items():
+            measures[name] = (np.concatenate(parts), 1 << enclosure.P)
+        return np.concatenate(flagged), measures
+
+    def measure_kinds(self, task: Task) -> dict[str, str]:
+        if not task.model.float_reading:
+            return {}
+        network = enclosure.prepare(float_network(_export(task.options.program)))
+        heads = [f"layer {layer} head {h[0]}" for layer, (_, used, *_) in enumerate(network.layers) for h in used]
+        return {"float_undecided": "max", **{f"float_leak {name}": "max" for name in heads}}
+
+    def measure(self, task: Task, tokens: tuple[Any, ...]) -> dict[str, Fraction]:
+        if not task.model.float_reading:
+            return {}
+        rows = np.array([[task.strings().alphabet.index(t) for t in tokens]], dtype=np.int64)
+        _, found = self.float_rows(task, rows)
+        return {name: Fraction(int(numerators[0]), den) for name, (numerators, den) in found.items()}
+
+    def float_violation(self, task: Task, tokens: tuple[Any, ...]) -> Witness | None:
+        """A witness where every float32 evaluation of the compiled model decodes differently from the program,
+        replayed on this package's float32 evaluator and, when tracr is installed, on tracr's own model in JAX."""
+        export = _export(task.options.program)
+        try:
+            expected = run(export.program, tokens_from_symbols(export.program, tokens)).output
+        except RaspError as exc:
+            if task.options.policy(export) == "dont-care":
+                return None  # the program is undefined here: the whole input is don't-care
+            raise RaspError(f"the RASP program is undefined on {format_input(tuple(tokens))!r}: {exc}") from None
+        rows = np.array([[task.strings().alphabet.index(t) for t in tokens]], dtype=np.int64)
+        status, found = self.float_status(task, rows)
+        wrong = np.flatnonzero(status[0] == float_decode.WRONG)
+        if len(wrong) == 0:
+            return None
+        p = int(wrong[0])
+        network = float_network(export)
+        ids = network.ids(rows, tuple(task.strings().alphabet))
+        ours = evaluate_float32(network, ids).output[0, 1:]
+        replays = {"numpy float32": [_decode_float(export, ours[i]) for i in range(len(tokens))]}
+        from ..floats import jax_replay
+
+        if jax_replay.available():
+            theirs = jax_replay.final_stream(export.document, [int(i) for i in ids[0]])[1:]
+            replays["tracr's model in JAX"] = [_decode_float(export, theirs[i]) for i in range(len(tokens))]
+        box = enclosure.Box(found.output.lo[0, 1:], found.output.hi[0, 1:])
+        for name, decoded in replays.items():
+            right = (
+                decoded[p] == expected[p]
+                if export.output_kind == "categorical"
+                else abs(decoded[p] - Fraction(expected[p])) <= task.options.tolerance
+            )
+            if right:  # the enclosure contains every float32 evaluation: this would be a bug in it
+                raise RuntimeError(
+                    f"enclosure check failed: it says no float32 evaluation decodes {show(expected[p])} at position "
+                    f"{p} of {format_input(tuple(tokens))}, but {name} does"
+                )
+        word = format_input(tuple(tokens))
+        model_text = "[" + ", ".join(_shown(v) for v in replays["numpy float32"]) + "]"
+        program_text = "[" + ", ".join(show(v) for v in expected) + "]"
+        if export.output_kind == "categorical":
+            coords = [(v, i) for v, i in export.output_space]
+            rivals = [
+                v
+                for v, i in coords
+                if v != expected[p]
+                and box.lo[p, i] > max((box.hi[p, j] for w, j in coords if w == expected[p]), default=-(1 << 400))
+            ]
+            finding = (
+                f"the program gives {show(expected[p])}; every float32 evaluation of the compiled model ranks "
+                f"{', '.join(show(v) for v in rivals) or 'another value'} above it"
+            )
+        else:
+            assert export.output_index is not None  # a numerical output has one coordinate
+            finding = (
+                f"the program gives {show(expected[p])}; every float32 evaluation of the compiled model lies in "
+                f"{float_decode.interval_text(box, p, export.output_index)}, farther than the tolerance "
+                f"{fmt(task.options.tolerance)}"
+            )
+        evaluations = "; ".join(f"{name}: {_shown(values[p])}" for name, values in replays.items())
+        return {
+            "input": input_to_json(tuple(tokens)),
+            "string": word,
+            "position": witness_position(p),
+            "reading": FLOAT_READING,
+            "program_output": [None if v is None else show(v) for v in expected],
+            "model_output": [_shown(v) for v in replays["numpy float32"]],
+            "float_evaluations": {name: [_shown(v) for v in values] for name, values in replays.items()},
+            "enclosure": [
+                {v: float_decode.interval_text(box, i, j) for v, j in _coordinates(export)} for i in range(len(tokens))
+            ],
+            "summary": f"input {word} at position {witness_position(p)}: {finding} ({evaluations}; RASP "
+            f"{program_text}, float model {model_text}; None: don't care)",
+        }
+
     # -- both sides on one input, on the interpreters
     def sides(self, task: Task, tokens: Sequence[str]) -> tuple[list[Value], list[Decoded], Any, Any]:
         """(program outputs, model outputs) at the user's positions, with both traces."""
@@ -192,12 +354,18 @@ class RaspEquivalence(Property):
         return program_trace.output, model_side, trace, program_trace
 
     def violation(self, task: Task, tokens: tuple[Any, ...]) -> Witness | None:
+        if task.model.float_reading:
+            return self.float_violation(task, tokens)
         try:
             expected, got, _, program_trace = self.sides(task, tokens)
         except RaspError as exc:
             if task.options.policy(_export(task.options.program)) == "dont-care":
                 return None  # the program is undefined here: the whole input is don't-care
-            raise RaspError(f"the RASP program is undefined on {format_input(tuple(tokens))!r}: {exc}") from None
+            raise CannotCheck(  # the load-time search (bounded) did not reach this input
+                f"the RASP program is undefined on {format_input(tuple(tokens))!r} ({exc}), so the model has no "
+                "specification there: declare such inputs don't-care with undefined: dont-care (tracr promises "
+                "nothing on them), or fix the program"
+            ) from None
         for p, (want, have) in enumerate(zip(expected, got)):
             if want is not None and not agrees(want, have):
                 return self.witness(task, tokens, p, expected, got, program_trace)
@@ -251,13 +419,13 @@ class RaspEquivalence(Property):
         length = rows.shape[1]
         if length == 0:
             return np.zeros(len(rows), dtype=bool), {}
+        if task.model.float_reading:
+            flagged, measures = self.float_rows(task, rows)
+            if task.options.policy(export) == "error":
+                flagged = flagged | self._program_codes(task, export, rows)[1]
+            return flagged, measures
         program = export.program
-        assert program.tokens_node is not None  # a tracr program reads its tokens
-        token_code = np.array(
-            [program.tokens_node.code_of[v] for v in tokens_from_symbols(program, task.strings().alphabet)],
-            dtype=np.int64,
-        )
-        codes, undefined = outputs_batched(program, token_code[rows])
+        codes, undefined = self._program_codes(task, export, rows)
         output = program.output_node
         none_code = output.code_of.get(None, -1)
         defined = codes != none_code
@@ -278,6 +446,18 @@ class RaspEquivalence(Property):
         return (defined & wrong).any(axis=1) | undefined, {}
 
     @staticmethod
+    def _program_codes(task: Task, export: TracrExport, rows: Array) -> tuple[np.ndarray, np.ndarray]:
+        """The program's output codes (B, n) on rows of the domain's alphabet, and which rows it is undefined on."""
+        program = export.program
+        assert program.tokens_node is not None  # a tracr program reads its tokens
+        token_code = np.array(
+            [program.tokens_node.code_of[v] for v in tokens_from_symbols(program, task.strings().alphabet)],
+            dtype=np.int64,
+        )
+        codes, undefined = outputs_batched(program, token_code[rows])
+        return codes, undefined
+
+    @staticmethod
     def _numerical_wrong(
         export: TracrExport, numerators: np.ndarray, den: int, codes: np.ndarray, defined: np.ndarray
     ) -> np.ndarray:
@@ -290,8 +470,59 @@ class RaspEquivalence(Property):
         wrong: np.ndarray = differs[np.asarray(inverse).reshape(-1)].reshape(codes.shape) & defined
         return wrong
 
+    def describe_float_proof(self, task: Task, statistics: dict[str, Any], how: str) -> str:
+        """The float reading's proof, or ``unknown`` (raised) when some input's decoding was left undecided."""
+        domain: StringDomain = task.strings()
+        export = _export(task.options.program)
+        if Fraction(statistics.get("float_undecided", "0")) > 0:
+            space = self.input_space(task)
+            index = int(statistics["float_undecided_at"])
+            tokens = space.decode(space.rows(index, index + 1)[0][0])
+            raise UnsupportedInMode(f"float reading: {self.undecided_text(task, tuple(tokens))}")
+        leaks = sorted(
+            (k.removeprefix("float_leak "), Fraction(v))
+            for k, v in statistics.items()
+            if k.startswith("float_leak ") and not k.endswith("_at")
+        )
+        leak_text = "; ".join(f"{name} leaks <= {float_decode.upper_text(value)}" for name, value in leaks)
+        equal = "strict argmax" if export.output_kind == "categorical" else f"within {fmt(task.options.tolerance)}"
+        return (
+            f"{domain.size()} strings of length {domain.min_length}..{domain.max_length} over "
+            f"{{{', '.join(domain.alphabet)}}}: every float32 evaluation of the compiled model (softmax, logits x "
+            f"1/sqrt({float_network(export).layers[0][0].key_size if float_network(export).layers else 0}), any "
+            f"summation order) decodes its {export.output_kind} output to the RASP program's ({equal}) at every "
+            f"position where it is defined ({how}; weight off the argmax set: {leak_text or 'no attention'})"
+        )
+
+    def undecided_text(self, task: Task, tokens: tuple[Any, ...]) -> str:
+        """Where the enclosure cannot decide an input's decoding, and what two float32 evaluations give there."""
+        export = _export(task.options.program)
+        rows = np.array([[task.strings().alphabet.index(t) for t in tokens]], dtype=np.int64)
+        status, found = self.float_status(task, rows)
+        p = int(np.flatnonzero(status[0] == float_decode.UNDECIDED)[0])
+        box = enclosure.Box(found.output.lo[0, 1:], found.output.hi[0, 1:])
+        expected = run(export.program, tokens_from_symbols(export.program, tokens)).output
+        network = float_network(export)
+        ours = evaluate_float32(network, network.ids(rows, tuple(task.strings().alphabet))).output[0, 1 + p]
+        bounds = ", ".join(
+            f"{show(v) if v != 'value' else 'value'} {float_decode.interval_text(box, p, i)}"
+            for v, i in _coordinates(export)
+        )
+        return (
+            f"input {format_input(tokens)} at position {witness_position(p)}: the program gives {show(expected[p])}; "
+            f"the enclosure of every float32 evaluation ({bounds}) is too wide to decide the decoding (this "
+            f"package's float32 evaluation gives {_shown(_decode_float(export, ours))}); a narrower enclosure or "
+            "attention: hardmax (tracr's intended computation) may decide it"
+        )
+
     # -- smt: the program as z3 terms over the same symbolic input
     def smt_queries(self, task: Task) -> list[QueryPlan]:
+        if task.model.float_reading:
+            raise UnsupportedInMode(
+                "the smt engine encodes the hardmax reading; the float reading (tracr's default, the model as "
+                "compiled) is checked by engine enumerate or interpret; attention: hardmax checks tracr's intended "
+                "computation with smt"
+            )
         return [QueryPlan(f"length {n}", (n,)) for n in task.strings().lengths if n > 0]
 
     def build_query(self, task: Task, plan: QueryPlan, builder: Any) -> Query:
@@ -364,6 +595,8 @@ class RaspEquivalence(Property):
         domain: StringDomain = task.strings()
         export = _export(task.options.program)
         how = default if engine == "smt" else f"{statistics.get('space_size', domain.size())} evaluated"
+        if task.model.float_reading:
+            return self.describe_float_proof(task, statistics, how)
         return (
             f"{domain.size()} strings of length {domain.min_length}..{domain.max_length} over "
             f"{{{', '.join(domain.alphabet)}}}: the model's {export.output_kind} output equals the RASP "
@@ -375,17 +608,63 @@ def _export(path: Path) -> TracrExport:
     return read_export(path)
 
 
-def least_undefined_input(export: TracrExport, domain: StringDomain) -> tuple[str, str] | None:
-    """The shortlex-least string of ``domain`` on which the program is undefined, with the reason, or None.
+FLOAT_READING = "float32 as compiled"
+FLOAT_BATCH = 64  # rows per enclosure (exact integers in object arrays: memory, and the deadline's granularity)
 
-    Lengths with at most ``SCAN_LIMIT`` strings are scanned in order by the batched RASP evaluator; longer ones
-    are decided by z3 on the program's own formulas (``rasp.symbolic``), then minimised letter by letter."""
+
+def _coordinates(export: TracrExport) -> list[tuple[Value, int]]:
+    """The output's coordinates by value: the output space's, or the numerical output's one."""
+    if export.output_kind == "categorical":
+        return list(export.output_space)
+    assert export.output_index is not None  # a numerical output has one coordinate
+    return [("value", export.output_index)]
+
+
+def _decode_float(export: TracrExport, vector: np.ndarray) -> Any:
+    """One float32 evaluation's decoded output at a position: the argmax value, a tie, or the numerical value."""
+    if export.output_kind == "numerical":
+        assert export.output_index is not None  # a numerical output has one coordinate
+        return Fraction(float(vector[export.output_index]))
+    scores = [vector[i] for _, i in export.output_space]
+    best = max(scores)
+    winners = [v for (v, _), x in zip(export.output_space, scores) if x == best]
+    return winners[0] if len(winners) == 1 else tuple(winners)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, tuple):
+        return "tie(" + "|".join(show(v) for v in value) + ")"
+    if isinstance(value, Fraction) and value.denominator > 1000:
+        return f"{float(value):.7g}"  # a float32 evaluation's value, shown (it decides nothing)
+    return show(value)
+
+
+def least_undefined_input(export: TracrExport, domain: StringDomain) -> tuple[str, str] | None:
+    """The shortlex-least string of ``domain`` on which the program is undefined, with the reason, or None when
+    there is none or the bounded search did not find one (loading has no deadline, so the search has its own).
+
+    The shortest lengths, up to ``LOAD_SCAN_INPUTS`` strings in all, are scanned in order by the batched RASP
+    evaluator; longer ones are asked of z3 on the program's own formulas (``rasp.symbolic``), shortest first,
+    within ``LOAD_SOLVER_SECONDS`` in all, then minimised letter by letter. What the search leaves undecided is
+    met by the check itself: an undefined input there is ``unknown`` saying so (``CannotCheck``), never error."""
     program = export.program
     values = tokens_from_symbols(program, domain.alphabet)
     codes = [_token_codes(program)[v] for v in values]
-    found, unscanned = least_undefined(program, codes, domain.lengths)
+    scanned, total = [], 0
+    for n in domain.lengths:
+        total += len(codes) ** n
+        if total > LOAD_SCAN_INPUTS:
+            break
+        scanned.append(n)
+    found, _ = least_undefined(program, codes, scanned)
     if found is None:
-        found = next((w for w in (_solve_undefined(program, domain, n) for n in unscanned) if w is not None), None)
+        deadline = Deadline(LOAD_SOLVER_SECONDS)
+        for n in domain.lengths[len(scanned) :]:
+            if n == 0:
+                continue
+            found, decided = _solve_undefined(program, domain, n, deadline)
+            if found is not None or not decided:  # a shorter length undecided: no longer input is the least
+                break
     if found is None:
         return None
     symbols = tuple(domain.alphabet[codes.index(c)] for c in found)
@@ -396,44 +675,58 @@ def least_undefined_input(export: TracrExport, domain: StringDomain) -> tuple[st
     raise AssertionError(f"the RASP evaluators disagree on {symbols}")  # pragma: no cover (tests/test_rasp.py)
 
 
-def _solve_undefined(program: Any, domain: StringDomain, length: int) -> tuple[int, ...] | None:
-    """The lexicographically least string of this length where the program is undefined (codes), via z3."""
+def _solve_undefined(
+    program: Any, domain: StringDomain, length: int, deadline: Deadline
+) -> tuple[tuple[int, ...] | None, bool]:
+    """(the least string of this length where the program is undefined, as codes, or None; whether z3 decided
+    within ``deadline``). Out of time while minimising, the last string found is returned (undefined, if not the
+    least)."""
     import z3
 
     from ..rasp.symbolic import program_outputs_symbolic
     from ..symbolic.inputs import string_input
     from ..symbolic.values import Builder
 
-    builder = Builder()
+    if deadline.expired():
+        return None, False
+    builder = Builder(deadline=deadline)
     inp = string_input(domain.alphabet, length, builder)
     alphabet_values = tokens_from_symbols(program, domain.alphabet)
-    _, undefined = program_outputs_symbolic(program, inp, alphabet_values)
+    try:  # the encoding too stops at the search's deadline (a wide program's formulas take seconds to build)
+        _, undefined = program_outputs_symbolic(program, inp, alphabet_values, builder.tick)
+    except DeadlineExpired:
+        return None, False
     solver = z3.Solver()
-    solver.set("timeout", UNDEFINED_SOLVER_SECONDS * 1000)
     solver.add(*builder.assertions, undefined)
 
-    def check() -> bool:
-        answer = solver.check()
-        if answer == z3.unknown:
-            raise OptionError(
-                "program",
-                f"could not decide within {UNDEFINED_SOLVER_SECONDS} s whether the RASP program is defined on every "
-                f"input of length {length}",
-                "declare such inputs don't-care with undefined: dont-care, or lower the domain's max-length",
-            )
-        return bool(answer == z3.sat)
+    def check() -> Any:
+        solver.set("timeout", max(1, int(deadline.remaining() * 1000)))
+        return solver.check()
 
-    if not check():
-        return None
-    chosen = []
+    answer = check()
+    if answer != z3.sat:
+        return None, answer == z3.unsat
+
+    def witness() -> list[int]:  # the string of the last satisfiable check
+        model = solver.model()
+        return [model.eval(term, model_completion=True).as_long() for term in inp.index_terms]
+
+    found = witness()
     for term in inp.index_terms:  # fix each position to its least symbol that keeps an undefined input
         for symbol in range(len(domain.alphabet)):
             solver.push()
             solver.add(term == symbol)
-            if check():
-                chosen.append(symbol)
+            answer = check()
+            if answer == z3.sat:
+                found = witness()
                 break
             solver.pop()
+            if answer == z3.unknown:  # out of time: the last string found is undefined too (if not the least)
+                return _codes_of(program, inp, found), True
+    return _codes_of(program, inp, found), True
+
+
+def _codes_of(program: Any, inp: Any, chosen: list[int]) -> tuple[int, ...]:
     position = {term.get_id(): i for i, term in enumerate(inp.index_terms)}
     word = [str(symbol) for symbol in inp.decode(lambda var: chosen[position[var.get_id()]])]  # a string's letters
     program_codes = _token_codes(program)

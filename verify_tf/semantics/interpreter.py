@@ -93,16 +93,22 @@ def affine(weights: Matrix, x: Vector, bias: Vector, r: _Counter) -> Vector:
 
 def embed(model: Model, tokens: Sequence[Token], r: _Counter) -> list[Vector]:
     """Token vectors (grid tokens as given, alphabet tokens through the table) plus absolute PE."""
+    pe = model.positional_encoding
+    if pe is not None and len(tokens) > len(pe):
+        raise ValueError(f"input length {len(tokens)} exceeds the positional encoding's {len(pe)} positions")
+    return [embed_position(model, token, i, r) for i, token in enumerate(tokens)]
+
+
+def embed_position(model: Model, token: Token, position: int, r: _Counter) -> Vector:
+    """One stream position's input: the token's vector, plus row ``position`` of the absolute PE (saturated)."""
     if isinstance(model.tokens, AlphabetTokens):
-        vectors = [model.tokens.embed(cast(str, t)) for t in tokens]
+        vector = model.tokens.embed(cast(str, token))
     else:
-        vectors = [tuple(Fraction(c) for c in t) for t in tokens]
+        vector = tuple(Fraction(c) for c in token)
     pe = model.positional_encoding
     if pe is None:
-        return vectors
-    if len(tokens) > len(pe):
-        raise ValueError(f"input length {len(tokens)} exceeds the positional encoding's {len(pe)} positions")
-    return [tuple(r.saturate(a + b) for a, b in zip(v, pe[i])) for i, v in enumerate(vectors)]
+        return vector
+    return tuple(r.saturate(a + b) for a, b in zip(vector, pe[position]))
 
 
 def attention_head(head: Head, z: list[Vector], r: _Counter) -> HeadTrace:
@@ -201,21 +207,23 @@ def attention_layer(layer: AttentionLayer, z: list[Vector], r: _Counter, trace: 
     else:
         heads = [attention_head(h, z, r) for h in layer.heads]
     trace.heads = heads
-    projected: list[Vector] = []
-    for i in range(len(z)):
-        coords = []
-        for c, bias in enumerate(layer.output_bias):
-            total = bias + sum(
-                (w * x for head, ht in zip(layer.heads, heads) for w, x in zip(head.output[c], ht.output[i])),
-                Fraction(0),
-            )
-            coords.append(r.round(total))
-        projected.append(tuple(coords))
+    projected = [project_heads(layer, [ht.output[i] for ht in heads], r) for i in range(len(z))]
     trace.attention_output = projected
-    out = _residual(z, projected, layer.residual, r)
+    out = residual(z, projected, layer.residual, r)
     if layer.norm is not None and not layer.norm_first:  # post-LN: LN(z + attn(z))
         out = trace.attention_norm = layer_norm(layer.norm, out, r)
     return out
+
+
+def project_heads(layer: AttentionLayer, outputs: Sequence[Vector], r: _Counter) -> Vector:
+    """One position's attention output o_i = round(Σ_h W_O^h head^h_i + b_O) from its heads' outputs."""
+    return tuple(
+        r.round(
+            bias
+            + sum((w * x for head, out in zip(layer.heads, outputs) for w, x in zip(head.output[c], out)), Fraction(0))
+        )
+        for c, bias in enumerate(layer.output_bias)
+    )
 
 
 def activation(name: str, h: Fraction, r: _Counter) -> Fraction:
@@ -233,14 +241,15 @@ def feed_forward(ff: FeedForward, z: list[Vector], r: _Counter, trace: BlockTrac
         inputs = trace.feed_forward_norm = layer_norm(ff.norm, z, r)
     hidden = [tuple(activation(ff.activation, h, r) for h in affine(ff.w1, zi, ff.b1, r)) for zi in inputs]
     trace.hidden = hidden
-    out = _residual(z, [affine(ff.w2, h, ff.b2, r) for h in hidden], ff.residual, r)
+    out = residual(z, [affine(ff.w2, h, ff.b2, r) for h in hidden], ff.residual, r)
     if ff.norm is not None and not ff.norm_first:  # post-LN: LN(z + ff(z))
         out = trace.feed_forward_norm = layer_norm(ff.norm, out, r)
     return out
 
 
-def _residual(z: list[Vector], update: list[Vector], residual: bool, r: _Counter) -> list[Vector]:
-    if not residual:
+def residual(z: list[Vector], update: list[Vector], add: bool, r: _Counter) -> list[Vector]:
+    """z + update, saturated (``add``: the sublayer is residual), or the update alone."""
+    if not add:
         return update
     return [tuple(r.saturate(a + b) for a, b in zip(zi, ui)) for zi, ui in zip(z, update)]
 

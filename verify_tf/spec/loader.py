@@ -61,7 +61,6 @@ from ..schema.errors import MissingDependency, OptionError, SpecError
 from ..schema.yamlnodes import Node, parse_yaml
 from ..semantics import Arithmetic, Exact, Fixed
 from ..semantics.arithmetic import ATTENTION_ROUNDINGS
-from ..symbolic.deviation import igelu_deviation_note
 from ..userfiles import UserFileError, read_user_text
 from ..work import MAX_TIMEOUT
 
@@ -456,7 +455,7 @@ def _tracr_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
         return import_tracr(
             section["tracr"],
             snap=section["snap"] is not False,
-            attention=section["attention"] or "hardmax",
+            attention=section["attention"] or "float",
             quantize=quantize,
             name=section["name"] or None,
         )
@@ -576,9 +575,10 @@ def model_schema(description: str = "the transformer") -> Obj:
         ),
         "attention": Field(
             String(
-                "tracr: how to read its softmax attention (hardmax is exact; softmax is the "
-                "fixed-point reading and needs quantize)",
-                ("hardmax", "softmax"),
+                "tracr: which reading of its softmax attention to prove: float (default: the float32 model "
+                "as compiled; rasp-equivalence), hardmax (tracr's intended computation) or softmax (a "
+                "fixed-point reading; needs quantize)",
+                ("float", "hardmax", "softmax"),
             )
         ),
         "quantize": Field(QUANTIZE),
@@ -884,6 +884,16 @@ def load_spec(path: str | Path) -> Spec:
     return load_spec_text(text, str(path), path.resolve().parent)
 
 
+def _igelu_note(model: Model, arith: Arithmetic, domain: Domain | None) -> str | None:
+    """The i-GELU deviation note of a model with i-GELU feed-forwards (``symbolic.deviation``: interval bounds
+    and a search, imported for such models only), None for any other model."""
+    if not any(b.feed_forward is not None and b.feed_forward.activation == "i-gelu" for b in model.blocks):
+        return None
+    from ..symbolic.deviation import igelu_deviation_note
+
+    return igelu_deviation_note(model, arith, domain)
+
+
 def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None) -> Spec:
     ctx = Context(
         file, base_dir or Path.cwd(), model_section=lambda node, c, path: model_schema().validate(node, c, path)
@@ -900,7 +910,7 @@ def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None
     arith = _arithmetic(data["arithmetic"], root.value.get("arithmetic", root), ctx)
     _check_model_in_arithmetic(model, arith, root.value["model"], ctx)
     domain = _domain(data["domain"], model, arith, ctx) if data["domain"] is not None else None
-    note = igelu_deviation_note(model, arith, domain)
+    note = _igelu_note(model, arith, domain)
     if note is not None:
         model = replace(model, notes=model.notes + (note,))
     properties = []

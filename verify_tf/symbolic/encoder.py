@@ -565,18 +565,24 @@ def encode_attention_layer(
     else:
         heads = [encode_attention_head(h, z, r) for h in layer.heads]
     trace.heads = heads
-    projected: list[SymVector] = []
-    for i in range(len(z)):
-        coords = []
-        for c, bias in enumerate(layer.output_bias):
-            pairs = [(w, x) for head, ht in zip(layer.heads, heads) for w, x in zip(head.output[c], ht.output[i])]
-            coords.append(r.round(r.builder.linear(pairs, bias)))
-        projected.append(tuple(coords))
+    projected = [encode_project_heads(layer, [ht.output[i] for ht in heads], r) for i in range(len(z))]
     trace.attention_output = projected
-    out = _residual(z, projected, layer.residual, r)
+    out = encode_residual(z, projected, layer.residual, r)
     if layer.norm is not None and not layer.norm_first:
         out = trace.attention_norm = encode_layer_norm(layer.norm, out, r)
     return out
+
+
+def encode_project_heads(layer: AttentionLayer, outputs: Sequence[SymVector], r: Rounding) -> SymVector:
+    """One position's attention output o_i = round(Σ_h W_O^h head^h_i + b_O) from its heads' outputs."""
+    return tuple(
+        r.round(
+            r.builder.linear(
+                [(w, x) for head, out in zip(layer.heads, outputs) for w, x in zip(head.output[c], out)], bias
+            )
+        )
+        for c, bias in enumerate(layer.output_bias)
+    )
 
 
 def encode_feed_forward(ff: FeedForward, z: list[SymVector], r: Rounding, trace: SymBlockTrace) -> list[SymVector]:
@@ -586,14 +592,15 @@ def encode_feed_forward(ff: FeedForward, z: list[SymVector], r: Rounding, trace:
     trace.hidden_input = [encode_affine(ff.w1, zi, ff.b1, r) for zi in inputs]
     hidden = [tuple(encode_activation(ff.activation, h, r) for h in pre) for pre in trace.hidden_input]
     trace.hidden = hidden
-    out = _residual(z, [encode_affine(ff.w2, h, ff.b2, r) for h in hidden], ff.residual, r)
+    out = encode_residual(z, [encode_affine(ff.w2, h, ff.b2, r) for h in hidden], ff.residual, r)
     if ff.norm is not None and not ff.norm_first:
         out = trace.feed_forward_norm = encode_layer_norm(ff.norm, out, r)
     return out
 
 
-def _residual(z: list[SymVector], update: list[SymVector], residual: bool, r: Rounding) -> list[SymVector]:
-    if not residual:
+def encode_residual(z: list[SymVector], update: list[SymVector], add: bool, r: Rounding) -> list[SymVector]:
+    """z + update, saturated (``add``: the sublayer is residual), or the update alone."""
+    if not add:
         return update
     return [tuple(r.saturate(r.builder.add(a, u)) for a, u in zip(zi, ui)) for zi, ui in zip(z, update)]
 

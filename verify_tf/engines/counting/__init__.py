@@ -1,30 +1,33 @@
-"""Engine ``counting``: equivalence with a counter machine over count vectors instead of strings.
+"""Engine ``counting``: causal models without positional information, checked as counter machines.
 
-For a model whose heads all average the prefix with key-independent weights (``stream``: causal uniform
-attention, as the C-RASP compiler emits; checked on the IR, otherwise the verdict is ``unknown``, "not
-applicable"), a position's stream is a function of its letter, the number of positions and the running value
-sums of the heads. The property supplies the other side as a counter machine and what must agree
-(``contract.CountingGoal``; ``crasp-equivalence`` gives its C-RASP program, ``crasp.machine``).
+In a causal model whose scores do not depend on positions, a position reads its prefix only through, per head,
+the multiset of the prefix's (key, value) pairs; in fixed precision those take finitely many values, so the model
+is a machine over count vectors (``counters``). The property supplies what is read beside it (``CountingGoal``: a
+C-RASP program's counter machine, a second causal model, or nothing) and when a prefix violates it. The driver
+(``driver.py``) explores the joint states length by length with equal states merged — the same verdict and least
+witness as string enumeration, polynomial in N where the classes stay few — and proves every length by induction
+over the counts (docs/counting.md).
 
-1. **Bounded** (one work unit): breadth-first over the joint states (sums, counts) length by length with
-   duplicates merged (``explore``): the same verdict as all |Σ|^N strings, in time polynomial in N. A
-   disagreement comes back as the shortlex-least string showing it and is replayed on the reference
-   interpreter and the program's interpreter (the property's ``violation``) before ``refuted`` is reported.
-2. **Every length** (``all_lengths``; one work unit): an invariant inferred from the exactly explored states
-   is checked inductive with z3 over unbounded integers (``induction``): ``proved (all lengths)``. When the
-   induction fails the exploration goes on to longer strings within the deadline (a disagreement there
-   refutes the claim about every length); otherwise the verdict is ``unknown``, stating the bounded result
-   and the part of the induction that failed.
+``auto`` picks it whenever it applies and the domain is strings (``predict``); when it notices that merging does
+not pay it hands the rest of the budget back (``HAND_OVER`` in the verdict's statistics).
 """
 
 from __future__ import annotations
 
+import math
+
 from ...contract import Task
+from ...domain import StringDomain
+from ...ir import Model
 from ...verdict import Verdict
 from ..base import Run
+from ..cost import EXHAUSTIVE, HAND_OVER, Estimate, Prediction
+from .applies import refusal
 
 ENGINE = "counting"
+ROLE = EXHAUSTIVE
 CERTIFICATES = ("counting",)
+__all__ = ["CERTIFICATES", "ENGINE", "HAND_OVER", "ROLE", "check", "predict"]
 
 
 def check(task: Task, run: Run) -> Verdict:
@@ -32,3 +35,21 @@ def check(task: Task, run: Run) -> Verdict:
     from . import driver
 
     return driver.check(task, run)
+
+
+def predict(task: Task, estimate: Estimate) -> Prediction:
+    """Chosen whenever it applies to a strings domain: merged states are never more than the strings, and where
+    merging does not pay the engine says so within a bounded share of the budget and hands the rest back."""
+    if not isinstance(task.domain, StringDomain):
+        return Prediction(ENGINE, math.inf, "needs a strings domain")
+    reason = refusal(task.model, task.arithmetic)
+    if reason is None:
+        reference = task.prop.counting_goal(task).reference
+        if isinstance(reference, Model):
+            reason = refusal(reference, task.arithmetic)
+            reason = None if reason is None else f"the other model: {reason}"
+        elif reference is not None and reference.not_applicable:
+            reason = f"the reference: {reference.not_applicable}"
+    if reason is not None:
+        return Prediction(ENGINE, math.inf, f"not a counter machine: {reason}")
+    return Prediction(ENGINE, 0.0, "a causal model without relative positions: counted")

@@ -1,9 +1,22 @@
-"""The driver of engine ``counting`` (what the engine does: its card, ``__init__.py``)."""
+"""The driver of engine ``counting`` (what the engine does: its card, ``__init__.py``; the argument:
+docs/counting.md).
+
+1. **Bounded** (one work unit): breadth-first over the joint states length by length with equal states merged
+   (``explore``): the same verdict as all |Σ|^N strings, in time polynomial in N wherever the classes stay few.
+   A violation comes back as the shortlex-least witness string and is replayed on the reference interpreter (the
+   property's ``violation``) before ``refuted`` is reported. When merging does not pay (the states grow like the
+   strings) the unit stops early and the verdict is ``unknown`` saying so, with the class and state counts.
+2. **Every length** (``all_lengths``; one work unit): an invariant inferred from the exactly explored states is
+   checked inductive with z3 over unbounded integer counts (``induction``): ``proved (all lengths)``. When the
+   induction fails the exploration goes on to longer strings within the deadline (a violation there refutes the
+   claim about every length); otherwise the verdict is ``unknown``, stating the bounded result and the step of
+   the induction that failed.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...contract import CountingGoal, Task
@@ -11,11 +24,14 @@ from ...verdict import Evidence, Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, Deadline, UnitError, WorkUnit, schedule
 from ..base import ProgressEvent, Run, proved, refuted, unit_failed, unknown
-from .explore import Exploration, explore
+from ..cost import HAND_OVER
+from .counters import NotApplicable
+from .explore import NOT_PAYING, Exploration, explore
 from .induction import FAILED, PROVED, InductionResult, prove_all_lengths
-from .stream import CountingModel, NotApplicable, value_bounds
+from .joint import Joint
+from .symbolic import value_bounds
 
-ENGINE = "counting"
+ENGINE = "counting"  # (the card's name, repeated: an engine never imports its own card's package from here)
 INFERENCE_LENGTH = 8  # the exact exploration the invariant is inferred from: lengths 0..8 ...
 INFERENCE_STATES = 4000  # ... or this many states, whichever comes first
 BOUNDS_SHARE, BOUNDS_SECONDS = 0.25, 3.0  # the value bounds (z3) may use this share of the time, at most this
@@ -28,48 +44,61 @@ class Bounded:
 
     not_applicable: str = ""
     exploration: Exploration | None = None
-    increments: list[Any] | None = None  # per head coordinate: mantissa range of its value, or None
-    coordinates: int = 0
-    counters: int = 0
+    increments: tuple[Any, ...] = (None, None)  # per side: per slot, the mantissa ranges of its values (or None)
+    statistics: dict[str, Any] = field(default_factory=dict)
+
+
+def _joint(task: Task, goal: CountingGoal) -> Joint:
+    return Joint(task.model, task.arithmetic, goal)
+
+
+def _violates(task: Task) -> Callable[[Any, Any], bool]:
+    prop = task.prop
+    return lambda ours, theirs: prop.prefix_violates(task, ours, theirs)
 
 
 def bounded_unit(
-    task: Task, max_length: int, *, deadline: Deadline, cancelled: Callable[[], bool], report: Callable[[str], None]
+    task: Task, max_length: int, *, deadline: Deadline, cancelled: Callable[[], bool], report: Callable[..., None]
 ) -> Bounded:
     """Explore the joint states of every string up to ``max_length`` (a work unit)."""
     goal: CountingGoal = task.prop.counting_goal(task)
-    if goal.machine.not_applicable:
-        return Bounded(not_applicable=goal.machine.not_applicable)
     try:
-        counting = CountingModel.of(task.model, task.arithmetic)
+        joint = _joint(task, goal)
     except NotApplicable as exc:
         return Bounded(not_applicable=str(exc))
     report("value bounds")
-    start, _, _ = counting.start()
     seconds = min(BOUNDS_SECONDS, BOUNDS_SHARE * deadline.remaining())
-    increments = value_bounds(counting, goal.alphabet, start, seconds, deadline)
+    found = [value_bounds(side, goal.alphabet, seconds / len(joint.sides), deadline) for side in joint.sides]
+    increments: tuple[Sequence[Any] | None, Sequence[Any] | None] = (found[0], found[1] if len(found) > 1 else None)
+    longest = joint.longest()
+    if longest is not None:  # an absolute positional encoding: the model reads no longer string
+        max_length = min(max_length, longest)
     report(f"exploring lengths up to {max_length}")
-    exploration = explore(counting, goal, max_length, increments, deadline=deadline, cancelled=cancelled)
-    return Bounded("", exploration, increments, len(counting.coordinates), len(goal.machine.names))
+    exploration = explore(
+        joint,
+        goal,
+        _violates(task),
+        max_length,
+        increments,
+        deadline=deadline,
+        cancelled=cancelled,
+        report=report,
+    )
+    return Bounded("", exploration, increments, _model_statistics(joint))
 
 
 def induction_unit(
-    task: Task,
-    increments: list[Any] | None,
-    *,
-    deadline: Deadline,
-    cancelled: Callable[[], bool],
-    report: Callable[[str], None],
+    task: Task, *, deadline: Deadline, cancelled: Callable[[], bool], report: Callable[..., None]
 ) -> InductionResult:
     """Infer an invariant from the exact states of short strings and check it inductive (a work unit)."""
     goal: CountingGoal = task.prop.counting_goal(task)
-    counting = CountingModel.of(task.model, task.arithmetic)
+    joint = _joint(task, goal)
     report("inferring the invariant")
     exact = explore(
-        counting,
+        joint,
         goal,
+        _violates(task),
         INFERENCE_LENGTH,
-        None,
         deadline=deadline.share(0.3),
         cancelled=cancelled,
         exact=True,
@@ -77,14 +106,15 @@ def induction_unit(
     )
     report("induction over positions")
     return prove_all_lengths(
-        counting,
+        joint,
         goal,
-        exact.points,
-        exact.points[0],
-        increments,
+        _violates(task),
+        exact.visited,
+        encode_violation=lambda builder, ours, theirs: task.prop.encode_prefix_violation(task, builder, ours, theirs),
         deadline=deadline,
         cancelled=cancelled,
         record=task.settings.certify,
+        report=report,
     )
 
 
@@ -125,32 +155,37 @@ def check(task: Task, run: Run) -> Verdict:
                 statistics,
             )
         exploration = bounded.exploration
-        assert exploration is not None  # applicable: the unit explored
+        assert exploration is not None
+        statistics.update(bounded.statistics)
         statistics.update(_exploration_statistics(bounded, exploration))
         if exploration.disagreement is not None:
             return _refuted(task, run, exploration, statistics)
         if exploration.stopped:
+            what = exploration.why if exploration.stopped == NOT_PAYING else exploration.stopped
+            if exploration.stopped == NOT_PAYING:
+                statistics["not_paying"] = statistics[HAND_OVER] = True
             return unknown(
                 task,
                 run,
                 ENGINE,
-                f"explored lengths up to {exploration.complete_up_to} of {goal.max_length} ({exploration.stopped})",
-                [f"counting: lengths 0..{exploration.complete_up_to} agree, then {exploration.stopped}"],
+                f"explored lengths up to {exploration.complete_up_to} of {goal.max_length}: {_stop_text(exploration)}",
+                [f"counting: lengths 0..{exploration.complete_up_to} hold, then {exploration.stopped}: {what}"],
                 statistics,
             )
-        bounded_text = f"every string up to length {goal.max_length} agrees ({exploration.states} states by counting)"
-        covered = {  # what the exploration covered, for the certificate (certify.counting)
-            "max_length": goal.max_length,
-            "alphabet": list(goal.alphabet),
-            "states": exploration.states,
-            "strings_per_length": exploration.strings,
-        }
-        evidence = Evidence("counting", covered=covered) if task.settings.certify else None
+        evidence = _evidence(task, goal, exploration)
+        if exploration.closed_at is not None and goal.all_lengths:
+            return _closed(task, run, exploration, statistics, evidence)
+        bounded_text = f"every string up to length {goal.max_length} holds ({exploration.states} states by counting)"
         if not goal.all_lengths:
             default = f"{exploration.states} states of lengths 0..{goal.max_length} explored by counting"
+            if exploration.closed_at is not None:
+                default = (
+                    f"{exploration.states} states of lengths 0..{exploration.closed_at} explored by counting, "
+                    f"the same states at every length from {exploration.closed_at} on"
+                )
             detail = task.prop.describe_proof(task, ENGINE, default, statistics)
             return proved(task, run, ENGINE, "counting", detail, statistics, evidence)
-        induction: InductionResult | None = run_unit("induction", induction_unit, (task, bounded.increments))
+        induction: InductionResult | None = run_unit("induction", induction_unit, (task,))
         if induction is None:
             return unknown(
                 task,
@@ -160,13 +195,7 @@ def check(task: Task, run: Run) -> Verdict:
                 [f"counting: {bounded_text}", "induction: timeout"],
                 statistics,
             )
-        statistics["induction"] = {
-            "status": induction.status,
-            "invariant": induction.invariant,
-            "refinement_rounds": induction.rounds,
-            "queries": induction.queries,
-            "solver_seconds": induction.solver_seconds,
-        }
+        statistics["induction"] = induction.statistics()
         if induction.status == PROVED:
             if evidence is not None:  # and the induction's queries
                 evidence.queries = induction.asked
@@ -176,10 +205,7 @@ def check(task: Task, run: Run) -> Verdict:
             )
             detail = task.prop.describe_proof(task, ENGINE, default, statistics)
             return proved(task, run, ENGINE, "all lengths", detail, statistics, evidence)
-        statistics["induction"]["failed"] = induction.detail
-        if induction.counterexample is not None:
-            statistics["induction"]["counterexample"] = induction.counterexample
-        # the claim is about every length: a disagreement beyond the domain's lengths refutes it
+        # the claim is about every length: a violation beyond the domain's lengths refutes it
         longer = max(EXTENSION_FLOOR, 4 * goal.max_length)
         if induction.status == FAILED and induction.counterexample is not None:
             longer = max(longer, induction.counterexample["state"]["i"] + 1)
@@ -196,9 +222,11 @@ def check(task: Task, run: Run) -> Verdict:
             }
             if more.disagreement is not None:
                 return _refuted(task, run, more, statistics)
+            if more.closed_at is not None:
+                return _closed(task, run, more, statistics, _evidence(task, goal, more))
             if more.complete_up_to > goal.max_length:
                 bounded_text = (
-                    f"every string up to length {more.complete_up_to} agrees ({more.states} states by counting)"
+                    f"every string up to length {more.complete_up_to} holds ({more.states} states by counting)"
                 )
         what = "failed" if induction.status == FAILED else "undecided"
         return unknown(
@@ -211,8 +239,7 @@ def check(task: Task, run: Run) -> Verdict:
             method="counting",
         )
     except _UnitFailed as failed:
-        first = failed.error
-        return unit_failed(task, run, ENGINE, first, statistics)
+        return unit_failed(task, run, ENGINE, failed.error, statistics)
 
 
 class _UnitFailed(Exception):
@@ -221,24 +248,75 @@ class _UnitFailed(Exception):
         self.error = error
 
 
+def _stop_text(exploration: Exploration) -> str:
+    if exploration.stopped == NOT_PAYING:
+        return f"{NOT_PAYING} ({exploration.why})"
+    return exploration.stopped
+
+
+def _model_statistics(joint: Joint) -> dict[str, Any]:
+    """Classes per head and streams per layer (the position classes), for the model and the other model."""
+    found: dict[str, Any] = {}
+    for name, side in zip(("model", "other_model"), joint.sides):
+        found[name] = {
+            "head_kinds": {str(slot): slot.kind for slot in side.slots},
+            "classes_per_head": side.class_counts(),
+            "streams_per_layer": side.stream_counts(),
+        }
+    return found
+
+
 def _exploration_statistics(bounded: Bounded, exploration: Exploration) -> dict[str, Any]:
     return {
         "states": exploration.states,
+        "states_per_length": exploration.per_length,
         "widest_length": exploration.widest,
+        "largest_count": exploration.largest_count,
         "explored_up_to": exploration.complete_up_to,
-        "head_coordinates": bounded.coordinates,
-        "counters": bounded.counters,
-        "value_bounds": None if bounded.increments is None else [list(b) for b in bounded.increments],
+        "exploration_seconds": round(exploration.seconds, 4),
+        "value_bounds": [
+            None if side is None else [None if s is None else list(s) for s in side] for side in bounded.increments
+        ],
     }
+
+
+def _evidence(task: Task, goal: CountingGoal, exploration: Exploration) -> Evidence | None:
+    """What the exploration covered, for the certificate (certify.counting; ``--certify`` only): every length up
+    to the domain's, or, when the states repeat, up to the length where they do (``closed_at``)."""
+    if not task.settings.certify:
+        return None
+    covered: dict[str, Any] = {
+        "max_length": exploration.complete_up_to if exploration.closed_at is not None else goal.max_length,
+        "alphabet": list(goal.alphabet),
+        "states": exploration.states,
+        "strings_per_length": exploration.strings,
+    }
+    if exploration.closed_at is not None:
+        covered["closed_at"] = exploration.closed_at
+    return Evidence("counting", covered=covered)
+
+
+def _closed(
+    task: Task, run: Run, exploration: Exploration, statistics: dict[str, Any], evidence: Evidence | None
+) -> Verdict:
+    """Every length is decided: the states of length L are those of length L − 1 and no transition depends on the
+    length (``explore``, "When the states repeat")."""
+    statistics["closed_at"] = exploration.closed_at
+    default = (
+        f"the reachable states repeat from length {exploration.closed_at} on ({exploration.states} states by "
+        "counting, no transition depending on the length): every length is decided by exploration"
+    )
+    detail = task.prop.describe_proof(task, ENGINE, default, statistics)
+    return proved(task, run, ENGINE, "all lengths", detail, statistics, evidence)
 
 
 def _refuted(task: Task, run: Run, exploration: Exploration, statistics: dict[str, Any]) -> Verdict:
     tokens = exploration.disagreement
-    assert tokens is not None  # refuted: the shortlex-least disagreeing string
-    witness = task.prop.violation(task, tokens)  # the reference interpreter and the program's interpreter
+    assert tokens is not None
+    witness = task.prop.violation(task, tokens)  # the reference interpreter (and the program's interpreter)
     if witness is None:
         raise ReplayMismatch(
-            f"{task.label}: the counting engine claims a disagreement on {''.join(tokens)!r} "
+            f"{task.label}: the counting engine claims a violation on {''.join(tokens)!r} "
             "that the interpreters do not reproduce",
             claimed="".join(tokens),
             replayed="no violation",
@@ -246,4 +324,4 @@ def _refuted(task: Task, run: Run, exploration: Exploration, statistics: dict[st
     return refuted(task, run, ENGINE, "counting", witness, statistics)
 
 
-__all__ = ["ENGINE", "bounded_unit", "check", "induction_unit"]
+__all__ = ["bounded_unit", "check", "induction_unit"]

@@ -1,28 +1,51 @@
-"""Breadth-first exploration of the joint states (model sums, reference counts), one length at a time.
+"""Breadth-first exploration of the joint states (``joint.Joint``), one length at a time.
 
-Both decisions at a position are functions of the joint state before it and its letter (``stream``, and the
-property's counter machine), so two prefixes of the same length that reach the same state agree on every
-continuation: the exploration keeps one prefix per state — the shortlex-least, because parents are extended
-in the order of their own least prefixes and letters in the domain's order — and checks the decisions of
-every (state, letter) transition. Up to length N this decides exactly what checking all |Σ|^N strings
-decides, and a disagreement is found on the shortlex-least string that shows it (a parent pointer per state
-gives the string back).
+Both sides' outputs at a position are functions of the joint state before it and its letter, so two prefixes of
+the same length that reach the same key agree on every continuation: the exploration keeps one prefix per key —
+the shortlex-least, because parents are extended in the order of their own least prefixes and letters in the
+domain's order — and checks every (state, letter) transition. Up to length N this decides exactly what checking
+all |Σ|^N strings decides.
 
-``exact=True`` keeps every distinct (sums, counts, letter counts) without freezing or capping: the points
-from which the induction infers its affine invariant.
+**The least witness.** The first violating transition of a length p is the shortlex-least violating prefix of
+length p (V_p): any violating prefix u·σ has a kept representative r ≤ u of its state, and r·σ violates too.
+With ``least: prefix`` the answer is V_p at the first length p that has one. With ``least: string`` it is the
+shortlex-least string of the domain showing a violation, as string enumeration reports it: the shortest length
+n >= min-length whose string can show one (some constrained prefix length p <= n has a V_p), and among those
+strings the least V_p followed by the first letter n − p times.
+
+**When merging does not pay** (``bounded`` explorations): once a length has at least ``PAY_STRINGS`` strings
+(or the exploration has used ``PAY_SHARE`` of its time), if the states of that length are at least ``PAY_RATIO``
+of its strings and grew by ``PAY_GROWTH`` or more over the previous length, the exploration behaves like string
+enumeration; if, growing so, it would not reach the requested length within the time left at the measured rate,
+it stops and says so (``stopped = NOT_PAYING``). The projection is geometric, so a state count that grows like a
+high power of the length early on can be judged exponential; the verdict states the figures it judged by.
+
+**When the states repeat** (``closed_at``): if the keys of length L are exactly those of length L − 1 and no
+transition depends on the length any more (no absolute positional encoding; every ``average`` head coordinate
+frozen), every later length has the same keys and the same transitions, hence the same violations as length L.
+Once every length from L on is constrained alike, the exploration stops there: it has decided every length (the
+state space is finite, e.g. under per-probability rounding once every weight ⌊1/n⌋_f is 0).
+
+``exact=True`` keeps every distinct (joint state, letter counts) without freezing or capping: the states the
+induction infers its invariant from (``visited``).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...contract import CountingGoal
 from ...work import Deadline
-from .stream import CountingModel
+from ..base import CountingGoal
+from .counters import Observation
+from .joint import Joint
 
-Point = tuple[int, ...]  # (positions so far i, every sum, every count, every letter count): integers
+PAY_STRINGS, PAY_SHARE, PAY_RATIO, PAY_GROWTH = 4096, 0.05, 0.25, 1.5
+NOT_PAYING = "merging does not pay"
+
+Violates = Callable[[Observation | None, Any], bool]
 
 
 @dataclass
@@ -32,98 +55,204 @@ class Exploration:
     complete_up_to: int = -1  # every length 0..complete_up_to was explored
     states: int = 0
     widest: int = 0  # the most states of one length
-    disagreement: tuple[str, ...] | None = None  # the shortlex-least string whose last position disagrees
-    stopped: str = ""  # "", "timeout", "cancelled", "state limit"
-    points: list[Point] = field(default_factory=list)  # exact=True: every reachable point
+    per_length: list[int] = field(default_factory=list)  # states of each length
+    disagreement: tuple[str, ...] | None = None  # the witness string (module docstring)
+    stopped: str = ""  # "", "timeout", "cancelled", "state limit", NOT_PAYING
+    closed_at: int | None = None  # the length from which the states repeat (every longer length decided)
+    why: str = ""  # NOT_PAYING: the figures behind it
+    largest_count: int = 0  # the largest class count of any state
+    visited: list[tuple[int, tuple[Any, ...], tuple[int, ...]]] = field(
+        default_factory=list
+    )  # exact: (length, state, letters)
     # per length: how many strings reach the kept states, added up through the merges (a second count of the
     # strings explored, for the certificate: |Σ|^n when every transition was followed)
     strings: list[int] = field(default_factory=list)
+    seconds: float = 0.0
 
 
 def explore(
-    counting: CountingModel,
+    joint: Joint,
     goal: CountingGoal,
+    violates: Violates,
     max_length: int,
-    increments: Sequence[tuple[int, int] | None] | None,
+    increments: tuple[Sequence[Any] | None, Sequence[Any] | None] = (None, None),
     *,
     deadline: Deadline,
     cancelled: Callable[[], bool] = lambda: False,
+    report: Callable[..., None] = lambda phase, *progress: None,
     exact: bool = False,
     state_limit: int | None = None,
 ) -> Exploration:
-    machine, alphabet = goal.machine, goal.alphabet
+    alphabet = goal.alphabet
+    began = time.perf_counter()
     result = Exploration()
-    sums, positions, readout = counting.start()
-    counts = machine.initial
-    decision = readout is not None and readout > goal.threshold
-    if goal.first_position == 0 and decision:  # the empty word: C-RASP rejects it
-        result.disagreement, result.complete_up_to = (), 0
-        return result
+    few, start_from = goal.ever_checked()
+
+    def constrained(p: int) -> bool:
+        return p in few or (start_from is not None and p >= start_from)
+
+    state, ours, theirs = joint.start()
+    first_violation: dict[int, tuple[int, int]] = {}  # length p -> (parent index at p - 1, letter index)
+    if constrained(0) and violates(ours, theirs):
+        first_violation[0] = (-1, -1)
     letters0 = (0,) * len(alphabet)
-    frontier: list[tuple[Any, ...]] = [(sums, counts, letters0)]
+    frontier: list[tuple[Any, ...]] = [state]
+    letter_counts: list[tuple[int, ...]] = [letters0]
     weights: list[int] = [1]  # strings reaching each frontier state
-    result.strings.append(1)
     history: list[list[tuple[int, int]]] = [[(-1, -1)]]  # per length: (parent index, letter index) per state
+    result.strings.append(1)
+    result.per_length.append(1)
     result.complete_up_to, result.states, result.widest = 0, 1, 1
+    previous: set[tuple[Any, ...]] = {joint.key(state)}
+    settled = max(few, default=0) if start_from is None else max(max(few, default=0), start_from)
     if exact:
-        result.points.append((0, *sums, *counts, *letters0))
+        result.visited.append((0, state, letters0))
+    found = _settle(goal, 0, first_violation, history, alphabet)
+    if found is not None:
+        result.disagreement = found
+        return _done(result, joint, began)
     for length in range(1, max_length + 1):
+        report(
+            f"counting: length {length}/{max_length}, {result.per_length[-1]} states", length - 1, max_length, "lengths"
+        )
         seen: dict[tuple[Any, ...], int] = {}
         states: list[tuple[Any, ...]] = []
+        counts: list[tuple[int, ...]] = []
         parents: list[tuple[int, int]] = []
         reached: list[int] = []
-        checked = length >= goal.first_position
-        for index, (sums, counts, letters) in enumerate(frontier):
+        checking = constrained(length) and length not in first_violation
+        for index, state in enumerate(frontier):
             if index % 64 == 0 and (deadline.expired() or cancelled()):
                 result.stopped = "timeout" if deadline.expired() else "cancelled"
-                return result
+                return _done(result, joint, began)
             for a, symbol in enumerate(alphabet):
-                new_sums, readout = counting.step(sums, positions, symbol, None if exact else increments)
-                new_counts, output = machine.step(counts, symbol)
-                key: tuple[Any, ...]
+                new, ours, theirs = joint.step(state, length - 1, symbol, *increments)
+                # the decision at this position reads the letter too: check every transition, not every state
+                if checking and violates(ours, theirs):
+                    first_violation[length] = (index, a)
+                    checking = False
                 if exact:
-                    new_letters = letters[:a] + (letters[a] + 1,) + letters[a + 1 :]
-                    key = (new_sums, new_counts, new_letters)
+                    letters = letter_counts[index]
+                    letters = letters[:a] + (letters[a] + 1,) + letters[a + 1 :]
+                    key: tuple[Any, ...] = (new, letters)
                 else:
-                    new_letters = letters
-                    key = (new_sums, machine.key(new_counts))
-                # the decisions at this position read the letter too: check every transition, not every state
-                if checked and (readout > goal.threshold) != output:
-                    history.append(parents + [(index, a)])
-                    result.disagreement = _word(history, alphabet)
-                    result.states += len(states)
-                    return result
-                if key in seen:
-                    reached[seen[key]] += weights[index]
+                    key = joint.key(new)
+                at = seen.get(key)
+                if at is not None:
+                    reached[at] += weights[index]
                     continue
                 seen[key] = len(states)
+                result.largest_count = max(result.largest_count, joint.largest(new))
                 reached.append(weights[index])
-                states.append((new_sums, new_counts, new_letters))
+                states.append(new)
                 parents.append((index, a))
                 if exact:
-                    result.points.append((length, *new_sums, *new_counts, *new_letters))
-        frontier, weights = states, reached
-        result.strings.append(sum(reached))
+                    counts.append(letters)
+                    result.visited.append((length, new, letters))
+        frontier, weights, letter_counts = states, reached, counts
         history.append(parents)
-        positions += 1
+        result.strings.append(sum(reached))
+        result.per_length.append(len(states))
         result.complete_up_to = length
         result.states += len(states)
         result.widest = max(result.widest, len(states))
+        found = _settle(goal, length, first_violation, history, alphabet)
+        if found is not None:
+            result.disagreement = found
+            return _done(result, joint, began)
+        if not exact:
+            keys = set(seen)
+            if length >= settled and keys == previous and joint.length_independent(frontier):
+                result.closed_at = length
+                return _done(result, joint, began)
+            previous = keys
         if state_limit is not None and result.states > state_limit:
             result.stopped = "state limit"
-            return result
+            return _done(result, joint, began)
+        if not exact and length < max_length:
+            why = _not_paying(
+                result, len(alphabet), max_length, time.perf_counter() - began, deadline.remaining(), deadline.seconds
+            )
+            if why:
+                result.stopped, result.why = NOT_PAYING, why
+                return _done(result, joint, began)
+    return _done(result, joint, began)
+
+
+def _done(result: Exploration, joint: Joint, began: float) -> Exploration:
+    result.seconds = time.perf_counter() - began
     return result
 
 
-def _word(history: list[list[tuple[int, int]]], alphabet: tuple[str, ...]) -> tuple[str, ...]:
-    """The prefix of the last state of ``history`` (its last entry), following parent pointers back."""
-    letters: list[str] = []
-    index = len(history[-1]) - 1
-    for level in range(len(history) - 1, 0, -1):
+def _settle(
+    goal: CountingGoal,
+    length: int,
+    first_violation: dict[int, tuple[int, int]],
+    history: list[list[tuple[int, int]]],
+    alphabet: tuple[str, ...],
+) -> tuple[str, ...] | None:
+    """The witness, once every length up to ``length`` has been explored and it is determined (module
+    docstring), else None."""
+    if goal.least == "prefix":
+        if length in first_violation:
+            return _word(history, length, first_violation[length], alphabet)
+        return None
+    if length < goal.min_length:
+        return None
+    candidates = [
+        _word(history, p, first_violation[p], alphabet) + (alphabet[0],) * (length - p)
+        for p in goal.checked(length)
+        if p in first_violation
+    ]
+    if not candidates:
+        return None
+    order = {symbol: i for i, symbol in enumerate(alphabet)}
+    return min(candidates, key=lambda word: [order[s] for s in word])
+
+
+def _word(
+    history: list[list[tuple[int, int]]], length: int, last: tuple[int, int], alphabet: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The prefix of length ``length`` ending with the transition ``last`` (parent index, letter index)."""
+    if length == 0:
+        return ()
+    parent, a = last
+    letters = [alphabet[a]]
+    index = parent
+    for level in range(length - 1, 0, -1):
         parent, a = history[level][index]
         letters.append(alphabet[a])
         index = parent
     return tuple(reversed(letters))
 
 
-__all__ = ["Exploration", "Point", "explore"]
+def _not_paying(
+    result: Exploration, letters: int, max_length: int, seconds: float, remaining: float, budget: float
+) -> str:
+    """Why the exploration should stop as exponential (module docstring), or ""."""
+    length = result.complete_up_to
+    strings = letters**length
+    states, before = result.per_length[-1], result.per_length[-2]
+    if strings < PAY_STRINGS and seconds < PAY_SHARE * budget:
+        return ""
+    if states < PAY_RATIO * strings or states < PAY_GROWTH * before:
+        return ""
+    growth = states / before
+    per_state = seconds / max(result.states, 1)
+    ahead = sum(states * growth**k for k in range(1, max_length - length + 1))
+    if ahead * per_state <= remaining:
+        return ""
+    return (
+        f"at length {length}, {states} states for {strings} strings ({states / strings:.0%}), {growth:.2f}x the "
+        f"previous length: reaching length {max_length} would take about {_seconds(ahead * per_state)} at "
+        f"{per_state * 1e6:.0f} µs per state, {remaining:.0f} s are left"
+    )
+
+
+def _seconds(value: float) -> str:
+    if value < 1e6:
+        return f"{value:.0f} s"
+    return f"10^{len(str(int(value))) - 1} s"
+
+
+__all__ = ["NOT_PAYING", "Exploration", "Violates", "explore"]

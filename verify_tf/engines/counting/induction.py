@@ -1,27 +1,33 @@
-"""Equivalence at every length: induction over positions, with the position, the sums and the counts unbounded.
+"""Every length: induction over positions, with the position, the sums and the counts unbounded integers.
 
-The joint state after i letters is the point p = (i, S, C, L): the model's value sums S (mantissas, one per
-head coordinate), the counter machine's counts C and the letter counts L, all integers. An invariant Inv(p)
-is proved inductive with z3 over unbounded integers (QF_LIA):
+The joint state after i letters is the point p = (i, the model's counters, the reference's counters, the letter
+counts): per head of each model its value sums (``average``), its per-key counts and value sums (``weighted``)
+or its per-class counts (``terms``), all integers (mantissas), and a counter machine's counts. An invariant
+Inv(p) is proved inductive with z3 over unbounded integers (QF_LIA):
 
-* **base**: Inv holds at the state after BOS (evaluated exactly);
-* **step**, for every letter σ: Inv(p) ∧ p' = T_σ(p) ⇒ Inv(p'), where T_σ is one position of the model
-  (``stream.CountingModel.encode_position``) and of the machine (``encode_step``). The one non-linear
-  operation, a head's rounded average sat(⌊M/(n+1)⌋) with a symbolic position, is encoded exactly and
-  linearly (``stream.rounded_average``: the quotient's bits against (n+1)·constant), so facts such as the
-  compiler's sign lemma (L ≥ 0 ⇔ ⌊L·2^f/(i+1)⌋ ≥ 0) are not assumed anywhere: z3 derives what it needs
-  from the definition of the floor;
-* **decisions**: Inv(p) ∧ p' = T_σ(p) ∧ i + 1 ≥ the first checked prefix length ⇒ the model accepts after
-  reading σ iff the machine does.
+* **base**: Inv holds at every state the exact exploration reached (the empty prefix's among them);
+* **coverage**: a position's computation is a tree of *stream classes*: the stream entering each attention
+  block is one of finitely many vectors (the classes the exploration met; ``paths``). Inside one class the
+  heads' keys and values are constants, so the heads' outputs are exact linear-integer functions of the
+  counters: a rounded quotient ⌊A/W⌋ whose numerator and divisor are linear in the counts (``rounded_quotient``,
+  built bit by bit; max-stabilised softmax and hardmax split on which score level is the top one present).
+  Everything after the heads is the interpreter's per-position computation over z3 terms (``symbolic``).
+  Coverage asks whether a state satisfying Inv can send a position's stream outside the known classes of the
+  next block; if so the new class (evaluated from z3's model) joins the tree, and the layout gains its counters;
+* **step**, for every letter σ: Inv(p) ∧ p' = T_σ(p) ⇒ Inv(p');
+* **decisions**: Inv(p) ∧ p' = T_σ(p) ∧ the prefix of length i + 1 is constrained ⇒ no violation there: the
+  property's own predicate over the symbolic observation (``encode_prefix_violation``).
 
-Together: at every reachable state of every length the decisions agree (the empty prefix is checked
-concretely by the exploration). **The invariant is inferred, then checked**: the affine equalities that hold on every
+Together: at every reachable state of every length nothing is violated (the empty prefix is checked concretely
+by the exploration). **The invariant is inferred, then checked**: the affine equalities that hold on every
 state the exact exploration reached (a basis of the null space of those points, exact linear algebra over
-Fractions; for a compiled model they say S = A·C + d), plus the bounds 0 ≤ C, L ≤ i and the sums' ranges
-S − S_0 ∈ [lo·i, hi·i] from the value bounds. Houdini-style refinement keeps only what is inductive: a
-counterexample to the step drops the bounds its successor violates and adds the successor to the points
-(which removes exactly the equalities it violates; inductive equalities always survive). If the decisions
-still fail, the verdict names that part and the state (which may be unreachable).
+Fractions), plus bounds: counts between 0 and the number of positions, sums between the least and the greatest
+value per position. Houdini-style refinement keeps only what is inductive: a counterexample to the step drops
+the bounds its successor violates and adds the successor to the points (which removes exactly the equalities
+it violates). If the decisions still fail, the verdict names the state (which may be unreachable).
+
+Not encoded (``undecided``, the reason named): exact arithmetic (averages off the grid), per-probability
+rounding (⌊w/W⌋ times a count is a product of two unknowns), an absolute positional encoding (its table ends).
 """
 
 from __future__ import annotations
@@ -35,20 +41,34 @@ from typing import Any
 
 import z3
 
-from ...contract import CountingGoal
+from ...ir import Vector
 from ...semantics.arithmetic import Fixed
+from ...semantics.exp_table import exp_mantissa
+from ...symbolic.encoder import Rounding, SymVector, encode_affine
 from ...symbolic.solve import canonical_smt2
 from ...symbolic.values import Builder, NotEncodable, Sym, to_z3
 from ...work import Deadline, DeadlineExpired
-from .explore import Point
-from .stream import CountingModel, rounded_average
+from ..base import CountingGoal
+from .counters import AVERAGE, WEIGHTED, CounterModel
+from .joint import MACHINE, MODEL, Joint
+from .symbolic import (
+    constant,
+    encode_from,
+    encode_observation,
+    encode_read,
+    encode_until_attention,
+    rounded_quotient,
+)
 
 PROVED, FAILED, UNDECIDED = "proved", "failed", "undecided"
 UNBOUNDED = (
     "the position, the sums and the counts are unbounded integers (induction over every length): the "
     "query has no equivalent bit-vector form, so no LRAT proof"
 )
-MAX_ROUNDS = 200
+MAX_ROUNDS = 400
+
+Point = tuple[int, ...]
+Key = tuple[Any, ...]  # a variable of the layout, e.g. ("i",), ("sum", side, slot, c), ("letter", a)
 
 
 @dataclass
@@ -58,29 +78,52 @@ class InductionResult:
     status: str  # proved | failed | undecided
     detail: str = ""  # what failed or was not decided
     invariant: list[str] = field(default_factory=list)
-    rounds: int = 0  # refinement rounds
+    rounds: int = 0  # refinement rounds (coverage and step)
     queries: int = 0
     solver_seconds: float = 0.0
     counterexample: dict[str, Any] | None = None  # failed: the state and letter of the failing step
+    classes: int = 0  # stream classes in the coverage trees at the end
+    variables: int = 0
     # record=True and proved: the queries of the proof (the last refinement round's steps, the decisions) as
     # verdict.Evidence.queries entries
     asked: list[dict[str, Any]] = field(default_factory=list)
 
+    def statistics(self) -> dict[str, Any]:
+        found: dict[str, Any] = {
+            "status": self.status,
+            "invariant": self.invariant,
+            "refinement_rounds": self.rounds,
+            "queries": self.queries,
+            "solver_seconds": self.solver_seconds,
+            "stream_classes": self.classes,
+            "variables": self.variables,
+        }
+        if self.status != PROVED:
+            found["failed"] = self.detail
+        if self.counterexample is not None:
+            found["counterexample"] = self.counterexample
+        return found
+
 
 def word_position(letters_before: int) -> str:
     """How a witness names the position of the letter read after ``letters_before`` letters: positions count
-    the word's letters from 0, BOS excluded (as crasp-equivalence's witnesses do)."""
+    the word's letters from 0, BOS excluded."""
     return f"position {letters_before}"
 
 
 # ---------------------------------------------------------------- exact linear algebra
 
 
-def null_space(points: Sequence[Point]) -> list[tuple[int, ...]]:
-    """Integer vectors r (over (1, p)) with r_0 + Σ r_k p_k = 0 for every point: a basis, exactly."""
+def null_space(points: Sequence[Point], deadline: Deadline | None = None) -> list[tuple[int, ...]]:
+    """Integer vectors r (over (1, p)) with r_0 + Σ r_k p_k = 0 for every point: a basis, exactly.
+    ``deadline``: checked at every point (``DeadlineExpired``: thousands of points of a wide model take minutes)."""
     width = 1 + len(points[0])
     pivots: dict[int, list[Fraction]] = {}  # pivot column -> reduced row (reduced row echelon form)
     for point in dict.fromkeys(points):
+        if len(pivots) == width:  # full rank: only r = 0, whatever the other points
+            break
+        if deadline is not None:
+            deadline.check("while inferring the invariant")
         row = [Fraction(1), *map(Fraction, point)]
         for column, basis in pivots.items():
             if row[column] != 0:
@@ -114,59 +157,68 @@ def _holds(relation: tuple[int, ...], point: Point) -> bool:
     return relation[0] + sum(r * x for r, x in zip(relation[1:], point)) == 0
 
 
-# ---------------------------------------------------------------- the symbolic state and one step
+# ---------------------------------------------------------------- the layout of a point
 
 
-@dataclass
 class _Layout:
-    names: list[str]  # of the point's entries: i, sums, counts, letter counts
-    sums: slice
-    counts: slice
-    letters: slice
+    """The integer variables of a joint state, by key, in a fixed order (grows when classes are discovered)."""
+
+    def __init__(self, joint: Joint) -> None:
+        self.keys: list[Key] = [("i",)]
+        self.names: list[str] = ["i"]
+        for side_index, side in enumerate(joint.sides):
+            prefix = "" if side_index == 0 else "other."
+            for k, slot in enumerate(side.slots):
+                if slot.kind == AVERAGE:
+                    for c in range(slot.head.value_dim):
+                        self._add(("sum", side_index, k, c), f"{prefix}S[{slot}[{c}]]")
+                elif slot.kind == WEIGHTED:
+                    for kappa in range(len(side.classes[k])):
+                        self._add(("kn", side_index, k, kappa), f"{prefix}n[{slot}][key {kappa}]")
+                        for c in range(slot.head.value_dim):
+                            self._add(("ks", side_index, k, kappa, c), f"{prefix}S[{slot}][key {kappa}][{c}]")
+                else:
+                    for cls in range(len(side.classes[k])):
+                        self._add(("cn", side_index, k, cls), f"{prefix}n[{slot}][class {cls}]")
+        if joint.kind == MACHINE:
+            for j, name in enumerate(joint.machine.names):
+                self._add(("machine", j), name)
+        for a, symbol in enumerate(joint.goal.alphabet):
+            self._add(("letter", a), f"|w|_{symbol}")
+        self.index = {key: k for k, key in enumerate(self.keys)}
+
+    def _add(self, key: Key, name: str) -> None:
+        self.keys.append(key)
+        self.names.append(name)
+
+    def point(self, values: dict[Key, int]) -> Point:
+        return tuple(values.get(key, 0) for key in self.keys)
 
 
-def _layout(counting: CountingModel, goal: CountingGoal) -> _Layout:
-    sums = [f"S[{c}]" for c in counting.coordinates]
-    counts = list(goal.machine.names)
-    letters = [f"|w|_{a}" for a in goal.alphabet]
-    a, b = 1 + len(sums), 1 + len(sums) + len(counts)
-    return _Layout(["i", *sums, *counts, *letters], slice(1, a), slice(a, b), slice(b, b + len(letters)))
-
-
-@dataclass
-class _Step:
-    post: list[Any]  # z3 terms of the successor point
-    model_accepts: Any
-    machine_accepts: Any
-    side: list[Any]  # side constraints of the encoding
-
-
-def _encode_step(
-    counting: CountingModel, goal: CountingGoal, layout: _Layout, pre: list[Any], symbol: str, deadline: Deadline
-) -> _Step:
-    arith = counting.arith
-    if not isinstance(arith, Fixed):
-        raise NotEncodable("exact arithmetic: a head's average S/n is not on a grid")
-    if arith.attention_rounding == "per-probability":
-        raise NotEncodable(
-            "per-probability rounding: a head's weight floor(1/n) times its sum is a product of two unknowns"
-        )
-    builder = Builder(deadline=deadline)
-    i = pre[0]
-    keys = i + (1 if counting.bos is not None else 0) + 1  # stream positions up to and including the new one
-    sums = pre[layout.sums]
-    post_sums: list[Any] = [None] * len(sums)
-
-    def head_output(k: int, value: Sym) -> Sym:
-        post_sums[k] = sums[k] + to_z3(value.scaled_num(arith.scale))
-        return rounded_average(builder, arith, post_sums[k], keys)
-
-    readout, _ = counting.encode_position(builder, symbol, head_output)
-    assert readout is not None  # the whole position was encoded
-    counts, output = goal.machine.encode_step(list(pre[layout.counts]), symbol)
-    letters = [x + (1 if a == symbol else 0) for x, a in zip(pre[layout.letters], goal.alphabet)]
-    model_accepts = z3.Not(builder.ge(Sym.const(goal.threshold), readout))
-    return _Step([i + 1, *post_sums, *counts, *letters], model_accepts, output, list(builder.assertions))
+def _state_values(joint: Joint, length: int, state: tuple[Any, ...], letters: Sequence[int]) -> dict[Key, int]:
+    """The integer variables of a concrete joint state (exact: no frozen sums, no capped counts)."""
+    values: dict[Key, int] = {("i",): length}
+    ours, theirs = state
+    for side_index, (side, kept) in enumerate(zip(joint.sides, (ours, theirs))):
+        for k, (slot, entry) in enumerate(zip(side.slots, kept)):
+            if slot.kind == AVERAGE:
+                for c, total in enumerate(entry):
+                    values[("sum", side_index, k, c)] = int(total)
+            elif slot.kind == WEIGHTED:
+                for kappa, item in enumerate(entry):
+                    if item is not None:
+                        values[("kn", side_index, k, kappa)] = item[0]
+                        for c, total in enumerate(item[1:]):
+                            values[("ks", side_index, k, kappa, c)] = int(total)
+            else:
+                for cls, n in enumerate(entry):
+                    values[("cn", side_index, k, cls)] = n
+    if joint.kind == MACHINE:
+        for j, count in enumerate(theirs):
+            values[("machine", j)] = count
+    for a, count in enumerate(letters):
+        values[("letter", a)] = count
+    return values
 
 
 # ---------------------------------------------------------------- candidate bounds
@@ -174,34 +226,619 @@ def _encode_step(
 
 @dataclass(frozen=True)
 class _Bound:
-    """Σ coefficient·entry + constant ≥ 0 over the point's entries (entry 0 is i)."""
+    """Σ coefficient·variable + constant ≥ 0 over the layout's variables (by key)."""
 
-    coefficients: tuple[tuple[int, int], ...]
+    coefficients: tuple[tuple[Key, int], ...]
     constant: int
     text: str
 
-    def holds(self, point: Point) -> bool:
-        return self.constant + sum(c * point[k] for k, c in self.coefficients) >= 0
+    def holds(self, values: dict[Key, int]) -> bool:
+        return self.constant + sum(c * values.get(key, 0) for key, c in self.coefficients) >= 0
 
-    def term(self, values: list[Any]) -> Any:
-        return z3.Sum([to_z3(self.constant), *(c * values[k] for k, c in self.coefficients)]) >= 0
+    def term(self, layout: _Layout, variables: list[Any]) -> Any:
+        return (
+            z3.Sum([z3.IntVal(self.constant), *(c * variables[layout.index[key]] for key, c in self.coefficients)]) >= 0
+        )
 
 
-def _candidate_bounds(layout: _Layout, start: Point, increments: Sequence[tuple[int, int]] | None) -> list[_Bound]:
-    names = layout.names
-    bounds = []
-    for k in list(range(layout.counts.start, layout.counts.stop)) + list(
-        range(layout.letters.start, layout.letters.stop)
-    ):
-        bounds.append(_Bound(((k, 1),), 0, f"{names[k]} >= 0"))
-        bounds.append(_Bound(((0, 1), (k, -1)), 0, f"{names[k]} <= i"))
-    if increments is not None:
-        for offset, (lo, hi) in enumerate(increments):
-            k = layout.sums.start + offset
-            s0 = start[k]
-            bounds.append(_Bound(((k, 1), (0, -lo)), -s0, f"{names[k]} >= {_line(s0, lo)}"))
-            bounds.append(_Bound(((k, -1), (0, hi)), s0, f"{names[k]} <= {_line(s0, hi)}"))
-    return [b for b in bounds if b.holds(start)]
+# ---------------------------------------------------------------- the coverage trees
+
+
+Reads = tuple[Any, ...]  # per head of a block that needs them concretely (``weighted``, ``terms``): its (q, k, v)
+
+
+@dataclass
+class _Node:
+    """What the concretely read heads of attention block ``block`` read at a position (``reads``), and the reads
+    seen at the next block where the computation branches (``side_branches``)."""
+
+    block: int
+    reads: Reads
+    children: dict[Reads, _Node] = field(default_factory=dict)
+
+
+def _reads(side: CounterModel, block: int, z: Vector) -> Reads:
+    layer = side.model.blocks[block].attention
+    assert layer is not None
+    vectors = side.head_vectors(block, layer, z)
+    return tuple(qkv for k, qkv in zip(side.by_layer[block], vectors) if side.slots[k].kind != AVERAGE)
+
+
+def _insert(roots: dict[str, _Node], side: CounterModel, path: tuple[Any, ...]) -> None:
+    """Add a position's computation (its letter, the streams entering every attention block) to the tree."""
+    letter, entering = path
+    if not entering:
+        return
+    branches = side_branches(side)
+    chosen = [(block, _reads(side, block, z)) for block, z in zip(sorted(side.by_layer), entering) if block in branches]
+    node = roots.setdefault(letter, _Node(*chosen[0]))
+    for block, reads in chosen[1:]:
+        node = node.children.setdefault(reads, _Node(block, reads))
+
+
+def _classes(roots: dict[str, _Node]) -> int:
+    def count(node: _Node) -> int:
+        return 1 + sum(count(child) for child in node.children.values())
+
+    return sum(count(root) for root in roots.values())
+
+
+@dataclass(frozen=True)
+class SymObservation:
+    """``counters.Observation`` over z3 terms: what the property's ``encode_prefix_violation`` reads."""
+
+    readout: Sym
+    stream: SymVector
+
+
+@dataclass
+class _Leaf:
+    guard: Any  # z3 Bool over the pre-state
+    post: dict[Key, Any]  # the updated variables
+    observation: SymObservation
+
+
+@dataclass
+class _Escape:
+    guard: Any
+    reads: tuple[tuple[SymVector, ...], ...]  # what block ``block``'s heads read after ``node``, symbolically
+    node: _Node
+    block: int
+
+
+@dataclass
+class _Side:
+    leaves: list[_Leaf] = field(default_factory=list)
+    escapes: list[_Escape] = field(default_factory=list)
+
+
+class _Encoder:
+    """One side's position over z3 terms, for one letter, along its coverage tree (module docstring)."""
+
+    def __init__(self, joint: Joint, side_index: int, layout: _Layout, pre: list[Any], builder: Builder) -> None:
+        self.joint, self.side_index = joint, side_index
+        self.side: CounterModel = joint.sides[side_index]
+        self.layout, self.pre, self.builder = layout, pre, builder
+        arith = self.side.arith
+        assert isinstance(arith, Fixed)
+        self.arith = arith
+        self.r = Rounding(arith, builder)
+
+    def var(self, key: Key) -> Any:
+        return self.pre[self.layout.index[key]]
+
+    def encode(self, letter: str, root: _Node | None) -> _Side:
+        found = _Side()
+        side = self.side
+        z, first = encode_until_attention(side, self.r, constant(side.embedding(letter)))
+        if first is None:
+            readout, stream = encode_observation(side, self.builder, self.r, z)
+            found.leaves.append(_Leaf(z3.BoolVal(True), {}, SymObservation(readout, stream)))
+            return found
+        assert root is not None
+        self.node(root, z, z3.BoolVal(True), {}, found)
+        return found
+
+    def node(self, node: _Node, z: SymVector, guard: Any, post: dict[Key, Any], found: _Side) -> None:
+        """The position from ``node``'s block on (``z``: the stream entering it, symbolic): the heads that need
+        concrete reads from ``node.reads``, the others (``average``) from symbolic values, block after block,
+        until the next block that branches: one child per reads seen there, and an escape for any other."""
+        side, b, r = self.side, self.builder, self.r
+        post = dict(post)
+        keys = self.var(("i",)) + (1 if side.bos is not None else 0) + 1  # positions, the new one included
+        block, given = node.block, iter(node.reads)
+        while True:
+            read = encode_read(side, r, block, z)
+            outputs = []
+            for k in side.by_layer[block]:
+                head = side.slots[k].head
+                if side.slots[k].kind == AVERAGE:
+                    outputs.append(self.average(k, encode_affine(head.value, read, head.value_bias, r), post, keys))
+                else:
+                    q, key, value = next(given)
+                    outputs.append(self.head(k, q, key, value, post, keys))
+            z, following = encode_from(side, r, block, z, outputs)
+            if following is None:
+                readout, final = encode_observation(side, b, r, z)
+                found.leaves.append(_Leaf(guard, post, SymObservation(readout, final)))
+                return
+            if following in side_branches(side):
+                break
+            block = following
+        read = encode_read(side, r, following, z)
+        symbolic = tuple(
+            tuple(
+                encode_affine(matrix, read, bias, r)
+                for matrix, bias in (
+                    (head.query, head.query_bias),
+                    (head.key, head.key_bias),
+                    (head.value, head.value_bias),
+                )
+            )
+            for head in (side.slots[k].head for k in side.by_layer[following] if side.slots[k].kind != AVERAGE)
+        )
+        others = []
+        for reads, child in node.children.items():
+            equal = z3.And(
+                [
+                    b.eq(x, Sym.const(v))
+                    for sym_vectors, vectors in zip(symbolic, reads)
+                    for sym_vector, vector in zip(sym_vectors, vectors)
+                    for x, v in zip(sym_vector, vector)
+                ]
+            )
+            others.append(equal)
+            self.node(child, z, z3.And(guard, equal), post, found)
+        found.escapes.append(
+            _Escape(z3.And(guard, z3.Not(z3.Or(others))) if others else guard, symbolic, node, following)
+        )
+
+    def head(self, k: int, q: Vector, key: Vector, value: Vector, post: dict[Key, Any], keys: Any) -> SymVector:
+        """A ``weighted`` or ``terms`` head's output at the new position (symbolic) from its concrete reads,
+        recording its counters' updates in ``post``."""
+        side, arith, s = self.side, self.arith, self.side_index
+        slot = side.slots[k]
+        mantissas = [arith.mantissa(v) for v in value]
+        if slot.kind == WEIGHTED:
+            kappa = side.class_id(k, key)
+            count: dict[int, Any] = {}
+            sums: dict[int, list[Any]] = {}
+            for other in range(len(side.classes[k])):
+                n = self.var(("kn", s, k, other))
+                vector = [self.var(("ks", s, k, other, c)) for c in range(len(mantissas))]
+                if other == kappa:
+                    n = n + 1
+                    vector = [v + m for v, m in zip(vector, mantissas)]
+                    post[("kn", s, k, other)] = n
+                    for c, v in enumerate(vector):
+                        post[("ks", s, k, other, c)] = v
+                count[other], sums[other] = n, vector
+            return self.grid(self.weighted(k, q, kappa, count, sums))
+        cls = side.class_id(k, (key, value))
+        counts = {}
+        for other in range(len(side.classes[k])):
+            n = self.var(("cn", s, k, other))
+            if other == cls:
+                n = n + 1
+                post[("cn", s, k, other)] = n
+            counts[other] = n
+        return self.grid(self.terms(k, q, cls, counts))
+
+    def average(self, k: int, value: SymVector, post: dict[Key, Any], keys: Any) -> SymVector:
+        """An ``average`` head: its sums grow by the (possibly symbolic) value; output ⌊S/n⌋ per coordinate."""
+        arith, s = self.arith, self.side_index
+        lo, hi = arith.min_mantissa, arith.max_mantissa
+        out = []
+        for c, v in enumerate(value):
+            total = self.var(("sum", s, k, c)) + to_z3(v.scaled_num(arith.scale))
+            post[("sum", s, k, c)] = total
+            out.append(rounded_quotient(self.builder, arith, total, keys, lo, hi))
+        return self.grid(out)
+
+    def grid(self, mantissas: list[Any]) -> SymVector:
+        arith = self.arith
+        return tuple(
+            Sym(m, arith.scale, Fraction(arith.min_mantissa, arith.scale), Fraction(arith.max_mantissa, arith.scale))
+            for m in mantissas
+        )
+
+    def weighted(self, k: int, q: Vector, own: int, count: dict[int, Any], sums: dict[int, list[Any]]) -> list[Any]:
+        """Hardmax or max-stabilised softmax (exact-sums) over per-key counts and sums: split on the top score
+        level present (the new position's own key is present, so no level below its score is the top)."""
+        side, arith = self.side, self.arith
+        scores = side.scores(k, q)
+        levels = sorted({s for s in scores if s >= scores[own]}, reverse=True)
+        hardmax = side.slots[k].head.scoring == "hardmax"
+        width = side.slots[k].head.value_dim
+        cases: list[tuple[Any, Any, list[Any]]] = []  # (condition, divisor, numerators)
+        for level in levels:
+            above = [kappa for kappa, s in enumerate(scores) if s > level]
+            at = [kappa for kappa, s in enumerate(scores) if s == level]
+            condition = z3.And(z3.Or([count[kappa] >= 1 for kappa in at]), *[count[kappa] == 0 for kappa in above])
+            if hardmax:
+                weights = {kappa: 1 for kappa in at}
+            else:
+                weights = {
+                    kappa: exp_mantissa(arith.mantissa(level - s), arith.frac)
+                    for kappa, s in enumerate(scores)
+                    if s <= level
+                }
+                weights = {kappa: w for kappa, w in weights.items() if w}
+            divisor = z3.Sum([w * count[kappa] for kappa, w in weights.items()])
+            numerators = [z3.Sum([w * sums[kappa][c] for kappa, w in weights.items()]) for c in range(width)]
+            cases.append((condition, divisor, numerators))
+        out = []
+        for c in range(width):
+            divisor, numerator = cases[-1][1], cases[-1][2][c]
+            for condition, d, n in reversed(cases[:-1]):
+                divisor, numerator = z3.If(condition, d, divisor), z3.If(condition, n[c], numerator)
+            out.append(
+                rounded_quotient(self.builder, arith, numerator, divisor, arith.min_mantissa, arith.max_mantissa)
+            )
+        return out
+
+    def terms(self, k: int, q: Vector, own: int, counts: dict[int, Any]) -> list[Any]:
+        """Yang et al.'s rounded-terms softmax over per-class counts: round(Σ n·round(e^s·v) / Σ n·round(e^s)),
+        the uniform average when every present class has round(e^s) = 0."""
+        side, arith = self.side, self.arith
+        scores = side.scores(k, q)
+        scale = arith.scale
+        classes = side.classes[k]
+        width = side.slots[k].head.value_dim
+        exps = {c: arith.mantissa(side.rounded_term(scores[c], Fraction(1))) for c in counts}
+        positive = [c for c in counts if exps[c] > 0]
+        divisor = z3.Sum([exps[c] * counts[c] for c in positive]) if positive else z3.IntVal(0)
+        total = z3.Sum(list(counts.values()))
+        out = []
+        for coordinate in range(width):
+            numerator = z3.Sum(
+                [arith.mantissa(side.rounded_term(scores[c], classes[c][1][coordinate])) * counts[c] for c in counts]
+            )
+            uniform_numerator = z3.Sum([arith.mantissa(classes[c][1][coordinate]) * counts[c] for c in counts])
+            lo, hi = arith.min_mantissa, arith.max_mantissa
+            weighted = rounded_quotient(self.builder, arith, scale * numerator, divisor, lo, hi) if positive else None
+            uniform = rounded_quotient(self.builder, arith, uniform_numerator, total, lo, hi)
+            out.append(uniform if weighted is None else z3.If(divisor >= 1, weighted, uniform))
+        return out
+
+
+# ---------------------------------------------------------------- the induction
+
+
+def _unsupported(joint: Joint) -> str:
+    for side in joint.sides:
+        arith = side.arith
+        if not isinstance(arith, Fixed):
+            return "exact arithmetic: a head's average is not on a grid"
+        if arith.attention_rounding == "per-probability":
+            return "per-probability rounding: a floored weight ⌊w/W⌋ times a count is a product of two unknowns"
+        if side.length_dependent:
+            return (
+                "the model has an absolute positional encoding: its table ends, so no statement about every "
+                "length can be made"
+            )
+    return ""
+
+
+def prove_all_lengths(
+    joint: Joint,
+    goal: CountingGoal,
+    violates: Callable[[Any, Any], bool],
+    visited: list[tuple[int, tuple[Any, ...], tuple[int, ...]]],
+    *,
+    encode_violation: Callable[[Builder, SymObservation, Any], Any],
+    deadline: Deadline,
+    cancelled: Callable[[], bool] = lambda: False,
+    record: bool = False,
+    report: Callable[..., None] = lambda phase, *progress: None,
+) -> InductionResult:
+    """Base, coverage, step and decisions (module docstring); ``visited``: every state the exact exploration
+    reached. ``record``: keep the proof's queries as SMT-LIB text (``InductionResult.asked``) for a
+    certificate."""
+    result = InductionResult(UNDECIDED)
+    reason = _unsupported(joint)
+    if reason:
+        result.detail = f"not encodable: {reason}"
+        return result
+    if not visited:
+        result.detail = "no reachable state to infer an invariant from"
+        return result
+    alphabet = goal.alphabet
+    roots: list[dict[str, _Node]] = []
+    for side in joint.sides:
+        trees: dict[str, _Node] = {}
+        for path in side.seen_paths():
+            if path[0] in alphabet:
+                _insert(trees, side, path)
+        roots.append(trees)
+    points: list[dict[Key, int]] = [_state_values(joint, n, state, letters) for n, state, letters in visited]
+    bounds = _candidate_bounds(joint, goal, roots, points)
+    began = time.perf_counter()
+    this_round: list[dict[str, Any]] = []  # record: the current refinement round's queries
+    few, start_from = goal.ever_checked()
+
+    def ask(assertions: list[Any], name: str) -> tuple[str, Any]:
+        if deadline.expired() or cancelled():
+            return "unknown", "timeout"
+        solver = z3.Then("simplify", "propagate-values", "solve-eqs", "smt").solver()
+        solver.set("timeout", max(1, int(1000 * deadline.remaining())))
+        solver.add(*assertions)
+        start = time.perf_counter()
+        answer = solver.check()
+        result.solver_seconds += time.perf_counter() - start
+        result.queries += 1
+        if record:
+            this_round.append(
+                {
+                    "name": name,
+                    "smt2": canonical_smt2(solver.assertions()),  # the same text in every process (audit)
+                    "answer": str(answer),
+                    "no_bit_vector_form": UNBOUNDED,
+                }
+            )
+        if answer == z3.sat:
+            return "sat", solver.model()
+        return ("unsat", None) if answer == z3.unsat else ("unknown", solver.reason_unknown())
+
+    while True:
+        if deadline.expired() or cancelled():
+            result.detail = "timeout during the induction step (refining the invariant)"
+            return _finish(result, None, [], bounds, roots, began)
+        if result.rounds >= MAX_ROUNDS:
+            result.detail = (
+                f"no inductive invariant after {MAX_ROUNDS} refinement rounds ({_classes_text(roots)} stream classes)"
+            )
+            return _finish(result, None, [], bounds, roots, began)
+        _register(joint, roots)
+        layout = _Layout(joint)
+        try:
+            relations = null_space([layout.point(p) for p in points], deadline)
+        except DeadlineExpired:
+            result.detail = "timeout while inferring the invariant (the affine relations of the explored states)"
+            return _finish(result, layout, [], bounds, roots, began)
+        pre = [z3.Int(f"p{k}") for k in range(len(layout.keys))]
+        builder = Builder(deadline=deadline)  # a deep model's encoding alone may outlive the budget
+        try:
+            encoded = _encode_letters(joint, layout, pre, builder, roots)
+        except NotEncodable as exc:
+            result.detail = f"not encodable: {exc}"
+            return _finish(result, layout, relations, bounds, roots, began)
+        except DeadlineExpired:
+            result.detail = "timeout while encoding the induction step"
+            return _finish(result, layout, relations, bounds, roots, began)
+        invariant = _invariant(layout, pre, relations, bounds)
+        side_constraints = list(builder.assertions)
+        this_round.clear()
+        changed = ""
+        report(f"induction: round {result.rounds + 1}, {_classes_text(roots)} stream classes")
+        # coverage: every state of Inv sends each position's stream into a known class of the next block
+        for letter, sides in encoded.items():
+            for encoded_side in sides:
+                for escape in encoded_side.escapes:
+                    answer, model = ask(
+                        [*invariant, *side_constraints, escape.guard],
+                        f"coverage, letter {letter!r}, block {escape.node.block}",
+                    )
+                    if answer == "unknown":
+                        result.detail = f"z3 could not decide the coverage for letter {letter!r} ({model})"
+                        return _finish(result, layout, relations, bounds, roots, began)
+                    if answer == "sat":
+                        reads = tuple(
+                            tuple(tuple(_evaluate_sym(model, x) for x in vector) for vector in vectors)
+                            for vectors in escape.reads
+                        )
+                        escape.node.children[reads] = _Node(escape.block, reads)
+                        changed = "coverage"
+                        break
+                if changed:
+                    break
+            if changed:
+                break
+        if not changed:
+            # step: Inv ∧ T ⇒ Inv'
+            for letter, sides in encoded.items():
+                post, cover = _post(joint, layout, pre, letter, sides)
+                claim = _invariant(layout, post, relations, bounds)
+                answer, model = ask(
+                    [*invariant, *side_constraints, *cover, z3.Not(z3.And(claim))], f"induction step, letter {letter!r}"
+                )
+                if answer == "unknown":
+                    result.detail = f"z3 could not decide the step for letter {letter!r} ({model})"
+                    return _finish(result, layout, relations, bounds, roots, began)
+                if answer == "sat":
+                    successor = {key: _evaluate_int(model, term) for key, term in zip(layout.keys, post)}
+                    bounds = [b for b in bounds if b.holds(successor)]
+                    points.append(successor)
+                    changed = "step"
+                    break
+        if changed:
+            result.rounds += 1
+            continue
+        break
+    # decisions: Inv ∧ T ∧ (the prefix of length i + 1 is constrained) ⇒ no violation
+    for letter, sides in encoded.items():
+        if deadline.expired() or cancelled():
+            result.detail = "timeout while checking the decisions"
+            return _finish(result, layout, relations, bounds, roots, began)
+        post, cover = _post(joint, layout, pre, letter, sides)
+        observations = [_observation(builder, encoded_side) for encoded_side in sides]
+        theirs: Any = None
+        if joint.kind == MACHINE:
+            counts = [pre[layout.index[("machine", j)]] for j in range(len(joint.machine.names))]
+            _, theirs = joint.machine.encode_step(counts, letter)
+        elif joint.kind == MODEL:
+            theirs = observations[1]
+        length = pre[0] + 1
+        constrained = z3.Or(
+            [length == p for p in few if p >= 1] + ([length >= start_from] if start_from is not None else [])
+        )
+        violation = encode_violation(builder, observations[0], theirs)
+        answer, model = ask(
+            [*invariant, *builder.assertions, *cover, constrained, violation], f"decisions, letter {letter!r}"
+        )
+        if answer == "unknown":
+            result.detail = f"z3 could not decide the decisions for letter {letter!r} ({model})"
+            return _finish(result, layout, relations, bounds, roots, began)
+        if answer == "sat":
+            state = [_evaluate_int(model, v) for v in pre]
+            result.status = FAILED
+            shown = ", ".join(f"{n} = {v}" for n, v in zip(layout.names, state))
+            result.detail = (
+                f"the induction step fails: in a state that satisfies the invariant ({shown}), reading {letter!r} "
+                f"at {word_position(state[0])} violates the property (the state may be unreachable)"
+            )
+            result.counterexample = {"state": dict(zip(layout.names, state)), "letter": letter}
+            return _finish(result, layout, relations, bounds, roots, began)
+    result.status = PROVED
+    result.asked = list(this_round)
+    return _finish(result, layout, relations, bounds, roots, began)
+
+
+def _register(joint: Joint, roots: list[dict[str, _Node]]) -> None:
+    """Give every class of every stream in the coverage trees its id, so that the layout has its counters."""
+
+    def visit(side: CounterModel, node: _Node) -> None:
+        concrete = [k for k in side.by_layer[node.block] if side.slots[k].kind != AVERAGE]
+        for k, (_, key, value) in zip(concrete, node.reads):
+            side.class_id(k, key if side.slots[k].kind == WEIGHTED else (key, value))
+        for child in node.children.values():
+            visit(side, child)
+
+    for side, trees in zip(joint.sides, roots):
+        for root in trees.values():
+            visit(side, root)
+
+
+def side_branches(side: CounterModel) -> list[int]:
+    """The attention blocks where a position's computation branches on its concrete stream: the first (its
+    stream is the letter's) and every block with a head that needs a concrete key (``weighted``, ``terms``)."""
+    blocks = sorted(side.by_layer)
+    return blocks[:1] + [b for b in blocks[1:] if any(side.slots[k].kind != AVERAGE for k in side.by_layer[b])]
+
+
+def _classes_text(roots: list[dict[str, _Node]]) -> str:
+    return " + ".join(str(_classes(trees)) for trees in roots)
+
+
+def _encode_letters(
+    joint: Joint, layout: _Layout, pre: list[Any], builder: Builder, roots: list[dict[str, _Node]]
+) -> dict[str, list[_Side]]:
+    encoded: dict[str, list[_Side]] = {}
+    for letter in joint.goal.alphabet:
+        encoded[letter] = [
+            _Encoder(joint, s, layout, pre, builder).encode(letter, roots[s].get(letter))
+            for s in range(len(joint.sides))
+        ]
+    return encoded
+
+
+def _post(
+    joint: Joint, layout: _Layout, pre: list[Any], letter: str, sides: list[_Side]
+) -> tuple[list[Any], list[Any]]:
+    """(the successor's variables as terms, the coverage facts: some leaf's guard holds on each side)."""
+    post = list(pre)
+    post[0] = pre[0] + 1
+    cover = []
+    for side in sides:
+        cover.append(z3.Or([leaf.guard for leaf in side.leaves]))
+        changed = {key for leaf in side.leaves for key in leaf.post}
+        for key in changed:
+            term = pre[layout.index[key]]
+            for leaf in reversed(side.leaves):
+                term = z3.If(leaf.guard, leaf.post.get(key, pre[layout.index[key]]), term)
+            post[layout.index[key]] = term
+    if joint.kind == MACHINE:
+        counts = [pre[layout.index[("machine", j)]] for j in range(len(joint.machine.names))]
+        new, _ = joint.machine.encode_step(counts, letter)
+        for j, term in enumerate(new):
+            post[layout.index[("machine", j)]] = term
+    a = joint.goal.alphabet.index(letter)
+    post[layout.index[("letter", a)]] = pre[layout.index[("letter", a)]] + 1
+    return post, cover
+
+
+def _observation(builder: Builder, side: _Side) -> SymObservation:
+    """The side's observation at the new position: the leaves' observations selected by their guards."""
+    leaves = side.leaves
+    if len(leaves) == 1:
+        return leaves[0].observation
+    readout = builder.select(
+        [(leaf.guard, leaf.observation.readout) for leaf in leaves[:-1]], leaves[-1].observation.readout
+    )
+    width = len(leaves[0].observation.stream)
+    stream = tuple(
+        builder.select(
+            [(leaf.guard, leaf.observation.stream[c]) for leaf in leaves[:-1]], leaves[-1].observation.stream[c]
+        )
+        for c in range(width)
+    )
+    return SymObservation(readout, stream)
+
+
+def _invariant(layout: _Layout, values: list[Any], relations: list[tuple[int, ...]], bounds: list[_Bound]) -> list[Any]:
+    facts = [
+        z3.Sum([z3.IntVal(r[0]), *(c * v for c, v in zip(r[1:], values) if c)]) == 0 for r in relations if any(r[1:])
+    ]
+    facts += [b.term(layout, values) for b in bounds]
+    return facts + [values[0] >= 0]
+
+
+def _candidate_bounds(
+    joint: Joint, goal: CountingGoal, roots: list[dict[str, _Node]], points: list[dict[Key, int]]
+) -> list[_Bound]:
+    """Counts between 0 and the positions, sums between the least and the greatest value per position (over the
+    classes seen), kept only where they hold at every explored state."""
+    bounds: list[_Bound] = []
+    i: Key = ("i",)
+    for a, symbol in enumerate(goal.alphabet):
+        key: Key = ("letter", a)
+        bounds += [_Bound(((key, 1),), 0, f"|w|_{symbol} >= 0"), _Bound(((i, 1), (key, -1)), 0, f"|w|_{symbol} <= i")]
+    if joint.kind == MACHINE:
+        for j, name in enumerate(joint.machine.names):
+            key = ("machine", j)
+            bounds += [_Bound(((key, 1),), 0, f"{name} >= 0"), _Bound(((i, 1), (key, -1)), 0, f"{name} <= i")]
+    for s, side in enumerate(joint.sides):
+        bos = 1 if side.bos is not None else 0
+        prefix = "" if s == 0 else "other."
+        for k, slot in enumerate(side.slots):
+            values = _values_seen(side, k)
+            if slot.kind == AVERAGE:
+                start = points[0]
+                for c in range(slot.head.value_dim):
+                    key = ("sum", s, k, c)
+                    column = [v[c] for v in values.get(None, [])]
+                    if not column:
+                        continue
+                    lo, hi, s0 = min(column), max(column), start.get(key, 0)
+                    name = f"{prefix}S[{slot}[{c}]]"
+                    bounds.append(_Bound(((key, 1), (i, -lo)), -s0, f"{name} >= {_line(s0, lo)}"))
+                    bounds.append(_Bound(((key, -1), (i, hi)), s0, f"{name} <= {_line(s0, hi)}"))
+            elif slot.kind == WEIGHTED:
+                for kappa in range(len(side.classes[k])):
+                    n: Key = ("kn", s, k, kappa)
+                    name = f"{prefix}n[{slot}][key {kappa}]"
+                    bounds += [
+                        _Bound(((n, 1),), 0, f"{name} >= 0"),
+                        _Bound(((i, 1), (n, -1)), bos, f"{name} <= i + {bos}"),
+                    ]
+                    by_key = values.get(kappa, [])
+                    for c in range(slot.head.value_dim):
+                        if not by_key:
+                            continue
+                        lo, hi = min(v[c] for v in by_key), max(v[c] for v in by_key)
+                        key = ("ks", s, k, kappa, c)
+                        label = f"{prefix}S[{slot}][key {kappa}][{c}]"
+                        bounds.append(_Bound(((key, 1), (n, -lo)), 0, f"{label} >= {lo}·{name}"))
+                        bounds.append(_Bound(((key, -1), (n, hi)), 0, f"{label} <= {hi}·{name}"))
+            else:
+                for cls in range(len(side.classes[k])):
+                    n = ("cn", s, k, cls)
+                    name = f"{prefix}n[{slot}][class {cls}]"
+                    bounds += [
+                        _Bound(((n, 1),), 0, f"{name} >= 0"),
+                        _Bound(((i, 1), (n, -1)), bos, f"{name} <= i + {bos}"),
+                    ]
+    return [b for b in bounds if all(b.holds(p) for p in points)]
 
 
 def _line(constant: int, slope: int) -> str:
@@ -213,152 +850,50 @@ def _line(constant: int, slope: int) -> str:
     return f"{constant} {'+' if slope > 0 else '-'} {step}"
 
 
+def _values_seen(side: CounterModel, k: int) -> dict[Any, list[tuple[int, ...]]]:
+    """The value mantissas slot k has seen at word positions: by key class (``weighted``), else under None."""
+    arith = side.arith
+    assert isinstance(arith, Fixed)
+    slot = side.slots[k]
+    layer = side.model.blocks[slot.layer].attention
+    assert layer is not None
+    found: dict[Any, list[tuple[int, ...]]] = {}
+    position = side.by_layer[slot.layer].index(k)
+    for z in side.streams.get(slot.layer, ()):
+        _, key, value = side.head_vectors(slot.layer, layer, z)[position]
+        group = side.class_ids[k].get(key) if slot.kind == WEIGHTED else None
+        found.setdefault(group, []).append(tuple(arith.mantissa(v) for v in value))
+    return found
+
+
+def _evaluate_int(model: Any, term: Any) -> int:
+    return int(model.eval(to_z3(term), model_completion=True).as_long())
+
+
+def _evaluate_sym(model: Any, value: Sym) -> Fraction:
+    return Fraction(_evaluate_int(model, value.num), value.den)
+
+
+def _finish(
+    result: InductionResult,
+    layout: _Layout | None,
+    relations: list[tuple[int, ...]],
+    bounds: list[_Bound],
+    roots: list[dict[str, _Node]],
+    began: float,
+) -> InductionResult:
+    names = layout.names if layout is not None else []
+    result.invariant = [_relation_text(r, names) for r in relations if any(r[1:])] + [b.text for b in bounds]
+    result.solver_seconds = round(result.solver_seconds, 4)
+    result.classes = sum(_classes(trees) for trees in roots)
+    result.variables = len(names)
+    return result
+
+
 def _relation_text(relation: tuple[int, ...], names: list[str]) -> str:
     parts = [f"{r}·{n}" if abs(r) != 1 else (n if r == 1 else f"-{n}") for r, n in zip(relation[1:], names) if r]
     text = " + ".join(parts).replace("+ -", "- ")
     return f"{text} = {-relation[0]}"
-
-
-# ---------------------------------------------------------------- the induction
-
-
-def prove_all_lengths(
-    counting: CountingModel,
-    goal: CountingGoal,
-    points: list[Point],
-    start: Point,
-    increments: Sequence[tuple[int, int]] | None,
-    *,
-    deadline: Deadline,
-    cancelled: Callable[[], bool] = lambda: False,
-    record: bool = False,
-) -> InductionResult:
-    """Base, step and decisions (module docstring); ``points``: every state the exact exploration reached.
-    ``record``: keep the proof's queries as SMT-LIB text (``InductionResult.asked``) for a certificate."""
-    layout = _layout(counting, goal)
-    result = InductionResult(UNDECIDED)
-    if not points:
-        result.detail = "no reachable state to infer an invariant from"
-        return result
-    names = layout.names
-    pre = [z3.Int(f"p{k}") for k in range(len(names))]  # p0 = i
-    try:
-        steps = {symbol: _encode_step(counting, goal, layout, pre, symbol, deadline) for symbol in goal.alphabet}
-    except NotEncodable as exc:
-        result.detail = f"not encodable: {exc}"
-        return result
-    except DeadlineExpired:
-        result.detail = "timeout while encoding the induction step"
-        return result
-    points = list(dict.fromkeys(points))
-    relations = null_space(points)
-    bounds = _candidate_bounds(layout, start, increments)
-    began = time.perf_counter()
-
-    def invariant(values: list[Any], rels: list[Any], bnds: list[Any]) -> list[Any]:
-        return (
-            [z3.Sum([to_z3(r[0]), *(c * v for c, v in zip(r[1:], values) if c)]) == 0 for r in rels]
-            + [b.term(values) for b in bnds]
-            + [values[0] >= 0]
-        )
-
-    this_round: list[dict[str, Any]] = []  # record: the current refinement round's step queries
-
-    def ask(assertions: list[Any], name: str = "") -> tuple[str, Any]:
-        solver = z3.Solver()
-        solver.set("timeout", max(1, int(1000 * deadline.remaining())))
-        solver.add(*assertions)
-        start_time = time.perf_counter()
-        answer = solver.check()
-        result.solver_seconds += time.perf_counter() - start_time
-        result.queries += 1
-        if record:
-            this_round.append(
-                {
-                    "name": name,
-                    "smt2": canonical_smt2(solver.assertions()),
-                    "answer": str(answer),
-                    "no_bit_vector_form": UNBOUNDED,
-                }
-            )
-        if answer == z3.sat:
-            return "sat", solver.model()
-        return ("unsat", None) if answer == z3.unsat else ("unknown", solver.reason_unknown())
-
-    def evaluate(model: Any, terms: list[Any]) -> Point:
-        return tuple(model.eval(to_z3(t), model_completion=True).as_long() for t in terms)
-
-    # step: refine until Inv ∧ T ⇒ Inv' for every letter
-    while True:
-        if deadline.expired() or cancelled():
-            result.detail = "timeout during the induction step (refining the invariant)"
-            return _finish(result, relations, bounds, names, began)
-        if result.rounds >= MAX_ROUNDS:
-            result.detail = f"no inductive invariant after {MAX_ROUNDS} refinement rounds"
-            return _finish(result, relations, bounds, names, began)
-        changed = False
-        this_round.clear()
-        for symbol, step in steps.items():
-            claim = invariant(step.post, relations, bounds)
-            answer, model = ask(
-                [*invariant(pre, relations, bounds), *step.side, z3.Not(z3.And(claim))],
-                f"induction step, letter {symbol!r}",
-            )
-            if answer == "unknown":
-                result.detail = f"z3 could not decide the step for letter {symbol!r} ({model})"
-                return _finish(result, relations, bounds, names, began)
-            if answer == "sat":
-                successor = evaluate(model, step.post)
-                bounds = [b for b in bounds if b.holds(successor)]
-                if not all(_holds(r, successor) for r in relations):
-                    points.append(successor)
-                    relations = null_space(points)
-                result.rounds += 1
-                changed = True
-                break
-        if not changed:
-            break
-    # decisions: Inv ∧ T ∧ (i + 1 checked) ⇒ same decision
-    for symbol, step in steps.items():
-        if deadline.expired() or cancelled():
-            result.detail = "timeout while checking the decisions"
-            return _finish(result, relations, bounds, names, began)
-        answer, model = ask(
-            [
-                *invariant(pre, relations, bounds),
-                *step.side,
-                pre[0] + 1 >= goal.first_position,
-                step.model_accepts != step.machine_accepts,
-            ],
-            f"decisions, letter {symbol!r}",
-        )
-        if answer == "unknown":
-            result.detail = f"z3 could not decide the decisions for letter {symbol!r} ({model})"
-            return _finish(result, relations, bounds, names, began)
-        if answer == "sat":
-            state = evaluate(model, pre)
-            accepts = z3.is_true(model.eval(step.model_accepts, model_completion=True))
-            verb = {True: "accepts", False: "rejects"}
-            result.status = FAILED
-            shown = ", ".join(f"{n} = {v}" for n, v in zip(names, state))
-            result.detail = (
-                f"the induction step fails: in a state that satisfies the invariant ({shown}), "
-                f"reading {symbol!r} at {word_position(state[0])} the model {verb[accepts]} and the "
-                f"program {verb[not accepts]} (the state may be unreachable)"
-            )
-            result.counterexample = {"state": dict(zip(names, state)), "letter": symbol, "model_accepts": accepts}
-            return _finish(result, relations, bounds, names, began)
-    result.status = PROVED
-    result.asked = list(this_round)  # the last round's steps (all unsat) and the decisions
-    return _finish(result, relations, bounds, names, began)
-
-
-def _finish(
-    result: InductionResult, relations: list[Any], bounds: list[Any], names: list[str], began: float
-) -> InductionResult:
-    result.invariant = [_relation_text(r, names) for r in relations] + [b.text for b in bounds]
-    result.solver_seconds = round(result.solver_seconds, 4)
-    return result
 
 
 __all__ = ["FAILED", "PROVED", "UNDECIDED", "InductionResult", "null_space", "prove_all_lengths"]

@@ -28,14 +28,16 @@ split over pairs of cubes.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from ...bounds import Bounds, Cube
 from ...contract import HOLDS, Task
 from ...ir import Model
 from ...verdict import Verdict
 from ..base import Run
 from ..cost import EXHAUSTIVE, Estimate, Prediction
-from .cubes import whole_bounds
+
+if TYPE_CHECKING:
+    from ...bounds import Bounds
 
 ENGINE = "split"
 ROLE = EXHAUSTIVE
@@ -59,6 +61,9 @@ def predict(task: Task, estimate: Estimate) -> Prediction:
     space = estimate.space
     if not task.prop.defines("decide_on_bounds") or space is None or space.order != "all":
         return Prediction(ENGINE, math.inf, "no bounds decision for this property")
+    from ...bounds import Cube  # the interval bounds: only for a property they may decide
+    from .cubes import whole_bounds
+
     analysis = len(space.lengths) * BOUNDS_COST * estimate.macs * estimate.calibration.interpret_mac
     if analysis > estimate.remaining / 10:  # the budget is the user's: the choice must not spend it
         return Prediction(ENGINE, math.inf, "the domain's bounds are too costly to analyse within the budget")

@@ -1,0 +1,261 @@
+"""The prediction task on all strings, trained and then checked: label every prefix of random strings with its
+membership in a C-RASP language, train a causal transformer without positional encoding on it, quantize it, and
+check the quantized model against the program with the ``counting`` engine (docs/counting.md).
+
+Data: random strings over the program's alphabet (every letter equally likely, lengths uniform in the train
+range), a BOS token prepended; the label of position i is the program's output on w_1..w_i
+(``crasp.run_program``), as in Yang et al.'s prediction task but on *all* strings rather than words of the
+language: no promise about the input, so the model must compute the program itself. The model is the
+experiments' ``TinyTransformer`` (causal, no positional encoding, one readout logit per position: accept iff
+logit > 0).
+
+After training, the checkpoint with the best exact match on held-out strings of the training lengths is saved
+as a state dict (``<stem>-model.pt``) and a verify-tf spec is written beside it (``<stem>-check.yaml``): the
+model imported with ``quantize: {bits, frac}`` (the torch importer rounds every weight to the grid; its readout
+bias becomes the decision threshold, exactly), checked with ``crasp-equivalence`` in ``mode: prefix`` on every
+string up to ``check-length`` and for every length. The training numbers are evidence; the check's verdicts are
+proofs or refutations about the quantized model under the fixed-point arithmetic — never about the float one.
+"""
+
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.nn import functional
+
+from ..crasp import load_program, run_program
+from ..numbers import fmt
+from ..runner import Overrides, check_all
+from ..spec import load_spec
+from .common import Progress, run_seed, train
+from .modules import TinyTransformer
+from .spec import ExperimentSpec
+
+__all__ = [
+    "check_spec_text",
+    "check_written_spec",
+    "encode",
+    "plot_prefix_labels",
+    "run_prefix_labels",
+    "sample_strings",
+]
+
+BOS = 0  # token 0 is BOS, letters follow in the program's alphabet order
+_EVALUATIONS = 10
+
+
+def sample_strings(
+    alphabet: tuple[str, ...], shortest: int, longest: int, count: int, generator: torch.Generator
+) -> list[str]:
+    lengths = torch.randint(shortest, longest + 1, (count,), generator=generator).tolist()
+    letters = torch.randint(len(alphabet), (sum(lengths),), generator=generator).tolist()
+    words, at = [], 0
+    for length in lengths:
+        words.append("".join(alphabet[k] for k in letters[at : at + length]))
+        at += length
+    return words
+
+
+def encode(
+    words: list[str], alphabet: tuple[str, ...], program: Any
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """BOS-prefixed token ids (right-padded; causal attention never sees a pad), prefix labels, real positions."""
+    longest = max(len(word) for word in words)
+    tokens = torch.full((len(words), longest + 1), 1, dtype=torch.long)
+    tokens[:, 0] = BOS
+    labels = torch.zeros(len(words), longest)
+    mask = torch.zeros(len(words), longest, dtype=torch.bool)
+    index = {letter: k + 1 for k, letter in enumerate(alphabet)}
+    for row, word in enumerate(words):
+        if word:
+            tokens[row, 1 : len(word) + 1] = torch.tensor([index[letter] for letter in word])
+            labels[row, : len(word)] = torch.tensor([float(x) for x in run_program(program, word).output])
+            mask[row, : len(word)] = True
+    return tokens, labels, mask
+
+
+def _logits(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    return model(tokens)[:, 1:, 0]  # drop the BOS position
+
+
+def _scores(
+    model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor
+) -> tuple[float, float]:
+    """(exact match over strings, accuracy over positions)."""
+    correct = (_logits(model, tokens) > 0).float() == labels
+    exact = (correct | ~mask).all(dim=1).float().mean()
+    positions = (correct & mask).sum() / mask.sum()
+    return float(exact), float(positions)
+
+
+def check_spec_text(
+    model_file: str, program: Path, alphabet: tuple[str, ...], settings: dict[str, Any], threshold: Fraction
+) -> str:
+    """The verify-tf spec that checks the saved model against its program (``mode: prefix``)."""
+    bits, frac = settings["quantize-bits"], settings["quantize-frac"]
+    symbols = ", ".join(f'"{s}"' for s in ("^", *alphabet))
+    letters = ", ".join(f'"{s}"' for s in alphabet)
+    return (
+        "# Written by verify-tf experiment (prefix-labels): the trained model, quantized, against its program.\n"
+        f"name: {Path(model_file).stem} against {program.name}\n"
+        "model:\n"
+        f"  torch: {model_file}\n"
+        f"  architecture: {{heads: {settings['heads']}, scoring: softmax, causal: true, alphabet: [{symbols}], "
+        'bos: "^", readout-row: 0, readout-bias: drop}\n'
+        f"  quantize: {{bits: {bits}, frac: {frac}}}\n"
+        f"arithmetic: {{mode: fixed, bits: {bits}, frac: {frac}, attention-rounding: exact-sums}}\n"
+        "domain:\n"
+        f"  strings: {{alphabet: [{letters}], max-length: {settings['check-length']}}}\n"
+        "properties:\n"
+        "  # the readout's bias, dropped by the import, is the decision threshold: accept iff u·z > -bias\n"
+        f"  - crasp-equivalence: {{program: {program}, mode: prefix, threshold: {fmt(threshold)}, engine: counting,\n"
+        f"                        timeout: {settings['check-seconds']}}}\n"
+        f"  - crasp-equivalence: {{program: {program}, mode: prefix, threshold: {fmt(threshold)}, lengths: all,\n"
+        f"                        name: every length, timeout: {settings['check-seconds']}}}\n"
+    )
+
+
+def run_prefix_labels(
+    spec: ExperimentSpec,
+    settings: dict[str, Any],
+    device: torch.device,
+    seed: int,
+    progress: Progress | None = None,
+    out_dir: Path | None = None,
+    stem: str = "prefix-labels",
+) -> dict[str, Any]:
+    """Train one model, save it and its check spec under ``out_dir`` and run the check (``check: true``)."""
+    program_path = (spec.path.parent / spec.program).resolve()
+    program = load_program(program_path)
+    alphabet = tuple(program.alphabet)
+    generator = torch.Generator().manual_seed(run_seed(seed, "prefix-labels data"))
+    (train_short, train_long), (test_short, test_long) = settings["train-lengths"], settings["test-lengths"]
+    size = settings["test-size"]
+    words = {
+        "train": sample_strings(alphabet, train_short, train_long, settings["train-size"], generator),
+        "validation": sample_strings(alphabet, train_short, train_long, size, generator),
+        "test": sample_strings(alphabet, test_short, test_long, size, generator),
+    }
+    data: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+    for name, batch in words.items():
+        tokens_, labels_, mask_ = encode(batch, alphabet, program)
+        data[name] = (tokens_.to(device), labels_.to(device), mask_.to(device))
+    label = f"{program_path.name}, {settings['layers']} layer(s)"
+    seed_of_run = run_seed(seed, label)
+    torch.manual_seed(seed_of_run)
+    batches = torch.Generator().manual_seed(seed_of_run)
+    model = TinyTransformer(
+        vocab=len(alphabet) + 1,
+        width=settings["width"],
+        heads=settings["heads"],
+        layers=settings["layers"],
+        ffn_width=settings["ffn-width"],
+        outputs=1,
+        positional="none",
+        causal=True,
+        layernorm=settings["layernorm"],
+    ).to(device)
+    tokens, labels, mask = data["train"]
+    best: dict[str, Any] = {"validation_exact": -1.0}
+
+    def batch_loss(_step: int) -> torch.Tensor:
+        rows = torch.randint(len(tokens), (settings["batch"],), generator=batches).to(device)
+        losses = functional.binary_cross_entropy_with_logits(
+            _logits(model, tokens[rows]), labels[rows], reduction="none"
+        )
+        return losses[mask[rows]].mean()
+
+    def evaluate() -> dict[str, float]:
+        scores = {}
+        for name in ("validation", "test"):
+            exact, positions = _scores(model, *data[name])
+            scores[f"{name}_exact"], scores[f"{name}_positions"] = exact, positions
+        if scores["validation_exact"] >= best["validation_exact"]:  # ties: the latest checkpoint
+            best.update(scores, state={k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
+        return scores
+
+    started = time.perf_counter()
+    history = train(
+        model,
+        steps=settings["steps"],
+        learning_rate=settings["learning-rate"],
+        batch_loss=batch_loss,
+        evaluate=evaluate,
+        eval_every=max(1, settings["steps"] // _EVALUATIONS),
+        label=label,
+        progress=progress,
+    )
+    state = best.pop("state")
+    bias = Fraction(float(state["readout.bias"][0]))  # a float32 is exactly a dyadic rational
+    body: dict[str, Any] = {
+        "program": str(program_path),
+        "alphabet": list(alphabet),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "selected": best,
+        "history": history,
+        "training_seconds": time.perf_counter() - started,
+        "threshold": str(-bias),
+        "checks": [],
+    }
+    if out_dir is None:
+        return body
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model_file = out_dir / f"{stem}-model.pt"
+    torch.save(state, model_file)
+    spec_file = out_dir / f"{stem}-check.yaml"
+    spec_file.write_text(check_spec_text(model_file.name, program_path, alphabet, settings, -bias), encoding="utf-8")
+    body["model_file"], body["check_spec"] = str(model_file), str(spec_file)
+    if settings["check"]:
+        body["checks"] = check_written_spec(spec_file)
+    return body
+
+
+def check_written_spec(spec_file: Path) -> list[dict[str, Any]]:
+    """Run the written spec (the counting engine) and keep what each verdict says."""
+    loaded = load_spec(spec_file)
+    found = []
+    for verdict in check_all([loaded], Overrides()):
+        statistics = verdict.statistics
+        found.append(
+            {
+                "property": verdict.property,
+                "verdict": verdict.label,
+                "detail": verdict.detail,
+                "seconds": verdict.seconds,
+                "witness": (verdict.counterexample or {}).get("string"),
+                "explored_up_to": statistics.get("explored_up_to"),
+                "states": statistics.get("states"),
+                "states_per_length": statistics.get("states_per_length"),
+                "largest_count": statistics.get("largest_count"),
+                "model": statistics.get("model"),
+                "induction": {k: statistics["induction"].get(k) for k in ("status", "failed", "queries")}
+                if "induction" in statistics
+                else None,
+            }
+        )
+    return found
+
+
+def plot_prefix_labels(result: dict[str, Any], title: str):
+    """Exact match (held-out strings of the training lengths, longer test strings) along training."""
+    from matplotlib.figure import Figure
+
+    history = result["history"]
+    figure = Figure(figsize=(6.4, 3.6), layout="constrained")
+    axis = figure.subplots()
+    steps = [entry["step"] for entry in history]
+    for key, name in (("validation_exact", "training lengths"), ("test_exact", "longer strings")):
+        axis.plot(steps, [entry[key] for entry in history], marker="o", label=name)
+    axis.set_xlabel("step")
+    axis.set_ylabel("exact match (every prefix label right)")
+    axis.set_ylim(-0.02, 1.02)
+    axis.legend(fontsize=8)
+    verdicts = "; ".join(f"{check['property']}: {check['verdict']}" for check in result.get("checks", []))
+    figure.suptitle(
+        f"{title}\nfloat training — evidence; the quantized model's check: {verdicts or 'not run'}", fontsize=9
+    )
+    return figure
