@@ -9,18 +9,21 @@ Prints the markdown tables of docs/performance.md, "Causal models as counter mac
    counting reaches in the budget (up to 100) and every length, beside enumeration's largest N;
 3. **merging**: random causal softmax models, two layers, width 4, at 16/8, 8/4 and 6/3: classes per layer, states
    per length, how far counting gets, and when it says merging does not pay;
-4. **trained** (``--trained FILE``, a model file written by ``verify-tf experiment prefix-labels``): the same
-   columns for a trained model against its program, at each precision given.
+4. **trained** (``--trained NAME-check.yaml``, the check spec ``verify-tf experiment prefix-labels`` writes beside
+   its model): the same columns for the trained model against its program, re-quantized at each precision given
+   (``--precision 16/8`` ..., default 16/8, 8/4, 6/3), beside enumeration.
 
-Usage: ``python bench/bench_counting.py [--seconds 60] [--only rewrite,crasp,merging] [--trained model.safetensors
---program examples/crasp/majority.cr]``. Times are wall seconds of this process on the machine it runs on (say
-which, and its load, beside the table).
+Usage: ``python bench/bench_counting.py [--seconds 60] [--only rewrite,crasp,merging] [--trained
+results/prefix-labels-majority-check.yaml --precision 16/8]``. Times are wall seconds of this process on the
+machine it runs on (say which, and its load, beside the table).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import platform
+import re
 import time
 from collections.abc import Callable
 from fractions import Fraction
@@ -28,12 +31,11 @@ from pathlib import Path
 
 from verify_tf.api import check
 from verify_tf.builders.crasp_compiler import compile_program
-from verify_tf.builders.files import load_model
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.crasp import load_program
 from verify_tf.domain import StringDomain
 from verify_tf.semantics import Fixed
-from verify_tf.spec import load_spec
+from verify_tf.spec import load_spec, load_spec_text
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "crasp"
@@ -111,7 +113,7 @@ CRASP = [
 
 def crasp(seconds: float) -> None:
     print("\n#### C-RASP programs compiled with softmax-bos heads (2 fractional bits, exact-sums)\n")
-    print(HEADER + " enumeration: largest N |")
+    print(HEADER.replace("|\n|", "| enumeration: largest N |\n|") + "---|")
     for name, alphabet, mode in CRASP:
         compiled = compile_program(load_program(EXAMPLES / name), frac=2, heads="softmax-bos")
         options = {"program": EXAMPLES / name, "mode": mode}
@@ -171,25 +173,41 @@ def merging(seconds: float) -> None:
             print(counting_row(f"seed {seed}, {bits}/{frac}", verdict, took))
 
 
-def trained(path: Path, program: Path, precisions: list[tuple[int, int]], seconds: float) -> None:
-    model = load_model(path)
-    print(f"\n#### Trained model {path.name} against {program.name} (mode: prefix)\n")
-    print(HEADER + " enumeration: largest N |")
-    alphabet = tuple(s for s in model.tokens.symbols if s != model.tokens.bos)
-    options = {"program": program, "mode": "prefix"}
+def at_precision(check: Path, bits: int, frac: int):
+    """The experiment's check spec with the model quantized to ``bits``/``frac`` and the arithmetic to match."""
+    text = check.read_text()
+    text = re.sub(r"quantize: \{bits: \d+, frac: \d+\}", f"quantize: {{bits: {bits}, frac: {frac}}}", text)
+    text = re.sub(r"mode: fixed, bits: \d+, frac: \d+", f"mode: fixed, bits: {bits}, frac: {frac}", text)
+    return load_spec_text(text, str(check), check.parent)
+
+
+def trained(check: Path, precisions: list[tuple[int, int]], seconds: float) -> None:
+    """The model ``verify-tf experiment prefix-labels`` trained, re-quantized at each precision, against its program
+    with the spec's own options (mode prefix, the threshold the readout's bias gives), beside enumeration."""
+    print(f"\n#### Trained model of {check.name}, against its program (mode: prefix)\n")
+    print(HEADER.replace("|\n|", "| enumeration: largest N |\n|") + "---|")
     for bits, frac in precisions:
-        arith = Fixed(bits, frac)
+        spec = at_precision(check, bits, frac)
+        prop = spec.properties[0]
+        alphabet = spec.domain.alphabet
+        options = {**dataclasses.asdict(prop.options), "lengths": "domain"}
         for lengths in ("domain", "all"):
-            domain = StringDomain(alphabet, 1, 1000 if lengths == "domain" else 10)
+            domain = StringDomain(alphabet, 1, spec.domain.max_length)  # the spec's own (its bounded part too)
             verdict, took = run(
-                model, arith, domain, "crasp-equivalence", {**options, "lengths": lengths}, "counting", seconds
+                spec.model,
+                spec.arithmetic,
+                domain,
+                "crasp-equivalence",
+                {**options, "lengths": lengths},
+                "counting",
+                seconds,
             )
             found = verdict.counterexample["string"] if verdict.status == "refuted" else ""
-            row = counting_row(
-                f"{bits}/{frac}, {'N up to 1000' if lengths == 'domain' else 'every length'} {found}", verdict, took
-            )
+            shown = f" ({len(found)} letters: {found[:12]}{'…' if len(found) > 12 else ''})" if found else ""
+            what = f"N up to {spec.domain.max_length}" if lengths == "domain" else "every length"
+            row = counting_row(f"{bits}/{frac}, {what}{shown}", verdict, took)
             reach = (
-                enumeration_reach(model, arith, alphabet, "crasp-equivalence", options, seconds)
+                enumeration_reach(spec.model, spec.arithmetic, alphabet, "crasp-equivalence", options, seconds)
                 if lengths == "domain"
                 else ""
             )
@@ -200,8 +218,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="budget of each check")
     parser.add_argument("--only", default="rewrite,crasp,merging")
-    parser.add_argument("--trained", type=Path, help="a model file (verify-tf experiment prefix-labels)")
-    parser.add_argument("--program", type=Path, default=EXAMPLES / "majority.cr")
+    parser.add_argument(
+        "--trained", type=Path, help="the check spec verify-tf experiment prefix-labels wrote (NAME-check.yaml)"
+    )
     parser.add_argument("--precision", action="append", default=[], help="bits/frac for --trained (repeatable)")
     args = parser.parse_args()
     machine = f"{platform.node()} {platform.machine()}, python {platform.python_version()}"
@@ -212,7 +231,7 @@ def main() -> None:
             sections[name](args.seconds)
     if args.trained is not None:
         precisions = [tuple(int(x) for x in p.split("/")) for p in args.precision] or [(16, 8), (8, 4), (6, 3)]
-        trained(args.trained, args.program, precisions, args.seconds)  # type: ignore[arg-type]
+        trained(args.trained, precisions, args.seconds)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

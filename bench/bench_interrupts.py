@@ -45,7 +45,7 @@ def one(mode: str, signum: int) -> tuple[int, float, int, int, int]:
         )
         seen: set[int] = set()
         while not any(p.name.startswith("verify-tf-runs-") for p in scratch.iterdir()):
-            seen |= descendants(process.pid)
+            seen.update(descendants(process.pid))
             time.sleep(0.05)
         sent = time.monotonic()
         if signum == signal.SIGINT:
@@ -53,7 +53,7 @@ def one(mode: str, signum: int) -> tuple[int, float, int, int, int]:
         else:
             process.send_signal(signum)
         while process.poll() is None:
-            seen |= descendants(process.pid)
+            seen.update(descendants(process.pid))
             time.sleep(0.01)
         seconds = time.monotonic() - sent
         time.sleep(0.3)

@@ -559,3 +559,40 @@ def test_chunk_digests_are_recomputed_whoever_chunked_the_space(tmp_path, engine
     _rewrite_certificate(report, "proved", fabricate)
     items = audit_report(report)
     assert items[0].outcome == FAILED and "chunks differ from the certificate's digests" in items[0].problems[0]
+
+
+@pytest.mark.slow
+def test_counting_proofs_by_repeating_states_are_certified_up_to_the_repeat(tmp_path):
+    """L_1 compiled at 2 fractional bits under per-probability rounding: every head weight ⌊1/n⌋_f is 0 from n = 5
+    keys on, so the states of length 5 repeat those of length 4 and the exploration stops there, for the domain
+    (lengths up to 12) and for every length alike (tests/test_counting_models.py). The certificate covers lengths
+    0..5 (1 + 2 + ... + 32 strings counted two ways) and says the states repeat from 5; audit accepts it (it
+    failed both: the domain's count asked for lengths up to 12, the every-length proof had no certificate)."""
+    spec = tmp_path / "pp.yaml"
+    spec.write_text(
+        f"model: {{construct: crasp-program, program: {SPECS.parent / 'examples' / 'crasp' / 'L1.cr'}, frac: 2}}\n"
+        "arithmetic: {mode: fixed, bits: 6, frac: 2, attention-rounding: per-probability}\n"
+        "domain: {strings: {alphabet: [a, b], max-length: 12}}\n"
+        "properties:\n"
+        "  - output-bounds: {hi: 100, engine: counting}\n"
+        "  - output-bounds: {hi: 100, engine: counting, lengths: all, name: every length}\n"
+    )
+    report = tmp_path / "report.json"
+    arguments = ["check", str(spec), "--no-cache", "-q", "--json", str(report), "--certify", str(tmp_path / "c")]
+    assert CliRunner().invoke(main, arguments).exit_code == 0
+    entries = json.loads(report.read_text())["results"]
+    for entry in entries:
+        body = json.loads(_certificate(report, entry).read_text())
+        assert body["kind"] == "counting" and body["covered"] == {
+            "alphabet": ["a", "b"],
+            "max_length": 5,
+            "closed_at": 5,
+        }
+        assert body["checks"][0]["ok"] and body["checks"][0]["explored"] == [1, 2, 4, 8, 16, 32]
+    assert [i.outcome for i in audit_report(report)] == ["ok", "ok"]
+
+    def not_closed(body, folder):  # a coverage of lengths 0..5 without the repeat does not cover 0..12
+        del body["covered"]["closed_at"]
+
+    _rewrite_certificate(report, "proved", not_closed)
+    assert [i.outcome for i in audit_report(report)] == ["failed", "ok"]

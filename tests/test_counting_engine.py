@@ -37,7 +37,7 @@ from verify_tf.schema.errors import SpecError
 from verify_tf.semantics import Exact, Fixed, evaluate
 from verify_tf.spec import load_spec_text
 from verify_tf.symbolic.values import Builder, Sym
-from verify_tf.work import Deadline
+from verify_tf.work import Deadline, DeadlineExpired
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "crasp"
@@ -347,6 +347,12 @@ def test_null_space_of_hand_points() -> None:
     relations = null_space(line)
     assert len(relations) == 2
     assert all(r[0] + sum(c * x for c, x in zip(r[1:], p)) == 0 for r in relations for p in line)
+    # full rank (4 independent points in 3 dimensions): no relation, and the points after the 4th are not reduced
+    assert null_space([*points[:3], (1, 1, 1), *line]) == []
+    # the elimination checks the deadline at every point: thousands of points of a wide two-layer model took
+    # minutes past a 20 s budget (the trained Dyck-1 model of docs/performance.md at 16/8: 125 s)
+    with pytest.raises(DeadlineExpired):
+        null_space(points, Deadline(0))
 
 
 # ---------------------------------------------------------------- bounded: the same verdicts as enumerating strings

@@ -253,3 +253,45 @@ def test_cuda_request_without_gpu_is_an_input_error(tmp_path):
     spec_path.write_text(LUO_MICRO)
     result = CliRunner().invoke(experiment, [str(spec_path), "--out", str(tmp_path), "--device", "cuda"])
     assert result.exit_code == 2 and "no CUDA device" in result.output
+
+
+YANG_EXPORT = """\
+experiment: yang-lk-depth
+presets:
+  small: {languages: [1], depths: [1], train-lengths: [4, 8], test-lengths: [9, 12], width: 8, ffn-width: 8,
+          steps: 60, batch: 16, train-size: 200, test-size: 32}
+"""
+
+
+@pytest.mark.slow  # trains a model and runs the counting engine on its export
+def test_yang_export_writes_the_model_and_a_spec_and_prove_adds_the_exact_verdict(tmp_path):
+    """--export writes the selected checkpoint, L_k's program and a spec quantizing the model to a fixed point
+    chosen from its weights; --prove runs it: the L1 model never saw a string starting with b (every training word
+    is in L1 = a+), so on all strings it is refuted, at the least such string (here "b": the counting engine
+    replays it on the interpreter)."""
+    spec_path = tmp_path / "yang-export.yaml"
+    spec_path.write_text(YANG_EXPORT)
+    out, models = tmp_path / "out", tmp_path / "models"
+    result = CliRunner().invoke(
+        experiment,
+        [str(spec_path), "--out", str(out), "--device", "cpu", "--export", str(models), "--prove"],
+    )
+    assert result.exit_code == 0, result.output
+    written = json.loads((out / "yang-export.json").read_text())
+    (run,) = written["runs"]
+    assert sorted(p.name for p in models.iterdir()) == ["L1-depth1-check.yaml", "L1-depth1-model.pt", "L1.cr"]
+    fixed = run["export"]["fixed_point"]
+    assert fixed["bits"] == 24 and 4 <= fixed["frac"] <= 16
+    assert 0 < run["export"]["quantization_error_float"] <= 2.0 ** -(fixed["frac"] + 1)  # round to nearest
+    (check,) = run["proof"]
+    assert check["verdict"].startswith(("refuted", "proved")) and check["property"] == "every string up to 100"
+    if check["verdict"].startswith("refuted"):
+        assert written["table"]["exact_verdict"] == [[f"refuted at {check['witness']}"]]
+    assert "exact verdict" in result.output
+
+
+def test_export_is_refused_for_the_other_experiments(tmp_path):
+    spec_path = tmp_path / "luo.yaml"
+    spec_path.write_text(LUO_MICRO)
+    result = CliRunner().invoke(experiment, [str(spec_path), "--out", str(tmp_path), "--export", str(tmp_path)])
+    assert result.exit_code == 2 and "implemented for yang-lk-depth only" in result.output

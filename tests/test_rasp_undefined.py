@@ -12,6 +12,7 @@ itself), by hand.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,9 +57,9 @@ def test_an_undefined_program_is_refused_at_load_naming_the_least_input(tmp_path
 
 
 def test_the_solver_finds_the_least_input_where_a_length_is_too_long_to_scan(tmp_path, monkeypatch):
-    import verify_tf.rasp.batched as batched
+    import verify_tf.properties.rasp_equivalence as rasp_equivalence
 
-    monkeypatch.setattr(batched, "SCAN_LIMIT", 1)  # every length goes to z3, then letter-by-letter minimisation
+    monkeypatch.setattr(rasp_equivalence, "LOAD_SCAN_INPUTS", 1)  # every length to z3, then letter by letter
     with pytest.raises(SpecError, match="undefined on 'aa'"):
         load_spec_text(SPEC % "", "spec.yaml", with_policy(tmp_path, "error"))
     # and a defined domain passes: length 1 only ('a' and 'b' select themselves)
@@ -73,6 +74,24 @@ def test_dont_care_skips_the_undefined_inputs_and_proves_the_rest(tmp_path, engi
     verdict = check_property(spec, spec.properties[0], Overrides(engine=engine, timeout=60))
     # defined inputs: a, b, ab, ba (4 of the 14 strings): the model outputs the token itself at each position
     assert verdict.status == "proved", verdict.detail
+
+
+@pytest.mark.parametrize("engine", ["enumerate", "interpret", "smt"])
+def test_an_undefined_input_the_load_time_search_left_is_unknown_at_check_time(tmp_path, monkeypatch, engine):
+    """The load-time search is bounded (loading has no deadline): what it leaves undecided, the check meets. An
+    undefined input there is unknown saying what to change, never error (exit 4, "internal error: RaspError")."""
+    import verify_tf.properties.rasp_equivalence as rasp_equivalence
+
+    monkeypatch.setattr(rasp_equivalence, "LOAD_SCAN_INPUTS", 0)  # no string scanned at load ...
+    monkeypatch.setattr(rasp_equivalence, "LOAD_SOLVER_SECONDS", 0)  # ... and no time for z3: nothing decided
+    spec = load_spec_text(SPEC % "", "spec.yaml", with_policy(tmp_path, "error"))
+    verdict = check_property(spec, spec.properties[0], Overrides(engine=engine, timeout=60))
+    assert verdict.status == "unknown", verdict.detail
+    # enumerate and interpret meet 'aa' first (shortlex); smt's solver may pick any undefined input ('aa', 'bb', ...)
+    assert re.search(r"the RASP program is undefined on '(aa|bb|\w\w\w)' \(aggregate 'aggregate_1'", verdict.detail)
+    assert verdict.detail.endswith(
+        "declare such inputs don't-care with undefined: dont-care (tracr promises nothing on them), or fix the program"
+    )
 
 
 def test_the_cli_exits_2_not_4(tmp_path):

@@ -41,6 +41,7 @@ from .verdict import ERROR, INTERRUPTED, UNKNOWN, Verdict
 from .witness import ReplayMismatch
 from .work import (
     Z3_LOCK,
+    CannotCheck,
     Deadline,
     DeadlineExpired,
     Executor,
@@ -173,13 +174,14 @@ def contained(
 ) -> Verdict:
     """The verdict for a check that raised: ``error`` (an engine that claimed a violation the interpreter does
     not reproduce, or any bug: never a crash of the run), or ``unknown`` for an operation the arithmetic does
-    not define, a deadline met where no driver catches it (planning, bounds) or memory or spill disk run out."""
+    not define, a deadline met where no driver catches it (planning, bounds), memory or spill disk run out, or an
+    input the check cannot judge (``CannotCheck``: a RASP program undefined there)."""
     status, detail, statistics, tried, trace = ERROR, f"internal error: {type(exc).__name__}: {exc}", {}, [], ""
     if isinstance(exc, ReplayMismatch):
         detail, statistics = f"engine bug: {exc}", {"claimed": str(exc.claimed), "replayed": str(exc.replayed)}
     elif isinstance(exc, UnsupportedInMode):
         status, detail, tried = UNKNOWN, str(exc), [engine]
-    elif isinstance(exc, (DeadlineExpired, ResourceExhausted)):  # where no driver catches it (planning, a spill)
+    elif isinstance(exc, (DeadlineExpired, ResourceExhausted, CannotCheck)):  # planning, a spill, the input
         status, detail, tried = UNKNOWN, str(exc), [f"{engine}: {exc}"]
     elif isinstance(exc, MemoryError):
         message = out_of_memory_message()

@@ -108,6 +108,11 @@ class ResourceExhausted(Exception):
     so it is never ``error``."""
 
 
+class CannotCheck(Exception):
+    """The check cannot go on because of its input, not because of a bug (a RASP program undefined on an input the
+    spec does not declare don't-care): the verdict is ``unknown`` with this message, which says what to change."""
+
+
 _AMBIENT = threading.local()
 
 
@@ -224,6 +229,12 @@ class UnitError(Exception):
             if self.message.startswith(prefix):
                 return self.message[len(prefix) :]
         return None
+
+    @property
+    def cannot_check(self) -> str | None:
+        """The message of a ``CannotCheck`` the unit raised, or None."""
+        prefix = "CannotCheck: "
+        return self.message[len(prefix) :] if self.message.startswith(prefix) else None
 
 
 class Handle(Protocol):
@@ -352,6 +363,9 @@ def schedule(
                 if error.exhausted is not None:  # the machine, not the unit: stop the property, say what ran out
                     drop(list(running))
                     raise ResourceExhausted(error.exhausted) from None
+                if error.cannot_check is not None:  # the input, not the unit: stop the property, say what to change
+                    drop(list(running))
+                    raise CannotCheck(error.cannot_check) from None
                 if error.expired:  # a timeout inside the unit: what ran is reported as for any timeout
                     summary.expired = True
                     decision = STOP

@@ -57,6 +57,8 @@ TRUSTED = {
     ],
     "counting": [
         "that strings reaching the same joint state agree on every continuation (engines.counting.explore)",
+        "when the certificate covers lengths up to closed_at: that states repeating from one length to the next, "
+        "with no transition depending on the length, decide every longer length (engines.counting.explore)",
         "the counting model on strings outside the sample (the engine's differential tests cover it)",
         "for every length: the encoder of one position (engines.counting.induction) and z3's answers as "
         "re-proved by cvc5 (unbounded integers: no LRAT chain)",

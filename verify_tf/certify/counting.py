@@ -115,7 +115,16 @@ def counting_evidence(task: Task, covered: dict, seed: int) -> dict:
             else problems[0],
         },
     ]
-    return {"kind": "counting", "covered": {"alphabet": alphabet, "max_length": length}, "checks": checks}
+    return {"kind": "counting", "covered": covered_record(covered), "checks": checks}
+
+
+def covered_record(covered: dict) -> dict:
+    """What a certificate says its exploration covered: the alphabet, the lengths 0..max_length, and with
+    ``closed_at`` that the states repeat from there on (a proof about every longer length, or every length)."""
+    found = {"alphabet": covered["alphabet"], "max_length": covered["max_length"]}
+    if covered.get("closed_at") is not None:
+        found["closed_at"] = covered["closed_at"]
+    return found
 
 
 def recheck_counting(task: Task, record: dict) -> list[str]:
@@ -123,17 +132,23 @@ def recheck_counting(task: Task, record: dict) -> list[str]:
     problems = []
     goal = task.prop.counting_goal(task)
     covered = record.get("covered", {})
-    if covered.get("alphabet") != list(goal.alphabet) or covered.get("max_length") != goal.max_length:
+    # the lengths explored: the domain's, or up to where the states repeat (then every longer length is decided;
+    # the re-run of the engine, certify.rederive, reproduces that length)
+    repeat = covered.get("closed_at")
+    length = goal.max_length
+    if isinstance(repeat, int) and covered.get("max_length") == repeat and (repeat <= length or goal.all_lengths):
+        length = repeat
+    if covered.get("alphabet") != list(goal.alphabet) or covered.get("max_length") != length:
         problems.append(
             f"the certificate covers {covered}, the spec asks lengths up to {goal.max_length} over "
             f"{list(goal.alphabet)}"
         )
     count: dict = next((c for c in record.get("checks", []) if c["check"] == "strings counted two ways"), {})
-    closed = [len(goal.alphabet) ** n for n in range(goal.max_length + 1)]
+    closed = [len(goal.alphabet) ** n for n in range(length + 1)]
     if count.get("closed_form") != closed or count.get("explored") != closed:
         problems.append("strings counted two ways: the exploration's count is not |Σ|^n at every length")
     sample: dict = next((c for c in record.get("checks", []) if c["check"].startswith("seeded sample")), {})
-    words = sample_words(list(goal.alphabet), goal.max_length, sample.get("seed", 0))
+    words = sample_words(list(goal.alphabet), length, sample.get("seed", 0))
     if len(words) != sample.get("sample_size"):
         problems.append("sample size differs")
     outputs, found = _evaluate_sample(task, words)

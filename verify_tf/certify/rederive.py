@@ -30,6 +30,7 @@ from .. import engines
 from ..engines.base import Run, Task
 from ..verdict import PROVED, UNKNOWN, Verdict
 from ..work import Deadline, Executor
+from .counting import covered_record
 from .exhaustive import chunk_digest, closed_form_size, space_of
 from .smt import sha256
 
@@ -127,7 +128,7 @@ def proof_differences(task: Task, engine: str, body: dict, seconds: float, execu
 def _coverage_differences(covered: dict, body: dict) -> list[str]:
     recorded: dict = next((c for c in body.get("checks", []) if c.get("check") == "strings counted two ways"), {})
     out = []
-    if body.get("covered") != {"alphabet": covered["alphabet"], "max_length": covered["max_length"]}:
+    if body.get("covered") != covered_record(covered):
         out.append(f"the exploration covers {body.get('covered')} in the certificate, re-derived {covered}")
     if recorded.get("explored") != covered["strings_per_length"] or recorded.get("states") != covered["states"]:
         out.append("the exploration's strings per length or states differ from the re-derived exploration")

@@ -175,11 +175,12 @@ def check(**options) -> None:
     --fail-on refuted), 4 internal error. A spec that needs a package that is not installed is skipped: its
     properties are unknown, naming the package. SIGINT exits 130 and SIGTERM 143 (never a verdict).
     """
-    with Interrupts():  # SIGINT/SIGTERM: never a verdict (docs/cli.md, "Interrupts")
-        _check(**options)
+    with Interrupts() as interrupts:  # SIGINT/SIGTERM: never a verdict (docs/cli.md, "Interrupts")
+        _check(interrupts, **options)
 
 
 def _check(
+    interrupts: Interrupts,
     *,
     specs,
     engine,
@@ -222,10 +223,9 @@ def _check(
         spill_dir=spill_dir,
     )
     _create_folders((smt2_dir, certify_dir, spill_dir), (json_path, junit_path, html_path))
-    entries = _load_specs(specs, quiet)  # load: every spec, or exit 2 at the first mistake
+    with interrupts.exiting_at_once():  # a signal while loading exits at once: nothing was checked
+        entries = _load_specs(specs, quiet)  # load: every spec, or exit 2 at the first mistake
     loaded = [entry for entry in entries if not isinstance(entry, tuple)]
-    if interrupted() is not None:  # during loading: nothing was checked, nothing to report
-        _exit_interrupted(0, sum(len(spec.properties) for spec in loaded))
     if not quiet:
         _print_notes(loaded, verbose)
     store = None if no_cache else ProofCache(cache_dir)

@@ -87,7 +87,28 @@ class _ProgressBars:
     show_default=True,
     help="CPU threads for torch (the small models gain little from more).",
 )
-def experiment(spec: Path, out_dir: Path, preset: str, device: str, seed: int | None, threads: int) -> None:
+@click.option(
+    "--export",
+    "export_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="yang-lk-depth: write every trained model (state dict) and a spec that checks it, quantized, here.",
+)
+@click.option(
+    "--prove",
+    is_flag=True,
+    help="yang-lk-depth: run the exported specs and add the quantized models' exact verdicts to the table "
+    "(exports to OUT/<spec>-models without --export).",
+)
+def experiment(
+    spec: Path,
+    out_dir: Path,
+    preset: str,
+    device: str,
+    seed: int | None,
+    threads: int,
+    export_dir: Path | None,
+    prove: bool,
+) -> None:
     """Float training experiments (Luo et al. RPE/URPE, Yang et al. depth staircase): evidence, not verdicts."""
     problem = device_problem(device)
     if problem is not None:
@@ -96,12 +117,27 @@ def experiment(spec: Path, out_dir: Path, preset: str, device: str, seed: int | 
         loaded = load_experiment(spec)
     except SpecError as exc:
         raise _InputError(str(exc)) from None
+    if (export_dir is not None or prove) and loaded.experiment != "yang-lk-depth":
+        raise _InputError(
+            f"--export and --prove are implemented for yang-lk-depth only, not {loaded.experiment}\n  hint: "
+            "prefix-labels always writes its model and check spec under --out"
+        )
+    if prove and export_dir is None:
+        export_dir = out_dir / f"{spec.stem}-models"
     err_console = Console(stderr=True)
     bars = _ProgressBars(err_console)
     try:
         with bars.progress:
             result = run_experiment(
-                loaded, preset=preset, device=device, seed=seed, threads=threads, progress=bars, out_dir=out_dir
+                loaded,
+                preset=preset,
+                device=device,
+                seed=seed,
+                threads=threads,
+                progress=bars,
+                out_dir=out_dir,
+                export_dir=export_dir,
+                prove=prove,
             )
     except ExperimentError as exc:
         raise _InputError(str(exc)) from None
@@ -182,19 +218,31 @@ def _luo_table(result: dict[str, Any]) -> Table:
 
 def _yang_table(result: dict[str, Any]) -> Table:
     depths = result["table"]["depths"]
-    table = Table(title=escape(result["title"]) + "\n% exact match on the longer test strings, by depth")
+    exact = any(cell for row in result["table"].get("exact_verdict") or [] for cell in row)
+    table = Table(
+        title=escape(result["title"])
+        + "\n% exact match on the longer test strings, by depth"
+        + (" / the quantized model's exact verdict on every string up to N (least counterexample)" if exact else "")
+    )
     table.add_column("L_k", no_wrap=True)
     for depth in depths:
         table.add_column(f"d={depth}", justify="right", no_wrap=True)
     table.add_column("C-RASP depth", justify="right")
     table.add_column("paper k−2", justify="right")
     table.add_column(f"first d ≥ {100 * result['solved_threshold']:.0f}%", justify="right")
-    for k, row in zip(result["table"]["languages"], result["table"]["test_exact"]):
+    verdicts = result["table"].get("exact_verdict")
+    proved = verdicts is not None and any(cell for row in verdicts for cell in row)
+    for k, row, exact in zip(
+        result["table"]["languages"], result["table"]["test_exact"], verdicts or [[None] * len(depths)] * 1000
+    ):
         stairs = result["staircase"][f"L{k}"]
         measured = stairs["smallest_depth_solved"]
         table.add_row(
             f"L{k}",
-            *(f"{100 * value:.0f}" for value in row),
+            *(
+                f"{100 * value:.0f}" + (f" / {escape(cell)}" if proved and cell else "")
+                for value, cell in zip(row, exact)
+            ),
             str(stairs["crasp_program_depth"]),
             str(stairs["prediction_task_depth"]),
             "—" if measured is None else str(measured),

@@ -7,7 +7,8 @@ watcher thread reads it at once and calls ``work.request_interrupt``: every dead
 every ``cancelled()`` turns true, z3 is interrupted. The drivers then wind down as at a timeout, and the command
 relabels what did not finish, writes its reports, removes the scratch folders, ends the processes it started
 (``end_descendants``: pool workers, the resource tracker, Dask's nannies and workers, foreign solvers) and
-exits 130 (SIGINT) or 143 (SIGTERM). A second SIGINT (or SIGTERM) ends the children and exits at once.
+exits 130 (SIGINT) or 143 (SIGTERM). A second SIGINT (or SIGTERM) ends the children and exits at once, and so
+does the first one while the specs are loaded (``exiting_at_once``: nothing has been checked).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..verdict import EXIT_INTERRUPTED
@@ -38,6 +40,17 @@ class Interrupts:
     def __init__(self, stream=None) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.first_at: float | None = None  # perf_counter() when the first signal arrived
+        self.at_once = False  # while specs load: nothing to report or wind down, so the first signal exits
+
+    @contextlib.contextmanager
+    def exiting_at_once(self) -> Iterator[None]:
+        """While the block runs (loading the specs: nothing checked yet, and no deadline applies), the first
+        signal exits at once, as a second one does: loading may run long (a tracr export's definedness search)."""
+        self.at_once = True
+        try:
+            yield
+        finally:
+            self.at_once = False
 
     def __enter__(self) -> Interrupts:
         self._reader, self._writer = socket.socketpair()
@@ -68,7 +81,11 @@ class Interrupts:
             for signum in data:
                 if signum not in SIGNALS:
                     continue
-                if interrupted() is None:
+                if interrupted() is None and self.at_once:
+                    request_interrupt(signum)
+                    self._say(f"\n{signal_name(signum)} while loading the specs: nothing was checked; exiting now.\n")
+                    self._exit_now(signum)
+                elif interrupted() is None:
                     self.first_at = time.perf_counter()
                     request_interrupt(signum)
                     self._say(
@@ -78,9 +95,12 @@ class Interrupts:
                     )
                 else:  # the second signal: no more waiting
                     self._say(f"\n{signal_name(signum)} again: exiting now.\n")
-                    remove_scratch()
-                    end_descendants(grace=0.0)
-                    os._exit(EXIT_INTERRUPTED[interrupted() or signum])
+                    self._exit_now(signum)
+
+    def _exit_now(self, signum: int) -> None:
+        remove_scratch()
+        end_descendants(grace=0.0)
+        os._exit(EXIT_INTERRUPTED[interrupted() or signum])
 
     def _say(self, text: str) -> None:
         with contextlib.suppress(OSError, ValueError):  # a closed stderr must not keep the interrupt from working

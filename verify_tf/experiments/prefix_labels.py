@@ -35,7 +35,14 @@ from .common import Progress, run_seed, train
 from .modules import TinyTransformer
 from .spec import ExperimentSpec
 
-__all__ = ["check_spec_text", "encode", "plot_prefix_labels", "run_prefix_labels", "sample_strings"]
+__all__ = [
+    "check_spec_text",
+    "check_written_spec",
+    "encode",
+    "plot_prefix_labels",
+    "run_prefix_labels",
+    "sample_strings",
+]
 
 BOS = 0  # token 0 is BOS, letters follow in the program's alphabet order
 _EVALUATIONS = 10
@@ -203,11 +210,11 @@ def run_prefix_labels(
     spec_file.write_text(check_spec_text(model_file.name, program_path, alphabet, settings, -bias), encoding="utf-8")
     body["model_file"], body["check_spec"] = str(model_file), str(spec_file)
     if settings["check"]:
-        body["checks"] = _check(spec_file)
+        body["checks"] = check_written_spec(spec_file)
     return body
 
 
-def _check(spec_file: Path) -> list[dict[str, Any]]:
+def check_written_spec(spec_file: Path) -> list[dict[str, Any]]:
     """Run the written spec (the counting engine) and keep what each verdict says."""
     loaded = load_spec(spec_file)
     found = []

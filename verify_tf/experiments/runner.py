@@ -39,6 +39,8 @@ def run_experiment(
     threads: int = 1,
     progress: Progress | None = None,
     out_dir: Path | None = None,
+    export_dir: Path | None = None,
+    prove: bool = False,
 ) -> dict[str, Any]:
     """Train everything the spec asks for under ``preset``; returns the JSON-ready result. ``out_dir``: where an
     experiment that writes files besides its result (prefix-labels: the model and its check spec) puts them."""
@@ -51,9 +53,10 @@ def run_experiment(
     with deterministic(threads):
         if spec.experiment == "prefix-labels":
             body = run_prefix_labels(spec, settings, chosen, seed, progress, out_dir, spec.path.stem)
+        elif spec.experiment == "yang-lk-depth":
+            body = run_yang(spec, settings, chosen, seed, progress, export_dir, prove)
         else:
-            run = run_luo if spec.experiment == "luo-position-index" else run_yang
-            body = run(spec, settings, chosen, seed, progress)
+            body = run_luo(spec, settings, chosen, seed, progress)
     return {
         "experiment": spec.experiment,
         "title": spec.title,

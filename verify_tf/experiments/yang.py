@@ -23,15 +23,21 @@ its accuracy on the longer test strings is what the heatmap shows.  Evidence, ne
 
 from __future__ import annotations
 
+import math
 import time
+from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch.nn import functional
 
 from ..crasp import in_lk, lk_program, program_depth
+from ..crasp.ast import format_program
+from ..numbers import fmt
 from .common import Progress, run_seed, train
 from .modules import TinyTransformer
+from .prefix_labels import check_written_spec
 from .spec import ExperimentSpec
 
 __all__ = ["SOLVED_THRESHOLD", "encode", "plot_yang", "run_yang", "sample_lk_words"]
@@ -135,9 +141,16 @@ def _train_one(
         )
         return losses[mask[rows]].mean()
 
+    best: dict[str, Any] = {"validation_exact": -1.0}
+
     def evaluate() -> dict[str, float]:
         validation_exact, validation_positions = _scores(model, *data.validation)
         test_exact, test_positions = _scores(model, *data.test)
+        if validation_exact >= best["validation_exact"]:  # ties: the latest checkpoint, as ``selected`` below
+            best.update(
+                validation_exact=validation_exact,
+                state={k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
+            )
         return {
             "validation_exact": validation_exact,
             "validation_positions": validation_positions,
@@ -164,6 +177,81 @@ def _train_one(
         "selected": selected,
         "history": history,
         "wall_seconds": time.perf_counter() - started,
+        "state": best.get("state"),  # the selected checkpoint (popped by run_yang: not JSON)
+    }
+
+
+# ---------------------------------------------------------------- export and prove (issue 31)
+
+EXPORT_BITS = 24  # fixed-point word of the exported specs; the fraction bits follow the trained weights' range
+CHECK_LENGTH = 100  # N: every string up to this length
+CHECK_SECONDS = 60  # per property
+
+
+def fixed_point_for(state: dict[str, torch.Tensor], bits: int = EXPORT_BITS) -> tuple[int, int, Fraction]:
+    """(bits, frac, largest rounding error) for the trained weights: the integer part holds the largest weight
+    with a sign bit and 7 bits of headroom for the activations (sums of products, LayerNorm's variance); the
+    rest is fraction, at most 16 bits. The error is max |w - round(w · 2^frac) / 2^frac| over every weight,
+    computed exactly from the float32 values."""
+    largest = max(float(t.abs().max()) for t in state.values() if t.is_floating_point() and t.numel())
+    whole = max(1, math.ceil(math.log2(largest + 1)))
+    frac = max(4, min(16, bits - 1 - whole - 7))
+    error = Fraction(0)
+    for tensor in state.values():
+        if tensor.is_floating_point():
+            for value in tensor.flatten().tolist():
+                exact = Fraction(value)
+                error = max(error, abs(exact - Fraction(round(exact * (1 << frac)), 1 << frac)))
+    return bits, frac, error
+
+
+def check_spec_text(
+    k: int, depth: int, model_file: str, program_file: str, bits: int, frac: int, settings: dict, threshold: Fraction
+) -> str:
+    """The spec that checks one exported model: quantized to the chosen fixed point, against lk_program(k) on every
+    string over {a, b} up to N (the stricter reading: no promise that the string is in L_k), least counterexample."""
+    norm = settings["layernorm"]
+    layernorm = "" if norm == "none" else f", layernorm: integer, norm-first: {'true' if norm == 'pre' else 'false'}"
+    return (
+        f"# Written by verify-tf experiment yang-lk-depth --export: L{k}, depth {depth}, quantized from float32\n"
+        f"# (fixed point {bits}.{frac} chosen from the trained weights' range), against lk_program({k}).\n"
+        f"name: L{k}-depth{depth} against L{k}\n"
+        "model:\n"
+        f"  torch: {model_file}\n"
+        f'  architecture: {{heads: {settings["heads"]}, scoring: softmax, causal: true, alphabet: ["^", "a", "b"], '
+        f'bos: "^", readout-row: 0, readout-bias: drop{layernorm}}}\n'
+        f"  quantize: {{bits: {bits}, frac: {frac}}}\n"
+        f"arithmetic: {{mode: fixed, bits: {bits}, frac: {frac}, attention-rounding: exact-sums}}\n"
+        "domain:\n"
+        f'  strings: {{alphabet: ["a", "b"], max-length: {CHECK_LENGTH}}}\n'
+        "properties:\n"
+        "  # the readout's bias, dropped by the import, is the decision threshold: accept iff u·z > -bias\n"
+        f"  - crasp-equivalence: {{program: {program_file}, mode: prefix, threshold: {fmt(threshold)}, "
+        f"engine: counting, name: every string up to {CHECK_LENGTH}, timeout: {CHECK_SECONDS}}}\n"
+    )
+
+
+def export_run(run: dict[str, Any], state: dict[str, torch.Tensor], settings: dict, export_dir: Path) -> None:
+    """Write the run's selected checkpoint, L_k's program and the spec that checks it; note the fixed point."""
+    k, depth = run["language"], run["depth"]
+    export_dir.mkdir(parents=True, exist_ok=True)
+    model_file = export_dir / f"L{k}-depth{depth}-model.pt"
+    torch.save(state, model_file)
+    program_file = export_dir / f"L{k}.cr"
+    program_file.write_text(format_program(lk_program(k)) + "\n", encoding="utf-8")
+    bits, frac, error = fixed_point_for(state)
+    threshold = -Fraction(float(state["readout.bias"][0]))
+    spec_file = export_dir / f"L{k}-depth{depth}-check.yaml"
+    spec_file.write_text(
+        check_spec_text(k, depth, model_file.name, program_file.name, bits, frac, settings, threshold),
+        encoding="utf-8",
+    )
+    run["export"] = {
+        "model_file": str(model_file),
+        "check_spec": str(spec_file),
+        "fixed_point": {"bits": bits, "frac": frac},
+        "quantization_error": str(error),
+        "quantization_error_float": float(error),
     }
 
 
@@ -172,15 +260,29 @@ def predicted_depths(k: int) -> dict[str, int]:
 
 
 def run_yang(
-    spec: ExperimentSpec, settings: dict[str, Any], device: torch.device, seed: int, progress: Progress | None = None
+    spec: ExperimentSpec,
+    settings: dict[str, Any],
+    device: torch.device,
+    seed: int,
+    progress: Progress | None = None,
+    export_dir: Path | None = None,
+    prove: bool = False,
 ) -> dict[str, Any]:
-    """Train one model per (language, depth); returns ``runs``, the accuracy ``table`` and the predictions."""
+    """Train one model per (language, depth); returns ``runs``, the accuracy ``table`` and the predictions. With
+    ``export_dir`` each selected checkpoint is written with a spec that checks it; ``prove`` runs those specs."""
     del spec  # every setting of this experiment lives in the preset
     languages, depths = settings["languages"], settings["depths"]
     runs = []
     for k in languages:
         data = _Data(k, settings, seed, device)
-        runs.extend(_train_one(k, depth, data, settings, device, seed, progress) for depth in depths)
+        for depth in depths:
+            run = _train_one(k, depth, data, settings, device, seed, progress)
+            state = run.pop("state")
+            if export_dir is not None and state is not None:
+                export_run(run, state, settings, export_dir)
+                if prove:
+                    run["proof"] = check_written_spec(Path(run["export"]["check_spec"]))
+            runs.append(run)
     by_cell = {(run["language"], run["depth"]): run["selected"] for run in runs}
 
     def grid(metric: str) -> list[list[float]]:
@@ -198,12 +300,26 @@ def run_yang(
             "test_exact": grid("test_exact"),
             "validation_exact": grid("validation_exact"),
             "test_positions": grid("test_positions"),
+            "exact_verdict": [
+                [_verdict_cell(next(r for r in runs if (r["language"], r["depth"]) == (k, d))) for d in depths]
+                for k in languages
+            ],
         },
         "staircase": staircase,
         "solved_threshold": SOLVED_THRESHOLD,
         "overlay": "solid line: C-RASP program depth k of lk_program(k) (recognition); dashed line: the paper's "
         "prediction-task depth k-2; cells right of a line are predicted solvable",
     }
+
+
+def _verdict_cell(run: dict[str, Any]) -> str | None:
+    """The exact column of the summary: the quantized model's verdict, with the least counterexample."""
+    proof = run.get("proof")
+    if not proof:
+        return None
+    check = proof[0]
+    status = check["verdict"].split(" ", 1)[0]
+    return f"{status} at {check['witness']}" if check.get("witness") else status
 
 
 def plot_yang(result: dict[str, Any], title: str):

@@ -43,6 +43,7 @@ from ..schema.errors import OptionError
 from ..schema.yamlnodes import Node
 from ..semantics import Arithmetic, UnsupportedInMode, evaluate
 from ..witness import input_to_json
+from ..work import CannotCheck, Deadline, DeadlineExpired
 from .base import Property, bos_offset, require, typed
 
 if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
@@ -64,7 +65,8 @@ class ExportFile(FilePath):
 
 
 UNDEFINED = ("error", "dont-care")
-UNDEFINED_SOLVER_SECONDS = 30  # per length too long to scan: deciding "defined everywhere" at load
+LOAD_SCAN_INPUTS = 1 << 16  # strings the load-time definedness search scans (the shortest lengths, in order)
+LOAD_SOLVER_SECONDS = 10  # then z3 on the longer lengths, in all (docs/tracr.md)
 
 
 @dataclass(frozen=True)
@@ -359,7 +361,11 @@ class RaspEquivalence(Property):
         except RaspError as exc:
             if task.options.policy(_export(task.options.program)) == "dont-care":
                 return None  # the program is undefined here: the whole input is don't-care
-            raise RaspError(f"the RASP program is undefined on {format_input(tuple(tokens))!r}: {exc}") from None
+            raise CannotCheck(  # the load-time search (bounded) did not reach this input
+                f"the RASP program is undefined on {format_input(tuple(tokens))!r} ({exc}), so the model has no "
+                "specification there: declare such inputs don't-care with undefined: dont-care (tracr promises "
+                "nothing on them), or fix the program"
+            ) from None
         for p, (want, have) in enumerate(zip(expected, got)):
             if want is not None and not agrees(want, have):
                 return self.witness(task, tokens, p, expected, got, program_trace)
@@ -634,16 +640,31 @@ def _shown(value: Any) -> str:
 
 
 def least_undefined_input(export: TracrExport, domain: StringDomain) -> tuple[str, str] | None:
-    """The shortlex-least string of ``domain`` on which the program is undefined, with the reason, or None.
+    """The shortlex-least string of ``domain`` on which the program is undefined, with the reason, or None when
+    there is none or the bounded search did not find one (loading has no deadline, so the search has its own).
 
-    Lengths with at most ``SCAN_LIMIT`` strings are scanned in order by the batched RASP evaluator; longer ones
-    are decided by z3 on the program's own formulas (``rasp.symbolic``), then minimised letter by letter."""
+    The shortest lengths, up to ``LOAD_SCAN_INPUTS`` strings in all, are scanned in order by the batched RASP
+    evaluator; longer ones are asked of z3 on the program's own formulas (``rasp.symbolic``), shortest first,
+    within ``LOAD_SOLVER_SECONDS`` in all, then minimised letter by letter. What the search leaves undecided is
+    met by the check itself: an undefined input there is ``unknown`` saying so (``CannotCheck``), never error."""
     program = export.program
     values = tokens_from_symbols(program, domain.alphabet)
     codes = [_token_codes(program)[v] for v in values]
-    found, unscanned = least_undefined(program, codes, domain.lengths)
+    scanned, total = [], 0
+    for n in domain.lengths:
+        total += len(codes) ** n
+        if total > LOAD_SCAN_INPUTS:
+            break
+        scanned.append(n)
+    found, _ = least_undefined(program, codes, scanned)
     if found is None:
-        found = next((w for w in (_solve_undefined(program, domain, n) for n in unscanned) if w is not None), None)
+        deadline = Deadline(LOAD_SOLVER_SECONDS)
+        for n in domain.lengths[len(scanned) :]:
+            if n == 0:
+                continue
+            found, decided = _solve_undefined(program, domain, n, deadline)
+            if found is not None or not decided:  # a shorter length undecided: no longer input is the least
+                break
     if found is None:
         return None
     symbols = tuple(domain.alphabet[codes.index(c)] for c in found)
@@ -654,44 +675,58 @@ def least_undefined_input(export: TracrExport, domain: StringDomain) -> tuple[st
     raise AssertionError(f"the RASP evaluators disagree on {symbols}")  # pragma: no cover (tests/test_rasp.py)
 
 
-def _solve_undefined(program: Any, domain: StringDomain, length: int) -> tuple[int, ...] | None:
-    """The lexicographically least string of this length where the program is undefined (codes), via z3."""
+def _solve_undefined(
+    program: Any, domain: StringDomain, length: int, deadline: Deadline
+) -> tuple[tuple[int, ...] | None, bool]:
+    """(the least string of this length where the program is undefined, as codes, or None; whether z3 decided
+    within ``deadline``). Out of time while minimising, the last string found is returned (undefined, if not the
+    least)."""
     import z3
 
     from ..rasp.symbolic import program_outputs_symbolic
     from ..symbolic.inputs import string_input
     from ..symbolic.values import Builder
 
-    builder = Builder()
+    if deadline.expired():
+        return None, False
+    builder = Builder(deadline=deadline)
     inp = string_input(domain.alphabet, length, builder)
     alphabet_values = tokens_from_symbols(program, domain.alphabet)
-    _, undefined = program_outputs_symbolic(program, inp, alphabet_values)
+    try:  # the encoding too stops at the search's deadline (a wide program's formulas take seconds to build)
+        _, undefined = program_outputs_symbolic(program, inp, alphabet_values, builder.tick)
+    except DeadlineExpired:
+        return None, False
     solver = z3.Solver()
-    solver.set("timeout", UNDEFINED_SOLVER_SECONDS * 1000)
     solver.add(*builder.assertions, undefined)
 
-    def check() -> bool:
-        answer = solver.check()
-        if answer == z3.unknown:
-            raise OptionError(
-                "program",
-                f"could not decide within {UNDEFINED_SOLVER_SECONDS} s whether the RASP program is defined on every "
-                f"input of length {length}",
-                "declare such inputs don't-care with undefined: dont-care, or lower the domain's max-length",
-            )
-        return bool(answer == z3.sat)
+    def check() -> Any:
+        solver.set("timeout", max(1, int(deadline.remaining() * 1000)))
+        return solver.check()
 
-    if not check():
-        return None
-    chosen = []
+    answer = check()
+    if answer != z3.sat:
+        return None, answer == z3.unsat
+
+    def witness() -> list[int]:  # the string of the last satisfiable check
+        model = solver.model()
+        return [model.eval(term, model_completion=True).as_long() for term in inp.index_terms]
+
+    found = witness()
     for term in inp.index_terms:  # fix each position to its least symbol that keeps an undefined input
         for symbol in range(len(domain.alphabet)):
             solver.push()
             solver.add(term == symbol)
-            if check():
-                chosen.append(symbol)
+            answer = check()
+            if answer == z3.sat:
+                found = witness()
                 break
             solver.pop()
+            if answer == z3.unknown:  # out of time: the last string found is undefined too (if not the least)
+                return _codes_of(program, inp, found), True
+    return _codes_of(program, inp, found), True
+
+
+def _codes_of(program: Any, inp: Any, chosen: list[int]) -> tuple[int, ...]:
     position = {term.get_id(): i for i, term in enumerate(inp.index_terms)}
     word = [str(symbol) for symbol in inp.decode(lambda var: chosen[position[var.get_id()]])]  # a string's letters
     program_codes = _token_codes(program)

@@ -172,15 +172,9 @@ def check(task: Task, run: Run) -> Verdict:
                 [f"counting: lengths 0..{exploration.complete_up_to} hold, then {exploration.stopped}: {what}"],
                 statistics,
             )
-        covered = {  # what the exploration covered, for the certificate (certify.counting)
-            "max_length": goal.max_length,
-            "alphabet": list(goal.alphabet),
-            "states": exploration.states,
-            "strings_per_length": exploration.strings,
-        }
-        evidence = Evidence("counting", covered=covered) if task.settings.certify else None
+        evidence = _evidence(task, goal, exploration)
         if exploration.closed_at is not None and goal.all_lengths:
-            return _closed(task, run, exploration, statistics)
+            return _closed(task, run, exploration, statistics, evidence)
         bounded_text = f"every string up to length {goal.max_length} holds ({exploration.states} states by counting)"
         if not goal.all_lengths:
             default = f"{exploration.states} states of lengths 0..{goal.max_length} explored by counting"
@@ -229,7 +223,7 @@ def check(task: Task, run: Run) -> Verdict:
             if more.disagreement is not None:
                 return _refuted(task, run, more, statistics)
             if more.closed_at is not None:
-                return _closed(task, run, more, statistics)
+                return _closed(task, run, more, statistics, _evidence(task, goal, more))
             if more.complete_up_to > goal.max_length:
                 bounded_text = (
                     f"every string up to length {more.complete_up_to} holds ({more.states} states by counting)"
@@ -286,7 +280,25 @@ def _exploration_statistics(bounded: Bounded, exploration: Exploration) -> dict[
     }
 
 
-def _closed(task: Task, run: Run, exploration: Exploration, statistics: dict[str, Any]) -> Verdict:
+def _evidence(task: Task, goal: CountingGoal, exploration: Exploration) -> Evidence | None:
+    """What the exploration covered, for the certificate (certify.counting; ``--certify`` only): every length up
+    to the domain's, or, when the states repeat, up to the length where they do (``closed_at``)."""
+    if not task.settings.certify:
+        return None
+    covered: dict[str, Any] = {
+        "max_length": exploration.complete_up_to if exploration.closed_at is not None else goal.max_length,
+        "alphabet": list(goal.alphabet),
+        "states": exploration.states,
+        "strings_per_length": exploration.strings,
+    }
+    if exploration.closed_at is not None:
+        covered["closed_at"] = exploration.closed_at
+    return Evidence("counting", covered=covered)
+
+
+def _closed(
+    task: Task, run: Run, exploration: Exploration, statistics: dict[str, Any], evidence: Evidence | None
+) -> Verdict:
     """Every length is decided: the states of length L are those of length L − 1 and no transition depends on the
     length (``explore``, "When the states repeat")."""
     statistics["closed_at"] = exploration.closed_at
@@ -294,9 +306,8 @@ def _closed(task: Task, run: Run, exploration: Exploration, statistics: dict[str
         f"the reachable states repeat from length {exploration.closed_at} on ({exploration.states} states by "
         "counting, no transition depending on the length): every length is decided by exploration"
     )
-    return proved(
-        task, run, ENGINE, "all lengths", task.prop.describe_proof(task, ENGINE, default, statistics), statistics
-    )
+    detail = task.prop.describe_proof(task, ENGINE, default, statistics)
+    return proved(task, run, ENGINE, "all lengths", detail, statistics, evidence)
 
 
 def _refuted(task: Task, run: Run, exploration: Exploration, statistics: dict[str, Any]) -> Verdict:

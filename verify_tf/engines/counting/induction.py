@@ -114,11 +114,16 @@ def word_position(letters_before: int) -> str:
 # ---------------------------------------------------------------- exact linear algebra
 
 
-def null_space(points: Sequence[Point]) -> list[tuple[int, ...]]:
-    """Integer vectors r (over (1, p)) with r_0 + Σ r_k p_k = 0 for every point: a basis, exactly."""
+def null_space(points: Sequence[Point], deadline: Deadline | None = None) -> list[tuple[int, ...]]:
+    """Integer vectors r (over (1, p)) with r_0 + Σ r_k p_k = 0 for every point: a basis, exactly.
+    ``deadline``: checked at every point (``DeadlineExpired``: thousands of points of a wide model take minutes)."""
     width = 1 + len(points[0])
     pivots: dict[int, list[Fraction]] = {}  # pivot column -> reduced row (reduced row echelon form)
     for point in dict.fromkeys(points):
+        if len(pivots) == width:  # full rank: only r = 0, whatever the other points
+            break
+        if deadline is not None:
+            deadline.check("while inferring the invariant")
         row = [Fraction(1), *map(Fraction, point)]
         for column, basis in pivots.items():
             if row[column] != 0:
@@ -586,7 +591,11 @@ def prove_all_lengths(
             return _finish(result, None, [], bounds, roots, began)
         _register(joint, roots)
         layout = _Layout(joint)
-        relations = null_space([layout.point(p) for p in points])
+        try:
+            relations = null_space([layout.point(p) for p in points], deadline)
+        except DeadlineExpired:
+            result.detail = "timeout while inferring the invariant (the affine relations of the explored states)"
+            return _finish(result, layout, [], bounds, roots, began)
         pre = [z3.Int(f"p{k}") for k in range(len(layout.keys))]
         builder = Builder(deadline=deadline)  # a deep model's encoding alone may outlive the budget
         try:
