@@ -125,7 +125,7 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
     open_notes: list[str] = []
     errors: list[UnitError] = []
     workers = max(1, run.executor.workers)
-    sample = _calibrate(task, space, tally.rates)  # the enumeration rate, and a random sample checked on the way
+    sample = _calibrate(task, space, tally)  # the enumeration rate, and a random sample checked on the way
     if sample is not None:
         found.append((sample, _replay(task, sample)))
     policy = tally.rates.policy() if limits.adaptive else LeafPolicy()
@@ -225,9 +225,10 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
 CALIBRATION_ROWS = 4096
 
 
-def _calibrate(task: Task, space: InputSpace, rates: Rates) -> Outcome | None:
+def _calibrate(task: Task, space: InputSpace, tally: Tally) -> Outcome | None:
     """Evaluate up to ``CALIBRATION_ROWS`` random members of the domain exactly (seeded): the enumeration rate the
-    leaf policy starts from, and a violation among them is a candidate (replayed by the caller)."""
+    leaf policy starts from, and a violation among them is a candidate (replayed by the caller). Its time counts
+    as enumeration time (the inputs it evaluated count as enumerated)."""
     rng = np.random.default_rng(task.settings.seed)
     length = max(space.lengths)
     if length == 0:
@@ -238,7 +239,10 @@ def _calibrate(task: Task, space: InputSpace, rates: Rates) -> Outcome | None:
         return None
     start, cpu = time.perf_counter(), time.process_time()
     flagged = flag_violations(task, space, Evaluators(task, space), rows)
-    rates.record_enumeration(time.perf_counter() - start, time.process_time() - cpu, len(rows))
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    tally.rates.record_enumeration(wall, cpu, len(rows))
+    tally.seconds["enumeration"] += wall
+    tally.cpu["enumeration"] += cpu
     hits = np.flatnonzero(flagged)
     if not len(hits):
         return None
