@@ -547,7 +547,10 @@ def test_an_unprovable_claim_gives_the_bounded_verdict() -> None:
     )
     assert outcome.status == "unknown"
     assert outcome.detail.startswith("every string up to length ")
-    assert outcome.statistics["extended_exploration"]["max_length"] == 2**17
+    # the exploration goes on towards the induction's failing state, whichever one z3 returns: a state of 131071
+    # letters on the development machine, 65534 in CI's fresh environment (both past the first wrong length's
+    # neighbourhood: the value bias makes L_1 wrong from 2^16 letters on)
+    assert outcome.statistics["extended_exploration"]["max_length"] >= 2**16 - 1
     assert outcome.statistics["extended_exploration"]["stopped"] == "timeout"
     assert "not proved for every length: the induction step fails" in outcome.detail
     assert any(t.startswith("induction (failed): the induction step fails") for t in outcome.tried)
