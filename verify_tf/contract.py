@@ -27,8 +27,8 @@ import numpy as np
 
 from .domain import Domain, GridDomain, StringDomain
 from .ir import Model, Token, Vector
-from .regular import Language
 from .ir.plain import model_to_dict
+from .regular import Language
 from .schema.dsl import Obj
 from .semantics import Arithmetic, Trace
 from .spaces import InputSpace

@@ -83,7 +83,7 @@ def sample_for(goal: CountingGoal, length: int, seed: int) -> list[tuple[str, ..
     size = space.count()
     rng = random.Random(f"verify-tf counting certificate {seed}")
     indices = range(size) if size <= SAMPLE else sorted(_distinct(rng, size))
-    return [space.decode(space.rows(i, i + 1)[0][0]) for i in indices]
+    return [tuple(str(letter) for letter in space.decode(space.rows(i, i + 1)[0][0])) for i in indices]
 
 
 def _distinct(rng: random.Random, size: int) -> set[int]:

@@ -21,6 +21,13 @@ disagreeing string (the scan of the shorter strings is the driver's minimisation
 string, the position, both outputs, and a trace with the program's definitions and the model's readout side
 by side at every position.
 
+A domain restricted to a regular language (``StringDomain.language``; docs/semantics.md §4) is read word by word:
+every word of the language in the domain's order, each at every position (prefix) or at its last (accept), never
+a prefix standing for a shorter word (a prefix of a word need not be a word), so the first failing word is the
+least and no minimisation is needed. A causal model's words are evaluated padded to a few compiled lengths
+(``padded_length``): position i reads positions <= i only, so the padding is never read. The counting engine
+explores the prefix tree of the words instead (``CountingGoal.language``).
+
 ``lengths: all`` claims the same for strings of every length (the domain's alphabet and min-length; its
 max-length bounds the first, exhaustive part only) and is decided by the ``counting`` engine, which also decides
 the domain alone (``lengths: domain``) over count vectors instead of strings. It sees the program as a counter

@@ -40,8 +40,8 @@ from ..ir import (
     validate_shapes,
 )
 from ..numbers import MAX_DIGITS, TooLarge, check_size
-from ..regular import Language, RegexError
 from ..properties import Property, load as load_property, names as property_names
+from ..regular import Language, RegexError
 from ..schema.dsl import (
     Boolean,
     Context,
