@@ -179,6 +179,19 @@ def test_the_runner_refuses_an_engine_that_would_read_every_string():
         run_engine(task, None, "smt")  # type: ignore[arg-type]
 
 
+def test_the_python_api_refuses_what_the_loader_refuses():
+    from verify_tf import api
+    from verify_tf.spec import SpecError as ApiError
+
+    spec = load_spec_text(mutated("a+b+a+", 8, f"crasp-equivalence: {{program: {L3}}}"), "spec.yaml")
+    with pytest.raises(ApiError, match="does not support engine 'smt'"):
+        api.check(spec.model, spec.arithmetic, spec.domain, "crasp-equivalence", {"program": str(L3)}, engine="smt")
+    with pytest.raises(ValueError, match="'output-bounds' does not support a domain restricted to a language"):
+        api.check(spec.model, spec.arithmetic, spec.domain, "output-bounds", {"hi": 1000})
+    verdict = api.check(spec.model, spec.arithmetic, spec.domain, "crasp-equivalence", {"program": str(L3)})
+    assert verdict.status == "proved" and verdict.detail.startswith("56 words of a+b+a+")  # C(8, 3) = 56
+
+
 def test_cache_keys_and_certificate_digests_tell_a_language_from_every_string():
     everything = StringDomain(("a", "b"), 1, 8)
     words = StringDomain(("a", "b"), 1, 8, Language.compile("a+b+a+", "ab"))

@@ -232,8 +232,10 @@ def run_engine(
     """Run one engine, or for ``auto`` the falsification pass and then the engine the cost model picks among
     ``engines`` (default: the property's, for its options)."""
     language = getattr(task.domain, "language", None)
+    if language is not None and not task.prop.language_domains:  # the loader refuses it too, located
+        raise ValueError(f"{task.prop.name!r} does not support a domain restricted to a language ({language.regex})")
     if engine != "auto":
-        if language is not None and not (task.prop.language_domains and load_engine(engine).language_domains):
+        if language is not None and not load_engine(engine).language_domains:
             raise ValueError(
                 f"engine {engine!r} on {task.prop.name!r} would check every string, not the words of "
                 f"{language.regex} (docs/semantics.md, Domains)"
