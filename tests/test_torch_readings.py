@@ -318,7 +318,8 @@ def test_the_python_api_states_the_reading_with_its_arithmetic():
     architecture = {**ARCH, "layernorm": "integer", "norm-first": True}
     model = import_state_dict(encoder(norm_first=True).state_dict(), architecture, {"bits": 16, "frac": 8})
     assert model.reading == (  # the importer alone does not know the arithmetic
-        "quantized reading of a float32 torch model: weights to nearest 16.8, fixed-point softmax, fixed-point LayerNorm"
+        "quantized reading of a float32 torch model: weights to nearest 16.8, fixed-point softmax, "
+        "fixed-point LayerNorm"
     )
     domain = GridDomain(values=(F(0), F(1, 2)), length=2, dim=4)
     verdict = check(model, Fixed(16, 8), domain, "permutation-equivariance", engine="enumerate")
