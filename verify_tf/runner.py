@@ -203,6 +203,7 @@ def contained(
         traceback=trace,
         reading=reading,
         as_run=as_run,
+        quantization=task.model.quantization.to_json() if task is not None and task.model.quantization else None,
     )
 
 
