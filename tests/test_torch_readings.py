@@ -308,3 +308,39 @@ def test_transformer_encoders_pre_and_post_ln_causal_track_torch_within_their_ro
         net.state_dict(), {**architecture, "norm-first": not norm_first}, {"bits": 32, "frac": 10}
     )
     assert deviation(swapped).max() > 10 * tolerance.max()  # a wrong placement is another model, far outside
+
+
+def test_the_python_api_states_the_reading_with_its_arithmetic():
+    """``verify_tf.api.check`` on a model from ``import_state_dict`` (no spec): the verdict's reading names the
+    arithmetic the check ran in, as a spec's does."""
+    from verify_tf.api import GridDomain, check
+
+    architecture = {**ARCH, "layernorm": "integer", "norm-first": True}
+    model = import_state_dict(encoder(norm_first=True).state_dict(), architecture, {"bits": 16, "frac": 8})
+    assert model.reading == (  # the importer alone does not know the arithmetic
+        "quantized reading of a float32 torch model: weights to nearest 16.8, fixed-point softmax, "
+        "fixed-point LayerNorm"
+    )
+    domain = GridDomain(values=(F(0), F(1, 2)), length=2, dim=4)
+    verdict = check(model, Fixed(16, 8), domain, "permutation-equivariance", engine="enumerate")
+    assert verdict.status == "proved" and verdict.reading == POST_LN  # (the reading does not depend on pre/post)
+    assert verdict.quantization["largest_error"] == str(model.quantization.largest_error)
+
+
+@pytest.mark.parametrize(
+    ("tensor", "kind"),
+    [
+        (lambda w: w.to_sparse(), "torch.sparse_coo"),
+        (lambda w: torch.empty(w.shape, device="meta"), "meta"),
+        (lambda w: w.to(torch.complex64), "complex"),
+    ],
+)
+def test_tensors_without_dense_real_data_are_refused_by_name(tmp_path, tensor, kind):
+    """torch.load(weights_only=True) reads these back; the importer refuses them by name before reading any
+    (a sparse or meta weight would otherwise end in a traceback), located at the state dict's key."""
+    state = encoder(norm_first=False).state_dict()
+    state["layers.0.linear1.weight"] = tensor(state["layers.0.linear1.weight"])
+    torch.save(state, tmp_path / "enc.pt")
+    result = CliRunner().invoke(main, ["check", str(write_spec(tmp_path))])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"spec.yaml:3: model.torch: layers.0.linear1.weight: a {kind} tensor" in result.output

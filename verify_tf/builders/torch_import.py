@@ -205,6 +205,21 @@ def _largest_weight(state: TorchState) -> tuple[Fraction, str]:
     return best, where
 
 
+def _refuse_unreadable_tensors(state: TorchState) -> None:
+    """Weights are dense tensors with data: a sparse, meta or quantized tensor is refused by name (never read)."""
+    for key in sorted(state, key=_natural):
+        tensor = state[key]
+        if tensor.layout != torch.strided or tensor.is_meta or tensor.is_quantized or tensor.is_complex():
+            kind = "meta" if tensor.is_meta else "quantized" if tensor.is_quantized else str(tensor.layout)
+            kind = "complex" if tensor.is_complex() else kind
+            raise TorchImportError(
+                f"{key}: a {kind} tensor ({tensor.dtype}, {tuple(tensor.shape)}); the importer reads dense real "
+                "weights only",
+                'save the float weights: torch.save(model.state_dict(), "model.pt") of an unquantized model',
+                key="torch",
+            )
+
+
 def state_digest(state: TorchState) -> str:
     """sha256 of the state dict: every key, dtype, shape and the tensor's bytes, in key order."""
     digest = hashlib.sha256()
@@ -729,6 +744,7 @@ def import_state_dict(
             "(the largest deviation from GELU over the domain is reported; docs/import.md)",
             key="architecture.activation",
         )
+    _refuse_unreadable_tensors(state)
     state = _rename(state, architecture.get("names"))
     digest = state_digest(state)  # under torch's names: the same float model whatever its modules were called
     heads = architecture["heads"]
