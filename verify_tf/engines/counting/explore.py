@@ -165,12 +165,7 @@ def explore(
                     counts.append(letters)
                     result.visited.append((length, new, letters))
         frontier, weights, letter_counts = states, reached, counts
-        history.append(parents)
-        result.strings.append(sum(reached))
-        result.per_length.append(len(states))
-        result.complete_up_to = length
-        result.states += len(states)
-        result.widest = max(result.widest, len(states))
+        _close_length(result, history, parents, reached, length)
         found = _settle(goal, length, first_violation, history, alphabet)
         if found is not None:
             result.disagreement = found
@@ -274,17 +269,28 @@ def _explore_words(
                 kept.append((new, target))
                 parents.append((index, a))
         frontier, weights = kept, reached
-        history.append(parents)
-        result.strings.append(sum(reached))
-        result.per_length.append(len(kept))
-        result.complete_up_to = length
-        result.states += len(kept)
-        result.widest = max(result.widest, len(kept))
+        _close_length(result, history, parents, reached, length)
         found = _settle_words(language, counts, completions, first, history, alphabet, length)
         if found is not None:
             result.disagreement = found
             return _done(result, joint, began)
     return _done(result, joint, began)
+
+
+def _close_length(
+    result: Exploration,
+    history: list[list[tuple[int, int]]],
+    parents: list[tuple[int, int]],
+    reached: list[int],
+    length: int,
+) -> None:
+    """Record a length explored completely: its kept states (one parent each) and the strings they stand for."""
+    history.append(parents)
+    result.strings.append(sum(reached))
+    result.per_length.append(len(parents))
+    result.complete_up_to = length
+    result.states += len(parents)
+    result.widest = max(result.widest, len(parents))
 
 
 def _settle_words(
