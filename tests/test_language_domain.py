@@ -132,6 +132,14 @@ def test_a_bad_regex_is_a_located_input_error_with_exit_2(tmp_path):
     )
 
 
+def test_a_language_with_no_word_in_range_is_refused_not_proved_vacuously():
+    with pytest.raises(SpecError) as info:
+        load_spec_text(mutated("a{20}b", 8, f"crasp-equivalence: {{program: {L3}}}"), "spec.yaml")
+    assert str(info.value).startswith(
+        "spec.yaml:7: domain.strings.language.regex: no word of a{20}b has a length in 1..8"
+    )
+
+
 @pytest.mark.parametrize(
     "properties, where, message",
     [

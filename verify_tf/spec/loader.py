@@ -723,6 +723,13 @@ def _domain(value: dict, model: Model, arith: Arithmetic, ctx: Context) -> Domai
         if s["min-length"] > s["max-length"]:
             raise ctx.error(s["__node__"], "domain.strings", "min-length exceeds max-length")
         domain: Domain = StringDomain(alphabet, s["min-length"], s["max-length"], _language(s, alphabet, ctx))
+        if domain.language is not None and domain.size() == 0:  # a proof over no input would be vacuous
+            raise ctx.error(
+                s["language"]["__node__"].value.get("regex", s["__node__"]),
+                "domain.strings.language.regex",
+                f"no word of {domain.language.regex} has a length in {s['min-length']}..{s['max-length']}",
+                "widen min-length/max-length, or check the regex",
+            )
     else:
         if value["grid"] is None or value["length"] is None:
             raise ctx.error(
