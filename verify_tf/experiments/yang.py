@@ -136,10 +136,10 @@ def _train_one(
 
 EXPORT_BITS = 24  # fixed-point word of the exported specs; the fraction bits follow the trained weights' range
 CHECK_LENGTH = 100  # N: every word of L_k, and every string, up to this length
-WORDS_SECONDS = 60  # (a) every word of L_k up to N: enumerate's budget
-CHECK_SECONDS = 20  # (b) every string up to N: the counting engine's budget
+WORDS_SECONDS = 300  # (a) every word of L_k up to N: enumerate's budget
+CHECK_SECONDS = 30  # (b) every string up to N: the counting engine's budget
 SHORT_LENGTH = 60  # (b) the fallback: every string up to this length (2^61 strings: numbered in int64) ...
-SHORT_SECONDS = 30  # ... every string in shortlex order at every position (the language (a|b)*), this budget
+SHORT_SECONDS = 90  # ... every string in shortlex order at every position (the language (a|b)*), this budget
 
 
 def fixed_point_for(state: dict[str, torch.Tensor], bits: int = EXPORT_BITS) -> tuple[int, int, Fraction]:
