@@ -137,7 +137,7 @@ def explore(
         reached: list[int] = []
         checking = constrained(length) and length not in first_violation
         for index, state in enumerate(frontier):
-            if index % 64 == 0 and (deadline.expired() or cancelled()):
+            if deadline.expired() or cancelled():  # every state: one step can take seconds (softmax, exact)
                 result.stopped = "timeout" if deadline.expired() else "cancelled"
                 return _done(result, joint, began)
             for a, symbol in enumerate(alphabet):
@@ -248,7 +248,7 @@ def _explore_words(
         parents: list[tuple[int, int]] = []
         reached: list[int] = []
         for index, (model_state, q) in enumerate(frontier):
-            if index % 64 == 0 and (deadline.expired() or cancelled()):
+            if deadline.expired() or cancelled():  # every state: one step can take seconds (softmax, exact)
                 result.stopped = "timeout" if deadline.expired() else "cancelled"
                 return _done(result, joint, began)
             for a, symbol in enumerate(alphabet):
