@@ -288,6 +288,8 @@ def test_the_summary_cells_say_what_was_checked():
     run["proof"]["short"] = {"status": "unknown", "complete_up_to_length": 14, "witness": None}
     assert _verdict_cell(run, "strings") == "unknown (every string ≤ 14 right)"
     assert _verdict_cell({"proof": {"words": {"status": "refuted", "witness": "aab"}}}, "words") == "refuted at aab"
+    empty = {"status": "unknown", "complete_up_to_length": 1, "inputs_checked": 0, "witness": None}
+    assert _verdict_cell({"proof": {"words": empty}}, "words") == "unknown (no word checked)"
 
 
 def test_unranking_is_vectorised_and_exact_at_the_edges():

@@ -369,7 +369,9 @@ def _verdict_cell(run: dict[str, Any], which: str) -> str | None:
     if check["status"] == "unknown":
         reached = check["complete_up_to_length"]
         noun = "word" if which == "words" else "string"
-        return "unknown (none complete)" if reached is None else f"unknown (every {noun} ≤ {reached} right)"
+        if reached is None or check.get("inputs_checked") == 0:  # "every word up to 1" of L2 holds no word
+            return f"unknown (no {noun} checked)"
+        return f"unknown (every {noun} ≤ {reached} right)"
     return check["status"]
 
 
