@@ -9,6 +9,7 @@ training, never verdicts, and the exit status does not depend on them (0 when th
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -228,6 +229,7 @@ def _luo_exact_table(result: dict[str, Any]) -> Table:
     )
     for name in ("task", "variant", "float", "exact", "ε*", "position-blind", "bound ε*"):
         table.add_column(name, justify="left" if name in ("task", "variant") else "right", no_wrap=True)
+    short = {"position-index": "index", "position-identification": "identification", "even-token-prediction": "even"}
     for run in result["runs"]:
         exact = run.get("exact") or {}
         float_error, sup = exact.get("float_sup_error_constant"), exact.get("quantized_sup_error_constant_float")
@@ -236,11 +238,11 @@ def _luo_exact_table(result: dict[str, Any]) -> Table:
             blind += f" at {exact['position_blind_witness']}"
         epsilon = exact.get("epsilon_star")
         table.add_row(
-            escape(run["task"]),
+            escape(short.get(run["task"], run["task"])),
             escape(run["variant"]),
             "" if float_error is None else f"{float_error:.3f}",
             "" if sup is None else f"{sup:.3f}",
-            "" if epsilon is None else escape(epsilon),
+            "" if epsilon is None else f"{float(Fraction(epsilon)):g}",
             escape(blind),
             escape(exact.get("bound", "")),
         )
