@@ -653,18 +653,27 @@ def _logits(attention: FloatAttention, q: Box, k: Box, used: int) -> Box:
     if both.any() and reciprocal is not None:
         b, i, j = np.nonzero(both)
         value, known = determined_sums(q.lo[b, i] * k.lo[b, j], 2 * SCALE)
+        bounds: dict[int, tuple[int, int] | None] = {}  # per distinct exact dot product: the logit's two candidates
         for index in np.flatnonzero(known):
             dot_value = int(value[index])
-            divided = round32_quotient(dot_value * divisor.denominator, divisor.numerator, 2 * SCALE)
-            multiplied = round32(dot_value * reciprocal, 3 * SCALE)
-            if divided is None or multiplied is None:
-                continue
-            candidates = (Fraction(divided, 1 << (2 * SCALE)), Fraction(multiplied, 1 << (3 * SCALE)))
-            low_value, high_value = min(candidates) * (1 << SCALE), max(candidates) * (1 << SCALE)
-            where = (b[index], i[index], j[index])
-            out.lo[where] = low_value.numerator // low_value.denominator
-            out.hi[where] = -((-high_value.numerator) // high_value.denominator)
+            if dot_value not in bounds:
+                bounds[dot_value] = _logit_candidates(dot_value, divisor, reciprocal)
+            found = bounds[dot_value]
+            if found is not None:
+                where = (b[index], i[index], j[index])
+                out.lo[where], out.hi[where] = found
     return out
+
+
+def _logit_candidates(dot: int, divisor: Fraction, reciprocal: int) -> tuple[int, int] | None:
+    """fl(dot / divisor) and fl(dot · fl(1/divisor)) for an exact dot product (over 2^(2·SCALE)): the tightest
+    integers over 2^SCALE around both, or None when one of them is subnormal or overflows."""
+    divided = round32_quotient(dot * divisor.denominator, divisor.numerator, 2 * SCALE)
+    multiplied = round32(dot * reciprocal, 3 * SCALE)
+    if divided is None or multiplied is None:
+        return None
+    low, high = min(divided << SCALE, multiplied), max(divided << SCALE, multiplied)  # over 2^(3·SCALE)
+    return _shift_floor(low, 2 * SCALE), _shift_ceil(high, 2 * SCALE)
 
 
 def _weights(logits: Box, allowed: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, HeadLeak]:
