@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import re
 
 import pytest
@@ -14,10 +15,12 @@ from click.testing import CliRunner
 
 from verify_tf.cli.experiment import experiment
 from verify_tf.crasp import in_lk
+from verify_tf.experiments.common import train
 from verify_tf.experiments.luo import epsilon_star
 from verify_tf.experiments.modules import Attention, TinyTransformer
 from verify_tf.experiments.runner import TIMING_KEYS, run_experiment, write_outputs
 from verify_tf.experiments.spec import parse_experiment
+from verify_tf.experiments.training import CheckpointSelector
 from verify_tf.experiments.yang import encode, sample_lk_words
 from verify_tf.schema.errors import SpecError
 
@@ -190,6 +193,37 @@ def test_same_seed_same_numbers(text):
     assert first == second
     other_seed = _without_timing(run_experiment(spec, device="cpu", threads=1, seed=spec.seed + 1))
     assert other_seed["runs"] != first["runs"]
+
+
+def test_the_selected_checkpoint_is_the_latest_best_score_and_never_nan():
+    """One selection for every experiment that exports (experiments/training.py): scores 0.5, 0.7, 0.7, NaN, 0.2 at
+    steps 0..4 (set by hand) select step 2 (the later of the two bests; NaN never counts), with its weights."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(2, 1)
+    scores, snapshots = iter([0.5, 0.7, 0.7, math.nan, 0.2]), []
+
+    def evaluate():
+        snapshots.append({name: value.clone() for name, value in model.state_dict().items()})
+        return {"score": next(scores)}
+
+    selector = CheckpointSelector(model, evaluate, score=lambda metrics: metrics["score"])
+    history = train(
+        model,
+        steps=4,
+        learning_rate=0.1,
+        batch_loss=lambda _step: model(torch.ones(1, 2)).sum(),
+        evaluate=selector,
+        eval_every=1,
+        label="selection",
+        progress=None,
+    )
+    trained = selector.trained(history)
+    assert trained.selected is history[2] and trained.selected["step"] == 2 and trained.parameters == 3
+    assert all(torch.equal(trained.state[name], snapshots[2][name]) for name in snapshots[2])
+    assert not torch.equal(snapshots[2]["weight"], snapshots[1]["weight"])  # the steps did move the weights
+    no_score = CheckpointSelector(model, lambda: {"score": math.nan}, score=lambda metrics: metrics["score"])
+    no_score()
+    assert no_score.trained([{"step": 0}]).selected == {"step": 0}  # nothing finite: the last checkpoint
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 4])

@@ -21,6 +21,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -367,6 +368,11 @@ def _no_options(values: dict[str, Any]) -> NoOptions:
     return NoOptions()
 
 
+def closer_than(gap: Fraction, least: Fraction | None) -> bool:
+    """Whether two values ``gap`` (>= 0) apart break "at least ``least`` apart" (None: "distinct")."""
+    return gap == 0 if least is None else gap < least
+
+
 def model_reading(model: Model) -> tuple[str, bool | None]:
     """The reading of ``model`` that the IR (under the spec's arithmetic) computes, against how it runs."""
     if not model.runs_as:
@@ -434,6 +440,11 @@ class Property:
     def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
         """The proved verdict's one-line detail; ``default`` is the engine's own wording."""
         return default
+
+    def other_models(self, task: Task) -> tuple[Model, ...]:
+        """The models the claim evaluates besides the spec's (``equivalent-to``: the one it compares with): an
+        engine that refuses some models (split: LayerNorm in exact arithmetic) looks at these too."""
+        return ()
 
     # -- each input (form each-input): no input of the space violates the claim
     def violation(self, task: Task, tokens: Inputs) -> Witness | None:
@@ -503,9 +514,14 @@ class Property:
         """(row, i, j): two positions of one input too close, or None."""
         raise self._missing("batched_clash")
 
+    def least_gap(self, task: Task) -> Fraction | None:
+        """How far apart any two values must be at least (the claim's margin), or None when they must merely differ
+        (split compares its exact integer numerators with it)."""
+        return None
+
     def too_close(self, task: Task, gap: Fraction) -> bool:
-        """Whether two values ``gap`` apart violate the claim."""
-        raise self._missing("too_close")
+        """Whether two values ``gap`` (>= 0) apart violate the claim: equal, or closer than ``least_gap``."""
+        return closer_than(gap, self.least_gap(task))
 
     def exempt_pairs(self, task: Task) -> bool:
         """Whether values of two different inputs that are permutations of each other are exempt."""
@@ -549,6 +565,11 @@ class Property:
         """What ``answer`` (to ``request``) means: the next request or the conclusion. ``deadline`` bounds the
         property's own evaluations on concrete models (the spec's model, a member's error over the domain)."""
         raise self._missing("conclude")
+
+    def language_file(self, task: Task) -> Path | None:
+        """The C-RASP program (.cr) defining the language a class-wide conclusion separates (``indistinguishable``'s
+        ``language``), or None: certify re-checks a query-free conclusion's pair against it."""
+        return None
 
     def member_witness(self, task: Task, search: MemberSearch, member: Member) -> Witness | None:
         """The witness of a member the solver chose (already run on the interpreter: ``member.trace``,

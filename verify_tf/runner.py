@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import auto
+from .builders.torch_reading import with_arithmetic
 from .cache import key_material, key_of, served_from_cache
 from .contract import DEFAULT_SAMPLES, Settings, Task
 from .domain import Domain
@@ -114,6 +115,7 @@ def make_task(
         memory=memory,
         spill_dir=str(spill_dir) if spill_dir is not None else None,
     )
+    model = with_arithmetic(model, arithmetic)  # an imported torch model's reading names the arithmetic (API too)
     return Task.make(label, load_property(name), options, model, arithmetic, domain, settings, spec, index)
 
 
@@ -203,6 +205,7 @@ def contained(
         traceback=trace,
         reading=reading,
         as_run=as_run,
+        quantization=task.model.quantization.to_json() if task is not None and task.model.quantization else None,
     )
 
 

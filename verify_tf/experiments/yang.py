@@ -30,15 +30,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.nn import functional
 
 from ..crasp import in_lk, lk_program, program_depth
 from ..crasp.ast import format_program
 from ..numbers import fmt
-from .common import Progress, run_seed, train
-from .modules import TinyTransformer
+from .common import Progress, run_seed
 from .prefix_labels import check_written_spec
 from .spec import ExperimentSpec
+from .training import Labelled, train_prefix_labeller
 
 __all__ = ["SOLVED_THRESHOLD", "encode", "plot_yang", "run_yang", "sample_lk_words"]
 
@@ -86,25 +85,14 @@ class _Data:
         train_lengths, test_lengths = settings["train-lengths"], settings["test-lengths"]
         size = settings["test-size"]
         train_words = sample_lk_words(k, *train_lengths, settings["train-size"], generator)
-        self.train = [t.to(device) for t in encode(train_words, k)]
-        self.validation = [t.to(device) for t in encode(sample_lk_words(k, *train_lengths, size, generator), k)]
-        self.test = [t.to(device) for t in encode(sample_lk_words(k, *test_lengths, size, generator), k)]
+        self.train = _on(device, encode(train_words, k))
+        self.validation = _on(device, encode(sample_lk_words(k, *train_lengths, size, generator), k))
+        self.test = _on(device, encode(sample_lk_words(k, *test_lengths, size, generator), k))
 
 
-def _logits(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
-    return model(tokens)[:, 1:, 0]  # drop the BOS position
-
-
-def _scores(
-    model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor
-) -> tuple[float, float]:
-    """(exact match over strings, accuracy over positions)."""
-    correct = torch.cat(
-        [(_logits(model, chunk) > 0).float() == target for chunk, target in zip(tokens.split(512), labels.split(512))]
-    )
-    exact = (correct | ~mask).all(dim=1).float().mean()
-    positions = (correct & mask).sum() / mask.sum()
-    return float(exact), float(positions)
+def _on(device: torch.device, labelled: Labelled) -> Labelled:
+    tokens, labels, mask = labelled
+    return tokens.to(device), labels.to(device), mask.to(device)
 
 
 def _train_one(
@@ -119,65 +107,27 @@ def _train_one(
     label = f"L{k} / depth {depth}"
     started = time.perf_counter()
     seed_of_run = run_seed(seed, label)
-    torch.manual_seed(seed_of_run)
-    generator = torch.Generator().manual_seed(seed_of_run)
-    model = TinyTransformer(
+    splits = {"train": data.train, "validation": data.validation, "test": data.test}
+    trained = train_prefix_labeller(
+        splits,
         vocab=3,
-        width=settings["width"],
-        heads=settings["heads"],
         layers=depth,
-        ffn_width=settings["ffn-width"],
-        outputs=1,
-        positional="none",
-        causal=True,
-        layernorm=settings["layernorm"],
-    ).to(device)
-    tokens, labels, mask = data.train
-
-    def batch_loss(_step: int) -> torch.Tensor:
-        rows = torch.randint(len(tokens), (settings["batch"],), generator=generator).to(device)
-        losses = functional.binary_cross_entropy_with_logits(
-            _logits(model, tokens[rows]), labels[rows], reduction="none"
-        )
-        return losses[mask[rows]].mean()
-
-    best: dict[str, Any] = {"validation_exact": -1.0}
-
-    def evaluate() -> dict[str, float]:
-        validation_exact, validation_positions = _scores(model, *data.validation)
-        test_exact, test_positions = _scores(model, *data.test)
-        if validation_exact >= best["validation_exact"]:  # ties: the latest checkpoint, as ``selected`` below
-            best.update(
-                validation_exact=validation_exact,
-                state={k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
-            )
-        return {
-            "validation_exact": validation_exact,
-            "validation_positions": validation_positions,
-            "test_exact": test_exact,
-            "test_positions": test_positions,
-        }
-
-    history = train(
-        model,
-        steps=settings["steps"],
-        learning_rate=settings["learning-rate"],
-        batch_loss=batch_loss,
-        evaluate=evaluate,
-        eval_every=max(1, settings["steps"] // _EVALUATIONS),
+        settings=settings,
+        seed_of_run=seed_of_run,
+        device=device,
+        evaluations=_EVALUATIONS,
         label=label,
         progress=progress,
     )
-    selected = max(reversed(history), key=lambda entry: entry["validation_exact"])  # ties: the latest
     return {
         "language": k,
         "depth": depth,
         "seed": seed_of_run,
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "selected": selected,
-        "history": history,
+        "parameters": trained.parameters,
+        "selected": trained.selected,
+        "history": trained.history,
         "wall_seconds": time.perf_counter() - started,
-        "state": best.get("state"),  # the selected checkpoint (popped by run_yang: not JSON)
+        "state": trained.state,  # the selected checkpoint (popped by run_yang: not JSON)
     }
 
 

@@ -16,6 +16,7 @@ from ..builders.constructs import constructions
 from ..builders.files import ModelFileError, load_model
 from ..builders.inline import build_inline
 from ..builders.random_model import LAYERNORMS, RandomConfig, random_model
+from ..builders.torch_reading import with_arithmetic
 from ..domain import (
     GRID_HINT,
     MAX_GRID_TOKENS,
@@ -547,8 +548,10 @@ def _build_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
             str(exc),
             "verify-tf model files are written by save_model / `verify-tf crasp compile`",
         ) from None
-    except ValueError as exc:
-        raise ctx.error(node, path, str(exc), getattr(exc, "hint", None)) from None
+    except ValueError as exc:  # an importer's refusal: at the spec key it names (``TorchImportError.key``), if any
+        key = getattr(exc, "key", None)
+        where = node.find(key) if key else node
+        raise ctx.error(where, join(path, key) if key else path, str(exc), getattr(exc, "hint", None)) from None
     _check_shapes(model, node, ctx, path)
     return model
 
@@ -909,6 +912,7 @@ def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None
     model: Model = data["model"]
     arith = _arithmetic(data["arithmetic"], root.value.get("arithmetic", root), ctx)
     _check_model_in_arithmetic(model, arith, root.value["model"], ctx)
+    model = with_arithmetic(model, arith)  # an imported torch model's reading states the arithmetic
     domain = _domain(data["domain"], model, arith, ctx) if data["domain"] is not None else None
     note = _igelu_note(model, arith, domain)
     if note is not None:
