@@ -673,7 +673,7 @@ def _logit_candidates(dot: int, divisor: Fraction, reciprocal: int) -> tuple[int
     if divided is None or multiplied is None:
         return None
     low, high = min(divided << SCALE, multiplied), max(divided << SCALE, multiplied)  # over 2^(3·SCALE)
-    return _shift_floor(low, 2 * SCALE), _shift_ceil(high, 2 * SCALE)
+    return low >> (2 * SCALE), -((-high) >> (2 * SCALE))  # floor, ceil
 
 
 def _weights(logits: Box, allowed: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, HeadLeak]:
