@@ -313,15 +313,26 @@ def test_yang_export_writes_the_model_and_a_spec_and_prove_adds_the_exact_verdic
     assert result.exit_code == 0, result.output
     written = json.loads((out / "yang-export.json").read_text())
     (run,) = written["runs"]
-    assert sorted(p.name for p in models.iterdir()) == ["L1-depth1-check.yaml", "L1-depth1-model.pt", "L1.cr"]
+    assert sorted(p.name for p in models.iterdir()) == [
+        "L1-depth1-check.yaml",
+        "L1-depth1-model.pt",
+        "L1-depth1-short.yaml",
+        "L1-depth1-words.yaml",
+        "L1.cr",
+    ]
     fixed = run["export"]["fixed_point"]
     assert fixed["bits"] == 24 and 4 <= fixed["frac"] <= 16
     assert 0 < run["export"]["quantization_error_float"] <= 2.0 ** -(fixed["frac"] + 1)  # round to nearest
-    (check,) = run["proof"]
+    check = run["proof"]["strings"]
     assert check["verdict"].startswith(("refuted", "proved")) and check["property"] == "every string up to 100"
     if check["verdict"].startswith("refuted"):
         assert written["table"]["exact_verdict"] == [[f"refuted at {check['witness']}"]]
-    assert "exact verdict" in result.output
+    # every word of L1 = a+ up to 100: the 100 words a^n, each at every position
+    words = run["proof"]["words"]
+    assert words["property"] == "every word of L1 up to 100" and words["engine"] == "enumerate"
+    assert words["space_size"] == 100 or words["status"] == "unknown"
+    assert written["table"]["words_verdict"][0][0] is not None
+    assert "exact verdicts" in result.output
 
 
 def test_export_is_refused_for_the_other_experiments(tmp_path):

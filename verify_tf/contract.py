@@ -29,6 +29,7 @@ import numpy as np
 from .domain import Domain, GridDomain, StringDomain
 from .ir import Model, Token, Vector
 from .ir.plain import model_to_dict
+from .regular import Language
 from .schema.dsl import Obj
 from .semantics import Arithmetic, Trace
 from .spaces import InputSpace
@@ -192,6 +193,10 @@ class CountingGoal:
     positions: tuple[int, ...] | None = None
     empty_checked: bool = False
     least: str = "string"
+    # only the words of this regular language (``StringDomain.language``): the exploration follows the prefixes
+    # of its words up to ``max_length`` (``least: prefix``: each checked, the witness the least failing word) or
+    # checks the words themselves (``least: string``); None: every string
+    language: Language | None = None
 
     def checked(self, length: int) -> set[int]:
         """The prefix lengths a string of ``length`` letters constrains."""
@@ -393,6 +398,9 @@ class Property:
     engines: tuple[str, ...] = ()  # supported engines, the preferred exhaustive one first
     form: str = EACH_INPUT
     needs_domain: bool = True
+    # whether it reads a strings domain only through ``input_space`` (and its own order), so that a domain
+    # restricted to a regular language (``StringDomain.language``) means what it says; others refuse such a domain
+    language_domains: bool = False
     witness_measure: str | None = None  # a claim about a measure's extreme: refuted at the extreme input
     evaluations_per_input: int = 1  # model evaluations per input (auto's cost model)
 
