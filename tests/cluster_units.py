@@ -8,6 +8,8 @@ CLI-started Dask workers of the tests get it through ``PYTHONPATH``).
 from __future__ import annotations
 
 import os
+import re
+import signal
 import time
 from pathlib import Path
 
@@ -50,6 +52,15 @@ def refute_when(marker: str, *, deadline, cancelled, report) -> str:
 def environment_variable(name: str):
     """Runs on a worker (``client.run``)."""
     return os.environ.get(name)
+
+
+def sigint_state() -> tuple[bool, bool]:
+    """Runs on a worker (``client.run``): (SIGINT ignored, SIGINT blocked in the process's main thread). Nothing in
+    the worker unblocks it, so a blocked one shows that the worker was born with it blocked (spawn's exec keeps the
+    mask)."""
+    status = Path(f"/proc/self/task/{os.getpid()}/status").read_text()
+    blocked = int(re.search(r"^SigBlk:\s*([0-9a-f]+)$", status, re.M).group(1), 16)
+    return signal.getsignal(signal.SIGINT) == signal.SIG_IGN, bool(blocked >> (signal.SIGINT - 1) & 1)
 
 
 def echo(value, *, deadline, cancelled, report):

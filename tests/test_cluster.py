@@ -308,6 +308,22 @@ def test_local_workers_keep_the_adaptive_malloc_threshold(local):
 
 
 @needs_dask
+def test_local_workers_ignore_sigint_for_their_whole_life(local):
+    """Ctrl-C (SIGINT to the process group) is for verify-tf, which ends the workers (tests/test_interrupts.py):
+    each worker ignores it from its start (executors.cluster.IgnoreSigint) and was born with it blocked, so none
+    sees it before; a worker its nanny restarts too. On 8d967a6 every worker caught it (asyncio.Runner's handler)
+    and none had it blocked: the resource tracker had unblocked the event-loop thread's mask (CPython gh-110844)."""
+    from cluster_units import sigint_state
+
+    assert set(local.client.run(sigint_state).values()) == {(True, True)}
+    before = set(local.client.run(os.getpid).values())
+    local.client.restart_workers([sorted(local.client.scheduler_info(n_workers=-1)["workers"])[0]], timeout=60)
+    local.client.wait_for_workers(2, timeout=60)
+    assert len(set(local.client.run(os.getpid).values()) - before) == 1  # one new worker process
+    assert set(local.client.run(sigint_state).values()) == {(True, True)}
+
+
+@needs_dask
 def test_small_units_travel_in_batches(local):
     """3,000 units of microseconds: one Dask task each would cost 2-5 ms apiece (docs/distributed.md)."""
     from cluster_units import echo

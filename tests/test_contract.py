@@ -142,3 +142,44 @@ def test_a_required_hook_that_is_missing_says_which():
 def test_every_shipped_property_names_registered_engines_only():
     for prop in registry().values():
         assert set(prop.engines) <= set(names()), prop.name
+
+
+def _reads_by_name(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, code) of each place ``tree`` reads a property's options or members by name: ``getattr``/``hasattr``/
+    ``vars`` of anything naming ``prop`` or ``options``, and ``x.options`` read (``.options.margin``,
+    ``.options[...]``) or kept (``o = task.options``). Passing the options whole to ``digest`` (the certificate's
+    subject hashes them) reads nothing by name."""
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr", "vars")
+        ):
+            if node.args and re.search(r"\b(prop|options)\b|\.prop\b|\.options\b", ast.unparse(node.args[0])):
+                found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.Attribute) and node.attr == "options":
+            parent = parents.get(node)
+            called = parent.func.id if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) else ""
+            if called not in ("digest", "getattr", "hasattr", "vars"):  # hashed whole, or reported above
+                found.append((node.lineno, ast.unparse(parent if parent is not None else node)))
+    return found
+
+
+def test_no_engine_or_certify_module_reads_a_property_option_by_name():
+    """Engines, auto, certify and audit see a property only through its hooks (verify_tf/contract.py): none reads
+    its typed options by name. Before: ``getattr(task.options, ...)`` in split's distinct-values and LayerNorm
+    paths (``margin``, ``model``) and in certify's conclusion check (``language``), now the hooks ``least_gap``,
+    ``other_models`` and ``language_file``."""
+    files = sorted(ENGINES.rglob("*.py")) + [path for row in ("auto", "certify, audit") for path in CALLERS[row]]
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {code}"
+        for path in files
+        for line, code in _reads_by_name(ast.parse(path.read_text()))
+    ]
+    assert found == []
+    # and the rule sees what it forbids
+    assert [line for line, _ in _reads_by_name(ast.parse("m = getattr(task.options, 'margin', None)"))] == [1]
+    assert len(_reads_by_name(ast.parse("o = task.options\nx = task.options.margin\nvars(prop)"))) == 3
+    assert _reads_by_name(ast.parse("digest(task.options)")) == []

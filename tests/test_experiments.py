@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import re
 
 import pytest
@@ -14,10 +15,12 @@ from click.testing import CliRunner
 
 from verify_tf.cli.experiment import experiment
 from verify_tf.crasp import in_lk
+from verify_tf.experiments.common import train
 from verify_tf.experiments.luo import epsilon_star
 from verify_tf.experiments.modules import Attention, TinyTransformer
 from verify_tf.experiments.runner import TIMING_KEYS, run_experiment, write_outputs
 from verify_tf.experiments.spec import parse_experiment
+from verify_tf.experiments.training import CheckpointSelector
 from verify_tf.experiments.yang import encode, sample_lk_words
 from verify_tf.schema.errors import SpecError
 
@@ -192,6 +195,37 @@ def test_same_seed_same_numbers(text):
     assert other_seed["runs"] != first["runs"]
 
 
+def test_the_selected_checkpoint_is_the_latest_best_score_and_never_nan():
+    """One selection for every experiment that exports (experiments/training.py): scores 0.5, 0.7, 0.7, NaN, 0.2 at
+    steps 0..4 (set by hand) select step 2 (the later of the two bests; NaN never counts), with its weights."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(2, 1)
+    scores, snapshots = iter([0.5, 0.7, 0.7, math.nan, 0.2]), []
+
+    def evaluate():
+        snapshots.append({name: value.clone() for name, value in model.state_dict().items()})
+        return {"score": next(scores)}
+
+    selector = CheckpointSelector(model, evaluate, score=lambda metrics: metrics["score"])
+    history = train(
+        model,
+        steps=4,
+        learning_rate=0.1,
+        batch_loss=lambda _step: model(torch.ones(1, 2)).sum(),
+        evaluate=selector,
+        eval_every=1,
+        label="selection",
+        progress=None,
+    )
+    trained = selector.trained(history)
+    assert trained.selected is history[2] and trained.selected["step"] == 2 and trained.parameters == 3
+    assert all(torch.equal(trained.state[name], snapshots[2][name]) for name in snapshots[2])
+    assert not torch.equal(snapshots[2]["weight"], snapshots[1]["weight"])  # the steps did move the weights
+    no_score = CheckpointSelector(model, lambda: {"score": math.nan}, score=lambda metrics: metrics["score"])
+    no_score()
+    assert no_score.trained([{"step": 0}]).selected == {"step": 0}  # nothing finite: the last checkpoint
+
+
 @pytest.mark.parametrize("k", [1, 2, 3, 4])
 def test_lk_samples_and_prefix_labels(k):
     words = sample_lk_words(k, 5, 9, 40, torch.Generator().manual_seed(k))
@@ -279,15 +313,26 @@ def test_yang_export_writes_the_model_and_a_spec_and_prove_adds_the_exact_verdic
     assert result.exit_code == 0, result.output
     written = json.loads((out / "yang-export.json").read_text())
     (run,) = written["runs"]
-    assert sorted(p.name for p in models.iterdir()) == ["L1-depth1-check.yaml", "L1-depth1-model.pt", "L1.cr"]
+    assert sorted(p.name for p in models.iterdir()) == [
+        "L1-depth1-check.yaml",
+        "L1-depth1-model.pt",
+        "L1-depth1-short.yaml",
+        "L1-depth1-words.yaml",
+        "L1.cr",
+    ]
     fixed = run["export"]["fixed_point"]
     assert fixed["bits"] == 24 and 4 <= fixed["frac"] <= 16
     assert 0 < run["export"]["quantization_error_float"] <= 2.0 ** -(fixed["frac"] + 1)  # round to nearest
-    (check,) = run["proof"]
+    check = run["proof"]["strings"]
     assert check["verdict"].startswith(("refuted", "proved")) and check["property"] == "every string up to 100"
     if check["verdict"].startswith("refuted"):
         assert written["table"]["exact_verdict"] == [[f"refuted at {check['witness']}"]]
-    assert "exact verdict" in result.output
+    # every word of L1 = a+ up to 100: the 100 words a^n, each at every position
+    words = run["proof"]["words"]
+    assert words["property"] == "every word of L1 up to 100" and words["engine"] == "enumerate"
+    assert words["space_size"] == 100 or words["status"] == "unknown"
+    assert written["table"]["words_verdict"][0][0] is not None
+    assert "exact verdicts" in result.output
 
 
 def test_export_is_refused_for_the_other_experiments(tmp_path):

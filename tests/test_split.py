@@ -387,6 +387,16 @@ def test_layernorm_in_exact_arithmetic_is_refused_not_decided():
     assert result.status == "unknown" and "fixed arithmetic only" in result.detail, result.detail
 
 
+def test_layernorm_of_the_compared_model_is_refused_too():
+    """equivalent-to evaluates a second model (the property's ``other_models`` hook): its exact LayerNorm is refused
+    as the spec's own would be, even when the spec's model has none."""
+    plain = random_model(RandomConfig(seed=11, width=2, layers=1, ffn_width=2, scoring="hardmax"))
+    normed = random_model(RandomConfig(seed=11, width=2, layers=1, ffn_width=2, scoring="hardmax", layernorm="pre"))
+    domain = GridDomain.regular(2, F(1, 2), 2, lo=F(-1), hi=F(1))
+    result = run_split(plain, Exact(), domain, "equivalent-to", {"model": normed, "on": "readout"})
+    assert result.status == "unknown" and "fixed arithmetic only" in result.detail, result.detail
+
+
 def test_auto_predictions_spend_no_budget(monkeypatch):
     """The cost model is pure: predicting enumerate compiles no batched program (it once compiled every length,
     3 s of a 2 s budget on specs/tracr-shuffle-dyck2.yaml), and split's whole-domain bounds analysis is skipped

@@ -21,6 +21,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -28,6 +29,7 @@ import numpy as np
 from .domain import Domain, GridDomain, StringDomain
 from .ir import Model, Token, Vector
 from .ir.plain import model_to_dict
+from .regular import Language
 from .schema.dsl import Obj
 from .semantics import Arithmetic, Trace
 from .spaces import InputSpace
@@ -191,6 +193,10 @@ class CountingGoal:
     positions: tuple[int, ...] | None = None
     empty_checked: bool = False
     least: str = "string"
+    # only the words of this regular language (``StringDomain.language``): the exploration follows the prefixes
+    # of its words up to ``max_length`` (``least: prefix``: each checked, the witness the least failing word) or
+    # checks the words themselves (``least: string``); None: every string
+    language: Language | None = None
 
     def checked(self, length: int) -> set[int]:
         """The prefix lengths a string of ``length`` letters constrains."""
@@ -367,6 +373,11 @@ def _no_options(values: dict[str, Any]) -> NoOptions:
     return NoOptions()
 
 
+def closer_than(gap: Fraction, least: Fraction | None) -> bool:
+    """Whether two values ``gap`` (>= 0) apart break "at least ``least`` apart" (None: "distinct")."""
+    return gap == 0 if least is None else gap < least
+
+
 def model_reading(model: Model) -> tuple[str, bool | None]:
     """The reading of ``model`` that the IR (under the spec's arithmetic) computes, against how it runs."""
     if not model.runs_as:
@@ -387,6 +398,9 @@ class Property:
     engines: tuple[str, ...] = ()  # supported engines, the preferred exhaustive one first
     form: str = EACH_INPUT
     needs_domain: bool = True
+    # whether it reads a strings domain only through ``input_space`` (and its own order), so that a domain
+    # restricted to a regular language (``StringDomain.language``) means what it says; others refuse such a domain
+    language_domains: bool = False
     witness_measure: str | None = None  # a claim about a measure's extreme: refuted at the extreme input
     evaluations_per_input: int = 1  # model evaluations per input (auto's cost model)
 
@@ -434,6 +448,11 @@ class Property:
     def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
         """The proved verdict's one-line detail; ``default`` is the engine's own wording."""
         return default
+
+    def other_models(self, task: Task) -> tuple[Model, ...]:
+        """The models the claim evaluates besides the spec's (``equivalent-to``: the one it compares with): an
+        engine that refuses some models (split: LayerNorm in exact arithmetic) looks at these too."""
+        return ()
 
     # -- each input (form each-input): no input of the space violates the claim
     def violation(self, task: Task, tokens: Inputs) -> Witness | None:
@@ -490,9 +509,14 @@ class Property:
         """(row, i, j): two positions of one input too close, or None."""
         raise self._missing("batched_clash")
 
+    def least_gap(self, task: Task) -> Fraction | None:
+        """How far apart any two values must be at least (the claim's margin), or None when they must merely differ
+        (split compares its exact integer numerators with it)."""
+        return None
+
     def too_close(self, task: Task, gap: Fraction) -> bool:
-        """Whether two values ``gap`` apart violate the claim."""
-        raise self._missing("too_close")
+        """Whether two values ``gap`` (>= 0) apart violate the claim: equal, or closer than ``least_gap``."""
+        return closer_than(gap, self.least_gap(task))
 
     def exempt_pairs(self, task: Task) -> bool:
         """Whether values of two different inputs that are permutations of each other are exempt."""
@@ -536,6 +560,11 @@ class Property:
         """What ``answer`` (to ``request``) means: the next request or the conclusion. ``deadline`` bounds the
         property's own evaluations on concrete models (the spec's model, a member's error over the domain)."""
         raise self._missing("conclude")
+
+    def language_file(self, task: Task) -> Path | None:
+        """The C-RASP program (.cr) defining the language a class-wide conclusion separates (``indistinguishable``'s
+        ``language``), or None: certify re-checks a query-free conclusion's pair against it."""
+        return None
 
     def member_witness(self, task: Task, search: MemberSearch, member: Member) -> Witness | None:
         """The witness of a member the solver chose (already run on the interpreter: ``member.trace``,

@@ -65,6 +65,9 @@ class Verdict:
     # builds itself (its own reading, nothing to say)
     reading: str = ""
     as_run: bool | None = None
+    # an imported float model's weight rounding (``ir.Quantization.to_json``: format, exact largest error and where,
+    # bits needed), for every verdict about such a model; None otherwise (and then absent from the JSON)
+    quantization: dict[str, Any] | None = None
     evidence: Evidence | None = field(default=None, repr=False)  # --certify: for the certificate; never written
 
     def __post_init__(self) -> None:
@@ -79,9 +82,17 @@ class Verdict:
         beside it: ``proved (exhaustive; float32 as compiled)``, ``proved (exhaustive; hardmax, NOT the model
         as run)``."""
         said = [self.method] if self.method else []
-        if self.reading and self.as_run is not None:
-            said.append(self.reading if self.as_run else f"{self.reading}, NOT the model as run")
+        if self.stated_reading:
+            said.append(self.stated_reading)
         return f"{self.status} ({'; '.join(said)})" if said else self.status
+
+    @builtins.property
+    def stated_reading(self) -> str:
+        """The reading as every output states it next to the status (``fixed point 24.13 quantization of a float32
+        torch model: ..., NOT the model as run``); empty for a model that is its own reading."""
+        if not self.reading or self.as_run is None:
+            return ""
+        return self.reading if self.as_run else f"{self.reading}, NOT the model as run"
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(dataclasses.replace(self, evidence=None))
@@ -89,7 +100,7 @@ class Verdict:
         data["verdict"] = data.pop("status")
         if not data["reading"]:
             del data["reading"], data["as_run"]
-        for optional in ("auto", "traceback"):  # only where they say something
+        for optional in ("auto", "traceback", "quantization"):  # only where they say something
             if not data[optional]:
                 del data[optional]
         return data

@@ -1,6 +1,7 @@
 """Import PyTorch state dicts (``model: {torch: FILE, architecture: {...}, quantize: {bits, frac}}``).
 
-Reads ``torch.load(FILE, weights_only=True)`` (tensors only, never pickled objects) and maps stacks of
+Reads ``torch.load(FILE, weights_only=True)`` or a ``.safetensors`` file (tensors only, never pickled objects) and
+maps stacks of
 ``torch.nn.MultiheadAttention`` with optional ReLU feed-forwards, and the RPE / URPE / APE modules of
 ``verify_tf.experiments.modules`` (``W_q``/``W_k``/``W_v``/``W_o``, ``rpe_bias``, ``urpe_c`` tables), onto
 the IR, exactly:
@@ -30,14 +31,17 @@ torch is an optional dependency (the ``torch`` extra): this module imports it at
 imported only when a spec has a torch source (``spec/loader.py``), which names the extra when it is missing.
 
 The verified model is the imported IR under the spec's arithmetic: with ``scoring: softmax`` that is the
-fixed-point softmax of docs/semantics.md, not torch's float softmax.
+fixed-point softmax of docs/semantics.md, not torch's float softmax. The model says so: ``runs_as`` names the float
+model as run (the state dict's sha256), ``reading`` what the IR computes of it (``torch_reading``), and
+``quantization`` the exact largest rounding error, all stated beside every verdict (docs/semantics.md §7).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -56,50 +60,74 @@ from ..ir import (
     Head,
     LayerNorm,
     Model,
+    Quantization,
     RelativeTable,
     Rotary,
 )
 from ..numbers import fmt
 from ..schema.errors import strip_terminal_codes
 from . import TORCH_ROLE_NAMES
-from .files import SAFE_ALTERNATIVES, pickle_refusal
+from .files import ARCH_KEY, SAFE_ALTERNATIVES, pickle_refusal
+from .torch_reading import torch_reading, torch_runs_as
 
 TorchState = dict[str, torch.Tensor]
 ROLE_NAMES = TORCH_ROLE_NAMES
 
 
 class TorchImportError(ValueError):
-    """The state dict cannot be imported exactly (the message names the component and what to do)."""
+    """The state dict cannot be imported exactly (the message names the component and what to do). ``key``: the
+    spec key the problem is about, relative to the model section (``quantize``), when it is one."""
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    def __init__(self, message: str, hint: str | None = None, key: str | None = None) -> None:
         super().__init__(strip_terminal_codes(message))
         self.hint = hint
+        self.key = key
 
 
 # ---------------------------------------------------------------- exact numbers and quantization
 
+SQRT_BITS = 64  # sqrt(d_head) bracketed between k/2^64 and (k+1)/2^64: irrational errors bounded within 2^-60
+
+
+def bits_for(mantissa: int) -> int:
+    """The fewest bits p of a two's-complement range [-2^(p-1), 2^(p-1) - 1] that holds ``mantissa``."""
+    return max(2, (mantissa if mantissa >= 0 else -mantissa - 1).bit_length() + 1)
+
 
 @dataclass
 class _Quantizer:
-    """Rounds weights to the grid (or keeps them exact), remembering the largest rounding error."""
+    """Rounds weights to the grid (or keeps them exact), remembering the largest rounding error, exactly."""
 
     bits: int | None
     frac: int | None
+    largest_weight: Fraction  # max |w| over the whole state dict (for the hint when a weight overflows)
+    largest_weight_at: str
     count: int = 0
-    worst: Fraction = Fraction(-1)  # largest |rounded - weight| over weights with a rational value
+    worst: Fraction = Fraction(-1)  # largest |rounded - weight| (for a folded w/sqrt(d_head): an exact upper bound)
     worst_where: str = ""
-    worst_irrational: float = -1.0  # the same over folded w/sqrt(d_head) weights: shown as a float only
-    worst_irrational_where: str = ""
+    worst_exact: bool = True
+    widest: int = 0  # the largest |mantissa| seen, as bits_for
 
     def _limit(self, mantissa: int, where: str, value: object) -> None:
+        assert self.bits is not None and self.frac is not None
         bound = 1 << (self.bits - 1)
+        self.widest = max(self.widest, bits_for(mantissa))
         if not -bound <= mantissa <= bound - 1:
             lowest, highest = fmt(Fraction(-bound, 1 << self.frac)), fmt(Fraction(bound - 1, 1 << self.frac))
+            needed = bits_for(round(self.largest_weight * (1 << self.frac)))
             raise TorchImportError(
-                f"{where} = {fmt(Fraction(value))} is outside the {self.bits}-bit range "
-                f"[{lowest}, {highest}]"
-                " of quantize: raise bits or lower frac"
+                f"{where} = {fmt(Fraction(value))} is outside the {self.bits}-bit range "  # type: ignore[arg-type]
+                f"[{lowest}, {highest}] of quantize {{bits: {self.bits}, frac: {self.frac}}}",
+                f"the largest weight of the state dict, |{self.largest_weight_at}| = {float(self.largest_weight):.6g}, "
+                f"needs {needed} bits at frac {self.frac}: write quantize: {{bits: {needed}, frac: {self.frac}}} "
+                f"(and the arithmetic's bits to match), or lower frac",
+                key="quantize",
             )
+
+    def _record(self, error: Fraction, where: str, exact: bool) -> None:
+        self.count += 1
+        if error > self.worst:
+            self.worst, self.worst_where, self.worst_exact = error, where, exact
 
     def exact(self, value: float | Fraction, where: str) -> Fraction:
         """The weight itself (a float32 is exactly a dyadic rational), or its nearest grid point."""
@@ -112,9 +140,7 @@ class _Quantizer:
         mantissa = round(x * scale)  # nearest, ties to even
         self._limit(mantissa, where, value)
         q = Fraction(mantissa, scale)
-        self.count += 1
-        if abs(q - x) > self.worst:
-            self.worst, self.worst_where = abs(q - x), where
+        self._record(abs(q - x), where, True)
         return q
 
     def divided_by_sqrt(self, value: float, radicand: int, where: str) -> Fraction:
@@ -134,27 +160,74 @@ class _Quantizer:
         mantissa = m if x >= 0 else -m
         self._limit(mantissa, where, value)
         q = Fraction(mantissa, 1 << self.frac)
-        self.count += 1
-        error = abs(float(q) - value / math.sqrt(radicand))  # shown to the user only, never decided on
-        if error > self.worst_irrational:
-            self.worst_irrational, self.worst_irrational_where = error, where
+        # |q - value/sqrt(r)| is irrational: with sqrt(r) in [low, low + 2^-64] it lies between the errors at the
+        # two ends (the true quotient is between value/high and value/low), so the larger is an exact upper bound
+        low = Fraction(math.isqrt(radicand << (2 * SQRT_BITS)), 1 << SQRT_BITS)
+        high = low + Fraction(1, 1 << SQRT_BITS)
+        bound = max(abs(q - Fraction(value) / low), abs(q - Fraction(value) / high))
+        self._record(bound, where, bound == 0)
         return q
 
-    def note(self) -> str | None:
-        if self.frac is None or self.count == 0:
+    def summary(self) -> Quantization | None:
+        if self.frac is None or self.bits is None or self.count == 0:
             return None
-        if self.worst_irrational > self.worst:
-            largest = f"{self.worst_irrational:.6g} (of an irrational folded weight) at {self.worst_irrational_where}"
-        else:
-            largest = f"{float(self.worst):.6g} = {self.worst} at {self.worst_where}"
-        return (
-            f"quantize: rounded {self.count} weights to multiples of 2^-{self.frac} ({self.bits} bits); "
-            f"largest rounding error {largest}"
+        return Quantization(
+            bits=self.bits,
+            frac=self.frac,
+            weights=self.count,
+            largest_error=self.worst,
+            largest_error_at=self.worst_where,
+            error_exact=self.worst_exact,
+            largest_weight=self.largest_weight,
+            largest_weight_at=self.largest_weight_at,
+            bits_needed=self.widest,
         )
 
-    @property
-    def largest_error(self) -> float:
-        return max(float(self.worst), self.worst_irrational, 0.0)
+
+def _largest_weight(state: TorchState) -> tuple[Fraction, str]:
+    """max |w| over every floating-point tensor of the state dict, exactly, and where (``key[i][j]``)."""
+    best, where = Fraction(0), ""
+    for key in sorted(state, key=_natural):
+        tensor = state[key]
+        if not tensor.is_floating_point() or tensor.numel() == 0:
+            continue
+        flat = tensor.detach().reshape(-1).abs()
+        if not bool(torch.isfinite(flat).all()):
+            continue  # a non-finite weight is refused by name where the importer reads it
+        index = int(torch.argmax(flat))
+        value = Fraction(float(flat[index]))
+        if value > best:
+            position = ""
+            for size in reversed(tensor.shape):
+                index, at = divmod(index, size)
+                position = f"[{at}]{position}"
+            best, where = value, f"{key}{position}"
+    return best, where
+
+
+def _refuse_unreadable_tensors(state: TorchState) -> None:
+    """Weights are dense tensors with data: a sparse, meta or quantized tensor is refused by name (never read)."""
+    for key in sorted(state, key=_natural):
+        tensor = state[key]
+        if tensor.layout != torch.strided or tensor.is_meta or tensor.is_quantized or tensor.is_complex():
+            kind = "meta" if tensor.is_meta else "quantized" if tensor.is_quantized else str(tensor.layout)
+            kind = "complex" if tensor.is_complex() else kind
+            raise TorchImportError(
+                f"{key}: a {kind} tensor ({tensor.dtype}, {tuple(tensor.shape)}); the importer reads dense real "
+                "weights only",
+                'save the float weights: torch.save(model.state_dict(), "model.pt") of an unquantized model',
+                key="torch",
+            )
+
+
+def state_digest(state: TorchState) -> str:
+    """sha256 of the state dict: every key, dtype, shape and the tensor's bytes, in key order."""
+    digest = hashlib.sha256()
+    for key in sorted(state):
+        tensor = state[key].detach().cpu().contiguous()
+        digest.update(f"{key}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------- state dict layout
@@ -618,9 +691,26 @@ def _refuse_leftovers(state: TorchState, consumed: set[str], layers: list[_Layer
         )
 
 
+def _load_safetensors(path: Path) -> TorchState:
+    """A ``.safetensors`` state dict (``safetensors.torch.save_file``): a header and raw tensors, no code at all."""
+    from safetensors import SafetensorError, safe_open  # a dependency of the core (builders/files.py)
+
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            if ARCH_KEY in (handle.metadata() or {}):
+                raise TorchImportError(f"{path.name} is a verify-tf model file: load it with model: {{file: ...}}")
+            return {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118 - a handle, not a dict
+    except (SafetensorError, OSError) as exc:
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+        raise TorchImportError(f"cannot read {path.name} as safetensors: {first[:200]}") from None
+
+
 def load_state_dict(path: str | Path) -> TorchState:
-    """Tensors only: ``weights_only=True`` never unpickles objects (that could run code from the file)."""
+    """Tensors only: a ``.safetensors`` file, or ``torch.load(weights_only=True)``, which never unpickles objects
+    (that could run code from the file)."""
     name = Path(path).name
+    if Path(path).suffix.lower() == ".safetensors":
+        return _load_safetensors(Path(path))
     try:
         state = torch.load(Path(path), map_location="cpu", weights_only=True)
     except Exception as exc:  # a corrupt file or a pickled object weights_only refuses: say so plainly
@@ -652,10 +742,15 @@ def import_state_dict(
             "never approximates a component silently",
             "state activation: i-gelu to verify I-BERT's integer polynomial i-GELU in its place "
             "(the largest deviation from GELU over the domain is reported; docs/import.md)",
+            key="architecture.activation",
         )
+    _refuse_unreadable_tensors(state)
     state = _rename(state, architecture.get("names"))
+    digest = state_digest(state)  # under torch's names: the same float model whatever its modules were called
     heads = architecture["heads"]
-    quantizer = _Quantizer(quantize["bits"], quantize["frac"]) if quantize else _Quantizer(None, None)
+    largest, largest_at = _largest_weight(state)
+    bits, frac = (quantize["bits"], quantize["frac"]) if quantize else (None, None)
+    quantizer = _Quantizer(bits, frac, largest, largest_at)
     consumed: set[str] = set()
     layers = _layers(state)
     if not layers:
@@ -740,9 +835,9 @@ def import_state_dict(
         readout = tuple(Fraction(1 if c == 0 else 0) for c in range(d))
         notes.append("no readout.weight in the state dict: readout u = e1 (the first coordinate)")
     _refuse_leftovers(state, consumed, layers)
-    note = quantizer.note()
-    if note:
-        notes.insert(0, note)
+    quantization = quantizer.summary()
+    if quantization is not None:
+        notes.insert(0, quantization.describe())
     d_head = d // heads
     if d_head == 1:
         notes.append("d_head = 1: torch's logit scale 1/sqrt(d_head) is 1, nothing to fold")
@@ -771,7 +866,7 @@ def import_state_dict(
         f"heads: {heads} as stated (d_head = {d // heads}): a state dict does not record the head count, "
         "and a wrong one gives a different model (docs/import.md)"
     )
-    return Model(
+    model = Model(
         tokens=tokens,
         dim=d,
         blocks=tuple(blocks),
@@ -780,7 +875,10 @@ def import_state_dict(
         final_norm=final_norm,
         name=name,
         notes=tuple(notes),
+        runs_as=torch_runs_as(digest),
+        quantization=quantization,
     )
+    return replace(model, reading=torch_reading(model))
 
 
 def _readout(

@@ -22,7 +22,7 @@ TOOL = "verify_tf.crasp.interpreter; verify_tf.semantics (reference interpreter)
 
 def conclusion_checks(task: Task, statistics: dict) -> list[dict]:
     """Checks of a query-free conclusion, or a single ``ok: None`` record saying none applies."""
-    pair, language = statistics.get("pair"), getattr(task.options, "language", None)
+    pair, language = statistics.get("pair"), task.prop.language_file(task)
     if not pair or language is None or "depth" not in statistics:
         return [
             {

@@ -72,6 +72,37 @@ def listed_size(vocabulary: int, lengths: tuple[int, ...], order: str, distinct:
     return count
 
 
+def space_size(space: InputSpace) -> int:
+    """The space's size written independently of ``InputSpace.count``: by closed form, or from the language's
+    automaton counts for a language-restricted strings domain."""
+    if space.language is not None:
+        return language_sizes(space, listing=False)[0]
+    return closed_form_size(len(space.tokens), space.lengths, space.order, space.distinct)
+
+
+def language_sizes(space: InputSpace, listing: bool = True) -> tuple[int, int | None]:
+    """A language-restricted space's size from its automaton's counts, and counted one by one when small: by
+    testing every string of Σ^n for membership (independent of the counts and of the unranking), else by the
+    automaton's depth-first walk (None above ``BRUTE_FORCE_LIMIT``)."""
+    language = space.language
+    assert language is not None
+    if space.order == "constant":
+        size = sum(1 for n in space.lengths for a in language.alphabet if n > 0 and language.accepts((a,) * n))
+        return size, size
+    closed = sum(language.count(n) for n in space.lengths)
+    if not listing:
+        return closed, None
+    letters = len(language.alphabet)
+    if sum(letters**n for n in space.lengths) <= BRUTE_FORCE_LIMIT:
+        listed = sum(
+            1 for n in space.lengths for w in itertools.product(language.alphabet, repeat=n) if language.accepts(w)
+        )
+        return closed, listed
+    if closed <= BRUTE_FORCE_LIMIT:
+        return closed, sum(1 for n in space.lengths for _ in language.words(n))
+    return closed, None
+
+
 def sample_indices(size: int, seed: int) -> list[int]:
     if size <= SAMPLE:
         return list(range(size))
@@ -152,8 +183,11 @@ def exhaustive_evidence(task: Task, statistics: dict[str, Any], evidence: Eviden
     (``statistics``), the chunk digests it kept (``evidence``) combined again, a seeded sample re-evaluated."""
     space = space_of(task)
     vocabulary = len(space.tokens)
-    closed = closed_form_size(vocabulary, space.lengths, space.order, space.distinct)
-    listed = listed_size(vocabulary, space.lengths, space.order, space.distinct)
+    if space.language is not None:
+        closed, listed = language_sizes(space)
+    else:
+        closed = closed_form_size(vocabulary, space.lengths, space.order, space.distinct)
+        listed = listed_size(vocabulary, space.lengths, space.order, space.distinct)
     evaluated = statistics.get("inputs_checked", statistics.get("inputs_evaluated"))
     chunks: list[list[Any]] = [list(c) for c in evidence.chunks]
     covered = sum(b - a for a, b, _ in chunks)
@@ -209,7 +243,7 @@ def recheck_exhaustive(task: Task, record: dict) -> list[str]:
     problems = []
     space = space_of(task)
     count: dict = next((c for c in record["checks"] if c["check"].startswith("domain size")), {})
-    closed = closed_form_size(len(space.tokens), space.lengths, space.order, space.distinct)
+    closed = space_size(space)
     if count.get("closed_form") != closed or count.get("evaluated") != closed:
         problems.append(
             f"input count: the domain has {closed} inputs, the certificate says "

@@ -91,13 +91,14 @@ class _ProgressBars:
     "--export",
     "export_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="yang-lk-depth: write every trained model (state dict) and a spec that checks it, quantized, here.",
+    help="yang-lk-depth: write every trained model (state dict) and the specs that check it, quantized, here.",
 )
 @click.option(
     "--prove",
     is_flag=True,
-    help="yang-lk-depth: run the exported specs and add the quantized models' exact verdicts to the table "
-    "(exports to OUT/<spec>-models without --export).",
+    help="yang-lk-depth: run the exported specs and add the quantized models' exact verdicts (every word of L_k up "
+    "to 100; every string up to 100) to the table, the JSON and the plot (exports to OUT/<spec>-models without "
+    "--export).",
 )
 def experiment(
     spec: Path,
@@ -217,31 +218,40 @@ def _luo_table(result: dict[str, Any]) -> Table:
 
 
 def _yang_table(result: dict[str, Any]) -> Table:
+    """Accuracy per (L_k, depth); with --prove each cell adds the quantized model's two exact verdicts: on every
+    word of L_k up to N (the promise it was trained under) and on every string up to N (no promise)."""
     depths = result["table"]["depths"]
-    exact = any(cell for row in result["table"].get("exact_verdict") or [] for cell in row)
+    strings = result["table"].get("exact_verdict") or []
+    words = result["table"].get("words_verdict") or []
+    proved = any(cell for row in strings for cell in row) or any(cell for row in words for cell in row)
     table = Table(
         title=escape(result["title"])
         + "\n% exact match on the longer test strings, by depth"
-        + (" / the quantized model's exact verdict on every string up to N (least counterexample)" if exact else "")
+        + (
+            "\nthen the quantized model's exact verdicts: L_k: every word of L_k up to N (least failing word); "
+            "all: every string up to N (least counterexample)"
+            if proved
+            else ""
+        )
     )
     table.add_column("L_k", no_wrap=True)
     for depth in depths:
-        table.add_column(f"d={depth}", justify="right", no_wrap=True)
+        table.add_column(f"d={depth}", justify="right" if not proved else "left")
     table.add_column("C-RASP depth", justify="right")
     table.add_column("paper k−2", justify="right")
     table.add_column(f"first d ≥ {100 * result['solved_threshold']:.0f}%", justify="right")
-    verdicts = result["table"].get("exact_verdict")
-    proved = verdicts is not None and any(cell for row in verdicts for cell in row)
-    for k, row, exact in zip(
-        result["table"]["languages"], result["table"]["test_exact"], verdicts or [[None] * len(depths)] * 1000
+    empty = [[None] * len(depths)] * len(result["table"]["languages"])
+    for k, row, on_words, on_strings in zip(
+        result["table"]["languages"], result["table"]["test_exact"], words or empty, strings or empty
     ):
         stairs = result["staircase"][f"L{k}"]
         measured = stairs["smallest_depth_solved"]
         table.add_row(
             f"L{k}",
             *(
-                f"{100 * value:.0f}" + (f" / {escape(cell)}" if proved and cell else "")
-                for value, cell in zip(row, exact)
+                f"{100 * value:.0f}%"
+                + (f"\nL{k}: {escape(word or '—')}\nall: {escape(string or '—')}" if proved else "")
+                for value, word, string in zip(row, on_words, on_strings)
             ),
             str(stairs["crasp_program_depth"]),
             str(stairs["prediction_task_depth"]),

@@ -92,6 +92,7 @@ def verdict(
         evidence=evidence,
         reading=reading,
         as_run=as_run,
+        quantization=task.model.quantization.to_json() if task.model.quantization else None,
     )
 
 

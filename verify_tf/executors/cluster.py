@@ -37,6 +37,7 @@ import functools
 import hashlib
 import logging
 import math
+import multiprocessing.resource_tracker
 import pickle
 import shutil
 import signal
@@ -169,6 +170,21 @@ class VersionGuard(WorkerPlugin):
         if problem:
             worker.loop.add_callback(worker.close, nanny=True, reason=f"verify-tf refused this worker: {problem}")
             raise RuntimeError(f"verify-tf refused worker {worker.name!r} ({worker.address}): {problem}")
+
+
+class IgnoreSigint(WorkerPlugin):
+    """A local cluster's workers ignore SIGINT for their whole life: Ctrl-C (SIGINT to the terminal's process
+    group) is for verify-tf, which stops the run and ends them (docs/cli.md, "Interrupts"). Otherwise Dask's
+    worker process takes it (asyncio.Runner's SIGINT handler cancels the worker's event loop) and prints its own
+    KeyboardInterrupt traceback. Given to every worker at construction (``Worker(plugins=...)``), so that a
+    worker its nanny restarts has it too; it runs as the worker starts, in the worker process's main thread.
+    Until then the worker was born with SIGINT blocked (``connect``), so a SIGINT sent in between is pending,
+    and SIG_IGN discards it with every later one (signal(7))."""
+
+    name = "verify-tf-ignore-sigint"
+
+    def setup(self, worker: Any) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _describe_worker(expected: tuple[tuple[str, str], ...], dask_worker: Any = None) -> str:
@@ -644,9 +660,13 @@ def connect(
         try:
             # Dask's shared work space (dask-scratch-space, its lock files) goes into the scratch folder too, so
             # that nothing of the run is left in TMPDIR
-            # SIGINT blocked while the cluster starts: its event-loop thread, nannies and workers inherit the mask,
-            # so Ctrl-C (sent to the whole process group) reaches this process only, which stops the run and
-            # ends them (docs/cli.md, "Interrupts"), instead of each worker dying with a traceback of its own
+            # SIGINT blocked while the cluster starts: its event-loop thread, which spawns every worker process
+            # (restarts too), keeps the mask, and the workers are born with it until IgnoreSigint ignores it for
+            # good; Ctrl-C (sent to the whole process group) is for this process only, which stops the run and
+            # ends them (docs/cli.md, "Interrupts"). multiprocessing's resource tracker is started first: starting
+            # it unblocks SIGINT in the calling thread whatever the caller had blocked (CPython gh-110844, fixed
+            # by gh-127587 in later releases), which undid the mask of the event-loop thread before
+            multiprocessing.resource_tracker.ensure_running()
             blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
             with dask.config.set({**LOCAL_SETTINGS, "temporary-directory": scratch}), _restored_mask(blocked):
                 cluster = LocalCluster(
@@ -659,6 +679,7 @@ def connect(
                     local_directory=scratch,
                     security=_local_security(),
                     silence_logs=logging.CRITICAL,
+                    plugins={IgnoreSigint()},  # Worker(plugins=...), through the nanny
                 )  # problems are reported in verdicts
                 client = Client(cluster, timeout=timeout, set_as_default=False)
             return _prepare(

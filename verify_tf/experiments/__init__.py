@@ -3,6 +3,7 @@
 * :mod:`.modules` — small transformers with standard (+APE), RPE and URPE attention, IR-like parameter names;
 * :mod:`.exact_encoder` — LayerNorm-free encoders the torch importer maps exactly (docs/import.md);
 * :mod:`.spec` — the experiment spec format (``examples/experiments/*.yaml``), located errors;
+* :mod:`.training` — the training loop's checkpoint selection and the prefix labeller (yang, prefix-labels);
 * :mod:`.luo` — Luo et al. 2022: RPE cannot map constant inputs to positions, URPE can;
 * :mod:`.yang` — Yang, Cadilhac, Chiang 2025: accuracy by (language L_k, depth), the staircase;
 * :mod:`.runner` / :mod:`.cli` — ``verify-tf experiment SPEC``: JSON result and PNG plot.

@@ -25,15 +25,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.nn import functional
 
 from ..crasp import load_program, run_program
 from ..numbers import fmt
 from ..runner import Overrides, check_all
 from ..spec import load_spec
-from .common import Progress, run_seed, train
-from .modules import TinyTransformer
+from .common import Progress, run_seed
 from .spec import ExperimentSpec
+from .training import Labelled, train_prefix_labeller
 
 __all__ = [
     "check_spec_text",
@@ -76,20 +75,6 @@ def encode(
             labels[row, : len(word)] = torch.tensor([float(x) for x in run_program(program, word).output])
             mask[row, : len(word)] = True
     return tokens, labels, mask
-
-
-def _logits(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
-    return model(tokens)[:, 1:, 0]  # drop the BOS position
-
-
-def _scores(
-    model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor
-) -> tuple[float, float]:
-    """(exact match over strings, accuracy over positions)."""
-    correct = (_logits(model, tokens) > 0).float() == labels
-    exact = (correct | ~mask).all(dim=1).float().mean()
-    positions = (correct & mask).sum() / mask.sum()
-    return float(exact), float(positions)
 
 
 def check_spec_text(
@@ -140,63 +125,31 @@ def run_prefix_labels(
         "validation": sample_strings(alphabet, train_short, train_long, size, generator),
         "test": sample_strings(alphabet, test_short, test_long, size, generator),
     }
-    data: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+    data: dict[str, Labelled] = {}
     for name, batch in words.items():
         tokens_, labels_, mask_ = encode(batch, alphabet, program)
         data[name] = (tokens_.to(device), labels_.to(device), mask_.to(device))
     label = f"{program_path.name}, {settings['layers']} layer(s)"
-    seed_of_run = run_seed(seed, label)
-    torch.manual_seed(seed_of_run)
-    batches = torch.Generator().manual_seed(seed_of_run)
-    model = TinyTransformer(
-        vocab=len(alphabet) + 1,
-        width=settings["width"],
-        heads=settings["heads"],
-        layers=settings["layers"],
-        ffn_width=settings["ffn-width"],
-        outputs=1,
-        positional="none",
-        causal=True,
-        layernorm=settings["layernorm"],
-    ).to(device)
-    tokens, labels, mask = data["train"]
-    best: dict[str, Any] = {"validation_exact": -1.0}
-
-    def batch_loss(_step: int) -> torch.Tensor:
-        rows = torch.randint(len(tokens), (settings["batch"],), generator=batches).to(device)
-        losses = functional.binary_cross_entropy_with_logits(
-            _logits(model, tokens[rows]), labels[rows], reduction="none"
-        )
-        return losses[mask[rows]].mean()
-
-    def evaluate() -> dict[str, float]:
-        scores = {}
-        for name in ("validation", "test"):
-            exact, positions = _scores(model, *data[name])
-            scores[f"{name}_exact"], scores[f"{name}_positions"] = exact, positions
-        if scores["validation_exact"] >= best["validation_exact"]:  # ties: the latest checkpoint
-            best.update(scores, state={k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
-        return scores
-
     started = time.perf_counter()
-    history = train(
-        model,
-        steps=settings["steps"],
-        learning_rate=settings["learning-rate"],
-        batch_loss=batch_loss,
-        evaluate=evaluate,
-        eval_every=max(1, settings["steps"] // _EVALUATIONS),
+    trained = train_prefix_labeller(
+        data,
+        vocab=len(alphabet) + 1,
+        layers=settings["layers"],
+        settings=settings,
+        seed_of_run=run_seed(seed, label),
+        device=device,
+        evaluations=_EVALUATIONS,
         label=label,
         progress=progress,
     )
-    state = best.pop("state")
+    state = trained.state
     bias = Fraction(float(state["readout.bias"][0]))  # a float32 is exactly a dyadic rational
     body: dict[str, Any] = {
         "program": str(program_path),
         "alphabet": list(alphabet),
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "selected": best,
-        "history": history,
+        "parameters": trained.parameters,
+        "selected": trained.selected,
+        "history": trained.history,
         "training_seconds": time.perf_counter() - started,
         "threshold": str(-bias),
         "checks": [],

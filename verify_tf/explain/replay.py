@@ -139,6 +139,8 @@ def explain_verdict(spec, verdict: Verdict, expect: str | None = None) -> Explai
                 else ""
             )
         )
+    if spec.model.quantization is not None:  # the reading's weights are rounded floats: how far from the float ones
+        item.notes.append(spec.model.quantization.describe())
     roles = roles_of(counterexample)
     if not roles.names:
         item.notes.append(

@@ -317,6 +317,49 @@ class AlphabetTokens:
         return self.embedding[self.symbols.index(symbol)]
 
 
+@dataclass(frozen=True)
+class Quantization:
+    """How an importer rounded a float model's weights onto a fixed-point grid (docs/semantics.md, "Readings"):
+    the format, how many weights it rounded, the largest rounding error (exact; for a weight folded with an
+    irrational factor such as torch's 1/sqrt(d_head), an exact upper bound within 2^-60 of it) and where, and the
+    largest stored weight with the fewest bits whose range holds every rounded weight at this ``frac``."""
+
+    bits: int
+    frac: int
+    weights: int
+    largest_error: Fraction
+    largest_error_at: str
+    error_exact: bool  # False: largest_error is the exact upper bound of an irrational error
+    largest_weight: Fraction
+    largest_weight_at: str
+    bits_needed: int
+
+    def describe(self) -> str:
+        """One line for the notes, the verdict's explanation and the JUnit report."""
+        error = f"{'' if self.error_exact else '<= '}{float(self.largest_error):.6g} = {self.largest_error}"
+        return (
+            f"quantize {self.bits}.{self.frac}: largest rounding error {error} at {self.largest_error_at} "
+            f"(rounded {self.weights} weights to multiples of 2^-{self.frac}, nearest, ties to even: at most "
+            f"2^-{self.frac + 1} each); the rounded weights need {self.bits_needed} of the {self.bits} bits "
+            f"(largest |weight| {float(self.largest_weight):.6g} at {self.largest_weight_at})"
+        )
+
+    def to_json(self) -> dict[str, object]:
+        """Exact numbers as strings (as every verdict writes them), a float beside for reading."""
+        return {
+            "bits": self.bits,
+            "frac": self.frac,
+            "weights": self.weights,
+            "largest_error": str(self.largest_error),
+            "largest_error_float": float(self.largest_error),
+            "largest_error_exact": self.error_exact,
+            "largest_error_at": self.largest_error_at,
+            "largest_weight": str(self.largest_weight),
+            "largest_weight_at": self.largest_weight_at,
+            "bits_needed": self.bits_needed,
+        }
+
+
 Tokens = GridTokens | AlphabetTokens
 Token = Vector | str
 
@@ -339,6 +382,9 @@ class Model:
     runs_as: str = ""
     reading: str = ""  # what this IR computes of it, when runs_as is set ("hardmax, tracr's intended computation")
     float_source: str = ""
+    # an imported float model's weight rounding (the torch importer's ``quantize``): every verdict about the model
+    # carries it (``Verdict.quantization``); not part of the model's identity (a function of the source and format)
+    quantization: Quantization | None = field(default=None, compare=False)
 
     @property
     def float_reading(self) -> bool:

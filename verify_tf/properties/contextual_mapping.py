@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..contract import Inputs, QueryPlan, Task, Witness
+from ..contract import Inputs, QueryPlan, Task, Witness, closer_than
 from ..domain import Domain, GridDomain, format_input
 from ..ir import Model
 from ..numbers import fmt
@@ -55,7 +55,7 @@ class Options:
     exempt_permutations: bool = False
 
     def gap_violates(self, gap: Fraction) -> bool:
-        return gap == 0 if self.margin is None else gap < self.margin
+        return closer_than(gap, self.margin)
 
     def requirement(self) -> str:
         return "distinct" if self.margin is None else f"at least {fmt(self.margin)} apart"
@@ -138,9 +138,9 @@ class ContextualMapping(Property):
         sorted_ok = self.equivariant(task) and task.options.exempt_permutations
         return InputSpace(task.grid(), order="sorted" if sorted_ok else "all")
 
-    def too_close(self, task: Task, gap: Fraction) -> bool:
+    def least_gap(self, task: Task) -> Fraction | None:
         options: Options = task.options
-        return options.gap_violates(gap)
+        return options.margin
 
     def requirement(self, task: Task) -> str:
         options: Options = task.options

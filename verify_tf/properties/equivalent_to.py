@@ -97,6 +97,10 @@ class EquivalentTo(Property):
     def engines_for(self, options: Options) -> tuple[str, ...]:
         return engines_by_lengths(self.engines, options.lengths)
 
+    def other_models(self, task: Task) -> tuple[Model, ...]:
+        options: Options = task.options
+        return (options.model,)
+
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         other = options.model
         require_strings_for_every_length(domain, options.lengths)

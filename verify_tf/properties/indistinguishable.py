@@ -97,6 +97,10 @@ class Indistinguishable(Property):
     form = ARCHITECTURE
     needs_domain = False  # a pair needs none; a language search needs a strings domain (fit says so)
 
+    def language_file(self, task: Task) -> Path | None:
+        options: Options = task.options
+        return options.language
+
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         require(
             isinstance(model.tokens, AlphabetTokens),

@@ -43,15 +43,27 @@ def _witness_text(verdict: Verdict) -> str:
 def _message(verdict: Verdict, expect: str | None) -> str:
     counted = outcome(verdict, expect)
     cached = " (cached)" if verdict.cached else ""  # served from the proof cache: docs/ci.md
+    reading = f" ({verdict.stated_reading})" if verdict.stated_reading else ""  # docs/semantics.md, "Readings"
     if verdict.status == REFUTED and counted == REFUTED:
         summary = (verdict.counterexample or {}).get("summary") or verdict.detail
-        return f"refuted{cached}{f' (expected {expect})' if expect else ''}: {summary}"
+        return f"refuted{reading}{cached}{f' (expected {expect})' if expect else ''}: {summary}"
     if counted == REFUTED:  # proved, but the property expected refuted
         return f"expected {expect}, got {verdict.label}{cached}: {verdict.detail}"
     if verdict.status == UNKNOWN:
         tried = f" (tried: {'; '.join(verdict.tried)})" if verdict.tried else ""
-        return f"unknown: {verdict.detail}{tried}"
+        return f"unknown{reading}: {verdict.detail}{tried}"
     return f"{verdict.label}: {verdict.detail}"
+
+
+def _reading_properties(case: ET.Element, verdict: Verdict) -> None:
+    """The reading and an imported model's weight rounding, as the test case's properties (only when stated)."""
+    items = {"reading": verdict.stated_reading} if verdict.stated_reading else {}
+    for key, value in (verdict.quantization or {}).items():
+        items[f"quantization.{key}"] = str(value)
+    if items:
+        properties = ET.SubElement(case, "properties")
+        for name, value in items.items():
+            ET.SubElement(properties, "property", name=name, value=value)
 
 
 def junit_xml(verdicts: Sequence[Verdict], expectations: Sequence[str | None], unknown_as: str = "skipped") -> str:
@@ -75,6 +87,7 @@ def junit_xml(verdicts: Sequence[Verdict], expectations: Sequence[str | None], u
                 classname=_classname(spec),
                 time=f"{verdict.seconds:.3f}",
             )
+            _reading_properties(case, verdict)
             counts["tests"] += 1
             suite_time += verdict.seconds
             counted = outcome(verdict, expect)

@@ -104,7 +104,7 @@ def _too_close(margin: Fraction | None, gap: int, den: int) -> bool:
 
 def check_distinct(task: Task, run: Run, limits: Limits) -> Verdict:
     space = task.prop.input_space(task)
-    margin: Fraction | None = getattr(task.options, "margin", None)
+    margin = task.prop.least_gap(task)
     cubes = leaves_of(space, limits.enumerate_at, run.deadline)
     statistics = {
         "leaves": len(cubes),

@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 
 from ...contract import DISTINCT_VALUES, HOLDS, OPEN, VIOLATED, Task, Witness
-from ...ir import Model
 from ...semantics import Fixed
 from ...spaces import InputSpace
 from ...verdict import Evidence, Verdict
@@ -286,8 +285,7 @@ def _round(
 
 def _refusal(task: Task) -> str | None:
     """Why neither the bounds nor the interpreter can evaluate the task's models (exact LayerNorm), or None."""
-    other = getattr(task.options, "model", None)  # a property comparing with another model (equivalent-to)
-    models = [task.model, *([other] if isinstance(other, Model) else [])]
+    models = [task.model, *task.prop.other_models(task)]
     if not isinstance(task.arithmetic, Fixed) and any(next(m.norms(), None) is not None for m in models):
         return "LayerNorm is defined in fixed arithmetic only (an irrational square root in exact arithmetic)"
     return None
