@@ -125,7 +125,7 @@ def check(
 ) -> Verdict:
     """Check property ``name`` of ``model`` over ``domain`` with ``engine`` within ``timeout`` seconds."""
     task = make_task(model, arithmetic, domain, name, options, **settings)
-    engines = supported_engines(task.prop, task.options)
+    engines = supported_engines(task.prop, task.options, task.domain)  # a language domain keeps fewer
     if engine != "auto" and engine not in engines:
         raise SpecError(f"{name} does not support engine {engine!r}", hint=f"it supports: {', '.join(engines)}")
     run = Run(executor or InProcess(), Deadline(timeout), progress or no_progress)

@@ -29,6 +29,7 @@ import numpy as np
 from .domain import Domain, GridDomain, StringDomain
 from .ir import Model, Token, Vector
 from .ir.plain import model_to_dict
+from .regular import Language
 from .schema.dsl import Obj
 from .semantics import Arithmetic, Trace
 from .spaces import InputSpace
@@ -192,6 +193,10 @@ class CountingGoal:
     positions: tuple[int, ...] | None = None
     empty_checked: bool = False
     least: str = "string"
+    # only the words of this regular language (``StringDomain.language``): the exploration follows the prefixes
+    # of its words up to ``max_length`` (``least: prefix``: each checked, the witness the least failing word) or
+    # checks the words themselves (``least: string``); None: every string
+    language: Language | None = None
 
     def checked(self, length: int) -> set[int]:
         """The prefix lengths a string of ``length`` letters constrains."""
@@ -265,6 +270,7 @@ class Induction:
 
     lengths: tuple[int, ...]
     any_depth: bool = False
+    notes: Any = None  # the property's own notes, handed back with the request to ``conclude``
 
 
 @dataclass(frozen=True)
@@ -393,6 +399,9 @@ class Property:
     engines: tuple[str, ...] = ()  # supported engines, the preferred exhaustive one first
     form: str = EACH_INPUT
     needs_domain: bool = True
+    # whether it reads a strings domain only through ``input_space`` (and its own order), so that a domain
+    # restricted to a regular language (``StringDomain.language``) means what it says; others refuse such a domain
+    language_domains: bool = False
     witness_measure: str | None = None  # a claim about a measure's extreme: refuted at the extreme input
     evaluations_per_input: int = 1  # model evaluations per input (auto's cost model)
 
@@ -451,6 +460,19 @@ class Property:
         """Evaluate ``tokens`` on the reference interpreter; the witness when they violate the claim (every
         refutation of an each-input property is replayed through this)."""
         raise self._missing("violation")
+
+    def certified_outputs(self, task: Task, rows: Array) -> tuple[Array, int] | None:
+        """What an exhaustive proof's certificate digests for each of ``rows`` (one row per input), as integers
+        over a common denominator, when the model's readout is not what the proof is about (``rasp-equivalence``
+        in tracr's float reading: the enclosure of the float32 model's output coordinates). None: the readout
+        (evaluated by the batched evaluator and, on the sample, by the reference interpreter)."""
+        return None
+
+    def certified_check(self, task: Task, tokens: Inputs) -> str | None:
+        """A certificate's re-check of the claim on one sampled input: what is wrong there, or None. Default: the
+        reference interpreter's ``violation``; a property whose ``certified_outputs`` read the model another way
+        re-checks the claim in that reading."""
+        return None if self.violation(task, tokens) is None else "the interpreter finds a violation"
 
     def measure(self, task: Task, tokens: Inputs) -> dict[str, Fraction]:
         """Named exact measures of one input whose extremes the verdict reports (interpret)."""

@@ -3,7 +3,9 @@
 ``GridDomain``: sequences of ``length`` tokens, each token a point of the grid {lo, lo+step, ..., hi}^dim
 (Yun et al.'s G_delta is lo=0, hi=1-delta, step=delta); ``distinct_tokens`` restricts to sequences with no
 repeated token (Yun's G~_delta). ``StringDomain``: every string over an alphabet with a length in
-[min_length, max_length] (BOS, if the model has one, is added by the model, not by the domain).
+[min_length, max_length] (BOS, if the model has one, is added by the model, not by the domain), or, with a
+``language`` (``verify_tf.regular``), only the words of that regular language: counted and enumerated from its
+automaton, never by filtering Σ^n.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from fractions import Fraction
 from typing import Protocol
 
 from .ir import Token, Vector
+from .regular import Language
 
 # Input limits (docs/cli.md, "Input limits"): the loader checks them by formula before it lists anything.
 MAX_LENGTH = 4096  # positions of an input (grid length, a string domain's max-length)
@@ -98,6 +101,7 @@ class StringDomain:
     alphabet: tuple[str, ...]
     min_length: int
     max_length: int
+    language: Language | None = None  # only the words of this regular language (None: every string)
 
     @property
     def tokens(self) -> list[str]:
@@ -107,22 +111,39 @@ class StringDomain:
     def lengths(self) -> tuple[int, ...]:
         return tuple(range(self.min_length, self.max_length + 1))
 
+    def count(self, length: int) -> int:
+        """The inputs of one length: |Σ|^n, or the language's words of length n (from its automaton)."""
+        if self.language is not None:
+            return self.language.count(length)
+        return len(self.alphabet) ** length
+
     def size(self) -> int:
-        return sum(len(self.alphabet) ** n for n in self.lengths)
+        return sum(self.count(n) for n in self.lengths)
 
     def inputs(self) -> Iterator[tuple[str, ...]]:
         for n in self.lengths:
-            yield from itertools.product(self.alphabet, repeat=n)
+            if self.language is not None:
+                yield from self.language.words(n)
+            else:
+                yield from itertools.product(self.alphabet, repeat=n)
 
     def constant_inputs(self) -> Iterator[tuple[str, ...]]:
-        """(a, ..., a) for every symbol and every length in range (the empty string is not an input)."""
+        """(a, ..., a) for every symbol and every length in range (the empty string is not an input); with a
+        language, those that are its words."""
         for n in self.lengths:
             if n == 0:
                 continue
             for a in self.alphabet:
-                yield (a,) * n
+                if self.language is None or self.language.accepts((a,) * n):
+                    yield (a,) * n
 
     def describe(self) -> str:
+        if self.language is not None:
+            start = "" if self.min_length == 1 else f" from length {self.min_length}"
+            return (
+                f"words of {self.language.regex} over {{{', '.join(self.alphabet)}}} up to length "
+                f"{self.max_length}{start}"
+            )
         return f"strings over {{{', '.join(self.alphabet)}}} of length {self.min_length}..{self.max_length}"
 
 

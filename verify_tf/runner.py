@@ -29,7 +29,7 @@ from .builders.torch_reading import with_arithmetic
 from .cache import key_material, key_of, served_from_cache
 from .contract import DEFAULT_SAMPLES, Settings, Task
 from .domain import Domain
-from .engines import load as load_engine
+from .engines import for_domain, load as load_engine
 from .engines.base import ProgressEvent, Run, no_progress
 from .executors import InProcess, ProcessPool
 from .ir import Model
@@ -233,9 +233,19 @@ def run_engine(
 ) -> Verdict:
     """Run one engine, or for ``auto`` the falsification pass and then the engine the cost model picks among
     ``engines`` (default: the property's, for its options)."""
+    language = getattr(task.domain, "language", None)
+    if language is not None and not task.prop.language_domains:  # the loader refuses it too, located
+        raise ValueError(f"{task.prop.name!r} does not support a domain restricted to a language ({language.regex})")
     if engine != "auto":
+        if language is not None and not load_engine(engine).language_domains:
+            raise ValueError(
+                f"engine {engine!r} on {task.prop.name!r} would check every string, not the words of "
+                f"{language.regex} (docs/semantics.md, Domains)"
+            )
         return load_engine(engine).check(task, run)
-    return auto.run(task, run, engines or supported_engines(task.prop, task.options), cache_dir)
+    return auto.run(
+        task, run, for_domain(engines or supported_engines(task.prop, task.options), task.domain), cache_dir
+    )
 
 
 def interrupted_verdict(spec: Spec, prop: PropertySpec, overrides: Overrides, stopped: Verdict | None) -> Verdict:

@@ -7,8 +7,9 @@ enough for exactly permutation-equivariant models, up to n! fewer), or the const
 (grid points in product order, or alphabet symbols).
 
 Unranking is vectorised (mixed radix; factorial base for distinct tokens; the combinatorial number system with
-a binary search for sorted rows), so any chunk of any space is produced directly: memory stays bounded by the
-chunk, and chunks are independent work units.
+a binary search for sorted rows; a language's automaton counts for a strings domain restricted to a regular
+language), so any chunk of any space is produced directly: memory stays bounded by the chunk, and chunks are
+independent work units.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .domain import Domain, GridDomain, format_input
+from .domain import Domain, GridDomain, StringDomain, format_input
 from .ir import Token
+from .regular import Language
 
 ORDERS = ("all", "sorted", "constant")
 LIMIT = 1 << 62  # ranks and counts must fit int64 with a margin
@@ -81,15 +83,46 @@ class InputSpace:
         return isinstance(self.domain, GridDomain) and self.domain.distinct_tokens
 
     @property
+    def language(self) -> Language | None:
+        """The regular language a strings domain is restricted to (its words are numbered by its automaton)."""
+        return self.domain.language if isinstance(self.domain, StringDomain) else None
+
+    def _count(self, length: int) -> int:
+        language = self.language
+        if language is None:
+            return segment_count(len(self.domain.tokens), length, distinct=self.distinct, order=self.order)
+        if self.order == "all":
+            return language.count(length)
+        if self.order == "constant":
+            return len(self._constant_letters(length))
+        raise ValueError("sorted representatives of a language-restricted domain are not defined")
+
+    def _constant_letters(self, length: int) -> list[int]:
+        """The letters a with a^length a word of the language (a list of |Σ| checks, nothing enumerated)."""
+        language = self.language
+        assert language is not None
+        if length == 0:
+            return []
+        return [i for i, a in enumerate(language.alphabet) if language.accepts((a,) * length)]
+
+    def _unrank(self, length: int, ranks: np.ndarray) -> np.ndarray:
+        language = self.language
+        if language is None:
+            return unrank(len(self.domain.tokens), length, ranks, distinct=self.distinct, order=self.order)
+        if self.order == "constant":
+            letters = np.array(self._constant_letters(length), dtype=np.int64)
+            return np.repeat(letters[ranks][:, None], length, axis=1)
+        return language.unrank(length, ranks)
+
+    @property
     def lengths(self) -> tuple[int, ...]:
         lengths = self.domain.lengths
         return lengths if self.only_lengths is None else tuple(n for n in lengths if n in self.only_lengths)
 
     def segments(self) -> list[Segment]:
-        vocabulary = len(self.domain.tokens)
         out, offset = [], 0
         for length in self.lengths:
-            count = segment_count(vocabulary, length, distinct=self.distinct, order=self.order)
+            count = self._count(length)
             out.append(Segment(length, offset, count))
             offset += count
         return out
@@ -107,14 +140,13 @@ class InputSpace:
                 f"a space of {total} inputs cannot be numbered in int64 (and is far too large to enumerate)"
             )
         stop = total if stop is None else min(stop, total)
-        vocabulary = len(self.domain.tokens)
         for segment in self.segments():
             a = max(start, segment.offset)
             b = min(stop, segment.offset + segment.count)
             while a < b:
                 c = min(b, a + size)
                 ranks = np.arange(a - segment.offset, c - segment.offset, dtype=np.int64)
-                yield Chunk(a, c, unrank(vocabulary, segment.length, ranks, distinct=self.distinct, order=self.order))
+                yield Chunk(a, c, self._unrank(segment.length, ranks))
                 a = c
 
     def rows(self, start: int, stop: int) -> list[np.ndarray]:

@@ -26,10 +26,13 @@ from __future__ import annotations
 import random
 from fractions import Fraction
 
+from ..contract import CountingGoal
+from ..domain import StringDomain
 from ..engines.base import Task
 from ..engines.counting.joint import Joint
 from ..engines.scan import fractions_digest
 from ..semantics import evaluate
+from ..spaces import InputSpace
 
 SAMPLE = 1000  # strings of length N re-evaluated on the interpreter (all of them when there are fewer)
 VIOLATION_SAMPLE = 50  # of which the property's own check is re-run on this many
@@ -41,6 +44,46 @@ def sample_words(alphabet: list[str], length: int, seed: int) -> list[tuple[str,
     rng = random.Random(f"verify-tf counting certificate {seed}")
     indices = range(size) if size <= SAMPLE else sorted(_distinct(rng, size))
     return [_word(index, alphabet, length) for index in indices]
+
+
+def closed_counts(goal: CountingGoal, length: int) -> list[int]:
+    """Per length n = 0..length, the strings an exploration stands for: |Σ|^n, or with a language the prefixes of
+    length n of its words of the domain's lengths (forward counts of the automaton times its backward counts: a
+    closed form independent of the exploration)."""
+    language = goal.language
+    if language is None:
+        return [len(goal.alphabet) ** n for n in range(length + 1)]
+    backward = language.counts(goal.max_length)
+    forward = [1] + [0] * (len(language.delta) - 1)
+    found = []
+    for n in range(length + 1):
+        found.append(
+            sum(
+                forward[q]
+                for q in range(len(forward))
+                if any(backward[m][q] for m in range(max(0, goal.min_length - n), goal.max_length - n + 1))
+            )
+        )
+        step = [0] * len(forward)
+        for q, ways in enumerate(forward):
+            for target in language.delta[q]:
+                if target >= 0:
+                    step[target] += ways
+        forward = step
+    return found
+
+
+def sample_for(goal: CountingGoal, length: int, seed: int) -> list[tuple[str, ...]]:
+    """The certificate's sample: strings of ``length`` (``sample_words``), or with a language up to SAMPLE of its
+    words of the domain's lengths (seeded ranks, unranked from the automaton)."""
+    language = goal.language
+    if language is None:
+        return sample_words(list(goal.alphabet), length, seed)
+    space = InputSpace(StringDomain(goal.alphabet, goal.min_length, min(length, goal.max_length), language))
+    size = space.count()
+    rng = random.Random(f"verify-tf counting certificate {seed}")
+    indices = range(size) if size <= SAMPLE else sorted(_distinct(rng, size))
+    return [tuple(str(letter) for letter in space.decode(space.rows(i, i + 1)[0][0])) for i in indices]
 
 
 def _distinct(rng: random.Random, size: int) -> set[int]:
@@ -68,6 +111,8 @@ def _evaluate_sample(task: Task, words: list[tuple[str, ...]]) -> tuple[list[lis
         readout = list(evaluate(task.model, task.arithmetic, word).readout)
         outputs.append(readout)
         checked = goal.checked(len(word))
+        if goal.language is not None and goal.least != "prefix":  # only the words themselves are claimed
+            checked &= {len(word)}
         state, ours, theirs = joint.start()
         mine = [] if ours is None else [ours.readout]
         decisions_agree = 0 not in checked or not task.prop.prefix_violates(task, ours, theirs)
@@ -87,9 +132,10 @@ def _evaluate_sample(task: Task, words: list[tuple[str, ...]]) -> tuple[list[lis
 
 
 def counting_evidence(task: Task, covered: dict, seed: int) -> dict:
-    alphabet, length = covered["alphabet"], covered["max_length"]
-    closed = [len(alphabet) ** n for n in range(length + 1)]
-    words = sample_words(alphabet, length, seed)
+    length = covered["max_length"]
+    goal = task.prop.counting_goal(task)
+    closed = closed_counts(goal, length)
+    words = sample_for(goal, length, seed)
     outputs, problems = _evaluate_sample(task, words)
     checks = [
         {
@@ -122,6 +168,9 @@ def covered_record(covered: dict) -> dict:
     """What a certificate says its exploration covered: the alphabet, the lengths 0..max_length, and with
     ``closed_at`` that the states repeat from there on (a proof about every longer length, or every length)."""
     found = {"alphabet": covered["alphabet"], "max_length": covered["max_length"]}
+    if covered.get("language") is not None:
+        found["language"] = covered["language"]
+        found["language_sha256"] = covered.get("language_sha256")
     if covered.get("closed_at") is not None:
         found["closed_at"] = covered["closed_at"]
     return found
@@ -143,12 +192,16 @@ def recheck_counting(task: Task, record: dict) -> list[str]:
             f"the certificate covers {covered}, the spec asks lengths up to {goal.max_length} over "
             f"{list(goal.alphabet)}"
         )
+    if goal.language is not None and covered.get("language_sha256") != goal.language.digest():
+        problems.append(f"the certificate does not cover the words of {goal.language.regex}")
+    elif goal.language is None and covered.get("language") is not None:
+        problems.append(f"the certificate covers only the words of {covered['language']}, the spec every string")
     count: dict = next((c for c in record.get("checks", []) if c["check"] == "strings counted two ways"), {})
-    closed = [len(goal.alphabet) ** n for n in range(length + 1)]
+    closed = closed_counts(goal, length)
     if count.get("closed_form") != closed or count.get("explored") != closed:
-        problems.append("strings counted two ways: the exploration's count is not |Σ|^n at every length")
+        problems.append("strings counted two ways: the exploration's count is not the closed form at every length")
     sample: dict = next((c for c in record.get("checks", []) if c["check"].startswith("seeded sample")), {})
-    words = sample_words(list(goal.alphabet), length, sample.get("seed", 0))
+    words = sample_for(goal, length, sample.get("seed", 0))
     if len(words) != sample.get("sample_size"):
         problems.append("sample size differs")
     outputs, found = _evaluate_sample(task, words)

@@ -72,6 +72,37 @@ def listed_size(vocabulary: int, lengths: tuple[int, ...], order: str, distinct:
     return count
 
 
+def space_size(space: InputSpace) -> int:
+    """The space's size written independently of ``InputSpace.count``: by closed form, or from the language's
+    automaton counts for a language-restricted strings domain."""
+    if space.language is not None:
+        return language_sizes(space, listing=False)[0]
+    return closed_form_size(len(space.tokens), space.lengths, space.order, space.distinct)
+
+
+def language_sizes(space: InputSpace, listing: bool = True) -> tuple[int, int | None]:
+    """A language-restricted space's size from its automaton's counts, and counted one by one when small: by
+    testing every string of Σ^n for membership (independent of the counts and of the unranking), else by the
+    automaton's depth-first walk (None above ``BRUTE_FORCE_LIMIT``)."""
+    language = space.language
+    assert language is not None
+    if space.order == "constant":
+        size = sum(1 for n in space.lengths for a in language.alphabet if n > 0 and language.accepts((a,) * n))
+        return size, size
+    closed = sum(language.count(n) for n in space.lengths)
+    if not listing:
+        return closed, None
+    letters = len(language.alphabet)
+    if sum(letters**n for n in space.lengths) <= BRUTE_FORCE_LIMIT:
+        listed = sum(
+            1 for n in space.lengths for w in itertools.product(language.alphabet, repeat=n) if language.accepts(w)
+        )
+        return closed, listed
+    if closed <= BRUTE_FORCE_LIMIT:
+        return closed, sum(1 for n in space.lengths for _ in language.words(n))
+    return closed, None
+
+
 def sample_indices(size: int, seed: int) -> list[int]:
     if size <= SAMPLE:
         return list(range(size))
@@ -102,10 +133,34 @@ def chunk_digest(task: Task, start: int, stop: int) -> str:
     return fractions_digest(outputs)
 
 
+def own_outputs(task: Task, rows: Any) -> list[list[Fraction]] | None:
+    """The property's certified outputs for token-index ``rows`` (``certified_outputs``), or None: the readout."""
+    own = task.prop.certified_outputs(task, rows)
+    if own is None:
+        return None
+    numerators, den = own
+    return [[Fraction(int(v), den) for v in line] for line in numerators]
+
+
+def own_reading(task: Task, rows: list[tuple]) -> str | None:
+    """The reading the property's certified outputs are about (``Property.reading``), or None when the
+    certificate digests the readout."""
+    import numpy as np
+
+    if not rows or task.prop.form == DISTINCT_VALUES:
+        return None
+    if task.prop.certified_outputs(task, np.array([rows[0]], dtype=np.int64).reshape(1, len(rows[0]))) is None:
+        return None
+    return task.prop.reading(task)[0] or "its own"
+
+
 def reevaluate(task: Task, indices: list[int]) -> tuple[list[list[Fraction]], list[int], list[tuple]]:
-    """The interpreter's outputs at ``indices`` (the property's values for distinct-values properties, else
-    the readout), and the indices (of ``VIOLATION_SAMPLE`` spread over them) where the property's own
-    interpreter check finds a violation."""
+    """The outputs at ``indices`` one input at a time (the property's values for distinct-values properties,
+    its certified outputs when it has its own reading of the model, else the interpreter's readout), and the
+    indices (of ``VIOLATION_SAMPLE`` spread over them) where the property's re-check (``certified_check``: by
+    default its interpreter check) finds the claim broken."""
+    import numpy as np
+
     space = space_of(task)
     distinct = task.prop.form == DISTINCT_VALUES
     outputs, violations, rows = [], [], []
@@ -114,8 +169,9 @@ def reevaluate(task: Task, indices: list[int]) -> tuple[list[list[Fraction]], li
         row = space.rows(index, index + 1)[0][0]
         tokens = space.decode(row)
         rows.append(tuple(int(t) for t in row))
-        outputs.append(interpreter_outputs(task, tokens))
-        if not distinct and index in spread and task.prop.violation(task, tokens) is not None:
+        own = None if distinct else own_outputs(task, np.array([row], dtype=np.int64).reshape(1, len(row)))
+        outputs.append(own[0] if own is not None else interpreter_outputs(task, tokens))
+        if not distinct and index in spread and task.prop.certified_check(task, tokens) is not None:
             violations.append(index)
     return outputs, violations, rows
 
@@ -135,6 +191,11 @@ def batched_outputs(task: Task, rows: list[tuple]) -> list[list[Fraction]] | str
         slots: dict[int, list[Fraction]] = {}
         for length, ks in by_length.items():
             array = np.array([rows[k] for k in ks], dtype=np.int64).reshape(len(ks), length)
+            own = None if task.prop.form == DISTINCT_VALUES else own_outputs(task, array)
+            if own is not None:
+                for k, line in zip(ks, own):
+                    slots[k] = line
+                continue
             if task.prop.form == DISTINCT_VALUES:
                 numerators, den = task.prop.batched_values(task, evaluators, array)
             else:
@@ -152,8 +213,11 @@ def exhaustive_evidence(task: Task, statistics: dict[str, Any], evidence: Eviden
     (``statistics``), the chunk digests it kept (``evidence``) combined again, a seeded sample re-evaluated."""
     space = space_of(task)
     vocabulary = len(space.tokens)
-    closed = closed_form_size(vocabulary, space.lengths, space.order, space.distinct)
-    listed = listed_size(vocabulary, space.lengths, space.order, space.distinct)
+    if space.language is not None:
+        closed, listed = language_sizes(space)
+    else:
+        closed = closed_form_size(vocabulary, space.lengths, space.order, space.distinct)
+        listed = listed_size(vocabulary, space.lengths, space.order, space.distinct)
     evaluated = statistics.get("inputs_checked", statistics.get("inputs_evaluated"))
     chunks: list[list[Any]] = [list(c) for c in evidence.chunks]
     covered = sum(b - a for a, b, _ in chunks)
@@ -164,6 +228,7 @@ def exhaustive_evidence(task: Task, statistics: dict[str, Any], evidence: Eviden
     outputs, violations, rows = reevaluate(task, indices)
     batched = batched_outputs(task, rows)
     mismatches = [indices[k] for k in range(len(rows)) if not isinstance(batched, str) and batched[k] != outputs[k]]
+    reading = own_reading(task, rows)
     checks = [
         {
             "check": "domain size two ways vs inputs evaluated",
@@ -182,8 +247,11 @@ def exhaustive_evidence(task: Task, statistics: dict[str, Any], evidence: Eviden
             "note": "" if digest_ok else "the chunk digests do not cover the space or do not combine to the digest",
         },
         {
-            "check": f"seeded sample of {len(indices)} inputs re-evaluated on the reference interpreter",
-            "tool": "verify_tf.semantics (reference interpreter)",
+            "check": f"seeded sample of {len(indices)} inputs re-evaluated "
+            + (f"one at a time in the property's reading ({reading})" if reading else "on the reference interpreter"),
+            "tool": "the property's certified outputs and check"
+            if reading
+            else "verify_tf.semantics (reference interpreter)",
             "ok": not violations and not mismatches,
             "seed": seed,
             "sample_size": len(indices),
@@ -198,7 +266,9 @@ def exhaustive_evidence(task: Task, statistics: dict[str, Any], evidence: Eviden
     return {
         "kind": "exhaustive",
         "space": space.describe(),
-        "outputs": "property values" if task.prop.form == DISTINCT_VALUES else "readout",
+        "outputs": "property values"
+        if task.prop.form == DISTINCT_VALUES
+        else (f"the property's certified outputs ({reading})" if reading else "readout"),
         "chunks": chunks,
         "checks": checks,
     }
@@ -209,7 +279,7 @@ def recheck_exhaustive(task: Task, record: dict) -> list[str]:
     problems = []
     space = space_of(task)
     count: dict = next((c for c in record["checks"] if c["check"].startswith("domain size")), {})
-    closed = closed_form_size(len(space.tokens), space.lengths, space.order, space.distinct)
+    closed = space_size(space)
     if count.get("closed_form") != closed or count.get("evaluated") != closed:
         problems.append(
             f"input count: the domain has {closed} inputs, the certificate says "

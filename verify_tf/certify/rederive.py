@@ -31,7 +31,7 @@ from ..engines.base import Run, Task
 from ..verdict import PROVED, UNKNOWN, Verdict
 from ..work import Deadline, Executor
 from .counting import covered_record
-from .exhaustive import chunk_digest, closed_form_size, space_of
+from .exhaustive import chunk_digest, space_of, space_size
 from .smt import sha256
 
 
@@ -43,8 +43,9 @@ def space_record(task: Task) -> dict[str, Any]:
         "lengths": list(space.lengths),
         "vocabulary": len(space.tokens),
         "distinct": space.distinct,
-        "size": closed_form_size(len(space.tokens), space.lengths, space.order, space.distinct),
+        "size": space_size(space),
         "description": space.describe(),
+        **({"language": space.language.regex, "language_sha256": space.language.digest()} if space.language else {}),
     }
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..engines.base import Task
 from ..engines.scan import fractions_digest
-from .exhaustive import closed_form_size, reevaluate, sample_indices, space_of
+from .exhaustive import reevaluate, sample_indices, space_of, space_size
 
 BOUNDS_TRUSTED = (
     "cubes closed by bounds (verify_tf.linear's forms, or verify_tf.bounds' intervals) are not re-checked "
@@ -24,7 +24,7 @@ BOUNDS_TRUSTED = (
 
 def split_evidence(task: Task, statistics: dict[str, Any], seed: int) -> dict:
     space = space_of(task)
-    size = closed_form_size(len(space.tokens), space.lengths, space.order, space.distinct)
+    size = space_size(space)
     closed, total = statistics.get("closed_inputs"), statistics.get("domain_inputs")
     indices = sample_indices(size, seed)
     outputs, violations, _ = reevaluate(task, indices)
@@ -65,7 +65,7 @@ def recheck_split(task: Task, record: dict) -> list[str]:
     """Audit: recount the domain and re-evaluate the sample on the interpreter."""
     problems = []
     space = space_of(task)
-    size = closed_form_size(len(space.tokens), space.lengths, space.order, space.distinct)
+    size = space_size(space)
     cover: dict = next((c for c in record["checks"] if c["check"].startswith("closed cubes")), {})
     if not (cover.get("closed_inputs") == cover.get("domain_inputs") == size):
         problems.append(f"the closed cubes hold {cover.get('closed_inputs')} inputs, the domain {size}")

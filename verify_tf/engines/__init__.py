@@ -10,7 +10,10 @@ An engine is a package ``verify_tf/engines/<name>/`` whose ``__init__.py`` is it
   driver fills the proof's ``verdict.Evidence`` under ``--certify``, ``verify_tf.certify`` writes it, and audit
   refuses a certificate of another kind for this engine), and ``derive_queries(task, deadline)``, the queries
   a proof asks derived without solving them (for audit; an engine with query evidence and no such hook is run
-  again to re-derive them).
+  again to re-derive them);
+* optionally ``LANGUAGE_DOMAINS = True``: it reads a strings domain only through the property's input space
+  (``spaces.InputSpace``), so it honours a domain restricted to a regular language (``regular``); every other
+  engine is refused for such a domain with an input error, never run over Σ^n.
 
 Dropping such a folder here is all it takes: spec validation, ``--engine``, ``auto``'s candidates and the
 import contract that keeps engines independent all derive from ``names()`` (docs/architecture.md, "Add an
@@ -49,6 +52,7 @@ class Engine:
     predict: Callable[[Task, Estimate], Prediction] | None = None
     certificates: tuple[str, ...] = ()  # the kinds of certificate its proofs get; none: its proofs get none
     derive_queries: Callable[[Task, Deadline], list[tuple[str, str]]] | None = None  # (name, SMT-LIB text)
+    language_domains: bool = False  # honours a strings domain restricted to a regular language
 
 
 class NotAnEngine(ImportError):
@@ -76,4 +80,20 @@ def load(name: str) -> Engine:
     certificates = tuple(getattr(card, "CERTIFICATES", ()))
     if not set(certificates) <= set(CERTIFICATE_KINDS):
         raise NotAnEngine(f"{card.__name__}.CERTIFICATES: kinds of certificate are {', '.join(CERTIFICATE_KINDS)}")
-    return Engine(name, check, role, predict, certificates, getattr(card, "derive_queries", None))
+    return Engine(
+        name,
+        check,
+        role,
+        predict,
+        certificates,
+        getattr(card, "derive_queries", None),
+        bool(getattr(card, "LANGUAGE_DOMAINS", False)),
+    )
+
+
+def for_domain(engines: tuple[str, ...], domain: object) -> tuple[str, ...]:
+    """The engines (of ``engines``) that can check a property over ``domain``: all of them, except that a strings
+    domain restricted to a regular language keeps only the engines whose card says ``LANGUAGE_DOMAINS``."""
+    if getattr(domain, "language", None) is None:
+        return engines
+    return tuple(name for name in engines if load(name).language_domains)

@@ -147,9 +147,12 @@ def first_violation(
     measures: dict[str, tuple[Fraction, int]] = {}
     chunks: list[tuple[int, int, str]] = []
 
+    covered: list[tuple[int, int]] = []  # the inputs examined, as ranges (units may finish out of order)
+
     def on_result(unit: WorkUnit, result: ChunkResult) -> str:
         nonlocal done, best
         done += result.checked
+        covered.append((result.start, result.start + result.checked))
         chunks.extend(tuple(piece) for piece in result.digests)
         run.progress(ProgressEvent(engine, f"{engine}: {space.describe()}", done, total, "inputs"))
         fold_measures(kinds, measures, result.measures)
@@ -174,6 +177,7 @@ def first_violation(
         "executor": run.executor.name,
         **task.prop.statistics(task),
     }
+    stats.update(examined_prefix(space, covered))
     for name, (value, index) in measures.items():
         stats[name] = str(value)
         stats[f"{name}_at"] = index
@@ -190,6 +194,25 @@ def first_violation(
     stats["complete"] = complete
     evidence = exhaustive_evidence(chunks) if task.settings.certify and complete else None
     return best, stats, summary, evidence
+
+
+def examined_prefix(space: InputSpace, covered: list[tuple[int, int]]) -> dict[str, Any]:
+    """How far the space was examined *in its order*: ``inputs_in_order``, the largest p with every input of
+    [0, p) examined, and, for a space of several lengths, ``every_input_up_to_length``, the longest length whose
+    inputs (and all shorter ones) lie in that prefix (None: not even the shortest)."""
+    prefix = 0
+    for a, b in sorted(covered):
+        if a > prefix:
+            break
+        prefix = max(prefix, b)
+    out: dict[str, Any] = {"inputs_in_order": prefix}
+    segments = space.segments()
+    if len(segments) > 1:
+        done = [s.length for s in segments if s.offset + s.count <= prefix]
+        out["every_input_up_to_length"] = (
+            done[-1] if done and done == [s.length for s in segments][: len(done)] else None
+        )
+    return out
 
 
 def exhaustive_evidence(chunks: list[tuple[int, int, str]]) -> Evidence:
@@ -224,6 +247,8 @@ def check_each_input(
         return unit_failed(task, run, engine, first, stats)
     if not stats["complete"]:
         what = f"{stats['inputs_checked']} of {stats['space_size']} inputs examined, no violation so far"
+        if stats.get("every_input_up_to_length") is not None:
+            what += f"; every input up to length {stats['every_input_up_to_length']} examined"
         return unknown(
             task, run, engine, f"timeout: {what}", [f"exhaustive {engine}: {what} ({summary.describe()})"], stats
         )

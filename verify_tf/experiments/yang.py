@@ -34,8 +34,9 @@ import torch
 from ..crasp import in_lk, lk_program, program_depth
 from ..crasp.ast import format_program
 from ..numbers import fmt
+from ..runner import Overrides, check_all
+from ..spec import load_spec
 from .common import Progress, run_seed
-from .prefix_labels import check_written_spec
 from .spec import ExperimentSpec
 from .training import Labelled, train_prefix_labeller
 
@@ -134,8 +135,11 @@ def _train_one(
 # ---------------------------------------------------------------- export and prove (issue 31)
 
 EXPORT_BITS = 24  # fixed-point word of the exported specs; the fraction bits follow the trained weights' range
-CHECK_LENGTH = 100  # N: every string up to this length
-CHECK_SECONDS = 60  # per property
+CHECK_LENGTH = 100  # N: every word of L_k, and every string, up to this length
+WORDS_SECONDS = 60  # (a) every word of L_k up to N: enumerate's budget
+CHECK_SECONDS = 20  # (b) every string up to N: the counting engine's budget
+SHORT_LENGTH = 60  # (b) the fallback: every string up to this length (2^61 strings: numbered in int64) ...
+SHORT_SECONDS = 30  # ... every string in shortlex order at every position (the language (a|b)*), this budget
 
 
 def fixed_point_for(state: dict[str, torch.Tensor], bits: int = EXPORT_BITS) -> tuple[int, int, Fraction]:
@@ -155,17 +159,63 @@ def fixed_point_for(state: dict[str, torch.Tensor], bits: int = EXPORT_BITS) -> 
     return bits, frac, error
 
 
+def lk_regex(k: int) -> str:
+    """L_k as a regular expression: k non-empty alternating blocks starting with a (``crasp.in_lk``)."""
+    pairs = "a+b+" if k // 2 == 1 else f"(a+b+){{{k // 2}}}" if k // 2 else ""
+    return pairs + ("a+" if k % 2 else "")
+
+
+CHECKS = ("words", "strings", "short")  # the specs written per model (``check_spec_text``)
+
+
 def check_spec_text(
-    k: int, depth: int, model_file: str, program_file: str, bits: int, frac: int, settings: dict, threshold: Fraction
+    k: int,
+    depth: int,
+    model_file: str,
+    program_file: str,
+    bits: int,
+    frac: int,
+    settings: dict,
+    threshold: Fraction,
+    check: str = "strings",
 ) -> str:
-    """The spec that checks one exported model: quantized to the chosen fixed point, against lk_program(k) on every
-    string over {a, b} up to N (the stricter reading: no promise that the string is in L_k), least counterexample."""
+    """A spec that checks one exported model, quantized to the chosen fixed point, against lk_program(k) in prefix
+    mode (every prefix label), by ``check``:
+
+    * ``words``: every word of L_k up to N (the promise the model was trained under: a strings domain restricted
+      to ``lk_regex(k)``), enumerated in the domain's order, the least failing word if any;
+    * ``strings``: every string over {a, b} up to N (the stricter reading: no promise), the counting engine;
+    * ``short``: every string up to ``SHORT_LENGTH`` in shortlex order, each at every position (the language
+      ``(a|b)*``: each string is enumerated itself, so the first failing one is the least counterexample and an
+      unfinished scan says up to which length every string was checked), where the counting engine gives up
+      (these softmax post-LN models merge no states).
+    """
     norm = settings["layernorm"]
     layernorm = "" if norm == "none" else f", layernorm: integer, norm-first: {'true' if norm == 'pre' else 'false'}"
+    domain, engine, seconds, what = {
+        "words": (
+            f'{{alphabet: ["a", "b"], max-length: {CHECK_LENGTH}, language: {{regex: "{lk_regex(k)}"}}}}',
+            "enumerate",
+            WORDS_SECONDS,
+            f"every word of L{k} up to {CHECK_LENGTH}",
+        ),
+        "strings": (
+            f'{{alphabet: ["a", "b"], max-length: {CHECK_LENGTH}}}',
+            "counting",
+            CHECK_SECONDS,
+            f"every string up to {CHECK_LENGTH}",
+        ),
+        "short": (
+            f'{{alphabet: ["a", "b"], max-length: {SHORT_LENGTH}, language: {{regex: "(a|b)*"}}}}',
+            "enumerate",
+            SHORT_SECONDS,
+            f"every string up to {SHORT_LENGTH}",
+        ),
+    }[check]
     return (
         f"# Written by verify-tf experiment yang-lk-depth --export: L{k}, depth {depth}, quantized from float32\n"
-        f"# (fixed point {bits}.{frac} chosen from the trained weights' range), against lk_program({k}).\n"
-        f"name: L{k}-depth{depth} against L{k}\n"
+        f"# (fixed point {bits}.{frac} chosen from the trained weights' range), against lk_program({k}): {what}.\n"
+        f"name: L{k}-depth{depth} against L{k}, {what}\n"
         "model:\n"
         f"  torch: {model_file}\n"
         f'  architecture: {{heads: {settings["heads"]}, scoring: softmax, causal: true, alphabet: ["^", "a", "b"], '
@@ -173,11 +223,11 @@ def check_spec_text(
         f"  quantize: {{bits: {bits}, frac: {frac}}}\n"
         f"arithmetic: {{mode: fixed, bits: {bits}, frac: {frac}, attention-rounding: exact-sums}}\n"
         "domain:\n"
-        f'  strings: {{alphabet: ["a", "b"], max-length: {CHECK_LENGTH}}}\n'
+        f"  strings: {domain}\n"
         "properties:\n"
         "  # the readout's bias, dropped by the import, is the decision threshold: accept iff u·z > -bias\n"
         f"  - crasp-equivalence: {{program: {program_file}, mode: prefix, threshold: {fmt(threshold)}, "
-        f"engine: counting, name: every string up to {CHECK_LENGTH}, timeout: {CHECK_SECONDS}}}\n"
+        f"engine: {engine}, name: {what}, timeout: {seconds}}}\n"
     )
 
 
@@ -191,14 +241,19 @@ def export_run(run: dict[str, Any], state: dict[str, torch.Tensor], settings: di
     program_file.write_text(format_program(lk_program(k)) + "\n", encoding="utf-8")
     bits, frac, error = fixed_point_for(state)
     threshold = -Fraction(float(state["readout.bias"][0]))
-    spec_file = export_dir / f"L{k}-depth{depth}-check.yaml"
-    spec_file.write_text(
-        check_spec_text(k, depth, model_file.name, program_file.name, bits, frac, settings, threshold),
-        encoding="utf-8",
-    )
+    specs = {}
+    for check, suffix in zip(CHECKS, ("words", "check", "short")):
+        spec_file = export_dir / f"L{k}-depth{depth}-{suffix}.yaml"
+        spec_file.write_text(
+            check_spec_text(k, depth, model_file.name, program_file.name, bits, frac, settings, threshold, check),
+            encoding="utf-8",
+        )
+        specs[check] = str(spec_file)
     run["export"] = {
         "model_file": str(model_file),
-        "check_spec": str(spec_file),
+        "check_spec": specs["strings"],
+        "words_spec": specs["words"],
+        "short_spec": specs["short"],
         "fixed_point": {"bits": bits, "frac": frac},
         "quantization_error": str(error),
         "quantization_error_float": float(error),
@@ -231,7 +286,7 @@ def run_yang(
             if export_dir is not None and state is not None:
                 export_run(run, state, settings, export_dir)
                 if prove:
-                    run["proof"] = check_written_spec(Path(run["export"]["check_spec"]))
+                    run["proof"] = prove_run(run["export"])
             runs.append(run)
     by_cell = {(run["language"], run["depth"]): run["selected"] for run in runs}
 
@@ -250,10 +305,8 @@ def run_yang(
             "test_exact": grid("test_exact"),
             "validation_exact": grid("validation_exact"),
             "test_positions": grid("test_positions"),
-            "exact_verdict": [
-                [_verdict_cell(next(r for r in runs if (r["language"], r["depth"]) == (k, d))) for d in depths]
-                for k in languages
-            ],
+            "exact_verdict": [[_verdict_cell(_run_of(runs, k, d), "strings") for d in depths] for k in languages],
+            "words_verdict": [[_verdict_cell(_run_of(runs, k, d), "words") for d in depths] for k in languages],
         },
         "staircase": staircase,
         "solved_threshold": SOLVED_THRESHOLD,
@@ -262,14 +315,62 @@ def run_yang(
     }
 
 
-def _verdict_cell(run: dict[str, Any]) -> str | None:
-    """The exact column of the summary: the quantized model's verdict, with the least counterexample."""
+def prove_run(export: dict[str, Any]) -> dict[str, Any]:
+    """Run one model's checks: (a) every word of L_k up to N; (b) every string up to N with the counting engine,
+    and where it ends ``unknown`` every string up to ``SHORT_LENGTH`` enumerated for the least counterexample."""
+    proof = {"words": run_check(Path(export["words_spec"])), "strings": run_check(Path(export["check_spec"]))}
+    if proof["strings"]["status"] == "unknown":
+        proof["short"] = run_check(Path(export["short_spec"]))
+    return proof
+
+
+def run_check(spec_file: Path) -> dict[str, Any]:
+    """Run a written spec's one property; what its verdict says, with how far an unfinished scan got."""
+    (verdict,) = check_all([load_spec(spec_file)], Overrides())
+    statistics = verdict.statistics
+    reached = statistics.get("every_input_up_to_length", statistics.get("explored_up_to"))
+    return {
+        "property": verdict.property,
+        "engine": verdict.engine,
+        "status": verdict.status,
+        "verdict": verdict.label,
+        "detail": verdict.detail,
+        "seconds": verdict.seconds,
+        "witness": (verdict.counterexample or {}).get("string"),
+        "position": (verdict.counterexample or {}).get("position"),
+        "inputs_checked": statistics.get("inputs_checked"),
+        "space_size": statistics.get("space_size", statistics.get("domain_size")),
+        "complete_up_to_length": None if verdict.status in ("proved", "refuted") else reached,
+        "states": statistics.get("states"),
+    }
+
+
+def _run_of(runs: list[dict[str, Any]], k: int, depth: int) -> dict[str, Any]:
+    return next(r for r in runs if (r["language"], r["depth"]) == (k, depth))
+
+
+def _verdict_cell(run: dict[str, Any], which: str) -> str | None:
+    """An exact column of the summary: ``words`` (every word of L_k up to N) or ``strings`` (every string up to N,
+    the counting engine, then the shortlex fallback where it ends unknown): the verdict, the least failing word or
+    counterexample, or how far an unfinished check got."""
     proof = run.get("proof")
     if not proof:
         return None
-    check = proof[0]
-    status = check["verdict"].split(" ", 1)[0]
-    return f"{status} at {check['witness']}" if check.get("witness") else status
+    check = proof[which]
+    if which == "strings" and check["status"] == "unknown" and "short" in proof:
+        short = proof["short"]
+        if short["status"] == "refuted":
+            return f"refuted at {short['witness']} (shortlex, ≤ {SHORT_LENGTH})"
+        if short["status"] == "proved":
+            return f"unknown (every string ≤ {SHORT_LENGTH} right)"
+        check = short
+    if check["status"] == "refuted":
+        return f"refuted at {check['witness']}"
+    if check["status"] == "unknown":
+        reached = check["complete_up_to_length"]
+        noun = "word" if which == "words" else "string"
+        return "unknown (none complete)" if reached is None else f"unknown (every {noun} ≤ {reached} right)"
+    return check["status"]
 
 
 def plot_yang(result: dict[str, Any], title: str):
@@ -279,12 +380,19 @@ def plot_yang(result: dict[str, Any], title: str):
 
     table = result["table"]
     languages, depths = table["languages"], table["depths"]
-    figure = Figure(figsize=(2.6 + 2 * 0.75 * len(depths) + 2.2, 1.6 + 0.55 * len(languages)), layout="constrained")
-    axes = figure.subplots(1, 2, squeeze=False)[0]
+    exact = any(cell for row in table.get("words_verdict") or [] for cell in row)
+    panels_wide = 3 if exact else 2
+    figure = Figure(
+        figsize=(2.6 + panels_wide * 0.75 * len(depths) * (1.25 if exact else 1) + 2.2, 1.6 + 0.55 * len(languages)),
+        layout="constrained",
+    )
+    axes = figure.subplots(1, panels_wide, squeeze=False)[0]
     panels = (
         ("test_exact", "longer test strings (length generalisation)"),
         ("validation_exact", "held-out strings of the training lengths"),
     )
+    if exact:
+        _exact_panel(axes[2], table)
     for axis, (metric, subtitle) in zip(axes, panels):
         values = table[metric]
         image = axis.imshow(values, vmin=0, vmax=1, cmap="viridis", aspect="auto")
@@ -314,7 +422,7 @@ def plot_yang(result: dict[str, Any], title: str):
         axis.set_ylim(len(languages) - 0.5, -0.5)
         axis.set_xlabel("transformer depth (layers)")
         axis.set_title(subtitle, fontsize=9)
-    figure.colorbar(image, ax=axes, label="exact match (all prefix labels right)", shrink=0.9)
+    figure.colorbar(image, ax=list(axes[:2]), label="exact match (all prefix labels right)", shrink=0.9)
     labels = {
         "crasp_program_depth": "C-RASP program depth k (recognition)",
         "prediction_task_depth": "paper: this prediction task at depth k−2",
@@ -327,8 +435,50 @@ def plot_yang(result: dict[str, Any], title: str):
         title="predicted solvable right of the line",
         title_fontsize=8,
     )
-    figure.suptitle(f"{title}\nfloat training — evidence, not a verdict; numbers are % exact match", fontsize=10)
+    figure.suptitle(
+        f"{title}\nfloat training — evidence, not a verdict; numbers are % exact match"
+        + ("; right: exact verdicts of the quantized models (--prove)" if exact else ""),
+        fontsize=10,
+    )
     return figure
+
+
+_SHADES = {"proved": 0.85, "refuted": 0.1, "unknown": 0.5}  # the exact panel's colour per verdict on the words
+
+
+def _short(cell: str | None) -> str:
+    """A verdict cell in a few characters for the plot: proved, ✗ at the least failing word, ok ≤ m."""
+    if not cell:
+        return "—"
+    if cell.startswith("refuted at "):
+        word = cell.removeprefix("refuted at ").split(" ", 1)[0]
+        return f"✗ {word if len(word) <= 8 else word[:7] + '…'}"
+    if cell.startswith("unknown (every"):
+        return f"ok ≤ {cell.rsplit('≤', 1)[1].split()[0]}"
+    return cell.split(" ", 1)[0]
+
+
+def _exact_panel(axis: Any, table: dict[str, Any]) -> None:
+    """The quantized models' exact verdicts per (L_k, depth): on every word of L_k up to N (the colour) and on
+    every string up to N, as text."""
+    from matplotlib.colors import ListedColormap
+
+    words, strings = table["words_verdict"], table.get("exact_verdict") or []
+    shades = [[_SHADES.get((cell or "unknown").split(" ", 1)[0], 0.5) for cell in row] for row in words]
+    axis.imshow(shades, vmin=0, vmax=1, cmap=ListedColormap(["#c0392b", "#95a5a6", "#27ae60"]), aspect="auto")
+    for row, k in enumerate(table["languages"]):
+        for column, _depth in enumerate(table["depths"]):
+            text = f"L{k}: {_short(words[row][column])}"
+            if strings:
+                text += f"\nall: {_short(strings[row][column])}"
+            axis.text(column, row, text, ha="center", va="center", fontsize=6.5, color="black")
+    axis.set_xticks(range(len(table["depths"])), [str(depth) for depth in table["depths"]])
+    axis.set_yticks(range(len(table["languages"])), [f"L{k}" for k in table["languages"]])
+    axis.set_xlabel("transformer depth (layers)")
+    axis.set_title(
+        f"quantized model, exact: every word of L_k ≤ {CHECK_LENGTH} (colour)\nand every string ≤ {CHECK_LENGTH}",
+        fontsize=9,
+    )
 
 
 def _column_boundary(predicted_depth: int, depths: list[int]) -> float:

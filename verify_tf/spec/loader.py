@@ -28,7 +28,7 @@ from ..domain import (
     magnitude,
     unrepresentable_grid_value,
 )
-from ..engines import names as engine_names
+from ..engines import for_domain, load as load_engine, names as engine_names
 from ..ir import (
     ACTIVATIONS,
     ALIBI_DISTANCES,
@@ -42,6 +42,7 @@ from ..ir import (
 )
 from ..numbers import MAX_DIGITS, TooLarge, check_size
 from ..properties import Property, load as load_property, names as property_names
+from ..regular import Language, RegexError
 from ..schema.dsl import (
     Boolean,
     Context,
@@ -660,14 +661,48 @@ DOMAIN = Obj(
                     "alphabet": Field(ListOf(String(), min_length=1)),
                     "min-length": Field(Integer(minimum=0, maximum=MAX_LENGTH), default=1),
                     "max-length": Field(Integer(minimum=0, maximum=MAX_LENGTH), required=True),
+                    "language": Field(
+                        Obj(
+                            {
+                                "regex": Field(
+                                    String(
+                                        "a regular expression over the alphabet's one-character letters: "
+                                        "concatenation, |, *, +, ?, {m}, {m,n}, {m,}, ( ), . (any letter), () "
+                                        "(the empty word)"
+                                    ),
+                                    required=True,
+                                )
+                            },
+                            "only the words of this regular language (enumerated from its automaton, never "
+                            "by filtering every string)",
+                        )
+                    ),
                 },
-                "all strings over the alphabet with lengths in [min-length, max-length]",
+                "all strings over the alphabet with lengths in [min-length, max-length] (or only the words of "
+                "'language')",
             )
         ),
     },
     "the finite input domain properties quantify over",
     exclusive=[("grid", "strings")],
 )
+
+
+def _language(strings: dict, alphabet: tuple[str, ...], ctx: Context) -> Language | None:
+    """The regular language of ``strings.language``, compiled (a malformed regex: an input error at its column)."""
+    if strings["language"] is None:
+        return None
+    node = strings["language"]["__node__"]
+    regex = strings["language"]["regex"]
+    try:
+        return Language.compile(regex, alphabet)
+    except RegexError as error:
+        raise ctx.error(
+            node.value.get("regex", node),
+            "domain.strings.language.regex",
+            f"{error.message} (column {error.column} of {regex!r})",
+            error.hint or None,
+        ) from None
 
 
 def _domain(value: dict, model: Model, arith: Arithmetic, ctx: Context) -> Domain:
@@ -687,7 +722,7 @@ def _domain(value: dict, model: Model, arith: Arithmetic, ctx: Context) -> Domai
             )
         if s["min-length"] > s["max-length"]:
             raise ctx.error(s["__node__"], "domain.strings", "min-length exceeds max-length")
-        domain: Domain = StringDomain(alphabet, s["min-length"], s["max-length"])
+        domain: Domain = StringDomain(alphabet, s["min-length"], s["max-length"], _language(s, alphabet, ctx))
     else:
         if value["grid"] is None or value["length"] is None:
             raise ctx.error(
@@ -925,7 +960,8 @@ def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None
             raise ctx.error(
                 node, where, "this property needs a 'domain' section", "e.g. domain: {grid: {step: 1/2}, length: 3}"
             )
-        engines = supported_engines(prop, options)
+        engines = supported_engines(prop, options, domain)
+        _check_language(prop, engines, common["engine"], domain, root, node, where, ctx)
         if common["engine"] is not None and common["engine"] != "auto" and common["engine"] not in engines:
             raise ctx.error(
                 node, f"{where}.engine", f"expected one of {', '.join(('auto',) + engines)}, got {common['engine']!r}"
@@ -995,9 +1031,52 @@ def _unfitted_properties(root: Node, ctx: Context) -> tuple[PropertySpec, ...]:
     )
 
 
-def supported_engines(prop: Property, options: Any) -> tuple[str, ...]:
-    """The engines a property can run with these options (some options narrow them, e.g. scope)."""
-    return prop.engines_for(options)
+def supported_engines(prop: Property, options: Any, domain: Domain | None = None) -> tuple[str, ...]:
+    """The engines a property can run with these options (some options narrow them, e.g. scope) over ``domain``
+    (a language-restricted strings domain keeps the engines that honour it: ``engines.for_domain``)."""
+    return for_domain(prop.engines_for(options), domain)
+
+
+def _check_language(
+    prop: Property,
+    engines: tuple[str, ...],
+    engine: str | None,
+    domain: Domain | None,
+    root: Node,
+    node: Node,
+    where: str,
+    ctx: Context,
+) -> None:
+    """A domain restricted to a language is refused, at its ``language`` key, by a property or engine that would
+    read it as every string (never run over Σ^n)."""
+    if not isinstance(domain, StringDomain) or domain.language is None:
+        return
+    strings = root.value["domain"].value["strings"]
+    at = strings.value.get("language", strings)
+    if not prop.language_domains:
+        honouring = [name for name in property_names() if load_property(name).language_domains]
+        raise ctx.error(
+            at,
+            "domain.strings.language",
+            f"property {prop.name!r} does not support a domain restricted to a language",
+            f"properties that do: {', '.join(honouring)}; or drop 'language' to check every string",
+        )
+    if not engines:
+        raise ctx.error(
+            at,
+            "domain.strings.language",
+            f"no engine of {prop.name!r} with these options honours a domain restricted to a language",
+            "engines that do: "
+            + ", ".join(n for n in engine_names() if load_engine(n).language_domains)
+            + " (lengths: all needs the counting engine, which reads every string)",
+        )
+    if engine is not None and engine != "auto" and engine not in engines:
+        raise ctx.error(
+            locate(node.value[prop.name] if node.kind == "map" else node, "engine"),
+            f"{where}.engine",
+            f"engine {engine!r} would check every string, not the words of {domain.language.regex}",
+            f"with a language domain use one of {', '.join(('auto',) + engines)}",
+        )
 
 
 def _check_model_in_arithmetic(model: Model, arith: Arithmetic, node: Node, ctx: Context) -> None:

@@ -27,6 +27,7 @@ from .applies import refusal
 ENGINE = "counting"
 ROLE = EXHAUSTIVE
 CERTIFICATES = ("counting",)
+LANGUAGE_DOMAINS = True  # the property's CountingGoal carries the language: the prefix tree of its words
 __all__ = ["CERTIFICATES", "ENGINE", "HAND_OVER", "ROLE", "check", "predict"]
 
 

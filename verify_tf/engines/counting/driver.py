@@ -164,11 +164,17 @@ def check(task: Task, run: Run) -> Verdict:
             what = exploration.why if exploration.stopped == NOT_PAYING else exploration.stopped
             if exploration.stopped == NOT_PAYING:
                 statistics["not_paying"] = statistics[HAND_OVER] = True
+            explored = f"explored lengths up to {exploration.complete_up_to} of {goal.max_length}"
+            if goal.language is not None:
+                explored = (
+                    f"every word of {goal.language.regex} up to length {exploration.complete_up_to} checked "
+                    f"(of {goal.max_length})"
+                )
             return unknown(
                 task,
                 run,
                 ENGINE,
-                f"explored lengths up to {exploration.complete_up_to} of {goal.max_length}: {_stop_text(exploration)}",
+                f"{explored}: {_stop_text(exploration)}",
                 [f"counting: lengths 0..{exploration.complete_up_to} hold, then {exploration.stopped}: {what}"],
                 statistics,
             )
@@ -291,6 +297,9 @@ def _evidence(task: Task, goal: CountingGoal, exploration: Exploration) -> Evide
         "states": exploration.states,
         "strings_per_length": exploration.strings,
     }
+    if goal.language is not None:  # the prefixes of the language's words, not every string
+        covered["language"] = goal.language.regex
+        covered["language_sha256"] = goal.language.digest()
     if exploration.closed_at is not None:
         covered["closed_at"] = exploration.closed_at
     return Evidence("counting", covered=covered)

@@ -26,6 +26,19 @@ frozen), every later length has the same keys and the same transitions, hence th
 Once every length from L on is constrained alike, the exploration stops there: it has decided every length (the
 state space is finite, e.g. under per-probability rounding once every weight ⌊1/n⌋_f is 0).
 
+**A language** (``goal.language``, a strings domain restricted to a regular language): the joint state carries the
+language's automaton state, and a transition is followed only when its prefix is a prefix of some word of the
+language with a length in the domain's range (the automaton's counts say so: ``live``), so the exploration is the
+prefix tree of those words with equal (joint, automaton) states merged. With ``least: prefix`` every followed
+prefix is checked (each is a position of some word of the domain, and every position of every word is such a
+prefix); with ``least: string`` only the prefixes that are words of the domain. The witness is the least failing
+*word* in the domain's order (length, then lexicographic): a violating prefix u with automaton state t stands for
+the words u·v with v a completion from t, so the least failing word has the least p + d over the first violating
+prefix of each (length p, state t), d the shortest completion from t; it is settled once every length up to that
+sum is explored, and is that prefix followed by the least completion. After length m is explored, every position
+of every word of length <= m has been checked (the statistics' ``explored_up_to``). Neither "merging does not pay"
+nor "the states repeat" applies (both reason about Σ^n).
+
 ``exact=True`` keeps every distinct (joint state, letter counts) without freezing or capping: the states the
 induction infers its invariant from (``visited``).
 """
@@ -85,6 +98,8 @@ def explore(
 ) -> Exploration:
     alphabet = goal.alphabet
     began = time.perf_counter()
+    if goal.language is not None:
+        return _explore_words(joint, goal, violates, max_length, increments, deadline, cancelled, report, began)
     result = Exploration()
     few, start_from = goal.ever_checked()
 
@@ -177,6 +192,134 @@ def explore(
                 result.stopped, result.why = NOT_PAYING, why
                 return _done(result, joint, began)
     return _done(result, joint, began)
+
+
+def _explore_words(
+    joint: Joint,
+    goal: CountingGoal,
+    violates: Violates,
+    max_length: int,
+    increments: tuple[Sequence[Any] | None, Sequence[Any] | None],
+    deadline: Deadline,
+    cancelled: Callable[[], bool],
+    report: Callable[..., None],
+    began: float,
+) -> Exploration:
+    """The prefix tree of the language's words of length ``goal.min_length``..``max_length``, merged (module
+    docstring, "A language")."""
+    language = goal.language
+    assert language is not None
+    alphabet = goal.alphabet
+    letters = [language.alphabet.index(symbol) for symbol in alphabet]
+    counts = language.counts(max_length)
+    states = len(language.delta)
+
+    def completions(p: int, q: int) -> list[int]:
+        """The lengths m of the completions from state q of a prefix of length p (words of the domain's range)."""
+        return [m for m in range(max(0, goal.min_length - p), max_length - p + 1) if counts[m][q]]
+
+    live = [[bool(completions(p, q)) for q in range(states)] for p in range(max_length + 1)]
+    few, start_from = goal.ever_checked()
+    prefix_mode = goal.least == "prefix"
+
+    def checked(p: int, q: int) -> bool:
+        if not (p in few or (start_from is not None and p >= start_from)):
+            return False
+        return live[p][q] if prefix_mode else language.accepting[q] and p >= goal.min_length
+
+    result = Exploration()
+    state, ours, theirs = joint.start()
+    first: dict[tuple[int, int], tuple[int, int]] = {}  # (length p, automaton state) -> (parent, letter)
+    if live[0][0] and checked(0, 0) and violates(ours, theirs):
+        first[0, 0] = (-1, -1)
+    frontier: list[tuple[Any, int]] = [(state, 0)] if live[0][0] else []
+    weights: list[int] = [1] * len(frontier)
+    history: list[list[tuple[int, int]]] = [[(-1, -1)]]
+    result.strings.append(len(frontier))
+    result.per_length.append(len(frontier))
+    result.complete_up_to, result.states, result.widest = 0, len(frontier), len(frontier)
+    found = _settle_words(language, counts, completions, first, history, alphabet, 0)
+    if found is not None:
+        result.disagreement = found
+        return _done(result, joint, began)
+    for length in range(1, max_length + 1):
+        if not frontier:
+            break
+        report(
+            f"counting: length {length}/{max_length}, {result.per_length[-1]} states", length - 1, max_length, "lengths"
+        )
+        seen: dict[tuple[Any, ...], int] = {}
+        kept: list[tuple[Any, int]] = []
+        parents: list[tuple[int, int]] = []
+        reached: list[int] = []
+        for index, (model_state, q) in enumerate(frontier):
+            if index % 64 == 0 and (deadline.expired() or cancelled()):
+                result.stopped = "timeout" if deadline.expired() else "cancelled"
+                return _done(result, joint, began)
+            for a, symbol in enumerate(alphabet):
+                target = language.delta[q][letters[a]]
+                if target < 0 or not live[length][target]:
+                    continue  # no word of the domain has this prefix
+                new, ours, theirs = joint.step(model_state, length - 1, symbol, *increments)
+                if (length, target) not in first and checked(length, target) and violates(ours, theirs):
+                    first[length, target] = (index, a)
+                key = (joint.key(new), target)
+                at = seen.get(key)
+                if at is not None:
+                    reached[at] += weights[index]
+                    continue
+                seen[key] = len(kept)
+                result.largest_count = max(result.largest_count, joint.largest(new))
+                reached.append(weights[index])
+                kept.append((new, target))
+                parents.append((index, a))
+        frontier, weights = kept, reached
+        history.append(parents)
+        result.strings.append(sum(reached))
+        result.per_length.append(len(kept))
+        result.complete_up_to = length
+        result.states += len(kept)
+        result.widest = max(result.widest, len(kept))
+        found = _settle_words(language, counts, completions, first, history, alphabet, length)
+        if found is not None:
+            result.disagreement = found
+            return _done(result, joint, began)
+    return _done(result, joint, began)
+
+
+def _settle_words(
+    language: Any,
+    counts: tuple[tuple[int, ...], ...],
+    completions: Callable[[int, int], list[int]],
+    first: dict[tuple[int, int], tuple[int, int]],
+    history: list[list[tuple[int, int]]],
+    alphabet: tuple[str, ...],
+    explored: int,
+) -> tuple[str, ...] | None:
+    """The least failing word once every length up to its length is explored (module docstring), else None."""
+    if not first:
+        return None
+    shortest = min(p + completions(p, q)[0] for (p, q) in first)
+    if shortest > explored:
+        return None
+    letters = [language.alphabet.index(symbol) for symbol in alphabet]
+    words = []
+    for (p, q), last in first.items():
+        m = shortest - p
+        if m < 0 or not counts[m][q]:
+            continue
+        word = list(_word(history, p, last, alphabet))
+        state = q
+        for step in range(m):  # the least completion of length m: the first letter that can still finish
+            for a, symbol in enumerate(alphabet):
+                target = language.delta[state][letters[a]]
+                if target >= 0 and counts[m - step - 1][target]:
+                    word.append(symbol)
+                    state = target
+                    break
+        words.append(tuple(word))
+    order = {symbol: i for i, symbol in enumerate(alphabet)}
+    return min(words, key=lambda word: [order[s] for s in word])
 
 
 def _done(result: Exploration, joint: Joint, began: float) -> Exploration:

@@ -17,6 +17,7 @@ from ..base import Run
 from ..cost import EXHAUSTIVE, Estimate, Prediction
 
 ENGINE = "enumerate"
+LANGUAGE_DOMAINS = True  # reads strings only through the input space
 ROLE = EXHAUSTIVE
 CERTIFICATES = ("exhaustive",)
 
