@@ -455,7 +455,7 @@ def _effective_logits(logits: Box, allowed: np.ndarray) -> Box:
     shift = EXP_SHIFT * (1 << SCALE)
     slack = _ceil_times(distance, UNIT) + shift.numerator // shift.denominator + 1
     out = Box(lo - slack, hi + slack)
-    rows = (np.where(allowed, lo == hi, True)).all(axis=-1)  # (B, i): every allowed logit exact
+    rows = np.asarray(np.where(allowed, lo == hi, True).all(axis=-1))  # (B, i): every allowed logit exact
     exact = rows[:, :, None] & allowed[None, :, :]
     if exact.any():
         top = np.broadcast_to(m_hi, lo.shape)[exact]
