@@ -55,7 +55,7 @@ SCALE = 64  # values are integers over 2^SCALE
 P = 64  # attention weights are integers over 2^P
 GRID = 26  # logit differences are rounded outward to multiples of 2^-GRID before exp is bracketed
 UNIT = Fraction(1, 1 << 24)  # float32 unit roundoff (round to nearest)
-EXP_ERROR = Fraction(1, 1 << 20)  # assumed relative error of a float32 exp: 16 ulps (XLA and numpy: ~1 ulp)
+EXP_ERROR = Fraction(1, 1 << 20)  # assumed relative error of a float32 exp: 8 to 16 ulps (XLA and numpy: a few)
 EXP_FLOOR = -45  # e^-45 < 2^-64: below it, e^x is bracketed by [0, 2^-64]
 
 OBJ = object
