@@ -270,6 +270,7 @@ class Induction:
 
     lengths: tuple[int, ...]
     any_depth: bool = False
+    notes: Any = None  # the property's own notes, handed back with the request to ``conclude``
 
 
 @dataclass(frozen=True)
