@@ -55,7 +55,7 @@ SCALE = 64  # values are integers over 2^SCALE
 P = 64  # attention weights are integers over 2^P
 GRID = 26  # logit differences are rounded outward to multiples of 2^-GRID before exp is bracketed
 UNIT = Fraction(1, 1 << 24)  # float32 unit roundoff (round to nearest)
-EXP_ERROR = Fraction(1, 1 << 20)  # assumed relative error of a float32 exp: 16 ulps (XLA and numpy: ~1 ulp)
+EXP_ERROR = Fraction(1, 1 << 20)  # assumed relative error of a float32 exp: 8 to 16 ulps (XLA and numpy: a few)
 EXP_FLOOR = -45  # e^-45 < 2^-64: below it, e^x is bracketed by [0, 2^-64]
 
 OBJ = object
@@ -133,9 +133,10 @@ def add(a: Box, b: Box) -> Box:
     out = Box(a.lo + b.lo, a.hi + b.hi).rounded()
     exact = (a.lo == a.hi) & (b.lo == b.hi)
     if exact.any():
-        total = (a.lo + b.lo)[exact]
-        rounded = np.array([round32(int(t), SCALE) for t in total] + [None], dtype=OBJ)[:-1]
-        known = np.array([r is not None for r in rounded], dtype=bool)
+        values, inverse = np.unique((a.lo + b.lo)[exact], return_inverse=True)  # one-hot streams repeat values
+        table = [round32(int(t), SCALE) for t in values]
+        rounded = np.array([0 if r is None else r for r in table], dtype=OBJ)[inverse.reshape(-1)]
+        known = np.array([r is not None for r in table], dtype=bool)[inverse.reshape(-1)]
         where = np.flatnonzero(exact.reshape(-1))[known]
         out.lo.reshape(-1)[where] = rounded[known]
         out.hi.reshape(-1)[where] = rounded[known]
@@ -225,23 +226,21 @@ def determined_sums(products: np.ndarray, scale: int) -> tuple[np.ndarray, np.nd
     magnitudes = abs(products)
     size = magnitudes.sum(axis=-1)
     common = np.asarray(_TRAILING_ZEROS(np.bitwise_or.reduce(magnitudes, axis=-1)), dtype=OBJ)
-    result = np.empty(total.shape, dtype=OBJ)
-    known = np.zeros(total.shape, dtype=bool)
-    flat_total, flat_size, flat_common = total.reshape(-1), size.reshape(-1), common.reshape(-1)
-    flat_terms = magnitudes.reshape(-1, magnitudes.shape[-1])
+    # (a), elementwise on Python integers: Σ|t_i| < 2^(e+24) and 2^e normal (a zero sum is exact too)
+    zero = size == 0
+    exponent = np.where(zero, 0, common)
+    within = np.right_shift(size, exponent + 24) == 0
+    known = np.asarray(zero | (within & (exponent - scale >= -126)), dtype=bool)
+    result = np.where(known, total, 0).astype(OBJ)
+    flat_total, flat_terms = total.reshape(-1), magnitudes.reshape(-1, magnitudes.shape[-1])
     out, ok = result.reshape(-1), known.reshape(-1)
-    for i in range(flat_total.size):
-        s, e = int(flat_size[i]), int(flat_common[i])
-        if s == 0:
-            out[i], ok[i] = 0, True
-        elif s >> (e + 24) == 0 and e - scale >= -126:
-            out[i], ok[i] = int(flat_total[i]), True
-        else:
-            terms = [int(t) for t in flat_terms[i] if t]
-            if len(terms) <= 2 and all(_is_float32(t, scale) for t in terms):
-                rounded = round32(int(flat_total[i]), scale)
-                if rounded is not None:
-                    out[i], ok[i] = rounded, True
+    few = (products != 0).sum(axis=-1).reshape(-1) <= 2
+    for i in np.flatnonzero(~ok & few):  # (b): at most two float32 terms, one rounding
+        terms = [int(t) for t in flat_terms[i] if t]
+        if all(_is_float32(t, scale) for t in terms):
+            rounded = round32(int(flat_total[i]), scale)
+            if rounded is not None:
+                out[i], ok[i] = rounded, True
     return result, known
 
 
@@ -456,16 +455,19 @@ def _effective_logits(logits: Box, allowed: np.ndarray) -> Box:
     shift = EXP_SHIFT * (1 << SCALE)
     slack = _ceil_times(distance, UNIT) + shift.numerator // shift.denominator + 1
     out = Box(lo - slack, hi + slack)
-    rows = (np.where(allowed, lo == hi, True)).all(axis=-1)  # (B, i): every allowed logit exact
-    for b, i in zip(*np.nonzero(rows)):
-        top = int(m_hi[b, i, 0])
-        for j in np.flatnonzero(allowed[i]):
-            difference = round32(int(lo[b, i, j]) - top, SCALE)
-            if difference is None:
-                continue
-            base = difference + top  # the same shift (top) for every key of this query
-            out.lo[b, i, j] = base - (shift.numerator // shift.denominator + 1)
-            out.hi[b, i, j] = base + (shift.numerator // shift.denominator + 1)
+    rows = np.asarray(np.where(allowed, lo == hi, True).all(axis=-1))  # (B, i): every allowed logit exact
+    exact = rows[:, :, None] & allowed[None, :, :]
+    if exact.any():
+        top = np.broadcast_to(m_hi, lo.shape)[exact]
+        values, inverse = np.unique(lo[exact] - top, return_inverse=True)
+        table = [round32(int(t), SCALE) for t in values]
+        known = np.array([r is not None for r in table], dtype=bool)[inverse.reshape(-1)]
+        difference = np.array([0 if r is None else r for r in table], dtype=OBJ)[inverse.reshape(-1)]
+        where = np.flatnonzero(exact.reshape(-1))[known]
+        base = difference[known] + top[known]  # the same shift (the maximum) for every key of a query
+        step = shift.numerator // shift.denominator + 1
+        out.lo.reshape(-1)[where] = base - step
+        out.hi.reshape(-1)[where] = base + step
     return out
 
 
