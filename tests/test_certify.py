@@ -596,3 +596,65 @@ def test_counting_proofs_by_repeating_states_are_certified_up_to_the_repeat(tmp_
 
     _rewrite_certificate(report, "proved", not_closed)
     assert [i.outcome for i in audit_report(report)] == ["failed", "ok"]
+
+
+def test_a_float_reading_proof_certifies_the_enclosure_and_audit_rechecks_it(tmp_path):
+    """tracr's float reading (docs/semantics.md §7): the certificate of a proof digests what the proof decided on,
+    the enclosure of the float32 model's output coordinates on every input (before: the hardmax IR's readout,
+    which says nothing about the float model), says which reading it is about and what it trusts, and audit
+    re-checks it; a changed sample digest fails. 12 inputs (count-less-freq up to length 2)."""
+    export = SPECS.parent / "examples" / "tracr" / "count-less-freq.json"
+    text = (
+        f"model:\n  tracr: {export}\ndomain:\n  strings: {{max-length: 2}}\n"
+        f"properties:\n  - rasp-equivalence: {{program: {export}, expect: proved}}\n"
+    )
+    (tmp_path / "float.yaml").write_text(text)
+    report = tmp_path / "report.json"
+    result = CliRunner().invoke(
+        main,
+        ["check", str(tmp_path / "float.yaml"), "--no-cache", "-q", "--json", str(report)]
+        + ["--certify", str(tmp_path / "certs")],
+    )
+    assert result.exit_code == 0, result.output
+    entry = _entry(report, "proved")
+    assert entry["reading"] == "float32 as compiled"
+    body = json.loads(_certificate(report, entry).read_text())
+    assert body["kind"] == "exhaustive" and body["complete"]
+    assert body["outputs"] == "the property's certified outputs (float32 as compiled)"
+    assert any("verify_tf.floats.enclosure" in line for line in body["trusted"])
+    sample = body["checks"][2]
+    assert sample["check"] == (
+        "seeded sample of 12 inputs re-evaluated one at a time in the property's reading (float32 as compiled)"
+    )
+    assert sample["ok"] and sample["batched_compared"]
+    code, output = _audit(report)
+    assert code == 0, output
+
+    def change_sample(body, folder):
+        body["checks"][2]["interpreter_sha256"] = "0" * 64
+
+    _rewrite_certificate(report, "proved", change_sample)
+    code, output = _audit(report)
+    assert code == 1 and "outputs on the sample differ" in output
+
+
+def test_the_float_certificates_recheck_fails_where_the_model_is_wrong():
+    """bos-leak at `a` (a miscompilation both readings refute there, docs/tracr.md): the re-check a certificate's
+    sample runs fails, in the float reading on the enclosure (naming the position), under hardmax on the
+    interpreter."""
+    from verify_tf.properties.rasp_equivalence import PROPERTY
+    from verify_tf.runner import Overrides, task_of
+    from verify_tf.spec import load_spec_text
+
+    export = SPECS.parent / "examples" / "tracr" / "bos-leak.json"
+    for attention, problem in (
+        ("float", "the enclosure does not decide position 0 right"),
+        ("hardmax", "the interpreter finds a violation"),
+    ):
+        text = (
+            f"model:\n  tracr: {export}\n  attention: {attention}\ndomain:\n  strings: {{max-length: 1}}\n"
+            f"properties:\n  - rasp-equivalence: {{program: {export}}}\n"
+        )
+        spec = load_spec_text(text, "s.yaml", SPECS)
+        task = task_of(spec, spec.properties[0], Overrides())
+        assert PROPERTY.certified_check(task, ("a",)) == problem

@@ -7,6 +7,8 @@ import importlib.util
 import json
 import math
 import re
+from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -16,14 +18,16 @@ from click.testing import CliRunner
 from verify_tf.cli.experiment import experiment
 from verify_tf.crasp import in_lk
 from verify_tf.experiments.common import train
-from verify_tf.experiments.luo import epsilon_star
+from verify_tf.experiments.luo import PROOF_STATISTICS, PROOF_WITNESS, epsilon_star, exact_summary, export_run
 from verify_tf.experiments.modules import Attention, TinyTransformer
+from verify_tf.experiments.prefix_labels import check_written_spec
 from verify_tf.experiments.runner import TIMING_KEYS, run_experiment, write_outputs
 from verify_tf.experiments.spec import parse_experiment
 from verify_tf.experiments.training import CheckpointSelector
 from verify_tf.experiments.yang import encode, sample_lk_words
 from verify_tf.schema.errors import SpecError
 
+ROOT = Path(__file__).resolve().parent.parent
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None  # the optional `plots` extra
 
 LUO_MICRO = """\
@@ -335,8 +339,169 @@ def test_yang_export_writes_the_model_and_a_spec_and_prove_adds_the_exact_verdic
     assert "exact verdicts" in result.output
 
 
-def test_export_is_refused_for_the_other_experiments(tmp_path):
-    spec_path = tmp_path / "luo.yaml"
-    spec_path.write_text(LUO_MICRO)
+def test_export_is_refused_for_prefix_labels(tmp_path):
+    spec_path = tmp_path / "prefix.yaml"
+    spec_path.write_text("experiment: prefix-labels\nprogram: majority.cr\n")
+    (tmp_path / "majority.cr").write_text((ROOT / "examples" / "crasp" / "majority.cr").read_text())
     result = CliRunner().invoke(experiment, [str(spec_path), "--out", str(tmp_path), "--export", str(tmp_path)])
-    assert result.exit_code == 2 and "implemented for yang-lk-depth only" in result.output
+    assert result.exit_code == 2 and "not prefix-labels" in result.output
+
+
+# ---------------------------------------------------------------- luo-position-index --export / --prove
+
+LUO_EXPORT_SETTINGS = {"length": 4, "vocab": 3, "heads": 2, "layernorm": "none"}
+
+
+def _construction(variant: str) -> TinyTransformer:
+    """Hand-set models of n = 4 positions over tokens a, b, c (readout = stream coordinate 0, plus its bias):
+
+    * rpe: head 0's values are the constant 1 (value bias), RPE biases arbitrary non-zero; token embeddings 0, 1/2, 1
+      on coordinate 0; readout bias 3/2. Softmax rows sum to 1, so the output is 1 + e + 3/2 at every position:
+      5/2, 3, 7/2 on a^4, b^4, c^4, errors max_i |y - i| = 3/2, 2, 5/2 (by hand);
+    * urpe: Luo et al.'s construction: uniform attention (zero logits), C lower-triangular ones, value bias n = 4:
+      position i (1-based) outputs (i/n)·n = i exactly, error 0;
+    * ape: position embedding p_i = i on coordinate 0, nothing else: output i exactly, error 0.
+
+    Each also has 0.1 (a float32, not on any grid) on coordinate 7 of every embedding and 40 on coordinate 6, which
+    nothing reads: the largest quantization error is 0.1's, and the largest weight 40 sets the fixed point (frac 10:
+    a small exp table keeps the test fast)."""
+    model = TinyTransformer(
+        vocab=3, width=8, heads=2, layers=1, ffn_width=8, outputs=1, positional=variant, max_length=4
+    )
+    attention = model.blocks[0].attention
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.zero_()
+        model.embedding.weight[:, 7] = 0.1
+        model.embedding.weight[:, 6] = 40
+        model.readout.weight[0, 0] = 1
+        if variant == "rpe":
+            model.embedding.weight[:, 0] = torch.tensor([0.0, 0.5, 1.0])
+            attention.W_v.bias[0] = 1
+            attention.W_o.weight[0, 0] = 1
+            attention.rpe_bias.copy_(torch.tensor([0.5, -1, 0.25, 2, -0.75, 1, 0.125]).expand(2, 7))
+            model.readout.bias[0] = 1.5
+        elif variant == "urpe":
+            attention.W_v.bias[0] = 4
+            attention.W_o.weight[0, 0] = 1
+            offsets = torch.arange(-3, 4)  # entry k is offset j - i = k - 3
+            attention.urpe_c.copy_((offsets <= 0).float().expand(2, 7))
+        else:
+            model.position_embedding[:, 0] = torch.arange(1.0, 5.0)
+    return model
+
+
+def _quantization_error(state, frac):
+    """The largest |w - round(w·2^frac)/2^frac| over the float32 weights, computed here independently."""
+    errors = [
+        abs(Fraction(value) - Fraction(round(Fraction(value) * 2**frac), 2**frac))
+        for tensor in state.values()
+        for value in tensor.flatten().tolist()
+    ]
+    return max(errors)
+
+
+@pytest.mark.parametrize(
+    "variant, frac, blind, bound, at_witness, on_constant_inputs",
+    [
+        # Luo et al. 2022, Thm 1: RPE inside softmax is blind on constant inputs, for every weight choice, so the
+        # certificate holds: eps* = (n-1)/2 = 3/2; this model errs 3/2 at a^4 and 5/2 at c^4 (docstring above)
+        ("rpe", 10, "proved", "proved", Fraction(3, 2), Fraction(5, 2)),
+        # the URPE and APE constructions compute f(X)_i = i exactly: positions differ (a^4: outputs 1 and 4,
+        # deviation 3), and this very model, a member of the class, beats eps* with sup-error 0
+        ("urpe", 10, "refuted", "refuted", None, Fraction(0)),
+        ("ape", 10, "refuted", "refuted", None, Fraction(0)),
+    ],
+)
+def test_luo_export_of_a_known_construction_gets_the_verdicts_and_errors_computed_by_hand(
+    tmp_path, variant, frac, blind, bound, at_witness, on_constant_inputs
+):
+    """export_run writes the state dict and a spec quantizing it to a fixed point chosen from the weights' range
+    (24 bits: 1 sign + ceil(log2(largest + 1)) + 7 headroom bits of integer part, the rest fraction: the largest
+    weight 40 gives 24 - 1 - 6 - 7 = 10); proving it gives the verdicts and exact errors computed by hand."""
+    model = _construction(variant)
+    state = {name: value.detach().clone() for name, value in model.state_dict().items()}
+    with torch.no_grad():
+        outputs = model(_constant_tokens(3, 4))[..., 0]
+    float_error = float((outputs - torch.arange(1.0, 5.0)).abs().max())
+    run = {"task": "position-index", "variant": variant, "selected": {"sup_error_constant": float_error}}
+    export_run(run, state, LUO_EXPORT_SETTINGS, tmp_path)
+    stem = f"position-index-{variant}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{stem}-check.yaml", f"{stem}-model.pt"]
+    loaded = torch.load(tmp_path / f"{stem}-model.pt", weights_only=True)
+    assert all(torch.equal(loaded[name], state[name]) for name in state)
+    assert run["export"]["fixed_point"] == {"bits": 24, "frac": frac}
+    error = _quantization_error(state, frac)
+    assert 0 < error <= Fraction(1, 2 ** (frac + 1)) and Fraction(run["export"]["quantization_error"]) == error
+    run["proof"] = check_written_spec(
+        Path(run["export"]["check_spec"]), keep=PROOF_STATISTICS, keep_witness=PROOF_WITNESS
+    )
+    exact = exact_summary(run)
+    assert (exact["position_blind"], exact["bound"]) == (blind, bound), run["proof"]
+    assert Fraction(exact["epsilon_star"]) == Fraction(3, 2)
+    assert Fraction(exact["quantized_sup_error_constant"]) == on_constant_inputs
+    assert exact["float_sup_error_constant"] == pytest.approx(float(on_constant_inputs), abs=1e-6)
+    checks = {check["property"]: check for check in run["proof"]}
+    if blind == "refuted":
+        assert exact["position_blind_witness"] == "a^4" and Fraction(exact["position_blind_deviation"]) == 3
+        # the model itself beats eps*: refuted before any induction (no z3 query)
+        assert checks["sup-error bound"]["verdict"].startswith("refuted (this model")
+        assert checks["sup-error bound"]["witness_layer"] == "this model"
+    else:
+        assert checks["sup-error bound"]["verdict"].startswith("proved (witness + induction")
+        assert Fraction(checks["sup-error bound"]["this_model_error_at_witness"]) == at_witness
+
+
+def test_inexpressible_measures_this_model_within_its_budget(tmp_path):
+    """The own-model measurement runs before the induction and under the property's deadline: with a budget
+    already spent at the first evaluation the verdict is unknown, naming the phase (never a late answer)."""
+    run = {"task": "position-index", "variant": "urpe", "selected": {"sup_error_constant": 0.0}}
+    export_run(run, _construction("urpe").state_dict(), LUO_EXPORT_SETTINGS, tmp_path)
+    spec_file = Path(run["export"]["check_spec"])
+    text = spec_file.read_text().replace("timeout: 600", "timeout: 0.000001")
+    assert "timeout: 0.000001" in text
+    spec_file.write_text(text)
+    (bound,) = [check for check in check_written_spec(spec_file) if check["property"] == "sup-error bound"]
+    assert bound["verdict"].startswith("unknown") and "this model's sup-error" in bound["detail"], bound
+
+
+LUO_EXPORT = """\
+experiment: luo-position-index
+tasks: [position-index]
+variants: [rpe, urpe]
+presets:
+  small: {length: 4, vocab: 3, width: 8, heads: 2, layers: 1, ffn-width: 8, steps: 300, batch: 16,
+          learning-rate: 0.01, eval-every: 50, eval-samples: 16}
+"""
+
+
+@pytest.mark.slow  # trains two micro models (300 steps, ~3 s CPU each) and proves their exports (~5 s)
+def test_luo_cli_exports_and_proves_every_trained_model(tmp_path):
+    """--export --prove end to end: files for every trained model, the exact column in the tables, JSON and plot.
+    Whatever training reached, the RPE model's verdicts are fixed by Luo et al.'s Thm 1 (blind, bound proved with
+    eps* = (4-1)/2 = 3/2) and its exact error is >= eps*. The URPE model learns f(X)_i = i here (float sup-error
+    about 0.05 with this seed): the quantized model itself then refutes the bound, before any induction."""
+    spec_path = tmp_path / "luo.yaml"
+    spec_path.write_text(LUO_EXPORT)
+    out, models = tmp_path / "out", tmp_path / "models"
+    result = CliRunner().invoke(
+        experiment, [str(spec_path), "--out", str(out), "--device", "cpu", "--export", str(models), "--prove"]
+    )
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in models.iterdir()) == [
+        "position-index-rpe-check.yaml",
+        "position-index-rpe-model.pt",
+        "position-index-urpe-check.yaml",
+        "position-index-urpe-model.pt",
+    ]
+    written = json.loads((out / "luo.json").read_text())
+    rpe = written["summary"]["position-index"]["rpe"]["exact"]
+    assert (rpe["position_blind"], rpe["bound"], rpe["epsilon_star"]) == ("proved", "proved", "3/2")
+    assert Fraction(rpe["quantized_sup_error_constant"]) >= Fraction(3, 2)
+    urpe = written["summary"]["position-index"]["urpe"]["exact"]
+    assert urpe["float_sup_error_constant"] < 0.5, "the URPE model did not learn: this test's premise"
+    assert (urpe["position_blind"], urpe["bound"]) == ("refuted", "refuted")
+    assert urpe["quantized_sup_error_constant_float"] == pytest.approx(urpe["float_sup_error_constant"], abs=0.01)
+    assert "position-blind" in result.output and "bound ε*" in result.output
+    if HAVE_MATPLOTLIB:
+        assert (out / "luo.png").stat().st_size > 10_000

@@ -270,6 +270,7 @@ class Induction:
 
     lengths: tuple[int, ...]
     any_depth: bool = False
+    notes: Any = None  # the property's own notes, handed back with the request to ``conclude``
 
 
 @dataclass(frozen=True)
@@ -459,6 +460,19 @@ class Property:
         """Evaluate ``tokens`` on the reference interpreter; the witness when they violate the claim (every
         refutation of an each-input property is replayed through this)."""
         raise self._missing("violation")
+
+    def certified_outputs(self, task: Task, rows: Array) -> tuple[Array, int] | None:
+        """What an exhaustive proof's certificate digests for each of ``rows`` (one row per input), as integers
+        over a common denominator, when the model's readout is not what the proof is about (``rasp-equivalence``
+        in tracr's float reading: the enclosure of the float32 model's output coordinates). None: the readout
+        (evaluated by the batched evaluator and, on the sample, by the reference interpreter)."""
+        return None
+
+    def certified_check(self, task: Task, tokens: Inputs) -> str | None:
+        """A certificate's re-check of the claim on one sampled input: what is wrong there, or None. Default: the
+        reference interpreter's ``violation``; a property whose ``certified_outputs`` read the model another way
+        re-checks the claim in that reading."""
+        return None if self.violation(task, tokens) is None else "the interpreter finds a violation"
 
     def measure(self, task: Task, tokens: Inputs) -> dict[str, Fraction]:
         """Named exact measures of one input whose extremes the verdict reports (interpret)."""

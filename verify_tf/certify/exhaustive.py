@@ -133,10 +133,34 @@ def chunk_digest(task: Task, start: int, stop: int) -> str:
     return fractions_digest(outputs)
 
 
+def own_outputs(task: Task, rows: Any) -> list[list[Fraction]] | None:
+    """The property's certified outputs for token-index ``rows`` (``certified_outputs``), or None: the readout."""
+    own = task.prop.certified_outputs(task, rows)
+    if own is None:
+        return None
+    numerators, den = own
+    return [[Fraction(int(v), den) for v in line] for line in numerators]
+
+
+def own_reading(task: Task, rows: list[tuple]) -> str | None:
+    """The reading the property's certified outputs are about (``Property.reading``), or None when the
+    certificate digests the readout."""
+    import numpy as np
+
+    if not rows or task.prop.form == DISTINCT_VALUES:
+        return None
+    if task.prop.certified_outputs(task, np.array([rows[0]], dtype=np.int64).reshape(1, len(rows[0]))) is None:
+        return None
+    return task.prop.reading(task)[0] or "its own"
+
+
 def reevaluate(task: Task, indices: list[int]) -> tuple[list[list[Fraction]], list[int], list[tuple]]:
-    """The interpreter's outputs at ``indices`` (the property's values for distinct-values properties, else
-    the readout), and the indices (of ``VIOLATION_SAMPLE`` spread over them) where the property's own
-    interpreter check finds a violation."""
+    """The outputs at ``indices`` one input at a time (the property's values for distinct-values properties,
+    its certified outputs when it has its own reading of the model, else the interpreter's readout), and the
+    indices (of ``VIOLATION_SAMPLE`` spread over them) where the property's re-check (``certified_check``: by
+    default its interpreter check) finds the claim broken."""
+    import numpy as np
+
     space = space_of(task)
     distinct = task.prop.form == DISTINCT_VALUES
     outputs, violations, rows = [], [], []
@@ -145,8 +169,9 @@ def reevaluate(task: Task, indices: list[int]) -> tuple[list[list[Fraction]], li
         row = space.rows(index, index + 1)[0][0]
         tokens = space.decode(row)
         rows.append(tuple(int(t) for t in row))
-        outputs.append(interpreter_outputs(task, tokens))
-        if not distinct and index in spread and task.prop.violation(task, tokens) is not None:
+        own = None if distinct else own_outputs(task, np.array([row], dtype=np.int64).reshape(1, len(row)))
+        outputs.append(own[0] if own is not None else interpreter_outputs(task, tokens))
+        if not distinct and index in spread and task.prop.certified_check(task, tokens) is not None:
             violations.append(index)
     return outputs, violations, rows
 
@@ -166,6 +191,11 @@ def batched_outputs(task: Task, rows: list[tuple]) -> list[list[Fraction]] | str
         slots: dict[int, list[Fraction]] = {}
         for length, ks in by_length.items():
             array = np.array([rows[k] for k in ks], dtype=np.int64).reshape(len(ks), length)
+            own = None if task.prop.form == DISTINCT_VALUES else own_outputs(task, array)
+            if own is not None:
+                for k, line in zip(ks, own):
+                    slots[k] = line
+                continue
             if task.prop.form == DISTINCT_VALUES:
                 numerators, den = task.prop.batched_values(task, evaluators, array)
             else:
@@ -198,6 +228,7 @@ def exhaustive_evidence(task: Task, statistics: dict[str, Any], evidence: Eviden
     outputs, violations, rows = reevaluate(task, indices)
     batched = batched_outputs(task, rows)
     mismatches = [indices[k] for k in range(len(rows)) if not isinstance(batched, str) and batched[k] != outputs[k]]
+    reading = own_reading(task, rows)
     checks = [
         {
             "check": "domain size two ways vs inputs evaluated",
@@ -216,8 +247,11 @@ def exhaustive_evidence(task: Task, statistics: dict[str, Any], evidence: Eviden
             "note": "" if digest_ok else "the chunk digests do not cover the space or do not combine to the digest",
         },
         {
-            "check": f"seeded sample of {len(indices)} inputs re-evaluated on the reference interpreter",
-            "tool": "verify_tf.semantics (reference interpreter)",
+            "check": f"seeded sample of {len(indices)} inputs re-evaluated "
+            + (f"one at a time in the property's reading ({reading})" if reading else "on the reference interpreter"),
+            "tool": "the property's certified outputs and check"
+            if reading
+            else "verify_tf.semantics (reference interpreter)",
             "ok": not violations and not mismatches,
             "seed": seed,
             "sample_size": len(indices),
@@ -232,7 +266,9 @@ def exhaustive_evidence(task: Task, statistics: dict[str, Any], evidence: Eviden
     return {
         "kind": "exhaustive",
         "space": space.describe(),
-        "outputs": "property values" if task.prop.form == DISTINCT_VALUES else "readout",
+        "outputs": "property values"
+        if task.prop.form == DISTINCT_VALUES
+        else (f"the property's certified outputs ({reading})" if reading else "readout"),
         "chunks": chunks,
         "checks": checks,
     }

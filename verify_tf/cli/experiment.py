@@ -9,11 +9,12 @@ training, never verdicts, and the exit status does not depend on them (0 when th
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
+from rich.console import Console, Group
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
@@ -91,14 +92,15 @@ class _ProgressBars:
     "--export",
     "export_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="yang-lk-depth: write every trained model (state dict) and the specs that check it, quantized, here.",
+    help="yang-lk-depth, luo-position-index: write every trained model (state dict) and the specs that check it, "
+    "quantized, here.",
 )
 @click.option(
     "--prove",
     is_flag=True,
-    help="yang-lk-depth: run the exported specs and add the quantized models' exact verdicts (every word of L_k up "
-    "to 100; every string up to 100) to the table, the JSON and the plot (exports to OUT/<spec>-models without "
-    "--export).",
+    help="yang-lk-depth, luo-position-index: run the exported specs and add the quantized models' exact verdicts "
+    "(yang: every word of L_k up to 100, every string up to 100; luo: position-blind on constant inputs, the eps* "
+    "bound) to the table, the JSON and the plot (exports to OUT/<spec>-models without --export).",
 )
 def experiment(
     spec: Path,
@@ -118,9 +120,9 @@ def experiment(
         loaded = load_experiment(spec)
     except SpecError as exc:
         raise _InputError(str(exc)) from None
-    if (export_dir is not None or prove) and loaded.experiment != "yang-lk-depth":
+    if (export_dir is not None or prove) and loaded.experiment == "prefix-labels":
         raise _InputError(
-            f"--export and --prove are implemented for yang-lk-depth only, not {loaded.experiment}\n  hint: "
+            "--export and --prove are for yang-lk-depth and luo-position-index, not prefix-labels\n  hint: "
             "prefix-labels always writes its model and check spec under --out"
         )
     if prove and export_dir is None:
@@ -159,7 +161,7 @@ def experiment(
     )
 
 
-def _summary_table(result: dict[str, Any]) -> Table:
+def _summary_table(result: dict[str, Any]) -> Table | Group:
     if result["experiment"] == "luo-position-index":
         return _luo_table(result)
     if result["experiment"] == "prefix-labels":
@@ -189,7 +191,7 @@ def _prefix_table(result: dict[str, Any]) -> Table:
     return table
 
 
-def _luo_table(result: dict[str, Any]) -> Table:
+def _luo_table(result: dict[str, Any]) -> Table | Group:
     table = Table(
         title=escape(result["title"]) + "\nbest over training, on random and on constant inputs: sup-error "
         "(position-index) or accuracy; ε* = (n−1)/2"
@@ -214,6 +216,36 @@ def _luo_table(result: dict[str, Any]) -> Table:
                 "",
             )
         table.add_row(escape(run["task"]), escape(run["variant"]), *cells)
+    if not any("exact" in run for run in result["runs"]):
+        return table
+    return Group(table, _luo_exact_table(result))
+
+
+def _luo_exact_table(result: dict[str, Any]) -> Table:
+    """The exported (selected) checkpoints, quantized: the float sup-error on constant inputs beside the quantized
+    model's exact one, and the verdicts of position-blind and of the ε* certificate on the very model."""
+    table = Table(
+        title="the selected models, quantized: exact sup-error on constant inputs and verdicts (--prove)",
+    )
+    for name in ("task", "variant", "float", "exact", "ε*", "position-blind", "bound ε*"):
+        table.add_column(name, justify="left" if name in ("task", "variant") else "right", no_wrap=True)
+    short = {"position-index": "index", "position-identification": "identification", "even-token-prediction": "even"}
+    for run in result["runs"]:
+        exact = run.get("exact") or {}
+        float_error, sup = exact.get("float_sup_error_constant"), exact.get("quantized_sup_error_constant_float")
+        blind = exact.get("position_blind", "")
+        if blind == "refuted" and exact.get("position_blind_witness"):
+            blind += f" at {exact['position_blind_witness']}"
+        epsilon = exact.get("epsilon_star")
+        table.add_row(
+            escape(short.get(run["task"], run["task"])),
+            escape(run["variant"]),
+            "" if float_error is None else f"{float_error:.3f}",
+            "" if sup is None else f"{sup:.3f}",
+            "" if epsilon is None else f"{float(Fraction(epsilon)):g}",
+            escape(blind),
+            escape(exact.get("bound", "")),
+        )
     return table
 
 

@@ -167,14 +167,19 @@ def run_prefix_labels(
     return body
 
 
-def check_written_spec(spec_file: Path) -> list[dict[str, Any]]:
-    """Run the written spec (the counting engine) and keep what each verdict says."""
+def check_written_spec(
+    spec_file: Path, keep: tuple[str, ...] = (), keep_witness: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
+    """Run the written spec and keep what each verdict says (``keep``, ``keep_witness``: more statistics and
+    counterexample fields to copy, by name)."""
     loaded = load_spec(spec_file)
     found = []
     for verdict in check_all([loaded], Overrides()):
         statistics = verdict.statistics
         found.append(
             {
+                **{key: statistics.get(key) for key in keep},
+                **{f"witness_{key}": (verdict.counterexample or {}).get(key) for key in keep_witness},
                 "property": verdict.property,
                 "verdict": verdict.label,
                 "detail": verdict.detail,

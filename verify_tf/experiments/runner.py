@@ -56,7 +56,7 @@ def run_experiment(
         elif spec.experiment == "yang-lk-depth":
             body = run_yang(spec, settings, chosen, seed, progress, export_dir, prove)
         else:
-            body = run_luo(spec, settings, chosen, seed, progress)
+            body = run_luo(spec, settings, chosen, seed, progress, export_dir, prove)
     return {
         "experiment": spec.experiment,
         "title": spec.title,

@@ -1,30 +1,39 @@
 """Sound bounds on what a float model computes: every float32 evaluation, in exact integer interval arithmetic.
 
 ``enclose(network, ids)`` returns, for each input row, an interval [lo, hi] around every coordinate of the final
-residual stream that contains the value of **every** evaluation of the ``FloatNetwork`` in IEEE float32 with
-round-to-nearest (any summation order, with or without fused multiply-adds, flushing subnormals or not), and
-with any ``exp`` whose relative error is at most ``EXP_ERROR``. In particular it contains both haiku's (JAX)
-and this package's numpy evaluation. Nothing here is computed in floating point: numbers are Python integers
-over 2^SCALE (2^P for attention weights), every rounding is outward, and ``exp`` is bracketed by exact rationals
-(``semantics.exp_table.exp_bracket``, Python's correctly rounded decimal ``exp``).
+residual stream that contains the value of **every** evaluation of the ``FloatNetwork`` that the error model of
+docs/semantics.md §7 allows: IEEE float32 with round-to-nearest, sums in any order (fused multiply-adds or wider
+accumulators or not, subnormals flushed or not), divisions done as such or as a multiplication by the rounded
+reciprocal (XLA under ``jit``), and any ``exp`` whose relative error is at most ``EXP_ERROR``. In particular it
+contains tracr's JAX model (un-jitted, or compiled by XLA) and this package's numpy evaluation. Nothing here is
+computed in floating point: numbers are Python integers over 2^SCALE (2^P for attention weights), every rounding
+is outward, and ``exp`` is bracketed by exact rationals (``semantics.exp_table.exp_bracket``).
 
-The error model, operation by operation (u = 2^-24, the unit roundoff of float32; γ_m = m·u / (1 − m·u); each
-rounding may also add an absolute 2^-126, covering underflow, which the one-unit outward rounding at 2^-64
-absorbs):
+The rules, operation by operation (u = 2^-24, the unit roundoff of float32; γ_m = m·u / (1 − m·u); a rounding
+may also add an absolute 2^-126, underflow, which the one-unit outward rounding at 2^-64 absorbs):
 
-* a sum or dot product of m non-zero terms, in any order: |fl(Σ t_i) − Σ t_i| ≤ γ_m Σ |t_i| (Higham, Accuracy
-  and Stability of Numerical Algorithms, Thm. 3.4; a term with a zero weight is an exact zero);
-* a single addition, subtraction or division: relative error ≤ u (the residual additions, ``+ b`` of each
-  ``Linear``, the division of logits by float32(sqrt(key_size)), the division of softmax by its sum);
-* softmax: the weights ``ŵ_j = fl(e_j / fl(Σ e_k))`` with ``e_j = exp(fl(l_j − max l))`` satisfy
-  ``ŵ_j = w_j (1 + θ_j)`` with |θ_j| ≤ ρ, where w is the exact softmax of the float logits, ρ from the exp error,
-  the subtraction error (relative u on a difference of at most D, so a factor e^{D·u}), γ_n of the sum and u
-  of the division (``_softmax_factor``);
-* the exact softmax of logits known to lie in intervals lies in the box
-  w_j ∈ [e^{lo_j} / (e^{lo_j} + Σ_{k≠j} e^{hi_k}), e^{hi_j} / (e^{hi_j} + Σ_{k≠j} e^{lo_k})] and on the simplex;
-  the head's output Σ_j w_j v_j is bounded by the exact fractional knapsack over that box ∩ simplex (so equal
-  values on the argmax set and its leak cost nothing), plus the float deviations of the weights and the
-  rounding of the weighted sum.
+* **deterministic where the inputs are exact.** A box with lo = hi is a float32 known exactly. One rounding of
+  exact operands (the embedding's token + position, a residual addition, the logit's division or reciprocal
+  product, a difference to the softmax maximum) is computed exactly (``round32``). A sum of exact terms is
+  exact when every partial sum in every order is a float32 (the terms are multiples of 2^e, Σ|t_i| < 2^(e+24),
+  2^e normal), or when it has at most two terms (one rounding) (``determined_sums``). tracr's one-hot residual
+  streams keep most of layer 0 exact this way;
+* ``x @ W + b`` is a sum of the m products and the bias in any order: |fl(Σ t_i) − Σ t_i| ≤ γ_(m+1) Σ |t_i|
+  (Higham, Accuracy and Stability of Numerical Algorithms, Thm. 3.4; a zero weight gives an exact zero);
+* a residual addition: relative error ≤ u; the logit ``(q·k) / float32(sqrt(K))``: γ_m on the dot product, then
+  relative (1 + u)² (a division, or XLA's product with the rounded reciprocal);
+* softmax: ê_j = exp^(fl(l_j − m)) with m the float maximum. Softmax is invariant under a common shift, so
+  ê_j / Σ ê_k = softmax(t)_j for effective logits t_j = fl(l_j − m) + ln(ê_j / e^{fl(l_j − m)}): exact
+  differences ± ``EXP_SHIFT`` where the query's logits are exact, else l_j ± (u·(m − l_j) + ``EXP_SHIFT``)
+  (``_effective_logits``). Masked logits (−1e30) give ê = 0 exactly. The exact softmax of the effective
+  logits lies in the box w_j ∈ [e^{lo_j} / (e^{lo_j} + Σ_{k≠j} e^{hi_k}), e^{hi_j} / (e^{hi_j} + Σ_{k≠j}
+  e^{lo_k})] ∩ simplex; the float weights are w_j(1 + θ_j) with |θ_j| ≤ ρ from the sum's γ_n and the division
+  (``_softmax_factor``); the head's output Σ_j ŵ_j v_j is bounded by the exact fractional knapsack over the box ∩
+  simplex (equal values on the argmax set and its leak cost nothing), plus the weights' deviations and the
+  weighted sum's rounding;
+* the MLP ``ReLU(x @ W1 + b1) @ W2 + b2`` is bounded twice, by intervals and to first order in x's width (units
+  on for the whole box pass their input through, so tracr's discretising pairs cancel exactly; ``mlp``), and the
+  two enclosures are intersected.
 
 Per head, the statistics of the leak are kept: the largest total weight any query can put outside the keys
 that may hold the top logit (``leak``) and the smallest logit gap between those keys and the rest (``gap``,
@@ -46,7 +55,7 @@ SCALE = 64  # values are integers over 2^SCALE
 P = 64  # attention weights are integers over 2^P
 GRID = 26  # logit differences are rounded outward to multiples of 2^-GRID before exp is bracketed
 UNIT = Fraction(1, 1 << 24)  # float32 unit roundoff (round to nearest)
-EXP_ERROR = Fraction(1, 1 << 20)  # assumed relative error of a float32 exp: 16 ulps (XLA and numpy: ~1 ulp)
+EXP_ERROR = Fraction(1, 1 << 20)  # assumed relative error of a float32 exp: 8 to 16 ulps (XLA and numpy: a few)
 EXP_FLOOR = -45  # e^-45 < 2^-64: below it, e^x is bracketed by [0, 2^-64]
 
 OBJ = object
@@ -58,19 +67,11 @@ def gamma(m: int) -> Fraction:
     return Fraction(m) * UNIT / (1 - m * UNIT) if m else Fraction(0)
 
 
-def _error_shift(factor: Fraction) -> int:
-    """The largest k with 2^-k ≥ factor (factor > 0): errors are bounded by one shift."""
-    k = 0
-    while Fraction(1, 1 << (k + 1)) >= factor:
-        k += 1
-    return k
-
-
 def _ceil_times(values: np.ndarray, factor: Fraction) -> np.ndarray:
-    """An integer upper bound of values · factor (values ≥ 0): values · 2^-k + 1 with 2^-k ≥ factor (one shift)."""
+    """An integer upper bound of values · factor (values ≥ 0 integers): ⌊values · factor⌋ + 1."""
     if factor == 0:
         return np.zeros_like(values)
-    return (values >> _error_shift(factor)) + 1
+    return values * factor.numerator // factor.denominator + 1
 
 
 def _shift_floor(values: np.ndarray, bits: int) -> np.ndarray:
@@ -127,34 +128,152 @@ class Box:
 
 
 def add(a: Box, b: Box) -> Box:
-    """fl(a + b): a residual addition."""
-    return Box(a.lo + b.lo, a.hi + b.hi).rounded()
+    """fl(a + b): a residual addition (or the embedding's token + position). One rounding of two float32s is
+    deterministic: where both are known exactly, the result is that float32 exactly."""
+    out = Box(a.lo + b.lo, a.hi + b.hi).rounded()
+    exact = (a.lo == a.hi) & (b.lo == b.hi)
+    if exact.any():
+        values, inverse = np.unique((a.lo + b.lo)[exact], return_inverse=True)  # one-hot streams repeat values
+        table = [round32(int(t), SCALE) for t in values]
+        rounded = np.array([0 if r is None else r for r in table], dtype=OBJ)[inverse.reshape(-1)]
+        known = np.array([r is not None for r in table], dtype=bool)[inverse.reshape(-1)]
+        where = np.flatnonzero(exact.reshape(-1))[known]
+        out.lo.reshape(-1)[where] = rounded[known]
+        out.hi.reshape(-1)[where] = rounded[known]
+    return out
+
+
+def intersect(a: Box, b: Box) -> Box:
+    """Two enclosures of the same values: their intersection encloses them too."""
+    return Box(np.maximum(a.lo, b.lo), np.minimum(a.hi, b.hi))
 
 
 def relu(a: Box) -> Box:
     return Box(np.maximum(a.lo, 0), np.maximum(a.hi, 0))
 
 
+def _trailing_zeros(value: int) -> int:
+    return (value & -value).bit_length() - 1 if value else NO_BITS
+
+
+_TRAILING_ZEROS = np.frompyfunc(_trailing_zeros, 1, 1)
+NO_BITS = 1 << 30  # "trailing zeros" of 0: larger than any exponent met
+
+
+@lru_cache(maxsize=1 << 16)
+def round32(value: int, scale: int) -> int | None:
+    """The float32 nearest to value / 2^scale (ties to even), as an integer over 2^scale; None when that float32 is
+    subnormal (a platform may flush it to zero) or overflows."""
+    if value == 0:
+        return 0
+    magnitude = abs(value)
+    extra = magnitude.bit_length() - 24  # bits below float32's 24-bit significand
+    if extra > 0:
+        kept, rest = divmod(magnitude, 1 << extra)
+        half = 1 << (extra - 1)
+        if rest > half or (rest == half and kept & 1):
+            kept += 1
+        magnitude = kept << extra
+    exponent = magnitude.bit_length() - 1 - scale
+    if not -126 <= exponent <= 127:
+        return None
+    return magnitude if value > 0 else -magnitude
+
+
+def round32_quotient(numerator: int, denominator: int, scale: int) -> int | None:
+    """The float32 nearest to numerator / (denominator · 2^scale) (denominator > 0, ties to even), as an integer over
+    2^scale; None when it is not an integer over 2^scale, subnormal, or overflows."""
+    if numerator == 0:
+        return 0
+    magnitude = abs(numerator)
+    top = magnitude.bit_length() - denominator.bit_length()  # 2^top <= magnitude / denominator < 2^(top+1)
+    if (magnitude << max(0, -top)) < (denominator << max(0, top)):
+        top -= 1
+    unit = top - 23  # the result's ulp is 2^unit (over 2^scale)
+    if unit >= 0:
+        kept, rest = divmod(magnitude, denominator << unit)
+        twice, whole = 2 * rest, denominator << unit
+    else:
+        kept, rest = divmod(magnitude << -unit, denominator)
+        twice, whole = 2 * rest, denominator
+    if twice > whole or (twice == whole and kept & 1):
+        kept += 1
+    if unit < 0:
+        if kept % (1 << -unit):
+            return None
+        result = kept >> -unit
+    else:
+        result = kept << unit
+    exponent = result.bit_length() - 1 - scale
+    if not -126 <= exponent <= 127:
+        return None
+    return result if numerator > 0 else -result
+
+
+def _is_float32(magnitude: int, scale: int) -> bool:
+    """magnitude / 2^scale (> 0) is a normal float32: at most 24 significant bits, exponent in [-126, 127]."""
+    return magnitude >> _trailing_zeros(magnitude) < 1 << 24 and -126 <= magnitude.bit_length() - 1 - scale <= 127
+
+
+def determined_sums(products: np.ndarray, scale: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sums along the last axis of exact terms (integers over 2^scale) that **every** float32 evaluation gives the
+    same result for, whatever the order, fused or not: (the result over 2^scale, where it is determined).
+
+    Determined: (a) every term and every partial sum is a float32, so no operation rounds: the terms are multiples
+    of 2^e (e their least trailing-zero exponent), Σ|t_i| < 2^(e+24) and 2^e is not below float32's smallest
+    normal; or (b) at most two terms, each a float32: the one rounding fl(t_1 + t_2) (fused or not) is the result."""
+    total = products.sum(axis=-1)
+    magnitudes = abs(products)
+    size = magnitudes.sum(axis=-1)
+    common = np.asarray(_TRAILING_ZEROS(np.bitwise_or.reduce(magnitudes, axis=-1)), dtype=OBJ)
+    # (a), elementwise on Python integers: Σ|t_i| < 2^(e+24) and 2^e normal (a zero sum is exact too)
+    zero = size == 0
+    exponent = np.where(zero, 0, common)
+    within = np.right_shift(size, exponent + 24) == 0
+    known = np.asarray(zero | (within & (exponent - scale >= -126)), dtype=bool)
+    result = np.where(known, total, 0).astype(OBJ)
+    flat_total, flat_terms = total.reshape(-1), magnitudes.reshape(-1, magnitudes.shape[-1])
+    out, ok = result.reshape(-1), known.reshape(-1)
+    few = (products != 0).sum(axis=-1).reshape(-1) <= 2
+    for i in np.flatnonzero(~ok & few):  # (b): at most two float32 terms, one rounding
+        terms = [int(t) for t in flat_terms[i] if t]
+        if all(_is_float32(t, scale) for t in terms):
+            rounded = round32(int(flat_total[i]), scale)
+            if rounded is not None:
+                out[i], ok[i] = rounded, True
+    return result, known
+
+
+def _to_scale(values: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """Integers over 2^(SCALE + bits) as the tightest integers over 2^SCALE around them: (floor, ceil)."""
+    return _shift_floor(values, bits), _shift_ceil(values, bits)
+
+
 @dataclass(frozen=True)
 class _Linear:
-    """A float32 ``x @ W + b`` prepared for interval evaluation: per used output column its non-zero rows."""
+    """A float32 ``x @ W + b`` prepared for interval evaluation. The bias is one more term of the sum: the error
+    model lets a platform add it in any order with the products (a GEMM that starts from the bias, XLA's fused
+    addend), so ``x @ W + b`` is the float32 sum of m + 1 exact terms in any order."""
 
-    inputs: np.ndarray  # the rows of W with a non-zero weight (the only input coordinates read)
-    columns: tuple[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int], ...]
+    inputs: np.ndarray  # the rows of [W; b] with a non-zero weight (index d: the bias, read against a constant 1)
+    columns: tuple[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, Fraction], ...]
     bits: int
-    bias_lo: np.ndarray
-    bias_hi: np.ndarray
-    bias_zero: np.ndarray  # (out,) bool
+    dense: np.ndarray  # (len(inputs), width) the weights of those rows, integers over 2^bits (0 where zero)
+    gammas: tuple[Fraction, ...]  # (width,) γ_m of each column: its rounding error is at most γ_m Σ|x_i w_i|
     width: int
+    determinable: bool  # no subnormal weight (a platform may flush it to zero): exact inputs may give exact sums
 
     @staticmethod
     def of(w: np.ndarray, b: np.ndarray) -> _Linear:
-        ints, bits = _ints(w)
-        inputs = np.flatnonzero((w != 0).any(axis=1))
+        augmented = np.concatenate([w, np.asarray(b, dtype=np.float32)[None, :]], axis=0)
+        ints, bits = _ints(augmented)
+        inputs = np.flatnonzero((augmented != 0).any(axis=1))
         position = {int(r): i for i, r in enumerate(inputs)}
         columns = []
+        gammas = []
         for column in range(w.shape[1]):
-            rows = np.flatnonzero(w[:, column] != 0)
+            rows = np.flatnonzero(augmented[:, column] != 0)
+            gammas.append(gamma(len(rows)))
             if len(rows):
                 weights = ints[rows, column]
                 local = np.array([position[int(r)] for r in rows], dtype=np.int64)
@@ -163,36 +282,128 @@ class _Linear:
                     (
                         column,
                         local,
+                        weights,
                         local[positive],
                         local[negative],
                         weights[positive],
                         weights[negative],
-                        _error_shift(gamma(len(rows))),
+                        gammas[-1],
                     )
                 )
-        bias_lo, bias_hi = _at_scale(b)
-        return _Linear(inputs, tuple(columns), bits, bias_lo, bias_hi, np.asarray(b) == 0, int(w.shape[1]))
+        magnitudes = np.abs(augmented.astype(np.float64))
+        subnormal = bool(((magnitudes != 0) & (magnitudes < 2.0**-126)).any())
+        return _Linear(inputs, tuple(columns), bits, ints[inputs], tuple(gammas), int(w.shape[1]), not subnormal)
+
+    def extended(self, x: Box) -> tuple[np.ndarray, np.ndarray]:
+        """x's coordinates that the weights read, the bias's constant 1 (over 2^SCALE) appended as index d."""
+        one = np.full(x.lo.shape[:-1] + (1,), 1 << SCALE, dtype=OBJ)
+        lo, hi = np.concatenate([x.lo, one], axis=-1), np.concatenate([x.hi, one], axis=-1)
+        return lo[..., self.inputs], hi[..., self.inputs]
+
+    def error(self, size: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
+        """Per column (all, or ``columns``), over 2^(SCALE + bits): the rounding error bound γ_m Σ|x_i w_i| plus
+        2^-SCALE (underflow) for inputs of magnitude at most ``size`` (the extended coordinates)."""
+        chosen = np.arange(self.width) if columns is None else columns
+        dense = abs(self.dense[:, chosen])
+        magnitude = np.dot(size, dense) if dense.size else np.zeros(size.shape[:-1] + (len(chosen),), dtype=OBJ)
+        numerators = np.array([self.gammas[c].numerator for c in chosen], dtype=OBJ)
+        denominators = np.array([self.gammas[c].denominator for c in chosen], dtype=OBJ)
+        return magnitude.astype(OBJ) * numerators // denominators + 1 + (1 << self.bits)
 
     def __call__(self, x: Box) -> Box:
         shape = x.lo.shape[:-1] + (self.width,)
         lo = np.zeros(shape, dtype=OBJ)
         hi = np.zeros(shape, dtype=OBJ)
-        if len(self.inputs):
-            x_lo, x_hi = x.lo[..., self.inputs], x.hi[..., self.inputs]
-            size = np.maximum(-x_lo, x_hi)
-            for column, _rows, up, down, wp, wn, shift in self.columns:
-                low = (x_lo[..., up] * wp).sum(axis=-1) + (x_hi[..., down] * wn).sum(axis=-1)
-                high = (x_hi[..., up] * wp).sum(axis=-1) + (x_lo[..., down] * wn).sum(axis=-1)
-                magnitude = (size[..., up] * wp).sum(axis=-1) - (size[..., down] * wn).sum(axis=-1)
-                error = (magnitude >> shift) + 1
-                lo[..., column] = _shift_floor(low - error, self.bits) - 1  # one unit: underflow of m terms
-                hi[..., column] = _shift_ceil(high + error, self.bits) + 1
-        out = Box(lo + self.bias_lo, hi + self.bias_hi)
-        if self.bias_zero.all():
-            return out  # dot + 0 is the dot, exactly
-        rounded = out.rounded()
-        keep = np.broadcast_to(self.bias_zero, shape)
-        return Box(np.where(keep, out.lo, rounded.lo), np.where(keep, out.hi, rounded.hi))
+        if not len(self.inputs):
+            return Box(lo, hi)
+        x_lo, x_hi = self.extended(x)
+        size = np.maximum(-x_lo, x_hi)
+        point = x_lo == x_hi
+        for column, rows, weights, up, down, wp, wn, factor in self.columns:
+            low = (x_lo[..., up] * wp).sum(axis=-1) + (x_hi[..., down] * wn).sum(axis=-1)
+            high = (x_hi[..., up] * wp).sum(axis=-1) + (x_lo[..., down] * wn).sum(axis=-1)
+            magnitude = (size[..., up] * wp).sum(axis=-1) - (size[..., down] * wn).sum(axis=-1)
+            error = _ceil_times(magnitude, factor)
+            column_lo = _shift_floor(low - error, self.bits) - 1  # one unit: underflow of m terms
+            column_hi = _shift_ceil(high + error, self.bits) + 1
+            exact = point[..., rows].all(axis=-1) & self.determinable
+            if exact.any():  # every input known exactly: the sum may be determined (``determined_sums``)
+                value, known = determined_sums(x_lo[exact][:, rows] * weights, SCALE + self.bits)
+                where = np.flatnonzero(exact.reshape(-1))[known]
+                floor, ceil = _to_scale(value[known], self.bits)
+                column_lo.reshape(-1)[where] = floor
+                column_hi.reshape(-1)[where] = ceil
+            lo[..., column] = column_lo
+            hi[..., column] = column_hi
+        return Box(lo, hi)
+
+
+def mlp(w1: _Linear, w2: _Linear, x: Box) -> Box:
+    """``ReLU(x @ W1 + b1) @ W2 + b2`` over the box x: the plain interval bound intersected with a first-order one.
+
+    The interval bound treats every hidden unit independently, so tracr's discretising MLPs (pairs of units
+    ``ReLU(s(x − t) + 1) − ReLU(s(x − t))`` with slopes s ≈ 100) multiply an input's width by 2s although the pair
+    is flat where both units are on. The first-order bound writes x = c + t with c = x.lo exact and t ∈ [0, x.hi −
+    x.lo]; where a unit is on for the whole box (its pre-activation's lower bound ≥ 0) it passes its input through,
+    off (upper bound ≤ 0) it is exactly 0, otherwise it is bounded by [0, upper]. The exact sum that the output
+    rounds is then
+
+        Σ_{k on} (c·W1_k + b1_k) W2_kj  +  t·M_j  +  Σ_{k on} ε_k W2_kj  +  Σ_{k unsure} h_k W2_kj  +  b2_j,
+
+    with M = W1[:, on] W2[on, :] computed exactly once per on-pattern (so the pair's slopes cancel exactly), ε_k
+    the unit's rounding (|ε_k| ≤ its Higham bound), and the output's own rounding bound added as in ``_Linear``."""
+    z = w1(x)
+    plain = w2(relu(z))
+    if not len(w1.inputs) or not len(w2.inputs):
+        return plain
+    x_lo, x_hi = w1.extended(x)
+    spread = x_hi - x_lo
+    noisy = (spread != 0).any(axis=-1)
+    if not noisy.any():
+        return plain
+    # only the hidden units that are read and written, and the output columns they (or the bias) write
+    w2_full = np.zeros((w1.width + 1, w2.width), dtype=OBJ)  # W2 and its bias row (index H), over 2^b2
+    w2_full[w2.inputs] = w2.dense
+    units = np.flatnonzero((w1.dense != 0).any(axis=0) & (w2_full[:-1] != 0).any(axis=1))
+    columns = np.flatnonzero((w2_full[np.append(units, w1.width)] != 0).any(axis=0))
+    if not len(columns):
+        return plain
+    w2_used, w2_bias = w2_full[units][:, columns], w2_full[w1.width, columns]
+    c, d = x_lo[noisy], spread[noisy]  # (E, I)
+    z_lo, z_hi = z.lo[noisy][:, units], z.hi[noisy][:, units]  # (E, U)
+    on, unsure = z_lo >= 0, (z_lo < 0) & (z_hi > 0)
+    reads = np.flatnonzero((d != 0).any(axis=0))  # the inputs that vary somewhere
+    w1_used = w1.dense[:, units]
+    centre = np.dot(c, w1_used)  # (E, U) the exact pre-activations at c, over 2^(SCALE + b1)
+    size = np.maximum(-x_lo, x_hi)[noisy]
+    rounding = w1.error(size, units)  # (E, U) |ε_k|, over 2^(SCALE + b1)
+    b1, b2 = w1.bits, w2.bits
+    zero = np.zeros_like(centre)
+    total = np.dot(np.where(on, centre, zero), w2_used) + (w2_bias << (SCALE + b1))
+    slack = np.dot(np.where(on, rounding, zero), abs(w2_used))
+    low, high = total - slack, total + slack
+    straddle = np.where(unsure, z_hi, zero)  # over 2^SCALE, h_k in [0, z_hi]
+    low = low + (np.dot(straddle, np.minimum(w2_used, 0)) << b1)
+    high = high + (np.dot(straddle, np.maximum(w2_used, 0)) << b1)
+    patterns, which = np.unique(on, axis=0, return_inverse=True)
+    which = np.asarray(which).reshape(-1)
+    for p, pattern in enumerate(patterns):
+        rows = which == p
+        slopes = np.dot(w1_used[reads][:, pattern], w2_used[pattern])  # (R, out) over 2^(b1 + b2)
+        low[rows] += np.dot(d[rows][:, reads], np.minimum(slopes, 0))
+        high[rows] += np.dot(d[rows][:, reads], np.maximum(slopes, 0))
+    # the output's rounding: γ_m Σ|h_k w_kj| (the bias a term too), as ``_Linear`` bounds it
+    h_size = np.zeros((len(c), w1.width + 1), dtype=OBJ)
+    h_size[:, units] = np.maximum(np.maximum(-z_lo, z_hi), 0)
+    h_size[:, w1.width] = 1 << SCALE
+    output_error = w2.error(h_size[:, w2.inputs], columns) << b1
+    low = _shift_floor(low - output_error, b1 + b2) - 1
+    high = _shift_ceil(high + output_error, b1 + b2) + 1
+    first_lo, first_hi = plain.lo.copy(), plain.hi.copy()
+    where = np.ix_(np.flatnonzero(noisy.reshape(-1)), columns)
+    flat_lo, flat_hi = first_lo.reshape(-1, w2.width), first_hi.reshape(-1, w2.width)
+    flat_lo[where], flat_hi[where] = low, high
+    return intersect(plain, Box(first_lo, first_hi))
 
 
 @lru_cache(maxsize=1 << 16)
@@ -215,16 +426,49 @@ def _exp_box(t_lo: np.ndarray, t_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return lows[inverse[:half]].reshape(t_lo.shape), highs[inverse[half:]].reshape(t_hi.shape)
 
 
-def _softmax_factor(spread: Fraction, keys: int) -> Fraction:
-    """ρ with ŵ_j = w_j(1 + θ_j), |θ_j| ≤ ρ, for logits whose differences to the maximum are at most ``spread``."""
-    du = spread * UNIT
-    if du > 1:
-        raise ArithmeticError("logits too far apart for the softmax error bound")
-    beta = (1 + EXP_ERROR) * (1 + du + du * du) - 1  # exp error and e^{D·u} ≤ 1 + Du + (Du)^2 for Du ≤ 1
+def _softmax_factor(keys: int) -> Fraction:
+    """ρ with ŵ_j = w_j(1 + θ_j), |θ_j| ≤ ρ, where w is the exact softmax of the exponentials as computed (each
+    ``exp`` and each difference to the maximum already inside the effective logits, ``_effective_logits``): only
+    the sum of ``keys`` positive terms (γ_keys) and the division (u, or 2u as a reciprocal and a product) remain."""
     g = gamma(keys)
-    upper = (1 + beta) * (1 + UNIT) / ((1 - beta) * (1 - g)) - 1
-    lower = 1 - (1 - beta) * (1 - UNIT) / ((1 + beta) * (1 + g))
+    division = (1 + UNIT) ** 2  # ê_j / Ŝ, or (XLA under jit) ê_j · fl(1 / Ŝ): two roundings
+    upper = division / (1 - g) - 1
+    lower = 1 - (1 - UNIT) ** 2 / (1 + g)
     return max(upper, lower)
+
+
+EXP_SHIFT = EXP_ERROR / (1 - EXP_ERROR)  # ≥ −ln(1 − EXP_ERROR) ≥ ln(1 + EXP_ERROR): the exp error as a logit shift
+
+
+def _effective_logits(logits: Box, allowed: np.ndarray) -> Box:
+    """Logits t with ê_j / Σ_k ê_k = softmax(t)_j for every float32 evaluation: ê_j = exp^(fl(l_j − m)) is the
+    computed exponential of the float difference to the float maximum m. Softmax does not change when every
+    logit moves by the same amount, so t_j = fl(l_j − m) + ln(ê_j / e^{fl(l_j − m)}):
+
+    * where a query's allowed logits are all known exactly, m and each fl(l_j − m) are exact float32s (one
+      rounding, deterministic), so t_j is that difference ± the exp error (``EXP_SHIFT``);
+    * otherwise t_j ∈ l_j ± (u·(m − l_j) + EXP_SHIFT), with m − l_j ≤ max_k hi_k − lo_j."""
+    unknown = -(1 << 400)
+    lo, hi = logits.lo, logits.hi
+    m_hi = np.where(allowed, hi, unknown).max(axis=-1, keepdims=True)  # (B, i, 1)
+    distance = np.maximum(m_hi - lo, 0)
+    shift = EXP_SHIFT * (1 << SCALE)
+    slack = _ceil_times(distance, UNIT) + shift.numerator // shift.denominator + 1
+    out = Box(lo - slack, hi + slack)
+    rows = np.asarray(np.where(allowed, lo == hi, True).all(axis=-1))  # (B, i): every allowed logit exact
+    exact = rows[:, :, None] & allowed[None, :, :]
+    if exact.any():
+        top = np.broadcast_to(m_hi, lo.shape)[exact]
+        values, inverse = np.unique(lo[exact] - top, return_inverse=True)
+        table = [round32(int(t), SCALE) for t in values]
+        known = np.array([r is not None for r in table], dtype=bool)[inverse.reshape(-1)]
+        difference = np.array([0 if r is None else r for r in table], dtype=OBJ)[inverse.reshape(-1)]
+        where = np.flatnonzero(exact.reshape(-1))[known]
+        base = difference[known] + top[known]  # the same shift (the maximum) for every key of a query
+        step = shift.numerator // shift.denominator + 1
+        out.lo.reshape(-1)[where] = base - step
+        out.hi.reshape(-1)[where] = base + step
+    return out
 
 
 def _knapsack_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -323,9 +567,13 @@ def enclose(prepared: Prepared, ids: np.ndarray) -> Enclosure:
     """Intervals around the final residual stream of every float32 evaluation of the network on rows ``ids``."""
     n = ids.shape[1]
     positions = np.arange(n)
-    x = Box(
-        prepared.token_lo[ids] + prepared.pos_lo[positions], prepared.token_hi[ids] + prepared.pos_hi[positions]
-    ).rounded()
+    x = add(
+        Box(prepared.token_lo[ids], prepared.token_hi[ids]),
+        Box(
+            np.broadcast_to(prepared.pos_lo[positions], ids.shape + (prepared.pos_lo.shape[1],)),
+            np.broadcast_to(prepared.pos_hi[positions], ids.shape + (prepared.pos_hi.shape[1],)),
+        ),
+    )
     result = Enclosure(x)
     for layer, (attention, heads, output, w1, w2) in enumerate(prepared.layers):
         mixed = []
@@ -336,11 +584,10 @@ def enclose(prepared: Prepared, ids: np.ndarray) -> Enclosure:
         if mixed:
             joined = Box(np.concatenate([m.lo for m in mixed], axis=-1), np.concatenate([m.hi for m in mixed], axis=-1))
             x = add(x, output(joined))
-        elif not output.bias_zero.all():
-            x = add(
-                x, output(Box(np.zeros(x.lo.shape[:-1] + (0,), dtype=OBJ), np.zeros(x.lo.shape[:-1] + (0,), dtype=OBJ)))
-            )
-        x = add(x, w2(relu(w1(x))))
+        elif len(output.inputs):  # no head contributes, but the output Linear adds its bias
+            empty = np.zeros(x.lo.shape[:-1] + (0,), dtype=OBJ)
+            x = add(x, output(Box(empty, empty.copy())))
+        x = add(x, mlp(w1, w2, x))
     result.output = x
     return result
 
@@ -350,13 +597,12 @@ def _head(
 ) -> tuple[Box, HeadLeak]:
     batch, n = x.lo.shape[:2]
     allowed = np.tril(np.ones((n, n), dtype=bool)) if attention.causal else np.ones((n, n), dtype=bool)
-    logits = _logits(attention, query(x), key(x), used)
+    logits = _effective_logits(_logits(attention, query(x), key(x), used), allowed)
     weights_lo, weights_hi, leak = _weights(logits, allowed, n)
     v = value(x)  # (B, n, V)
     if v.lo.shape[-1] == 0:
         return Box(np.zeros((batch, n, 0), dtype=OBJ), np.zeros((batch, n, 0), dtype=OBJ)), leak
-    spread = Fraction(int(logits.hi.max() - logits.lo.min()), 1 << SCALE) if n > 1 else Fraction(0)
-    rho = _softmax_factor(max(spread, Fraction(0)), n)
+    rho = _softmax_factor(n)
     # exact part: the knapsack over the box ∩ simplex, per (row, query, value coordinate)
     lo_w = np.where(allowed, weights_lo, 0)[:, :, None, :]  # (B, i, 1, j)
     hi_w = np.where(allowed, weights_hi, 0)[:, :, None, :]
@@ -391,10 +637,45 @@ def _logits(attention: FloatAttention, q: Box, k: Box, used: int) -> Box:
     error = _ceil_times((q.magnitude()[:, :, None, :] * k.magnitude()[:, None, :, :]).sum(axis=-1), gamma(used)) << 2
     dot = Box(_shift_floor(low - error, SCALE + 2) - 1, _shift_ceil(high + error, SCALE + 2) + 1)
     divisor = Fraction(float(attention.divisor))  # exactly the float32 haiku divides by
-    return Box(
-        (dot.lo * divisor.denominator) // divisor.numerator,
-        -((-dot.hi * divisor.denominator) // divisor.numerator),
-    ).rounded()
+    # the division, or (XLA under jit) a multiplication by the divisor's float32 reciprocal: a second rounding
+    out = (
+        Box(
+            (dot.lo * divisor.denominator) // divisor.numerator,
+            -((-dot.hi * divisor.denominator) // divisor.numerator),
+        )
+        .rounded()
+        .rounded()
+    )
+    # where the query and the key are known exactly, the dot product may be determined, and then so is the logit:
+    # one rounding of dot / divisor, or of dot · fl(1/divisor) (both deterministic; the enclosure holds both)
+    reciprocal = round32_quotient(divisor.denominator << SCALE, divisor.numerator, SCALE)
+    q_point = (q.lo == q.hi).all(axis=-1)  # (B, i)
+    k_point = (k.lo == k.hi).all(axis=-1)  # (B, j)
+    both = q_point[:, :, None] & k_point[:, None, :]
+    if both.any() and reciprocal is not None:
+        b, i, j = np.nonzero(both)
+        value, known = determined_sums(q.lo[b, i] * k.lo[b, j], 2 * SCALE)
+        bounds: dict[int, tuple[int, int] | None] = {}  # per distinct exact dot product: the logit's two candidates
+        for index in np.flatnonzero(known):
+            dot_value = int(value[index])
+            if dot_value not in bounds:
+                bounds[dot_value] = _logit_candidates(dot_value, divisor, reciprocal)
+            found = bounds[dot_value]
+            if found is not None:
+                where = (b[index], i[index], j[index])
+                out.lo[where], out.hi[where] = found
+    return out
+
+
+def _logit_candidates(dot: int, divisor: Fraction, reciprocal: int) -> tuple[int, int] | None:
+    """fl(dot / divisor) and fl(dot · fl(1/divisor)) for an exact dot product (over 2^(2·SCALE)): the tightest
+    integers over 2^SCALE around both, or None when one of them is subnormal or overflows."""
+    divided = round32_quotient(dot * divisor.denominator, divisor.numerator, 2 * SCALE)
+    multiplied = round32(dot * reciprocal, 3 * SCALE)
+    if divided is None or multiplied is None:
+        return None
+    low, high = min(divided << SCALE, multiplied), max(divided << SCALE, multiplied)  # over 2^(3·SCALE)
+    return low >> (2 * SCALE), -((-high) >> (2 * SCALE))  # floor, ceil
 
 
 def _weights(logits: Box, allowed: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, HeadLeak]:

@@ -40,6 +40,21 @@ def _stream(x: Any, use_unembed_argmax: bool) -> Any:
 
 def final_stream(document: dict, ids: list[int]) -> np.ndarray:
     """tracr's haiku model (JAX, float32) on one token-id row (BOS first): the final residual stream (n, d)."""
+    return final_streams(document, np.array([ids], dtype=np.int64))[0]
+
+
+def pad_id(document: dict) -> int:
+    """The export's PAD token id: tracr numbers BOS, PAD and the vocabulary 0.., and the export names the others."""
+    used = {int(document["input"]["bos_id"])} | {int(v["id"]) for v in document["input"]["vocabulary"]}
+    return min(set(range(len(used) + 1)) - used)
+
+
+def final_streams(document: dict, ids: np.ndarray, *, jit: bool = False, pad: int | None = None) -> np.ndarray:
+    """tracr's haiku model (JAX, float32) on token-id rows (B, n), BOS first: the final residual streams (B, n, d),
+    in one call; un-jitted as tracr's ``apply`` runs it, or compiled by XLA as a whole (``jit``: fused, faster).
+    ``pad``: the token id that tracr masks out as a key (``CompiledTransformerModel.pad_token``), so rows of
+    different lengths share one call (a padded key's exp is exactly 0, so each row's own positions are an
+    evaluation of that row as docs/semantics.md §7 allows)."""
     import haiku as hk
     import jax
     import jax.numpy as jnp
@@ -69,8 +84,10 @@ def final_stream(document: dict, ids: list[int]) -> np.ndarray:
             position_embed=hk.Embed(embedding_matrix=params["pos_embed"]["embeddings"], name="pos_embed"),
             unembed=hk.to_module(_stream)(),
             use_unembed_argmax=False,
+            pad_token=pad,
         )
         return compiled(tokens, use_dropout=False).transformer_output.output
 
-    output = forward.apply(params, jnp.array([ids], dtype=jnp.int32))  # type: ignore[attr-defined]
-    return np.asarray(output[0], dtype=np.float32)
+    apply = jax.jit(forward.apply) if jit else forward.apply  # type: ignore[attr-defined]
+    output = apply(params, jnp.array(ids, dtype=jnp.int32))
+    return np.asarray(output, dtype=np.float32)

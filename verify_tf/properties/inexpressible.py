@@ -13,7 +13,11 @@ position of a constant input (position-blindness, proved for every weight choice
 engine ``architecture``), so max_i |c − f(x*)_i| ≥ (max f − min f)/2 = ε*. Errors are measured on the
 readout q_i = u·z_i over the user's positions (a BOS position is never compared).
 
-If (b) fails (URPE, absolute PE, a BOS token weighed by position) the solver picks a concrete member of the
+The spec's own model comes first: it is a member of the class, so when its sup-error over every input the claim
+ranges over (the table's inputs, or the whole domain for position-index when it has at most ``EXHAUSTIVE_LIMIT``
+inputs), measured on the reference interpreter, is below ε*, the certificate is refuted by this model before any
+induction (a trained URPE or APE model that learned the target); otherwise its sup-error is reported beside the
+verdict. If (b) fails (URPE, absolute PE, a BOS token weighed by position) the solver picks a concrete member of the
 class (one active sublayer), preferably one that realises f exactly on x*, replayed on the interpreter; it
 refutes the certificate only when its measured sup-error is below ε*. With per-probability rounding (b) is not
 provable (attention rows need not sum to 1) and the verdict is unknown.
@@ -46,7 +50,7 @@ from ..schema.errors import OptionError
 from ..semantics import Arithmetic, Fixed, evaluate
 from ..verdict import ERROR, PROVED, REFUTED, UNKNOWN
 from ..witness import input_to_json, values_to_json
-from ..work import Deadline
+from ..work import Deadline, check_deadline
 from .base import ARCHITECTURE, Property, bos_offset
 from .position_blind import deviation, parameters_text, row_sum_note
 
@@ -189,7 +193,7 @@ class Inexpressible(Property):
         return eps, witness, values, stats, f"x* = {format_input(witness)}, f(x*) = {fmt_vector(values)}"
 
     def architecture_plan(self, task: Task) -> Induction | Conclusion:
-        eps, witness, _values, stats, _shown = self.setting(task)
+        eps, witness, _values, stats, shown = self.setting(task)
         if eps == 0:
             return Conclusion(
                 PROVED,
@@ -197,7 +201,13 @@ class Inexpressible(Property):
                 "ε* = 0: the target is constant on every constant input, so the bound is vacuous",
                 statistics=stats,
             )
-        return Induction((len(witness),))
+        # The spec's own model is a member of the class: when it beats ε* the claim is false, whatever (b) says.
+        own = self.sup_error(task, task.model, None)
+        if own is not None:
+            stats["this_model_sup_error"], stats["this_model_sup_error_over"] = str(own[0]), own[1]
+            if own[0] < eps:
+                return self._own(task, own, eps, shown, stats)
+        return Induction((len(witness),), notes=own)
 
     def conclude(
         self, task: Task, request: ArchitectureRequest, answer: Any, deadline: Deadline
@@ -217,6 +227,9 @@ class Inexpressible(Property):
         result = answer.results[len(witness)]
         stats["steps"] = [s.to_json() for s in result.steps]
         klass = stats["class"]
+        own_sup = request.notes if isinstance(request, Induction) else None
+        if own_sup is not None:
+            stats["this_model_sup_error"], stats["this_model_sup_error_over"] = str(own_sup[0]), own_sup[1]
         if result.proved:
             own = readout_error(task.arithmetic, task.model, witness, values)
             stats["this_model_error_at_witness"] = str(own)
@@ -233,7 +246,8 @@ class Inexpressible(Property):
                 f"no model of the class ({klass}) reaches sup-error below ε* = {fmt(eps)}: (a) witness "
                 f"{shown}; (b) every member is position-blind on it (induction over layers, "
                 f"{len(result.steps)} z3 step queries unsat in {result.seconds:.2f} s), so it outputs "
-                f"one value at all {len(witness)} positions; this model errs {fmt(own)} there",
+                f"one value at all {len(witness)} positions; this model errs {fmt(own)} there"
+                + (f", and at most {fmt(own_sup[0])} over {own_sup[1]}" if own_sup is not None else ""),
                 statistics=stats,
             )
         failed = "; ".join(f"{s.name}: {s.status}" + (f" ({s.note})" if s.note else "") for s in result.failing)
@@ -249,6 +263,8 @@ class Inexpressible(Property):
                 statistics=stats,
                 tried=tried,
             )
+        if own_sup is not None:
+            tried.append(f"this model: sup-error {fmt(own_sup[0])} over {own_sup[1]} ≥ ε*")
         # a member realising f exactly on x* if any (error 0 < ε*), else one separating positions on the readout
         notes = {"stats": stats, "failed": failed, "tried": tried}
         return MemberSearch(
@@ -306,6 +322,36 @@ class Inexpressible(Property):
             stats,
         )
 
+    @staticmethod
+    def _own(
+        task: Task, own_sup: tuple[Fraction, str, tuple[Token, ...]], eps: Fraction, shown: str, stats: dict[str, Any]
+    ) -> Conclusion:
+        """The spec's own model is a member of the class; its sup-error, measured on the reference interpreter over
+        every input the claim ranges over, is below ε*: the class beats the bound, and this model shows it (no
+        induction needed: a member below ε* refutes the claim whatever premise (b) says)."""
+        sup, over, worst = own_sup
+        readout = evaluate(task.model, task.arithmetic, worst).readout[bos_offset(task.model) :]
+        summary = (
+            f"this model, a member of the class, reaches sup-error {fmt(sup)} < ε* = {fmt(eps)} over {over} (the "
+            f"reference interpreter, every input); its worst input is {format_input(worst)}, readout "
+            f"{fmt_vector(readout)}"
+        )
+        witness = {
+            "input": input_to_json(worst),
+            "readout": values_to_json(readout),
+            "sup_error": str(sup),
+            "sup_error_over": over,
+            "layer": "this model",
+            "summary": summary,
+        }
+        return Conclusion(
+            REFUTED,
+            "this model",
+            f"certificate refuted for ε* = {fmt(eps)} at {shown}: " + summary,
+            witness,
+            stats,
+        )
+
     def member_witness(self, task: Task, search: MemberSearch, member: Member) -> Witness | None:
         """A solver-chosen member (replayed: ``member.observed``, its readout) whose positions differ on x*."""
         q = [value for (value,) in member.observed]
@@ -323,23 +369,36 @@ class Inexpressible(Property):
             "row_sums": row_sum_note(member.model, member.trace),
         }
 
-    def sup_error(self, task: Task, model: Model, deadline: Any) -> tuple[Fraction, str] | None:
-        """A member's sup-error: over the whole domain for position-index (defined everywhere), else the table."""
+    def sup_error(
+        self, task: Task, model: Model, deadline: Deadline | None
+    ) -> tuple[Fraction, str, tuple[Token, ...]] | None:
+        """A model's sup-error and its first worst input: over the whole domain for position-index (defined
+        everywhere; None when the domain is too large), else over the table. With a ``deadline``, None once it
+        passes; without, the deadline in force ends the check (``check_deadline``)."""
         if task.options.target == "position-index":
             if task.given_domain().size() > EXHAUSTIVE_LIMIT:
                 return None
-            worst = Fraction(0)
-            for tokens in task.given_domain().inputs():
-                if deadline.expired():
-                    return None
-                if tokens:
-                    worst = max(
-                        worst,
-                        readout_error(task.arithmetic, model, tokens, [Fraction(i + 1) for i in range(len(tokens))]),
-                    )
-            return worst, f"all {task.given_domain().size()} inputs of the domain"
-        pairs = targets(task.given_domain(), task.options)
-        return (max(readout_error(task.arithmetic, model, t, v) for t, v in pairs), f"the {len(pairs)} table inputs")
+            pairs: Any = (
+                (tokens, [Fraction(i + 1) for i in range(len(tokens))])
+                for tokens in task.given_domain().inputs()
+                if tokens
+            )
+            over = f"all {task.given_domain().size()} inputs of the domain"
+        else:
+            pairs = targets(task.given_domain(), task.options)
+            over = f"the {len(pairs)} table inputs"
+        worst: tuple[Fraction, tuple[Token, ...]] | None = None
+        for tokens, values in pairs:
+            if deadline is None:
+                check_deadline("inexpressible: this model's sup-error")
+            elif deadline.expired():
+                return None
+            error = readout_error(task.arithmetic, model, tokens, values)
+            if worst is None or error > worst[0]:
+                worst = (error, tokens)
+        if worst is None:
+            return None
+        return worst[0], over, worst[1]
 
 
 PROPERTY = Inexpressible()

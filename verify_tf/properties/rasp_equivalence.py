@@ -268,6 +268,39 @@ class RaspEquivalence(Property):
         _, found = self.float_rows(task, rows)
         return {name: Fraction(int(numerators[0]), den) for name, (numerators, den) in found.items()}
 
+    def certified_outputs(self, task: Task, rows: Array) -> tuple[Array, int] | None:
+        """Under the float reading, a certificate digests what the proof decided on: per input, the enclosure of
+        every output coordinate at every user position (lower bounds, then upper bounds, over 2^SCALE); the
+        hardmax IR's readout would say nothing about the float model."""
+        if not task.model.float_reading:
+            return None
+        export = _export(task.options.program)
+        columns = [i for _, i in _coordinates(export)]
+        parts = []
+        for start in range(0, len(rows), FLOAT_BATCH):
+            _, found = self.float_status(task, rows[start : start + FLOAT_BATCH])
+            lo, hi = found.output.lo[:, 1:, columns], found.output.hi[:, 1:, columns]
+            parts.append(np.concatenate([lo.reshape(len(lo), -1), hi.reshape(len(hi), -1)], axis=1))
+        return np.concatenate(parts), 1 << enclosure.SCALE
+
+    def certified_check(self, task: Task, tokens: tuple[Any, ...]) -> str | None:
+        """Under the float reading, the proof's claim on one input: the enclosure decides every defined position
+        right, and numpy's float32 evaluation (an evaluation the error model allows) lies inside the enclosure."""
+        if not task.model.float_reading:
+            return super().certified_check(task, tokens)
+        export = _export(task.options.program)
+        rows = np.array([[task.strings().alphabet.index(t) for t in tokens]], dtype=np.int64)
+        status, found = self.float_status(task, rows)
+        undecided = np.flatnonzero(status[0] != float_decode.RIGHT)
+        if len(undecided):
+            return f"the enclosure does not decide position {witness_position(int(undecided[0]))} right"
+        network = float_network(export)
+        ours = evaluate_float32(network, network.ids(rows, tuple(task.strings().alphabet))).output[0]
+        exact = np.vectorize(lambda v: Fraction(float(v)) * (1 << enclosure.SCALE), otypes=[object])(ours)
+        if not ((found.output.lo[0] <= exact) & (exact <= found.output.hi[0])).all():
+            return "numpy's float32 evaluation lies outside the enclosure"
+        return None
+
     def float_violation(self, task: Task, tokens: tuple[Any, ...]) -> Witness | None:
         """A witness where every float32 evaluation of the compiled model decodes differently from the program,
         replayed on this package's float32 evaluator and, when tracr is installed, on tracr's own model in JAX."""

@@ -100,9 +100,12 @@ def violation_chunk(
                 measures=measures,
             )
         flagged, found = prop.batched_violations(task, evaluators, piece.rows)
-        if task.settings.certify:
-            readout = evaluators.of().values(piece.rows, "readout")
-            digests.append((piece.start, piece.stop, outputs_digest(readout.numerators, readout.den)))
+        if task.settings.certify:  # the readout, or what the property certifies instead (its reading of the model)
+            own = prop.certified_outputs(task, piece.rows)
+            if own is None:
+                readout = evaluators.of().values(piece.rows, "readout")
+                own = (readout.numerators, readout.den)
+            digests.append((piece.start, piece.stop, outputs_digest(*own)))
         for name, (numerators, den) in found.items():
             pick = int(np.argmax(numerators) if kinds[name] == "max" else np.argmin(numerators))
             fold_measures(kinds, measures, {name: (Fraction(int(numerators[pick]), den), piece.start + pick)})

@@ -67,8 +67,12 @@ def violation_chunk(
             )
         if kinds:
             fold_measures(kinds, measures, {k: (v, index) for k, v in prop.measure(task, tokens).items()})
-        if task.settings.certify:
-            readouts.append(list(evaluate(task.model, task.arithmetic, tokens).readout))
+        if task.settings.certify:  # the readout, or what the property certifies instead (its reading of the model)
+            own = prop.certified_outputs(task, space.rows(index, index + 1)[0])
+            if own is None:
+                readouts.append(list(evaluate(task.model, task.arithmetic, tokens).readout))
+            else:
+                readouts.append([Fraction(int(v), own[1]) for v in np.asarray(own[0]).reshape(-1)])
         if first is None and prop.violation(task, tokens) is not None:
             first = index
             if not whole:
