@@ -2,8 +2,10 @@
 
 * ``network``: ``FloatNetwork``, a float32 model as plain data (tracr's compiled models);
 * ``evaluate``: the float32 evaluator that finds and replays float counterexamples;
-* ``enclosure``: exact interval bounds containing every float32 evaluation of the network (any summation order,
-  any exp within its error bound), from which a property decides where the float model provably agrees.
+* ``enclosure``: exact bounds containing every float32 evaluation of the network that the error model of
+  docs/semantics.md §7 allows (any summation order, divisions or XLA's reciprocal products, any exp within its
+  error bound), exact where the model is deterministic and first order through the MLPs, from which a property
+  decides where the float model provably agrees.
 
 No float computed here ever decides a verdict: the evaluator only proposes witnesses (each replayed), and the
 enclosure computes in exact integers.
