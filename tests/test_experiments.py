@@ -24,7 +24,7 @@ from verify_tf.experiments.prefix_labels import check_written_spec
 from verify_tf.experiments.runner import TIMING_KEYS, run_experiment, write_outputs
 from verify_tf.experiments.spec import parse_experiment
 from verify_tf.experiments.training import CheckpointSelector
-from verify_tf.experiments.yang import encode, sample_lk_words
+from verify_tf.experiments.yang import _verdict_cell, encode, sample_lk_words
 from verify_tf.schema.errors import SpecError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -505,3 +505,17 @@ def test_luo_cli_exports_and_proves_every_trained_model(tmp_path):
     assert "position-blind" in result.output and "bound ε*" in result.output
     if HAVE_MATPLOTLIB:
         assert (out / "luo.png").stat().st_size > 10_000
+
+
+def test_the_summary_cells_say_what_was_checked():
+    words = {"status": "unknown", "complete_up_to_length": 56, "witness": None}
+    strings = {"status": "unknown", "complete_up_to_length": 2, "witness": None}
+    short = {"status": "refuted", "witness": "bbba", "complete_up_to_length": None}
+    run = {"proof": {"words": words, "strings": strings, "short": short}}
+    assert _verdict_cell(run, "words") == "unknown (every word ≤ 56 right)"
+    assert _verdict_cell(run, "strings") == "refuted at bbba (shortlex, ≤ 60)"
+    run["proof"]["short"] = {"status": "unknown", "complete_up_to_length": 14, "witness": None}
+    assert _verdict_cell(run, "strings") == "unknown (every string ≤ 14 right)"
+    assert _verdict_cell({"proof": {"words": {"status": "refuted", "witness": "aab"}}}, "words") == "refuted at aab"
+    empty = {"status": "unknown", "complete_up_to_length": 1, "inputs_checked": 0, "witness": None}
+    assert _verdict_cell({"proof": {"words": empty}}, "words") == "unknown (no word checked)"

@@ -19,11 +19,11 @@ from click.testing import CliRunner
 
 from verify_tf.cli import main
 from verify_tf.contract import Task
+from verify_tf.crasp import in_lk, lk_regex
 from verify_tf.crasp.interpreter import run_program
 from verify_tf.crasp.parser import load_program
 from verify_tf.domain import StringDomain
 from verify_tf.engines.scan import examined_prefix
-from verify_tf.experiments.yang import _verdict_cell, lk_regex
 from verify_tf.fingerprint import digest
 from verify_tf.regular import Language, RegexError
 from verify_tf.runner import Overrides, check_all, run_engine
@@ -268,28 +268,12 @@ def test_how_far_an_unfinished_scan_got_is_read_in_the_spaces_order():
 
 
 def test_lk_regex_is_lk():
-    from verify_tf.crasp import in_lk
-
     for k in range(1, 7):
         language = Language.compile(lk_regex(k), "ab")
         for n in range(9):
             for w in itertools.product("ab", repeat=n):
                 assert language.accepts(w) == in_lk(k, "".join(w))
     assert lk_regex(5) == "(a+b+){2}a+" and lk_regex(3) == "a+b+a+"
-
-
-def test_the_summary_cells_say_what_was_checked():
-    words = {"status": "unknown", "complete_up_to_length": 56, "witness": None}
-    strings = {"status": "unknown", "complete_up_to_length": 2, "witness": None}
-    short = {"status": "refuted", "witness": "bbba", "complete_up_to_length": None}
-    run = {"proof": {"words": words, "strings": strings, "short": short}}
-    assert _verdict_cell(run, "words") == "unknown (every word ≤ 56 right)"
-    assert _verdict_cell(run, "strings") == "refuted at bbba (shortlex, ≤ 60)"
-    run["proof"]["short"] = {"status": "unknown", "complete_up_to_length": 14, "witness": None}
-    assert _verdict_cell(run, "strings") == "unknown (every string ≤ 14 right)"
-    assert _verdict_cell({"proof": {"words": {"status": "refuted", "witness": "aab"}}}, "words") == "refuted at aab"
-    empty = {"status": "unknown", "complete_up_to_length": 1, "inputs_checked": 0, "witness": None}
-    assert _verdict_cell({"proof": {"words": empty}}, "words") == "unknown (no word checked)"
 
 
 def test_unranking_is_vectorised_and_exact_at_the_edges():

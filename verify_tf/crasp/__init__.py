@@ -42,7 +42,7 @@ from verify_tf.crasp.ast import (
 )
 from verify_tf.crasp.depth import definition_depths, expression_depth, program_depth
 from verify_tf.crasp.interpreter import Trace, accepts, evaluate, run_program
-from verify_tf.crasp.languages import in_lk, lk_program, lk_source
+from verify_tf.crasp.languages import in_lk, lk_program, lk_regex, lk_source
 from verify_tf.crasp.parser import load_program, parse_program
 from verify_tf.crasp.positions import Predicate
 
@@ -77,6 +77,7 @@ __all__ = [
     "format_program",
     "in_lk",
     "lk_program",
+    "lk_regex",
     "lk_source",
     "load_program",
     "parse_program",

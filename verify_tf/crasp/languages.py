@@ -74,6 +74,12 @@ def lk_program(k: int) -> Program:
     return Program(tuple(definitions), "accept", _ALPHABET)
 
 
+def lk_regex(k: int) -> str:
+    """L_k as a regular expression: k non-empty alternating blocks starting with a (``crasp.in_lk``)."""
+    pairs = "a+b+" if k // 2 == 1 else f"(a+b+){{{k // 2}}}" if k // 2 else ""
+    return pairs + ("a+" if k % 2 else "")
+
+
 def lk_source(k: int) -> str:
     """Readable C-RASP source of :func:`lk_program`, with explanatory comments."""
     header = (

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from ..crasp import in_lk, lk_program, program_depth
+from ..crasp import in_lk, lk_program, lk_regex, program_depth
 from ..crasp.ast import format_program
 from ..numbers import fmt
 from ..runner import Overrides, check_all
@@ -157,12 +157,6 @@ def fixed_point_for(state: dict[str, torch.Tensor], bits: int = EXPORT_BITS) -> 
                 exact = Fraction(value)
                 error = max(error, abs(exact - Fraction(round(exact * (1 << frac)), 1 << frac)))
     return bits, frac, error
-
-
-def lk_regex(k: int) -> str:
-    """L_k as a regular expression: k non-empty alternating blocks starting with a (``crasp.in_lk``)."""
-    pairs = "a+b+" if k // 2 == 1 else f"(a+b+){{{k // 2}}}" if k // 2 else ""
-    return pairs + ("a+" if k % 2 else "")
 
 
 CHECKS = ("words", "strings", "short")  # the specs written per model (``check_spec_text``)
