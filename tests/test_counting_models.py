@@ -252,12 +252,13 @@ def permuted(model: Model) -> Model:
     )
 
 
-def one_layer_softmax(seed: int = 0) -> Model:
+def causal_softmax(seed: int = 0, layers: int = 1, **config: object) -> Model:
+    """A random causal softmax model of width 4 over {a, b} with BOS (``config``: more RandomConfig fields)."""
     return random_model(
         RandomConfig(
             seed=seed,
             width=4,
-            layers=1,
+            layers=layers,
             heads=1,
             ffn_width=4,
             scoring="softmax",
@@ -265,6 +266,7 @@ def one_layer_softmax(seed: int = 0) -> Model:
             alphabet=("a", "b"),
             bos="^",
             denominator=4,
+            **config,
         )
     )
 
@@ -272,7 +274,7 @@ def one_layer_softmax(seed: int = 0) -> Model:
 def test_a_one_layer_softmax_model_and_its_rewrite_agree_at_every_length() -> None:
     """Key-dependent softmax weights (16/8, exact-sums): per-letter counts and value sums, two classes plus BOS;
     n + 1 states of length n (hand count: the number of a's), and equality for every length by induction."""
-    model = one_layer_softmax()
+    model = causal_softmax()
     other = rewrite(model)
     assert model != other
     arith = Fixed(16, 8)
@@ -290,7 +292,7 @@ def test_a_one_layer_softmax_model_and_its_rewrite_agree_at_every_length() -> No
 
 
 def test_a_wrong_rewrite_is_refuted_with_enumeration_s_witness() -> None:
-    model = one_layer_softmax()
+    model = causal_softmax()
     wrong = apply_settings(rewrite(model), ["layers[0].feed-forward.b2[0]=1/256"])
     domain = StringDomain(("a", "b"), 0, 6)
     options = {"model": wrong, "on": "readout", "lengths": "all"}
@@ -372,21 +374,7 @@ def test_merging_that_does_not_pay_is_noticed_early() -> None:
     """Two causal softmax layers at 16/8 (the issue's measurement): every string of length n is its own state
     (2^n states); the engine stops at the first length with 4096 strings (12) or earlier, says why, and reports
     the classes and states it saw (never a verdict beyond them)."""
-    model = random_model(
-        RandomConfig(
-            seed=0,
-            width=4,
-            layers=2,
-            heads=1,
-            ffn_width=4,
-            scoring="softmax",
-            causal=True,
-            alphabet=("a", "b"),
-            bos="^",
-            denominator=4,
-            weight_range=F(1),
-        )
-    )
+    model = causal_softmax(layers=2, weight_range=F(1))
     result = verdict(
         model, Fixed(16, 8), StringDomain(("a", "b"), 0, 60), "output-bounds", {"hi": 10**6}, engine="counting"
     )
@@ -410,7 +398,7 @@ def test_states_that_repeat_decide_every_length() -> None:
 
 
 def test_every_length_names_what_is_not_encoded() -> None:
-    model = one_layer_softmax()
+    model = causal_softmax()
     domain = StringDomain(("a", "b"), 0, 6)
     options = {"model": model, "on": "readout", "lengths": "all"}
     per_probability = verdict(
