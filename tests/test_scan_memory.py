@@ -14,7 +14,10 @@ every string in shortlex order (``least_failing_string``).
 import itertools
 from pathlib import Path
 
+import numpy as np
+
 import verify_tf.engines.scan as scan
+from verify_tf.batched import BatchedEvaluator
 from verify_tf.crasp.interpreter import run_program
 from verify_tf.crasp.parser import load_program
 from verify_tf.executors import InProcess
@@ -136,3 +139,34 @@ def _recording(made: list[int], limit: int):
         return WorkUnit(*args, **kwargs)
 
     return make
+
+
+def test_a_batch_larger_than_the_working_memory_is_evaluated_in_slices(monkeypatch):
+    """A property that sizes its own batches (crasp-equivalence pads words of a language into 256-row batches)
+    stays within ``--memory``: the evaluator runs at most ``chunk_size(length, memory)`` rows at once, with the
+    same exact values as one batch, and the verdict is unchanged (the least failing string, as above)."""
+    spec = load_spec_text(MUTATED, "spec.yaml")
+    evaluator = BatchedEvaluator(spec.model, spec.arithmetic, spec.domain.tokens)
+    rows = np.array(list(itertools.product(range(2), repeat=6)), dtype=np.int64)  # all 64 strings of length 6
+    whole = evaluator.values(rows, "readout")
+    evaluator.memory = 5 * evaluator.bytes_per_input(6)  # 5 rows at a time
+    seen: list[int] = []
+    run = BatchedEvaluator._run
+
+    def recording(self, compiled, batch):
+        seen.append(len(batch))
+        return run(self, compiled, batch)
+
+    monkeypatch.setattr(BatchedEvaluator, "_run", recording)
+    sliced = evaluator.values(rows, "readout")
+    assert seen == [5] * 12 + [4]
+    assert sliced.den == whole.den and np.array_equal(sliced.numerators, whole.numerators)
+    seen.clear()
+    memory = 16 * evaluator.bytes_per_input(8)  # words up to 5 are padded to 8 letters (``padded_length``)
+    (verdict,) = check_all([spec], Overrides(memory=memory))
+    assert (verdict.status, verdict.counterexample["string"], verdict.counterexample["position"]) == (
+        "refuted",
+        "abab",
+        3,
+    )
+    assert seen and max(seen) <= 16

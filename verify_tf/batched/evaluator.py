@@ -85,6 +85,18 @@ def _merge(tie_free: Any, den: int, flagged: np.ndarray, full: Any, full_den: in
     return out, den * m
 
 
+def _joined(parts: list[tuple[np.ndarray, int]]) -> Values:
+    """Slices' exact values (numerators, den), in row order, over their least common denominator."""
+    den = math.lcm(*(d for _, d in parts))
+    scaled = [x if d == den else np.asarray(x).astype(object) * (den // d) for x, d in parts]
+    if any(x.dtype == object for x in scaled):
+        joined = np.concatenate([x.astype(object) for x in scaled])
+        if joined.size == 0 or max(int(np.max(joined)), -int(np.min(joined))) <= LIMIT:
+            joined = joined.astype(np.int64)
+        return Values(joined, den)
+    return Values(np.concatenate(scaled), den)
+
+
 class BatchedEvaluator:
     """Exact batched evaluation with the interpreter's semantics (``verify_tf.semantics.evaluate``).
 
@@ -114,6 +126,7 @@ class BatchedEvaluator:
         self.variant = variant  # program.VARIANTS: auto | full | tie-free
         self.force = force  # tests: "guarded" or "wide" (program.FORCES)
         self._programs: dict[int, _Compiled] = {}
+        self.memory = DEFAULT_MEMORY  # working memory of one evaluation: larger batches run in slices (``run``)
         self.wide_steps = 0  # steps run on Python integers so far (all chunks)
         self.fallback_rows = 0  # rows a tie-free program flagged and the full program recomputed
 
@@ -166,10 +179,20 @@ class BatchedEvaluator:
         Numerators are int64 where they fit, else numpy object arrays of Python integers (also when native).
         """
         rows = self.ops.rows(rows)
-        stream, readout, stream_den, readout_den = self._run(self.compiled(int(rows.shape[1])), rows)
-        if not native:
-            stream, readout = self.ops.to_numpy(stream), self.ops.to_numpy(readout)
-        return Values(stream, stream_den), Values(readout, readout_den)
+        length = int(rows.shape[1])
+        compiled = self.compiled(length)
+        step = self.chunk_size(length, self.memory)
+        if native or len(rows) <= step:
+            stream, readout, stream_den, readout_den = self._run(compiled, rows)
+            if not native:
+                stream, readout = self.ops.to_numpy(stream), self.ops.to_numpy(readout)
+            return Values(stream, stream_den), Values(readout, readout_den)
+        # more rows than ``memory`` holds (a property that sizes its own batches): slice by slice, so the working
+        # memory stays within the budget whoever chose the batch
+        parts = [self._run(compiled, rows[a : a + step]) for a in range(0, len(rows), step)]
+        stream_part = [(self.ops.to_numpy(p[0]), p[2]) for p in parts]
+        readout_part = [(self.ops.to_numpy(p[1]), p[3]) for p in parts]
+        return _joined(stream_part), _joined(readout_part)
 
     def values(self, rows: Any, layer: str = "output", *, native: bool = False) -> Values:
         if layer not in LAYERS:

@@ -36,9 +36,11 @@ class Evaluators:
             if kept is None or kept[0] is not model:
                 kept = self._digests[id(model)] = (model, model_digest(model))
             key = kept[1]
-        return evaluator_for(
+        evaluator = evaluator_for(
             f"{self.task.fingerprint}:{key}", model, self.task.arithmetic, self.tokens, device=self.task.settings.device
         )
+        evaluator.memory = self.task.settings.memory or DEFAULT_MEMORY  # --memory bounds every evaluation
+        return evaluator
 
     def chunk_size(self, length: int) -> int:
         own = self.task.prop.batch_rows(self.task)
