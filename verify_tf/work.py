@@ -152,6 +152,13 @@ def out_of_memory_message() -> str:
     return text + "; lower --memory (the working memory of each process) or run fewer jobs (-j)"
 
 
+def clock() -> float:
+    """The clock every ``Deadline`` reads (``time.perf_counter``). Looked up at each reading, so a test can replace it
+    with a deterministic one (each reading advances it a fixed step): a budget in readings, the same on any machine,
+    where the outcome must not depend on the machine's speed or load."""
+    return time.perf_counter()
+
+
 class Deadline:
     """A wall-clock budget: ``remaining()``, ``expired()``, ``check()`` (raises ``DeadlineExpired``).
 
@@ -161,20 +168,20 @@ class Deadline:
     """
 
     def __init__(self, seconds: float, *, start: float | None = None):
-        self.start = time.perf_counter() if start is None else start
+        self.start = clock() if start is None else start
         self.seconds = seconds
         self.end = self.start + seconds
 
     def remaining(self) -> float:
         if _INTERRUPT.is_set():
             return 0.0
-        return max(0.0, self.end - time.perf_counter())
+        return max(0.0, self.end - clock())
 
     def expired(self) -> bool:
-        return _INTERRUPT.is_set() or time.perf_counter() >= self.end
+        return _INTERRUPT.is_set() or clock() >= self.end
 
     def elapsed(self) -> float:
-        return time.perf_counter() - self.start
+        return clock() - self.start
 
     def check(self, what: str = "") -> None:
         if _INTERRUPT.is_set():

@@ -45,11 +45,11 @@ induction infers its invariant from (``visited``).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ... import work
 from ...work import Deadline
 from ..base import CountingGoal
 from .counters import Observation
@@ -97,7 +97,7 @@ def explore(
     state_limit: int | None = None,
 ) -> Exploration:
     alphabet = goal.alphabet
-    began = time.perf_counter()
+    began = work.clock()
     if goal.language is not None:
         return _explore_words(joint, goal, violates, max_length, increments, deadline, cancelled, report, began)
     result = Exploration()
@@ -181,7 +181,7 @@ def explore(
             return _done(result, joint, began)
         if not exact and length < max_length:
             why = _not_paying(
-                result, len(alphabet), max_length, time.perf_counter() - began, deadline.remaining(), deadline.seconds
+                result, len(alphabet), max_length, work.clock() - began, deadline.remaining(), deadline.seconds
             )
             if why:
                 result.stopped, result.why = NOT_PAYING, why
@@ -329,7 +329,7 @@ def _settle_words(
 
 
 def _done(result: Exploration, joint: Joint, began: float) -> Exploration:
-    result.seconds = time.perf_counter() - began
+    result.seconds = work.clock() - began
     return result
 
 
