@@ -9,7 +9,8 @@ property; SIGTERM with ``-j 2`` left three orphans (the resource tracker and the
 by bench/bench_interrupts.py (docs/cli.md, "Interrupts"); here they are only bounded far below a hang.
 
 Each run waits for an event, never for a time: the signal goes when the spill folder exists (the scan has 25 units
-and spills each, so it is still running: 6.6 s or more of scanning on an idle machine, polled every 50 ms), and the
+and spills each, so it is still running: the first unit's run spills as it arrives, and 24 units, about 23 CPU s of
+scanning, are left, polled every 50 ms), and the
 second signal of the last test when the first one's message is out. The companion spec (two properties proved in
 milliseconds, checked first) is what finished before the signal, and must be reported as proved.
 """
@@ -32,8 +33,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-# Yun et al.'s Lemma 6 construction on C(32, 5) = 201,376 sets of five distinct tokens: with --memory 64K every
-# sorted run is spilled as it arrives, so the spill folder exists from the first chunk to the end of the scan
+# Yun et al.'s Lemma 6 construction on C(32, 5) = 201,376 sets of five distinct tokens: with --memory 512K every
+# sorted run (about 1 MiB per unit of 8,192 sets) is spilled as it arrives, so the spill folder exists from the first
+# unit to the end of the scan. (--memory also sizes the batches: at 64K a batch held about 11 sets, and the first
+# unit took 8 CPU s in each process before anything spilled; at 512K, 2.3 CPU s in process, the whole run 26.)
+MEMORY = "512K"
 LONG_SCAN = ROOT / "examples" / "contextual-mapping" / "yun-lemma6-d1-k32-n5.yaml"
 EXITS = {signal.SIGINT: 130, signal.SIGTERM: 143}
 QUICK = """name: quick
@@ -112,7 +116,7 @@ def interrupted_run(
     env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
     (tmp_path / "quick.yaml").write_text(QUICK)
     command = [sys.executable, "-m", "verify_tf", "check", "quick.yaml", str(LONG_SCAN), "--no-cache"]
-    command += ["--memory", "64K", "--json", "r.json", "--junit", "r.xml", *options]
+    command += ["--memory", MEMORY, "--json", "r.json", "--junit", "r.xml", *options]
     process = subprocess.Popen(
         command, cwd=tmp_path, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
