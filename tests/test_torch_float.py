@@ -168,13 +168,13 @@ properties:
 """
 
 
-def verdict_of(tmp_path, model, program, *, extra="", threshold="0", length=5):
+def verdict_of(tmp_path, model, program, *, extra="", threshold="0", length=5, engine="enumerate"):
     torch.save(model.state_dict(), tmp_path / "model.pt")
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(SPEC.format(extra=extra, program=ROOT / "examples/crasp" / program, threshold=threshold,
                                      length=length))  # fmt: skip
     spec = load_spec(spec_path)
-    return check_property(spec, spec.properties[0], Overrides(engine="enumerate"))
+    return check_property(spec, spec.properties[0], Overrides(engine=engine))
 
 
 @pytest.mark.parametrize("layernorm", ["pre", "post"])
@@ -189,6 +189,14 @@ def test_a_wide_margin_is_proved_for_the_float_model(tmp_path, layernorm):
     assert result.label == "proved (exhaustive; float32 as trained)"
     assert (result.reading, result.as_run) == ("float32 as trained", True)
     assert "for every float32 evaluation of the trained model" in result.detail
+
+
+def test_engine_auto_picks_enumerate_for_the_float_reading(tmp_path):
+    """auto's cost model would pick counting (a causal model without relative positions): counting refuses the float
+    reading in its prediction, so auto runs enumerate and proves 'ends in a' (no LayerNorm: readout ±2)."""
+    result = verdict_of(tmp_path, hand_built("none"), "ends-in-a.cr", length=4, engine="auto")
+    assert (result.status, result.engine) == ("proved", "enumerate"), result.detail
+    assert "counting" in str(result.auto)
 
 
 def test_a_wrong_float_model_is_refuted_at_the_least_prefix_and_replayed_in_torch(tmp_path):

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import partial
 
@@ -110,9 +110,16 @@ class PreparedTorch:
         self.blocks = []
         for block in network.blocks:
             attention = block.attention
+            # an exact logit is computed as one of two candidates (``enclosure._logit_candidates``: the division by
+            # float32(sqrt(d_h)), or the product with its float32 reciprocal); torch may also take the reciprocal of
+            # the double sqrt. They all agree when 1/sqrt(d_h) is a power of two (d_h a power of 4); otherwise the
+            # queries are never taken as exact, so the logits keep the interval rule, which covers every variant
+            exact_scale = _power_of_four(int(attention.key_size))
             heads = [
                 (
-                    _Linear.of(head.query, head.query_bias),
+                    replace(_Linear.of(head.query, head.query_bias), determinable=False)
+                    if not exact_scale
+                    else _Linear.of(head.query, head.query_bias),
                     _Linear.of(head.key, head.key_bias),
                     _Linear.of(head.value, head.value_bias),
                     int(head.query.shape[1]),
@@ -132,6 +139,10 @@ class PreparedTorch:
                 )
             )
         self.readout = _Linear.of(network.readout[:, None], np.array([network.readout_bias], dtype=np.float32))
+
+
+def _power_of_four(value: int) -> bool:
+    return value > 0 and value & (value - 1) == 0 and (value.bit_length() - 1) % 2 == 0
 
 
 def prepare_torch(network: TorchNetwork) -> PreparedTorch:
