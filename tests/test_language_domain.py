@@ -11,43 +11,29 @@ on every string in shortlex order, filtered by ``re``.
 import itertools
 import math
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from helpers import L3_PROGRAM, least_failing_prefix, mutated_l3
 from verify_tf.cli import main
 from verify_tf.contract import Task
 from verify_tf.crasp import in_lk, lk_regex
-from verify_tf.crasp.interpreter import run_program
 from verify_tf.crasp.parser import load_program
 from verify_tf.domain import StringDomain
 from verify_tf.engines.scan import examined_prefix
 from verify_tf.fingerprint import digest
 from verify_tf.regular import RegexError, RegexLanguage
 from verify_tf.runner import Overrides, check_all, run_engine
-from verify_tf.semantics import evaluate
 from verify_tf.spaces import InputSpace
 from verify_tf.spec import SpecError, load_spec_text
 
-L3 = Path(__file__).resolve().parents[1] / "examples" / "crasp" / "L3.cr"
-
-# the compiled L_3 transformer with one weight changed (specs/crasp-L3-mutated.yaml): it misses a 4th block
-MUTATED = f"""\
-model:
-  construct: crasp-program
-  program: {L3}
-  set: ["layers[2].attention.heads[0].value-bias[1]=1"]
-arithmetic: {{mode: fixed, bits: 4, frac: 0, attention-rounding: exact-sums}}
-domain:
-  strings: {{alphabet: [a, b], max-length: %(n)d, language: {{regex: "%(regex)s"}}}}
-properties:
-%(properties)s"""
+L3 = L3_PROGRAM
 
 
 def mutated(regex: str, n: int, *properties: str) -> str:
-    return MUTATED % {"regex": regex, "n": n, "properties": "".join(f"  - {p}\n" for p in properties)}
+    return mutated_l3(f'{{regex: "{regex}"}}', n, *properties)
 
 
 def brute_force(regex: str, alphabet: str, longest: int, shortest: int = 1) -> list[str]:
@@ -213,14 +199,7 @@ def least_failing_word(regex: str, longest: int) -> tuple[str, int]:
     """Independent: every string in shortlex order, kept when ``re`` matches, each position compared on the
     reference interpreter (readout > 0) and the program's interpreter; the first disagreement."""
     spec = load_spec_text(mutated(regex, longest, f"crasp-equivalence: {{program: {L3}}}"), "spec.yaml")
-    program = load_program(L3)
-    for word in brute_force(regex, "ab", longest):
-        readout = evaluate(spec.model, spec.arithmetic, tuple(word)).readout
-        outputs = run_program(program, word).output
-        for i in range(len(word)):
-            if (readout[i + 1] > 0) != outputs[i]:  # BOS at readout position 0
-                return word, i
-    raise AssertionError("no failing word")
+    return least_failing_prefix(spec, load_program(L3), brute_force(regex, "ab", longest))
 
 
 @pytest.mark.parametrize("engine", ["enumerate", "interpret", "counting"])

@@ -17,16 +17,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import least_failing_prefix, mutated_l3
 from verify_tf.certify.exhaustive import language_sizes
 from verify_tf.crasp import lk_program, lk_regex
-from verify_tf.crasp.interpreter import accepts, run_program
+from verify_tf.crasp.interpreter import accepts
 from verify_tf.crasp.parser import load_program, parse_program
 from verify_tf.crasp.words import ProgramLanguageError, program_language
 from verify_tf.domain import StringDomain
 from verify_tf.fingerprint import digest
 from verify_tf.regular import RegexLanguage
 from verify_tf.runner import Overrides, check_all
-from verify_tf.semantics import evaluate
 from verify_tf.spaces import InputSpace
 from verify_tf.spec import SpecError, load_spec_text
 
@@ -35,20 +35,6 @@ L3 = EXAMPLES / "L3.cr"
 MAJORITY = EXAMPLES / "majority.cr"
 EQUAL = 'alphabet a b\nequal = #"a" == #"b"\noutput equal\n'  # #a = #b: not regular
 
-MUTATED = f"""\
-model:
-  construct: crasp-program
-  program: {L3}
-  set: ["layers[2].attention.heads[0].value-bias[1]=1"]
-arithmetic: {{mode: fixed, bits: 4, frac: 0, attention-rounding: exact-sums}}
-domain:
-  strings: {{alphabet: [a, b], max-length: %(n)d, language: %(language)s}}
-properties:
-%(properties)s"""
-
-
-def spec_text(language: str, n: int, *properties: str) -> str:
-    return MUTATED % {"language": language, "n": n, "properties": "".join(f"  - {p}\n" for p in properties)}
 
 
 def words_of(language, longest: int, shortest: int = 1) -> list[str]:
@@ -133,7 +119,7 @@ def test_the_state_budget_is_located_with_a_hint(tmp_path, monkeypatch):
     with pytest.raises(ProgramLanguageError, match="need more than 100 states"):
         program_language(load_program(MAJORITY), "ab", 20, "majority.cr")
     with pytest.raises(SpecError) as error:
-        load_spec_text(spec_text(f"{{crasp: {MAJORITY}}}", 20, f"crasp-equivalence: {{program: {L3}}}"), "spec.yaml")
+        load_mutated_l3(mutated_l3(f"{{crasp: {MAJORITY}}}", 20, f"crasp-equivalence: {{program: {L3}}}"), "spec.yaml")
     assert str(error.value).startswith("spec.yaml:7: domain.strings.language.crasp: the words of ")
     assert "hint: lower max-length" in str(error.value)
     monkeypatch.setattr("verify_tf.crasp.words.MAX_CELLS", 1000)  # 8 states × 200 lengths of counts
@@ -168,9 +154,9 @@ def test_the_state_budget_is_located_with_a_hint(tmp_path, monkeypatch):
 def test_language_errors_are_located_input_errors(tmp_path, language, files, message):
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    text = spec_text(language, 8, f"crasp-equivalence: {{program: {L3}}}")
+    text = mutated_l3(language, 8, f"crasp-equivalence: {{program: {L3}}}")
     with pytest.raises(SpecError) as error:
-        load_spec_text(text, "spec.yaml", tmp_path)
+        load_mutated_l3(text, "spec.yaml", tmp_path)
     assert str(error.value).startswith(f"spec.yaml:7: {message}"), str(error.value)
     assert "hint: " in str(error.value)
 
@@ -178,15 +164,8 @@ def test_language_errors_are_located_input_errors(tmp_path, language, files, mes
 def least_failing_word(holds, longest: int) -> tuple[str, int]:
     """Independent: every string in shortlex order for which ``holds``, each position compared on the reference
     interpreter (readout > 0) and the program's interpreter; the first disagreement."""
-    spec = load_spec_text(spec_text('{regex: "(a|b)+"}', longest, f"crasp-equivalence: {{program: {L3}}}"), "s.yaml")
-    program = load_program(L3)
-    for word in brute_force(holds, "ab", longest):
-        readout = evaluate(spec.model, spec.arithmetic, tuple(word)).readout
-        outputs = run_program(program, word).output
-        for i in range(len(word)):
-            if (readout[i + 1] > 0) != outputs[i]:  # BOS at readout position 0
-                return word, i
-    raise AssertionError("no failing word")
+    spec = load_mutated_l3(mutated_l3('{regex: "(a|b)+"}', longest, f"crasp-equivalence: {{program: {L3}}}"), "s.yaml")
+    return least_failing_prefix(spec, load_program(L3), brute_force(holds, "ab", longest))
 
 
 @pytest.mark.parametrize("engine", ["enumerate", "counting"])
@@ -196,10 +175,10 @@ def test_crasp_equivalence_over_a_programs_words_is_refuted_at_the_least_failing
     ('aabab' has 3 a's against 2 b's; 'abab' has no majority, 'ababa' fails at 3 but sorts after 'aabab');
     the independent scan agrees."""
     assert least_failing_word(lambda w: w.count("a") > w.count("b"), 6) == ("aabab", 4)
-    text = spec_text(
+    text = mutated_l3(
         f"{{crasp: {MAJORITY}}}", 9, f"crasp-equivalence: {{program: {L3}, mode: prefix, engine: {engine}}}"
     )
-    (verdict,) = check_all([load_spec_text(text, "spec.yaml")], Overrides())
+    (verdict,) = check_all([load_mutated_l3(text, "spec.yaml")], Overrides())
     assert verdict.status == "refuted", verdict.detail
     assert (verdict.counterexample["string"], verdict.counterexample["position"]) == ("aabab", 4)
 
@@ -207,8 +186,8 @@ def test_crasp_equivalence_over_a_programs_words_is_refuted_at_the_least_failing
 @pytest.mark.parametrize("engine", ["enumerate", "counting"])
 def test_crasp_equivalence_over_the_words_of_l3_is_proved(engine):
     """On every word of L_3 up to 12 (C(12, 3) = 220) every prefix label of the mutated model is right."""
-    text = spec_text(f"{{crasp: {L3}}}", 12, f"crasp-equivalence: {{program: {L3}, mode: prefix, engine: {engine}}}")
-    (verdict,) = check_all([load_spec_text(text, "spec.yaml")], Overrides())
+    text = mutated_l3(f"{{crasp: {L3}}}", 12, f"crasp-equivalence: {{program: {L3}, mode: prefix, engine: {engine}}}")
+    (verdict,) = check_all([load_mutated_l3(text, "spec.yaml")], Overrides())
     assert verdict.status == "proved", verdict.detail
     assert verdict.detail.startswith(f"220 words of {L3} over {{a, b}} up to length 12 agree with L3.cr")
 
