@@ -36,7 +36,6 @@ MAJORITY = EXAMPLES / "majority.cr"
 EQUAL = 'alphabet a b\nequal = #"a" == #"b"\noutput equal\n'  # #a = #b: not regular
 
 
-
 def words_of(language, longest: int, shortest: int = 1) -> list[str]:
     return ["".join(w) for n in range(shortest, longest + 1) for w in language.words(n)]
 
@@ -119,7 +118,7 @@ def test_the_state_budget_is_located_with_a_hint(tmp_path, monkeypatch):
     with pytest.raises(ProgramLanguageError, match="need more than 100 states"):
         program_language(load_program(MAJORITY), "ab", 20, "majority.cr")
     with pytest.raises(SpecError) as error:
-        load_mutated_l3(mutated_l3(f"{{crasp: {MAJORITY}}}", 20, f"crasp-equivalence: {{program: {L3}}}"), "spec.yaml")
+        load_spec_text(mutated_l3(f"{{crasp: {MAJORITY}}}", 20, f"crasp-equivalence: {{program: {L3}}}"), "spec.yaml")
     assert str(error.value).startswith("spec.yaml:7: domain.strings.language.crasp: the words of ")
     assert "hint: lower max-length" in str(error.value)
     monkeypatch.setattr("verify_tf.crasp.words.MAX_CELLS", 1000)  # 8 states × 200 lengths of counts
@@ -156,7 +155,7 @@ def test_language_errors_are_located_input_errors(tmp_path, language, files, mes
         (tmp_path / name).write_text(text)
     text = mutated_l3(language, 8, f"crasp-equivalence: {{program: {L3}}}")
     with pytest.raises(SpecError) as error:
-        load_mutated_l3(text, "spec.yaml", tmp_path)
+        load_spec_text(text, "spec.yaml", tmp_path)
     assert str(error.value).startswith(f"spec.yaml:7: {message}"), str(error.value)
     assert "hint: " in str(error.value)
 
@@ -164,7 +163,7 @@ def test_language_errors_are_located_input_errors(tmp_path, language, files, mes
 def least_failing_word(holds, longest: int) -> tuple[str, int]:
     """Independent: every string in shortlex order for which ``holds``, each position compared on the reference
     interpreter (readout > 0) and the program's interpreter; the first disagreement."""
-    spec = load_mutated_l3(mutated_l3('{regex: "(a|b)+"}', longest, f"crasp-equivalence: {{program: {L3}}}"), "s.yaml")
+    spec = load_spec_text(mutated_l3('{regex: "(a|b)+"}', longest, f"crasp-equivalence: {{program: {L3}}}"), "s.yaml")
     return least_failing_prefix(spec, load_program(L3), brute_force(holds, "ab", longest))
 
 
@@ -178,7 +177,7 @@ def test_crasp_equivalence_over_a_programs_words_is_refuted_at_the_least_failing
     text = mutated_l3(
         f"{{crasp: {MAJORITY}}}", 9, f"crasp-equivalence: {{program: {L3}, mode: prefix, engine: {engine}}}"
     )
-    (verdict,) = check_all([load_mutated_l3(text, "spec.yaml")], Overrides())
+    (verdict,) = check_all([load_spec_text(text, "spec.yaml")], Overrides())
     assert verdict.status == "refuted", verdict.detail
     assert (verdict.counterexample["string"], verdict.counterexample["position"]) == ("aabab", 4)
 
@@ -187,7 +186,7 @@ def test_crasp_equivalence_over_a_programs_words_is_refuted_at_the_least_failing
 def test_crasp_equivalence_over_the_words_of_l3_is_proved(engine):
     """On every word of L_3 up to 12 (C(12, 3) = 220) every prefix label of the mutated model is right."""
     text = mutated_l3(f"{{crasp: {L3}}}", 12, f"crasp-equivalence: {{program: {L3}, mode: prefix, engine: {engine}}}")
-    (verdict,) = check_all([load_mutated_l3(text, "spec.yaml")], Overrides())
+    (verdict,) = check_all([load_spec_text(text, "spec.yaml")], Overrides())
     assert verdict.status == "proved", verdict.detail
     assert verdict.detail.startswith(f"220 words of {L3} over {{a, b}} up to length 12 agree with L3.cr")
 
