@@ -17,8 +17,8 @@ from ..builders.files import ModelFileError, load_model
 from ..builders.inline import build_inline
 from ..builders.random_model import LAYERNORMS, RandomConfig, random_model
 from ..builders.torch_reading import with_arithmetic
+from ..crasp.ast import CraspError
 from ..crasp.parser import load_program
-from ..crasp.words import ProgramLanguageError, program_language
 from ..domain import (
     GRID_HINT,
     MAX_GRID_TOKENS,
@@ -44,7 +44,6 @@ from ..ir import (
 )
 from ..numbers import MAX_DIGITS, TooLarge, check_size
 from ..properties import Property, load as load_property, names as property_names
-from ..properties.crasp_equivalence import ProgramFile
 from ..regular import Language, RegexError, RegexLanguage
 from ..schema.dsl import (
     Boolean,
@@ -675,7 +674,7 @@ DOMAIN = Obj(
                                     )
                                 ),
                                 "crasp": Field(
-                                    ProgramFile(
+                                    FilePath(
                                         "a C-RASP program (.cr), relative to the spec's folder: the words it accepts "
                                         "(its output at the last position holds; never the empty word)"
                                     )
@@ -705,11 +704,23 @@ def _language(strings: dict, alphabet: tuple[str, ...], ctx: Context) -> Languag
     language = strings["language"]
     node = language["__node__"]
     if language["crasp"] is not None:
-        at = node.value["crasp"]
+        # imported here: the counter machine imports z3, which a spec without a C-RASP language never needs
+        from ..crasp.words import ProgramLanguageError, program_language
+
+        at, where = node.value["crasp"], "domain.strings.language.crasp"
         try:
-            return program_language(load_program(language["crasp"]), alphabet, strings["max-length"], str(at.value))
+            program = load_program(language["crasp"])
+        except CraspError as error:
+            raise ctx.error(
+                at,
+                where,
+                f"invalid C-RASP program: {error}",
+                "docs/crasp.md has the syntax; try: verify-tf crasp run FILE ab",
+            ) from None
+        try:
+            return program_language(program, alphabet, strings["max-length"], str(at.value))
         except ProgramLanguageError as error:
-            raise ctx.error(at, "domain.strings.language.crasp", error.message, error.hint or None) from None
+            raise ctx.error(at, where, error.message, error.hint or None) from None
     regex = language["regex"]
     if regex is None:
         raise ctx.error(
