@@ -63,6 +63,17 @@ def sigint_state() -> tuple[bool, bool]:
     return signal.getsignal(signal.SIGINT) == signal.SIG_IGN, bool(blocked >> (signal.SIGINT - 1) & 1)
 
 
+def pool_worker_sigint(*, deadline, cancelled, report) -> tuple[bool, bool | None, bool]:
+    """Runs in a ``-j`` pool worker: (SIGINT ignored, the worker was born with SIGINT blocked, SIGINT blocked now)."""
+    from verify_tf import executors
+
+    return (
+        signal.getsignal(signal.SIGINT) == signal.SIG_IGN,
+        executors.BORN_BLOCKING_SIGINT,
+        signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, ()),
+    )
+
+
 def echo(value, *, deadline, cancelled, report):
     return value
 

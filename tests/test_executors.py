@@ -4,6 +4,7 @@ worker process comes back as a ``UnitError`` naming it, without breaking the poo
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 
@@ -48,3 +49,18 @@ def test_a_unit_that_raises_in_the_pool_is_a_unit_error_naming_it(pool):
     assert "cluster_units.py" in caught.value.remote_traceback
     after = pool.submit(WorkUnit("echo", echo, (7,)), Deadline(60))
     assert pool.completed([after], 60) == [after] and after.result() == 7  # the pool survived
+
+
+def test_pool_workers_are_born_with_sigint_blocked(pool):
+    """A Ctrl-C while a ``-j`` worker starts (spawn: it imports verify-tf before ``_pool_init`` ignores SIGINT)
+    must not reach it: the parent spawns workers with SIGINT blocked in the spawning thread, so a worker is born
+    with it blocked (pending, then discarded by SIG_IGN), and its own mask is lifted once SIGINT is ignored. The
+    parent's mask is as it was."""
+    from cluster_units import pool_worker_sigint
+
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, ())
+    handles = [pool.submit(WorkUnit(f"sigint {k}", pool_worker_sigint, ()), Deadline(60)) for k in range(2)]
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, ()) == before
+    for handle in handles:
+        assert pool.completed([handle], 60) == [handle]
+        assert handle.result() == (True, True, False)  # ignored; born blocked; unblocked after _pool_init

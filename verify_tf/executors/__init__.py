@@ -9,10 +9,12 @@ All of them implement ``verify_tf.work.Executor``; engine drivers never know whi
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import multiprocessing.resource_tracker
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -95,14 +97,40 @@ class InProcess:
 
 # In a pool's worker process: one byte per slot, set by the parent to cancel the unit running in that slot.
 _CANCEL_FLAGS: Any = None
+BORN_BLOCKING_SIGINT: bool | None = None  # in a pool's worker: whether it started with SIGINT blocked (tests)
+_MASKS = hasattr(signal, "pthread_sigmask")  # POSIX
 
 
 def _pool_init(flags: Any) -> None:
-    global _CANCEL_FLAGS
+    global _CANCEL_FLAGS, BORN_BLOCKING_SIGINT
     _CANCEL_FLAGS = flags
     # Ctrl-C reaches the whole process group; the parent decides (it cancels the units and ends this process),
-    # so a worker never dies half-way with a KeyboardInterrupt of its own
+    # so a worker never dies half-way with a KeyboardInterrupt of its own. It was born with SIGINT blocked
+    # (``_sigint_blocked``), so one sent while it started is pending: SIG_IGN discards it (signal(7)), then the
+    # mask is lifted (processes the worker starts inherit SIG_IGN, not the mask)
+    if _MASKS:
+        BORN_BLOCKING_SIGINT = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, ())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if _MASKS:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked in this thread while it spawns pool workers: a spawned process keeps the mask of the thread
+    that started it, so a Ctrl-C while a worker imports (before ``_pool_init``) waits instead of printing the
+    worker's KeyboardInterrupt traceback; this process still gets it. multiprocessing's resource tracker is
+    started first: starting it unblocks SIGINT in the calling thread whatever was blocked before (CPython
+    gh-110844), which would undo the mask for the workers spawned after it."""
+    if not _MASKS:
+        yield
+        return
+    multiprocessing.resource_tracker.ensure_running()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _pool_call(unit: WorkUnit, seconds: float, slot: int = -1) -> Any:
@@ -172,12 +200,13 @@ class ProcessPool:
             slot = self._free.pop() if self._free else -1
             if slot >= 0:
                 self._flags[slot] = 0
-            try:
-                future = self._pool.submit(_pool_call, unit, seconds, slot)
-            except BrokenProcessPool:
-                self._pool.shutdown(wait=False, cancel_futures=True)
-                self._pool = self._start()
-                future = self._pool.submit(_pool_call, unit, seconds, slot)
+            with _sigint_blocked():  # a submission spawns the workers it needs (spawn: on demand)
+                try:
+                    future = self._pool.submit(_pool_call, unit, seconds, slot)
+                except BrokenProcessPool:
+                    self._pool.shutdown(wait=False, cancel_futures=True)
+                    self._pool = self._start()
+                    future = self._pool.submit(_pool_call, unit, seconds, slot)
         future.add_done_callback(lambda _: self._release(slot))
         return _PoolHandle(unit, future, slot)
 
