@@ -16,14 +16,26 @@ Without torch (the optional extra) the torch paths are left out.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from fractions import Fraction as F
+from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from helpers import torch_installed
-from verify_tf.batched import BatchedEvaluator, NumpyOps, TorchOps, Unsupported, cuda_available
+from verify_tf.batched import (
+    BatchedEvaluator,
+    NumpyOps,
+    TorchOps,
+    Unsupported,
+    cuda_available,
+    evaluator as evaluator_module,
+)
+from verify_tf.batched.planner import compile_program
+from verify_tf.bounds import Cube, cube_bounds
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.domain import GridDomain, StringDomain
 from verify_tf.semantics import Exact, Fixed, evaluate
@@ -152,7 +164,34 @@ def _rounded_terms_heads_match_the_interpreter(case):
     _check_every_path(case)
 
 
+@contextmanager
+def _compiled_once() -> Iterator[None]:
+    """``compile_program`` memoised for one case (by length, variant and force): the paths that differ only in
+    their back end (numpy, torch, CUDA's matmuls) load the one program the planner makes for them, as
+    ``BatchedEvaluator`` would compile it for each (a pure function of the same arguments), and run it each on
+    its own kernels. Compiling took about half of this module's time, 6 to 7 times per case. (The bodies of the
+    ``@given`` functions are as they were: hypothesis derandomizes from their source, so the cases are the same.)"""
+    programs: dict = {}
+    bounds: dict = {}  # the interval bounds of the whole domain, the same for every variant and force
+
+    def once(model, arith, tokens, length, variant="auto", force=None):
+        key = (length, variant, force)
+        if key not in programs:
+            if length not in bounds:
+                bounds[length] = cube_bounds(model, arith, Cube.whole(tokens, length)) if tokens else None
+            programs[key] = compile_program(model, arith, tokens, length, variant, bounds[length], force=force)
+        return programs[key]
+
+    with mock.patch.object(evaluator_module, "compile_program", once):
+        yield
+
+
 def _check_every_path(case) -> None:
+    with _compiled_once():
+        _check_paths(case)
+
+
+def _check_paths(case) -> None:
     model, arith, domain, length, seed, narrow = case
     rows = _rows(len(domain.tokens), length, seed)
     if isinstance(arith, Fixed) and arith.rounded_terms and any(h.scoring == "softmax" for _, _, h in model.heads()):
