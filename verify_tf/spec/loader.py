@@ -69,6 +69,7 @@ from ..userfiles import UserFileError, read_user_text
 from ..work import MAX_TIMEOUT
 
 # how to get torch, in every message that needs it (a CPU-only torch first: README, Quickstart)
+TORCH_READINGS = ("quantized", "float")  # architecture.reading of a torch import (docs/import.md)
 TORCH_INSTALL = "install the torch extra: pip install 'verify-tf[torch]' (in a checkout: pip install -e '.[torch]')"
 ENGINES = ("auto", *engine_names())  # the engines found in verify_tf/engines/ (docs/architecture.md)
 SOLVERS = ("z3", "cvc5", "bitwuzla", "portfolio")
@@ -343,6 +344,15 @@ TORCH_ARCHITECTURE = Obj(
         "readout-bias": Field(
             String("a non-zero readout.bias is refused unless dropped explicitly", ("refuse", "drop")), default="refuse"
         ),
+        "reading": Field(
+            String(
+                "which reading crasp-equivalence proves: quantized (the fixed-point IR of the weights) or float "
+                "(the float32 model as trained, through an exact enclosure of every float32 evaluation; the "
+                "experiments' TinyTransformer; docs/semantics.md §7)",
+                TORCH_READINGS,
+            ),
+            default="quantized",
+        ),
     },
     "what a torch state dict does not say about the model (docs/import.md)",
 )
@@ -446,7 +456,12 @@ def _torch_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
             path=join(path, "torch"),
         ) from None
     _check_quantize(section["quantize"], ctx, path)
-    return import_torch_model(section["torch"], section["architecture"], section["quantize"])
+    architecture = section["architecture"]
+    if architecture is not None and architecture.get("reading") == "float":
+        from ..builders.torch_float import import_float_reading
+
+        return import_float_reading(section["torch"], architecture, section["quantize"])
+    return import_torch_model(section["torch"], architecture, section["quantize"])
 
 
 def _tracr_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model:
