@@ -218,8 +218,8 @@ class PrefixTreeEvaluator:
                     out, flagged = kernels._head(row, q, keys, values, ctx.ops, dot_ok, row.mix_ok(mv))
                     bound = row.output_bound(mv)
         if out is None:
-            wide = [ctx.to_wide(x) if x is not None else None for x in (q, keys, values)]
-            out, flagged = kernels._head(ctx.wide_plan(row), *wide, WIDE, False, False)
+            wq, wk, wv = (ctx.to_wide(x) if x is not None else None for x in (q, keys, values))
+            out, flagged = kernels._head(ctx.wide_plan(row), wq, wk, wv, WIDE, False, False)
             out, bound = ctx.narrow(out)
         assert flagged is None  # tie-free programs are refused in __init__
         return out, bound

@@ -381,7 +381,7 @@ class CraspEquivalence(Property):
         there (``program_outputs_batched``, the program's own arrays)."""
         cut = math.floor(task.options.threshold * den)  # q > threshold <=> num > floor(threshold·den)
         theirs = program_outputs_batched(self.program(task), task.strings().alphabet, rows)[:, -1]
-        return (np.asarray(readout) > cut) != theirs
+        return np.asarray((np.asarray(readout) > cut) != theirs, dtype=bool)
 
     def encode_prefix_violation(self, task: Task, builder: Any, ours: Any, theirs: Any) -> Any:
         """``prefix_violates`` over a symbolic readout and the program's symbolic output."""

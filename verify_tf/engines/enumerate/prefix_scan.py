@@ -114,7 +114,7 @@ class _Tree:
         if depth < self.goal.first_position:
             return np.zeros(len(states), dtype=bool)
         if self.goal.least == "string":  # accept mode: the words of the domain only
-            return self.accepting[states] & (depth >= self.goal.min_length)
+            return np.asarray(self.accepting[states] & (depth >= self.goal.min_length), dtype=bool)
         return np.ones(len(states), dtype=bool)
 
     def least_word(self, prefix: tuple[int, ...], state: int) -> tuple[int, ...]:
