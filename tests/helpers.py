@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 from fractions import Fraction as F
+from pathlib import Path
 
 import pytest
 
+from verify_tf.crasp.interpreter import run_program
 from verify_tf.ir import (
     AlphabetTokens,
     AttentionLayer,
@@ -20,6 +22,27 @@ from verify_tf.ir import (
     vector,
     zeros,
 )
+from verify_tf.semantics import evaluate
+
+L3_PROGRAM = Path(__file__).resolve().parents[1] / "examples" / "crasp" / "L3.cr"
+
+# the compiled L_3 transformer with one weight changed (specs/crasp-L3-mutated.yaml): it misses a 4th block; the
+# strings domain over {a, b} up to n is restricted to ``language`` (a YAML mapping: {regex: ...} or {crasp: ...})
+MUTATED_L3 = f"""\
+model:
+  construct: crasp-program
+  program: {L3_PROGRAM}
+  set: ["layers[2].attention.heads[0].value-bias[1]=1"]
+arithmetic: {{mode: fixed, bits: 4, frac: 0, attention-rounding: exact-sums}}
+domain:
+  strings: {{alphabet: [a, b], max-length: %(n)d, language: %(language)s}}
+properties:
+%(properties)s"""
+
+
+def mutated_l3(language: str, n: int, *properties: str) -> str:
+    """The mutated L_3 spec over the words of ``language`` up to ``n``, checking ``properties`` (YAML lines)."""
+    return MUTATED_L3 % {"language": language, "n": n, "properties": "".join(f"  - {p}\n" for p in properties)}
 
 
 def head(
@@ -101,3 +124,15 @@ requires_torch = pytest.mark.skipif(not torch_installed(), reason="needs the tor
 def needs_torch(spec_path) -> bool:
     """A shipped spec that reads a torch state dict (``model: {torch: ...}``)."""
     return "torch:" in spec_path.read_text()
+
+
+def least_failing_prefix(spec, program, words) -> tuple[str, int]:
+    """Independent of every engine: the first (word, position) of ``words`` (in the order given) where the reference
+    interpreter's decision (readout > 0; BOS at readout position 0) differs from the C-RASP program's output."""
+    for word in words:
+        readout = evaluate(spec.model, spec.arithmetic, tuple(word)).readout
+        outputs = run_program(program, word).output
+        for i in range(len(word)):
+            if (readout[i + 1] > 0) != outputs[i]:
+                return word, i
+    raise AssertionError("no failing word")

@@ -11,43 +11,29 @@ on every string in shortlex order, filtered by ``re``.
 import itertools
 import math
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from helpers import L3_PROGRAM, least_failing_prefix, mutated_l3
 from verify_tf.cli import main
 from verify_tf.contract import Task
 from verify_tf.crasp import in_lk, lk_regex
-from verify_tf.crasp.interpreter import run_program
 from verify_tf.crasp.parser import load_program
 from verify_tf.domain import StringDomain
 from verify_tf.engines.scan import examined_prefix
 from verify_tf.fingerprint import digest
-from verify_tf.regular import Language, RegexError
+from verify_tf.regular import RegexError, RegexLanguage
 from verify_tf.runner import Overrides, check_all, run_engine
-from verify_tf.semantics import evaluate
 from verify_tf.spaces import InputSpace
 from verify_tf.spec import SpecError, load_spec_text
 
-L3 = Path(__file__).resolve().parents[1] / "examples" / "crasp" / "L3.cr"
-
-# the compiled L_3 transformer with one weight changed (specs/crasp-L3-mutated.yaml): it misses a 4th block
-MUTATED = f"""\
-model:
-  construct: crasp-program
-  program: {L3}
-  set: ["layers[2].attention.heads[0].value-bias[1]=1"]
-arithmetic: {{mode: fixed, bits: 4, frac: 0, attention-rounding: exact-sums}}
-domain:
-  strings: {{alphabet: [a, b], max-length: %(n)d, language: {{regex: "%(regex)s"}}}}
-properties:
-%(properties)s"""
+L3 = L3_PROGRAM
 
 
 def mutated(regex: str, n: int, *properties: str) -> str:
-    return MUTATED % {"regex": regex, "n": n, "properties": "".join(f"  - {p}\n" for p in properties)}
+    return mutated_l3(f'{{regex: "{regex}"}}', n, *properties)
 
 
 def brute_force(regex: str, alphabet: str, longest: int, shortest: int = 1) -> list[str]:
@@ -64,7 +50,7 @@ def brute_force(regex: str, alphabet: str, longest: int, shortest: int = 1) -> l
 
 @pytest.mark.parametrize("k", [1, 2, 3, 4, 5])
 def test_the_words_of_lk_up_to_100_are_counted_exactly(k):
-    domain = StringDomain(("a", "b"), 1, 100, Language.compile(lk_regex(k), "ab"))
+    domain = StringDomain(("a", "b"), 1, 100, RegexLanguage.compile(lk_regex(k), "ab"))
     assert domain.size() == InputSpace(domain).count() == math.comb(100, k)  # 100; 4,950; ...; 75,287,520
 
 
@@ -82,7 +68,7 @@ def test_the_words_of_lk_up_to_100_are_counted_exactly(k):
     ],
 )
 def test_enumeration_order_and_words_equal_a_brute_force_filter(regex, alphabet):
-    domain = StringDomain(tuple(alphabet), 1, 7, Language.compile(regex, alphabet))
+    domain = StringDomain(tuple(alphabet), 1, 7, RegexLanguage.compile(regex, alphabet))
     space = InputSpace(domain)
     expected = brute_force(regex, alphabet, 7)
     assert ["".join(w) for w in space.inputs()] == expected
@@ -95,7 +81,7 @@ def test_enumeration_order_and_words_equal_a_brute_force_filter(regex, alphabet)
 
 
 def test_constant_inputs_of_a_language_are_its_constant_words():
-    domain = StringDomain(("a", "b"), 1, 5, Language.compile("a*|b{2}", "ab"))
+    domain = StringDomain(("a", "b"), 1, 5, RegexLanguage.compile("a*|b{2}", "ab"))
     constant = ["".join(w) for w in InputSpace(domain, order="constant").inputs()]
     assert constant == ["a", "aa", "bb", "aaa", "aaaa", "aaaaa"]
     assert constant == ["".join(w) for w in domain.constant_inputs()]
@@ -117,7 +103,7 @@ def test_constant_inputs_of_a_language_are_its_constant_words():
 )
 def test_regex_errors_name_their_column(regex, column, message):
     with pytest.raises(RegexError) as info:
-        Language.compile(regex, "ab")
+        RegexLanguage.compile(regex, "ab")
     assert info.value.column == column and message in info.value.message
 
 
@@ -202,8 +188,8 @@ def test_the_python_api_refuses_what_the_loader_refuses():
 
 def test_cache_keys_and_certificate_digests_tell_a_language_from_every_string():
     everything = StringDomain(("a", "b"), 1, 8)
-    words = StringDomain(("a", "b"), 1, 8, Language.compile("a+b+a+", "ab"))
-    other = StringDomain(("a", "b"), 1, 8, Language.compile("a+b+a+b+", "ab"))
+    words = StringDomain(("a", "b"), 1, 8, RegexLanguage.compile("a+b+a+", "ab"))
+    other = StringDomain(("a", "b"), 1, 8, RegexLanguage.compile("a+b+a+b+", "ab"))
     assert len({digest(everything), digest(words), digest(other)}) == 3
     assert len({repr(everything), repr(words), repr(other)}) == 3  # Task.make's fingerprint reads repr(domain)
     assert words.describe() == "words of a+b+a+ over {a, b} up to length 8"
@@ -213,14 +199,7 @@ def least_failing_word(regex: str, longest: int) -> tuple[str, int]:
     """Independent: every string in shortlex order, kept when ``re`` matches, each position compared on the
     reference interpreter (readout > 0) and the program's interpreter; the first disagreement."""
     spec = load_spec_text(mutated(regex, longest, f"crasp-equivalence: {{program: {L3}}}"), "spec.yaml")
-    program = load_program(L3)
-    for word in brute_force(regex, "ab", longest):
-        readout = evaluate(spec.model, spec.arithmetic, tuple(word)).readout
-        outputs = run_program(program, word).output
-        for i in range(len(word)):
-            if (readout[i + 1] > 0) != outputs[i]:  # BOS at readout position 0
-                return word, i
-    raise AssertionError("no failing word")
+    return least_failing_prefix(spec, load_program(L3), brute_force(regex, "ab", longest))
 
 
 @pytest.mark.parametrize("engine", ["enumerate", "interpret", "counting"])
@@ -259,7 +238,7 @@ def test_accept_mode_on_a_language_checks_the_words_themselves():
 
 
 def test_how_far_an_unfinished_scan_got_is_read_in_the_spaces_order():
-    domain = StringDomain(("a", "b"), 1, 4, Language.compile("a+b+", "ab"))  # lengths 2, 3, 4: 1, 2, 3 words
+    domain = StringDomain(("a", "b"), 1, 4, RegexLanguage.compile("a+b+", "ab"))  # lengths 2, 3, 4: 1, 2, 3 words
     space = InputSpace(domain)
     assert [s.count for s in space.segments()] == [0, 1, 2, 3]
     assert examined_prefix(space, [(0, 2), (4, 6)]) == {"inputs_in_order": 2, "every_input_up_to_length": 2}
@@ -269,7 +248,7 @@ def test_how_far_an_unfinished_scan_got_is_read_in_the_spaces_order():
 
 def test_lk_regex_is_lk():
     for k in range(1, 7):
-        language = Language.compile(lk_regex(k), "ab")
+        language = RegexLanguage.compile(lk_regex(k), "ab")
         for n in range(9):
             for w in itertools.product("ab", repeat=n):
                 assert language.accepts(w) == in_lk(k, "".join(w))
@@ -277,7 +256,7 @@ def test_lk_regex_is_lk():
 
 
 def test_unranking_is_vectorised_and_exact_at_the_edges():
-    language = Language.compile("(a+b+){2}a+", "ab")
+    language = RegexLanguage.compile("(a+b+){2}a+", "ab")
     n = 100
     count = language.count(n)
     assert count == math.comb(99, 4)

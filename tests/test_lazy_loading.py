@@ -6,6 +6,7 @@ names a spec writes (``verify_tf.properties.load``); certification's modules onl
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -48,8 +49,13 @@ def test_a_check_loads_only_its_property_and_the_engines_it_runs():
 
 
 def test_every_property_module_is_named_after_its_property():
-    """Lazy loading reads a property's module from its name: value_range.py defines value-range."""
-    modules = {p.stem for p in (ROOT / "verify_tf" / "properties").glob("*.py")} - {"__init__", "base"}
+    """Lazy loading reads a property's module from its name: value_range.py defines value-range. A module whose name
+    starts with ``_`` is a property's helper (``_torch_float.py``: crasp-equivalence's float reading), not a
+    property, and defines none."""
+    stems = {p.stem for p in (ROOT / "verify_tf" / "properties").glob("*.py")} - {"__init__", "base"}
+    modules = {m for m in stems if not m.startswith("_")}
     assert {m.replace("_", "-") for m in modules} == set(names())
     for name in names():
         assert load(name).name == name
+    for helper in stems - modules:
+        assert not hasattr(importlib.import_module(f"verify_tf.properties.{helper}"), "PROPERTY")

@@ -4,8 +4,8 @@
 (Yun et al.'s G_delta is lo=0, hi=1-delta, step=delta); ``distinct_tokens`` restricts to sequences with no
 repeated token (Yun's G~_delta). ``StringDomain``: every string over an alphabet with a length in
 [min_length, max_length] (BOS, if the model has one, is added by the model, not by the domain), or, with a
-``language`` (``verify_tf.regular``), only the words of that regular language: counted and enumerated from its
-automaton, never by filtering Σ^n.
+``language`` (``verify_tf.regular.Language``), only the words of that language (a regex's, or a C-RASP program's:
+``verify_tf.crasp.words``): counted and enumerated from its automaton, never by filtering Σ^n.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class StringDomain:
     alphabet: tuple[str, ...]
     min_length: int
     max_length: int
-    language: Language | None = None  # only the words of this regular language (None: every string)
+    language: Language | None = None  # only the words of this language, a regex's or a program's (None: every string)
 
     @property
     def tokens(self) -> list[str]:
@@ -141,7 +141,7 @@ class StringDomain:
         if self.language is not None:
             start = "" if self.min_length == 1 else f" from length {self.min_length}"
             return (
-                f"words of {self.language.regex} over {{{', '.join(self.alphabet)}}} up to length "
+                f"words of {self.language.name} over {{{', '.join(self.alphabet)}}} up to length "
                 f"{self.max_length}{start}"
             )
         return f"strings over {{{', '.join(self.alphabet)}}} of length {self.min_length}..{self.max_length}"

@@ -11,17 +11,19 @@ whose word counts number the language's words directly: the domain enumerates th
 * ``()`` is the empty word; spaces are not allowed (write the letters together).
 
 Pipeline: ``parse`` (text → a small tree), ``nfa`` (Thompson's construction), ``determinise`` (subset
-construction; the dead state is dropped, a missing move is -1), then ``Language`` counts the words of each length
-from each state (``counts``: exact integers) and unranks ranks into words (``unrank``: the k-th word of length n in
-lexicographic order of the alphabet as listed, vectorised over ranks). A state from which no accepted word of the
-remaining length exists has count 0 there and is never entered: that is the trimming.
+construction; the dead state is dropped, a missing move is -1), then ``RegexLanguage``. ``Language``, the shape it
+shares with the C-RASP form (``verify_tf.crasp.words``), counts the words of each length from each state
+(``counts``: exact integers) and unranks ranks into words (``unrank``: the k-th word of length n in lexicographic
+order of the alphabet as listed, vectorised over ranks). A state from which no accepted word of the remaining
+length exists has count 0 there and is never entered: that is the trimming.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property
 
 import numpy as np
 
@@ -268,40 +270,56 @@ def determinise(automaton: _Nfa, start: int, accept: int, letters: int) -> tuple
 # ---------------------------------------------------------------- the language: counts and unranking
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Language:
-    """The words of ``regex`` over ``alphabet``: a trimmed-by-counts deterministic automaton.
+    """The words of a language as a deterministic automaton: counted, unranked and walked from its state counts.
 
-    Equality, hashing, the cache key and a certificate's domain digest read the regex, the alphabet and the
-    automaton (plain tuples): a proof over a language is never taken for one over Σ^n.
+    One shape, two sources: a regular expression (``RegexLanguage``, here) and a C-RASP program read as a counter
+    machine (``verify_tf.crasp.words.ProgramLanguage``). ``delta[q][a]`` is the state after letter a (the
+    alphabet's index) from state q, -1 where no word continues; state 0 is the start. ``horizon``: None when the
+    automaton is the language's own (exact for every length), else the length up to which it is exact (a
+    counter machine explored up to the domain's ``max-length``: a state first reached after d letters is exact
+    for the words of at most horizon − d more letters, which is all any length ≤ horizon asks of it).
+
+    Equality, hashing, the cache key and a certificate's domain digest read ``identity()`` (the source and the
+    automaton, plain data): a proof over a language is never taken for one over Σ^n or another language.
     """
 
-    regex: str
     alphabet: tuple[str, ...]
     delta: tuple[tuple[int, ...], ...]  # (state, letter) -> state, -1: no word continues this way
     accepting: tuple[bool, ...]
+    horizon: int | None
 
-    @staticmethod
-    def compile(regex: str, alphabet: Sequence[str]) -> Language:
-        tree = parse(regex, alphabet)
-        automaton, start, accept = nfa(tree)
-        delta, accepting = determinise(automaton, start, accept, len(alphabet))
-        return Language(
-            regex,
-            tuple(alphabet),
-            tuple(tuple(int(x) for x in row) for row in delta),
-            tuple(bool(x) for x in accepting),
+    @property
+    def name(self) -> str:
+        """How messages name the language: the regex, or the program's file."""
+        raise NotImplementedError
+
+    def identity(self) -> tuple:
+        """What tells this language from another: its source and its automaton."""
+        return (type(self).__name__, self.name, self.alphabet, self.delta, self.accepting, self.horizon)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Language) and self.identity() == other.identity()
+
+    def __hash__(self) -> int:  # delta can hold thousands of rows: hash the digest, computed once
+        return hash(self.digest())
+
+    def __repr__(self) -> str:  # the task fingerprint reads repr(domain): source, alphabet and automaton
+        return (
+            f"{type(self).__name__}({self.name!r}, {self.alphabet!r}, states={len(self.delta)}, digest={self.digest()})"
         )
 
-    def __repr__(self) -> str:  # the task fingerprint reads repr(domain): regex, alphabet and automaton
-        return f"Language({self.regex!r}, {self.alphabet!r}, states={len(self.delta)}, digest={self.digest()})"
-
     def digest(self) -> str:
-        import hashlib
+        return self._digest
 
-        return hashlib.sha256(repr((self.regex, self.alphabet, self.delta, self.accepting)).encode()).hexdigest()[:16]
+    @cached_property
+    def _digest(self) -> str:  # written once into the instance's __dict__ (frozen dataclasses allow that)
+        return hashlib.sha256(repr(self.identity()).encode()).hexdigest()[:16]
 
     def accepts(self, word: Sequence[str]) -> bool:
+        """Whether ``word`` is a word of the language (read on the automaton)."""
+        self._within(len(word))
         state = 0
         for letter in word:
             if letter not in self.alphabet:
@@ -311,9 +329,45 @@ class Language:
                 return False
         return self.accepting[state]
 
+    def _within(self, length: int) -> None:
+        if self.horizon is not None and length > self.horizon:
+            raise ValueError(f"the automaton of {self.name} is exact up to length {self.horizon}, not {length}")
+
     def counts(self, longest: int) -> tuple[tuple[int, ...], ...]:
         """counts[m][q]: the words of length m that lead state q to acceptance (exact integers), m = 0..longest."""
-        return _counts(self, longest)
+        self._within(longest)
+        rows = self._exact_rows  # grown once per language, never recomputed per length (``size`` asks each n)
+        while len(rows) <= longest:
+            previous = rows[-1]
+            rows.append(tuple(sum(previous[t] for t in row if t >= 0) for row in self.delta))
+        return tuple(rows[: longest + 1])
+
+    @cached_property
+    def _exact_rows(self) -> list[tuple[int, ...]]:
+        return [tuple(int(a) for a in self.accepting)]
+
+    def _capped(self, longest: int) -> np.ndarray:
+        """counts capped at 2^62, as int64, with a zero column for the dead state (index -1 of ``delta``): at
+        least rows 0..longest, all of them up to the horizon when there is one (one table for every length)."""
+        table = self.__dict__.get("_capped_table")
+        if table is None or len(table) <= longest:
+            counts = self.counts(max(longest, self.horizon or 0))
+            table = np.zeros((len(counts), len(self.delta) + 1), dtype=np.int64)
+            for m, row in enumerate(counts):
+                table[m, :-1] = [min(c, LIMIT) for c in row]
+            object.__setattr__(self, "_capped_table", table)  # a cache, as cached_property writes it
+        return table
+
+    @cached_property
+    def _delta_with_sink(self) -> np.ndarray:
+        """delta as int64 with the dead state as the last index (S), which moves to itself."""
+        states = len(self.delta)
+        delta = np.array(self.delta, dtype=np.int64).reshape(states, len(self.alphabet))
+        delta = np.where(delta < 0, states, delta)
+        return np.vstack([delta, np.full((1, len(self.alphabet)), states, dtype=np.int64)])
+
+    def __getstate__(self) -> dict:  # pickled (to a worker) without the caches
+        return {key: value for key, value in self.__dict__.items() if not key.startswith("_")}
 
     def count(self, length: int) -> int:
         """The words of this length."""
@@ -322,12 +376,13 @@ class Language:
     def unrank(self, length: int, ranks: np.ndarray) -> np.ndarray:
         """Letter-index rows (len(ranks), length): the words of ``length`` with these ranks in lexicographic
         order (letters ordered as the alphabet lists them). Ranks must be below ``count(length)`` <= 2^62."""
+        self._within(length)
         ranks = np.asarray(ranks, dtype=np.int64)
         rows = np.empty((len(ranks), length), dtype=np.int64)
         if len(ranks) == 0:
             return rows
-        table = _capped(self, length)  # (length + 1, S + 1): the dead state is the last column, count 0
-        delta = _delta_with_sink(self)
+        table = self._capped(length)  # (>= length + 1, S + 1): the dead state is the last column, count 0
+        delta = self._delta_with_sink
         state = np.zeros(len(ranks), dtype=np.int64)
         r = ranks.copy()
         for p in range(length):
@@ -342,7 +397,7 @@ class Language:
                 state = np.where(take, target, state)
                 undecided &= ~take
             if undecided.any():
-                raise ValueError(f"rank out of range for words of length {length} of {self.regex}")
+                raise ValueError(f"rank out of range for words of length {length} of {self.name}")
         return rows
 
     def words(self, length: int) -> Iterator[tuple[str, ...]]:
@@ -364,30 +419,25 @@ class Language:
             yield from walk(0, length, ())
 
 
-@lru_cache(maxsize=64)
-def _counts(language: Language, longest: int) -> tuple[tuple[int, ...], ...]:
-    states = len(language.delta)
-    table = [tuple(int(a) for a in language.accepting)]
-    for _ in range(longest):
-        previous = table[-1]
-        table.append(tuple(sum(previous[t] for t in language.delta[q] if t >= 0) for q in range(states)))
-    return tuple(table)
+@dataclass(frozen=True, eq=False)
+class RegexLanguage(Language):
+    """The words of ``regex`` over ``alphabet``: its deterministic automaton (trimmed by counts), every length."""
 
+    regex: str
 
-@lru_cache(maxsize=64)
-def _capped(language: Language, longest: int) -> np.ndarray:
-    """counts capped at 2^62, as int64, with a zero column for the dead state (index -1 of ``delta``)."""
-    counts = _counts(language, longest)
-    table = np.zeros((longest + 1, len(language.delta) + 1), dtype=np.int64)
-    for m, row in enumerate(counts):
-        table[m, :-1] = [min(c, LIMIT) for c in row]
-    return table
+    @staticmethod
+    def compile(regex: str, alphabet: Sequence[str]) -> RegexLanguage:
+        tree = parse(regex, alphabet)
+        automaton, start, accept = nfa(tree)
+        delta, accepting = determinise(automaton, start, accept, len(alphabet))
+        return RegexLanguage(
+            tuple(alphabet),
+            tuple(tuple(int(x) for x in row) for row in delta),
+            tuple(bool(x) for x in accepting),
+            None,
+            regex,
+        )
 
-
-@lru_cache(maxsize=64)
-def _delta_with_sink(language: Language) -> np.ndarray:
-    """delta as int64 with the dead state as the last index (S), which moves to itself."""
-    states = len(language.delta)
-    delta = np.array(language.delta, dtype=np.int64).reshape(states, len(language.alphabet))
-    delta = np.where(delta < 0, states, delta)
-    return np.vstack([delta, np.full((1, len(language.alphabet)), states, dtype=np.int64)])
+    @property
+    def name(self) -> str:
+        return self.regex

@@ -235,12 +235,12 @@ def run_engine(
     ``engines`` (default: the property's, for its options)."""
     language = getattr(task.domain, "language", None)
     if language is not None and not task.prop.language_domains:  # the loader refuses it too, located
-        raise ValueError(f"{task.prop.name!r} does not support a domain restricted to a language ({language.regex})")
+        raise ValueError(f"{task.prop.name!r} does not support a domain restricted to a language ({language.name})")
     if engine != "auto":
         if language is not None and not load_engine(engine).language_domains:
             raise ValueError(
                 f"engine {engine!r} on {task.prop.name!r} would check every string, not the words of "
-                f"{language.regex} (docs/semantics.md, Domains)"
+                f"{language.name} (docs/semantics.md, Domains)"
             )
         return load_engine(engine).check(task, run)
     return auto.run(

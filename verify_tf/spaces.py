@@ -7,9 +7,9 @@ enough for exactly permutation-equivariant models, up to n! fewer), or the const
 (grid points in product order, or alphabet symbols).
 
 Unranking is vectorised (mixed radix; factorial base for distinct tokens; the combinatorial number system with
-a binary search for sorted rows; a language's automaton counts for a strings domain restricted to a regular
-language), so any chunk of any space is produced directly: memory stays bounded by the chunk, and chunks are
-independent work units.
+a binary search for sorted rows; a language's automaton counts for a strings domain restricted to a language,
+a regex's or a C-RASP program's), so any chunk of any space is produced directly: memory stays bounded by the
+chunk, and chunks are independent work units.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class InputSpace:
 
     @property
     def language(self) -> Language | None:
-        """The regular language a strings domain is restricted to (its words are numbered by its automaton)."""
+        """The language a strings domain is restricted to (its words are numbered by its automaton)."""
         return self.domain.language if isinstance(self.domain, StringDomain) else None
 
     def _count(self, length: int) -> int:

@@ -26,7 +26,7 @@ import errno
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sized
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -318,22 +318,26 @@ def schedule(
         return in_flight or max(1, getattr(executor, "in_flight", 0) or 2 * executor.workers)
 
     pending = iter(units)
+    ascending = getattr(units, "ascending", False)  # orders only grow: past the cutoff, none is needed
+    taken = 0  # units drawn from ``pending`` (submitted or skipped)
     running: list[Handle] = []
     summary = Schedule()
     cutoff: int | None = None  # units with order > cutoff are no longer needed
     exhausted = False
 
     def fill() -> None:
-        nonlocal exhausted
+        nonlocal exhausted, taken
         while not exhausted and len(running) < limit():
             unit = next(pending, None)
             if unit is None:
                 exhausted = True
                 return
-            if cutoff is not None and unit.order > cutoff:
+            taken += 1
+            if deadline.expired() or (cutoff is not None and unit.order > cutoff and ascending):
                 summary.not_started += 1
-                continue
-            if deadline.expired():
+                exhausted = True  # none of the rest will start: they are counted at the end, not drawn
+                return
+            if cutoff is not None and unit.order > cutoff:
                 summary.not_started += 1
                 continue
             running.append(executor.submit(unit, deadline))
@@ -381,8 +385,13 @@ def schedule(
         if cutoff is not None:
             drop([h for h in running if h.unit.order > cutoff])
         fill()
-    for _ in pending:  # what was never submitted (stopped early or out of time)
-        summary.not_started += 1
+    # what was never submitted (stopped early or out of time): counted, not drawn, when ``units`` is sized (a scan
+    # of 2^61 inputs has 2^41 units: drawing them would outlast any deadline)
+    if isinstance(units, Sized):
+        summary.not_started += len(units) - taken
+    else:
+        for _ in pending:
+            summary.not_started += 1
     if deadline.expired() and (summary.not_started or summary.cancelled):
         summary.expired = True
     return summary
@@ -431,6 +440,30 @@ def run_unit(
     deadline = Deadline(seconds)
     with deadline_in_force(deadline):
         return unit.function(*unit.args, deadline=deadline, cancelled=cancelled, report=report)
+
+
+class ChunkUnits:
+    """The work units over inputs [0, ``total``) in chunks of ``size``, made only as ``schedule`` draws them.
+
+    Sized and lazy: the bookkeeping of a scan is the units in flight, not the domain. (A list of every unit of
+    the strings up to length 60 over {a, b}, 2^61 inputs in 2^41 units of 2^20, grew by about 100 MiB a second
+    before the first unit ran: out of memory long before the deadline.) ``make(order, start, stop)`` builds
+    the unit of inputs [start, stop), the ``order``-th chunk.
+    """
+
+    ascending = True  # unit orders only grow (``schedule`` stops drawing at the first one past its cutoff)
+
+    def __init__(self, total: int, size: int, make: Callable[[int, int, int], WorkUnit]):
+        if size < 1:
+            raise ValueError("chunk size must be at least 1")
+        self.total, self.size, self.make = max(0, total), size, make
+
+    def __len__(self) -> int:
+        return -(-self.total // self.size)
+
+    def __iter__(self) -> Iterator[WorkUnit]:
+        for order, (a, b) in enumerate(iter_chunks(self.total, self.size)):
+            yield self.make(order, a, b)
 
 
 def iter_chunks(total: int, size: int, start: int = 0) -> Iterator[tuple[int, int]]:

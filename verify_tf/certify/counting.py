@@ -193,7 +193,7 @@ def recheck_counting(task: Task, record: dict) -> list[str]:
             f"{list(goal.alphabet)}"
         )
     if goal.language is not None and covered.get("language_sha256") != goal.language.digest():
-        problems.append(f"the certificate does not cover the words of {goal.language.regex}")
+        problems.append(f"the certificate does not cover the words of {goal.language.name}")
     elif goal.language is None and covered.get("language") is not None:
         problems.append(f"the certificate covers only the words of {covered['language']}, the spec every string")
     count: dict = next((c for c in record.get("checks", []) if c["check"] == "strings counted two ways"), {})

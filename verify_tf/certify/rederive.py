@@ -45,7 +45,7 @@ def space_record(task: Task) -> dict[str, Any]:
         "distinct": space.distinct,
         "size": space_size(space),
         "description": space.describe(),
-        **({"language": space.language.regex, "language_sha256": space.language.digest()} if space.language else {}),
+        **({"language": space.language.name, "language_sha256": space.language.digest()} if space.language else {}),
     }
 
 

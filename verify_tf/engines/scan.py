@@ -30,7 +30,7 @@ from ..contract import Task
 from ..numbers import fmt
 from ..spaces import InputSpace
 from ..verdict import Evidence, Verdict
-from ..work import CONTINUE, STOP, STOP_AFTER, WorkUnit, iter_chunks, schedule
+from ..work import CONTINUE, STOP, STOP_AFTER, ChunkUnits, WorkUnit, schedule
 from .base import ProgressEvent, Run, proved, refuted, replayed, unit_failed, unknown
 from .runs import Closest, ClosestPair, RunStore, SortedRun, merged, sorted_run
 
@@ -137,10 +137,13 @@ def first_violation(
     # a property whose claim is about a measure (position-blind's ε) is refuted with the input where the
     # measure is extreme, so the whole space is scanned; every other property stops at the least violation
     by_measure = task.prop.witness_measure
-    units = [
-        WorkUnit(f"{engine}: inputs {a}..{b - 1}", evaluate_chunk, (task, space, a, b, *extra), order=i, weight=b - a)
-        for i, (a, b) in enumerate(iter_chunks(total, size))
-    ]
+    units = ChunkUnits(
+        total,
+        size,
+        lambda i, a, b: WorkUnit(
+            f"{engine}: inputs {a}..{b - 1}", evaluate_chunk, (task, space, a, b, *extra), order=i, weight=b - a
+        ),
+    )
     done = 0
     best: ChunkResult | None = None
     incomplete: list[str] = []
@@ -391,10 +394,13 @@ def check_distinct_values(
         )
     space = prop.input_space(task)
     total = space.count()
-    units = [
-        WorkUnit(f"{engine}: inputs {a}..{b - 1}", values_chunk, (task, space, a, b, *extra), order=k, weight=b - a)
-        for k, (a, b) in enumerate(iter_chunks(total, size))
-    ]
+    units = ChunkUnits(
+        total,
+        size,
+        lambda k, a, b: WorkUnit(
+            f"{engine}: inputs {a}..{b - 1}", values_chunk, (task, space, a, b, *extra), order=k, weight=b - a
+        ),
+    )
     clashes: list[ValuesResult] = []
     digests: list[tuple[int, int, str]] = []  # with --certify: (start, stop, outputs_digest) per chunk
     done = 0

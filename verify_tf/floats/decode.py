@@ -95,3 +95,16 @@ def upper_text(value: Fraction) -> str:
     if digits == 100:
         digits, exponent = 10, exponent + 1
     return f"{digits // 10}.{digits % 10}e{exponent:+03d}"
+
+
+def threshold(box: Box, cut: Fraction, accepts: np.ndarray) -> np.ndarray:
+    """Per entry of ``box`` (a readout's enclosure): RIGHT when every evaluation decides as ``accepts`` says (accept
+    iff the readout exceeds ``cut``: the lower bound above it, or for a rejection the upper bound at most it), WRONG
+    when every evaluation decides the other way, UNDECIDED when the enclosure straddles the cut."""
+    scaled = cut * (1 << SCALE)
+    floor = scaled.numerator // scaled.denominator  # an integer bound b: b > cut·2^S iff b > floor; b <= iff b <= floor
+    above = np.asarray(box.lo > floor, dtype=bool)
+    below = np.asarray(box.hi <= floor, dtype=bool)
+    right = np.where(accepts, above, below)
+    wrong = np.where(accepts, below, above)
+    return np.where(right, RIGHT, np.where(wrong, WRONG, UNDECIDED)).astype(np.int8)

@@ -440,19 +440,22 @@ def _softmax_factor(keys: int) -> Fraction:
 EXP_SHIFT = EXP_ERROR / (1 - EXP_ERROR)  # ≥ −ln(1 − EXP_ERROR) ≥ ln(1 + EXP_ERROR): the exp error as a logit shift
 
 
-def _effective_logits(logits: Box, allowed: np.ndarray) -> Box:
+def _effective_logits(logits: Box, allowed: np.ndarray, exp_shift: Fraction = EXP_SHIFT) -> Box:
     """Logits t with ê_j / Σ_k ê_k = softmax(t)_j for every float32 evaluation: ê_j = exp^(fl(l_j − m)) is the
     computed exponential of the float difference to the float maximum m. Softmax does not change when every
     logit moves by the same amount, so t_j = fl(l_j − m) + ln(ê_j / e^{fl(l_j − m)}):
 
     * where a query's allowed logits are all known exactly, m and each fl(l_j − m) are exact float32s (one
       rounding, deterministic), so t_j is that difference ± the exp error (``EXP_SHIFT``);
-    * otherwise t_j ∈ l_j ± (u·(m − l_j) + EXP_SHIFT), with m − l_j ≤ max_k hi_k − lo_j."""
+    * otherwise t_j ∈ l_j ± (u·(m − l_j) + EXP_SHIFT), with m − l_j ≤ max_k hi_k − lo_j.
+
+    ``exp_shift``: the exp error as a logit shift (``EXP_SHIFT`` for tracr's platforms; a torch model states its
+    own, ``floats.torch_enclosure``)."""
     unknown = -(1 << 400)
     lo, hi = logits.lo, logits.hi
     m_hi = np.where(allowed, hi, unknown).max(axis=-1, keepdims=True)  # (B, i, 1)
     distance = np.maximum(m_hi - lo, 0)
-    shift = EXP_SHIFT * (1 << SCALE)
+    shift = exp_shift * (1 << SCALE)
     slack = _ceil_times(distance, UNIT) + shift.numerator // shift.denominator + 1
     out = Box(lo - slack, hi + slack)
     rows = np.asarray(np.where(allowed, lo == hi, True).all(axis=-1))  # (B, i): every allowed logit exact
@@ -593,11 +596,17 @@ def enclose(prepared: Prepared, ids: np.ndarray) -> Enclosure:
 
 
 def _head(
-    attention: FloatAttention, query: _Linear, key: _Linear, value: _Linear, used: int, x: Box
+    attention: FloatAttention,
+    query: _Linear,
+    key: _Linear,
+    value: _Linear,
+    used: int,
+    x: Box,
+    exp_shift: Fraction = EXP_SHIFT,
 ) -> tuple[Box, HeadLeak]:
     batch, n = x.lo.shape[:2]
     allowed = np.tril(np.ones((n, n), dtype=bool)) if attention.causal else np.ones((n, n), dtype=bool)
-    logits = _effective_logits(_logits(attention, query(x), key(x), used), allowed)
+    logits = _effective_logits(_logits(attention, query(x), key(x), used), allowed, exp_shift)
     weights_lo, weights_hi, leak = _weights(logits, allowed, n)
     v = value(x)  # (B, n, V)
     if v.lo.shape[-1] == 0:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Literal
+from typing import Any, Literal
 
 Vector = tuple[Fraction, ...]
 Matrix = tuple[Vector, ...]
@@ -385,6 +385,10 @@ class Model:
     # an imported float model's weight rounding (the torch importer's ``quantize``): every verdict about the model
     # carries it (``Verdict.quantization``); not part of the model's identity (a function of the source and format)
     quantization: Quantization | None = field(default=None, compare=False)
+    # the float model itself, where a property reads it from the model rather than from its own options (a torch
+    # import under ``architecture: {reading: float}``: ``builders.torch_float.TorchFloatModel``); named by
+    # ``float_source``, so not part of the identity, and not written to model files
+    float_model: Any = field(default=None, compare=False, repr=False)
 
     @property
     def float_reading(self) -> bool:

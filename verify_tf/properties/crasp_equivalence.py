@@ -56,9 +56,10 @@ from ..domain import Domain, StringDomain
 from ..ir import AlphabetTokens, Model
 from ..schema.dsl import Context, Field, FilePath, Number, Obj, String
 from ..schema.yamlnodes import Node
-from ..semantics import Arithmetic, evaluate
+from ..semantics import Arithmetic, UnsupportedInMode, evaluate
 from ..spaces import InputSpace
 from ..witness import input_to_json
+from . import _torch_float as float_reading
 from .base import BOS, Property, bos_offset, require, typed
 
 if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
@@ -212,10 +213,18 @@ class CraspEquivalence(Property):
     def program(self, task: Task) -> Program:
         return _program(task.options.program)
 
+    def reading(self, task: Task) -> tuple[str, bool | None]:
+        if float_reading.reads_float(task):  # a torch import read as trained (architecture: {reading: float})
+            return float_reading.FLOAT_AS_TRAINED, True
+        return super().reading(task)
+
     def batch_rows(self, task: Task) -> int | None:
         """Padded words (``padded``): a batch is evaluated at its padded length (``padded_length``), so the driver
         compiles no program per length (each costs interval bounds: 17 s of CPU at length 100 for a trained 24-bit
-        softmax post-LN model, against 0.7 s to evaluate 64 words padded to 100)."""
+        softmax post-LN model, against 0.7 s to evaluate 64 words padded to 100). The float reading evaluates its
+        batches itself, through the enclosure (``_torch_float``)."""
+        if float_reading.reads_float(task):
+            return float_reading.FLOAT_BATCH
         return PADDED_BATCH if padded(task) else None
 
     def input_space(self, task: Task) -> InputSpace:
@@ -251,15 +260,47 @@ class CraspEquivalence(Property):
 
     def violation(self, task: Task, tokens: tuple[Any, ...]) -> Witness | None:
         word = "".join(tokens)
+        if float_reading.reads_float(task):
+            return float_reading.violation(
+                task, word, checked_positions(task, len(word)), lambda p: self.shown_word(task, word, p)
+            )
         program = self.program(task)
         model_side, program_side, _, _ = self.decisions(task, program, word)
         for p in checked_positions(task, len(word)):
             if model_side[p] != program_side[p]:
-                shown = word
-                if all_causal(task.model) and not restricted(task):  # the prefix decides p: its shortest word
-                    shown = word[:p] + task.strings().alphabet[0] * max(0, task.strings().min_length - p)
-                return self.witness(task, program, shown, p)
+                return self.witness(task, program, self.shown_word(task, word, p), p)
         return None
+
+    @staticmethod
+    def shown_word(task: Task, word: str, p: int) -> str:
+        """The word a witness at prefix length p names: a causal model's prefix decides p, so its shortest word."""
+        if all_causal(task.model) and not restricted(task):
+            return word[:p] + task.strings().alphabet[0] * max(0, task.strings().min_length - p)
+        return word
+
+    @staticmethod
+    def prefix_order(task: Task) -> bool:
+        """Whether the scanned strings stand for their prefixes (causal, not a language): the least input with an
+        undecided prefix is then the least such prefix."""
+        return all_causal(task.model) and not restricted(task)
+
+    def certified_outputs(self, task: Task, rows: Array) -> tuple[Array, int] | None:
+        return float_reading.certified_outputs(task, rows) if float_reading.reads_float(task) else None
+
+    def certified_check(self, task: Task, tokens: tuple[Any, ...]) -> str | None:
+        if not float_reading.reads_float(task):
+            return super().certified_check(task, tokens)
+        word = "".join(tokens)
+        return float_reading.certified_check(task, word, checked_positions(task, len(word)))
+
+    def measure_kinds(self, task: Task) -> dict[str, str]:
+        return {float_reading.UNDECIDED_MEASURE: "max"} if float_reading.reads_float(task) else {}
+
+    def measure(self, task: Task, tokens: tuple[Any, ...]) -> dict[str, Fraction]:
+        if not float_reading.reads_float(task):
+            return {}
+        word = "".join(tokens)
+        return float_reading.measure(task, word, checked_positions(task, len(word)), self.prefix_order(task))
 
     def witness(self, task: Task, program: Program, word: str, position: int) -> Witness:
         model_side, program_side, trace, program_trace = self.decisions(task, program, word)
@@ -297,6 +338,8 @@ class CraspEquivalence(Property):
     # -- enumerate: the model's decisions and the program's arrays on the same rows
     def batched_violations(self, task: Task, evaluators: Evaluators, rows: Array) -> tuple[Array, Measures]:
         length = rows.shape[1]
+        if float_reading.reads_float(task):
+            return float_reading.batched(task, rows, checked_positions(task, length), self.prefix_order(task))
         if length == 0:
             flagged = np.array([self.violation(task, ()) is not None] * len(rows), dtype=bool)
             return flagged, {}
@@ -321,6 +364,7 @@ class CraspEquivalence(Property):
         0.6 s this way and in 17 s with one query per length) or one query per length n about position n.
         Other models: one query per length."""
         domain: StringDomain = task.strings()
+        self.refuse_float(task, "smt")
         if all_causal(task.model) and task.options.queries == "one":
             return [QueryPlan(f"length {domain.max_length}", (domain.max_length,))]
         return [QueryPlan(f"length {n}", (n,)) for n in domain.lengths if n > 0 or bos_offset(task.model)]
@@ -359,6 +403,7 @@ class CraspEquivalence(Property):
         the shortlex-least such word; in prefix mode every prefix of length p >= 1, the witness the least
         disagreeing prefix (``violation`` pads it to min-length)."""
         domain: StringDomain = task.strings()
+        self.refuse_float(task, "counting")
         prefix = task.options.mode == "prefix"
         return CountingGoal(
             domain.alphabet,
@@ -391,7 +436,27 @@ class CraspEquivalence(Property):
 
         return z3.Not(builder.ge(Sym.const(task.options.threshold), ours.readout)) != theirs
 
+    @staticmethod
+    def refuse_float(task: Task, engine: str) -> None:
+        if float_reading.reads_float(task):
+            raise UnsupportedInMode(
+                f"the {engine} engine encodes the fixed-point reading; the float reading (the model as trained) is "
+                "checked by engine enumerate or interpret"
+            )
+
     def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
+        text = self.describe_reading_proof(task, engine, default, statistics)
+        if not float_reading.reads_float(task):
+            return text
+        float_reading.undecided_or_proof(
+            task,
+            statistics,
+            lambda length: checked_positions(task, length),
+            lambda word, p: self.shown_word(task, word, p),
+        )
+        return f"{text[:-1]}; {float_reading.proof_clause(task)})" if text.endswith(")") else text
+
+    def describe_reading_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
         domain: StringDomain = task.strings()
         where = "the last position" if task.options.mode == "accept" else "every position"
         if engine == "counting" and task.options.lengths == "all":

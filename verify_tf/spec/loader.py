@@ -17,6 +17,8 @@ from ..builders.files import ModelFileError, load_model
 from ..builders.inline import build_inline
 from ..builders.random_model import LAYERNORMS, RandomConfig, random_model
 from ..builders.torch_reading import with_arithmetic
+from ..crasp.ast import CraspError
+from ..crasp.parser import load_program
 from ..domain import (
     GRID_HINT,
     MAX_GRID_TOKENS,
@@ -42,7 +44,7 @@ from ..ir import (
 )
 from ..numbers import MAX_DIGITS, TooLarge, check_size
 from ..properties import Property, load as load_property, names as property_names
-from ..regular import Language, RegexError
+from ..regular import Language, RegexError, RegexLanguage
 from ..schema.dsl import (
     Boolean,
     Context,
@@ -67,6 +69,7 @@ from ..userfiles import UserFileError, read_user_text
 from ..work import MAX_TIMEOUT
 
 # how to get torch, in every message that needs it (a CPU-only torch first: README, Quickstart)
+TORCH_READINGS = ("quantized", "float")  # architecture.reading of a torch import (docs/import.md)
 TORCH_INSTALL = "install the torch extra: pip install 'verify-tf[torch]' (in a checkout: pip install -e '.[torch]')"
 ENGINES = ("auto", *engine_names())  # the engines found in verify_tf/engines/ (docs/architecture.md)
 SOLVERS = ("z3", "cvc5", "bitwuzla", "portfolio")
@@ -341,6 +344,15 @@ TORCH_ARCHITECTURE = Obj(
         "readout-bias": Field(
             String("a non-zero readout.bias is refused unless dropped explicitly", ("refuse", "drop")), default="refuse"
         ),
+        "reading": Field(
+            String(
+                "which reading crasp-equivalence proves: quantized (the fixed-point IR of the weights) or float "
+                "(the float32 model as trained, through an exact enclosure of every float32 evaluation; the "
+                "experiments' TinyTransformer; docs/semantics.md §7)",
+                TORCH_READINGS,
+            ),
+            default="quantized",
+        ),
     },
     "what a torch state dict does not say about the model (docs/import.md)",
 )
@@ -444,7 +456,12 @@ def _torch_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
             path=join(path, "torch"),
         ) from None
     _check_quantize(section["quantize"], ctx, path)
-    return import_torch_model(section["torch"], section["architecture"], section["quantize"])
+    architecture = section["architecture"]
+    if architecture is not None and architecture.get("reading") == "float":
+        from ..builders.torch_float import import_float_reading
+
+        return import_float_reading(section["torch"], architecture, section["quantize"])
+    return import_torch_model(section["torch"], architecture, section["quantize"])
 
 
 def _tracr_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model:
@@ -669,12 +686,18 @@ DOMAIN = Obj(
                                         "a regular expression over the alphabet's one-character letters: "
                                         "concatenation, |, *, +, ?, {m}, {m,n}, {m,}, ( ), . (any letter), () "
                                         "(the empty word)"
-                                    ),
-                                    required=True,
-                                )
+                                    )
+                                ),
+                                "crasp": Field(
+                                    FilePath(
+                                        "a C-RASP program (.cr), relative to the spec's folder: the words it accepts "
+                                        "(its output at the last position holds; never the empty word)"
+                                    )
+                                ),
                             },
-                            "only the words of this regular language (enumerated from its automaton, never "
-                            "by filtering every string)",
+                            "only the words of this language, a regex or a C-RASP program (enumerated from its "
+                            "automaton or counter machine, never by filtering every string)",
+                            exclusive=[("regex", "crasp")],
                         )
                     ),
                 },
@@ -689,13 +712,40 @@ DOMAIN = Obj(
 
 
 def _language(strings: dict, alphabet: tuple[str, ...], ctx: Context) -> Language | None:
-    """The regular language of ``strings.language``, compiled (a malformed regex: an input error at its column)."""
+    """The language of ``strings.language``: a regex compiled (malformed: an input error at its column), or a
+    C-RASP program's counter machine explored up to ``max-length`` (``crasp.words``; parsed, never executed)."""
     if strings["language"] is None:
         return None
-    node = strings["language"]["__node__"]
-    regex = strings["language"]["regex"]
+    language = strings["language"]
+    node = language["__node__"]
+    if language["crasp"] is not None:
+        # imported here: the counter machine imports z3, which a spec without a C-RASP language never needs
+        from ..crasp.words import ProgramLanguageError, program_language
+
+        at, where = node.value["crasp"], "domain.strings.language.crasp"
+        try:
+            program = load_program(language["crasp"])
+        except CraspError as error:
+            raise ctx.error(
+                at,
+                where,
+                f"invalid C-RASP program: {error}",
+                "docs/crasp.md has the syntax; try: verify-tf crasp run FILE ab",
+            ) from None
+        try:
+            return program_language(program, alphabet, strings["max-length"], str(at.value))
+        except ProgramLanguageError as error:
+            raise ctx.error(at, where, error.message, error.hint or None) from None
+    regex = language["regex"]
+    if regex is None:
+        raise ctx.error(
+            node,
+            "domain.strings.language",
+            "expected 'regex' or 'crasp'",
+            'e.g. language: {regex: "a+b+"} or language: {crasp: L2.cr}',
+        )
     try:
-        return Language.compile(regex, alphabet)
+        return RegexLanguage.compile(regex, alphabet)
     except RegexError as error:
         raise ctx.error(
             node.value.get("regex", node),
@@ -724,11 +774,12 @@ def _domain(value: dict, model: Model, arith: Arithmetic, ctx: Context) -> Domai
             raise ctx.error(s["__node__"], "domain.strings", "min-length exceeds max-length")
         domain: Domain = StringDomain(alphabet, s["min-length"], s["max-length"], _language(s, alphabet, ctx))
         if domain.language is not None and domain.size() == 0:  # a proof over no input would be vacuous
+            key = "crasp" if s["language"]["crasp"] is not None else "regex"
             raise ctx.error(
-                s["language"]["__node__"].value.get("regex", s["__node__"]),
-                "domain.strings.language.regex",
-                f"no word of {domain.language.regex} has a length in {s['min-length']}..{s['max-length']}",
-                "widen min-length/max-length, or check the regex",
+                s["language"]["__node__"].value.get(key, s["__node__"]),
+                f"domain.strings.language.{key}",
+                f"no word of {domain.language.name} has a length in {s['min-length']}..{s['max-length']}",
+                f"widen min-length/max-length, or check the {'program' if key == 'crasp' else 'regex'}",
             )
     else:
         if value["grid"] is None or value["length"] is None:
@@ -1081,7 +1132,7 @@ def _check_language(
         raise ctx.error(
             locate(node.value[prop.name] if node.kind == "map" else node, "engine"),
             f"{where}.engine",
-            f"engine {engine!r} would check every string, not the words of {domain.language.regex}",
+            f"engine {engine!r} would check every string, not the words of {domain.language.name}",
             f"with a language domain use one of {', '.join(('auto',) + engines)}",
         )
 

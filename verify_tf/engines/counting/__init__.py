@@ -19,6 +19,7 @@ import math
 from ...contract import Task
 from ...domain import StringDomain
 from ...ir import Model
+from ...semantics import UnsupportedInMode
 from ...verdict import Verdict
 from ..base import Run
 from ..cost import EXHAUSTIVE, HAND_OVER, Estimate, Prediction
@@ -45,7 +46,10 @@ def predict(task: Task, estimate: Estimate) -> Prediction:
         return Prediction(ENGINE, math.inf, "needs a strings domain")
     reason = refusal(task.model, task.arithmetic)
     if reason is None:
-        reference = task.prop.counting_goal(task).reference
+        try:
+            reference = task.prop.counting_goal(task).reference
+        except UnsupportedInMode as exc:  # the property refuses this reading (crasp-equivalence's float reading)
+            return Prediction(ENGINE, math.inf, str(exc))
         if isinstance(reference, Model):
             reason = refusal(reference, task.arithmetic)
             reason = None if reason is None else f"the other model: {reason}"

@@ -167,7 +167,7 @@ def check(task: Task, run: Run) -> Verdict:
             explored = f"explored lengths up to {exploration.complete_up_to} of {goal.max_length}"
             if goal.language is not None:
                 explored = (
-                    f"every word of {goal.language.regex} up to length {exploration.complete_up_to} checked "
+                    f"every word of {goal.language.name} up to length {exploration.complete_up_to} checked "
                     f"(of {goal.max_length})"
                 )
             return unknown(
@@ -298,7 +298,7 @@ def _evidence(task: Task, goal: CountingGoal, exploration: Exploration) -> Evide
         "strings_per_length": exploration.strings,
     }
     if goal.language is not None:  # the prefixes of the language's words, not every string
-        covered["language"] = goal.language.regex
+        covered["language"] = goal.language.name
         covered["language_sha256"] = goal.language.digest()
     if exploration.closed_at is not None:
         covered["closed_at"] = exploration.closed_at
