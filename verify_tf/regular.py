@@ -295,6 +295,11 @@ class Language:
         """How messages name the language: the regex, or the program's file."""
         raise NotImplementedError
 
+    @staticmethod
+    def compile(regex: str, alphabet: Sequence[str]) -> RegexLanguage:
+        """The words of a regex: ``RegexLanguage.compile`` (kept on the shared type for its callers)."""
+        return RegexLanguage.compile(regex, alphabet)
+
     def identity(self) -> tuple:
         """What tells this language from another: its source and its automaton."""
         return (type(self).__name__, self.name, self.alphabet, self.delta, self.accepting, self.horizon)

@@ -79,11 +79,7 @@ class _Tree:
         states = len(language.delta)
         # alive[m, q]: a node of m letters in state q begins some word of the domain (min..max length)
         self.alive = np.zeros((self.longest + 2, states + 1), dtype=bool)  # column ``states``: the dead state
-        for m in range(self.longest + 1):
-            for q in range(states):
-                self.alive[m, q] = any(
-                    self.counts[rest][q] for rest in range(max(0, goal.min_length - m), self.longest - m + 1)
-                )
+        self.alive[: self.longest + 1, :states] = language.completable(goal.min_length, self.longest)
         self.dead = states
 
     def nodes_per_depth(self) -> list[int]:
