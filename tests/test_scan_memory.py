@@ -116,14 +116,15 @@ def least_failing_string(spec, longest: int) -> tuple[str, int]:
     raise AssertionError("no failing string")
 
 
-def test_every_string_up_to_60_is_scanned_in_bounded_bookkeeping(monkeypatch):
-    """The fallback's shape (prefix mode, (a|b)* up to 60, enumerate) on the mutated L_3 model: refuted at the
+def test_every_string_up_to_60_is_scanned_in_bounded_bookkeeping(monkeypatch, tmp_path):
+    """The fallback's shape (prefix mode, (a|b)* up to 60, enumerate) on the mutated L_3 model, word by word (with
+    --certify: a causal model is otherwise read through the prefix tree, test_prefix_tree.py): refuted at the
     least failing string in the first unit, with at most a few units ever made of the 2^41."""
     spec = load_spec_text(MUTATED, "spec.yaml")
     assert least_failing_string(spec, 5) == ("abab", 3)
     made: list[int] = []
     monkeypatch.setattr(scan, "WorkUnit", _recording(made, 8))
-    (verdict,) = check_all([spec], Overrides())
+    (verdict,) = check_all([spec], Overrides(certify_dir=tmp_path))
     assert verdict.status == "refuted", verdict.detail
     assert (verdict.counterexample["string"], verdict.counterexample["position"]) == ("abab", 3)
     assert verdict.statistics["space_size"] == WORDS and verdict.statistics["units"] == 2**41
@@ -141,10 +142,17 @@ def _recording(made: list[int], limit: int):
     return make
 
 
-def test_a_batch_larger_than_the_working_memory_is_evaluated_in_slices(monkeypatch):
+def test_the_prefix_tree_finds_the_same_least_failing_string():
+    (verdict,) = check_all([load_spec_text(MUTATED, "spec.yaml")], Overrides())
+    assert verdict.statistics["prefix_tree"] is True and verdict.statistics["walks"] == [7]
+    assert (verdict.counterexample["string"], verdict.counterexample["position"]) == ("abab", 3)
+
+
+def test_a_batch_larger_than_the_working_memory_is_evaluated_in_slices(monkeypatch, tmp_path):
     """A property that sizes its own batches (crasp-equivalence pads words of a language into 256-row batches)
     stays within ``--memory``: the evaluator runs at most ``chunk_size(length, memory)`` rows at once, with the
-    same exact values as one batch, and the verdict is unchanged (the least failing string, as above)."""
+    same exact values as one batch, and the verdict is unchanged (the least failing string, as above; word by word
+    with --certify, as above)."""
     spec = load_spec_text(MUTATED, "spec.yaml")
     evaluator = BatchedEvaluator(spec.model, spec.arithmetic, spec.domain.tokens)
     rows = np.array(list(itertools.product(range(2), repeat=6)), dtype=np.int64)  # all 64 strings of length 6
@@ -163,7 +171,7 @@ def test_a_batch_larger_than_the_working_memory_is_evaluated_in_slices(monkeypat
     assert sliced.den == whole.den and np.array_equal(sliced.numerators, whole.numerators)
     seen.clear()
     memory = 16 * evaluator.bytes_per_input(8)  # words up to 5 are padded to 8 letters (``padded_length``)
-    (verdict,) = check_all([spec], Overrides(memory=memory))
+    (verdict,) = check_all([spec], Overrides(memory=memory, certify_dir=tmp_path))
     assert (verdict.status, verdict.counterexample["string"], verdict.counterexample["position"]) == (
         "refuted",
         "abab",

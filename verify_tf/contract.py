@@ -595,6 +595,12 @@ class Property:
         ``stream``; None for the empty prefix without BOS), ``theirs`` the reference's output there."""
         raise self._missing("prefix_violates")
 
+    def prefix_tree_violations(self, task: Task, rows: Array, readout: Array, den: int) -> Array:
+        """``prefix_violates`` on a batch of prefixes at once (engine enumerate's prefix-tree scan): ``rows``
+        (B, m) letter indices of prefixes of m >= 1 letters, ``readout`` the model's readout numerators at their
+        last position over ``den``, the reference being the one ``counting_goal`` names; (B,) bool, the flagged."""
+        raise self._missing("prefix_tree_violations")
+
     def encode_prefix_violation(self, task: Task, builder: Any, ours: Any, theirs: Any) -> Any:
         """``prefix_violates`` as a z3 Bool over symbolic observations (``readout``, ``stream`` of
         ``symbolic.values.Sym``) and the reference's symbolic output (every length)."""

@@ -328,6 +328,10 @@ def layer_norm(plan: LayerNormPlan | None, z, mz, ctx: Context):
         ok, (mz,) = _fits(ctx, [z], [mz], plan.intermediate_bound)
         if ok:
             return normalization.layer_norm(plan, z, ctx.ops, plan.root_end_for(mz)), plan.output_bound(mz)
+        if ctx.ops.name == "numpy":  # the radicand exceeds int64, its base-4^f digits do not
+            out = normalization.layer_norm_split(plan, z)
+            if out is not None:
+                return out, plan.output_bound(mz)
     return ctx.narrow(normalization.layer_norm(ctx.wide_plan(plan), ctx.to_wide(z), WIDE, None))
 
 

@@ -281,6 +281,59 @@ def layer_norm(plan: LayerNormPlan, z, ops, root_end: int | None):
     return ops.clamp_((normalized * plan.gamma + plan.beta) // plan.affine_den, *plan.out_clamp)
 
 
+SPLIT_MAX_FRAC = 29  # layer_norm_split's digit products stay below 2^62 up to f = 29
+
+
+def layer_norm_split(plan: LayerNormPlan, z: np.ndarray) -> np.ndarray | None:
+    """``layer_norm`` on int64 numerators (numpy) for the formats whose radicand V exceeds int64 while its parts
+    do not (24-bit mantissas, d = 32: V ≈ 2^74, Σy² < 2^62), or None when a guard fails (then the caller runs
+    ``layer_norm`` on Python integers).
+
+    With Q = Σy² = q₁·d³ + r₁: V = ⌊Q·4^f/d³⌋ + table[R] = q·4^f + w (0 <= w < 4^f) from q₁, ⌊r₁·4^f/d³⌋ and R,
+    all int64. s = ⌊√V⌋ is guessed in float64, moved by one or two, then *verified* exactly: s² and (s+1)² are
+    compared with V as two base-4^f digits (s = h·2^f + l gives s² = (h² + ⌊g/2^f⌋)·4^f + (g mod 2^f)·2^f +
+    (l² mod 2^f) with g = 2hl + ⌊l²/2^f⌋). The float only guesses; every decision is an exact integer comparison.
+    """
+    f, d, cube = plan.frac, plan.width, plan.cube
+    digit, base = 1 << f, 1 << (2 * f)
+    if not plan.native or f > SPLIT_MAX_FRAC or cube * base > LIMIT or base + plan.remainder_max > LIMIT:
+        return None
+    if plan.affine_bound > LIMIT or z.dtype == object:
+        return None
+    x = z.astype(np.int64) * plan.to_mantissa if plan.to_mantissa != 1 else z.astype(np.int64)
+    total = x.sum(axis=-1, keepdims=True)
+    y = x * d - total
+    largest = int(np.abs(y).max()) if y.size else 0
+    if largest * largest > LIMIT // d or largest > LIMIT >> (2 * f):
+        return None
+    q, r = np.divmod((y * y).sum(axis=-1), cube)
+    whole, remainder = np.divmod(r * base, cube)
+    w = whole + plan.remainder[remainder]
+    q, w = q + w // base, w % base  # V = q·4^f + w
+
+    def above(root: np.ndarray) -> np.ndarray:  # root² > V, exactly
+        h, low = root >> f, root & (digit - 1)
+        g = 2 * h * low + ((low * low) >> f)
+        high = h * h + (g >> f)
+        rest = (g & (digit - 1)) * digit + ((low * low) & (digit - 1))
+        return (high > q) | ((high == q) & (rest > w))
+
+    guess = np.sqrt(q.astype(np.float64) * float(base) + w.astype(np.float64))
+    if guess.size and not float(guess.max()) < float(1 << (30 + f)):
+        return None
+    root = np.floor(guess).astype(np.int64)
+    for _ in range(2):
+        root = np.maximum(np.where(above(root), root - 1, root), 0)
+        root = np.where(above(root + 1), root, root + 1)
+    if above(root).any() or not above(root + 1).all():
+        return None
+    root = np.maximum(root, 1)[..., None]
+    if root.size and int(root.max()) * d > LIMIT:
+        return None
+    normalized = np.clip((y << (2 * f)) // (root * d), *plan.normalized_clamp)
+    return np.clip((normalized * plan.gamma + plan.beta) // plan.affine_den, *plan.out_clamp)
+
+
 def activation(plan: IGeluPlan, h, ops):
     """``interpreter.activation`` for i-GELU on mantissas ``h``."""
     if plan.table is None:

@@ -421,6 +421,13 @@ class CraspEquivalence(Property):
         differs from the program's output."""
         return (ours is not None and ours.readout > task.options.threshold) != theirs
 
+    def prefix_tree_violations(self, task: Task, rows: Array, readout: Array, den: int) -> Array:
+        """``prefix_violates`` on a batch: the decision at each prefix's last letter against the program's output
+        there (``program_outputs_batched``, the program's own arrays)."""
+        cut = math.floor(task.options.threshold * den)  # q > threshold <=> num > floor(threshold·den)
+        theirs = program_outputs_batched(self.program(task), task.strings().alphabet, rows)[:, -1]
+        return np.asarray((np.asarray(readout) > cut) != theirs, dtype=bool)
+
     def encode_prefix_violation(self, task: Task, builder: Any, ours: Any, theirs: Any) -> Any:
         """``prefix_violates`` over a symbolic readout and the program's symbolic output."""
         import z3  # solver terms: imported when an induction is encoded

@@ -26,11 +26,18 @@ from ..scan import (
     groups_for,
     outputs_digest,
 )
+from . import prefix_scan
 
 ENGINE = "enumerate"
 
 
 def check(task: Task, run: Run) -> Verdict:
+    refused = ""
+    if prefix_scan.applies(task):  # a causal model on the words of a language: each prefix evaluated once
+        try:
+            return prefix_scan.check(task, run)
+        except Unsupported as exc:
+            refused = str(exc)
     space = task.prop.input_space(task)
     own = task.prop.batch_rows(task) is not None  # the property evaluates its batches itself
     try:
@@ -49,6 +56,8 @@ def check(task: Task, run: Run) -> Verdict:
         verdict = check_each_input(task, run, ENGINE, violation_chunk, size)
     if not own:
         verdict.statistics.update(widths(evaluators, space))
+    if refused:
+        verdict.statistics["prefix_tree_refused"] = refused
     return verdict
 
 
