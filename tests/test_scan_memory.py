@@ -12,11 +12,11 @@ every string in shortlex order (``least_failing_string``).
 """
 
 import itertools
-from pathlib import Path
 
 import numpy as np
 
 import verify_tf.engines.scan as scan
+from helpers import L3_PROGRAM as L3, mutated_l3
 from verify_tf.batched import BatchedEvaluator
 from verify_tf.crasp.interpreter import run_program
 from verify_tf.crasp.parser import load_program
@@ -26,22 +26,13 @@ from verify_tf.semantics import evaluate
 from verify_tf.spec import load_spec_text
 from verify_tf.work import CONTINUE, STOP_AFTER, ChunkUnits, Deadline, WorkUnit, schedule
 
-L3 = Path(__file__).resolve().parents[1] / "examples" / "crasp" / "L3.cr"
 WORDS = 2**61 - 2  # every string of length 1..60 over {a, b}
 UNIT = 2**20  # the enumerate driver's largest unit (chunk_size's ``largest``)
 
-# the compiled L_3 transformer with one weight changed (specs/crasp-L3-mutated.yaml): it misses a 4th block
-MUTATED = f"""\
-model:
-  construct: crasp-program
-  program: {L3}
-  set: ["layers[2].attention.heads[0].value-bias[1]=1"]
-arithmetic: {{mode: fixed, bits: 4, frac: 0, attention-rounding: exact-sums}}
-domain:
-  strings: {{alphabet: [a, b], max-length: 60, language: {{regex: "(a|b)*"}}}}
-properties:
-  - crasp-equivalence: {{program: {L3}, mode: prefix, engine: enumerate, timeout: 600}}
-"""
+# the mutated L_3 model (helpers.MUTATED_L3) on every string over {a, b} up to 60, prefix mode, engine enumerate
+MUTATED = mutated_l3(
+    '{regex: "(a|b)*"}', 60, f"crasp-equivalence: {{program: {L3}, mode: prefix, engine: enumerate, timeout: 600}}"
+)
 
 
 def examine(start: int, stop: int, **_) -> int:
