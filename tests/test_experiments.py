@@ -301,11 +301,11 @@ presets:
 """
 
 
-@pytest.mark.slow  # trains a model and runs the counting engine on its export
+@pytest.mark.slow  # trains a model and checks its export
 def test_yang_export_writes_the_model_and_a_spec_and_prove_adds_the_exact_verdict(tmp_path):
     """--export writes the selected checkpoint, L_k's program and a spec quantizing the model to a fixed point
     chosen from its weights; --prove runs it: the L1 model never saw a string starting with b (every training word
-    is in L1 = a+), so on all strings it is refuted, at the least such string (here "b": the counting engine
+    is in L1 = a+), so on all strings it is refuted, at the least such string (here "b": the prefix-tree scan
     replays it on the interpreter)."""
     spec_path = tmp_path / "yang-export.yaml"
     spec_path.write_text(YANG_EXPORT)
@@ -320,7 +320,6 @@ def test_yang_export_writes_the_model_and_a_spec_and_prove_adds_the_exact_verdic
     assert sorted(p.name for p in models.iterdir()) == [
         "L1-depth1-check.yaml",
         "L1-depth1-model.pt",
-        "L1-depth1-short.yaml",
         "L1-depth1-words.yaml",
         "L1.cr",
     ]
@@ -509,12 +508,11 @@ def test_luo_cli_exports_and_proves_every_trained_model(tmp_path):
 
 def test_the_summary_cells_say_what_was_checked():
     words = {"status": "unknown", "complete_up_to_length": 56, "witness": None}
-    strings = {"status": "unknown", "complete_up_to_length": 2, "witness": None}
-    short = {"status": "refuted", "witness": "bbba", "complete_up_to_length": None}
-    run = {"proof": {"words": words, "strings": strings, "short": short}}
+    strings = {"status": "refuted", "witness": "bbba", "complete_up_to_length": None}
+    run = {"proof": {"words": words, "strings": strings}}
     assert _verdict_cell(run, "words") == "unknown (every word ≤ 56 right)"
-    assert _verdict_cell(run, "strings") == "refuted at bbba (shortlex, ≤ 60)"
-    run["proof"]["short"] = {"status": "unknown", "complete_up_to_length": 14, "witness": None}
+    assert _verdict_cell(run, "strings") == "refuted at bbba"
+    run["proof"]["strings"] = {"status": "unknown", "complete_up_to_length": 14, "witness": None}
     assert _verdict_cell(run, "strings") == "unknown (every string ≤ 14 right)"
     assert _verdict_cell({"proof": {"words": {"status": "refuted", "witness": "aab"}}}, "words") == "refuted at aab"
     empty = {"status": "unknown", "complete_up_to_length": 1, "inputs_checked": 0, "witness": None}

@@ -23,7 +23,7 @@ from verify_tf.engines.base import Run
 from verify_tf.engines.enumerate import prefix_scan
 from verify_tf.engines.enumerate.prefix_scan import _Tree, next_limit
 from verify_tf.executors import InProcess
-from verify_tf.regular import Language
+from verify_tf.regular import RegexLanguage
 from verify_tf.runner import Overrides, check_all, task_of
 from verify_tf.semantics import evaluate
 from verify_tf.semantics.arithmetic import Fixed
@@ -131,7 +131,7 @@ def test_the_split_layer_norm_equals_the_python_integer_kernel_on_extreme_rows()
 
 
 def test_the_tree_of_a_language_is_counted_and_completed_by_hand() -> None:
-    language = Language.compile("a+b+a+", ("a", "b"))
+    language = RegexLanguage.compile("a+b+a+", ("a", "b"))
 
     def state(word: str) -> int:
         q = 0

@@ -113,14 +113,15 @@ def least_failing_string(spec, longest: int) -> tuple[str, int]:
     raise AssertionError("no failing string")
 
 
-def test_every_string_up_to_60_is_scanned_in_bounded_bookkeeping(monkeypatch):
-    """The fallback's shape (prefix mode, (a|b)* up to 60, enumerate) on the mutated L_3 model: refuted at the
+def test_every_string_up_to_60_is_scanned_in_bounded_bookkeeping(monkeypatch, tmp_path):
+    """The fallback's shape (prefix mode, (a|b)* up to 60, enumerate) on the mutated L_3 model, word by word (with
+    --certify: a causal model is otherwise read through the prefix tree, test_prefix_tree.py): refuted at the
     least failing string in the first unit, with at most a few units ever made of the 2^41."""
     spec = load_spec_text(MUTATED, "spec.yaml")
     assert least_failing_string(spec, 5) == ("abab", 3)
     made: list[int] = []
     monkeypatch.setattr(scan, "WorkUnit", _recording(made, 8))
-    (verdict,) = check_all([spec], Overrides())
+    (verdict,) = check_all([spec], Overrides(certify_dir=tmp_path))
     assert verdict.status == "refuted", verdict.detail
     assert (verdict.counterexample["string"], verdict.counterexample["position"]) == ("abab", 3)
     assert verdict.statistics["space_size"] == WORDS and verdict.statistics["units"] == 2**41
@@ -136,3 +137,9 @@ def _recording(made: list[int], limit: int):
         return WorkUnit(*args, **kwargs)
 
     return make
+
+
+def test_the_prefix_tree_finds_the_same_least_failing_string():
+    (verdict,) = check_all([load_spec_text(MUTATED, "spec.yaml")], Overrides())
+    assert verdict.statistics["prefix_tree"] is True and verdict.statistics["walks"] == [7]
+    assert (verdict.counterexample["string"], verdict.counterexample["position"]) == ("abab", 3)

@@ -19,6 +19,7 @@ A ``Level`` is one batch of nodes of one depth whose parents all lie in one pare
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,10 +91,18 @@ class PrefixTreeEvaluator:
     kernel scans every position).
     """
 
-    def __init__(self, model: Model, arith: Arithmetic, tokens: list[Token], longest: int):
+    def __init__(
+        self,
+        model: Model,
+        arith: Arithmetic,
+        tokens: Sequence[Token],
+        longest: int,
+        batched: BatchedEvaluator | None = None,
+    ):
+        """``batched``: a numpy evaluator of the same model (a process cache may hold its compiled programs)."""
         if not all(head.causal for _, _, head in model.heads()):
             raise Unsupported("a prefix tree needs every head causal (position i must not read later positions)")
-        self.batched = BatchedEvaluator(model, arith, tokens, backend="numpy", device="cpu")
+        self.batched = batched or BatchedEvaluator(model, arith, tokens, backend="numpy", device="cpu")
         compiled = self.batched.compiled(longest)
         program: Program = compiled.program
         if compiled.fallback is not None or program.tie_free:
@@ -102,7 +111,8 @@ class PrefixTreeEvaluator:
             for head in block.attention.heads if block.attention is not None else ():
                 if head.mode == "argmax1d":
                     raise Unsupported("a 1-D hardmax head scans every position; the prefix tree does not cut it")
-        self.program, self.twins, self.longest = program, compiled.twins, longest
+        # the cut rows' twins join a copy: the compiled program (maybe cached) keeps its own table
+        self.program, self.twins, self.longest = program, dict(compiled.twins), longest
         self.ops = self.batched.ops
         assert isinstance(self.ops, NumpyOps)  # the cache is gathered with numpy indexing
         self.bos = program.embed.bos_index is not None

@@ -137,9 +137,7 @@ def _train_one(
 EXPORT_BITS = 24  # fixed-point word of the exported specs; the fraction bits follow the trained weights' range
 CHECK_LENGTH = 100  # N: every word of L_k, and every string, up to this length
 WORDS_SECONDS = 300  # (a) every word of L_k up to N: enumerate's budget
-CHECK_SECONDS = 30  # (b) every string up to N: the counting engine's budget
-SHORT_LENGTH = 60  # (b) the fallback: every string up to this length (2^61 strings: numbered in int64) ...
-SHORT_SECONDS = 90  # ... every string in shortlex order at every position (the language (a|b)*), this budget
+STRINGS_SECONDS = 60  # (b) every string up to N: enumerate's budget (the prefix tree: the least counterexample)
 
 
 def fixed_point_for(state: dict[str, torch.Tensor], bits: int = EXPORT_BITS) -> tuple[int, int, Fraction]:
@@ -159,7 +157,7 @@ def fixed_point_for(state: dict[str, torch.Tensor], bits: int = EXPORT_BITS) -> 
     return bits, frac, error
 
 
-CHECKS = ("words", "strings", "short")  # the specs written per model (``check_spec_text``)
+CHECKS = ("words", "strings")  # the specs written per model (``check_spec_text``)
 
 
 def check_spec_text(
@@ -178,11 +176,11 @@ def check_spec_text(
 
     * ``words``: every word of L_k up to N (the promise the model was trained under: a strings domain restricted
       to ``lk_regex(k)``), enumerated in the domain's order, the least failing word if any;
-    * ``strings``: every string over {a, b} up to N (the stricter reading: no promise), the counting engine;
-    * ``short``: every string up to ``SHORT_LENGTH`` in shortlex order, each at every position (the language
-      ``(a|b)*``: each string is enumerated itself, so the first failing one is the least counterexample and an
-      unfinished scan says up to which length every string was checked), where the counting engine gives up
-      (these softmax post-LN models merge no states).
+    * ``strings``: every string over {a, b} up to N (the stricter reading: no promise): the language ``(a|b)*``, so
+      enumerate walks the prefix tree of every string and reports the least counterexample (the model never saw a
+      string outside L_k: expect a short one), or up to which length every string was checked.
+
+    Both are read by enumerate's prefix-tree scan (the models are causal: docs/semantics.md §4).
     """
     norm = settings["layernorm"]
     layernorm = "" if norm == "none" else f", layernorm: integer, norm-first: {'true' if norm == 'pre' else 'false'}"
@@ -194,16 +192,10 @@ def check_spec_text(
             f"every word of L{k} up to {CHECK_LENGTH}",
         ),
         "strings": (
-            f'{{alphabet: ["a", "b"], max-length: {CHECK_LENGTH}}}',
-            "counting",
-            CHECK_SECONDS,
-            f"every string up to {CHECK_LENGTH}",
-        ),
-        "short": (
-            f'{{alphabet: ["a", "b"], max-length: {SHORT_LENGTH}, language: {{regex: "(a|b)*"}}}}',
+            f'{{alphabet: ["a", "b"], max-length: {CHECK_LENGTH}, language: {{regex: "(a|b)*"}}}}',
             "enumerate",
-            SHORT_SECONDS,
-            f"every string up to {SHORT_LENGTH}",
+            STRINGS_SECONDS,
+            f"every string up to {CHECK_LENGTH}",
         ),
     }[check]
     return (
@@ -236,7 +228,7 @@ def export_run(run: dict[str, Any], state: dict[str, torch.Tensor], settings: di
     bits, frac, error = fixed_point_for(state)
     threshold = -Fraction(float(state["readout.bias"][0]))
     specs = {}
-    for check, suffix in zip(CHECKS, ("words", "check", "short")):
+    for check, suffix in zip(CHECKS, ("words", "check")):
         spec_file = export_dir / f"L{k}-depth{depth}-{suffix}.yaml"
         spec_file.write_text(
             check_spec_text(k, depth, model_file.name, program_file.name, bits, frac, settings, threshold, check),
@@ -247,7 +239,6 @@ def export_run(run: dict[str, Any], state: dict[str, torch.Tensor], settings: di
         "model_file": str(model_file),
         "check_spec": specs["strings"],
         "words_spec": specs["words"],
-        "short_spec": specs["short"],
         "fixed_point": {"bits": bits, "frac": frac},
         "quantization_error": str(error),
         "quantization_error_float": float(error),
@@ -310,12 +301,8 @@ def run_yang(
 
 
 def prove_run(export: dict[str, Any]) -> dict[str, Any]:
-    """Run one model's checks: (a) every word of L_k up to N; (b) every string up to N with the counting engine,
-    and where it ends ``unknown`` every string up to ``SHORT_LENGTH`` enumerated for the least counterexample."""
-    proof = {"words": run_check(Path(export["words_spec"])), "strings": run_check(Path(export["check_spec"]))}
-    if proof["strings"]["status"] == "unknown":
-        proof["short"] = run_check(Path(export["short_spec"]))
-    return proof
+    """Run one model's checks: (a) every word of L_k up to N; (b) every string up to N."""
+    return {"words": run_check(Path(export["words_spec"])), "strings": run_check(Path(export["check_spec"]))}
 
 
 def run_check(spec_file: Path) -> dict[str, Any]:
@@ -344,20 +331,12 @@ def _run_of(runs: list[dict[str, Any]], k: int, depth: int) -> dict[str, Any]:
 
 
 def _verdict_cell(run: dict[str, Any], which: str) -> str | None:
-    """An exact column of the summary: ``words`` (every word of L_k up to N) or ``strings`` (every string up to N,
-    the counting engine, then the shortlex fallback where it ends unknown): the verdict, the least failing word or
-    counterexample, or how far an unfinished check got."""
+    """An exact column of the summary: ``words`` (every word of L_k up to N) or ``strings`` (every string up to N):
+    the verdict, the least failing word or counterexample, or how far an unfinished check got."""
     proof = run.get("proof")
     if not proof:
         return None
     check = proof[which]
-    if which == "strings" and check["status"] == "unknown" and "short" in proof:
-        short = proof["short"]
-        if short["status"] == "refuted":
-            return f"refuted at {short['witness']} (shortlex, ≤ {SHORT_LENGTH})"
-        if short["status"] == "proved":
-            return f"unknown (every string ≤ {SHORT_LENGTH} right)"
-        check = short
     if check["status"] == "refuted":
         return f"refuted at {check['witness']}"
     if check["status"] == "unknown":
