@@ -300,3 +300,22 @@ def test_a_float_reading_proof_is_certified_and_audited(tmp_path):
     assert json.loads(certificate.read_text())["outputs"] == "the property's certified outputs (float32 as trained)"
     audit = CliRunner().invoke(main, ["audit", str(report)])
     assert audit.exit_code == 0 and "1 ok, 0 partial, 0 failed" in audit.output, audit.output
+
+
+def test_a_language_domain_is_read_word_by_word_in_the_float_reading(tmp_path):
+    """On the words of a regular language the enumerate engine's prefix-tree scan evaluates the fixed-point IR; under
+    the float reading it steps aside and every word is enclosed itself: 'ends in a' on the words of a+b*a (every
+    word ends in a, but its prefixes a..ab..b end in b): proved up to length 6, post-LN, margin ±4.62 by hand."""
+    torch.save(hand_built("post").state_dict(), tmp_path / "model.pt")
+    spec_path = tmp_path / "spec.yaml"
+    text = SPEC.format(
+        extra=", layernorm: integer, norm-first: false",
+        program=ROOT / "examples/crasp/ends-in-a.cr",
+        threshold="0",
+        length=6,
+    )
+    spec_path.write_text(text.replace("max-length: 6}", 'max-length: 6, language: {regex: "a+b*a"}}'))
+    spec = load_spec(spec_path)
+    result = check_property(spec, spec.properties[0], Overrides(engine="enumerate"))
+    assert (result.status, result.label) == ("proved", "proved (exhaustive; float32 as trained)"), result.detail
+    assert "prefix_tree" not in str(result.statistics)
