@@ -18,7 +18,9 @@ import numpy as np
 import pytest
 
 from helpers import least_failing_prefix, mutated_l3
+from verify_tf.certify.counting import closed_counts
 from verify_tf.certify.exhaustive import language_sizes
+from verify_tf.contract import CountingGoal
 from verify_tf.crasp import lk_program, lk_regex
 from verify_tf.crasp.interpreter import accepts
 from verify_tf.crasp.parser import load_program, parse_program
@@ -121,8 +123,8 @@ def test_the_state_budget_is_located_with_a_hint(tmp_path, monkeypatch):
         load_spec_text(mutated_l3(f"{{crasp: {MAJORITY}}}", 20, f"crasp-equivalence: {{program: {L3}}}"), "spec.yaml")
     assert str(error.value).startswith("spec.yaml:7: domain.strings.language.crasp: the words of ")
     assert "hint: lower max-length" in str(error.value)
-    monkeypatch.setattr("verify_tf.crasp.words.MAX_CELLS", 1000)  # 8 states × 200 lengths of counts
-    with pytest.raises(ProgramLanguageError, match="8 states × 200 lengths"):
+    monkeypatch.setattr("verify_tf.crasp.words.MAX_CELLS", 1000)  # L_3's 8 states × 200 lengths: 1600 counts
+    with pytest.raises(ProgramLanguageError, match=r"more than 1000 exact counts \(states × 200\)"):
         program_language(lk_program(3), "ab", 199, "L3.cr")
 
 
@@ -199,3 +201,24 @@ def test_cache_keys_and_digests_tell_a_program_from_its_regex_and_from_another_p
     assert len({repr(regex), repr(program), repr(other)}) == 3  # Task.make's fingerprint reads repr(domain)
     assert program.describe() == "words of L3.cr over {a, b} up to length 8"
     assert pickle.loads(pickle.dumps(program.language)) == program.language  # to a cluster worker
+    # a regex's digest (certificates' language_sha256) is the one the code before the C-RASP form gave (4f6b521)
+    assert regex.language is not None and regex.language.digest() == "fc42fff136c0172d"
+
+
+@pytest.mark.parametrize("shortest", [1, 4])
+def test_the_counting_certificates_closed_form_counts_the_prefixes_of_a_programs_words(shortest):
+    """closed_counts (what a counting certificate checks the exploration against) and ``completable`` (which
+    prefixes the counting engine follows) against the set of prefixes of the brute-force words of majority."""
+    language = program_language(load_program(MAJORITY), "ab", 8, "majority.cr")
+    goal = CountingGoal(("a", "b"), shortest, 8, language=language)
+    words = [w for w in brute_force(lambda w: w.count("a") > w.count("b"), "ab", 8) if len(w) >= shortest]
+    prefixes = [{w[:n] for w in words if len(w) >= n} for n in range(9)]
+    assert closed_counts(goal, 8) == [len(p) for p in prefixes]  # n = 0: the empty prefix
+    assert closed_counts(goal, 8)[8] == 56 + 28 + 8 + 1  # hand: the words of length 8, Σ_{j >= 5} C(8, j)
+    live = language.completable(shortest, 8)
+    for n, found in enumerate(prefixes):
+        for w in itertools.product("ab", repeat=n):
+            state = 0
+            for letter in w:
+                state = language.delta[state]["ab".index(letter)]
+            assert live[n][state] == ("".join(w) in found)

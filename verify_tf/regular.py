@@ -295,6 +295,11 @@ class Language:
         """How messages name the language: the regex, or the program's file."""
         raise NotImplementedError
 
+    @staticmethod
+    def compile(regex: str, alphabet: Sequence[str]) -> RegexLanguage:
+        """The words of a regex: ``RegexLanguage.compile`` (kept on the shared type for its callers)."""
+        return RegexLanguage.compile(regex, alphabet)
+
     def identity(self) -> tuple:
         """What tells this language from another: its source and its automaton."""
         return (type(self).__name__, self.name, self.alphabet, self.delta, self.accepting, self.horizon)
@@ -337,10 +342,23 @@ class Language:
         """counts[m][q]: the words of length m that lead state q to acceptance (exact integers), m = 0..longest."""
         self._within(longest)
         rows = self._exact_rows  # grown once per language, never recomputed per length (``size`` asks each n)
+        sink = self._delta_with_sink[:-1]  # (S, letters); the dead state S holds 0 below
         while len(rows) <= longest:
-            previous = rows[-1]
-            rows.append(tuple(sum(previous[t] for t in row if t >= 0) for row in self.delta))
+            previous = np.array((*rows[-1], 0), dtype=object)  # exact Python integers, added elementwise
+            total = previous[sink[:, 0]]
+            for letter in range(1, len(self.alphabet)):
+                total = total + previous[sink[:, letter]]
+            rows.append(tuple(int(c) for c in total))
         return tuple(rows[: longest + 1])
+
+    def completable(self, shortest: int, longest: int) -> np.ndarray:
+        """(longest + 1, S) booleans: [p, q] whether a prefix of length p that leads to state q extends to a word
+        with a length in shortest..longest (a completion of m letters, max(0, shortest − p) <= m <= longest − p)."""
+        nonzero = self._capped(longest)[: longest + 1, :-1] > 0  # [m, q]: some completion of exactly m letters
+        below = np.vstack([np.zeros((1, nonzero.shape[1]), dtype=np.int64), np.cumsum(nonzero, axis=0)])
+        p = np.arange(longest + 1)
+        low, high = np.maximum(0, shortest - p), longest - p  # below[j]: the m < j with a completion
+        return (below[high + 1] - below[np.minimum(low, high + 1)]) > 0
 
     @cached_property
     def _exact_rows(self) -> list[tuple[int, ...]]:
@@ -441,3 +459,6 @@ class RegexLanguage(Language):
     @property
     def name(self) -> str:
         return self.regex
+
+    def identity(self) -> tuple:  # as before the C-RASP form existed: earlier certificates' digests still hold
+        return (self.regex, self.alphabet, self.delta, self.accepting)

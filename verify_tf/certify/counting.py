@@ -53,17 +53,11 @@ def closed_counts(goal: CountingGoal, length: int) -> list[int]:
     language = goal.language
     if language is None:
         return [len(goal.alphabet) ** n for n in range(length + 1)]
-    backward = language.counts(goal.max_length)
+    backward = language.completable(goal.min_length, goal.max_length)  # [n][q]: a word of the range extends it
     forward = [1] + [0] * (len(language.delta) - 1)
     found = []
     for n in range(length + 1):
-        found.append(
-            sum(
-                forward[q]
-                for q in range(len(forward))
-                if any(backward[m][q] for m in range(max(0, goal.min_length - n), goal.max_length - n + 1))
-            )
-        )
+        found.append(sum(ways for q, ways in enumerate(forward) if n <= goal.max_length and backward[n][q]))
         step = [0] * len(forward)
         for q, ways in enumerate(forward):
             for target in language.delta[q]:

@@ -207,13 +207,12 @@ def _explore_words(
     alphabet = goal.alphabet
     letters = [language.alphabet.index(symbol) for symbol in alphabet]
     counts = language.counts(max_length)
-    states = len(language.delta)
 
     def completions(p: int, q: int) -> list[int]:
         """The lengths m of the completions from state q of a prefix of length p (words of the domain's range)."""
         return [m for m in range(max(0, goal.min_length - p), max_length - p + 1) if counts[m][q]]
 
-    live = [[bool(completions(p, q)) for q in range(states)] for p in range(max_length + 1)]
+    live = language.completable(goal.min_length, max_length).tolist()  # [p][q]: completions(p, q) is not empty
     few, start_from = goal.ever_checked()
     prefix_mode = goal.least == "prefix"
 

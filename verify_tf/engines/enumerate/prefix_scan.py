@@ -33,6 +33,7 @@ from ...batched import evaluator_for
 from ...batched.prefix_tree import Level, PrefixTreeEvaluator
 from ...contract import CountingGoal, Task
 from ...regular import Language
+from ...semantics import UnsupportedInMode
 from ...verdict import Verdict
 from ..base import ProgressEvent, Run, proved, refuted, replayed, unknown
 from ..evaluators import model_digest
@@ -51,7 +52,10 @@ def applies(task: Task) -> bool:
         return False
     if not all(head.causal for _, _, head in task.model.heads()):
         return False
-    goal = prop.counting_goal(task)
+    try:
+        goal = prop.counting_goal(task)
+    except UnsupportedInMode:  # the property refuses the counter-machine view (crasp-equivalence's float reading)
+        return False
     return (
         not goal.all_lengths
         and goal.positions is None
@@ -81,11 +85,7 @@ class _Tree:
         states = len(language.delta)
         # alive[m, q]: a node of m letters in state q begins some word of the domain (min..max length)
         self.alive = np.zeros((self.longest + 2, states + 1), dtype=bool)  # column ``states``: the dead state
-        for m in range(self.longest + 1):
-            for q in range(states):
-                self.alive[m, q] = any(
-                    self.counts[rest][q] for rest in range(max(0, goal.min_length - m), self.longest - m + 1)
-                )
+        self.alive[: self.longest + 1, :states] = language.completable(goal.min_length, self.longest)
         self.dead = states
 
     def nodes_per_depth(self) -> list[int]:
