@@ -123,8 +123,8 @@ def test_the_state_budget_is_located_with_a_hint(tmp_path, monkeypatch):
         load_spec_text(mutated_l3(f"{{crasp: {MAJORITY}}}", 20, f"crasp-equivalence: {{program: {L3}}}"), "spec.yaml")
     assert str(error.value).startswith("spec.yaml:7: domain.strings.language.crasp: the words of ")
     assert "hint: lower max-length" in str(error.value)
-    monkeypatch.setattr("verify_tf.crasp.words.MAX_CELLS", 1000)  # 8 states × 200 lengths of counts
-    with pytest.raises(ProgramLanguageError, match="8 states × 200 lengths"):
+    monkeypatch.setattr("verify_tf.crasp.words.MAX_CELLS", 1000)  # L_3's 8 states × 200 lengths: 1600 counts
+    with pytest.raises(ProgramLanguageError, match=r"more than 1000 exact counts \(states × 200\)"):
         program_language(lk_program(3), "ab", 199, "L3.cr")
 
 
@@ -201,6 +201,8 @@ def test_cache_keys_and_digests_tell_a_program_from_its_regex_and_from_another_p
     assert len({repr(regex), repr(program), repr(other)}) == 3  # Task.make's fingerprint reads repr(domain)
     assert program.describe() == "words of L3.cr over {a, b} up to length 8"
     assert pickle.loads(pickle.dumps(program.language)) == program.language  # to a cluster worker
+    # a regex's digest (certificates' language_sha256) is the one the code before the C-RASP form gave (4f6b521)
+    assert regex.language is not None and regex.language.digest() == "fc42fff136c0172d"
 
 
 @pytest.mark.parametrize("shortest", [1, 4])

@@ -26,6 +26,7 @@ from click.testing import CliRunner
 from verify_tf.builders.torch_float import ReplayTransformer, float_network, replay
 from verify_tf.cli import main
 from verify_tf.experiments.modules import TinyTransformer
+from verify_tf.explain.replay import explain_verdict
 from verify_tf.floats import decode
 from verify_tf.floats.enclosure import SCALE, Box, _at_scale
 from verify_tf.floats.torch_enclosure import _Norm, enclose_readout, layer_norm, prepare_torch
@@ -168,13 +169,14 @@ properties:
 """
 
 
-def verdict_of(tmp_path, model, program, *, extra="", threshold="0", length=5, engine="enumerate"):
+def verdict_of(tmp_path, model, program, *, extra="", threshold="0", length=5, engine="enumerate", spec_too=False):
     torch.save(model.state_dict(), tmp_path / "model.pt")
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(SPEC.format(extra=extra, program=ROOT / "examples/crasp" / program, threshold=threshold,
                                      length=length))  # fmt: skip
     spec = load_spec(spec_path)
-    return check_property(spec, spec.properties[0], Overrides(engine=engine))
+    verdict = check_property(spec, spec.properties[0], Overrides(engine=engine))
+    return (spec, verdict) if spec_too else verdict
 
 
 @pytest.mark.parametrize("layernorm", ["pre", "post"])
@@ -203,8 +205,12 @@ def test_a_wrong_float_model_is_refuted_at_the_least_prefix_and_replayed_in_torc
     """'majority' with the bias float32(0.01) and the trained decision (threshold −bias): every tie accepts; the
     least wrong prefix is 'ab' at position 1; the witness carries torch's readout under both kernels (0.01 by hand:
     the tie's average is exactly 0), inside the enclosure."""
-    result = verdict_of(
-        tmp_path, hand_built("none", attention=True, bias=BIAS), "majority.cr", threshold="-5368709/536870912"
+    spec, result = verdict_of(
+        tmp_path,
+        hand_built("none", attention=True, bias=BIAS),
+        "majority.cr",
+        threshold="-5368709/536870912",
+        spec_too=True,
     )
     assert result.status == "refuted", result.detail
     assert result.label == "refuted (exhaustive; float32 as trained)"
@@ -217,6 +223,8 @@ def test_a_wrong_float_model_is_refuted_at_the_least_prefix_and_replayed_in_torc
     )
     assert witness["model_readout"] == {"no_grad": repr(BIAS), "autograd": repr(BIAS)}
     assert witness["reading"] == "float32 as trained"
+    notes = explain_verdict(spec, result).notes  # --explain's trace is the IR's: it says so
+    assert any("replays the fixed-point IR" in note and "not the float model" in note for note in notes)
 
 
 def test_a_margin_inside_the_enclosure_is_unknown_naming_the_input(tmp_path):
@@ -277,3 +285,37 @@ def test_the_json_report_says_as_run(tmp_path):
     report = json.loads((tmp_path / "out.json").read_text())
     row = report["results"][0] if "results" in report else report[0]
     assert (row["reading"], row["as_run"], row["verdict"]) == ("float32 as trained", True, "proved")
+
+
+def test_a_float_reading_proof_is_certified_and_audited(tmp_path):
+    """--certify: the certificate digests the readout's enclosure (not the fixed-point IR's readout), names the
+    reading, and audit re-checks it (the sample re-enclosed, torch inside the enclosure): ok. 'ends in a' up to 3."""
+    torch.save(hand_built("none").state_dict(), tmp_path / "model.pt")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.format(extra="", program=ROOT / "examples/crasp/ends-in-a.cr", threshold="0", length=3))
+    report, certificates = tmp_path / "report.json", tmp_path / "certs"
+    outcome = CliRunner().invoke(main, ["check", str(spec), "--json", str(report), "--certify", str(certificates)])
+    assert outcome.exit_code == 0, outcome.output
+    (certificate,) = certificates.glob("*/certificate.json")
+    assert json.loads(certificate.read_text())["outputs"] == "the property's certified outputs (float32 as trained)"
+    audit = CliRunner().invoke(main, ["audit", str(report)])
+    assert audit.exit_code == 0 and "1 ok, 0 partial, 0 failed" in audit.output, audit.output
+
+
+def test_a_language_domain_is_read_word_by_word_in_the_float_reading(tmp_path):
+    """On the words of a regular language the enumerate engine's prefix-tree scan evaluates the fixed-point IR; under
+    the float reading it steps aside and every word is enclosed itself: 'ends in a' on the words of a+b*a (every
+    word ends in a, but its prefixes a..ab..b end in b): proved up to length 6, post-LN, margin ±4.62 by hand."""
+    torch.save(hand_built("post").state_dict(), tmp_path / "model.pt")
+    spec_path = tmp_path / "spec.yaml"
+    text = SPEC.format(
+        extra=", layernorm: integer, norm-first: false",
+        program=ROOT / "examples/crasp/ends-in-a.cr",
+        threshold="0",
+        length=6,
+    )
+    spec_path.write_text(text.replace("max-length: 6}", 'max-length: 6, language: {regex: "a+b*a"}}'))
+    spec = load_spec(spec_path)
+    result = check_property(spec, spec.properties[0], Overrides(engine="enumerate"))
+    assert (result.status, result.label) == ("proved", "proved (exhaustive; float32 as trained)"), result.detail
+    assert "prefix_tree" not in str(result.statistics)

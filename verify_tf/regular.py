@@ -459,3 +459,6 @@ class RegexLanguage(Language):
     @property
     def name(self) -> str:
         return self.regex
+
+    def identity(self) -> tuple:  # as before the C-RASP form existed: earlier certificates' digests still hold
+        return (self.regex, self.alphabet, self.delta, self.accepting)

@@ -39,8 +39,11 @@ class NumpyOps:
         return np.asarray(rows, dtype=np.int64)
 
     def matmul(self, a: np.ndarray, b: np.ndarray, float_ok: bool) -> np.ndarray:
-        if float_ok and a.shape[-1] > UNROLL:  # BLAS pays off; exact: every partial sum is an integer < 2^53
-            return (a.astype(np.float64) @ b.astype(np.float64)).astype(a.dtype)
+        floats = a.dtype.kind == "f" or b.dtype.kind == "f"  # integers held in float64 (the prefix tree's cache)
+        if float_ok and (a.shape[-1] > UNROLL or floats):  # exact: every partial sum is an integer < 2^53
+            integer = a.dtype if a.dtype.kind != "f" else (b.dtype if b.dtype.kind != "f" else np.dtype(np.int64))
+            return (a.astype(np.float64, copy=False) @ b.astype(np.float64, copy=False)).astype(integer)
+        assert not floats, "float64 operands are only exact where float_ok"
         if a.shape[-1] == 1:  # a broadcast product: numpy's batched integer matmul has a large per-matrix cost
             return a * b
         return a @ b  # numpy's integer matmul: fastest for short contractions

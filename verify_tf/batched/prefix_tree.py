@@ -55,11 +55,11 @@ class _Cache:
     """Rows of keys, values and tokens, one row per evaluated node, used as a stack: a depth-first walk only
     needs the rows of the levels on its current path, so ``truncate`` frees everything after a level."""
 
-    def __init__(self, widths: list[tuple[int, int]], dtype: Any):
-        self.widths, self.dtype = widths, dtype
+    def __init__(self, widths: list[tuple[int, int]], dtypes: list[Any]):
+        self.widths = widths
         self.size = 0
-        self.keys = [np.zeros((0, k), dtype=dtype) for k, _ in widths]
-        self.values = [np.zeros((0, v), dtype=dtype) for _, v in widths]
+        self.keys = [np.zeros((0, k), dtype=dtype) for (k, _), dtype in zip(widths, dtypes)]
+        self.values = [np.zeros((0, v), dtype=dtype) for (_, v), dtype in zip(widths, dtypes)]
         self.tokens = np.zeros(0, dtype=np.int64)
 
     def allocate(self, count: int) -> np.ndarray:
@@ -120,13 +120,19 @@ class PrefixTreeEvaluator:
         self._rows: dict[tuple[int, int], HeadPlan] = {}  # (id(head plan), position) -> the plan cut to that row
         self.slots: list[list[int]] = []  # [block][head] -> the head's slot in the cache
         widths: list[tuple[int, int]] = []
+        dtypes: list[Any] = []
         for block in program.blocks:
             self.slots.append([])
             for head in block.attention.heads if block.attention is not None else ():
                 self.slots[-1].append(len(widths))
                 keys = head.key.weight.shape[1] if head.key is not None else 0
                 widths.append((keys, head.value.weight.shape[1]))
-        self.cache = _Cache(widths, np.int64)
+                # a head whose score and mixing products are exact in float64 (``scores_float_ok``, ``mix_float_ok``:
+                # every partial sum an integer < 2^53) gets its keys and values cached as float64, saving a copy of
+                # every gathered row per query; the others keep int64
+                exact = not head.guarded and head.scores_float_ok and head.mix_float_ok and head.mode == "general"
+                dtypes.append(np.float64 if exact else np.int64)
+        self.cache = _Cache(widths, dtypes)
         self.wide_steps = 0
 
     # -- the tree

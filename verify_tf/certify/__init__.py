@@ -67,7 +67,9 @@ TRUSTED = {
         "the property's evaluation of the model in its reading (tracr's float reading: the exact enclosure of "
         "verify_tf.floats.enclosure under the error model of docs/semantics.md §7): the proof, the chunk digests "
         "and the sample's re-check use the same enclosure, so an unsound bound in it is not caught here; on the "
-        "sample, numpy's float32 evaluation of the model must lie inside the enclosure and decode right",
+        "sample, numpy's float32 evaluation of the model must lie inside the enclosure and decode right (a torch "
+        "import's float reading: verify_tf.floats.torch_enclosure, and torch's own evaluations under no_grad and "
+        "with autograd must lie inside it, every prefix decided right)",
         "the input space's numbering (verify_tf.spaces) beyond the sampled inputs",
     ],
     "split": [

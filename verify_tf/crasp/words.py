@@ -96,6 +96,8 @@ def program_language(
                 if target is None:
                     if len(index) >= max_states:
                         raise _too_many(file, f"more than {max_states} states", longest)
+                    if (len(index) + 1) * (longest + 1) > MAX_CELLS:  # known before the table is built
+                        raise _too_many(file, f"more than {MAX_CELLS} exact counts (states × {longest + 1})", longest)
                     target = index[key] = len(index)
                     representative.append(counts)
                     accepting.append(output)
@@ -107,8 +109,6 @@ def program_language(
             break
     closed = not layer  # every state's moves are known: the automaton holds for every length
     delta += [(-1,) * len(alphabet)] * (len(index) - len(delta))  # the last layer's moves are never needed
-    if len(index) * (longest + 1) > MAX_CELLS:
-        raise _too_many(file, f"{len(index)} states × {longest + 1} lengths of counts (more than {MAX_CELLS})", longest)
     return ProgramLanguage(tuple(alphabet), tuple(delta), tuple(accepting), None if closed else longest, file, program)
 
 

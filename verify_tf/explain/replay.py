@@ -136,6 +136,9 @@ def explain_verdict(spec, verdict: Verdict, expect: str | None = None) -> Explai
                 "; the trace below replays the IR (tracr's intended hardmax computation), not the float model: the "
                 "float values are the witness's float_evaluations and enclosure"
                 if "float_evaluations" in counterexample
+                else "; the trace below replays the fixed-point IR (the spec's arithmetic), not the float model: the "
+                "float values are the witness's model_readout (torch's own evaluations) and enclosure"
+                if verdict.as_run and "enclosure" in counterexample
                 else ""
             )
         )
