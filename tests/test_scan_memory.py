@@ -1,7 +1,7 @@
 """A scan's bookkeeping is the units in flight, never the domain (issue 31: the yang-lk-depth ``-short.yaml`` fallback).
 
 Every string up to length 60 over {a, b} is 2^61 − 1 words (2^61 − 2 without the empty one), cut into units of
-2^20: 2^41 units. The scan used to list every unit before the first ran (it grew by about 100 MiB a second and
+2^20: 2^41 units. The scan used to list every unit before the first ran (it grew by 70–90 MiB a second and
 was killed at 24 GB, or ended ``unknown: out of memory`` under ``ulimit -v``), and ``schedule`` drew every unit
 it would not start (past a refutation's cutoff or the deadline) one by one to count it. Units are now made as
 ``schedule`` draws them (``work.ChunkUnits``) and the rest are counted, not drawn.

@@ -453,7 +453,7 @@ class ChunkUnits:
     """The work units over inputs [0, ``total``) in chunks of ``size``, made only as ``schedule`` draws them.
 
     Sized and lazy: the bookkeeping of a scan is the units in flight, not the domain. (A list of every unit of
-    the strings up to length 60 over {a, b}, 2^61 inputs in 2^41 units of 2^20, grew by about 100 MiB a second
+    the strings up to length 60 over {a, b}, 2^61 inputs in 2^41 units of 2^20, grew by 70–90 MiB a second
     before the first unit ran: out of memory long before the deadline.) ``make(order, start, stop)`` builds
     the unit of inputs [start, stop), the ``order``-th chunk.
     """
