@@ -348,9 +348,14 @@ def activation(plan: IGeluPlan | None, h, mh, ctx: Context):
     return ctx.narrow(normalization.activation(ctx.wide_plan(plan), ctx.to_wide(h), WIDE))
 
 
-def attention_layer(plan: AttentionPlan, z, mz, ctx: Context):
+def attention_layer(plan: AttentionPlan, z, mz, ctx: Context, head=None):
+    """``head(index, head_plan, z, mz) -> (output, bound)`` runs one head (default: ``attention_head`` over the
+    whole sequence; the prefix tree's reads the keys and values its ancestors cached)."""
     normed, mn = layer_norm(plan.norm, z, mz, ctx) if plan.norm_first else (z, mz)
-    heads = [attention_head(h, normed, mn, ctx) for h in plan.heads]
+    if head is None:
+        heads = [attention_head(h, normed, mn, ctx) for h in plan.heads]
+    else:
+        heads = [head(index, h, normed, mn) for index, h in enumerate(plan.heads)]
     bound = tuple(b for _, mh in heads for b in mh)
     outs = [h for h, _ in heads]
     if any(ctx.is_wide(h) for h in outs):

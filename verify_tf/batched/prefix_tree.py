@@ -30,7 +30,7 @@ from ..semantics.arithmetic import Arithmetic
 from . import kernels
 from .backends import WIDE, NumpyOps
 from .evaluator import BatchedEvaluator
-from .plans import FLOAT_EXACT, AttentionPlan, HeadPlan, Program, RotationPlan, Unsupported
+from .plans import FLOAT_EXACT, HeadPlan, Program, RotationPlan, Unsupported
 
 
 @dataclass
@@ -169,7 +169,12 @@ class PrefixTreeEvaluator:
         z, mz = self._embed(tokens, position, ctx)
         for b, block in enumerate(program.blocks):
             if block.attention is not None:
-                z, mz = self._attention(block.attention, self.slots[b], z, mz, ctx, position, lineage)
+                slots = self.slots[b]
+
+                def head(index: int, plan: HeadPlan, z, mz, slots=slots):
+                    return self._head(plan, slots[index], z, mz, ctx, position, lineage)
+
+                z, mz = kernels.attention_layer(block.attention, z, mz, ctx, head)
             if block.feed_forward is not None:
                 z, mz = kernels.feed_forward(block.feed_forward, z, mz, ctx)
         z, mz = kernels.layer_norm(program.final_norm, z, mz, ctx)
@@ -188,20 +193,6 @@ class PrefixTreeEvaluator:
             if plan.clamp is not None:
                 ops.clamp_(z, *plan.clamp)
         return (z, plan.out_bound) if ops is ctx.ops else ctx.narrow(z)
-
-    def _attention(self, plan: AttentionPlan, slots: list[int], z, mz, ctx: kernels.Context, position: int, lineage):
-        """``kernels.attention_layer`` at one position, each head reading the cached keys and values."""
-        normed, mn = kernels.layer_norm(plan.norm, z, mz, ctx) if plan.norm_first else (z, mz)
-        heads = [self._head(head, slot, normed, mn, ctx, position, lineage) for head, slot in zip(plan.heads, slots)]
-        bound = tuple(b for _, mh in heads for b in mh)
-        outs = [x for x, _ in heads]
-        if any(ctx.is_wide(x) for x in outs):
-            joined = WIDE.concat_last([ctx.to_wide(x) for x in outs])
-        else:
-            joined = ctx.ops.concat_last(outs)
-        projected, mp = kernels.affine(plan.output, joined, bound, ctx)
-        out, mo = kernels.residual(plan.residual, z, mz, projected, mp, ctx)
-        return (out, mo) if plan.norm_first else kernels.layer_norm(plan.norm, out, mo, ctx)
 
     def _head(self, plan: HeadPlan, slot: int, z, mz, ctx: kernels.Context, position: int, lineage):
         """``kernels.attention_head`` for the query at ``position``: its key and value join the cached ones."""

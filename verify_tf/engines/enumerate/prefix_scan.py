@@ -39,7 +39,7 @@ from ..base import ProgressEvent, Run, proved, refuted, replayed, unknown
 from ..evaluators import model_digest
 
 ENGINE = "enumerate"
-BATCH = 1024  # nodes evaluated together: (1024, 101, width) gathered keys per head stay a few MiB
+BATCH = 1024  # nodes evaluated together: (1024, 101, 32) gathered keys of a head are 26 MiB at length 100
 
 
 def applies(task: Task) -> bool:
