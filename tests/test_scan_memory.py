@@ -169,3 +169,13 @@ def test_a_batch_larger_than_the_working_memory_is_evaluated_in_slices(monkeypat
         3,
     )
     assert seen and max(seen) <= 16
+
+
+def test_a_space_beyond_int64_numbering_is_unknown_not_an_error(tmp_path):
+    """Every string up to 70 over {a, b} is 2^71 − 2 strings, more than 2^62: no scan can number them, so none
+    starts, and the verdict is ``unknown`` saying why (it was ``error``: the first unit's unranking raised)."""
+    spec = load_spec_text(MUTATED.replace("max-length: 60", "max-length: 70"), "spec.yaml")
+    (verdict,) = check_all([spec], Overrides(certify_dir=tmp_path))  # word by word (the prefix tree has no such limit)
+    assert verdict.status == "unknown", verdict.detail
+    assert verdict.detail.startswith("not enumerable: 2.36e+21 inputs, more than 2^62")
+    assert verdict.statistics["space_size"] == 2**71 - 2

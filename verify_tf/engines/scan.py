@@ -28,7 +28,7 @@ import numpy as np
 
 from ..contract import Task
 from ..numbers import fmt
-from ..spaces import InputSpace
+from ..spaces import LIMIT, InputSpace
 from ..verdict import Evidence, Verdict
 from ..work import CONTINUE, STOP, STOP_AFTER, ChunkUnits, WorkUnit, schedule
 from .base import ProgressEvent, Run, proved, refuted, replayed, unit_failed, unknown
@@ -239,6 +239,8 @@ def check_each_input(
         if witness is not None:
             return refuted(task, run, engine, "candidate", witness, {"candidate": True})
     space = prop.input_space(task)
+    if space.count() > LIMIT:
+        return too_large(task, run, engine, space)
     found, stats, summary, evidence = first_violation(task, run, space, engine, evaluate_chunk, size, extra)
     if found is not None and found.violation is not None:
         tokens = space.decode(space.rows(found.violation, found.violation + 1)[0][0])
@@ -260,6 +262,21 @@ def check_each_input(
     )
     text = task.prop.describe_proof(task, engine, default, stats)
     return proved(task, run, engine, method, text, stats, evidence)
+
+
+def too_large(task: Task, run: Run, engine: str, space: InputSpace) -> Verdict:
+    """``unknown`` for a space beyond int64 numbering (2^62 inputs): no scan could finish it, so none starts; not a
+    failed unit (``error``), which is what the first unit's unranking raised before."""
+    what = f"{space.count():.3g} inputs, more than 2^62: too many to number in int64, far too many to enumerate"
+    hint = "an engine that does not enumerate (if the property has one) or a smaller domain"
+    return unknown(
+        task,
+        run,
+        engine,
+        f"not enumerable: {what}; try {hint}",
+        [f"exhaustive {engine}: {what}"],
+        {"space_size": space.count()},
+    )
 
 
 def minimise(
@@ -394,6 +411,8 @@ def check_distinct_values(
         )
     space = prop.input_space(task)
     total = space.count()
+    if total > LIMIT:
+        return too_large(task, run, engine, space)
     units = ChunkUnits(
         total,
         size,
