@@ -174,6 +174,8 @@ def test_the_scan_finds_the_least_failing_word_and_proves_the_words_it_labels_ri
     refuted = run_mutated("(a+b+){1,2}a+", 9, "mode: prefix, engine: enumerate")
     assert refuted.statistics["prefix_tree"] is True and refuted.statistics["least"] is True
     assert (refuted.counterexample["string"], refuted.counterexample["position"]) == ("ababa", 3)
+    # the words before it: aba, aaba, abaa, abba (length <= 4; a word of the second form has five letters at least)
+    assert refuted.statistics["every_input_up_to_length"] == 4 and refuted.statistics["inputs_checked"] == 4
     proved = run_mutated("a+b+a+", 12, "mode: prefix, engine: enumerate")
     assert proved.status == "proved"
     assert proved.statistics["prefix_tree_nodes"] == 10 + 55 + 220 + 1  # as in the test above

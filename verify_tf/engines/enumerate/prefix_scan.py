@@ -176,9 +176,10 @@ def check(task: Task, run: Run) -> Verdict:
     if empty_checked and task.prop.violation(task, ()) is not None:  # the empty word: the least of all
         best = ()
     label = f"{ENGINE}: prefixes of {domain.describe()}"
-    evaluated, proven, walks = 0, 0, []  # proven: every word up to this length checked
+    # explored: every node up to this depth evaluated (a walk prunes below a failing word's length once one is known)
+    evaluated, explored, walks = 0, 0, []
     limit = min(domain.max_length, max(1, domain.max_length // FIRST_WALK))
-    while best is None or len(best) > proven:  # else no node deeper than ``proven`` begins a smaller word
+    while best is None or len(best) > explored:  # else no node deeper than ``explored`` begins a smaller word
         started = time.monotonic()
         planned = sum(sizes[: limit + 1])
         walked, best, expired = _walk(task, run, evaluator, tree, limit, best, label, evaluated, planned)
@@ -186,33 +187,34 @@ def check(task: Task, run: Run) -> Verdict:
         walks.append(limit)
         if expired:
             break
-        proven = limit
-        if proven == domain.max_length:
+        explored = limit if best is None else min(limit, len(best))
+        if explored == domain.max_length:
             break
         weight = sum(size * (depth + SETUP_DEPTHS) for depth, size in enumerate(sizes[: limit + 1]))
         rate = (time.monotonic() - started) / max(weight, 1)
-        limit = next_limit(sizes, proven, rate, run.deadline.remaining())
+        limit = next_limit(sizes, explored, rate, run.deadline.remaining())
+    right = explored if best is None else min(explored, len(best) - 1)  # every word up to this length is right
     stats = {
         "prefix_tree": True,
         "prefix_tree_nodes": total_nodes,
         "prefixes_evaluated": evaluated,
         "space_size": domain.size(),
-        "every_input_up_to_length": proven,
-        "inputs_checked": sum(tree.counts[n][0] for n in range(domain.min_length, proven + 1)),
+        "every_input_up_to_length": right,
+        "inputs_checked": sum(tree.counts[n][0] for n in range(domain.min_length, right + 1)),
         "walks": walks,
-        "complete": proven == domain.max_length,
+        "complete": best is None and right == domain.max_length,
         "wide_steps": evaluator.wide_steps,
         **task.prop.statistics(task),
     }
     if best is not None:
-        stats["least"] = len(best) <= proven  # every node up to its length explored: no smaller failing word
+        stats["least"] = len(best) <= explored  # every node up to its length explored: no smaller failing word
         word = tuple(domain.alphabet[i] for i in best)
         claim = f"the prefix-tree scan flags {''.join(word)!r}"
         return refuted(task, run, ENGINE, "exhaustive", replayed(task, word, claim), stats)
-    if proven < domain.max_length:
+    if right < domain.max_length:
         what = (
             f"{evaluated} prefixes evaluated (the tree has {total_nodes}), no violation so far; every word up to "
-            f"length {proven} checked"
+            f"length {right} checked"
         )
         return unknown(task, run, ENGINE, f"timeout: {what}", [f"exhaustive {ENGINE} (prefix tree): {what}"], stats)
     default = f"all {stats['space_size']} inputs"
