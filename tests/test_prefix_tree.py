@@ -42,6 +42,12 @@ CONFIGS = {
 }
 
 
+def causal_model(**config) -> object:
+    """A random causal softmax model over {a, b} with BOS, width 4 unless ``config`` says otherwise."""
+    defaults = {"width": 4, "ffn_width": 4, "scoring": "softmax", "causal": True, "alphabet": ("a", "b"), "bos": "^"}
+    return random_model(RandomConfig(**{**defaults, **config}))
+
+
 def every_prefix(model, arith, longest: int):
     """(prefix, readout) of every string over {a, b} up to ``longest``, level by level through the tree."""
     evaluator = PrefixTreeEvaluator(model, arith, ["a", "b"], longest)
@@ -55,17 +61,7 @@ def every_prefix(model, arith, longest: int):
 
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_every_prefix_reads_out_what_the_interpreter_computes(name: str) -> None:
-    config = {
-        "seed": 3,
-        "width": 4,
-        "ffn_width": 4,
-        "scoring": "softmax",
-        "causal": True,
-        "alphabet": ("a", "b"),
-        "bos": "^",
-        **CONFIGS[name],
-    }
-    model, arith = random_model(RandomConfig(**config)), Fixed(16, 8)
+    model, arith = causal_model(**{"seed": 3, **CONFIGS[name]}), Fixed(16, 8)
     seen = list(every_prefix(model, arith, 4))
     assert len(seen) == 2 + 4 + 8 + 16
     for prefix, readout in seen:
@@ -77,18 +73,7 @@ def test_a_24_bit_post_ln_model_goes_through_the_split_layer_norm(monkeypatch) -
     taken = []
     split = normalization.layer_norm_split
     monkeypatch.setattr(normalization, "layer_norm_split", lambda *a: taken.append(1) or split(*a))
-    config = RandomConfig(
-        seed=1,
-        width=4,
-        ffn_width=4,
-        layers=2,
-        scoring="softmax",
-        causal=True,
-        alphabet=("a", "b"),
-        bos="^",
-        layernorm="post",
-    )
-    model, arith = random_model(config), Fixed(24, 14)
+    model, arith = causal_model(seed=1, layers=2, layernorm="post"), Fixed(24, 14)
     for prefix, readout in every_prefix(model, arith, 3):
         assert readout == evaluate(model, arith, tuple(prefix)).readout[-1], prefix
     assert len(taken) == 4 * 4  # two LayerNorms per layer, two layers; one call per level: BOS's and 3 more
@@ -97,18 +82,7 @@ def test_a_24_bit_post_ln_model_goes_through_the_split_layer_norm(monkeypatch) -
 def test_the_split_layer_norm_equals_the_python_integer_kernel_on_extreme_rows() -> None:
     """d = 32, 24.14 (the yang exports' format): random rows and the extremes (the format's ends, a constant
     row: Var = 0, only eps under the root), against ``layer_norm`` on Python integers."""
-    model = random_model(
-        RandomConfig(
-            seed=0,
-            width=32,
-            ffn_width=4,
-            scoring="softmax",
-            causal=True,
-            alphabet=("a", "b"),
-            bos="^",
-            layernorm="post",
-        )
-    )
+    model = causal_model(seed=0, width=32, layernorm="post")
     evaluator = PrefixTreeEvaluator(model, Fixed(24, 14), ["a", "b"], 2)
     plan = evaluator.program.blocks[0].attention.norm
     rng = np.random.default_rng(0)

@@ -42,9 +42,11 @@ after the 1/sqrt(key_size) scale), so a report states the leak n·e^(−gap) hea
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -555,15 +557,21 @@ class Prepared:
 
 def prepare(network: FloatNetwork) -> Prepared:
     """``Prepared(network)``, built once per network object (a handful are kept)."""
-    cached = _PREPARED.get(id(network))
-    if cached is None or cached.network is not network:
-        if len(_PREPARED) > 8:
-            _PREPARED.clear()
-        cached = _PREPARED[id(network)] = Prepared(network)
-    return cached
+    return prepared_once(_PREPARED, network, Prepared)
 
 
 _PREPARED: dict[int, Prepared] = {}
+
+
+def prepared_once(cache: dict, network: Any, build: Callable[[Any], Any]) -> Any:
+    """``build(network)``, kept in ``cache`` by the network object's identity (at most 9 kept; the entry checks
+    the object itself, so a reused id never returns another network's preparation)."""
+    cached = cache.get(id(network))
+    if cached is None or cached.network is not network:
+        if len(cache) > 8:
+            cache.clear()
+        cached = cache[id(network)] = build(network)
+    return cached
 
 
 def enclose(prepared: Prepared, ids: np.ndarray) -> Enclosure:

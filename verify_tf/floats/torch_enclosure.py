@@ -63,6 +63,7 @@ from .enclosure import (
     _shift_floor,
     add,
     mlp,
+    prepared_once,
 )
 from .network import FloatAttention
 from .torch_network import FloatNorm, TorchNetwork
@@ -147,12 +148,7 @@ def _power_of_four(value: int) -> bool:
 
 def prepare_torch(network: TorchNetwork) -> PreparedTorch:
     """``PreparedTorch(network)``, built once per network object (a handful are kept)."""
-    cached = _PREPARED.get(id(network))
-    if cached is None or cached.network is not network:
-        if len(_PREPARED) > 8:
-            _PREPARED.clear()
-        cached = _PREPARED[id(network)] = PreparedTorch(network)
-    return cached
+    return prepared_once(_PREPARED, network, PreparedTorch)
 
 
 _PREPARED: dict[int, PreparedTorch] = {}
