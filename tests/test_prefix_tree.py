@@ -21,7 +21,7 @@ from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.contract import CountingGoal
 from verify_tf.engines.base import Run
 from verify_tf.engines.enumerate import prefix_scan
-from verify_tf.engines.enumerate.prefix_scan import _Tree, next_limit
+from verify_tf.engines.enumerate.prefix_scan import _Tree, cumulative_weights, next_limit
 from verify_tf.executors import InProcess
 from verify_tf.regular import RegexLanguage
 from verify_tf.runner import Overrides, check_all, task_of
@@ -114,10 +114,10 @@ def test_the_tree_of_a_language_is_counted_and_completed_by_hand() -> None:
         return q
 
     prefix = _Tree(language, CountingGoal(("a", "b"), 1, 12, least="prefix", language=language))
-    assert prefix.nodes_per_depth()[:4] == [1, 1, 2, 4]  # '', a, aa ab, aaa aab aba abb (abb begins abba)
+    assert language.prefix_counts(1, 12)[:4] == [1, 1, 2, 4]  # '', a, aa ab, aaa aab aba abb (abb begins abba)
     # the prefixes of the words up to 12: a^n (n <= 10: two blocks must follow), a^i b^j (i + j <= 11: C(11, 2) = 55),
     # the 220 = C(12, 3) words themselves, and the root
-    assert sum(prefix.nodes_per_depth()) == 10 + 55 + 220 + 1
+    assert sum(language.prefix_counts(1, 12)) == 10 + 55 + 220 + 1
     assert prefix.least_word((0, 1), state("ab")) == (0, 1, 0)  # 'ab' is completed by one a: 'aba'
     assert prefix.least_word((0, 1, 0), state("aba")) == (0, 1, 0)  # a word already
     # min-length 5: 'ab' needs three more letters; 'abaaa' < 'abbaa' < 'abbba'
@@ -131,11 +131,11 @@ def test_the_tree_of_a_language_is_counted_and_completed_by_hand() -> None:
 def test_the_next_walk_is_as_deep_as_the_budget_is_expected_to_reach() -> None:
     sizes = [1] + [n for n in range(1, 101)]  # n nodes of depth n: weight n·(n + 50)
     weights = [s * (d + 50) for d, s in enumerate(sizes)]
-    assert next_limit(sizes, 12, 1.0, sum(weights)) == 100  # the whole tree fits
+    assert next_limit(cumulative_weights(sizes), 12, 1.0, sum(weights)) == 100  # the whole tree fits
     within = max(m for m in range(13, 101) if sum(weights[: m + 1]) <= 0.9 * 10_000)
     # hand: 50 + Σ_{n<=16} n(n + 50) = 50 + 1,496 + 6,800 = 8,346 <= 0.9 · 10,000 < 50 + 1,785 + 7,650 (n <= 17)
-    assert next_limit(sizes, 12, 1.0, 10_000) == within == 16
-    assert next_limit(sizes, 99, 1.0, 1.0) == 100  # nothing fits: try it all, the budget ends it
+    assert next_limit(cumulative_weights(sizes), 12, 1.0, 10_000) == within == 16
+    assert next_limit(cumulative_weights(sizes), 99, 1.0, 1.0) == 100  # nothing fits: try it all, the budget ends it
 
 
 def run_mutated(regex: str, longest: int, options: str, **overrides) -> object:

@@ -360,6 +360,35 @@ class Language:
         low, high = np.maximum(0, shortest - p), longest - p  # below[j]: the m < j with a completion
         return (below[high + 1] - below[np.minimum(low, high + 1)]) > 0
 
+    def prefix_counts(self, shortest: int, longest: int) -> list[int]:
+        """Per length n = 0..longest, the prefixes of length n of the words with a length in shortest..longest:
+        the automaton's forward counts (the strings of n letters reaching each state) summed over the states from
+        which such a word can still be completed (``completable``)."""
+        completable = self.completable(shortest, longest)
+        forward = [1] + [0] * (len(self.delta) - 1)
+        found = []
+        for n in range(longest + 1):
+            found.append(sum(ways for q, ways in enumerate(forward) if completable[n][q]))
+            step = [0] * len(forward)
+            for q, ways in enumerate(forward):
+                for target in self.delta[q]:
+                    if target >= 0:
+                        step[target] += ways
+            forward = step
+        return found
+
+    def least_completion(self, state: int, length: int) -> tuple[int, ...]:
+        """The lexicographically least string of ``length`` letters (indices in the alphabet's order) that leads
+        ``state`` to acceptance: at each step the first letter from which the rest can still finish. There must be
+        one (``counts(length)[length][state] > 0``)."""
+        counts = self.counts(length)
+        letters = []
+        for left in range(length, 0, -1):
+            letter = next(a for a, t in enumerate(self.delta[state]) if t >= 0 and counts[left - 1][t])
+            letters.append(letter)
+            state = self.delta[state][letter]
+        return tuple(letters)
+
     @cached_property
     def _exact_rows(self) -> list[tuple[int, ...]]:
         return [tuple(int(a) for a in self.accepting)]

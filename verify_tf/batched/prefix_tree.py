@@ -56,7 +56,6 @@ class _Cache:
     needs the rows of the levels on its current path, so ``truncate`` frees everything after a level."""
 
     def __init__(self, widths: list[tuple[int, int]], dtypes: list[Any]):
-        self.widths = widths
         self.size = 0
         self.keys = [np.zeros((0, k), dtype=dtype) for (k, _), dtype in zip(widths, dtypes)]
         self.values = [np.zeros((0, v), dtype=dtype) for (_, v), dtype in zip(widths, dtypes)]

@@ -53,18 +53,8 @@ def closed_counts(goal: CountingGoal, length: int) -> list[int]:
     language = goal.language
     if language is None:
         return [len(goal.alphabet) ** n for n in range(length + 1)]
-    backward = language.completable(goal.min_length, goal.max_length)  # [n][q]: a word of the range extends it
-    forward = [1] + [0] * (len(language.delta) - 1)
-    found = []
-    for n in range(length + 1):
-        found.append(sum(ways for q, ways in enumerate(forward) if n <= goal.max_length and backward[n][q]))
-        step = [0] * len(forward)
-        for q, ways in enumerate(forward):
-            for target in language.delta[q]:
-                if target >= 0:
-                    step[target] += ways
-        forward = step
-    return found
+    prefixes = language.prefix_counts(goal.min_length, goal.max_length)
+    return [prefixes[n] if n <= goal.max_length else 0 for n in range(length + 1)]
 
 
 def sample_for(goal: CountingGoal, length: int, seed: int) -> list[tuple[str, ...]]:

@@ -307,22 +307,13 @@ def _settle_words(
     shortest = min(p + completions(p, q)[0] for (p, q) in first)
     if shortest > explored:
         return None
-    letters = [language.alphabet.index(symbol) for symbol in alphabet]
     words = []
     for (p, q), last in first.items():
         m = shortest - p
         if m < 0 or not counts[m][q]:
             continue
-        word = list(_word(history, p, last, alphabet))
-        state = q
-        for step in range(m):  # the least completion of length m: the first letter that can still finish
-            for a, symbol in enumerate(alphabet):
-                target = language.delta[state][letters[a]]
-                if target >= 0 and counts[m - step - 1][target]:
-                    word.append(symbol)
-                    state = target
-                    break
-        words.append(tuple(word))
+        completion = (language.alphabet[a] for a in language.least_completion(q, m))
+        words.append((*_word(history, p, last, alphabet), *completion))
     order = {symbol: i for i, symbol in enumerate(alphabet)}
     return min(words, key=lambda word: [order[s] for s in word])
 

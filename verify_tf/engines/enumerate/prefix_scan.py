@@ -78,7 +78,7 @@ class _Tree:
     """The automaton's view of the prefix tree: which nodes exist, which are checked, each node's least word."""
 
     def __init__(self, language: Language, goal: CountingGoal):
-        self.goal, self.longest = goal, goal.max_length
+        self.language, self.goal, self.longest = language, goal, goal.max_length
         self.counts = language.counts(self.longest)  # counts[l][q]: words of length l from q to acceptance
         self.delta = np.array(language.delta, dtype=np.int64).reshape(len(language.delta), len(language.alphabet))
         self.accepting = np.array(language.accepting, dtype=bool)
@@ -87,20 +87,6 @@ class _Tree:
         self.alive = np.zeros((self.longest + 2, states + 1), dtype=bool)  # column ``states``: the dead state
         self.alive[: self.longest + 1, :states] = language.completable(goal.min_length, self.longest)
         self.dead = states
-
-    def nodes_per_depth(self) -> list[int]:
-        """The number of nodes of each depth 0..max (exact; the tree's size for progress and statistics)."""
-        forward = {0: 1} if self.alive[0, 0] else {}
-        sizes = [sum(forward.values())]
-        for m in range(1, self.longest + 1):
-            step: dict[int, int] = {}
-            for q, count in forward.items():
-                for target in self.delta[q]:
-                    if target >= 0 and self.alive[m, target]:
-                        step[int(target)] = step.get(int(target), 0) + count
-            forward = step
-            sizes.append(sum(forward.values()))
-        return sizes
 
     def expand(self, parent: Level, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(up, letters, states) of every child of ``parent`` that exists, in the domain's order."""
@@ -126,12 +112,7 @@ class _Tree:
             return prefix
         for rest in range(max(0, self.goal.min_length - m), self.longest - m + 1):
             if self.counts[rest][state]:
-                word, q = list(prefix), state
-                for left in range(rest, 0, -1):
-                    letter = next(a for a, t in enumerate(self.delta[q]) if t >= 0 and self.counts[left - 1][t])
-                    word.append(letter)
-                    q = int(self.delta[q][letter])
-                return tuple(word)
+                return prefix + self.language.least_completion(state, rest)
         raise AssertionError("a node of the tree begins no word")  # alive nodes only
 
 
@@ -139,7 +120,12 @@ FIRST_WALK = 8  # the first walk goes to an eighth of max-length: cheap, and it 
 SETUP_DEPTHS = 50  # a node's cost ~ (its depth + this): the per-position steps weigh about 50 keys' attention
 
 
-def next_limit(sizes: list[int], proven: int, seconds_per_weight: float, remaining: float) -> int:
+def cumulative_weights(sizes: list[int]) -> list[int]:
+    """[m]: the evaluation cost of every node up to depth m, in units of one key's attention (``SETUP_DEPTHS``)."""
+    return list(itertools.accumulate(size * (depth + SETUP_DEPTHS) for depth, size in enumerate(sizes)))
+
+
+def next_limit(weights: list[int], proven: int, seconds_per_weight: float, remaining: float) -> int:
     """The depth of the next walk: all of max-length when the budget is expected to cover the whole tree, else
     the deepest limit it is expected to cover (at least one more than ``proven``). A guess only: each walk
     proves what it completes, and the next one starts over from the root.
@@ -147,10 +133,8 @@ def next_limit(sizes: list[int], proven: int, seconds_per_weight: float, remaini
     Each walk re-evaluates the shallower nodes, but the tree of L_3 or L_4 grows like depth^2 or depth^3, so an
     eighth costs little; a single depth-first walk that the budget ends would prove almost nothing, as it leaves
     the shallow siblings of its path for last."""
-    longest = len(sizes) - 1
-    cost = [
-        seconds_per_weight * float(w) for w in itertools.accumulate(s * (d + SETUP_DEPTHS) for d, s in enumerate(sizes))
-    ]
+    longest = len(weights) - 1
+    cost = [seconds_per_weight * float(w) for w in weights]
     if cost[longest] <= remaining:
         return longest
     within = [m for m in range(proven + 1, longest + 1) if cost[m] <= 0.9 * remaining]
@@ -163,8 +147,8 @@ def check(task: Task, run: Run) -> Verdict:
     assert isinstance(language, Language)  # applies()
     goal = task.prop.counting_goal(task)
     tree = _Tree(language, goal)
-    sizes = tree.nodes_per_depth()
-    total_nodes = sum(sizes)
+    sizes = language.prefix_counts(goal.min_length, goal.max_length)  # the nodes of each depth
+    total_nodes, weights = sum(sizes), cumulative_weights(sizes)
     tokens = list(domain.alphabet)
     # one compiled program per model, arithmetic and length in this process: the yang exports check the same
     # model twice (its words, every string), and compiling costs ~20 s at length 100
@@ -190,9 +174,8 @@ def check(task: Task, run: Run) -> Verdict:
         explored = limit if best is None else min(limit, len(best))
         if explored == domain.max_length:
             break
-        weight = sum(size * (depth + SETUP_DEPTHS) for depth, size in enumerate(sizes[: limit + 1]))
-        rate = (time.monotonic() - started) / max(weight, 1)
-        limit = next_limit(sizes, explored, rate, run.deadline.remaining())
+        rate = (time.monotonic() - started) / max(weights[limit], 1)
+        limit = next_limit(weights, explored, rate, run.deadline.remaining())
     right = explored if best is None else min(explored, len(best) - 1)  # every word up to this length is right
     stats = {
         "prefix_tree": True,
