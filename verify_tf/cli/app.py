@@ -14,6 +14,7 @@ from .. import __version__
 from ..verdict import EXIT_INTERNAL
 from . import output
 from .check import check
+from .checkpoints import import_checkpoint
 from .reports import audit, explain
 from .spec_commands import init, list_properties, run, schema
 
@@ -104,7 +105,7 @@ def main() -> None:
     output.reset_consoles()
 
 
-for _command in (check, audit, explain, run, schema, init, list_properties):
+for _command in (check, audit, explain, run, schema, init, list_properties, import_checkpoint):
     main.add_command(_command)
 
 

@@ -612,11 +612,17 @@ def _head(
     x: Box,
     exp_shift: Fraction = EXP_SHIFT,
 ) -> tuple[Box, HeadLeak]:
-    batch, n = x.lo.shape[:2]
+    n = x.lo.shape[1]
     allowed = np.tril(np.ones((n, n), dtype=bool)) if attention.causal else np.ones((n, n), dtype=bool)
-    logits = _effective_logits(_logits(attention, query(x), key(x), used), allowed, exp_shift)
-    weights_lo, weights_hi, leak = _weights(logits, allowed, n)
-    v = value(x)  # (B, n, V)
+    return mix(_logits(attention, query(x), key(x), used), value(x), allowed, exp_shift)
+
+
+def mix(logits: Box, v: Box, allowed: np.ndarray, exp_shift: Fraction = EXP_SHIFT) -> tuple[Box, HeadLeak]:
+    """A head's output Σ_j ŵ_j v_j for every float32 evaluation of softmax over the float ``logits`` (B, i, j) and the
+    weighted sum of the values ``v`` (B, j, V), keys j allowed for query i where ``allowed`` (module docstring: the
+    effective logits, the box ∩ simplex knapsack, the weights' relative error and the sum's rounding)."""
+    batch, n = logits.lo.shape[:2]
+    weights_lo, weights_hi, leak = _weights(_effective_logits(logits, allowed, exp_shift), allowed, n)
     if v.lo.shape[-1] == 0:
         return Box(np.zeros((batch, n, 0), dtype=OBJ), np.zeros((batch, n, 0), dtype=OBJ)), leak
     rho = _softmax_factor(n)

@@ -21,14 +21,19 @@ embedding's position add), with two torch-specific parts:
   y = (x − μ)·rstd·γ + β (or x·rstd + (−μ·rstd), then ·γ + β). For **any** tree of such steps (each element
   passes through at most N − 1 of them), with M = max |x_i| and D = max x_i − min x_i over the row's box:
 
-  - each step merges two groups (a Welford update merges a single element); its mean has local error
-    ≤ 3.01·u·|δ| + u·|m| ≤ 7.02·u·M' (|δ| ≤ D ≤ 2M'), and the merge is a convex combination, so a group of n
-    values has |μ̂ − μ| ≤ e(n) = 7.04·(n − 1)·u·M (M' = M + e(N) ≤ 1.001·M for N ≤ 2000); E_μ = e(N);
-  - each step's M2 has local rounding error ≤ 4·u·D'²·min(n_a, n_b) + 0.5·u·n·D'² (an increment
-    δ²·n_a·n_b/n ≤ D'²·min(n_a, n_b) with at most 5 roundings, two additions of partial M2s ≤ n·D'²/4), and,
-    through the computed means, ≤ 4·e(n)·D'·min(n_a, n_b) (D' = D + 2·E_μ). Over any merge tree Σ n ≤ N(N + 1)/2
-    and Σ (n − 1)·min(n_a, n_b) ≤ N(N − 1) (by induction: a(a−1) + b(b−1) + (a+b−1)·a ≤ (a+b)(a+b−1) for a ≤ b),
-    so |M̂2 − M2| ≤ E_2 = 2·N(N + 1)·u·D'² + 28.2·N(N − 1)·u·M·D';
+  - each step merges groups A (n_a values) and B (n_b), c = n_b/n (or its rounded value): δ = m_b − m_a, m = m_a +
+    c·δ. Its computed mean has a local error λ ≤ 3.01·u·c·|δ| + 1.01·u·|m| (δ, the product, the sum, c's own
+    rounding), and the exact update is a convex combination, so the error of a group of n values is
+    e = Σ_nodes (n_node/n)·λ_node ≤ u·(3.01·D'·(n − 1)/2 + 1.01·M'·(n + 1)/2) = E(n) (Σ_nodes n_b ≤ n(n − 1)/2 and
+    Σ_nodes n_node ≤ n(n + 1)/2 over any binary tree; M' = M + E, D' = D + 2E, solved for E); E_μ = E(N). The
+    first update of an empty accumulator (c = 1) is exact;
+  - M2: Chan's identity S = S_a + S_b + (μ_b − μ_a)²·n_a·n_b/n makes the exact M2 the sum over merges of w·δ*²
+    (w = n_a·n_b/n ≤ min(n_a, n_b), δ* the exact means' difference). The computed increment is (δ* + Δe)²·w with
+    Δe = e_b − e_a (|Δe| ≤ 2·E(N)), times (1 + θ) for its own roundings (|θ| ≤ 6.05u: Chan's δ²·c·n_a, or Welford's
+    δ·(x − m_new), which adds an absolute ζ ≤ 1.01·u·M'·|δ|); every partial sum of these positive terms meets at most
+    2(N − 1) more roundings. With Cauchy–Schwarz, Σ|δ*|·|Δe|·w ≤ √(S·Q), Q = Σ Δe²·w ≤ 4E(N)²·(N/2)·⌈log2 N⌉ (each
+    value is on the smaller side of at most ⌈log2 N⌉ merges), so |M̂2 − M2| ≤ E_2 = (1 + ε_r)(2√(S·Q) + Q + Z) + ε_r·S
+    with Z = 1.01·u·M'·(N − 1)·D', ε_r = (1 + u)^(2(N − 1))·(1 + 8.06u) − 1 and S the box's largest exact M2;
   - var: |v̂ − v| ≤ E_2·(1 + u)/N + u·v; rstd: relative error ≤ 4u (eps added in float32 or double, sqrt,
     division); the exact variance of the box is bounded by intervals (dependency ignored: wider, still sound);
   - the normalised value z: |ẑ − (x − μ̂)·r̂| ≤ 3·u·r̂·(|x| + |μ̂|) (covers both forms above); then ·γ and + β one
@@ -192,6 +197,25 @@ def _isqrt(values: np.ndarray) -> np.ndarray:
     return np.asarray(np.frompyfunc(math.isqrt, 1, 1)(values), dtype=OBJ)
 
 
+def _mean_error(spread: np.ndarray, magnitude: np.ndarray, size: int) -> np.ndarray:
+    """E_μ = E(N) of the module docstring, over 2^SCALE: u·(a·D' + b·M') with D' = D + 2E, M' = M + E, solved for E."""
+    a, b = Fraction(301 * (size - 1), 200), Fraction(101 * (size + 1), 200)
+    scale = 1 - UNIT * (2 * a + b)
+    return _ceil_times(spread, UNIT * a / scale) + _ceil_times(magnitude, UNIT * b / scale) + 1
+
+
+def _m2_error(spread: np.ndarray, magnitude: np.ndarray, e_mean: np.ndarray, m2: np.ndarray, size: int) -> np.ndarray:
+    """E_2 of the module docstring, over 2^(2·SCALE): (1 + ε_r)(2√(S·Q) + Q + Z) + ε_r·S (S = ``m2``, the box's
+    largest exact M2)."""
+    wide, big = spread + 2 * e_mean, magnitude + e_mean  # D', M' over 2^SCALE
+    levels = max(1, (size - 1).bit_length())  # ⌈log2 N⌉
+    q = 4 * e_mean * e_mean * size * levels // 2 + 1  # Q, over 2^(2·SCALE)
+    z = _ceil_times(big * wide, Fraction(101, 100) * UNIT * (size - 1))
+    root = np.asarray(np.frompyfunc(math.isqrt, 1, 1)(m2 * q), dtype=OBJ) + 1  # ⌈√(S·Q)⌉
+    rounding = (1 + UNIT) ** (2 * (size - 1)) * (1 + Fraction(806, 100) * UNIT) - 1  # ε_r
+    return _ceil_times(2 * root + q + z, 1 + rounding) + _ceil_times(m2, rounding) + 1
+
+
 def layer_norm(x: Box, norm: _Norm) -> Box:
     """torch.nn.LayerNorm over the last axis of x, for every evaluation of torch's CPU kernel (module docstring)."""
     lo, hi = x.lo, x.hi  # over 2^SCALE
@@ -203,17 +227,14 @@ def layer_norm(x: Box, norm: _Norm) -> Box:
     mean_hi = -((-hi.sum(axis=-1, keepdims=True)) // size)
     magnitude = x.magnitude().max(axis=-1, keepdims=True)
     spread = hi.max(axis=-1, keepdims=True) - lo.min(axis=-1, keepdims=True)
-    e_mean = _ceil_times(magnitude, Fraction(704 * (size - 1), 100) * UNIT) + 1  # E_μ, over 2^SCALE
+    e_mean = _mean_error(spread, magnitude, size)  # E_μ, over 2^SCALE
     # the exact variance over the box: each deviation x_i − μ in an interval, squared, averaged (over 2^(2·SCALE))
     below, above = lo - mean_hi, hi - mean_lo
     square_hi = np.maximum(below * below, above * above)
     square_lo = np.where(below > 0, below * below, np.where(above < 0, above * above, 0))
     var_lo = square_lo.sum(axis=-1, keepdims=True) // size
     var_hi = -((-square_hi.sum(axis=-1, keepdims=True)) // size)
-    wide = spread + 2 * e_mean  # D'
-    e_m2 = _ceil_times(wide * wide, 2 * size * (size + 1) * UNIT) + _ceil_times(
-        magnitude * wide, Fraction(282, 10) * size * (size - 1) * UNIT
-    )  # E_2, over 2^(2·SCALE)
+    e_m2 = _m2_error(spread, magnitude, e_mean, square_hi.sum(axis=-1, keepdims=True), size)  # E_2, over 2^(2·SCALE)
     e_var = _ceil_times(e_m2, (1 + UNIT) / size) + _ceil_times(var_hi, UNIT) + 1
     s_lo = var_lo - e_var + norm.eps_lo
     s_hi = var_hi + e_var + norm.eps_hi

@@ -28,6 +28,7 @@ from ..schema.dsl import Boolean, Field, Integer, ListOf, Number, Obj
 from ..schema.errors import OptionError
 from ..semantics import Arithmetic, evaluate
 from ..witness import input_to_json
+from . import _float_readout as checkpoint
 from .base import (
     Property,
     bos_offset,
@@ -97,6 +98,7 @@ class OutputBounds(Property):
         check=typed(Options),
     )
     engines = ("enumerate", "interpret", "search", "smt", "split", "counting")
+    float_checkpoint_engines = checkpoint.ENGINES  # a checkpoint read as it runs (``_float_readout``)
 
     def engines_for(self, options: Options) -> tuple[str, ...]:
         return engines_by_lengths(self.engines, options.lengths)
@@ -104,7 +106,17 @@ class OutputBounds(Property):
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         require_strings_for_every_length(domain, options.lengths)
 
+    def reading(self, task: Task) -> tuple[str, bool | None]:
+        if checkpoint.reads_checkpoint(task):
+            return task.model.float_model.reading(), True
+        return super().reading(task)
+
+    def batch_rows(self, task: Task) -> int | None:
+        return checkpoint.BATCH if checkpoint.reads_checkpoint(task) else None
+
     def violation(self, task: Task, tokens: tuple[Any, ...]) -> Witness | None:
+        if checkpoint.reads_checkpoint(task):
+            return checkpoint.violation(task, tokens)
         options: Options = task.options
         readout = evaluate(task.model, task.arithmetic, tokens).readout
         for label, p in checked(task, len(tokens)):
@@ -121,9 +133,24 @@ class OutputBounds(Property):
 
     # -- enumerate / search: batches compared exactly as integers num/den; the readout range is reported
     def measure_kinds(self, task: Task) -> dict[str, str]:
+        if checkpoint.reads_checkpoint(task):
+            return checkpoint.measure_kinds()
         return {"readout_min": "min", "readout_max": "max"}
 
+    def measure(self, task: Task, tokens: tuple[Any, ...]) -> dict[str, Fraction]:
+        return checkpoint.measure(task, tokens) if checkpoint.reads_checkpoint(task) else {}
+
+    def certified_outputs(self, task: Task, rows: Array) -> tuple[Array, int] | None:
+        return checkpoint.certified_outputs(task, rows) if checkpoint.reads_checkpoint(task) else None
+
+    def certified_check(self, task: Task, tokens: tuple[Any, ...]) -> str | None:
+        if checkpoint.reads_checkpoint(task):
+            return checkpoint.certified_check(task, tokens)
+        return super().certified_check(task, tokens)
+
     def batched_violations(self, task: Task, evaluators: Evaluators, rows: Array) -> tuple[Array, Measures]:
+        if checkpoint.reads_checkpoint(task):
+            return checkpoint.batched(task, rows)
         options: Options = task.options
         values = evaluators.of().values(rows, "readout")
         columns = [p for _, p in checked(task, rows.shape[1])]
@@ -143,6 +170,7 @@ class OutputBounds(Property):
 
     # -- smt: one query per input length, "some checked position has q < lo or q > hi"
     def smt_queries(self, task: Task) -> list[QueryPlan]:
+        checkpoint.refuse(task, "smt")
         return [QueryPlan(f"length {n}", (n,)) for n in task.given_domain().lengths]
 
     def build_query(self, task: Task, plan: QueryPlan, builder: Any) -> Query:
@@ -172,6 +200,7 @@ class OutputBounds(Property):
         """``holds`` when every checked readout interval lies inside [lo, hi], ``violated`` when one lies wholly
         outside (every input of the cube violates), else ``open``; the score (how far an interval reaches past
         the bounds, a float that only orders cubes) sends the most suspicious cubes first."""
+        checkpoint.refuse(task, "split")
         options: Options = task.options
         readout = bounds_of().readout
         inside, outside, excess = True, False, 0.0
@@ -189,6 +218,7 @@ class OutputBounds(Property):
 
     # -- counting: the readout at the end of every constrained prefix
     def counting_goal(self, task: Task) -> CountingGoal:
+        checkpoint.refuse(task, "counting")
         options: Options = task.options
         with_bos = options.include_bos and bos_offset(task.model) == 1
         return prefix_goal(task, positions=options.positions, empty_checked=with_bos)
@@ -210,6 +240,8 @@ class OutputBounds(Property):
         return z3.Or(outside)
 
     def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
+        if checkpoint.reads_checkpoint(task):
+            return checkpoint.proof_text(task, default, statistics)
         if engine == "counting":
             domain = task.strings()
             lengths = (

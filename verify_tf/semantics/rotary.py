@@ -31,7 +31,7 @@ from functools import cache, lru_cache
 
 from ..ir import Frequency
 
-__all__ = ["MAX_PRECISION", "rotation_entry", "rotation_table"]
+__all__ = ["MAX_PRECISION", "cos_sin_enclosure", "power_enclosure", "rotation_entry", "rotation_table"]
 
 START_PRECISION = 96
 MAX_PRECISION = 8192
@@ -268,3 +268,16 @@ def rotation_table(frequency: Frequency, positions: int, frac: int) -> tuple[tup
     return tuple(
         (rotation_entry(frequency, p, frac, False), rotation_entry(frequency, p, frac, True)) for p in range(positions)
     )
+
+
+# ---------------------------------------------------------------- for the float reading (floats.transformer_enclosure)
+
+
+def cos_sin_enclosure(angle: Interval, w: int) -> tuple[Interval, Interval]:
+    """Rationals with w fractional bits around cos and sin over the rational interval ``angle`` (radians)."""
+    return _cos_sin_interval(angle, w)
+
+
+def power_enclosure(base: Fraction, exponent: Fraction, w: int) -> Interval:
+    """Rationals with w fractional bits around base^exponent (base > 0)."""
+    return _power(base, -exponent, w)

@@ -14,6 +14,7 @@ from typing import Any
 from ..builders import TORCH_ROLE_NAMES
 from ..builders.constructs import constructions
 from ..builders.files import ModelFileError, load_model
+from ..builders.huggingface import FIELDS as HF_FIELDS, READOUT as HF_READOUT
 from ..builders.inline import build_inline
 from ..builders.random_model import LAYERNORMS, RandomConfig, random_model
 from ..builders.torch_reading import with_arithmetic
@@ -292,7 +293,7 @@ def _construct_schema() -> dict[str, Field]:
     return fields
 
 
-MODEL_SOURCES = ("layers", "file", "random", "construct", "torch", "tracr")
+MODEL_SOURCES = ("layers", "file", "random", "construct", "torch", "tracr", "huggingface")
 TRACR_KEYS = ("snap", "attention")
 
 TORCH_ARCHITECTURE = Obj(
@@ -487,6 +488,21 @@ def _tracr_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -
         ) from None
 
 
+def _huggingface_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model:
+    """``model: {huggingface: FOLDER, readout: {token: T}}``: a save_pretrained checkpoint (docs/import.md)."""
+    from ..builders.huggingface import build
+
+    if section.get("readout") is not None and not isinstance(section["readout"], dict):
+        raise ctx.error(
+            node.find("readout"),
+            join(path, "readout"),
+            "a checkpoint's readout is {token: T}, {token: A, minus: B} or {hidden: k}",
+            "the list form u of readout belongs to an inline model",
+        )
+    _check_quantize(section["quantize"], ctx, path)
+    return build(section, node, ctx, path)
+
+
 ModelBuilder = Callable[[dict[str, Any], Node, Context, str], Model]
 
 # One builder per model source, in MODEL_SOURCES order: the first source present in a section is built.
@@ -497,7 +513,10 @@ MODEL_BUILDERS: dict[str, ModelBuilder] = {
     "construct": _constructed_model,
     "torch": _torch_model,
     "tracr": _tracr_model,
+    "huggingface": _huggingface_model,
 }
+CHECKPOINT_SOURCES = ("huggingface",)
+CHECKPOINT_KEYS = ("vocabulary", "bos", "reading")
 
 
 def _check_source_keys(source: str, section: dict[str, Any], node: Node, ctx: Context, path: str) -> None:
@@ -505,7 +524,7 @@ def _check_source_keys(source: str, section: dict[str, Any], node: Node, ctx: Co
     stray = [
         k
         for k in ("architecture", "quantize")
-        if section.get(k) is not None and not (source == "tracr" and k == "quantize")
+        if section.get(k) is not None and not (source in ("tracr", *CHECKPOINT_SOURCES) and k == "quantize")
     ]
     if source != "torch" and stray:
         raise ctx.error(
@@ -521,6 +540,16 @@ def _check_source_keys(source: str, section: dict[str, Any], node: Node, ctx: Co
             "'final-norm' applies only to an inline model (layers)",
             "a random model takes random: {final-norm: true}; a torch import reads the final norm from the state dict",
         )
+    stray = [k for k in CHECKPOINT_KEYS if section.get(k) is not None]
+    if source not in CHECKPOINT_SOURCES and stray:
+        raise ctx.error(
+            node,
+            join(path, stray[0]),
+            f"'{stray[0]}' applies only to a checkpoint source",
+            "write model: {huggingface: FOLDER, readout: {token: T}} (docs/import.md)",
+        )
+    if source in CHECKPOINT_SOURCES and isinstance(section.get("readout"), list):
+        raise ctx.error(node, join(path, "readout"), "expected {token: T}, {token: A, minus: B} or {hidden: k}")
     stray = [k for k in TRACR_KEYS if section.get(k) is not None]
     if source != "tracr" and stray:
         raise ctx.error(
@@ -581,7 +610,13 @@ def model_schema(description: str = "the transformer") -> Obj:
         "positional-encoding": Field(MatrixOf("absolute PE table (max_len x d), added to the embeddings")),
         "layers": Field(ListOf(LAYER, "blocks, in order")),
         "final-norm": Field(NORM),
-        "readout": Field(ListOf(Number(), "u: the readout q_i = u . z_i (default e1)")),
+        "readout": Field(
+            Either(
+                [(lambda n: n.kind == "seq", ListOf(Number())), (lambda n: n.kind == "map", HF_READOUT)],
+                what="a list u (an inline model) or {token: T} (a checkpoint)",
+                description="u: the readout q_i = u . z_i (default e1); a checkpoint's: {token: T} (docs/import.md)",
+            )
+        ),
         "file": Field(FilePath("a verify-tf model file (.safetensors, .npz, .pt)")),
         "random": Field(RANDOM),
         "construct": Field(String("built-in construction", tuple(constructions()))),
@@ -603,6 +638,7 @@ def model_schema(description: str = "the transformer") -> Obj:
             )
         ),
         "quantize": Field(QUANTIZE),
+        **{key: f for key, f in HF_FIELDS.items() if key != "readout"},
     }
     for key, f in _construct_schema().items():
         fields.setdefault(key, Field(f.schema))
@@ -1018,7 +1054,7 @@ def load_spec_text(text: str, file: str = "<spec>", base_dir: Path | None = None
             raise ctx.error(
                 node, where, "this property needs a 'domain' section", "e.g. domain: {grid: {step: 1/2}, length: 3}"
             )
-        engines = supported_engines(prop, options, domain)
+        engines = _checkpoint_engines(model, prop, supported_engines(prop, options, domain), node, where, ctx)
         _check_language(prop, engines, common["engine"], domain, root, node, where, ctx)
         if common["engine"] is not None and common["engine"] != "auto" and common["engine"] not in engines:
             raise ctx.error(
@@ -1087,6 +1123,26 @@ def _unfitted_properties(root: Node, ctx: Context) -> tuple[PropertySpec, ...]:
         _property_spec(index, name, common, options, item.line)
         for index, (name, (common, options), item) in enumerate(items)
     )
+
+
+def _checkpoint_engines(
+    model: Model, prop: Property, engines: tuple[str, ...], node: Node, where: str, ctx: Context
+) -> tuple[str, ...]:
+    """A checkpoint read as it runs has no IR of its own (``Model.float_model.has_ir``): only the properties that read
+    its float model run on it, with the engines that decide that reading (``float_checkpoint_engines``)."""
+    source = model.float_model
+    if source is None or getattr(source, "has_ir", True):
+        return engines
+    allowed = getattr(prop, "float_checkpoint_engines", ())
+    if not allowed:
+        readers = [n for n in property_names() if getattr(load_property(n), "float_checkpoint_engines", ())]
+        raise ctx.error(
+            node,
+            where,
+            f"property {prop.name!r} reads the model IR, which a checkpoint read as it runs in float32 does not have",
+            f"properties that check a checkpoint as it runs: {', '.join(readers)} (docs/import.md)",
+        )
+    return tuple(e for e in engines if e in allowed)
 
 
 def supported_engines(prop: Property, options: Any, domain: Domain | None = None) -> tuple[str, ...]:

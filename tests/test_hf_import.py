@@ -1,0 +1,286 @@
+"""Hugging Face checkpoints checked as they run (``model: {huggingface: FOLDER}``; docs/import.md, semantics §7).
+
+Every model here is a real ``transformers`` model from a tiny seeded config, saved with ``save_pretrained`` into the
+test's folder (never a download): GPT-2 (``GPT2LMHeadModel``: learned positions, pre-LN, tanh-GELU, Conv1D weights,
+tied head), Llama (``LlamaForCausalLM``: RMSNorm, RoPE, SwiGLU, grouped key/value heads) and BERT (``BertForMaskedLM``:
+post-LN, erf-GELU, token types, bidirectional, the MLM head's transform and bias). For each:
+
+* the enclosure contains transformers' own float32 forward output (SDPA and eager attention) and verify-tf's float32
+  mirror at every position of every string of the domain;
+* ``output-bounds`` with the true minimum and maximum of the readout over the domain (computed here with
+  transformers' forward pass over every string) widened by 10^-3 is proved; a bound 10^-3 inside either is refuted,
+  with a witness whose input and position transformers reproduces outside the bound.
+"""
+
+import itertools
+from fractions import Fraction as F
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="needs the torch extra")
+transformers = pytest.importorskip("transformers", reason="needs transformers (the test extra pins it)")
+
+from verify_tf.builders.hf_checkpoint import load_checkpoint, network_of, readout_choice
+from verify_tf.builders.hf_replay import library_replay
+from verify_tf.floats.enclosure import SCALE
+from verify_tf.floats.transformer_enclosure import enclose_readout, prepare
+from verify_tf.floats.transformer_mirror import readout as mirror_readout
+from verify_tf.runner import Overrides, check_property
+from verify_tf.spec import SpecError, load_spec
+
+torch.set_num_threads(1)
+transformers.logging.set_verbosity_error()
+ALPHABET = ("a", "b", "c")  # the vocabulary's first three ids: the domain's tokens
+VOCABULARY = ["a", "b", "c", "d"]
+LENGTH = 3
+MARGIN = F(1, 1000)
+
+
+def _gpt2() -> "torch.nn.Module":
+    config = transformers.GPT2Config(vocab_size=4, n_positions=6, n_embd=8, n_layer=1, n_head=2, bos_token_id=3,
+                                     eos_token_id=3)  # fmt: skip
+    return transformers.GPT2LMHeadModel(config)
+
+
+def _llama() -> "torch.nn.Module":
+    config = transformers.LlamaConfig(vocab_size=4, hidden_size=16, intermediate_size=16, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=6,
+                                      bos_token_id=3, eos_token_id=3, pad_token_id=None)  # fmt: skip
+    return transformers.LlamaForCausalLM(config)
+
+
+def _bert() -> "torch.nn.Module":
+    config = transformers.BertConfig(vocab_size=4, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=8, max_position_embeddings=6, pad_token_id=3)  # fmt: skip
+    return transformers.BertForMaskedLM(config)
+
+
+BUILDERS = {"gpt2": _gpt2, "llama": _llama, "bert": _bert}
+READOUTS = {"gpt2": {"token": 1}, "llama": {"token": "b", "minus": "a"}, "bert": {"token": "c"}}
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    out = {}
+    for name, build in BUILDERS.items():
+        torch.manual_seed(7)
+        folder = tmp_path_factory.mktemp(name)
+        build().save_pretrained(folder)
+        out[name] = folder
+    return out
+
+
+def _rows() -> dict[int, np.ndarray]:
+    return {n: np.array(list(itertools.product(range(len(ALPHABET)), repeat=n)), dtype=np.int64) for n in (1, 2, 3)}
+
+
+def _network(folder: Path, name: str):
+    checkpoint = load_checkpoint(folder, VOCABULARY)
+    choice = readout_choice(checkpoint, READOUTS[name])
+    return checkpoint, choice, network_of(checkpoint, choice, None)
+
+
+def _library(folder: Path, ids: np.ndarray, name: str) -> np.ndarray:
+    """transformers' own readout (B, n), float64 of the float32 logits, computed here without verify-tf."""
+    model = getattr(
+        transformers, {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "bert": "BertForMaskedLM"}[name]
+    )
+    model = model.from_pretrained(folder, dtype=torch.float32).eval()
+    with torch.no_grad():
+        logits = model(input_ids=torch.as_tensor(ids)).logits.double().numpy()
+    ids_of = {"a": 0, "b": 1, "c": 2}
+    spec = READOUTS[name]
+    token = spec["token"] if isinstance(spec["token"], int) else ids_of[spec["token"]]
+    value = logits[..., token]
+    if "minus" in spec:
+        value = value - logits[..., ids_of[spec["minus"]]]
+    return value
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_the_enclosure_contains_the_library_forward_on_every_input(folders, name):
+    """Every string of length 1..3 over {a, b, c}, every position: transformers under SDPA and eager attention and
+    the float32 mirror all lie inside the enclosure (its widest interval, measured: GPT-2 5.4e-5, Llama 1.7e-4, BERT
+    5.1e-4)."""
+    checkpoint, choice, network = _network(folders[name], name)
+    replay = library_replay(checkpoint.folder, checkpoint.config.text("model_type"), checkpoint.tensors, choice)
+    widest = F(0)
+    for rows in _rows().values():
+        ids = network.ids(rows, ALPHABET)
+        box = enclose_readout(prepare(network), ids)
+        lo = np.vectorize(lambda v: F(int(v), 1 << SCALE), otypes=[object])(box.lo)
+        hi = np.vectorize(lambda v: F(int(v), 1 << SCALE), otypes=[object])(box.hi)
+        evaluations = {**replay(ids), "mirror": mirror_readout(network, ids)}
+        assert set(evaluations) == {"transformers (sdpa)", "transformers (eager)", "mirror"}
+        for label, values in evaluations.items():
+            assert ((lo <= values) & (values <= hi)).all(), label
+        widest = max(widest, (hi - lo).max())
+    assert widest < MARGIN  # so that 10^-3 on either side of the true extremes decides (see the next test)
+
+
+SPEC = """\
+model:
+  huggingface: {folder}
+  vocabulary: [a, b, c, d]
+  readout: {readout}
+domain:
+  strings: {{alphabet: [a, b, c], max-length: 3}}
+properties:
+  - output-bounds: {{lo: {lo}, hi: {hi}, engine: enumerate}}
+"""
+
+
+def _verdict(tmp_path, folder, name, lo, hi):
+    readout = "{" + ", ".join(f"{k}: {v}" for k, v in READOUTS[name].items()) + "}"
+    path = tmp_path / "spec.yaml"
+    path.write_text(SPEC.format(folder=folder, readout=readout, lo=lo, hi=hi))
+    spec = load_spec(path)
+    return check_property(spec, spec.properties[0], Overrides())
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_the_true_range_is_proved_and_a_bound_inside_it_refuted(folders, tmp_path, name):
+    """The truth from transformers' forward pass over every string: [min − 10^-3, max + 10^-3] is proved; max − 10^-3
+    as the upper bound is refuted at an input where transformers exceeds it, min + 10^-3 as the lower bound likewise."""
+    folder = folders[name]
+    values = {}
+    for n, rows in _rows().items():
+        library = _library(folder, rows, name)
+        for r, row in enumerate(rows):
+            for p in range(n):
+                values[("".join(ALPHABET[i] for i in row), p)] = F(float(library[r, p]))
+    low, high = min(values.values()), max(values.values())
+    proved = _verdict(tmp_path, folder, name, low - MARGIN, high + MARGIN)
+    assert proved.status == "proved", proved.detail
+    assert proved.label == "proved (exhaustive; float32 as run, replayed in transformers)"
+    assert proved.as_run is True
+    for lo, hi, beyond in ((low - MARGIN, high - MARGIN, lambda v: v > high - MARGIN),
+                           (low + MARGIN, high + MARGIN, lambda v: v < low + MARGIN)):  # fmt: skip
+        refuted = _verdict(tmp_path, folder, name, lo, hi)
+        assert refuted.status == "refuted", refuted.detail
+        witness = refuted.counterexample
+        word = "".join(witness["input"])
+        assert beyond(values[(word, witness["position"])])  # transformers itself reproduces it
+        assert set(witness["replayed_in"]) == {"transformers (sdpa)", "transformers (eager)"}
+        assert all(beyond(F(v)) for v in witness["replayed_in"].values())
+
+
+def test_without_transformers_the_witness_is_replayed_in_the_mirror(folders, tmp_path, monkeypatch):
+    """transformers missing: the same refutation, replayed in verify-tf's float32 mirror, and the verdict says so."""
+    from verify_tf.builders import hf_checkpoint
+
+    monkeypatch.setattr(hf_checkpoint, "transformers_available", lambda: False)
+    result = _verdict(tmp_path, folders["gpt2"], "gpt2", -10, F(-1, 10**6))
+    assert result.status == "refuted", result.detail
+    assert result.reading == "float32 as run, replayed in verify-tf's float32 mirror (no transformers)"
+    assert set(result.counterexample["replayed_in"]) == {"verify-tf mirror"}
+
+
+def _error(tmp_path, body: str) -> SpecError:
+    path = tmp_path / "spec.yaml"
+    path.write_text(body)
+    with pytest.raises(SpecError) as caught:
+        load_spec(path)
+    return caught.value
+
+
+BODY = """\
+model:
+  huggingface: {folder}
+  readout: {{token: 1}}
+domain:
+  strings: {{alphabet: ["0", "1"], max-length: 2}}
+properties:
+  - output-bounds: {{lo: -1, hi: 1}}
+"""
+
+
+def test_a_hub_name_is_refused_saying_nothing_is_downloaded(tmp_path):
+    error = _error(tmp_path, BODY.format(folder="openai-community/gpt2"))
+    assert error.line == 2 and error.path == "model.huggingface"
+    assert "looks like a model name on the Hugging Face hub, and verify-tf never downloads" in str(error)
+
+
+def test_a_folder_without_config_is_refused(tmp_path):
+    (tmp_path / "empty").mkdir()
+    error = _error(tmp_path, BODY.format(folder="empty"))
+    assert error.path == "model.huggingface" and "config.json: no config.json in" in str(error)
+
+
+def _copy(folder: Path, target: Path) -> Path:
+    target.mkdir()
+    for item in folder.iterdir():
+        (target / item.name).write_bytes(item.read_bytes())
+    return target
+
+
+def test_shapes_that_disagree_with_the_config_name_the_tensor_and_file(folders, tmp_path):
+    import json
+
+    broken = _copy(folders["gpt2"], tmp_path / "broken")
+    config = json.loads((broken / "config.json").read_text())
+    config["n_inner"] = 16  # the weights have 4·8 = 32
+    (broken / "config.json").write_text(json.dumps(config))
+    error = _error(tmp_path, BODY.format(folder="broken"))
+    assert "model.safetensors: transformer.h.0.mlp.c_fc.weight: shape [8, 32], but config.json implies [8, 16]" in str(
+        error
+    )
+
+
+def test_a_missing_tensor_is_named(folders, tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    broken = _copy(folders["gpt2"], tmp_path / "broken")
+    tensors = load_file(broken / "model.safetensors")
+    del tensors["transformer.ln_f.bias"]
+    save_file(tensors, broken / "model.safetensors", metadata={"format": "pt"})
+    error = _error(tmp_path, BODY.format(folder="broken"))
+    assert "model.safetensors: transformer.ln_f.bias: missing tensor (expected shape [8] from config.json)" in str(
+        error
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("model_type", "gemma", "config.json: model_type: 'gemma' is not a layout verify-tf reads"),
+        ("activation_function", "quick_gelu", "activation 'quick_gelu' has no float32 enclosure"),
+        ("n_layer", 10**9, "weights by the layout's formula"),
+    ],
+)
+def test_unsupported_configs_exit_2_naming_the_key(folders, tmp_path, key, value, expected):
+    import json
+
+    broken = _copy(folders["gpt2"], tmp_path / "broken")
+    config = json.loads((broken / "config.json").read_text())
+    config[key] = value
+    (broken / "config.json").write_text(json.dumps(config))
+    error = _error(tmp_path, BODY.format(folder="broken"))
+    assert expected in str(error) and error.path == "model.huggingface"
+
+
+def test_what_the_float_reading_cannot_represent_is_refused_by_name(folders, tmp_path):
+    import json
+
+    for key, value, expected in (
+        ("rope_parameters", {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 2.0}, "only RoPE's default type"),
+        ("sliding_window", 4, "sliding-window attention is not read"),
+        ("num_local_experts", 8, "mixtures of experts are not read"),
+    ):
+        broken = _copy(folders["llama"], tmp_path / f"broken-{key}")
+        config = json.loads((broken / "config.json").read_text())
+        config[key] = value
+        (broken / "config.json").write_text(json.dumps(config))
+        error = _error(tmp_path, BODY.format(folder=broken.name))
+        assert expected in str(error), str(error)
+
+
+def test_a_property_that_reads_the_ir_is_refused_on_a_checkpoint(folders, tmp_path):
+    body = BODY.format(folder=folders["gpt2"]).replace(
+        "- output-bounds: {lo: -1, hi: 1}", "- permutation-equivariance: {}"
+    )
+    error = _error(tmp_path, body)
+    assert "reads the model IR, which a checkpoint read as it runs in float32 does not have" in str(error)
+    assert "output-bounds" in (error.hint or "")

@@ -1,0 +1,162 @@
+"""The spec ``verify-tf import PATH`` writes for a checkpoint: commented, runnable, about the model as it runs.
+
+``import_spec(path, spec_path, ...)`` reads the checkpoint (``hf_checkpoint.load_checkpoint``: no code runs, nothing
+is downloaded), chooses what a first check needs and writes it down with a comment on each choice:
+
+* the model section (``huggingface: FOLDER`` relative to the spec, the readout, the BOS if one is given);
+* the domain: strings over the vocabulary's ordinary tokens (special tokens and the BOS left out; at most
+  ``MAX_ALPHABET`` of them), up to the context length or the longest length whose strings number at most
+  ``MAX_STRINGS`` (an exhaustive check of every string stays a few minutes);
+* a starter ``output-bounds``: the range verify-tf's float32 mirror computes on every string of the domain, widened
+  by 10^-3 (or 1 % of the range) on each side: ``check`` proves it where the enclosure of every float32 evaluation is
+  narrower than that margin, and says ``unknown`` (naming the input) where it is not.
+
+Nothing here decides a verdict: the bounds are a starting point the check then proves, refutes or leaves unknown.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from ..floats.transformer_mirror import readout as mirror_readout
+from ..numbers import fmt
+from .checkpoint_files import CheckpointError
+from .hf_checkpoint import Checkpoint, load_checkpoint, network_of, readout_choice, token_id
+
+MAX_ALPHABET = 8
+MAX_STRINGS = 4096
+MARGIN = Fraction(1, 1000)
+
+
+@dataclass(frozen=True)
+class Written:
+    path: Path
+    strings: int
+    readout: str
+    low: Fraction
+    high: Fraction
+
+
+def parse_readout(checkpoint: Checkpoint, text: str | None) -> dict[str, object]:
+    """``--readout-token``: an id, a vocabulary entry, or ``A-B`` (a logit difference); None: the first ordinary
+    token's logit, or hidden coordinate 0 for a model without a head."""
+    if text is None:
+        return {}
+    if text in checkpoint.symbols or text.isdigit():
+        return {"token": int(text) if text.isdigit() and text not in checkpoint.symbols else text}
+    if "-" in text:
+        first, _, second = text.partition("-")
+        for part in (first, second):
+            token_id(checkpoint, int(part) if part.isdigit() else part, "--readout-token")
+        return {"token": _plain(first), "minus": _plain(second)}
+    token_id(checkpoint, text, "--readout-token")  # raises, naming the vocabulary
+    return {"token": text}
+
+
+def _plain(part: str) -> int | str:
+    return int(part) if part.isdigit() else part
+
+
+def _alphabet(checkpoint: Checkpoint, bos: str | None) -> tuple[tuple[str, ...], int]:
+    ordinary = [s for s in checkpoint.symbols if s not in checkpoint.special and s != bos]
+    return tuple(ordinary[:MAX_ALPHABET]), len(ordinary)
+
+
+def _max_length(size: int, context: int) -> int:
+    total, length = 0, 0
+    while length < context:
+        if total + size ** (length + 1) > MAX_STRINGS:
+            break
+        length += 1
+        total += size**length
+    return max(1, length)
+
+
+def _yaml(value: object) -> str:
+    text = str(value)
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def import_spec(
+    path: Path,
+    spec_path: Path,
+    readout: str | None = None,
+    bos: str | None = None,
+    reading: str = "float",
+) -> Written:
+    """Write the spec (module docstring); ``CheckpointError`` for a checkpoint that cannot be read as stated."""
+    if reading != "float":
+        raise CheckpointError(
+            "the quantized reading of a checkpoint is not available yet", key="--reading", hint="--reading float"
+        )
+    checkpoint = load_checkpoint(path)
+    bos_symbol = None if bos is None else checkpoint.symbols[token_id(checkpoint, _plain(bos), "--bos")]
+    has_head = any(k.startswith(("transformer.", "model.", "bert.")) for k in checkpoint.tensors)
+    chosen = parse_readout(checkpoint, readout)
+    alphabet, ordinary = _alphabet(checkpoint, bos_symbol)
+    if not alphabet:
+        raise CheckpointError("the vocabulary has no ordinary token for a domain", key="vocabulary")
+    if not chosen:
+        chosen = {"token": alphabet[0]} if has_head else {"hidden": 0}
+    choice = readout_choice(checkpoint, chosen)
+    network = network_of(checkpoint, choice, bos_symbol)
+    context = network.max_positions - (1 if bos_symbol is not None else 0)
+    length = _max_length(len(alphabet), context)
+    low, high, count = None, None, 0
+    for n in range(1, length + 1):
+        rows = np.array(np.meshgrid(*[np.arange(len(alphabet))] * n, indexing="ij")).reshape(n, -1).T
+        values = mirror_readout(network, network.ids(rows, alphabet))
+        offset = 1 if bos_symbol is not None else 0
+        body = values[:, offset:]
+        low = min(body.min(), low) if low is not None else body.min()
+        high = max(body.max(), high) if high is not None else body.max()
+        count += len(rows)
+    assert low is not None and high is not None
+    margin = max(MARGIN, (high - low) / 100)
+    lo, hi = _round(low - margin, down=True), _round(high + margin, down=False)
+    folder = os.path.relpath(checkpoint.folder, spec_path.resolve().parent)
+    lines = [
+        f"# {network.architecture} checkpoint {checkpoint.folder.name}, imported by verify-tf import (docs/import.md).",
+        "# The model as it runs in float32: every verdict is decided on an exact enclosure of every float32",
+        "# evaluation (any summation order, exp within 2^-18, ...; docs/semantics.md §7) and a refutation is replayed",
+        "# through transformers' own forward pass (or verify-tf's float32 mirror without transformers).",
+        f"name: {network.architecture} {checkpoint.folder.name} as it runs",
+        "timeout: 600  # seconds per property: the enclosure costs milliseconds per string (docs/performance.md)",
+        "model:",
+        f"  huggingface: {_yaml(folder)}",
+        f"  # what the properties read at each position: {choice.describe}",
+        "  readout: {" + ", ".join(f"{k}: {_yaml(v) if isinstance(v, str) else v}" for k, v in chosen.items()) + "}",
+    ]
+    if bos_symbol is not None:
+        lines.append(f"  bos: {_yaml(bos_symbol)}  # prepended to every input")
+    skipped = ordinary - len(alphabet)
+    lines += [
+        "domain:",
+        f"  # the vocabulary's ordinary tokens{f' (the first {len(alphabet)} of {ordinary})' if skipped else ''}; "
+        f"{count} strings up to length {length}",
+        f"  # (the context holds {context}; every string up to length {length} keeps the check exhaustive)",
+        "  strings: {alphabet: [" + ", ".join(_yaml(s) for s in alphabet) + f"], max-length: {length}}}",
+        "properties:",
+        f"  # the float32 mirror's range on every string, [{float(low):.6g}, {float(high):.6g}], widened by "
+        f"{float(margin):.3g}:",
+        "  # proved where the enclosure is narrower than that margin, else unknown naming the input",
+        f"  - output-bounds: {{lo: {fmt(lo)}, hi: {fmt(hi)}, engine: enumerate, name: readout range}}",
+        "  # a C-RASP program the model should compute, checked at every prefix (causal models):",
+        "  # - crasp-equivalence: {program: my-language.cr, mode: prefix, threshold: 0, engine: enumerate}",
+        "",
+    ]
+    spec_path.write_text("\n".join(lines))
+    return Written(spec_path, count, choice.describe, lo, hi)
+
+
+def _round(value: Fraction, down: bool) -> Fraction:
+    """A decimal with 6 places, rounded outward."""
+    scaled = Fraction(value) * 10**6
+    whole = math.floor(scaled) if down else math.ceil(scaled)
+    return Fraction(whole, 10**6)
