@@ -58,7 +58,7 @@ def _bert() -> "torch.nn.Module":
 
 
 BUILDERS = {"gpt2": _gpt2, "llama": _llama, "bert": _bert}
-READOUTS = {"gpt2": {"token": 1}, "llama": {"token": "b", "minus": "a"}, "bert": {"token": "c"}}
+READOUTS = {"gpt2": {"logit": 1}, "llama": {"logit": "b", "minus": "a"}, "bert": {"logit": "c"}}
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def _library(folder: Path, ids: np.ndarray, name: str) -> np.ndarray:
         logits = model(input_ids=torch.as_tensor(ids)).logits.double().numpy()
     ids_of = {"a": 0, "b": 1, "c": 2}
     spec = READOUTS[name]
-    token = spec["token"] if isinstance(spec["token"], int) else ids_of[spec["token"]]
+    token = spec["logit"] if isinstance(spec["logit"], int) else ids_of[spec["logit"]]
     value = logits[..., token]
     if "minus" in spec:
         value = value - logits[..., ids_of[spec["minus"]]]
@@ -124,7 +124,7 @@ SPEC = """\
 model:
   huggingface: {folder}
   vocabulary: [a, b, c, d]
-  readout: {readout}
+{readout}
 domain:
   strings: {{alphabet: [a, b, c], max-length: 3}}
 properties:
@@ -133,7 +133,7 @@ properties:
 
 
 def _verdict(tmp_path, folder, name, lo, hi):
-    readout = "{" + ", ".join(f"{k}: {v}" for k, v in READOUTS[name].items()) + "}"
+    readout = "\n".join(f"  {k}: {v}" for k, v in READOUTS[name].items())
     path = tmp_path / "spec.yaml"
     path.write_text(SPEC.format(folder=folder, readout=readout, lo=lo, hi=hi))
     spec = load_spec(path)
@@ -189,7 +189,7 @@ def _error(tmp_path, body: str) -> SpecError:
 BODY = """\
 model:
   huggingface: {folder}
-  readout: {{token: 1}}
+  logit: 1
 domain:
   strings: {{alphabet: ["0", "1"], max-length: 2}}
 properties:

@@ -49,14 +49,14 @@ def parse_readout(checkpoint: Checkpoint, text: str | None) -> dict[str, object]
     if text is None:
         return {}
     if text in checkpoint.symbols or text.isdigit():
-        return {"token": int(text) if text.isdigit() and text not in checkpoint.symbols else text}
+        return {"logit": int(text) if text.isdigit() and text not in checkpoint.symbols else text}
     if "-" in text:
         first, _, second = text.partition("-")
         for part in (first, second):
             token_id(checkpoint, int(part) if part.isdigit() else part, "--readout-token")
-        return {"token": _plain(first), "minus": _plain(second)}
+        return {"logit": _plain(first), "minus": _plain(second)}
     token_id(checkpoint, text, "--readout-token")  # raises, naming the vocabulary
-    return {"token": text}
+    return {"logit": text}
 
 
 def _plain(part: str) -> int | str:
@@ -103,7 +103,7 @@ def import_spec(
     if not alphabet:
         raise CheckpointError("the vocabulary has no ordinary token for a domain", key="vocabulary")
     if not chosen:
-        chosen = {"token": alphabet[0]} if has_head else {"hidden": 0}
+        chosen = {"logit": alphabet[0]} if has_head else {"hidden": 0}
     choice = readout_choice(checkpoint, chosen)
     network = network_of(checkpoint, choice, bos_symbol)
     context = network.max_positions - (1 if bos_symbol is not None else 0)
@@ -131,7 +131,7 @@ def import_spec(
         "model:",
         f"  huggingface: {_yaml(folder)}",
         f"  # what the properties read at each position: {choice.describe}",
-        "  readout: {" + ", ".join(f"{k}: {_yaml(v) if isinstance(v, str) else v}" for k, v in chosen.items()) + "}",
+        *(f"  {k}: {_yaml(v) if isinstance(v, str) else v}" for k, v in chosen.items()),
     ]
     if bos_symbol is not None:
         lines.append(f"  bos: {_yaml(bos_symbol)}  # prepended to every input")

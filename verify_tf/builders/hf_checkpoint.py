@@ -229,21 +229,22 @@ def token_id(checkpoint: Checkpoint, token: int | str, key: str) -> int:
 
 
 def readout_choice(checkpoint: Checkpoint, readout: dict[str, Any] | None) -> ReadoutChoice:
+    """What the spec reads: ``{logit: T}``, ``{logit: A, minus: B}`` or ``{hidden: k}`` (``None`` values absent)."""
     readout = readout or {}
-    token, minus, hidden = readout.get("token"), readout.get("minus"), readout.get("hidden")
+    token, minus, hidden = readout.get("logit"), readout.get("minus"), readout.get("hidden")
     if hidden is not None:
         if token is not None or minus is not None:
-            raise CheckpointError("hidden cannot be combined with token or minus", key="readout")
+            raise CheckpointError("hidden cannot be combined with logit or minus", key="hidden")
         return ReadoutChoice(hidden=hidden, describe=f"hidden coordinate {hidden} of the final stream")
     if token is None:
         raise CheckpointError(
-            "missing: which logit the properties read", key="readout", hint="e.g. readout: {token: a} (or {hidden: 0})"
+            "missing 'logit': which logit the properties read", key="logit", hint="e.g. logit: a (or hidden: 0)"
         )
-    first = token_id(checkpoint, token, "readout.token")
+    first = token_id(checkpoint, token, "logit")
     text = f"the logit of {checkpoint.symbols[first]!r} (id {first})"
     if minus is None:
         return ReadoutChoice(token=first, describe=text)
-    second = token_id(checkpoint, minus, "readout.minus")
+    second = token_id(checkpoint, minus, "minus")
     return ReadoutChoice(first, second, describe=f"{text} minus that of {checkpoint.symbols[second]!r} (id {second})")
 
 

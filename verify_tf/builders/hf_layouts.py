@@ -216,15 +216,15 @@ def _readout(
     width = embedding.shape[1]
     if choice.hidden is not None:
         if not 0 <= choice.hidden < width:
-            raise CheckpointError(f"hidden coordinate {choice.hidden} outside the width {width}", key="readout.hidden")
+            raise CheckpointError(f"hidden coordinate {choice.hidden} outside the width {width}", key="hidden")
         return Readout(
             "hidden", np.zeros((width, 0), dtype=np.float32), _zeros(0), choice.hidden, None, choice.describe
         )
     if not has_head:
         raise CheckpointError(
             "this checkpoint has no LM head (a base model): its outputs are hidden states",
-            key="readout.token",
-            hint="read a coordinate of the final hidden state instead: readout: {hidden: 0}",
+            key="logit",
+            hint="read a coordinate of the final hidden state instead: hidden: 0",
         )
     assert choice.token is not None
     tokens = (choice.token,) if choice.minus is None else (choice.token, choice.minus)

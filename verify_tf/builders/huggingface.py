@@ -1,4 +1,4 @@
-"""The Hugging Face model source: ``model: {huggingface: FOLDER, readout: {token: T}}`` (docs/import.md).
+"""The Hugging Face model source: ``model: {huggingface: FOLDER, logit: T}`` (docs/import.md).
 
 A folder written by ``save_pretrained``: ``config.json`` and ``model.safetensors`` (or its shards with
 ``model.safetensors.index.json``), and optionally the tokenizer's vocabulary (``vocab.json``, ``tokenizer.json`` or
@@ -14,8 +14,8 @@ pass when transformers is installed, else through verify-tf's float32 mirror; th
 the rest of verify-tf sees is then a stand-in that only says which vocabulary and BOS the inputs use
 (``stand_in``): a property or engine that would evaluate the IR refuses the model by name.
 
-**The readout** (``readout:``): the logit of one token (``token``: an id or a vocabulary entry), the difference of two
-(``token`` minus ``minus``), or a coordinate of the final hidden state (``hidden``, for base models without a head).
+**The readout**: the logit of one token (``logit: T``: an id or a vocabulary entry), the difference of two (``logit:
+A, minus: B``), or a coordinate of the final hidden state (``hidden: k``, for base models without a head).
 
 **Size limits, by formula on config.json, before any tensor is read**: the weights the layout implies (e.g. GPT-2:
 V·d + P·d + L·(4d² + 2d·inner + 9d + inner) + 2d) at most ``hf_layouts.MAX_PARAMETERS`` = 2^24, the width at most
@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from ..ir import Model
-from ..schema.dsl import Context, Field, Integer, ListOf, Obj, Schema, String, join
+from ..schema.dsl import Context, Field, Integer, ListOf, Schema, String, join
 from ..schema.yamlnodes import Node
+from .sources import QUANTIZE, ModelSource, check_quantize
 
 CONFIG = "config.json"  # = hf_checkpoint.CONFIG (that module reads the folder; this one only names it)
 HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -89,18 +90,16 @@ class TokenRef(Schema):
         return value if isinstance(value, int) and not isinstance(value, bool) else str(node.value)
 
 
-READOUT = Obj(
-    {
-        "token": Field(TokenRef("the logit of this token (an id or a vocabulary entry) at each position")),
-        "minus": Field(TokenRef("subtract this token's logit: the logit difference token - minus")),
-        "hidden": Field(Integer("a coordinate of the final hidden state (models without an LM head)", minimum=0)),
-    },
-    "what the properties read at each position",
-)
+# what the properties read at each position (one of logit and hidden; minus with logit)
+READOUT_FIELDS: dict[str, Field] = {
+    "logit": Field(TokenRef("the logit of this token (an id or a vocabulary entry) at each position")),
+    "minus": Field(TokenRef("subtract this token's logit: the logit difference logit - minus")),
+    "hidden": Field(Integer("a coordinate of the final hidden state (models without an LM head)", minimum=0)),
+}
 
 FIELDS: dict[str, Field] = {
     "huggingface": Field(FolderPath("a save_pretrained folder: config.json + model.safetensors (docs/import.md)")),
-    "readout": Field(READOUT),
+    **READOUT_FIELDS,
     "reading": Field(
         String(
             "float (default): the model as it runs in float32, through an exact enclosure of every float32 evaluation; "
@@ -119,9 +118,10 @@ def build(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model
     from .hf_checkpoint import float_model, library_replay, load_checkpoint, network_of, readout_choice, token_id
 
     folder = section["huggingface"]
+    check_quantize(section.get("quantize"), ctx, path)
     try:
         checkpoint = load_checkpoint(folder, section.get("vocabulary"))
-        choice = readout_choice(checkpoint, section.get("readout"))
+        choice = readout_choice(checkpoint, {k: section.get(k) for k in ("logit", "minus", "hidden")})
         bos = section.get("bos")
         bos_symbol = None if bos is None else checkpoint.symbols[token_id(checkpoint, bos, "bos")]
         network = network_of(checkpoint, choice, bos_symbol)
@@ -140,3 +140,13 @@ def build(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model
         raise ctx.error(
             where, join(path, spec_key or "huggingface"), str(exc) if exc.file else exc.args[0], exc.hint
         ) from None
+
+
+SOURCE = ModelSource(
+    key="huggingface",
+    fields={**FIELDS, "quantize": Field(QUANTIZE)},
+    build=build,
+    label="a Hugging Face source",
+    usage="write model: {huggingface: FOLDER, logit: T} (a save_pretrained folder; docs/import.md)",
+    example="`huggingface: my-model` (a save_pretrained folder, checked as it runs)",
+)
