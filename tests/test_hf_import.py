@@ -78,7 +78,7 @@ def _rows() -> dict[int, np.ndarray]:
 
 def _network(folder: Path, name: str):
     checkpoint = load_checkpoint(folder, VOCABULARY)
-    choice = readout_choice(checkpoint, READOUTS[name])
+    choice = readout_choice(checkpoint.symbols, READOUTS[name])
     return checkpoint, choice, network_of(checkpoint, choice, None)
 
 
@@ -169,9 +169,9 @@ def test_the_true_range_is_proved_and_a_bound_inside_it_refuted(folders, tmp_pat
 
 def test_without_transformers_the_witness_is_replayed_in_the_mirror(folders, tmp_path, monkeypatch):
     """transformers missing: the same refutation, replayed in verify-tf's float32 mirror, and the verdict says so."""
-    from verify_tf.builders import hf_checkpoint
+    from verify_tf.builders import hf_replay
 
-    monkeypatch.setattr(hf_checkpoint, "transformers_available", lambda: False)
+    monkeypatch.setattr(hf_replay, "transformers_available", lambda: False)
     result = _verdict(tmp_path, folders["gpt2"], "gpt2", -10, F(-1, 10**6))
     assert result.status == "refuted", result.detail
     assert result.reading == "float32 as run, replayed in verify-tf's float32 mirror (no transformers)"
@@ -284,3 +284,134 @@ def test_a_property_that_reads_the_ir_is_refused_on_a_checkpoint(folders, tmp_pa
     error = _error(tmp_path, body)
     assert "reads the model IR, which a checkpoint read as it runs in float32 does not have" in str(error)
     assert "output-bounds" in (error.hint or "")
+
+
+# ---------------------------------------------------------------- nanoGPT
+
+
+def _nanogpt_checkpoint(path: Path, bias: bool, compiled: bool) -> tuple["torch.nn.Module", dict]:
+    """A nanoGPT ckpt.pt (train.py's dict: model, model_args, optimizer, iter_num, best_val_loss, config) whose
+    weights are a transformers GPT-2 with GELU (erf), nanoGPT's architecture: the ground truth is transformers'
+    forward, an implementation independent of verify-tf's replay. Conv1D (in, out) weights are nanoGPT's Linear
+    (out, in) transposed; without bias, transformers' biases are zero (adding zero is exact)."""
+    torch.manual_seed(11)
+    config = transformers.GPT2Config(vocab_size=4, n_positions=6, n_embd=8, n_layer=1, n_head=2,
+                                     activation_function="gelu", bos_token_id=3, eos_token_id=3)  # fmt: skip
+    reference = transformers.GPT2LMHeadModel(config).eval()
+    state = {}
+    for key, value in reference.state_dict().items():
+        if key == "lm_head.weight":
+            continue
+        if not bias and key.endswith(".bias"):
+            with torch.no_grad():
+                value.zero_()
+            continue
+        conv = any(part in key for part in ("c_attn.weight", "c_proj.weight", "c_fc.weight"))
+        state[key] = value.t().contiguous() if conv else value.clone()
+    state["lm_head.weight"] = state["transformer.wte.weight"]
+    if compiled:
+        state = {"_orig_mod." + k: v for k, v in state.items()}
+    parameters = [torch.nn.Parameter(v.clone()) for v in state.values()]
+    optimizer = torch.optim.AdamW(parameters, lr=1e-3)
+    sum(p.sum() for p in parameters).backward()
+    optimizer.step()
+    model_args = {
+        "n_layer": 1,
+        "n_head": 2,
+        "n_embd": 8,
+        "block_size": 6,
+        "bias": bias,
+        "vocab_size": 4,
+        "dropout": 0.0,
+    }
+    checkpoint = {"model": state, "model_args": model_args, "optimizer": optimizer.state_dict(), "iter_num": 100,
+                  "best_val_loss": 1.25, "config": {"dataset": "toy", "batch_size": 4}}  # fmt: skip
+    torch.save(checkpoint, path)
+    return reference, model_args
+
+
+NANOGPT = """\
+model:
+  nanogpt: {file}
+  vocabulary: [a, b, c, d]
+  logit: b
+domain:
+  strings: {{alphabet: [a, b, c], max-length: 3}}
+properties:
+  - output-bounds: {{lo: {lo}, hi: {hi}, engine: enumerate}}
+"""
+
+
+@pytest.mark.parametrize(("bias", "compiled"), [(True, False), (False, True)])
+def test_a_nanogpt_checkpoint_is_checked_as_it_runs(tmp_path, bias, compiled):
+    """The true range of the logit of 'b' from transformers' GPT-2 forward (nanoGPT's architecture) over every string:
+    widened by 10^-3 it is proved; 10^-3 inside the maximum it is refuted, replayed in nanoGPT's own forward (flash
+    and manual attention), and transformers exceeds the bound at the witness too."""
+    reference, _ = _nanogpt_checkpoint(tmp_path / "ckpt.pt", bias, compiled)
+    values = {}
+    for n, rows in _rows().items():
+        with torch.no_grad():
+            logits = reference(input_ids=torch.as_tensor(rows)).logits.double().numpy()
+        for r, row in enumerate(rows):
+            for p in range(n):
+                values[("".join(ALPHABET[i] for i in row), p)] = F(float(logits[r, p, 1]))
+    low, high = min(values.values()), max(values.values())
+
+    def run(lo, hi):
+        path = tmp_path / "spec.yaml"
+        path.write_text(NANOGPT.format(file="ckpt.pt", lo=lo, hi=hi))
+        spec = load_spec(path)
+        return check_property(spec, spec.properties[0], Overrides())
+
+    proved = run(low - MARGIN, high + MARGIN)
+    assert proved.status == "proved", proved.detail
+    assert proved.reading == "float32 as run, replayed in torch"
+    refuted = run(low - MARGIN, high - MARGIN)
+    assert refuted.status == "refuted", refuted.detail
+    witness = refuted.counterexample
+    assert values[("".join(witness["input"]), witness["position"])] > high - MARGIN
+    assert set(witness["replayed_in"]) == {"torch (nanoGPT, flash attention)", "torch (nanoGPT, manual attention)"}
+
+
+def test_a_nanogpt_file_without_model_args_is_refused(tmp_path):
+    torch.save({"model": {"w": torch.zeros(2)}}, tmp_path / "ckpt.pt")
+    error = _error(tmp_path, NANOGPT.format(file="ckpt.pt", lo=-1, hi=1))
+    assert error.path == "model.nanogpt"
+    assert "ckpt.pt: expected nanoGPT's {'model': ..., 'model_args': ...}" in str(error)
+
+
+# ---------------------------------------------------------------- verify-tf import
+
+
+def test_import_writes_a_runnable_commented_spec(folders, tmp_path):
+    """`verify-tf import FOLDER -o spec.yaml --readout-token b-a --vocabulary a,b,c,d`: the spec names the folder
+    relative to itself, reads the logit difference, covers every string over the ordinary tokens up to the context
+    (6 positions: 4 + 16 + ... + 4^5 = 1,364 strings ≤ 4,096) and its starter bounds are proved."""
+    from click.testing import CliRunner
+
+    from verify_tf.cli import main
+
+    spec = tmp_path / "spec.yaml"
+    result = CliRunner().invoke(
+        main, ["import", str(folders["gpt2"]), "-o", str(spec), "--readout-token", "b-a", "--vocabulary", "a,b,c,d"]
+    )
+    assert result.exit_code == 0, result.output
+    text = spec.read_text()
+    assert 'logit: "b"\n  minus: "a"' in text and "# what the properties read" in text
+    assert "1364 strings up to length 5" in text
+    loaded = load_spec(spec)
+    assert loaded.domain.max_length == 5 and loaded.properties[0].engine == "enumerate"
+    verdict = check_property(loaded, loaded.properties[0], Overrides())
+    assert verdict.status == "proved", verdict.detail
+    again = CliRunner().invoke(main, ["import", str(folders["gpt2"]), "-o", str(spec)])
+    assert again.exit_code == 2 and "exists (use --force to overwrite)" in again.output
+
+
+def test_import_of_a_model_name_says_nothing_is_downloaded(tmp_path):
+    from click.testing import CliRunner
+
+    from verify_tf.cli import main
+
+    result = CliRunner().invoke(main, ["import", "openai-community/gpt2", "-o", str(tmp_path / "s.yaml")])
+    assert result.exit_code == 2
+    assert "verify-tf never downloads" in result.output

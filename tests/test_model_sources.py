@@ -22,7 +22,7 @@ DOC = ROOT / "docs" / "architecture.md"
 
 
 def test_every_registered_source_declares_its_key_and_schema():
-    assert sources.registered() == ("layers", "file", "random", "construct", "torch", "tracr", "huggingface")
+    assert sources.registered() == ("layers", "file", "random", "construct", "torch", "tracr", "huggingface", "nanogpt")
     for key in sources.registered():
         source = sources.load(key)
         assert source.key == key and key in source.fields

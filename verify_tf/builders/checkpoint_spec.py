@@ -18,16 +18,19 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
+from ..floats.transformer import FloatTransformer
 from ..floats.transformer_mirror import readout as mirror_readout
 from ..numbers import fmt
 from .checkpoint_files import CheckpointError
-from .hf_checkpoint import Checkpoint, load_checkpoint, network_of, readout_choice, token_id
+from .hf_checkpoint import load_checkpoint, network_of, readout_choice, token_id
+from .hf_layouts import ReadoutChoice, Tensors
 
 MAX_ALPHABET = 8
 MAX_STRINGS = 4096
@@ -43,29 +46,60 @@ class Written:
     high: Fraction
 
 
-def parse_readout(checkpoint: Checkpoint, text: str | None) -> dict[str, object]:
+@dataclass(frozen=True)
+class _Source:
+    """What the spec needs of a checkpoint, whichever its kind: its section key and file, its vocabulary, whether it
+    has an LM head, and how to build its float network for a readout."""
+
+    key: str  # huggingface | nanogpt
+    file: Path
+    symbols: tuple[str, ...]
+    special: frozenset[str]
+    has_head: bool
+    network: Callable[[ReadoutChoice, str | None], FloatTransformer]
+    replayed_in: str
+
+
+def _source(path: Path, vocabulary: list[str] | None) -> _Source:
+    if path.is_file() and path.suffix in (".pt", ".pth", ".ckpt"):
+        from .nanogpt import nanogpt_network, read_checkpoint, symbols_of
+
+        config, tensors, digest = read_checkpoint(path)
+        symbols = symbols_of(vocabulary, config.integer("vocab_size"))
+
+        def nanogpt(choice: ReadoutChoice, bos: str | None) -> FloatTransformer:
+            return nanogpt_network(config, Tensors(dict(tensors), path.name), choice, symbols, bos, digest)
+
+        return _Source("nanogpt", path, symbols, frozenset(), True, nanogpt, "nanoGPT's forward in torch")
+    checkpoint = load_checkpoint(path, vocabulary)
+    head = any(k.startswith(("transformer.", "model.", "bert.")) for k in checkpoint.tensors)
+
+    def huggingface(choice: ReadoutChoice, bos: str | None) -> FloatTransformer:
+        return network_of(checkpoint, choice, bos)
+
+    return _Source(
+        "huggingface", checkpoint.folder, checkpoint.symbols, checkpoint.special, head, huggingface, "transformers"
+    )
+
+
+def parse_readout(symbols: tuple[str, ...], text: str | None) -> dict[str, object]:
     """``--readout-token``: an id, a vocabulary entry, or ``A-B`` (a logit difference); None: the first ordinary
     token's logit, or hidden coordinate 0 for a model without a head."""
     if text is None:
         return {}
-    if text in checkpoint.symbols or text.isdigit():
-        return {"logit": int(text) if text.isdigit() and text not in checkpoint.symbols else text}
+    if text in symbols or text.isdigit():
+        return {"logit": int(text) if text.isdigit() and text not in symbols else text}
     if "-" in text:
         first, _, second = text.partition("-")
         for part in (first, second):
-            token_id(checkpoint, int(part) if part.isdigit() else part, "--readout-token")
+            token_id(symbols, _plain(part), "--readout-token")
         return {"logit": _plain(first), "minus": _plain(second)}
-    token_id(checkpoint, text, "--readout-token")  # raises, naming the vocabulary
+    token_id(symbols, text, "--readout-token")  # raises, naming the vocabulary
     return {"logit": text}
 
 
 def _plain(part: str) -> int | str:
     return int(part) if part.isdigit() else part
-
-
-def _alphabet(checkpoint: Checkpoint, bos: str | None) -> tuple[tuple[str, ...], int]:
-    ordinary = [s for s in checkpoint.symbols if s not in checkpoint.special and s != bos]
-    return tuple(ordinary[:MAX_ALPHABET]), len(ordinary)
 
 
 def _max_length(size: int, context: int) -> int:
@@ -83,62 +117,72 @@ def _yaml(value: object) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _mirror_range(network: FloatTransformer, alphabet: tuple[str, ...], length: int) -> tuple[Fraction, Fraction, int]:
+    """The float32 mirror's smallest and largest readout on every string up to ``length``, and their number."""
+    low: Fraction | None = None
+    high: Fraction | None = None
+    count = 0
+    offset = 1 if network.bos is not None else 0
+    for n in range(1, length + 1):
+        rows = np.array(np.meshgrid(*[np.arange(len(alphabet))] * n, indexing="ij")).reshape(n, -1).T
+        body = mirror_readout(network, network.ids(rows, alphabet))[:, offset:]
+        low = body.min() if low is None else min(body.min(), low)
+        high = body.max() if high is None else max(body.max(), high)
+        count += len(rows)
+    assert low is not None and high is not None
+    return low, high, count
+
+
 def import_spec(
     path: Path,
     spec_path: Path,
     readout: str | None = None,
     bos: str | None = None,
     reading: str = "float",
+    vocabulary: list[str] | None = None,
 ) -> Written:
     """Write the spec (module docstring); ``CheckpointError`` for a checkpoint that cannot be read as stated."""
     if reading != "float":
         raise CheckpointError(
             "the quantized reading of a checkpoint is not available yet", key="--reading", hint="--reading float"
         )
-    checkpoint = load_checkpoint(path)
-    bos_symbol = None if bos is None else checkpoint.symbols[token_id(checkpoint, _plain(bos), "--bos")]
-    has_head = any(k.startswith(("transformer.", "model.", "bert.")) for k in checkpoint.tensors)
-    chosen = parse_readout(checkpoint, readout)
-    alphabet, ordinary = _alphabet(checkpoint, bos_symbol)
+    source = _source(path, vocabulary)
+    bos_symbol = None if bos is None else source.symbols[token_id(source.symbols, _plain(bos), "--bos")]
+    chosen = parse_readout(source.symbols, readout)
+    ordinary = [s for s in source.symbols if s not in source.special and s != bos_symbol]
+    alphabet = tuple(ordinary[:MAX_ALPHABET])
     if not alphabet:
         raise CheckpointError("the vocabulary has no ordinary token for a domain", key="vocabulary")
     if not chosen:
-        chosen = {"logit": alphabet[0]} if has_head else {"hidden": 0}
-    choice = readout_choice(checkpoint, chosen)
-    network = network_of(checkpoint, choice, bos_symbol)
+        chosen = {"logit": alphabet[0]} if source.has_head else {"hidden": 0}
+    choice = readout_choice(source.symbols, chosen)
+    network = source.network(choice, bos_symbol)
     context = network.max_positions - (1 if bos_symbol is not None else 0)
     length = _max_length(len(alphabet), context)
-    low, high, count = None, None, 0
-    for n in range(1, length + 1):
-        rows = np.array(np.meshgrid(*[np.arange(len(alphabet))] * n, indexing="ij")).reshape(n, -1).T
-        values = mirror_readout(network, network.ids(rows, alphabet))
-        offset = 1 if bos_symbol is not None else 0
-        body = values[:, offset:]
-        low = min(body.min(), low) if low is not None else body.min()
-        high = max(body.max(), high) if high is not None else body.max()
-        count += len(rows)
-    assert low is not None and high is not None
+    low, high, count = _mirror_range(network, alphabet, length)
     margin = max(MARGIN, (high - low) / 100)
     lo, hi = _round(low - margin, down=True), _round(high + margin, down=False)
-    folder = os.path.relpath(checkpoint.folder, spec_path.resolve().parent)
+    relative = os.path.relpath(source.file, spec_path.resolve().parent)
     lines = [
-        f"# {network.architecture} checkpoint {checkpoint.folder.name}, imported by verify-tf import (docs/import.md).",
+        f"# {network.architecture} checkpoint {source.file.name}, imported by verify-tf import (docs/import.md).",
         "# The model as it runs in float32: every verdict is decided on an exact enclosure of every float32",
         "# evaluation (any summation order, exp within 2^-18, ...; docs/semantics.md §7) and a refutation is replayed",
-        "# through transformers' own forward pass (or verify-tf's float32 mirror without transformers).",
-        f"name: {network.architecture} {checkpoint.folder.name} as it runs",
+        f"# through {source.replayed_in} (or verify-tf's float32 mirror when that is not installed).",
+        f"name: {network.architecture} {source.file.name} as it runs",
         "timeout: 600  # seconds per property: the enclosure costs milliseconds per string (docs/performance.md)",
         "model:",
-        f"  huggingface: {_yaml(folder)}",
+        f"  {source.key}: {_yaml(relative)}",
         f"  # what the properties read at each position: {choice.describe}",
         *(f"  {k}: {_yaml(v) if isinstance(v, str) else v}" for k, v in chosen.items()),
     ]
+    if vocabulary is not None:
+        lines.append("  vocabulary: [" + ", ".join(_yaml(t) for t in vocabulary) + "]")
     if bos_symbol is not None:
         lines.append(f"  bos: {_yaml(bos_symbol)}  # prepended to every input")
-    skipped = ordinary - len(alphabet)
+    skipped = len(ordinary) - len(alphabet)
     lines += [
         "domain:",
-        f"  # the vocabulary's ordinary tokens{f' (the first {len(alphabet)} of {ordinary})' if skipped else ''}; "
+        f"  # the vocabulary's ordinary tokens{f' (the first {len(alphabet)} of {len(ordinary)})' if skipped else ''}; "
         f"{count} strings up to length {length}",
         f"  # (the context holds {context}; every string up to length {length} keeps the check exhaustive)",
         "  strings: {alphabet: [" + ", ".join(_yaml(s) for s in alphabet) + f"], max-length: {length}}}",

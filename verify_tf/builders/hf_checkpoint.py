@@ -12,7 +12,6 @@ before a tensor is read; ``network_of`` maps it onto ``floats.FloatTransformer``
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
@@ -211,24 +210,24 @@ def load_checkpoint(folder: Path, vocabulary: list[str] | None = None) -> Checkp
     return Checkpoint(folder, config, tensors, paths[0].name, symbols, special, _digest([folder / CONFIG, *paths]))
 
 
-def token_id(checkpoint: Checkpoint, token: int | str, key: str) -> int:
-    """A token's id: an integer id, or a vocabulary entry."""
-    size = len(checkpoint.symbols)
+def token_id(symbols: tuple[str, ...], token: int | str, key: str) -> int:
+    """A token's id in the vocabulary ``symbols``: an integer id, or a vocabulary entry."""
+    size = len(symbols)
     if isinstance(token, int):
         if not 0 <= token < size:
             raise CheckpointError(f"token id {token} outside the vocabulary 0..{size - 1}", key=key)
         return token
-    if token in checkpoint.symbols:
-        return checkpoint.symbols.index(token)
+    if token in symbols:
+        return symbols.index(token)
     if token.isdigit() and int(token) < size:
         return int(token)
-    shown = ", ".join(repr(s) for s in checkpoint.symbols[:12])
+    shown = ", ".join(repr(s) for s in symbols[:12])
     raise CheckpointError(
         f"{token!r} is not a token of the vocabulary ({shown}{', ...' if size > 12 else ''})", key=key
     )
 
 
-def readout_choice(checkpoint: Checkpoint, readout: dict[str, Any] | None) -> ReadoutChoice:
+def readout_choice(symbols: tuple[str, ...], readout: dict[str, Any] | None) -> ReadoutChoice:
     """What the spec reads: ``{logit: T}``, ``{logit: A, minus: B}`` or ``{hidden: k}`` (``None`` values absent)."""
     readout = readout or {}
     token, minus, hidden = readout.get("logit"), readout.get("minus"), readout.get("hidden")
@@ -240,12 +239,12 @@ def readout_choice(checkpoint: Checkpoint, readout: dict[str, Any] | None) -> Re
         raise CheckpointError(
             "missing 'logit': which logit the properties read", key="logit", hint="e.g. logit: a (or hidden: 0)"
         )
-    first = token_id(checkpoint, token, "logit")
-    text = f"the logit of {checkpoint.symbols[first]!r} (id {first})"
+    first = token_id(symbols, token, "logit")
+    text = f"the logit of {symbols[first]!r} (id {first})"
     if minus is None:
         return ReadoutChoice(token=first, describe=text)
-    second = token_id(checkpoint, minus, "minus")
-    return ReadoutChoice(first, second, describe=f"{text} minus that of {checkpoint.symbols[second]!r} (id {second})")
+    second = token_id(symbols, minus, "minus")
+    return ReadoutChoice(first, second, describe=f"{text} minus that of {symbols[second]!r} (id {second})")
 
 
 def network_of(checkpoint: Checkpoint, choice: ReadoutChoice, bos: str | None) -> FloatTransformer:
@@ -257,20 +256,17 @@ def network_of(checkpoint: Checkpoint, choice: ReadoutChoice, bos: str | None) -
 # ---------------------------------------------------------------- the float model and its replay
 
 
-def transformers_available() -> bool:
-    return importlib.util.find_spec("transformers") is not None and importlib.util.find_spec("torch") is not None
-
-
 class CheckpointFloatModel:
     """What ``Model.float_model`` holds for a checkpoint read as it runs: the network (plain data), how to enclose its
-    readout, and how a witness is replayed (the library's forward pass, or verify-tf's float32 mirror)."""
+    readout, and how a witness is replayed: ``replay_with`` (the library's forward pass: ``hf_replay.LibraryReplay``,
+    ``nanogpt_replay.NanoGPTReplay``) when ``replay_with.available()``, else verify-tf's float32 mirror."""
 
     has_ir = False  # the IR beside it is a stand-in (``stand_in``): only float-reading properties may read the model
     dropped_bias = 0  # crasp-equivalence's threshold shift (a torch import's dropped readout bias): none here
 
     def __init__(self, network: FloatTransformer, replay_with: Any = None) -> None:
         self.network = network
-        self.replay_with = replay_with  # (ids) -> {name: readout values}; None: the float32 mirror only
+        self.replay_with = replay_with  # (ids) -> {name: readout values}, with name, short, needs, available()
 
     def __repr__(self) -> str:
         return f"{self.network.architecture} float model (sha256 {self.network.digest[:16]})"
@@ -278,22 +274,28 @@ class CheckpointFloatModel:
     def enclose(self, ids: np.ndarray) -> Box:
         return enclose_readout(prepare(self.network), ids)
 
+    def _replayer(self) -> Any:
+        return self.replay_with if self.replay_with is not None and self.replay_with.available() else None
+
     def replayed_by(self) -> str:
-        if self.replay_with is not None and transformers_available():
-            return self.replay_with.name
-        return "verify-tf's float32 mirror (transformers is not installed)"
+        replayer = self._replayer()
+        return replayer.name if replayer is not None else "verify-tf's float32 mirror"
 
     def replay(self, ids: np.ndarray) -> dict[str, np.ndarray]:
         """The readout (B, n) of the library's own float32 evaluations (or the mirror's), as exact rationals."""
-        if self.replay_with is not None and transformers_available():
-            return self.replay_with(ids)
+        replayer = self._replayer()
+        if replayer is not None:
+            replayed: dict[str, np.ndarray] = replayer(ids)
+            return replayed
         return {"verify-tf mirror": mirror_readout(self.network, ids)}
 
     def reading(self) -> str:
         """The reading beside each verdict: short; the witness names each replay."""
-        if self.replay_with is not None and transformers_available():
-            return f"{FLOAT_AS_RUN}, replayed in transformers"
-        return f"{FLOAT_AS_RUN}, replayed in verify-tf's float32 mirror (no transformers)"
+        replayer = self._replayer()
+        if replayer is not None:
+            return f"{FLOAT_AS_RUN}, replayed in {replayer.short}"
+        needs = self.replay_with.needs if self.replay_with is not None else "its library"
+        return f"{FLOAT_AS_RUN}, replayed in verify-tf's float32 mirror (no {needs})"
 
     def proof_clause(self) -> str:
         return (

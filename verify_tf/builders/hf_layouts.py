@@ -160,7 +160,7 @@ def _zeros(n: int) -> np.ndarray:
     return np.zeros(n, dtype=np.float32)
 
 
-def _linear_t(tensors: Tensors, prefix: str, outputs: int, inputs: int, bias: bool | None) -> Projection:
+def torch_linear(tensors: Tensors, prefix: str, outputs: int, inputs: int, bias: bool | None) -> Projection:
     """A torch ``Linear`` (weight (out, in), y = x W^T + b) as x @ W + b. ``bias``: required, absent, or (None)
     whichever the file has."""
     weight = tensors.take(f"{prefix}.weight", (outputs, inputs))
@@ -176,13 +176,13 @@ def _conv1d(tensors: Tensors, prefix: str, inputs: int, outputs: int) -> Project
     return Projection(tensors.take(f"{prefix}.weight", (inputs, outputs)), tensors.take(f"{prefix}.bias", (outputs,)))
 
 
-def _layer_norm(tensors: Tensors, prefix: str, width: int, eps: float, bias: bool = True) -> Norm:
+def layer_norm(tensors: Tensors, prefix: str, width: int, eps: float, bias: bool = True) -> Norm:
     weight = tensors.take(f"{prefix}.weight", (width,))
     vector = tensors.take(f"{prefix}.bias", (width,)) if bias else _zeros(width)
     return Norm("layer", weight, vector, eps)
 
 
-def _split_heads(projection: Projection, heads: int, head_dim: int, offset: int = 0) -> tuple[Projection, ...]:
+def split_heads(projection: Projection, heads: int, head_dim: int, offset: int = 0) -> tuple[Projection, ...]:
     return tuple(projection.columns(slice(offset + h * head_dim, offset + (h + 1) * head_dim)) for h in range(heads))
 
 
@@ -205,7 +205,7 @@ class ReadoutChoice:
     describe: str = ""
 
 
-def _readout(
+def readout_of(
     choice: ReadoutChoice,
     embedding: np.ndarray,
     head: np.ndarray | None,
@@ -276,9 +276,9 @@ def gpt2_network(
             raise config.error("scale_attn_weights", "false: logits without 1/sqrt(head_dim) are not read yet")
         scale = Fraction(1, index + 1) if inverse else Fraction(1)  # GPT-2's scale_attn_by_inverse_layer_idx
         attention = Attention(
-            query=_split_heads(qkv, heads, head_dim, 0),
-            key=_split_heads(qkv, heads, head_dim, width),
-            value=_split_heads(qkv, heads, head_dim, 2 * width),
+            query=split_heads(qkv, heads, head_dim, 0),
+            key=split_heads(qkv, heads, head_dim, width),
+            value=split_heads(qkv, heads, head_dim, 2 * width),
             output=_conv1d(tensors, f"{at}.attn.c_proj", width, width),
             causal=True,
             scale=scale,
@@ -292,12 +292,12 @@ def gpt2_network(
             Layer(
                 attention,
                 mlp,
-                _layer_norm(tensors, f"{at}.ln_1", width, eps),
-                _layer_norm(tensors, f"{at}.ln_2", width, eps),
+                layer_norm(tensors, f"{at}.ln_1", width, eps),
+                layer_norm(tensors, f"{at}.ln_2", width, eps),
                 "pre",
             )
         )
-    final = _layer_norm(tensors, f"{prefix}ln_f", width, eps)
+    final = layer_norm(tensors, f"{prefix}ln_f", width, eps)
     tied = config.flag("tie_word_embeddings", True)
     head = None
     if lm and not tied:
@@ -305,7 +305,7 @@ def gpt2_network(
     elif lm and tensors.has("lm_head.weight"):
         head = tensors.take("lm_head.weight", (vocab, width))  # saved although tied: the same values
     tensors.refuse_leftovers("GPT-2")
-    readout = _readout(choice, wte, head, None, lm)
+    readout = readout_of(choice, wte, head, None, lm)
     return FloatTransformer(
         "GPT-2", wte, wpe, None, None, tuple(blocks), final, readout, symbols, bos, positions, digest
     )
@@ -383,14 +383,14 @@ def llama_network(
         at = f"{prefix}layers.{index}"
         if tensors.has(f"{at}.self_attn.rotary_emb.inv_freq"):  # a buffer older versions saved: recomputed anyway
             tensors.ignore(f"{at}.self_attn.rotary_emb.inv_freq")
-        q = _linear_t(tensors, f"{at}.self_attn.q_proj", heads * head_dim, width, qkv_bias)
-        k = _linear_t(tensors, f"{at}.self_attn.k_proj", kv_heads * head_dim, width, qkv_bias)
-        v = _linear_t(tensors, f"{at}.self_attn.v_proj", kv_heads * head_dim, width, qkv_bias)
-        o = _linear_t(tensors, f"{at}.self_attn.o_proj", width, heads * head_dim, attention_bias)
+        q = torch_linear(tensors, f"{at}.self_attn.q_proj", heads * head_dim, width, qkv_bias)
+        k = torch_linear(tensors, f"{at}.self_attn.k_proj", kv_heads * head_dim, width, qkv_bias)
+        v = torch_linear(tensors, f"{at}.self_attn.v_proj", kv_heads * head_dim, width, qkv_bias)
+        o = torch_linear(tensors, f"{at}.self_attn.o_proj", width, heads * head_dim, attention_bias)
         attention = Attention(
-            _split_heads(q, heads, head_dim),
-            _split_heads(k, kv_heads, head_dim),
-            _split_heads(v, kv_heads, head_dim),
+            split_heads(q, heads, head_dim),
+            split_heads(k, kv_heads, head_dim),
+            split_heads(v, kv_heads, head_dim),
             o,
             True,
             Fraction(1),
@@ -398,10 +398,10 @@ def llama_network(
             rope,
         )
         mlp = MLP(
-            _linear_t(tensors, f"{at}.mlp.up_proj", inner, width, mlp_bias),
-            _linear_t(tensors, f"{at}.mlp.down_proj", width, inner, mlp_bias),
+            torch_linear(tensors, f"{at}.mlp.up_proj", inner, width, mlp_bias),
+            torch_linear(tensors, f"{at}.mlp.down_proj", width, inner, mlp_bias),
             kind,
-            _linear_t(tensors, f"{at}.mlp.gate_proj", inner, width, mlp_bias),
+            torch_linear(tensors, f"{at}.mlp.gate_proj", inner, width, mlp_bias),
         )
         norms = [
             Norm("rms", tensors.take(f"{at}.{name}.weight", (width,)), _zeros(width), eps)
@@ -414,7 +414,7 @@ def llama_network(
     if lm and (not tied or tensors.has("lm_head.weight")):
         head = tensors.take("lm_head.weight", (vocab, width))
     tensors.refuse_leftovers(f"{model_type} (Llama)")
-    readout = _readout(choice, embed, head, None, lm)
+    readout = readout_of(choice, embed, head, None, lm)
     name = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2"}[model_type]
     return FloatTransformer(
         name, embed, None, None, None, tuple(blocks), final, readout, symbols, bos, positions, digest
@@ -457,34 +457,34 @@ def bert_network(
     for buffer in ("embeddings.position_ids", "embeddings.token_type_ids"):  # buffers older versions saved
         if tensors.has(f"{prefix}{buffer}"):
             tensors.ignore(f"{prefix}{buffer}")
-    embed_norm = _layer_norm(tensors, f"{prefix}embeddings.LayerNorm", width, eps)
+    embed_norm = layer_norm(tensors, f"{prefix}embeddings.LayerNorm", width, eps)
     blocks = []
     for index in range(layers):
         at = f"{prefix}encoder.layer.{index}"
-        q = _linear_t(tensors, f"{at}.attention.self.query", width, width, True)
-        k = _linear_t(tensors, f"{at}.attention.self.key", width, width, True)
-        v = _linear_t(tensors, f"{at}.attention.self.value", width, width, True)
+        q = torch_linear(tensors, f"{at}.attention.self.query", width, width, True)
+        k = torch_linear(tensors, f"{at}.attention.self.key", width, width, True)
+        v = torch_linear(tensors, f"{at}.attention.self.value", width, width, True)
         attention = Attention(
-            _split_heads(q, heads, head_dim),
-            _split_heads(k, heads, head_dim),
-            _split_heads(v, heads, head_dim),
-            _linear_t(tensors, f"{at}.attention.output.dense", width, width, True),
+            split_heads(q, heads, head_dim),
+            split_heads(k, heads, head_dim),
+            split_heads(v, heads, head_dim),
+            torch_linear(tensors, f"{at}.attention.output.dense", width, width, True),
             causal,
             Fraction(1),
             head_dim,
             None,
         )
         mlp = MLP(
-            _linear_t(tensors, f"{at}.intermediate.dense", inner, width, True),
-            _linear_t(tensors, f"{at}.output.dense", width, inner, True),
+            torch_linear(tensors, f"{at}.intermediate.dense", inner, width, True),
+            torch_linear(tensors, f"{at}.output.dense", width, inner, True),
             kind,
         )
         blocks.append(
             Layer(
                 attention,
                 mlp,
-                _layer_norm(tensors, f"{at}.attention.output.LayerNorm", width, eps),
-                _layer_norm(tensors, f"{at}.output.LayerNorm", width, eps),
+                layer_norm(tensors, f"{at}.attention.output.LayerNorm", width, eps),
+                layer_norm(tensors, f"{at}.output.LayerNorm", width, eps),
                 "post",
             )
         )
@@ -492,9 +492,9 @@ def bert_network(
     head = bias = None
     if mlm:
         transform = (
-            _linear_t(tensors, "cls.predictions.transform.dense", width, width, True),
+            torch_linear(tensors, "cls.predictions.transform.dense", width, width, True),
             config.activation("hidden_act", "gelu"),
-            _layer_norm(tensors, "cls.predictions.transform.LayerNorm", width, eps),
+            layer_norm(tensors, "cls.predictions.transform.LayerNorm", width, eps),
         )
         if not config.flag("tie_word_embeddings", True) or tensors.has("cls.predictions.decoder.weight"):
             head = tensors.take("cls.predictions.decoder.weight", (vocab, width))
@@ -510,7 +510,7 @@ def bert_network(
             if tensors.has(name):
                 tensors.ignore(name)
     tensors.refuse_leftovers("BERT")
-    readout = _readout(choice, word, head, bias, mlm, transform)
+    readout = readout_of(choice, word, head, bias, mlm, transform)
     return FloatTransformer(
         "BERT", word, position, token_type, embed_norm, tuple(blocks), None, readout, symbols, bos, positions, digest
     )

@@ -12,6 +12,7 @@ inside the enclosure and decide as it says, or the check is an error in the encl
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -43,6 +44,10 @@ def library_class(model_type: str, tensor_names: Any) -> str:
     return _CLASSES[(model_type, any(str(name).startswith(prefix) for name in tensor_names))]
 
 
+def transformers_available() -> bool:
+    return importlib.util.find_spec("transformers") is not None and importlib.util.find_spec("torch") is not None
+
+
 def _exact(values: np.ndarray) -> np.ndarray:
     return np.vectorize(Fraction, otypes=[object])(np.asarray(values, dtype=np.float64))
 
@@ -56,6 +61,11 @@ class LibraryReplay:
     class_name: str
     choice: ReadoutChoice
     _models: dict[str, Any] = field(default_factory=dict, repr=False)
+    short = "transformers"  # the reading's word for it
+    needs = "transformers"  # what the mirror stands in for when it is missing
+
+    def available(self) -> bool:
+        return transformers_available()
 
     @property
     def name(self) -> str:

@@ -121,9 +121,9 @@ def build(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model
     check_quantize(section.get("quantize"), ctx, path)
     try:
         checkpoint = load_checkpoint(folder, section.get("vocabulary"))
-        choice = readout_choice(checkpoint, {k: section.get(k) for k in ("logit", "minus", "hidden")})
+        choice = readout_choice(checkpoint.symbols, {k: section.get(k) for k in ("logit", "minus", "hidden")})
         bos = section.get("bos")
-        bos_symbol = None if bos is None else checkpoint.symbols[token_id(checkpoint, bos, "bos")]
+        bos_symbol = None if bos is None else checkpoint.symbols[token_id(checkpoint.symbols, bos, "bos")]
         network = network_of(checkpoint, choice, bos_symbol)
         if (section.get("reading") or "float") == "quantized":
             raise CheckpointError(

@@ -43,6 +43,7 @@ REGISTERED: dict[str, str] = {
     "torch": "torch_source",
     "tracr": "tracr_source",
     "huggingface": "huggingface",
+    "nanogpt": "nanogpt",
 }
 
 # the keys every model section may have, whatever its source

@@ -1,4 +1,4 @@
-"""``verify-tf import PATH -o spec.yaml``: a checkpoint folder (Hugging Face ``save_pretrained``) to a runnable spec."""
+"""``verify-tf import PATH -o spec.yaml``: a checkpoint (``save_pretrained`` folder, nanoGPT ``ckpt.pt``) to a spec."""
 
 from __future__ import annotations
 
@@ -19,10 +19,14 @@ from . import output
 @click.option("--reading", type=click.Choice(["float", "quantized"]), default="float", show_default=True,
               help="float: the model as it runs in float32 (docs/semantics.md §7).")  # fmt: skip
 @click.option("--bos", metavar="T", help="A token prepended to every input (an id or a vocabulary entry).")
+@click.option("--vocabulary", metavar="A,B,...",
+              help="The token of each id, comma-separated (default: the folder's tokenizer files; a nanoGPT "
+              "checkpoint: the ids; its meta.pkl is a pickle, never read).")  # fmt: skip
 @click.option("--force", is_flag=True, help="Overwrite an existing spec.")
 def import_checkpoint(path: Path, spec_path: Path, readout: str | None, reading: str, bos: str | None,
-                      force: bool) -> None:  # fmt: skip
-    """Write a commented, runnable spec for the checkpoint at PATH (config.json + model.safetensors).
+                      vocabulary: str | None, force: bool) -> None:  # fmt: skip
+    """Write a commented, runnable spec for the checkpoint at PATH: a save_pretrained folder (config.json +
+    model.safetensors) or a nanoGPT ckpt.pt.
 
     Nothing is downloaded and no code from the folder runs: the config and the weights are read as data.
     Then: verify-tf check SPEC.
@@ -34,11 +38,13 @@ def import_checkpoint(path: Path, spec_path: Path, readout: str | None, reading:
         output.fail_input(f"{spec_path} exists (use --force to overwrite)")
     if not path.exists():
         output.fail_input(
-            f"{path}: no such folder",
-            "verify-tf never downloads: give a folder written by save_pretrained (config.json + model.safetensors)",
+            f"{path}: no such folder or file",
+            "verify-tf never downloads: give a folder written by save_pretrained (config.json + model.safetensors) "
+            "or a nanoGPT ckpt.pt",
         )
     try:
-        written = import_spec(path.resolve(), spec_path, readout=readout, bos=bos, reading=reading)
+        tokens = None if vocabulary is None else vocabulary.split(",")
+        written = import_spec(path.resolve(), spec_path, readout=readout, bos=bos, reading=reading, vocabulary=tokens)
     except CheckpointError as exc:
         output.fail_input(str(exc), exc.hint)
     output.console.print(
