@@ -128,6 +128,24 @@ class Task:
 
 
 @dataclass(frozen=True)
+class Proof:
+    """What a proof did, as plain data: what ``Property.describe_proof`` words the proved verdict from (never the
+    name of the engine that proved it). Each field is None when the proof did not do that."""
+
+    default: str  # the engine's own one-line wording of it
+    statistics: dict[str, Any] = field(default_factory=dict)  # the verdict's statistics
+    evaluated: int | None = None  # inputs of the property's space evaluated one by one (an exhaustive scan)
+    queries: int | None = None  # solver queries answered unsat
+    counted: int | None = None  # joint states of a counter machine explored (strings merged by state)
+    induction: str | None = None  # what makes it hold at every length: "positions" (an inductive invariant) or
+    # "repeating states" (the reachable states repeat, no transition depending on the length); None: the lengths asked
+
+    @property
+    def every_length(self) -> bool:
+        return self.induction is not None
+
+
+@dataclass(frozen=True)
 class QueryPlan:
     """One solver question, as plain data: built by the property inside a work unit."""
 
@@ -446,9 +464,10 @@ class Property:
         """Facts about the claim for every verdict's statistics (e.g. the program's size)."""
         return {}
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
-        """The proved verdict's one-line detail; ``default`` is the engine's own wording."""
-        return default
+    def describe_proof(self, task: Task, proof: Proof) -> str:
+        """The proved verdict's one-line detail, from what the proof did (``proof.default``: the engine's own
+        wording)."""
+        return proof.default
 
     def other_models(self, task: Task) -> tuple[Model, ...]:
         """The models the claim evaluates besides the spec's (``equivalent-to``: the one it compares with): an

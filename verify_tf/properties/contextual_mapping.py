@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..contract import Inputs, QueryPlan, Task, Witness, closer_than
+from ..contract import Inputs, Proof, QueryPlan, Task, Witness, closer_than
 from ..domain import Domain, GridDomain, format_input
 from ..ir import Model
 from ..numbers import fmt
@@ -267,11 +267,13 @@ class ContextualMapping(Property):
         except ReplayMismatch:
             return None
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
-        if engine != "smt":
-            return default
-        how = statistics.get("symmetry_breaking", "")
-        return f"all values {task.options.requirement()}: no violation exists ({default}; symmetry breaking: {how})"
+    def describe_proof(self, task: Task, proof: Proof) -> str:
+        if proof.queries is None:
+            return proof.default
+        how = proof.statistics.get("symmetry_breaking", "")
+        return (
+            f"all values {task.options.requirement()}: no violation exists ({proof.default}; symmetry breaking: {how})"
+        )
 
 
 def symbolic_values(task: Task, inp: SymbolicInput, builder: Builder) -> list[Any]:

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..contract import Array, CountingGoal, Evaluators, Measures, QueryPlan, Task, Witness
+from ..contract import Array, CountingGoal, Evaluators, Measures, Proof, QueryPlan, Task, Witness
 from ..crasp.arrays import program_outputs_batched
 from ..crasp.ast import CraspError, Program, format_alphabet
 from ..crasp.interpreter import run_program
@@ -444,33 +444,35 @@ class CraspEquivalence(Property):
                 "checked by engine enumerate or interpret"
             )
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
-        text = self.describe_reading_proof(task, engine, default, statistics)
+    def describe_proof(self, task: Task, proof: Proof) -> str:
+        text = self.describe_fixed_point_proof(task, proof)
         if not float_reading.reads_float(task):
             return text
         float_reading.undecided_or_proof(
             task,
-            statistics,
+            proof.statistics,
             lambda length: checked_positions(task, length),
             lambda word, p: self.shown_word(task, word, p),
         )
         return f"{text[:-1]}; {float_reading.proof_clause(task)})" if text.endswith(")") else text
 
-    def describe_reading_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
+    def describe_fixed_point_proof(self, task: Task, proof: Proof) -> str:
+        """The proof in the words of the claim (the float reading adds its clause: ``describe_proof``)."""
         domain: StringDomain = task.strings()
+        default, statistics = proof.default, proof.statistics
         where = "the last position" if task.options.mode == "accept" else "every position"
-        if engine == "counting" and task.options.lengths == "all":
+        if proof.every_length:
             first = 1 if task.options.mode == "prefix" else max(domain.min_length, 0)
             return (
                 f"every string over {{{', '.join(domain.alphabet)}}} of every length >= {first} agrees with "
                 f"{Path(task.options.program).name} at {where} ({default})"
             )
         if domain.language is not None:
-            how = default if engine == "counting" else "every word evaluated"
+            how = default if proof.counted is not None else "every word evaluated"
             return (
                 f"{_size(domain)} {domain.describe()} agree with {Path(task.options.program).name} at {where} ({how})"
             )
-        if engine in ("smt", "counting"):
+        if proof.queries is not None or proof.counted is not None:
             how = default
         elif all_causal(task.model) and len(domain.lengths) > 1:
             how = (

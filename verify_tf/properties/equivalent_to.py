@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..contract import Array, CountingGoal, Evaluators, Measures, QueryPlan, Task, Witness
+from ..contract import Array, CountingGoal, Evaluators, Measures, Proof, QueryPlan, Task, Witness
 from ..domain import Domain, StringDomain, format_input
 from ..ir import AlphabetTokens, GridTokens, Model
 from ..numbers import fmt, fmt_vector
@@ -236,18 +236,18 @@ class EquivalentTo(Property):
             return builder.ne(ours.readout, theirs.readout)
         return z3.Or([builder.ne(a, b) for a, b in zip(ours.stream, theirs.stream)])
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
-        if engine != "counting":
-            return default
+    def describe_proof(self, task: Task, proof: Proof) -> str:
+        if proof.counted is None:
+            return proof.default
         domain = task.strings()
         what = "readouts" if task.options.on == "readout" else "outputs"
         if task.options.lengths == "all":
             return (
                 f"the two models' {what} agree on every string over {{{', '.join(domain.alphabet)}}} of every "
-                f"length >= {domain.min_length} ({default})"
+                f"length >= {domain.min_length} ({proof.default})"
             )
         lengths = f"{domain.min_length}..{domain.max_length}"
-        return f"the two models' {what} agree on every string of length {lengths} ({default})"
+        return f"the two models' {what} agree on every string of length {lengths} ({proof.default})"
 
 
 PROPERTY = EquivalentTo()

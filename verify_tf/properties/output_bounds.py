@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..contract import Array, CountingGoal, Evaluators, Measures, QueryPlan, Task, Witness
+from ..contract import Array, CountingGoal, Evaluators, Measures, Proof, QueryPlan, Task, Witness
 from ..domain import Domain, format_input
 from ..ir import Model
 from ..numbers import fmt
@@ -209,8 +209,9 @@ class OutputBounds(Property):
             outside.append(z3.Not(builder.ge(Sym.const(options.hi), ours.readout)))
         return z3.Or(outside)
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
-        if engine == "counting":
+    def describe_proof(self, task: Task, proof: Proof) -> str:
+        default, statistics = proof.default, proof.statistics
+        if proof.counted is not None:
             domain = task.strings()
             lengths = (
                 f"of every length >= {domain.min_length}"

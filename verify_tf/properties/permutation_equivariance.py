@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..contract import Array, Evaluators, Measures, QueryPlan, Task, Witness
+from ..contract import Array, Evaluators, Measures, Proof, QueryPlan, Task, Witness
 from ..domain import format_input
 from ..numbers import fmt_vector
 from ..schema.dsl import Boolean, Field, Obj, String
@@ -198,10 +198,10 @@ class PermutationEquivariance(Property):
     def replay_query(self, task: Task, plan: QueryPlan, decoded: Any) -> Witness | None:
         return self.swap_violation(task, decoded[0], plan.key[1])
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
-        if engine in ("enumerate", "interpret"):
-            return f"{default}: f(X) = ρ·f(sort X), equal-token swaps fix f(sort X)"
-        return default
+    def describe_proof(self, task: Task, proof: Proof) -> str:
+        if proof.evaluated is not None:  # every input checked by conditions (a) and (b) of the module docstring
+            return f"{proof.default}: f(X) = ρ·f(sort X), equal-token swaps fix f(sort X)"
+        return proof.default
 
 
 PROPERTY = PermutationEquivariance()

@@ -40,6 +40,7 @@ from ..contract import (
     Measures,
     Member,
     MemberSearch,
+    Proof,
     Task,
     Witness,
 )
@@ -197,7 +198,8 @@ class PositionBlind(Property):
         )
         return flagged, {"epsilon": (spread, values.den)}
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
+    def describe_proof(self, task: Task, proof: Proof) -> str:
+        statistics = proof.statistics
         epsilon = Fraction(statistics.get("epsilon", 0))
         count = statistics.get("space_size", 0)
         if epsilon == 0:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..builders.tracr_import import TracrExport, TracrImportError, float_network, read_export
-from ..contract import Array, Evaluators, Measures, QueryPlan, Task, Witness
+from ..contract import Array, Evaluators, Measures, Proof, QueryPlan, Task, Witness
 from ..domain import Domain, StringDomain, format_input
 from ..floats import decode as float_decode, enclosure
 from ..floats.evaluate import evaluate as evaluate_float32
@@ -624,10 +624,11 @@ class RaspEquivalence(Property):
     def replay_query(self, task: Task, plan: QueryPlan, decoded: Any) -> Witness | None:
         return self.violation(task, decoded[0])
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
+    def describe_proof(self, task: Task, proof: Proof) -> str:
         domain: StringDomain = task.strings()
         export = _export(task.options.program)
-        how = default if engine == "smt" else f"{statistics.get('space_size', domain.size())} evaluated"
+        statistics = proof.statistics
+        how = proof.default if proof.queries is not None else f"{statistics.get('space_size', domain.size())} evaluated"
         if task.model.float_reading:
             return self.describe_float_proof(task, statistics, how)
         return (

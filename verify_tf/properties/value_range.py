@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..contract import Array, Evaluators, Measures, Task, Witness
+from ..contract import Array, Evaluators, Measures, Proof, Task, Witness
 from ..domain import Domain, GridDomain, format_input
 from ..ir import Model
 from ..numbers import fmt
@@ -174,11 +174,11 @@ class ValueRange(Property):
             flagged &= ~(distinct & ~outside[rows].any(axis=1))
         return np.asarray(flagged, dtype=bool), {}
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
+    def describe_proof(self, task: Task, proof: Proof) -> str:
         lo, hi = self.interval(task)
         where = "inside" if task.options.inside else "outside"
         skipped = " (G̃_δ skipped)" if task.options.except_distinct else ""
-        return f"every value {where} [{fmt(lo)}, {fmt(hi)}]{skipped}: {default}"
+        return f"every value {where} [{fmt(lo)}, {fmt(hi)}]{skipped}: {proof.default}"
 
 
 PROPERTY = ValueRange()

@@ -14,7 +14,7 @@ from ...contract import DISTINCT_VALUES, Task
 from ...spaces import InputSpace
 from ...verdict import Verdict
 from ...work import Deadline
-from ..base import Run, unknown
+from ..base import Merge, Run
 from ..evaluators import Evaluators
 from ..scan import (
     ChunkResult,
@@ -45,8 +45,8 @@ def check(task: Task, run: Run) -> Verdict:
         for length in space.lengths if not own else ():
             task.prop.batched_check(task, evaluators, length)
     except Unsupported as exc:
-        return unknown(
-            task, run, ENGINE, f"not evaluable exactly by the batched evaluator: {exc}", [f"enumerate: {exc}"]
+        return Merge(task, run, ENGINE).unknown(
+            f"not evaluable exactly by the batched evaluator: {exc}", [f"enumerate: {exc}"]
         )
     # units of at least 8192 inputs: a deep model pays its per-step overhead once per sub-chunk of a unit
     size = chunk_size(space.count(), run.executor.workers, smallest=8192, largest=1 << 20)

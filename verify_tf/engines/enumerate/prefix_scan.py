@@ -35,7 +35,7 @@ from ...contract import CountingGoal, Task
 from ...regular import Language
 from ...semantics import UnsupportedInMode
 from ...verdict import Verdict
-from ..base import ProgressEvent, Run, proved, refuted, replayed, unknown
+from ..base import Merge, ProgressEvent, Proof, Run
 from ..evaluators import model_digest
 
 ENGINE = "enumerate"
@@ -189,19 +189,18 @@ def check(task: Task, run: Run) -> Verdict:
         "wide_steps": evaluator.wide_steps,
         **task.prop.statistics(task),
     }
+    merge = Merge(task, run, ENGINE, stats)
     if best is not None:
         stats["least"] = len(best) <= explored  # every node up to its length explored: no smaller failing word
         word = tuple(domain.alphabet[i] for i in best)
-        claim = f"the prefix-tree scan flags {''.join(word)!r}"
-        return refuted(task, run, ENGINE, "exhaustive", replayed(task, word, claim), stats)
-    if right < domain.max_length:
+        merge.replay(word, f"the prefix-tree scan flags {''.join(word)!r}", "exhaustive")
+    elif right < domain.max_length:
         what = (
             f"{evaluated} prefixes evaluated (the tree has {total_nodes}), no violation so far; every word up to "
             f"length {right} checked"
         )
-        return unknown(task, run, ENGINE, f"timeout: {what}", [f"exhaustive {ENGINE} (prefix tree): {what}"], stats)
-    default = f"all {stats['space_size']} inputs"
-    return proved(task, run, ENGINE, "exhaustive", task.prop.describe_proof(task, ENGINE, default, stats), stats)
+        merge.undecided(f"timeout: {what}", [f"exhaustive {ENGINE} (prefix tree): {what}"])
+    return merge.verdict(Proof(f"all {stats['space_size']} inputs", evaluated=stats["inputs_checked"]), "exhaustive")
 
 
 def _walk(

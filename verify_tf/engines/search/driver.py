@@ -13,7 +13,7 @@ from ...spaces import InputSpace
 from ...verdict import Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, STOP, Deadline, WorkUnit, schedule
-from ..base import ProgressEvent, Run, refuted, unit_failed, unknown
+from ..base import Merge, ProgressEvent, Run
 from ..evaluators import Evaluators
 from .sampling import SearchResult, SearchSpace, search
 
@@ -58,12 +58,8 @@ def search_unit(
 def check(task: Task, run: Run, *, samples: int | None = None) -> Verdict:
     space = task.prop.input_space(task)
     if space.order == "constant" or not space.lengths:
-        return unknown(
-            task,
-            run,
-            ENGINE,
-            f"search samples whole inputs; this property's space is {space.describe()}",
-            ["search: not applicable"],
+        return Merge(task, run, ENGINE).unknown(
+            f"search samples whole inputs; this property's space is {space.describe()}", ["search: not applicable"]
         )
     budget = samples if samples is not None else task.settings.samples
     workers = max(1, run.executor.workers)
@@ -104,18 +100,13 @@ def check(task: Task, run: Run, *, samples: int | None = None) -> Verdict:
         "evaluator": how,
         "space_size": space.count(),
     }
+    merge = Merge(task, run, ENGINE, statistics)
     if found:
-        return refuted(task, run, ENGINE, "search", found[0], statistics)
-    if summary.errors:
-        first = summary.errors[0]
-        return unit_failed(task, run, ENGINE, first, statistics)
+        merge.refute(found[0], "search")
+    merge.absorb(summary)
     stopped = "timeout" if summary.expired or totals["samples"] < budget else "sample budget"
-    return unknown(
-        task,
-        run,
-        ENGINE,
+    return merge.unknown(  # evidence, never a proof
         f"no counterexample in {totals['samples']} samples (seed {task.settings.seed}, {stopped})",
         [f"random sampling + hill climbing, {totals['samples']} samples ({stopped})"],
-        statistics,
         method="sampled",
     )

@@ -23,7 +23,7 @@ from ...symbolic.values import Builder, NotEncodable
 from ...verdict import Evidence, Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, STOP, Deadline, DeadlineExpired, WorkUnit, schedule
-from ..base import ProgressEvent, Run, proved, refuted, smt2_path, unit_failed, unknown
+from ..base import Merge, ProgressEvent, Proof, Run, smt2_path
 
 ENGINE = "smt"
 SOLVED, TIMEOUT, OTHER = "solved", "timeout", "other"
@@ -232,15 +232,14 @@ def check(task: Task, run: Run) -> Verdict:
     statistics.update(totals.as_dict())
     statistics["solver_seconds"] = round(statistics["solver_seconds"], 4)
     statistics["encode_seconds"] = round(statistics["encode_seconds"], 4)
+    merge = Merge(task, run, ENGINE, statistics)
     if found:
         result, witness = found[0]
         if task.settings.minimize:
             witness = dict(witness, order=ORDER, minimal=bool(result.minimal), index_vector=result.indices)
             statistics["minimisation_rounds"] = result.rounds
-        return refuted(task, run, ENGINE, "smt", witness, statistics)
-    if summary.errors:
-        first_error = summary.errors[0]
-        return unit_failed(task, run, ENGINE, first_error, statistics)
+        merge.refute(witness, "smt")
+    merge.absorb(summary)
     tried, reasons = [], []
     for index, plan in enumerate(plans):
         ended = results.get(index)
@@ -254,23 +253,16 @@ def check(task: Task, run: Run) -> Verdict:
             spent = _solving_text(solving[index])
             tried.append(f"{plan.name}: {ended.solver} {ended.status} after {spent} ({ended.reason})")
             reasons.append(ended.reason)
-    if not reasons:
-        count = len(plans)
-        text = f"{count} {statistics['theory']} quer{'y' if count == 1 else 'ies'} unsat ({task.settings.solver})"
-        evidence = None
-        if task.settings.certify:
-            queries = [
-                {"name": results[i].plan.name, "smt2": results[i].smt2, "answer": "unsat"} for i in range(len(plans))
-            ]
-            evidence = Evidence("smt", queries=queries)
-        detail = task.prop.describe_proof(task, ENGINE, text, statistics)
-        return proved(task, run, ENGINE, "smt", detail, statistics, evidence)
-    return unknown(
-        task,
-        run,
-        ENGINE,
-        f"{len(reasons)} of {len(plans)} queries unknown ({reasons[0]})",
-        tried,
-        statistics,
-        method="smt",
-    )
+    if reasons:
+        merge.undecided(f"{len(reasons)} of {len(plans)} queries unknown ({reasons[0]})", tried, method="smt")
+    if merge.settled:
+        return merge.verdict()
+    count = len(plans)
+    text = f"{count} {statistics['theory']} quer{'y' if count == 1 else 'ies'} unsat ({task.settings.solver})"
+    evidence = None
+    if task.settings.certify:
+        queries = [
+            {"name": results[i].plan.name, "smt2": results[i].smt2, "answer": "unsat"} for i in range(len(plans))
+        ]
+        evidence = Evidence("smt", queries=queries)
+    return merge.verdict(Proof(text, queries=count), "smt", evidence)

@@ -30,7 +30,7 @@ from ...contract import Task
 from ...spaces import InputSpace
 from ...verdict import Evidence, Verdict
 from ...work import CONTINUE, STOP, Deadline, WorkUnit, schedule
-from ..base import ProgressEvent, Run, proved, refuted, unit_failed, unknown
+from ..base import Merge, ProgressEvent, Proof, Run
 from ..evaluators import Evaluators
 from ..scan import multiset_codes
 from .cubes import Limits, SplitCube, roots, rows
@@ -137,18 +137,18 @@ def check_distinct(task: Task, run: Run, limits: Limits) -> Verdict:
         return CONTINUE
 
     summary = schedule(run.executor, units, run.deadline, on_result)
+    merge = Merge(task, run, ENGINE, statistics)
     if clash:
         leaf, (row, i, j) = clash[0]
         tokens = space.decode(leaf.rows[row])
-        return refuted(
-            task, run, ENGINE, "branch and bound", task.prop.pair_witness(task, tokens, i, tokens, j), statistics
-        )
-    if summary.errors:
-        return unit_failed(task, run, ENGINE, summary.errors[0], statistics)
+        merge.refute(task.prop.pair_witness(task, tokens, i, tokens, j), "branch and bound")
+    merge.absorb(summary)
     stopped = [leaf for leaf in leaves if leaf.stopped]
     if summary.expired or summary.not_started or summary.cancelled or stopped or len(leaves) != len(cubes):
         detail = f"{len(leaves) - len(stopped)} of {len(cubes)} leaves evaluated (timeout)"
-        return unknown(task, run, ENGINE, detail, [f"split: {detail}"], statistics, method="branch and bound")
+        merge.undecided(detail, [f"split: {detail}"], method="branch and bound")
+    if merge.settled:
+        return merge.verdict()
 
     # the two-copy step: components of leaves whose exact hulls overlap (within the margin)
     den = math.lcm(*(leaf.den for leaf in leaves if len(leaf.rows)), 1)
@@ -194,16 +194,14 @@ def check_distinct(task: Task, run: Run, limits: Limits) -> Verdict:
         if found is not None:
             (_, _, la, ra, pa), (_, _, lb, rb, pb) = found
             first, second = space.decode(leaves[la].rows[ra]), space.decode(leaves[lb].rows[rb])
-            return refuted(
-                task, run, ENGINE, "branch and bound", task.prop.pair_witness(task, first, pa, second, pb), statistics
-            )
+            merge.refute(task.prop.pair_witness(task, first, pa, second, pb), "branch and bound")
+            return merge.verdict()
     text = (
         f"{len(cubes)} leaves evaluated exactly; {statistics['leaf_pairs_closed_by_separation']} leaf pairs "
         f"closed by separated value ranges, {len(components)} components compared value by value"
     )
-    detail = task.prop.describe_proof(task, ENGINE, text, statistics)
     evidence = Evidence("split") if task.settings.certify else None  # the cover is in the statistics
-    return proved(task, run, ENGINE, "branch and bound", detail, statistics, evidence)
+    return merge.verdict(Proof(text), "branch and bound", evidence)
 
 
 def _closest_other_group(entries: list[Any], margin: Fraction | None, den: int) -> tuple[Any, Any] | None:
