@@ -79,15 +79,20 @@ class Merge:
         self.task, self.run, self.engine = task, run, engine
         self.statistics: dict[str, Any] = statistics if statistics is not None else {}
         self.errors: list[UnitError] = []
-        self._refutations: dict[Any, tuple[Witness, str]] = {}
+        self._refutations: dict[Any, tuple[Witness, str, str]] = {}
         self._undecided: list[tuple[str, str]] = []  # (detail, method) of what was not proved
         self._tried: list[str] = []
 
     # -- what the units found
-    def refute(self, witness: Witness, method: str, order: Any = 0) -> None:
-        """A refutation, already replayed on the interpreter, at ``order`` in the driver's order."""
+    def refute(self, witness: Witness, method: str, order: Any = 0, detail: str | None = None) -> None:
+        """A refutation, already replayed on the interpreter, at ``order`` in the driver's order; its detail is the
+        witness's summary unless the property worded it (``detail``: an architecture conclusion)."""
         if order not in self._refutations:
-            self._refutations[order] = (witness, method)
+            self._refutations[order] = (
+                witness,
+                method,
+                witness.get("summary", "counterexample") if detail is None else detail,
+            )
 
     def replay(self, tokens: Inputs, claim: str, method: str, order: Any = 0) -> Witness:
         """Replay ``tokens`` on the interpreter (``replayed``) and keep the refutation; its witness."""
@@ -124,8 +129,8 @@ class Merge:
         "exhaustive"; ``evidence``: what the proof keeps for its certificate under ``--certify``); ``detail``: a
         proof already worded (the property concluded it itself), else the property's ``describe_proof``."""
         if self._refutations:
-            witness, found_by = self._refutations[min(self._refutations)]
-            return self._make(REFUTED, found_by, witness.get("summary", "counterexample"), witness=witness)
+            witness, found_by, said = self._refutations[min(self._refutations)]
+            return self._make(REFUTED, found_by, said, witness=witness)
         if self.errors:
             failure = self.errors[0]
             return self._make(

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..contract import Task
+from ..contract import CertifiedOutputs, DistinctValues, EachInput, Task, capability
 from ..numbers import fmt
 from ..spaces import LIMIT, InputSpace
 from ..verdict import Evidence, Verdict
@@ -52,6 +52,13 @@ class ChunkResult:
     measures: dict[str, tuple[Fraction, int]] = field(default_factory=dict)  # name -> (extreme, input index)
     note: str = ""
     digests: list[Any] = field(default_factory=list)  # with --certify: (start, stop, outputs_digest) per piece
+
+
+def certified_outputs(task: Task, rows: Any) -> tuple[Any, int] | None:
+    """What a certificate digests for ``rows`` when the property certifies its own reading of the model
+    (``CertifiedOutputs``); None: the readout."""
+    prop = task.prop
+    return prop.certified_outputs(task, rows) if isinstance(prop, CertifiedOutputs) else None
 
 
 def outputs_digest(numerators: Any, den: int) -> str:
@@ -133,10 +140,11 @@ def first_violation(
     unit function (module-level, so it can run in other processes).
     """
     total = space.count()
-    kinds = task.prop.measure_kinds(task)
+    prop = capability(task.prop, EachInput)
+    kinds = prop.measure_kinds(task)
     # a property whose claim is about a measure (position-blind's ε) is refuted with the input where the
     # measure is extreme, so the whole space is scanned; every other property stops at the least violation
-    by_measure = task.prop.witness_measure
+    by_measure = prop.witness_measure
     units = ChunkUnits(
         total,
         size,
@@ -233,7 +241,7 @@ def check_each_input(
     method: str = "exhaustive",
 ) -> Verdict:
     """The exhaustive verdict for an ``EachInput`` property: proved only when every input was examined."""
-    prop = task.prop
+    prop = capability(task.prop, EachInput)
     for tokens in prop.candidates(task):
         witness = prop.violation(task, tokens)
         if witness is not None:
@@ -281,7 +289,7 @@ def minimise(
     stats: dict[str, Any],
 ) -> dict[str, Any]:
     """The least witness: scan the inputs the property says come before this one (``preceding``), if any."""
-    space = task.prop.preceding(task, witness)
+    space = capability(task.prop, EachInput).preceding(task, witness)
     if space is None or space.count() == 0 or run.deadline.expired():
         return witness
     found, inner, _, _ = first_violation(task, run, space, engine, evaluate_chunk, size, extra)
@@ -390,7 +398,7 @@ def check_distinct_values(
     """The exhaustive verdict for a ``DistinctValues`` property: sorted runs, a k-way merge, one closest-pair
     pass, within ``memory`` bytes of runs (default ``SCAN_MEMORY``; the rest is spilled to disk)."""
     memory = (task.settings.memory or SCAN_MEMORY) if memory is None else memory
-    prop = task.prop
+    prop = capability(task.prop, DistinctValues)
     for first, i, second, j in prop.candidate_pairs(task):
         merge = Merge(
             task, run, engine, {"reason": "permutation-equivariant model: a permutation of L shares all of L's values"}
@@ -488,7 +496,7 @@ def _values_into(
     if clashes:
         row, i, j = min(clashes)
         x = space.decode(space.rows(row, row + 1)[0][0])
-        merge.refute(task.prop.pair_witness(task, x, i, x, j), "exhaustive")
+        merge.refute(capability(task.prop, DistinctValues).pair_witness(task, x, i, x, j), "exhaustive")
     merge.absorb(summary)
     if done < total:
         what = f"{done} of {total} inputs evaluated"
@@ -519,7 +527,7 @@ def within_input_clash(task: Task, q: list[Fraction]) -> tuple[int, int] | None:
     """Condition (1) on one input: two positions whose values are too close (in position order)."""
     order = sorted(range(len(q)), key=q.__getitem__)
     for a, b in itertools.pairwise(order):
-        if task.prop.too_close(task, abs(q[a] - q[b])):
+        if capability(task.prop, DistinctValues).too_close(task, abs(q[a] - q[b])):
             return a, b
     return None
 
@@ -527,6 +535,6 @@ def within_input_clash(task: Task, q: list[Fraction]) -> tuple[int, int] | None:
 def groups_for(task: Task, space: InputSpace, start: int, rows: np.ndarray) -> np.ndarray | None:
     """Per input: its multiset's code when permutations are exempt and the space lists sequences, else None
     (every input its own group: nothing is exempt)."""
-    if task.prop.exempt_pairs(task) and space.order == "all":
+    if capability(task.prop, DistinctValues).exempt_pairs(task) and space.order == "all":
         return multiset_codes(rows, len(space.tokens))
     return None

@@ -29,7 +29,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..builders.tracr_import import TracrExport, TracrImportError, float_network, read_export
-from ..contract import Array, Evaluators, Measures, Proof, QueryPlan, Task, Witness
+from ..contract import (
+    Array,
+    Batched,
+    CertifiedOutputs,
+    EachInput,
+    Evaluators,
+    Measures,
+    Proof,
+    QueryPlan,
+    Solvable,
+    Task,
+    Witness,
+)
 from ..domain import Domain, StringDomain, format_input
 from ..floats import decode as float_decode, enclosure
 from ..floats.evaluate import evaluate as evaluate_float32
@@ -44,7 +56,7 @@ from ..schema.yamlnodes import Node
 from ..semantics import Arithmetic, UnsupportedInMode, evaluate
 from ..witness import input_to_json
 from ..work import CannotCheck, Deadline, DeadlineExpired
-from .base import Property, bos_offset, require, typed
+from .base import bos_offset, require, typed
 
 if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
     from ..symbolic.solve import Query
@@ -115,7 +127,7 @@ def agrees(expected: Value, got: Decoded) -> bool:
     return not got.tie and got.value == expected
 
 
-class RaspEquivalence(Property):
+class RaspEquivalence(EachInput, Batched, Solvable, CertifiedOutputs):
     name = "rasp-equivalence"
     summary = "a tracr-compiled model's decoded output equals its RASP program's at every defined position"
     options = Obj(
@@ -146,7 +158,6 @@ class RaspEquivalence(Property):
         },
         check=typed(Options),
     )
-    engines = ("enumerate", "interpret", "smt")
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         require(
@@ -552,9 +563,9 @@ class RaspEquivalence(Property):
     def smt_queries(self, task: Task) -> list[QueryPlan]:
         if task.model.float_reading:
             raise UnsupportedInMode(
-                "the smt engine encodes the hardmax reading; the float reading (tracr's default, the model as "
-                "compiled) is checked by engine enumerate or interpret; attention: hardmax checks tracr's intended "
-                "computation with smt"
+                "solver queries encode the hardmax reading; the float reading (tracr's default, the model as "
+                "compiled) is checked by evaluating every input (an engine that enumerates the domain); attention: "
+                "hardmax checks tracr's intended computation with solver queries"
             )
         return [QueryPlan(f"length {n}", (n,)) for n in task.strings().lengths if n > 0]
 

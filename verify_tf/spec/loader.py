@@ -30,7 +30,7 @@ from ..domain import (
     magnitude,
     unrepresentable_grid_value,
 )
-from ..engines import for_domain, load as load_engine, names as engine_names
+from ..engines import load as load_engine, names as engine_names, supporting
 from ..ir import (
     ACTIVATIONS,
     ALIBI_DISTANCES,
@@ -1090,9 +1090,10 @@ def _unfitted_properties(root: Node, ctx: Context) -> tuple[PropertySpec, ...]:
 
 
 def supported_engines(prop: Property, options: Any, domain: Domain | None = None) -> tuple[str, ...]:
-    """The engines a property can run with these options (some options narrow them, e.g. scope) over ``domain``
-    (a language-restricted strings domain keeps the engines that honour it: ``engines.for_domain``)."""
-    return for_domain(prop.engines_for(options), domain)
+    """The engines a property can run with these options over ``domain``: matched on the capabilities it offers
+    (``engines.supporting``; some options narrow them, e.g. scope); a language-restricted strings domain keeps the
+    engines that honour it (``engines.for_domain``)."""
+    return supporting(prop, options, domain)
 
 
 def _check_language(

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ...contract import (
+    ArchitectureClass,
     ArchitectureRequest,
     Conclusion,
     Induction,
@@ -19,6 +20,7 @@ from ...contract import (
     StepResult,
     SymmetryCheck,
     Task,
+    capability,
 )
 from ...ir import Vector
 from ...semantics import evaluate
@@ -90,7 +92,7 @@ class _UnitFailed(Exception):
 def check(task: Task, run: Run) -> Verdict:
     """Answer the property's requests (``contract``: Induction, SymmetryCheck, PairSearch, MemberSearch) until it
     concludes; every member the solver chooses is replayed on the interpreter before the property sees it."""
-    prop = task.prop
+    prop = capability(task.prop, ArchitectureClass)
     asked: Asked = []
     step = prop.architecture_plan(task)
     try:
@@ -251,7 +253,7 @@ def _replay(task: Task, search: MemberSearch, chosen: ConcreteMember, step: Step
     member = Member(
         chosen.model, chosen.tokens, chosen.active, chosen.parameters, step, exact, trace, observed, witness={}
     )
-    witness = task.prop.member_witness(task, search, member)
+    witness = capability(task.prop, ArchitectureClass).member_witness(task, search, member)
     if witness is None:
         raise ReplayMismatch(
             f"{name}: the solver's member does not break the claim on replay", claimed=claimed, replayed=observed
@@ -278,7 +280,7 @@ def _verdict(task: Task, run: Run, conclusion: Conclusion, asked: Asked) -> Verd
         if conclusion.replay is not None:  # refuted on the spec's own model: replayed here, as every refutation
             witness = {**replayed(task, conclusion.replay, conclusion.detail), **(witness or {})}
         assert witness is not None  # a refuting conclusion carries its (replayed) member's witness
-        merge.refute(witness, conclusion.method)
+        merge.refute(witness, conclusion.method, detail=conclusion.detail)
         return merge.verdict()
     if conclusion.status != PROVED:
         return merge.unknown(conclusion.detail, conclusion.tried, conclusion.method)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...contract import CountingGoal, Task
+from ...contract import Counted, CountingGoal, Task, capability
 from ...verdict import Evidence, Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, Deadline, UnitError, WorkUnit, schedule
@@ -53,7 +53,7 @@ def _joint(task: Task, goal: CountingGoal) -> Joint:
 
 
 def _violates(task: Task) -> Callable[[Any, Any], bool]:
-    prop = task.prop
+    prop = capability(task.prop, Counted)
     return lambda ours, theirs: prop.prefix_violates(task, ours, theirs)
 
 
@@ -61,7 +61,7 @@ def bounded_unit(
     task: Task, max_length: int, *, deadline: Deadline, cancelled: Callable[[], bool], report: Callable[..., None]
 ) -> Bounded:
     """Explore the joint states of every string up to ``max_length`` (a work unit)."""
-    goal: CountingGoal = task.prop.counting_goal(task)
+    goal: CountingGoal = capability(task.prop, Counted).counting_goal(task)
     try:
         joint = _joint(task, goal)
     except NotApplicable as exc:
@@ -91,7 +91,7 @@ def induction_unit(
     task: Task, *, deadline: Deadline, cancelled: Callable[[], bool], report: Callable[..., None]
 ) -> InductionResult:
     """Infer an invariant from the exact states of short strings and check it inductive (a work unit)."""
-    goal: CountingGoal = task.prop.counting_goal(task)
+    goal: CountingGoal = capability(task.prop, Counted).counting_goal(task)
     joint = _joint(task, goal)
     report("inferring the invariant")
     exact = explore(
@@ -110,7 +110,9 @@ def induction_unit(
         goal,
         _violates(task),
         exact.visited,
-        encode_violation=lambda builder, ours, theirs: task.prop.encode_prefix_violation(task, builder, ours, theirs),
+        encode_violation=lambda builder, ours, theirs: capability(task.prop, Counted).encode_prefix_violation(
+            task, builder, ours, theirs
+        ),
         deadline=deadline,
         cancelled=cancelled,
         record=task.settings.certify,
@@ -119,7 +121,7 @@ def induction_unit(
 
 
 def check(task: Task, run: Run) -> Verdict:
-    goal: CountingGoal = task.prop.counting_goal(task)
+    goal: CountingGoal = capability(task.prop, Counted).counting_goal(task)
     statistics: dict[str, Any] = {**task.prop.statistics(task)}
     merge = Merge(task, run, ENGINE, statistics)
     answers: dict[str, Any] = {}

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ...batched import Unsupported
-from ...contract import Task
+from ...contract import Batched, Sampled, Task, capability
 from ...spaces import InputSpace
 from ...verdict import Verdict
 from ...witness import ReplayMismatch
@@ -21,7 +21,7 @@ ENGINE = "search"
 
 
 def _objective(task: Task, space: InputSpace) -> tuple[Callable[..., Any], str, int]:
-    prop = task.prop
+    prop, sampled = capability(task.prop, Batched), capability(task.prop, Sampled)
     try:
         evaluators = Evaluators(task, space)
         for length in space.lengths:
@@ -33,7 +33,7 @@ def _objective(task: Task, space: InputSpace) -> tuple[Callable[..., Any], str, 
             return hits.astype(np.float64), hits
 
         return on_interpreter, f"interpreter ({exc})", 64
-    return (lambda rows: prop.batched_score(task, evaluators, rows)), evaluators.of().describe(), 1024
+    return (lambda rows: sampled.batched_score(task, evaluators, rows)), evaluators.of().describe(), 1024
 
 
 def search_unit(

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...contract import QueryPlan, Task
+from ...contract import QueryPlan, Solvable, Task, capability
 from ...symbolic.bounds import BoundStats
 from ...symbolic.solve import (
     LOGIC,
@@ -61,7 +61,7 @@ def solve_query(
     builder = Builder(deadline=deadline)
     start = deadline.elapsed()
     try:
-        query: Query = task.prop.build_query(task, plan, builder)
+        query: Query = capability(task.prop, Solvable).build_query(task, plan, builder)
     except NotEncodable as exc:
         return QueryResult(plan, "not-encodable", reason=str(exc))
     except DeadlineExpired:
@@ -113,8 +113,9 @@ def encoded_queries(task: Task, deadline: Deadline) -> list[tuple[str, str]]:
     """Every query of the property as SMT-LIB text, encoded as ``solve_query`` encodes it and never solved:
     what ``verify-tf audit`` compares a certificate's query files with (``certify.rederive``)."""
     out = []
-    for plan in task.prop.smt_queries(task):
-        query: Query = task.prop.build_query(task, plan, Builder(deadline=deadline))
+    prop = capability(task.prop, Solvable)
+    for plan in prop.smt_queries(task):
+        query: Query = prop.build_query(task, plan, Builder(deadline=deadline))
         out.append((plan.name, smt2_text(query.assertions)))
     return out
 
@@ -145,14 +146,15 @@ def _minimise(
         if answer.status != "sat":
             return
         decoded = decode(query, answer)
-        if decoded is None or answer.values is None or task.prop.replay_query(task, plan, decoded) is None:
+        replay = capability(task.prop, Solvable).replay_query
+        if decoded is None or answer.values is None or replay(task, plan, decoded) is None:
             return  # keep the last replayed answer; the driver replays it again
         result.decoded = decoded
         result.indices = [answer.values[v.decl().name()] for v in variables]
 
 
 def check(task: Task, run: Run) -> Verdict:
-    prop = task.prop
+    prop = capability(task.prop, Solvable)
     plans = list(prop.smt_queries(task))
     workers = run.executor.workers
     results: dict[int, QueryResult] = {}

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ...batched import Unsupported
-from ...contract import Task
+from ...contract import DistinctValues, Task, capability
 from ...spaces import InputSpace
 from ...verdict import Evidence, Verdict
 from ...work import CONTINUE, STOP, Deadline, WorkUnit, schedule
@@ -86,13 +86,13 @@ def leaf_values(
             out.append(Leaf(cube, members, np.zeros((0, cube.length), dtype=object), 1))
             continue
         try:
-            values, den = task.prop.batched_values(task, evaluators, members)
+            values, den = capability(task.prop, DistinctValues).batched_values(task, evaluators, members)
             values = np.asarray(values)
         except Unsupported:
-            exact = [task.prop.values(task, space.decode(row)) for row in members]
+            exact = [capability(task.prop, DistinctValues).values(task, space.decode(row)) for row in members]
             den = math.lcm(*(v.denominator for q in exact for v in q), 1)
             values = np.array([[int(v * den) for v in q] for q in exact], dtype=object)
-        clash = task.prop.batched_clash(task, values, den)
+        clash = capability(task.prop, DistinctValues).batched_clash(task, values, den)
         out.append(Leaf(cube, members, values.astype(object), int(den), clash))
     return out
 
@@ -104,7 +104,7 @@ def _too_close(margin: Fraction | None, gap: int, den: int) -> bool:
 
 def check_distinct(task: Task, run: Run, limits: Limits) -> Verdict:
     space = task.prop.input_space(task)
-    margin = task.prop.least_gap(task)
+    margin = capability(task.prop, DistinctValues).least_gap(task)
     cubes = leaves_of(space, limits.enumerate_at, run.deadline)
     statistics = {
         "leaves": len(cubes),
@@ -141,7 +141,7 @@ def check_distinct(task: Task, run: Run, limits: Limits) -> Verdict:
     if clash:
         leaf, (row, i, j) = clash[0]
         tokens = space.decode(leaf.rows[row])
-        merge.refute(task.prop.pair_witness(task, tokens, i, tokens, j), "branch and bound")
+        merge.refute(capability(task.prop, DistinctValues).pair_witness(task, tokens, i, tokens, j), "branch and bound")
     merge.absorb(summary)
     stopped = [leaf for leaf in leaves if leaf.stopped]
     if summary.expired or summary.not_started or summary.cancelled or stopped or len(leaves) != len(cubes):
@@ -175,7 +175,7 @@ def check_distinct(task: Task, run: Run, limits: Limits) -> Verdict:
             "leaf_pairs_closed_by_separation": math.comb(len(hulls), 2) - sum(math.comb(s, 2) for s in sizes),
         }
     )
-    exempt = task.prop.exempt_pairs(task) and space.order == "all"
+    exempt = capability(task.prop, DistinctValues).exempt_pairs(task) and space.order == "all"
     next_id = 0
     for component in components:
         run.deadline.check("comparing the leaves' values")
@@ -194,7 +194,9 @@ def check_distinct(task: Task, run: Run, limits: Limits) -> Verdict:
         if found is not None:
             (_, _, la, ra, pa), (_, _, lb, rb, pb) = found
             first, second = space.decode(leaves[la].rows[ra]), space.decode(leaves[lb].rows[rb])
-            merge.refute(task.prop.pair_witness(task, first, pa, second, pb), "branch and bound")
+            merge.refute(
+                capability(task.prop, DistinctValues).pair_witness(task, first, pa, second, pb), "branch and bound"
+            )
             return merge.verdict()
     text = (
         f"{len(cubes)} leaves evaluated exactly; {statistics['leaf_pairs_closed_by_separation']} leaf pairs "

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ...contract import DISTINCT_VALUES, HOLDS, OPEN, VIOLATED, Task, Witness
+from ...contract import HOLDS, OPEN, VIOLATED, Cubes, DistinctValues, Solvable, Task, Witness, capability
 from ...semantics import Fixed
 from ...spaces import InputSpace
 from ...verdict import Evidence, Verdict
@@ -30,7 +30,7 @@ def check(task: Task, run: Run, limits: Limits | None = None) -> Verdict:
     refusal = _refusal(task)
     if refusal is not None:
         return Merge(task, run, ENGINE).unknown(refusal, [f"split: {refusal}"], method="branch and bound")
-    if task.prop.form == DISTINCT_VALUES:
+    if isinstance(task.prop, DistinctValues):
         return check_distinct(task, run, limits or DISTINCT_LIMITS)
     return check_each_input(task, run, limits or Limits())
 
@@ -287,7 +287,7 @@ def _round(
 
 def _refusal(task: Task) -> str | None:
     """Why neither the bounds nor the interpreter can evaluate the task's models (exact LayerNorm), or None."""
-    models = [task.model, *task.prop.other_models(task)]
+    models = [task.model, *capability(task.prop, Cubes).other_models(task)]
     if not isinstance(task.arithmetic, Fixed) and any(next(m.norms(), None) is not None for m in models):
         return "LayerNorm is defined in fixed arithmetic only (an irrational square root in exact arithmetic)"
     return None
@@ -300,7 +300,7 @@ def _share(closed: int, total: int) -> str:
 def _replay(task: Task, outcome: Outcome) -> Witness:
     """The interpreter's witness for a cube's candidate (an engine bug if it does not reproduce)."""
     if outcome.plan is not None:
-        witness = task.prop.replay_query(task, outcome.plan, outcome.decoded)
+        witness = capability(task.prop, Solvable).replay_query(task, outcome.plan, outcome.decoded)
         if witness is None:
             raise ReplayMismatch(
                 f"{task.label}: {outcome.claim}, but the reference interpreter finds no violation",
