@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..contract import Array, Measures, Task, Witness
+from ..contract import Array, Batched, Capability, CertifiedOutputs, EachInput, Measures, Task, Witness
 from ..domain import format_input
 from ..floats import decode
 from ..floats.enclosure import SCALE, Box
@@ -34,7 +34,9 @@ from .base import bos_offset, compared_positions
 BATCH = 64  # rows per enclosure: exact integers in object arrays (memory, and the deadline's granularity)
 UNDECIDED = "float_undecided"
 HOLDS, VIOLATED, OPEN = 0, 1, 2
-ENGINES = ("enumerate", "interpret")  # the engines that decide a checkpoint's float reading (no IR to encode)
+# what the float reading offers: each input evaluated through the enclosure, in batches, certified by its enclosure;
+# the capabilities that read the IR (solver queries, cube bounds, the counter machine) it does not
+CAPABILITIES: frozenset[type[Capability]] = frozenset({EachInput, Batched, CertifiedOutputs})
 
 
 def reads_checkpoint(task: Task) -> bool:
@@ -43,11 +45,12 @@ def reads_checkpoint(task: Task) -> bool:
     return source is not None and not getattr(source, "has_ir", True)
 
 
-def refuse(task: Task, engine: str) -> None:
+def refuse(task: Task, view: str) -> None:
+    """A view of the claim that reads the model IR (``view``: "solver queries encode", ...) on a checkpoint."""
     if reads_checkpoint(task):
         raise UnsupportedInMode(
-            f"the {engine} engine reads the model IR; a checkpoint's float reading is decided by engine "
-            f"{' or '.join(ENGINES)} (docs/import.md)"
+            f"{view} the model IR; a checkpoint read as it runs has none: its float reading is decided input by "
+            "input on the enclosure (docs/import.md)"
         )
 
 

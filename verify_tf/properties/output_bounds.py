@@ -20,7 +20,25 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..contract import Array, CountingGoal, Evaluators, Measures, QueryPlan, Task, Witness
+from ..contract import (
+    Array,
+    Batched,
+    Bounded,
+    Capability,
+    CertifiedOutputs,
+    Counted,
+    CountingGoal,
+    Cubes,
+    EachInput,
+    Evaluators,
+    Measures,
+    Proof,
+    QueryPlan,
+    Sampled,
+    Solvable,
+    Task,
+    Witness,
+)
 from ..domain import Domain, format_input
 from ..ir import Model
 from ..numbers import fmt
@@ -30,10 +48,9 @@ from ..semantics import Arithmetic, evaluate
 from ..witness import input_to_json
 from . import _float_readout as checkpoint
 from .base import (
-    Property,
     bos_offset,
     compared_positions,
-    engines_by_lengths,
+    counted_for_every_length,
     lengths_field,
     prefix_goal,
     require_strings_for_every_length,
@@ -78,7 +95,7 @@ def _threshold(threshold: int, numerators: np.ndarray) -> int:
     return max(-(1 << 63), min(threshold, (1 << 63) - 1))
 
 
-class OutputBounds(Property):
+class OutputBounds(EachInput, Batched, Sampled, Solvable, Cubes, Bounded, Counted, CertifiedOutputs):
     name = "output-bounds"
     summary = "lo <= q_i <= hi for every input in the domain and every (chosen) position"
     options = Obj(
@@ -97,14 +114,11 @@ class OutputBounds(Property):
         "readout bounds",
         check=typed(Options),
     )
-    engines = ("enumerate", "interpret", "search", "smt", "split", "counting")
-    float_checkpoint_engines = checkpoint.ENGINES  # a checkpoint read as it runs (``_float_readout``)
 
-    def engines_for(self, options: Options) -> tuple[str, ...]:
-        return engines_by_lengths(self.engines, options.lengths)
+    checkpoint_capabilities = checkpoint.CAPABILITIES  # what a checkpoint read as it runs supports (no IR)
 
-    def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
-        require_strings_for_every_length(domain, options.lengths)
+    def offers(self, options: Options) -> frozenset[type[Capability]]:
+        return counted_for_every_length(super().offers(options), options.lengths)
 
     def reading(self, task: Task) -> tuple[str, bool | None]:
         if checkpoint.reads_checkpoint(task):
@@ -113,6 +127,9 @@ class OutputBounds(Property):
 
     def batch_rows(self, task: Task) -> int | None:
         return checkpoint.BATCH if checkpoint.reads_checkpoint(task) else None
+
+    def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
+        require_strings_for_every_length(domain, options.lengths)
 
     def violation(self, task: Task, tokens: tuple[Any, ...]) -> Witness | None:
         if checkpoint.reads_checkpoint(task):
@@ -170,7 +187,7 @@ class OutputBounds(Property):
 
     # -- smt: one query per input length, "some checked position has q < lo or q > hi"
     def smt_queries(self, task: Task) -> list[QueryPlan]:
-        checkpoint.refuse(task, "smt")
+        checkpoint.refuse(task, "solver queries encode")
         return [QueryPlan(f"length {n}", (n,)) for n in task.given_domain().lengths]
 
     def build_query(self, task: Task, plan: QueryPlan, builder: Any) -> Query:
@@ -200,7 +217,7 @@ class OutputBounds(Property):
         """``holds`` when every checked readout interval lies inside [lo, hi], ``violated`` when one lies wholly
         outside (every input of the cube violates), else ``open``; the score (how far an interval reaches past
         the bounds, a float that only orders cubes) sends the most suspicious cubes first."""
-        checkpoint.refuse(task, "split")
+        checkpoint.refuse(task, "cube bounds evaluate")
         options: Options = task.options
         readout = bounds_of().readout
         inside, outside, excess = True, False, 0.0
@@ -218,7 +235,7 @@ class OutputBounds(Property):
 
     # -- counting: the readout at the end of every constrained prefix
     def counting_goal(self, task: Task) -> CountingGoal:
-        checkpoint.refuse(task, "counting")
+        checkpoint.refuse(task, "the counter machine reads")
         options: Options = task.options
         with_bos = options.include_bos and bos_offset(task.model) == 1
         return prefix_goal(task, positions=options.positions, empty_checked=with_bos)
@@ -239,10 +256,11 @@ class OutputBounds(Property):
             outside.append(z3.Not(builder.ge(Sym.const(options.hi), ours.readout)))
         return z3.Or(outside)
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
+    def describe_proof(self, task: Task, proof: Proof) -> str:
+        default, statistics = proof.default, proof.statistics
         if checkpoint.reads_checkpoint(task):
             return checkpoint.proof_text(task, default, statistics)
-        if engine == "counting":
+        if proof.counted is not None:
             domain = task.strings()
             lengths = (
                 f"of every length >= {domain.min_length}"

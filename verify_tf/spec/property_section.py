@@ -10,7 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 from ..domain import Domain, StringDomain
-from ..engines import for_domain, load as load_engine, names as engine_names
+from ..engines import load as load_engine, names as engine_names, supporting
 from ..ir import Model
 from ..properties import Property, load as load_property, names as property_names
 from ..schema.dsl import Context, Field, Integer, ListOf, Number, Obj, String, TaggedUnion, join, locate
@@ -115,7 +115,7 @@ def fitted_properties(
             raise ctx.error(
                 node, where, "this property needs a 'domain' section", "e.g. domain: {grid: {step: 1/2}, length: 3}"
             )
-        engines = checkpoint_engines(model, prop, supported_engines(prop, options, domain), node, where, ctx)
+        engines = checkpoint_engines(model, prop, options, supported_engines(prop, options, domain), node, where, ctx)
         check_language(prop, engines, common["engine"], domain, root, node, where, ctx)
         if common["engine"] is not None and common["engine"] != "auto" and common["engine"] not in engines:
             raise ctx.error(
@@ -142,23 +142,25 @@ def fitted_properties(
 
 
 def checkpoint_engines(
-    model: Model, prop: Property, engines: tuple[str, ...], node: Node, where: str, ctx: Context
+    model: Model, prop: Property, options: Any, engines: tuple[str, ...], node: Node, where: str, ctx: Context
 ) -> tuple[str, ...]:
     """A checkpoint read as it runs has no IR of its own (``Model.float_model.has_ir``): only the properties that read
-    its float model run on it, with the engines that decide that reading (``float_checkpoint_engines``)."""
+    its float model run on it (``checkpoint_capabilities``: what that reading offers), with the engines those
+    capabilities meet."""
     source = model.float_model
     if source is None or getattr(source, "has_ir", True):
         return engines
-    allowed = getattr(prop, "float_checkpoint_engines", ())
+    allowed = getattr(prop, "checkpoint_capabilities", None)
     if not allowed:
-        readers = [n for n in property_names() if getattr(load_property(n), "float_checkpoint_engines", ())]
+        readers = [n for n in property_names() if getattr(load_property(n), "checkpoint_capabilities", None)]
         raise ctx.error(
             node,
             where,
             f"property {prop.name!r} reads the model IR, which a checkpoint read as it runs in float32 does not have",
             f"properties that check a checkpoint as it runs: {', '.join(readers)} (docs/import.md)",
         )
-    return tuple(e for e in engines if e in allowed)
+    offered = prop.offers(options) & allowed
+    return tuple(e for e in engines if load_engine(e).runs(offered))
 
 
 def property_spec(
@@ -196,9 +198,10 @@ def unfitted_properties(root: Node, ctx: Context) -> tuple[PropertySpec, ...]:
 
 
 def supported_engines(prop: Property, options: Any, domain: Domain | None = None) -> tuple[str, ...]:
-    """The engines a property can run with these options (some options narrow them, e.g. scope) over ``domain``
-    (a language-restricted strings domain keeps the engines that honour it: ``engines.for_domain``)."""
-    return for_domain(prop.engines_for(options), domain)
+    """The engines a property can run with these options over ``domain``: matched on the capabilities it offers
+    (``engines.supporting``; some options narrow them, e.g. scope); a language-restricted strings domain keeps the
+    engines that honour it (``engines.for_domain``)."""
+    return supporting(prop, options, domain)
 
 
 def check_language(
