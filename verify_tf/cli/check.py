@@ -237,7 +237,8 @@ def _check(
     if not quiet:  # report: the table and the summary, then the files asked for
         _print_verdicts(verdicts, expectations, seconds, store)
     stopped_by = signal_name(signum) if signum is not None else None
-    _write_reports(verdicts, expectations, fail_on, seconds, stopped_by, json_path, junit_path, unknown_as)
+    run = {"engine": overrides.engine, "timeout": overrides.timeout}  # what audit re-runs an unknown verdict under
+    _write_reports(verdicts, expectations, fail_on, seconds, stopped_by, json_path, junit_path, unknown_as, run)
     if signum is not None:
         _exit_interrupted(sum(v.method != "interrupted" for v in checked), len(checked))
     if explain or html_path is not None:
@@ -334,12 +335,20 @@ def _print_verdicts(verdicts, expectations, seconds: float, store) -> None:
 
 
 def _write_reports(
-    verdicts, expectations, fail_on: str, seconds: float, stopped_by: str | None, json_path, junit_path, unknown_as
+    verdicts,
+    expectations,
+    fail_on: str,
+    seconds: float,
+    stopped_by: str | None,
+    json_path,
+    junit_path,
+    unknown_as,
+    run: dict | None = None,
 ) -> None:
     if json_path is not None:
         from ..reporting.report import write_json
 
-        write_json(json_path, verdicts, expectations, fail_on, seconds, stopped_by)
+        write_json(json_path, verdicts, expectations, fail_on, seconds, stopped_by, run)
     if junit_path is not None:
         from ..reporting.junit import write_junit
 
