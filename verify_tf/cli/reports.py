@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from ..work import MAX_TIMEOUT
 from . import output
+from .interrupts import Interrupts
 
 
 def show_explained(explained, print_traces: bool, html_path: Path | None, source: str) -> None:
@@ -58,10 +59,12 @@ def audit(report_path, timeout, strict) -> None:
     """
     from ..reporting.audit import FAILED, PARTIAL, AuditError, audit_exit_code, audit_report
 
-    try:
-        audit = audit_report(report_path, timeout)
-    except AuditError as exc:
-        output.fail_input(str(exc))
+    # SIGINT/SIGTERM exit at once (130/143): audit writes nothing, and its re-checks (z3, cvc5) stop with it
+    with Interrupts() as interrupts, interrupts.exiting_at_once("auditing: nothing is written"):
+        try:
+            audit = audit_report(report_path, timeout)
+        except AuditError as exc:
+            output.fail_input(str(exc))
     style = {"ok": "green", PARTIAL: "yellow", FAILED: "bold red"}
     items = audit.results
     for item in items:  # every text from the report or a check is escaped: "pip install 'verify-tf[certify]'"

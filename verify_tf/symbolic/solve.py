@@ -3,8 +3,9 @@
 ``Session`` is how verify-tf runs z3, in every engine and property (a test, tests/test_architecture.py, finds no
 ``z3.Solver``, ``z3.Optimize`` or tactic solver elsewhere): the deadline (each check gets what is left; z3's own
 ``timeout`` and a watchdog thread that interrupts z3 at the deadline, so a check never outlives its budget), the
-interrupt (SIGINT/SIGTERM and ``cancelled()`` stop a check at once; z3's own SIGINT handler is off, so Ctrl-C
-always reaches verify-tf) and the statistics (checks, seconds, z3's counters).
+interrupt (SIGINT/SIGTERM and ``cancelled()`` stop a check at once; z3's own SIGINT handler is off while
+verify-tf's handlers take the signals, so Ctrl-C always reaches verify-tf) and the statistics (checks, seconds,
+z3's counters).
 
 A ``Query`` asks for a *violation*: ``unsat`` means no input violates the property (a proof, since the
 encoding is exact), ``sat`` gives values for the input variables, which the engine decodes and replays on
@@ -20,13 +21,13 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import z3
 
-from ..work import Deadline, interrupted, never_cancelled, on_interrupt
+from ..work import Deadline, DeadlineExpired, interrupted, never_cancelled, on_interrupt, signals_taken
 from . import foreign
 from .bounds import BoundStats
 from .inputs import SymbolicInput
@@ -97,9 +98,34 @@ def canonical_smt2(assertions: Sequence) -> str:
     return solver.to_smt2()
 
 
-on_interrupt(lambda: z3.main_ctx().interrupt())  # SIGINT/SIGTERM: stop any z3 call of this process now
-with contextlib.suppress(z3.Z3Exception):  # z3 >= 4.15: no z3 call installs its own SIGINT handler (each session
-    z3.set_param("ctrl_c", False)  # also turns it off per solver, which older z3 versions need)
+_CONTEXTS: set[z3.Context] = set()  # contexts other than z3's main one that a call is running in now
+_CONTEXTS_LOCK = threading.Lock()
+
+
+def _interrupt_every_context() -> None:
+    with _CONTEXTS_LOCK:
+        for context in [z3.main_ctx(), *_CONTEXTS]:
+            context.interrupt()
+
+
+on_interrupt(_interrupt_every_context)  # SIGINT/SIGTERM: stop any z3 call of this process now
+
+
+@contextlib.contextmanager
+def interruptible(context: z3.Context) -> Iterator[None]:
+    """While the block runs, an interrupt of the process (SIGINT/SIGTERM) also stops z3 calls in ``context`` (a
+    fresh context, e.g. the certificate's bit-blaster's); raises ``DeadlineExpired`` at once when it already came.
+    Sessions need none of this: they run in the main context and their watchdog looks at the interrupt."""
+    with _CONTEXTS_LOCK:
+        _CONTEXTS.add(context)
+    try:
+        if interrupted() is not None:
+            raise DeadlineExpired("interrupted")
+        yield
+    finally:
+        with _CONTEXTS_LOCK:
+            _CONTEXTS.discard(context)
+
 
 SAT, UNSAT, UNKNOWN = "sat", "unsat", "unknown"
 TACTICS_SMT = ("simplify", "propagate-values", "solve-eqs", "smt")  # preprocessing, then the SMT core
@@ -144,7 +170,7 @@ def _clear_interrupt(context: z3.Context) -> None:
     """Forget an interrupt of ``context`` that no check received: z3 keeps it as a pending cancellation until a
     check starts (each check resets it), so one trivial check clears it."""
     solver = z3.Solver(ctx=context)
-    solver.set("ctrl_c", False)
+    solver.set("ctrl_c", not signals_taken())
     solver.check()
 
 
@@ -172,10 +198,11 @@ class Session:
     ``deadline`` bounds every ``check`` (each gets what is left of it, capped by ``seconds`` when given); z3's own
     ``timeout`` is set a little short of it and a watchdog interrupts z3 at the deadline, when ``cancelled()`` turns
     true or when the process is interrupted (SIGINT/SIGTERM: ``work.request_interrupt``). z3's own SIGINT handler
-    is turned off (``ctrl_c``): it would take Ctrl-C from verify-tf and end the query "interrupted from keyboard"
-    while the run went on (issue 38). ``tactics``: a tactic pipeline's solver (e.g. ``TACTICS_SMT``) instead of
-    z3's default; ``optimize``: a ``z3.Optimize`` (``minimize``). ``seed``/``rlimit``: z3's ``random_seed`` and
-    ``rlimit`` (None: z3's defaults). Not thread-safe, as z3's context is not (``work.Z3_LOCK``).
+    is turned off (``ctrl_c``) while verify-tf's own handlers take the signals (``work.signals_taken``): it would
+    take Ctrl-C from verify-tf and end the query "interrupted from keyboard" while the run went on (issue 38).
+    ``tactics``: a tactic pipeline's solver (e.g. ``TACTICS_SMT``) instead of z3's default; ``optimize``: a
+    ``z3.Optimize`` (``minimize``). ``seed``/``rlimit``: z3's ``random_seed`` and ``rlimit`` (None: z3's defaults).
+    Not thread-safe, as z3's context is not (``work.Z3_LOCK``).
     """
 
     def __init__(
@@ -195,7 +222,9 @@ class Session:
             self.solver = z3.Then(*tactics).solver() if len(tactics) > 1 else z3.Tactic(tactics[0]).solver()
         else:
             self.solver = z3.Solver()
-        self.solver.set("ctrl_c", False)
+        # z3's SIGINT handler would take Ctrl-C from verify-tf's (issue 38); where verify-tf takes no signal (the
+        # Python API, a notebook) z3's own still ends a query at Ctrl-C
+        self.solver.set("ctrl_c", not signals_taken())
         if seed is not None:
             self.solver.set("random_seed", seed)
         if rlimit:
