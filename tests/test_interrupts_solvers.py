@@ -28,18 +28,11 @@ from pathlib import Path
 
 import pytest
 
+from test_interrupts import EXITS, QUICK  # two properties proved at once; the exit codes
+
 ROOT = Path(__file__).resolve().parent.parent
 CEILING = 60.0  # seconds from the signal to the exit: far above a wind-down (measured 0.1-0.3 s), far below a hang
-QUICK = """name: quick
-model: {tokens: {grid: 1}, layers: []}
-arithmetic: exact
-domain: {grid: {step: 1/2}, length: 2}
-properties:
-  - output-bounds: {lo: 0, hi: 1}
-  - output-bounds: {lo: 0, hi: 1/2}
-"""  # the readout is the token: in [0, 1/2] for every input, so both are proved at once
 LONG_Z3 = ROOT / "tests" / "data" / "z3-long-query.yaml"
-EXITS = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
 def start(tmp_path: Path, arguments: list[str], *, preload: str = "") -> subprocess.Popen:
