@@ -52,7 +52,7 @@ from ..executors import InProcess
 from ..runner import Overrides, check_property, requested_engine, task_of, timeout_of
 from ..schema.errors import MissingDependency
 from ..spec import SpecError, load_spec
-from ..verdict import ERROR, EXIT_INTERRUPTED, INTERRUPTED, PROVED, REFUTED, STATUSES, UNKNOWN, Verdict
+from ..verdict import ERROR, EXIT_INTERRUPTED, INTERRUPTED, PROVED, REFUTED, STATUSES, Verdict
 from .report import FAIL_ON, combined_exit_code, outcome, summarize
 
 OK, PARTIAL, FAILED = "ok", "partial", "failed"
@@ -247,7 +247,7 @@ def _not_loadable(item: Audited, entry: dict[str, Any], missing: MissingDependen
     """A spec that needs a package not installed here: a result saying it was not run for that reason is what
     this machine would say too; any other verdict cannot be re-checked here."""
     said = (entry.get("statistics") or {}).get("missing") or {}
-    if item.verdict == UNKNOWN and said.get("package") == missing.package:
+    if item.verdict not in (PROVED, REFUTED, ERROR) and said.get("package") == missing.package:  # unknown, skipped
         item.checked.append(f"not run: {missing.package} is not installed here either")
         return
     item.problems.append(
