@@ -272,3 +272,26 @@ def test_a_refutation_passed_off_as_not_run_fails(honest):
 
     [problem] = forged(honest, edit)[2].results[1].problems
     assert problem.startswith("verdict: the report says unknown, but re-checked within 60 s (engine enumerate) it is")
+
+
+def test_an_honest_unknown_is_re_run_within_the_reports_budget(tmp_path):
+    """The search engine samples inputs and never proves: ``holds`` (true) ends unknown whatever the budget, so its
+    re-run is unknown again (nothing stronger than the report claims). The run's ``--timeout 30`` is recorded
+    (``run.timeout``) and the re-run gets those 30 s; less than the spec's own 60 s, so the audit says partial."""
+    (tmp_path / "s.yaml").write_text(SPEC.replace("engine: enumerate}", "engine: search}", 1))
+    report = tmp_path / "r.json"
+    arguments = ["check", str(tmp_path / "s.yaml"), "--no-cache", "--json", str(report), "--timeout", "30", "-q"]
+    assert CliRunner().invoke(main, arguments).exit_code == 1  # holds unknown, fails refuted
+    data = json.loads(report.read_text())
+    assert [r["verdict"] for r in data["results"]] == ["unknown", "refuted"] and data["run"]["timeout"] == 30
+    audit = audit_report(report)
+    assert audit.problems == [] and [i.outcome for i in audit.results] == ["partial", "ok"]
+    assert audit.results[0].checked == [
+        "unknown: re-checked within 30 s (engine search): unknown again, nothing stronger than the report claims"
+    ]
+    assert audit.results[0].partial == [
+        "unknown: the report's run gave it 30 s with engine search; the spec gives 60 s with engine search "
+        "(--timeout, --engine)"
+    ]
+    result = CliRunner().invoke(main, ["audit", str(report), "--strict"])
+    assert result.exit_code == 1 and result.output.strip().endswith("1 ok, 1 partial, 0 failed; the report: ok")
