@@ -19,7 +19,7 @@ import numpy as np
 
 from ..ir import Model
 from ..ir.plain import FORMAT, model_from_dict, model_to_dict
-from ..schema.errors import MissingDependency
+from ..schema.errors import TORCH_INSTALL, MissingDependency
 
 ARCH_KEY = "__verify_tf__"
 NON_NUMERIC_KEYS = frozenset({"alphabet"})  # lists of symbols: kept in the JSON, never turned into tensors
@@ -125,10 +125,9 @@ def _torch(path: Path):
         if exc.name != "torch":
             raise
         raise MissingDependency(
-            f"{path.name}: .pt model files need PyTorch, which is not installed",
+            f"{path.name}: .pt model files need PyTorch, which is not installed (.safetensors and .npz do not)",
             package="torch",
-            install="install the torch extra: pip install 'verify-tf[torch]' (in a checkout: pip install -e "
-            "'.[torch]'), or use .safetensors / .npz, which do not need it",
+            install=TORCH_INSTALL,
         ) from None
     return torch
 

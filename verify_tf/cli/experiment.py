@@ -24,7 +24,7 @@ from ..experiments.runner import run_experiment, write_outputs
 from ..experiments.spec import PRESETS, load_experiment
 from ..schema.errors import SpecError
 from ..verdict import EXIT_INPUT_ERROR
-from .devices import NO_CUDA_HINT, device_problem
+from .devices import device_problem
 
 __all__ = ["experiment"]
 
@@ -115,7 +115,7 @@ def experiment(
     """Float training experiments (Luo et al. RPE/URPE, Yang et al. depth staircase): evidence, not verdicts."""
     problem = device_problem(device)
     if problem is not None:
-        raise _InputError(f"{problem}\n  hint: {NO_CUDA_HINT}")
+        raise _InputError(f"{problem[0]}\n  hint: {problem[1]}")
     try:
         loaded = load_experiment(spec)
     except SpecError as exc:

@@ -183,7 +183,7 @@ def _locate_spec(entry: dict[str, Any], report_dir: Path) -> Path | None:
 
 def explain_report(path: str | Path, only: set[str] | None = None) -> list[Explained]:
     """Every refuted result of a ``verify-tf check --json`` report, replayed on the spec it names."""
-    from ..reporting.report import REPORT_FORMAT
+    from ..reporting.report import READABLE_FORMATS, REPORT_FORMAT
     from ..spec import SpecError, load_spec
 
     path = Path(path)
@@ -193,7 +193,11 @@ def explain_report(path: str | Path, only: set[str] | None = None) -> list[Expla
         raise ExplainError(f"{path}: file not found") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ExplainError(f"{path}: not a JSON report ({exc})") from None
-    if not isinstance(data, dict) or data.get("format") != REPORT_FORMAT or not isinstance(data.get("results"), list):
+    if (
+        not isinstance(data, dict)
+        or data.get("format") not in READABLE_FORMATS
+        or not isinstance(data.get("results"), list)
+    ):
         raise ExplainError(
             f"{path}: not a verify-tf JSON report (expected format {REPORT_FORMAT!r}; "
             "write one with `verify-tf check SPEC --json REPORT.json`)"

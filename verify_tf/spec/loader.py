@@ -61,16 +61,14 @@ from ..schema.dsl import (
     join,
     locate,
 )
-from ..schema.errors import MissingDependency, OptionError, SpecError
+from ..schema.errors import TORCH_INSTALL, MissingDependency, OptionError, SpecError
 from ..schema.yamlnodes import Node, parse_yaml
 from ..semantics import Arithmetic, Exact, Fixed
 from ..semantics.arithmetic import ATTENTION_ROUNDINGS
 from ..userfiles import UserFileError, read_user_text
 from ..work import MAX_TIMEOUT
 
-# how to get torch, in every message that needs it (a CPU-only torch first: README, Quickstart)
 TORCH_READINGS = ("quantized", "float")  # architecture.reading of a torch import (docs/import.md)
-TORCH_INSTALL = "install the torch extra: pip install 'verify-tf[torch]' (in a checkout: pip install -e '.[torch]')"
 ENGINES = ("auto", *engine_names())  # the engines found in verify_tf/engines/ (docs/architecture.md)
 SOLVERS = ("z3", "cvc5", "bitwuzla", "portfolio")
 VERDICT_NAMES = ("proved", "refuted", "unknown")
