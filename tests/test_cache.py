@@ -149,6 +149,7 @@ def test_cli_marks_cached_results_and_no_cache_bypasses(tmp_path):
         "--junit",
         str(junit),
     ]
+
     def row(result) -> str:  # the verdict table's one row: the time column says `cached` for a cached verdict
         (line,) = [line for line in result.output.splitlines() if line.startswith(" ✓ ")]
         return line

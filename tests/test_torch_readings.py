@@ -83,7 +83,11 @@ def test_every_output_states_the_reading_and_the_rounding(tmp_path):
     result = runner.invoke(main, [*args, "--junit", str(tmp_path / "r.xml")])
     assert result.exit_code == 0, result.output
     label = f"proved (exhaustive; {POST_LN}, NOT the model as run)"
-    assert label in result.output
+    # the terminal: the verdict's row, then the reading on the line under it (the table's layout: issue 39)
+    lines = result.output.splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith(" ✓ permutation-equivariance "))
+    assert lines[row].split()[2:4] == ["proved", "exhaustive"]
+    assert lines[row + 1].strip().startswith(f"reading: {POST_LN}, NOT the model as run; weights rounded by at most")
     [entry] = json.loads((tmp_path / "r.json").read_text())["results"]
     assert (entry["reading"], entry["as_run"]) == (POST_LN, False)
     # the largest rounding error, computed here from the state dict alone: every weight to the nearest 2^-8 (W_Q

@@ -35,6 +35,7 @@ from .common import Progress, run_seed, train
 from .modules import TinyTransformer
 from .prefix_labels import check_written_spec
 from .spec import ExperimentSpec
+from .store import RunStore, complete
 from .training import CheckpointSelector
 from .yang import fixed_point_for
 
@@ -142,10 +143,15 @@ def _selection_score(task: str) -> Callable[[dict[str, float]], float]:
     return lambda metrics: metrics["accuracy_random"]
 
 
+def run_label(task: str, variant: str) -> str:
+    """A model's name in progress lines, its seed and its file under ``--out``: ``position-index / rpe``."""
+    return f"{task} / {variant}"
+
+
 def _train_one(
     task: str, variant: str, settings: dict[str, Any], device: torch.device, seed: int, progress: Progress | None
 ) -> dict[str, Any]:
-    label = f"{task} / {variant}"
+    label = run_label(task, variant)
     started = time.perf_counter()
     seed_of_run = run_seed(seed, label)
     torch.manual_seed(seed_of_run)
@@ -201,21 +207,34 @@ def run_luo(
     progress: Progress | None = None,
     export_dir: Path | None = None,
     prove: bool = False,
+    store: RunStore | None = None,
 ) -> dict[str, Any]:
     """Train every (task, variant) of the spec; returns ``runs`` and a ``summary`` of the best values. With
-    ``export_dir`` each selected checkpoint is written with a spec that checks it; ``prove`` runs those specs."""
+    ``export_dir`` each selected checkpoint is written with a spec that checks it; ``prove`` runs those specs.
+    ``store``: where each model is written as it finishes, and read back instead of trained again (resume)."""
+    store = store if store is not None else RunStore(None, {})
+    store.expect(len(spec.tasks) * len(spec.variants))
     runs = []
     for task in spec.tasks:
         for variant in spec.variants:
-            run = _train_one(task, variant, settings, device, seed, progress)
-            state = run.pop("state")
-            if export_dir is not None:
-                export_run(run, state, settings, export_dir)
-                if prove:
-                    run["proof"] = check_written_spec(
-                        Path(run["export"]["check_spec"]), keep=PROOF_STATISTICS, keep_witness=PROOF_WITNESS
-                    )
-                    run["exact"] = exact_summary(run)
+            label = run_label(task, variant)
+            stored = store.load(label)
+            if stored is None:
+                run = _train_one(task, variant, settings, device, seed, progress)
+                state = run.pop("state")
+            else:
+                run, state = stored
+            completed = complete(
+                run,
+                state,
+                export_dir,
+                lambda run, state, folder: export_run(run, state, settings, folder),
+                _prove if prove else None,
+                progress,
+                label,
+            )
+            if stored is None or completed:
+                store.save(label, run, state)
             runs.append(run)
     summary: dict[str, Any] = {}
     for run in runs:
@@ -298,6 +317,14 @@ def check_spec_text(
             *(f'          - {{token: "{symbol}", outputs: [{targets}]}}' for symbol in alphabet(settings["vocab"])),
         ]
     return "\n".join(lines) + "\n"
+
+
+def _prove(run: dict[str, Any]) -> None:
+    """The exported model's checks (position-blind, and the ε* bound for position-index) and their summary."""
+    run["proof"] = check_written_spec(
+        Path(run["export"]["check_spec"]), keep=PROOF_STATISTICS, keep_witness=PROOF_WITNESS
+    )
+    run["exact"] = exact_summary(run)
 
 
 def export_run(run: dict[str, Any], state: dict[str, torch.Tensor], settings: dict, export_dir: Path) -> None:
