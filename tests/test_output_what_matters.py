@@ -89,7 +89,7 @@ def test_the_terminal_marks_expected_apart_and_differences_without_colour(report
     assert f"{EXPECTED_LABEL} — refuted (as expected)" in render(expected, colour=False)
     # f(X) = [1, 7] and f(τX) = [4, 4] at the readout (hand computation, tests/test_explain.py): without colour
     # every differing value carries the symbol, and the tables say so
-    assert "values that differ from input marked *" in " ".join(plain.split())  # titles wrap
+    assert "a value that differs from X's aligned value is marked *" in " ".join(plain.split())
     assert "[4*]" in plain and "[1]" in plain
     coloured = render(unexpected, colour=True)
     assert "in red" in " ".join(coloured.split()) and "[4*]" not in coloured

@@ -101,6 +101,25 @@ def describe_unexpected(verdict: Verdict, expect: str | None) -> str:
     return f"{spec}: {verdict.property}: {verdict.label}{wanted}: {verdict.detail}"
 
 
+def describe_minimization(counterexample: dict[str, Any], statistics: dict[str, Any]) -> str:
+    """How a ``--minimize`` witness was chosen, in words (the table says it too); empty when it was not."""
+    if "minimal" in counterexample:  # the SMT engine: lexicographically smaller asserted until unsat
+        order = counterexample.get("order", "the engine's order")
+        proof = (
+            "minimal: no smaller counterexample (unsat)"
+            if counterexample["minimal"]
+            else "not proved minimal (the time ran out)"
+        )
+        return f"{proof}; the order: {order}"
+    search = statistics.get("minimisation")
+    if isinstance(search, dict):  # a scan: every input before the first one found, in the property's order
+        complete = "every one checked" if search.get("complete") else "not all checked before the time ran out"
+        return (
+            f"the least counterexample in the domain's order (the inputs before it, {search.get('space')}: {complete})"
+        )
+    return ""
+
+
 def outcome(verdict: Verdict, expect: str | None) -> str:
     """The status a verdict counts as once its property's ``expect`` is applied.
 

@@ -26,7 +26,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
 from ..verdict import ERROR, PROVED, REFUTED, SKIPPED, UNKNOWN, Verdict
-from .report import outcome
+from .report import describe_minimization, outcome
 
 STYLE = {PROVED: "green", REFUTED: "red", UNKNOWN: "yellow", ERROR: "bold magenta", SKIPPED: "dim"}
 MARKS = {"as expected": "✓", "unexpected": "✗", SKIPPED: "–"}
@@ -159,6 +159,9 @@ class VerdictTable:
             )
         if verdict.detail:
             yield Text(verdict.detail)
+        minimal = describe_minimization(verdict.counterexample or {}, verdict.statistics)
+        if minimal:
+            yield Text(f"--minimize: {minimal}", style="cyan")
         if self.verbose:
             yield from self._verbose_lines(verdict)
 
