@@ -13,6 +13,7 @@ float training, never verdicts, and the exit status does not depend on them (0 w
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from fractions import Fraction
@@ -218,9 +219,10 @@ def _stopped(loaded, spec: Path, store, out_dir: Path, signum: int, **settings: 
         f"Run the same command again to resume; exit {EXIT_INTERRUPTED[signum]}[/]",
         highlight=False,
     )
+    # the results are on disk: skip the interpreter's shutdown (torch's threads, atexit), as `check` does
     sys.stdout.flush()
     sys.stderr.flush()
-    sys.exit(EXIT_INTERRUPTED.get(signum, EXIT_INTERRUPTED[signal.SIGINT]))
+    os._exit(EXIT_INTERRUPTED.get(signum, EXIT_INTERRUPTED[signal.SIGINT]))
 
 
 def _summary_table(result: dict[str, Any]) -> Table | Group:

@@ -120,7 +120,13 @@ class VerdictTable:
         mark_style = {"as expected": "green", SKIPPED: "dim"}.get(kind, STYLE[counted])
         names = column_lines(verdict.property, property_width)
         methods = column_lines(method_text(verdict), method_width)
-        time = Text("cached", style="dim") if verdict.cached else Text(seconds_text(verdict.seconds))
+        time = (
+            Text("cached", style="dim")
+            if verdict.cached
+            else Text("")
+            if verdict.status == SKIPPED  # nothing ran
+            else Text(seconds_text(verdict.seconds))
+        )
         for k in range(max(len(names), len(methods))):
             first = k == 0
             # every text from the spec or an engine is plain text, never markup: a label `outside [t_l, t_r]`
