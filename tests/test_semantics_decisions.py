@@ -256,23 +256,11 @@ def test_timeout_bounds_the_whole_property_not_each_query(monkeypatch):
     """The three queries share the 3 s (it was 3 × 3 s before issue 12). The clock is injected (every reading of
     the work module's clock is 10 ms later), so the budget is 300 readings whatever the machine's load: a budget per
     query would give each query its own 300 (issue 39: the wall-clock form of this test failed under load)."""
-    import time
-
     import verify_tf.work as work
-    from helpers import verdict as check
+    from helpers import TickingClock, verdict as check
     from verify_tf.builders.random_model import RandomConfig, random_model
 
-    class Clock:  # the work module's ``time``: every perf_counter() reading is 10 ms later
-        now = 1000.0
-
-        def perf_counter(self) -> float:
-            self.now += 0.01
-            return self.now
-
-        def __getattr__(self, name: str):
-            return getattr(time, name)
-
-    monkeypatch.setattr(work, "time", Clock())
+    monkeypatch.setattr(work, "time", TickingClock(0.01))
     model = random_model(RandomConfig(seed=7, width=2, layers=2, heads=2, ffn_width=4, scoring="softmax"))
     domain = GridDomain.regular(2, F(1, 4), 4, F(-1), F(1))
     result = check(model, Fixed(16, 8), domain, "permutation-equivariance", engine="smt", timeout=3)

@@ -19,6 +19,7 @@ All numbers are float-training evidence, never a verdict (see ``EVIDENCE_NOTE``)
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -35,7 +36,7 @@ from .common import Progress, run_seed, train
 from .modules import TinyTransformer
 from .prefix_labels import check_written_spec
 from .spec import ExperimentSpec
-from .store import RunStore, complete
+from .store import RunStore
 from .training import CheckpointSelector
 from .yang import fixed_point_for
 
@@ -214,28 +215,26 @@ def run_luo(
     ``store``: where each model is written as it finishes, and read back instead of trained again (resume)."""
     store = store if store is not None else RunStore(None, {})
     store.expect(len(spec.tasks) * len(spec.variants))
-    runs = []
-    for task in spec.tasks:
-        for variant in spec.variants:
-            label = run_label(task, variant)
-            stored = store.load(label)
-            if stored is None:
-                run = _train_one(task, variant, settings, device, seed, progress)
-                state = run.pop("state")
-            else:
-                run, state = stored
-            completed = complete(
-                run,
-                state,
-                export_dir,
-                lambda run, state, folder: export_run(run, state, settings, folder),
-                _prove if prove else None,
-                progress,
-                label,
-            )
-            if stored is None or completed:
-                store.save(label, run, state)
-            runs.append(run)
+
+    def trained(task: str, variant: str) -> tuple[dict[str, Any], Any]:
+        run = _train_one(task, variant, settings, device, seed, progress)
+        return run, run.pop("state")
+
+    def export(run: dict[str, Any], state: Any, folder: Path) -> None:
+        export_run(run, state, settings, folder)
+
+    runs = [
+        store.model(
+            run_label(task, variant),
+            functools.partial(trained, task, variant),
+            export_dir,
+            export,
+            _prove if prove else None,
+            progress,
+        )
+        for task in spec.tasks
+        for variant in spec.variants
+    ]
     summary: dict[str, Any] = {}
     for run in runs:
         entry = summary.setdefault(run["task"], {})

@@ -100,6 +100,24 @@ class RunStore:
         took = f" in {seconds:.1f} s" if isinstance(seconds, (int, float)) else ""
         self.say(f"{self._ordinal()} {label}: finished{took}; wrote {row_path}")
 
+    def model(
+        self,
+        label: str,
+        train: Callable[[], tuple[Row, dict[str, torch.Tensor] | None]],
+        export_dir: Path | None,
+        export: Callable[[Row, dict[str, torch.Tensor], Path], None],
+        prove: Callable[[Row], None] | None,
+        progress: Progress | None,
+    ) -> Row:
+        """One model of the experiment: resumed when a run under this key finished it, else ``train()``ed; then
+        what the row lacks is exported and proved (``complete``), and the row written when anything is new."""
+        stored = self.load(label)
+        run, state = stored if stored is not None else train()
+        changed = complete(run, state, export_dir, export, prove, progress, label)
+        if stored is None or changed:
+            self.save(label, run, state)
+        return run
+
     def _ordinal(self) -> str:
         return f"model {self.started} of {self.total}:" if self.total else "model:"
 

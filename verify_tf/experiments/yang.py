@@ -23,6 +23,7 @@ its accuracy on the longer test strings is what the heatmap shows.  Evidence, ne
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from fractions import Fraction
@@ -38,7 +39,7 @@ from ..runner import Overrides, check_all
 from ..spec import load_spec
 from .common import Progress, run_seed, stop_if_interrupted
 from .spec import ExperimentSpec
-from .store import RunStore, complete
+from .store import RunStore
 from .training import Labelled, train_prefix_labeller
 
 __all__ = ["SOLVED_THRESHOLD", "encode", "plot_yang", "run_label", "run_yang", "sample_lk_words"]
@@ -272,30 +273,33 @@ def run_yang(
     languages, depths = settings["languages"], settings["depths"]
     store = store if store is not None else RunStore(None, {})
     store.expect(len(languages) * len(depths))
-    runs = []
-    for k in languages:
-        data: _Data | None = None  # drawn when a model of this language is trained (not when all are resumed)
-        for depth in depths:
-            label = run_label(k, depth)
-            stored = store.load(label)
-            if stored is None:
-                data = data or _Data(k, settings, seed, device)
-                run = _train_one(k, depth, data, settings, device, seed, progress)
-                state = run.pop("state")
-            else:
-                run, state = stored
-            completed = complete(
-                run,
-                state,
-                export_dir,
-                lambda run, state, folder: export_run(run, state, settings, folder),
-                (lambda run: run.update(proof=prove_run(run["export"]))) if prove else None,
-                progress,
-                label,
-            )
-            if stored is None or completed:
-                store.save(label, run, state)
-            runs.append(run)
+    data: dict[int, _Data] = {}  # the current language's, drawn when one of its models is trained (not resumed)
+
+    def trained(k: int, depth: int) -> tuple[dict[str, Any], Any]:
+        if k not in data:
+            data.clear()
+            data[k] = _Data(k, settings, seed, device)
+        run = _train_one(k, depth, data[k], settings, device, seed, progress)
+        return run, run.pop("state")
+
+    def export(run: dict[str, Any], state: Any, folder: Path) -> None:
+        export_run(run, state, settings, folder)
+
+    def proof(run: dict[str, Any]) -> None:
+        run["proof"] = prove_run(run["export"])
+
+    runs = [
+        store.model(
+            run_label(k, depth),
+            functools.partial(trained, k, depth),
+            export_dir,
+            export,
+            proof if prove else None,
+            progress,
+        )
+        for k in languages
+        for depth in depths
+    ]
     by_cell = {(run["language"], run["depth"]): run["selected"] for run in runs}
 
     def grid(metric: str) -> list[list[float]]:
