@@ -33,8 +33,8 @@ def show_explained(explained, print_traces: bool, html_path: Path | None, source
     if html_path is not None:
         html_path.parent.mkdir(parents=True, exist_ok=True)
         write_html(html_path, explained, source)
-        output.err_console.print(
-            f"wrote {html_path} ({len(explained)} counterexample(s))", highlight=False, markup=False
+        output.err_console.print(  # one line: a path is never broken
+            f"wrote {html_path} ({len(explained)} counterexample(s))", highlight=False, markup=False, soft_wrap=True
         )
 
 
