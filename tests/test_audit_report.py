@@ -71,7 +71,7 @@ def forged(honest: Path, edit) -> tuple[int, str, object]:
 
 
 def summary(proved: int, refuted: int, unknown: int, as_expected: int, unexpected: list) -> dict:
-    counts = {"proved": proved, "refuted": refuted, "unknown": unknown, "error": 0}
+    counts = {"proved": proved, "refuted": refuted, "unknown": unknown, "error": 0, "skipped": 0}
     return {"counts": counts, "as_expected": as_expected, "unexpected": unexpected, "seconds": 1.0}
 
 
@@ -180,11 +180,11 @@ def test_summary_counts_and_fail_on_are_recomputed(honest):
         data["summary"]["counts"]["proved"] = 2
 
     assert forged(honest, counts)[2].problems == [
-        "summary.counts: the report says {'proved': 2, 'refuted': 0, 'unknown': 0, 'error': 0}, its results give "
-        "{'proved': 1, 'refuted': 1, 'unknown': 0, 'error': 0}"
+        "summary.counts: the report says {'proved': 2, 'refuted': 0, 'unknown': 0, 'error': 0, 'skipped': 0}, its "
+        "results give {'proved': 1, 'refuted': 1, 'unknown': 0, 'error': 0, 'skipped': 0}"
     ]
     assert forged(honest, lambda data: data.update(fail_on="never"))[2].problems == [
-        "fail_on: 'never' is not one of unknown, refuted"
+        "fail_on: 'never' is not one of skipped, unknown, refuted"
     ]
     assert forged(honest, lambda data: data.update(results=[]))[2].problems[0].startswith("results: none")
 
@@ -260,18 +260,27 @@ def test_a_reading_not_as_run_cannot_be_passed_off_as_the_model_as_run(tmp_path)
     ]
 
 
-def test_a_refutation_passed_off_as_not_run_fails(honest):
-    """(c, disguised) the refuted result said to be not run for a missing package: the spec loads here, so the check
-    is re-run (a spec that needs a package missing here too is accepted as not run, naming the package)."""
+@pytest.mark.parametrize("verdict", ["skipped", "unknown"])
+def test_a_refutation_passed_off_as_skipped_fails(honest, verdict):
+    """(c, disguised) the refuted result said to be skipped for a missing package (a skipped property alone exits 0;
+    format 1 wrote it as unknown, method "not run", under --fail-on refuted): the spec loads here, so the check is
+    re-run and refutes. (A spec that needs a package missing here too is accepted as not run, naming the package.)"""
 
     def edit(data):
         missing = {"package": "torch", "install": "pip install 'verify-tf[torch]'"}
-        data["results"][1].update(verdict="unknown", method="not run", counterexample=None, counts_as="unknown")
-        data["results"][1].update(statistics={"missing": missing}, engine="none")
-        data.update(fail_on="refuted", exit_code=0, summary=summary(1, 0, 1, 1, data["summary"]["unexpected"]))
+        method = "needs torch" if verdict == "skipped" else "not run"
+        data["results"][1].update(verdict=verdict, method=method, counterexample=None, counts_as=verdict, engine="none")
+        data["results"][1]["statistics"] = {"missing": missing}
+        counts = summary(1, 0, 0, 1, [])
+        counts["counts"][verdict] += 1
+        if verdict == "unknown":
+            counts["unexpected"] = data["summary"]["unexpected"]
+        data.update(fail_on="unknown" if verdict == "skipped" else "refuted", exit_code=0, summary=counts)
 
-    [problem] = forged(honest, edit)[2].results[1].problems
-    assert problem.startswith("verdict: the report says unknown, but re-checked within 60 s (engine enumerate) it is")
+    code, _, audit = forged(honest, edit)
+    assert code == 1 and audit.problems == []
+    [problem] = audit.results[1].problems
+    assert problem.startswith(f"verdict: the report says {verdict}, but re-checked within 60 s (engine enumerate)")
 
 
 def test_an_honest_unknown_is_re_run_within_the_reports_budget(tmp_path):
