@@ -16,11 +16,11 @@ The report is bound to its specs as they are now (each spec's sha256 must still 
     ``method`` (and ``detail``) must be the certificate's. A ``proved`` without a certificate fails the audit;
   - ``refuted``: the counterexample is replayed on the reference interpreter through the property's own
     violation predicate (``engines.replay``; witnesses of other shapes: the check is re-run and must refute again);
-  - ``unknown`` (and a spec skipped for a missing package): nothing stronger than the report claims may hold, so
-    the check is re-run within the budget the report's run gave it (the spec's timeout, or the report's
-    ``--timeout``); a refutation there fails the audit (an ``unknown`` that hides a refutation turns a failing run
-    into a passing one under ``--fail-on refuted``). A result the report's interrupt kept from finishing claims
-    nothing: it is not re-run;
+  - ``unknown`` (and ``skipped``, a spec not run for a missing package, where it loads here): nothing stronger
+    than the report claims may hold, so the check is re-run within the budget the report's run gave it (the spec's
+    timeout, or the report's ``--timeout``); a refutation there fails the audit (an ``unknown`` or ``skipped`` that
+    hides a refutation turns a failing run into a passing one). A result the report's interrupt kept from
+    finishing claims nothing: it is not re-run;
   - ``error``: nothing to re-derive (it fails the run: exit 4);
 * **what the verdicts come to, recomputed**: each result's ``expect`` (the spec's), ``counts_as``, the reading it is
   about (``reading``, ``as_run``, ``quantization``: a proof about a reading that is not the model as run says so),
