@@ -38,7 +38,7 @@ from .schema.errors import MissingDependency
 from .semantics import Arithmetic, UnsupportedInMode
 from .spec import PropertySpec, Spec
 from .spec.loader import supported_engines
-from .verdict import ERROR, INTERRUPTED, UNKNOWN, Verdict
+from .verdict import ERROR, INTERRUPTED, SKIPPED, UNKNOWN, Verdict
 from .witness import ReplayMismatch
 from .work import (
     Z3_LOCK,
@@ -248,16 +248,20 @@ def run_engine(
     )
 
 
-def interrupted_verdict(spec: Spec, prop: PropertySpec, overrides: Overrides, stopped: Verdict | None) -> Verdict:
+def interrupted_verdict(
+    spec: Spec, prop: PropertySpec, overrides: Overrides, stopped: Verdict | None, detail: str = ""
+) -> Verdict:
     """``unknown (interrupted)`` for a property that SIGINT/SIGTERM kept from finishing: an interrupt is never
-    a verdict, so whatever the check had when it stopped (a timeout, a failed unit) is not reported as one."""
+    a verdict, so whatever the check had when it stopped (a timeout, a failed unit) is not reported as one.
+    ``detail``: what to say instead of "interrupted before it finished" / "not started"."""
     name = signal.Signals(interrupted() or signal.SIGINT).name
     return Verdict(
         prop.label,
         UNKNOWN,
         stopped.engine if stopped is not None else requested_engine(spec, prop, overrides),
         method=INTERRUPTED,
-        detail=f"interrupted ({name}) before it finished" if stopped is not None else f"not started ({name})",
+        detail=detail
+        or (f"interrupted ({name}) before it finished" if stopped is not None else f"not started ({name})"),
         seconds=stopped.seconds if stopped is not None else 0.0,
         statistics={"interrupted": name},
         tried=list(stopped.tried) if stopped is not None else [],
@@ -268,16 +272,16 @@ def interrupted_verdict(spec: Spec, prop: PropertySpec, overrides: Overrides, st
 
 
 def not_run(path: str | Path, missing: MissingDependency) -> list[Verdict]:
-    """The verdicts of a spec that cannot run here (an optional package is missing): every property ``unknown``,
-    saying which package is missing and how to install it, so that the other specs of the run still run."""
+    """The verdicts of a spec that cannot run here (an optional package is missing): every property ``skipped
+    (needs PACKAGE)``, saying which package is missing and how to install it, so that the other specs of the run
+    still run (docs/cli.md, "Exit codes": a skipped property fails the run only under --fail-on skipped)."""
     return [
         Verdict(
             prop.label,
-            UNKNOWN,
+            SKIPPED,
             "none",
-            method="not run",
-            detail=f"not run: {missing.message}; {missing.install}",
-            tried=[f"nothing: {missing.package} is not installed"],
+            method=f"needs {missing.package}",
+            detail=f"{missing.message}; {missing.install}",
             statistics={"missing": {"package": missing.package, "install": missing.install}},
             spec=str(path),
             index=prop.index,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -88,11 +89,12 @@ class ByteSize(click.ParamType):
 )
 @click.option(
     "--fail-on",
-    type=click.Choice(["unknown", "refuted"]),
+    type=click.Choice(["skipped", "unknown", "refuted"]),
     default="unknown",
     show_default=True,
-    help="The weakest outcome that fails the run: 'unknown' (exit 3 when nothing is refuted) or "
-    "'refuted' (unknown verdicts exit 0).",
+    help="The weakest outcome that fails the run: 'unknown' (exit 3 when nothing is refuted; skipped properties "
+    "pass), 'skipped' (a property skipped for a missing package fails as unknown does) or 'refuted' (unknown "
+    "verdicts exit 0).",
 )
 @click.option(
     "-j",
@@ -166,14 +168,20 @@ class ByteSize(click.ParamType):
     "temporary folder); each check removes its own.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No table; only the exit code and errors.")
-@click.option("--verbose", "-v", is_flag=True, help="Print every model note (default: one line per spec).")
+@click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="Print every model note, and each verdict's engine and what it tried (default: one line of notes).",
+)
 def check(**options) -> None:
     """Check every property of every SPEC and print a verdict table.
 
     Exit codes: 0 every property proved (or got its `expect:` verdict), 1 something refuted (or a definite
     verdict contradicted `expect:`), 2 input error, 3 nothing refuted but something unknown (0 with
     --fail-on refuted), 4 internal error. A spec that needs a package that is not installed is skipped: its
-    properties are unknown, naming the package. SIGINT exits 130 and SIGTERM 143 (never a verdict).
+    properties are `skipped (needs PACKAGE)`, which fails the run only with --fail-on skipped (exit 3).
+    SIGINT exits 130 and SIGTERM 143 (never a verdict).
     """
     with Interrupts() as interrupts:  # SIGINT/SIGTERM: never a verdict (docs/cli.md, "Interrupts")
         _check(interrupts, **options)
@@ -229,15 +237,17 @@ def _check(
     if not quiet:
         _print_notes(loaded, verbose)
     store = None if no_cache else ProofCache(cache_dir)
+    reports = _Reports(entries, overrides, started, fail_on, json_path, junit_path, unknown_as)
+    interrupts.last_words = reports.write_finished  # a second signal: the reports of what finished, then exit
     # every property: its task, the engine (auto's choice), the driver, the verdict, the certificate (runner)
-    checked = _check_all(loaded, overrides, jobs, cluster_address, store, quiet)
+    skipped = sum(len(entry[1].properties) for entry in entries if isinstance(entry, tuple))
+    checked = _check_all(loaded, overrides, jobs, cluster_address, store, quiet, skipped, reports.arrived)
     verdicts, expectations = _in_spec_order(entries, checked)
     seconds = time.perf_counter() - started
     signum = interrupted()
-    if not quiet:  # report: the table and the summary, then the files asked for
-        _print_verdicts(verdicts, expectations, seconds, store)
-    stopped_by = signal_name(signum) if signum is not None else None
-    _write_reports(verdicts, expectations, fail_on, seconds, stopped_by, json_path, junit_path, unknown_as)
+    reports.write(verdicts, expectations, seconds)  # the files first: a second signal then has nothing to lose
+    if not quiet:  # report: the table and the summary
+        _print_verdicts(verdicts, expectations, seconds, store, verbose)
     if signum is not None:
         _exit_interrupted(sum(v.method != "interrupted" for v in checked), len(checked))
     if explain or html_path is not None:
@@ -276,24 +286,30 @@ def _create_folders(folders: tuple[Path | None, ...], files: tuple[Path | None, 
         output.fail_input(f"cannot create an output folder: {exc}")
 
 
-def _check_all(loaded, overrides: Overrides, jobs: int, cluster_address, store, quiet: bool) -> list:
+def _check_all(
+    loaded, overrides: Overrides, jobs: int, cluster_address, store, quiet: bool, skipped: int, on_verdict
+) -> list:
     """``runner.check_all`` with the progress displays: one per property, or one overall bar when properties
-    run side by side (``-j N``, ``--cluster``); the cluster is opened here and closed after."""
+    run side by side (``-j N``, ``--cluster``); the cluster is opened here and closed after. The overall count
+    is the summary's: the ``skipped`` properties of specs that cannot run here count as done from the start.
+    ``on_verdict`` hears each verdict as it arrives."""
     from ..engines.base import ProgressEvent
     from ..runner import check_all
 
     mode = "off" if quiet else ("bar" if output.err_console.is_terminal else "log")
-    total = sum(len(spec.properties) for spec in loaded)
+    total = sum(len(spec.properties) for spec in loaded) + skipped
     executor = _open_cluster(cluster_address, quiet) if cluster_address is not None else None
     workers = executor.workers if executor is not None else jobs
     side_by_side = workers > 1 and total > 1  # properties run at once: one overall bar, no per-property bars
     where = f"on the Dask cluster ({workers} workers)" if executor is not None else f"{jobs} worker processes"
     overall = ProgressDisplay(f"{total} properties, {where}", mode if side_by_side else "off")
-    finished = []
+    finished = [skipped]
 
     def arrived(verdict) -> None:
-        finished.append(verdict)
-        overall(ProgressEvent("", f"{verdict.property}: {verdict.status}", len(finished), total, "properties"))
+        on_verdict(verdict)
+        finished[0] += 1
+        said = f"{Path(verdict.spec).name}: {verdict.property}: {verdict.status}"
+        overall(ProgressEvent("", said, finished[0], total, "properties"))
 
     try:
         return check_all(
@@ -315,35 +331,77 @@ def _check_all(loaded, overrides: Overrides, jobs: int, cluster_address, store, 
             executor.close()
 
 
-def _print_verdicts(verdicts, expectations, seconds: float, store) -> None:
-    """The cache's rejected entries, the verdict table, every error's traceback, the summary."""
-    from ..reporting.report import verdict_table
+def _print_verdicts(verdicts, expectations, seconds: float, store, verbose: bool = False) -> None:
+    """The cache's rejected entries, the verdict table, every error's traceback, the skipped, the summary."""
+    from ..reporting.table import VerdictTable
 
-    if store is not None and store.rejected:  # docs/ci.md: the cache's trust model
-        output.err_console.print(
-            f"note: {len(store.rejected)} proof-cache entr{'y was' if len(store.rejected) == 1 else 'ies were'} "
-            f"not served and checked again: {store.rejected[0]}",
-            highlight=False,
-            markup=False,
-        )
-    output.console.print(verdict_table(verdicts, expectations))
+    for note in store.notes() if store is not None else ():  # docs/ci.md: the cache's trust model
+        output.err_console.print(note, highlight=False, markup=False)
+    output.console.print(VerdictTable(verdicts, expectations, verbose))
     for v in verdicts:
         if v.status == "error" and v.traceback:
             output.err_console.print(f"[magenta]{escape(v.property)}[/]: {escape(v.traceback)}", highlight=False)
+    print_skipped(verdicts)
     print_summary(verdicts, expectations, seconds)
 
 
-def _write_reports(
-    verdicts, expectations, fail_on: str, seconds: float, stopped_by: str | None, json_path, junit_path, unknown_as
-) -> None:
-    if json_path is not None:
-        from ..reporting.report import write_json
+class _Reports:
+    """The ``--json`` and ``--junit`` reports of the run, written once: at its end (``write``), or by a second
+    SIGINT/SIGTERM from the interrupt watcher's thread (``write_finished``: every verdict that arrived, every other
+    property ``unknown (interrupted)``), whichever comes first; the one that comes second writes nothing."""
 
-        write_json(json_path, verdicts, expectations, fail_on, seconds, stopped_by)
-    if junit_path is not None:
-        from ..reporting.junit import write_junit
+    def __init__(self, entries, overrides, started: float, fail_on: str, json_path, junit_path, unknown_as) -> None:
+        self.entries, self.overrides, self.started = entries, overrides, started
+        self.fail_on, self.json_path, self.junit_path, self.unknown_as = fail_on, json_path, junit_path, unknown_as
+        self.finished: dict[tuple[str, int], object] = {}  # (spec, index) -> verdict, as each arrives
+        self.lock = threading.Lock()
+        self.written = False
 
-        write_junit(junit_path, verdicts, expectations, unknown_as)
+    def arrived(self, verdict) -> None:
+        self.finished[(verdict.spec, verdict.index)] = verdict
+
+    def write(self, verdicts, expectations, seconds: float) -> None:
+        with self.lock:
+            if not self.written:
+                self._write(verdicts, expectations, seconds)
+
+    def write_finished(self) -> None:
+        """At the second signal (another thread): the reports of what finished. Waits a moment for a ``write``
+        under way (then there is nothing left to write)."""
+        from ..runner import interrupted_verdict
+
+        if not self.lock.acquire(timeout=5):
+            return
+        try:
+            if self.written:
+                return
+            name = signal_name(interrupted() or signal.SIGINT)
+            detail = f"not finished ({name}; a second signal ended the run)"
+            checked = [
+                self.finished.get((str(spec.path), prop.index))
+                or interrupted_verdict(spec, prop, self.overrides, None, detail)
+                for spec in self.entries
+                if not isinstance(spec, tuple)
+                for prop in spec.properties
+            ]
+            verdicts, expectations = _in_spec_order(self.entries, checked)
+            self._write(verdicts, expectations, time.perf_counter() - self.started)
+        finally:
+            self.lock.release()
+
+    def _write(self, verdicts, expectations, seconds: float) -> None:
+        signum = interrupted()
+        stopped_by = signal_name(signum) if signum is not None else None
+        run = {"engine": self.overrides.engine, "timeout": self.overrides.timeout}  # audit re-runs unknowns under it
+        if self.json_path is not None:
+            from ..reporting.report import write_json
+
+            write_json(self.json_path, verdicts, expectations, self.fail_on, seconds, stopped_by, run)
+        if self.junit_path is not None:
+            from ..reporting.junit import write_junit
+
+            write_junit(self.junit_path, verdicts, expectations, self.unknown_as)
+        self.written = True
 
 
 def _explain(loaded, verdicts, print_traces: bool, html_path, specs) -> None:
@@ -390,7 +448,7 @@ def _require_certify_extra() -> None:
 
 def _load_specs(paths, quiet: bool) -> list:
     """Every spec loaded, in order, or exit 2 at the first mistake; a spec needing a package that is not
-    installed is kept as (path, MissingDependency) and said so on stderr: its properties become unknown."""
+    installed is kept as (path, MissingDependency): its properties are skipped (said once, after the table)."""
     from ..schema.errors import MissingDependency
     from ..spec import SpecError, load_spec
 
@@ -400,36 +458,32 @@ def _load_specs(paths, quiet: bool) -> list:
             entries.append(load_spec(path))
         except MissingDependency as missing:
             entries.append((path, missing))
-            if not quiet:
-                output.err_console.print(
-                    f"[yellow]skipped {escape(str(path))}:[/] {escape(missing.message)}\n  {escape(missing.install)}",
-                    highlight=False,
-                    soft_wrap=True,
-                )
         except SpecError as exc:
             output.fail_input(str(exc))
     return entries
 
 
 def _print_notes(loaded, verbose: bool) -> None:
-    """The models' notes (import details, readings) on stderr: every one with -v, else one line per spec."""
-    for spec in loaded:
-        notes = spec.model.notes
-        if verbose or len(notes) == 1:
-            for note in notes:
+    """The models' notes (how each was imported and is read) on stderr: every one with -v, else one line for
+    the whole run. What a verdict is about (the reading, the weights' rounding) is printed with the verdict."""
+    noted = [spec for spec in loaded if spec.model.notes]
+    if verbose:
+        for spec in noted:
+            for note in spec.model.notes:
                 output.err_console.print(f"[dim]{escape(spec.path.name)}: {escape(note)}[/]", highlight=False)
-        elif notes:
-            first = notes[0] if len(notes[0]) <= 90 else notes[0][:89] + "…"
-            output.err_console.print(
-                f"[dim]{escape(spec.path.name)}: {len(notes)} notes ({escape(first)}; -v prints them all)[/]",
-                highlight=False,
-                soft_wrap=True,
-            )
+    elif noted:
+        count = sum(len(spec.model.notes) for spec in noted)
+        which = noted[0].path.name if len(noted) == 1 else f"{len(noted)} specs"
+        output.err_console.print(
+            f"[dim]{count} model note{'s' if count != 1 else ''} ({escape(which)}): how the models were imported "
+            "and are read; -v prints them[/]",
+            highlight=False,
+        )
 
 
 def _in_spec_order(entries, checked) -> tuple[list, list]:
     """(verdicts, expectations) in the order the specs were given: each loaded spec's verdicts (``checked``
-    lists them spec by spec), and every property of a skipped spec as unknown (``runner.not_run``)."""
+    lists them spec by spec), and every property of a skipped spec as skipped (``runner.not_run``)."""
     from ..runner import not_run
 
     remaining = iter(checked)
@@ -445,21 +499,51 @@ def _in_spec_order(entries, checked) -> tuple[list, list]:
     return verdicts, expectations
 
 
+def print_skipped(verdicts) -> None:
+    """The properties skipped for a missing package: one line per package with its specs, and how to install it
+    (said once, however many specs need it)."""
+    from rich.text import Text
+
+    from ..reporting.table import indented
+
+    width = output.console.width
+    specs: dict[str, dict[str, int]] = {}  # package -> spec -> properties skipped
+    installs: dict[str, dict[str, None]] = {}  # package -> how to install it (one text, in practice)
+    for v in verdicts:
+        if v.status == "skipped":
+            missing = v.statistics.get("missing") or {}
+            package, name = missing.get("package", "?"), Path(v.spec).name
+            specs.setdefault(package, {})[name] = specs.get(package, {}).get(name, 0) + 1
+            installs.setdefault(package, {})[missing.get("install", "")] = None
+    for package, counted in specs.items():
+        listed = ", ".join(f"{name} ({n})" for name, n in counted.items())
+        said = f"skipped ({sum(counted.values())}): {package} is not installed: {listed}"
+        for line in indented(Text(said), width, indent=0):
+            output.console.print(line, style="yellow", highlight=False)
+        for install in filter(None, installs[package]):
+            for line in indented(Text(install), width, indent=2):
+                output.console.print(line, highlight=False)
+
+
 def print_summary(verdicts, expectations, seconds: float) -> None:
     """The run's last lines: the unexpected verdicts (most serious first), then the counts and the time."""
+    from rich.text import Text
+
     from ..reporting.report import describe_unexpected, summarize
+    from ..reporting.table import indented, phrase_lines
 
     summary = summarize(verdicts, expectations, seconds)
     style = {"error": "bold magenta", "refuted": "bold red", "unknown": "yellow"}
     if summary.unexpected:
         output.console.print(f"[bold]unexpected ({len(summary.unexpected)}):[/]", highlight=False)
         for verdict, expect in summary.unexpected:
-            output.console.print(
-                f"  [{style.get(verdict.status, 'red')}]{escape(describe_unexpected(verdict, expect))}[/]",
-                highlight=False,
-                soft_wrap=True,
-            )
-    output.console.print(f"[bold]summary:[/] {escape(summary.line())}", highlight=False, soft_wrap=True)
+            line = Text(describe_unexpected(verdict, expect), style=style.get(verdict.status, "red"))
+            for part in indented(line, output.console.width, indent=2):
+                output.console.print(part, highlight=False)
+    first, *rest = phrase_lines(f"summary: {summary.line()}", output.console.width)
+    output.console.print(Text.assemble(("summary:", "bold"), first.removeprefix("summary:")), highlight=False)
+    for more in rest:
+        output.console.print(Text(more), highlight=False)
 
 
 def _open_cluster(address: str, quiet: bool):
@@ -481,8 +565,8 @@ def _open_cluster(address: str, quiet: bool):
 
 def _require_device(device: str) -> None:
     """``--device cuda`` on a machine without a usable GPU is an input error, the same in every command."""
-    from .devices import NO_CUDA_HINT, device_problem
+    from .devices import device_problem
 
     problem = device_problem(device)
     if problem is not None:
-        output.fail_input(problem, hint=NO_CUDA_HINT)
+        output.fail_input(*problem)
