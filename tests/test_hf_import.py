@@ -415,3 +415,40 @@ def test_import_of_a_model_name_says_nothing_is_downloaded(tmp_path):
     result = CliRunner().invoke(main, ["import", "openai-community/gpt2", "-o", str(tmp_path / "s.yaml")])
     assert result.exit_code == 2
     assert "verify-tf never downloads" in result.output
+
+
+# ---------------------------------------------------------------- crasp-equivalence on a checkpoint
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_stand_in_ir_says_which_models_are_causal(folders):
+    """crasp-equivalence examines only the longest strings of a causal model (a prefix decides its position): the
+    stand-in IR of a bidirectional BERT must not look causal (it has one zero head per layer, causal as the layer)."""
+    from verify_tf.builders.hf_checkpoint import stand_in
+    from verify_tf.properties.crasp_equivalence import all_causal
+
+    for name, causal in (("gpt2", True), ("llama", True), ("bert", False)):
+        _, _, network = _network(folders[name], name)
+        assert all_causal(stand_in(network, name)) is causal, name
+
+
+def test_a_trained_gpt2_is_refuted_against_majority_one_past_its_training_lengths():
+    """specs/hf-gpt2-majority.yaml's checkpoint (trained on strings up to 6): at every prefix up to 6 its decision
+    (logit a − logit b > 0) is majority; 'aaaabbb' (4 a's, 3 b's) is the least prefix it decides wrong, and
+    transformers' own logits there (computed here) say b."""
+    spec = load_spec(ROOT / "specs" / "hf-gpt2-majority.yaml")
+    verdict = check_property(spec, spec.properties[2], Overrides())
+    assert verdict.status == "refuted", verdict.detail
+    witness = verdict.counterexample
+    assert (witness["string"], witness["position"], witness["program_output"]) == ("aaaabbb", 6, True)
+    assert set(witness["model_readout"]) == {"transformers (sdpa)", "transformers (eager)"}
+    model = transformers.GPT2LMHeadModel.from_pretrained(ROOT / "examples/checkpoints/gpt2-majority").eval()
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([[2, 0, 0, 0, 0, 1, 1, 1]])).logits[0, -1]
+    assert logits[0] < logits[1]  # transformers decides b: the program says a
+    shorter = load_spec(ROOT / "specs" / "hf-gpt2-majority.yaml")
+    from dataclasses import replace
+
+    six = replace(shorter, domain=replace(shorter.domain, max_length=6))
+    assert check_property(six, six.properties[2], Overrides()).status == "proved"

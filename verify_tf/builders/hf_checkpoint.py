@@ -24,7 +24,7 @@ from ..floats.torch_enclosure import LARGEST_NORM_WIDTH
 from ..floats.transformer import FloatTransformer
 from ..floats.transformer_enclosure import enclose_readout, prepare
 from ..floats.transformer_mirror import readout as mirror_readout
-from ..ir import AlphabetTokens, Model
+from ..ir import AlphabetTokens, AttentionLayer, Block, Head, Model
 from .checkpoint_files import CheckpointError, read_config, read_header, read_tensors
 from .hf_layouts import LAYOUTS, MAX_PARAMETERS, MODEL_TYPES, Config, ReadoutChoice, Tensors
 from .hf_replay import library_replay
@@ -306,12 +306,27 @@ class CheckpointFloatModel:
 
 
 def stand_in(network: FloatTransformer, name: str) -> Model:
-    """The IR beside a float model: the inputs' vocabulary and BOS, no layers (``CheckpointFloatModel.has_ir``)."""
-    tokens = AlphabetTokens(network.symbols, tuple((Fraction(0),) for _ in network.symbols), network.bos)
+    """The IR beside a float model (``CheckpointFloatModel.has_ir`` false: nothing evaluates it): the inputs'
+    vocabulary and BOS, and one zero head per layer that says what the properties read from the IR's shape: whether
+    every head is causal (a causal model's prefix decides a position: crasp-equivalence examines only the longest
+    strings) and whether positions are seen (learned positions, RoPE)."""
+    zero = (Fraction(0),)
+    tokens = AlphabetTokens(network.symbols, tuple(zero for _ in network.symbols), network.bos)
+    blocks = tuple(
+        Block(
+            attention=AttentionLayer(
+                heads=(Head((zero,), (zero,), (zero,), (zero,), zero, zero, zero, "uniform", layer.attention.causal),),
+                output_bias=zero,
+            )
+        )
+        for layer in network.layers
+    )
+    positions = None if network.position_embed is None else tuple(zero for _ in range(network.max_positions))
     return Model(
         tokens=tokens,
         dim=1,
-        blocks=(),
+        blocks=blocks,
+        positional_encoding=positions,
         readout=(Fraction(0),),
         name=name,
         runs_as=f"float32 {network.architecture} checkpoint (sha256 {network.digest[:16]})",

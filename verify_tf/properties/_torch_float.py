@@ -47,8 +47,31 @@ def _program(path: Path) -> Program:
 
 
 def reads_float(task: Task) -> bool:
-    """Whether the task's model carries its float model (a torch import under ``reading: float``)."""
+    """Whether the task's model carries its float model (a torch import under ``reading: float``, or a checkpoint
+    read as it runs: ``builders.hf_checkpoint.CheckpointFloatModel``)."""
     return task.model.float_model is not None
+
+
+def _checkpoint(task: Task) -> bool:
+    """A Hugging Face or nanoGPT checkpoint (it encloses and names its replays itself), not a torch import."""
+    return not getattr(task.model.float_model, "has_ir", True)
+
+
+def reading(task: Task) -> str:
+    """The reading beside the verdict: the checkpoint's own (``float32 as run, replayed in ...``) or the torch
+    import's (``float32 as trained``)."""
+    return str(task.model.float_model.reading()) if _checkpoint(task) else FLOAT_AS_TRAINED
+
+
+def _exact(value: Any) -> Fraction:
+    """A replayed readout as the rational it is: a float (torch's float32, as a Python float) or a Fraction (a
+    checkpoint's replay, which takes logit differences exactly)."""
+    return value if isinstance(value, Fraction) else Fraction(float(value))
+
+
+def _named(task: Task, kernel: str) -> str:
+    """How a witness names one replay: ``torch (no_grad)`` for a torch import; a checkpoint's replays are named."""
+    return kernel if _checkpoint(task) else f"torch ({kernel})"
 
 
 def cut(task: Task) -> Fraction:
@@ -59,9 +82,10 @@ def cut(task: Task) -> Fraction:
 def enclosure(task: Task, rows: Array) -> Box:
     """Per row and prefix length p = 0..n: the enclosure of the readout deciding the prefix (B, n + 1); p = 0 is the
     BOS position, or (no BOS) an exact 0 never compared (the model rejects the empty prefix, as the IR does)."""
-    network = task.model.float_model.network
+    source = task.model.float_model
+    network = source.network
     ids = network.ids(np.asarray(rows, dtype=np.int64), tuple(task.strings().alphabet))
-    box = enclose_readout(prepare_torch(network), ids)
+    box = source.enclose(ids) if _checkpoint(task) else enclose_readout(prepare_torch(network), ids)
     if network.bos is not None:
         return box
     zero = np.zeros((len(rows), 1), dtype=object)
@@ -135,35 +159,37 @@ def violation(task: Task, word: str, positions: range, shown_word: Any) -> Witne
     if p > 0 or offset:
         outputs = source.replay(network.ids(rows, tuple(task.strings().alphabet)))
         for kernel, values in outputs.items():
-            value = Fraction(float(values[0, p - 1 + offset]))
+            value = _exact(values[0, p - 1 + offset])
             low, high = _interval(box, p)
             if not low <= value <= high:
                 raise RuntimeError(
-                    f"enclosure check failed: torch ({kernel}) gives the readout {float(value):.9g} at position "
+                    f"enclosure check failed: {_named(task, kernel)} gives the readout {float(value):.9g} at position "
                     f"{_label(p)} of {shown!r}, outside the enclosure {_shown_interval(box, p)}"
                 )
             if (value > threshold) == program_side[p]:
                 raise RuntimeError(
                     f"enclosure check failed: it says every float32 evaluation decides position {_label(p)} of "
-                    f"{shown!r} wrong, but torch ({kernel}) decides it right (readout {float(value):.9g})"
+                    f"{shown!r} wrong, but {_named(task, kernel)} decides it right (readout {float(value):.9g})"
                 )
             replays[kernel] = value
     verb = {True: "accepts", False: "rejects"}
-    evaluations = "; ".join(f"torch ({k}): {float(v):.9g}" for k, v in replays.items()) or "no BOS: rejected"
+    evaluations = "; ".join(f"{_named(task, k)}: {float(v):.9g}" for k, v in replays.items()) or "no BOS: rejected"
+    model = f"the {network.architecture} checkpoint" if _checkpoint(task) else "the trained model"
+    readout = network.readout.describe if _checkpoint(task) else "readout u·z + b"
     label = _label(p)
     return {
         "string": shown,
         "input": input_to_json(tuple(shown)),
         "position": label,
         "mode": task.options.mode,
-        "reading": FLOAT_AS_TRAINED,
+        "reading": reading(task),
         "program_output": program_side[p],
         "model_output": not program_side[p],
         "model_readout": {k: repr(float(v)) for k, v in replays.items()},
         "enclosure": _shown_interval(box, p),
         "threshold": str(threshold),
         "summary": f"string {shown!r} at position {label}: the program {verb[program_side[p]]}, every float32 "
-        f"evaluation of the trained model {verb[not program_side[p]]} (readout u·z + b in {_shown_interval(box, p)}, "
+        f"evaluation of {model} {verb[not program_side[p]]} ({readout} in {_shown_interval(box, p)}, "
         f"accepts iff > {fmt(threshold)}; {evaluations})",
     }
 
@@ -196,9 +222,8 @@ def undecided_or_proof(task: Task, statistics: dict[str, Any], positions_of: Any
     offset = 1 if network.bos is not None else 0
     if p > 0 or offset:
         outputs = task.model.float_model.replay(network.ids(rows, tuple(task.strings().alphabet)))
-        torch_text = "; torch gives " + ", ".join(
-            f"{float(v[0, p - 1 + offset]):.9g} ({k})" for k, v in outputs.items()
-        )
+        given = "; the replays give " if _checkpoint(task) else "; torch gives "
+        torch_text = given + ", ".join(f"{float(_exact(v[0, p - 1 + offset])):.9g} ({k})" for k, v in outputs.items())
         torch_text += " (it decides nothing)"
     raise UnsupportedInMode(
         f"float reading: string {shown!r} at position {_label(p)}: the program "
@@ -210,6 +235,8 @@ def undecided_or_proof(task: Task, statistics: dict[str, Any], positions_of: Any
 
 def proof_clause(task: Task) -> str:
     """What a proof in the float reading covers, appended to the property's proof text."""
+    if _checkpoint(task):
+        return f"{task.model.float_model.proof_clause()}, accepting iff it exceeds {fmt(cut(task))}"
     return (
         f"for every float32 evaluation of the trained model (torch's CPU kernels: any summation order, exp within "
         f"{fmt(TORCH_EXP_ERROR)} relative, LayerNorm moments by any Welford/Chan merge tree), accepting iff its "
@@ -242,6 +269,6 @@ def certified_check(task: Task, word: str, positions: range) -> str | None:
             if p == 0 and not offset:
                 continue
             low, high = _interval(box, p)
-            if not low <= Fraction(float(values[0, p - 1 + offset])) <= high:
+            if not low <= _exact(values[0, p - 1 + offset]) <= high:
                 return f"torch's evaluation ({kernel}) lies outside the enclosure at position {_label(p)}"
     return None

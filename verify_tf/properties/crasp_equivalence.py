@@ -162,6 +162,8 @@ def checked_positions(task: Task, length: int) -> range:
 class CraspEquivalence(EachInput, Batched, Solvable, Cubes, Counted, PrefixTree, CertifiedOutputs):
     name = "crasp-equivalence"
     summary = "the model accepts exactly what a C-RASP program accepts (last position, or every prefix)"
+    # a checkpoint read as it runs (no IR): decided input by input on its enclosure (``_torch_float``)
+    checkpoint_capabilities = frozenset({EachInput, Batched, CertifiedOutputs})
     options = Obj(
         {
             "program": Field(ProgramFile("the C-RASP program (.cr), relative to the spec's folder"), required=True),
@@ -230,8 +232,8 @@ class CraspEquivalence(EachInput, Batched, Solvable, Cubes, Counted, PrefixTree,
         return _program(task.options.program)
 
     def reading(self, task: Task) -> tuple[str, bool | None]:
-        if float_reading.reads_float(task):  # a torch import read as trained (architecture: {reading: float})
-            return float_reading.FLOAT_AS_TRAINED, True
+        if float_reading.reads_float(task):  # a torch import read as trained, or a checkpoint read as it runs
+            return float_reading.reading(task), True
         return super().reading(task)
 
     def batch_rows(self, task: Task) -> int | None:
