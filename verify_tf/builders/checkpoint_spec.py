@@ -31,7 +31,9 @@ from ..numbers import fmt
 from .checkpoint_files import CheckpointError
 from .hf_checkpoint import load_checkpoint, network_of, readout_choice, token_id
 from .hf_layouts import ReadoutChoice, Tensors
+from .hf_quantized import quantized_model
 
+QUANTIZED_BITS, QUANTIZED_FRAC = 24, 12  # --reading quantized: a fine grid with room for logits of a few hundred
 MAX_ALPHABET = 8
 MAX_STRINGS = 4096
 MARGIN = Fraction(1, 1000)
@@ -142,10 +144,6 @@ def import_spec(
     vocabulary: list[str] | None = None,
 ) -> Written:
     """Write the spec (module docstring); ``CheckpointError`` for a checkpoint that cannot be read as stated."""
-    if reading != "float":
-        raise CheckpointError(
-            "the quantized reading of a checkpoint is not available yet", key="--reading", hint="--reading float"
-        )
     source = _source(path, vocabulary)
     bos_symbol = None if bos is None else source.symbols[token_id(source.symbols, _plain(bos), "--bos")]
     chosen = parse_readout(source.symbols, readout)
@@ -159,16 +157,30 @@ def import_spec(
     network = source.network(choice, bos_symbol)
     context = network.max_positions - (1 if bos_symbol is not None else 0)
     length = _max_length(len(alphabet), context)
+    if reading == "quantized":  # refused here, naming the layer, as the spec would refuse it
+        quantized_model(network, {"bits": QUANTIZED_BITS, "frac": QUANTIZED_FRAC}, "import")
     low, high, count = _mirror_range(network, alphabet, length)
-    margin = max(MARGIN, (high - low) / 100)
+    margin = max(MARGIN, (high - low) / (100 if reading == "float" else 20))
     lo, hi = _round(low - margin, down=True), _round(high + margin, down=False)
     relative = os.path.relpath(source.file, spec_path.resolve().parent)
+    about = (
+        [
+            "# The model as it runs in float32: every verdict is decided on an exact enclosure of every float32",
+            "# evaluation (any summation order, exp within 2^-18, ...; docs/semantics.md §7) and a refutation is",
+            f"# replayed through {source.replayed_in} (or verify-tf's float32 mirror when that is not installed).",
+        ]
+        if reading == "float"
+        else [
+            f"# A quantized reading: every weight rounded to multiples of 2^-{QUANTIZED_FRAC} (the largest error is "
+            "reported),",
+            "# fixed-point softmax, LayerNorm and i-GELU for GELU: verdicts are about that IR, NOT the model as run",
+            "# (docs/import.md; --reading float checks the float32 model itself).",
+        ]
+    )
     lines = [
         f"# {network.architecture} checkpoint {source.file.name}, imported by verify-tf import (docs/import.md).",
-        "# The model as it runs in float32: every verdict is decided on an exact enclosure of every float32",
-        "# evaluation (any summation order, exp within 2^-18, ...; docs/semantics.md §7) and a refutation is replayed",
-        f"# through {source.replayed_in} (or verify-tf's float32 mirror when that is not installed).",
-        f"name: {network.architecture} {source.file.name} as it runs",
+        *about,
+        f"name: {network.architecture} {source.file.name} {'as it runs' if reading == 'float' else 'quantized'}",
         "timeout: 600  # seconds per property: the enclosure costs milliseconds per string (docs/performance.md)",
         "model:",
         f"  {source.key}: {_yaml(relative)}",
@@ -177,8 +189,15 @@ def import_spec(
     ]
     if vocabulary is not None:
         lines.append("  vocabulary: [" + ", ".join(_yaml(t) for t in vocabulary) + "]")
+
     if bos_symbol is not None:
         lines.append(f"  bos: {_yaml(bos_symbol)}  # prepended to every input")
+    if reading == "quantized":
+        lines += [
+            "  reading: quantized",
+            f"  quantize: {{bits: {QUANTIZED_BITS}, frac: {QUANTIZED_FRAC}}}",
+            f"arithmetic: {{mode: fixed, bits: {QUANTIZED_BITS}, frac: {QUANTIZED_FRAC}}}",
+        ]
     skipped = len(ordinary) - len(alphabet)
     lines += [
         "domain:",
@@ -189,7 +208,9 @@ def import_spec(
         "properties:",
         f"  # the float32 mirror's range on every string, [{float(low):.6g}, {float(high):.6g}], widened by "
         f"{float(margin):.3g}:",
-        "  # proved where the enclosure is narrower than that margin, else unknown naming the input",
+        "  # proved where the enclosure is narrower than that margin, else unknown naming the input"
+        if reading == "float"
+        else "  # the quantized reading deviates from the float32 model by about 1-2 % of the range: check decides it",
         f"  - output-bounds: {{lo: {fmt(lo)}, hi: {fmt(hi)}, engine: enumerate, name: readout range}}",
         "  # a C-RASP program the model should compute, checked at every prefix (causal models):",
         "  # - crasp-equivalence: {program: my-language.cr, mode: prefix, threshold: 0, engine: enumerate}",

@@ -116,6 +116,7 @@ def build(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model
     """The model of a ``huggingface`` section (module docstring); a ``CheckpointError`` is located at its key."""
     from .checkpoint_files import CheckpointError  # the reading code, imported when a spec uses this source
     from .hf_checkpoint import float_model, library_replay, load_checkpoint, network_of, readout_choice, token_id
+    from .hf_quantized import quantized
 
     folder = section["huggingface"]
     check_quantize(section.get("quantize"), ctx, path)
@@ -125,13 +126,9 @@ def build(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model
         bos = section.get("bos")
         bos_symbol = None if bos is None else checkpoint.symbols[token_id(checkpoint.symbols, bos, "bos")]
         network = network_of(checkpoint, choice, bos_symbol)
-        if (section.get("reading") or "float") == "quantized":
-            raise CheckpointError(
-                "the quantized reading of a Hugging Face checkpoint is not available yet",
-                key="reading",
-                hint="reading: float (the default) checks the model as it runs",
-            )
         name = section.get("name") or folder.name
+        if (section.get("reading") or "float") == "quantized":
+            return quantized(network, section.get("quantize"), name)
         replay = library_replay(checkpoint.folder, checkpoint.config.text("model_type"), checkpoint.tensors, choice)
         return float_model(network, name, replay)
     except CheckpointError as exc:

@@ -34,8 +34,8 @@ from ..schema.errors import MissingDependency
 from ..schema.yamlnodes import Node
 from .checkpoint_files import CheckpointError
 from .hf_layouts import Config, ReadoutChoice, Tensors, layer_norm, readout_of, split_heads, torch_linear
-from .huggingface import READOUT_FIELDS, TokenRef
-from .sources import ModelSource
+from .huggingface import READINGS, READOUT_FIELDS, TokenRef
+from .sources import QUANTIZE, ModelSource, check_quantize
 
 ARGS = ("n_layer", "n_head", "n_embd", "block_size", "bias", "vocab_size")
 COMPILED = "_orig_mod."
@@ -145,6 +145,10 @@ FIELDS: dict[str, Field] = {
     **READOUT_FIELDS,
     "vocabulary": Field(ListOf(String(), "the token of each id, in order (nanoGPT's meta.pkl is a pickle: list them)")),
     "bos": Field(TokenRef("a token prepended to every input (an id or a vocabulary entry)")),
+    "reading": Field(
+        String("float (default): the model as it runs in float32; quantized: a fixed-point reading", READINGS)
+    ),
+    "quantize": Field(QUANTIZE),
 }
 
 
@@ -162,9 +166,11 @@ def build(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model
             path=join(path, "nanogpt"),
         ) from None
     from .hf_checkpoint import float_model, readout_choice, token_id
+    from .hf_quantized import quantized
     from .nanogpt_replay import NanoGPTReplay
 
     file = section["nanogpt"]
+    check_quantize(section.get("quantize"), ctx, path)
     try:
         config, tensors, digest = read_checkpoint(file)
         limit = 1 << 24
@@ -176,6 +182,8 @@ def build(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model
         bos = section.get("bos")
         bos_symbol = None if bos is None else symbols[token_id(symbols, bos, "bos")]
         network = nanogpt_network(config, Tensors(dict(tensors), file.name), choice, symbols, bos_symbol, digest)
+        if (section.get("reading") or "float") == "quantized":
+            return quantized(network, section.get("quantize"), section.get("name") or file.stem)
         replay = NanoGPTReplay(file, choice, dict(config.data))
         return float_model(network, section.get("name") or file.stem, replay)
     except CheckpointError as exc:

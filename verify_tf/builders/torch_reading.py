@@ -31,6 +31,18 @@ def is_torch_import(model: Model) -> bool:
     return model.runs_as.startswith(RUNS_AS)
 
 
+def is_checkpoint_quantized(model: Model) -> bool:
+    """A checkpoint's quantized reading (``hf_quantized``): runs as a float32 checkpoint, its IR quantized."""
+    return model.quantization is not None and model.runs_as.startswith("float32 ") and " checkpoint " in model.runs_as
+
+
+def _source(model: Model) -> str:
+    """How the float model is named in the reading: "torch model", or the checkpoint's "GPT-2 checkpoint"."""
+    if is_torch_import(model):
+        return "torch model"
+    return model.runs_as.removeprefix("float32 ").split(" (", 1)[0]
+
+
 def torch_reading(model: Model, arithmetic: Arithmetic | None = None) -> str:
     """What the IR computes of the float32 torch model, under ``arithmetic`` (None: not known yet)."""
     q = model.quantization
@@ -38,13 +50,17 @@ def torch_reading(model: Model, arithmetic: Arithmetic | None = None) -> str:
     if isinstance(arithmetic, Fixed):
         head = f"fixed point {arithmetic.bits}.{arithmetic.frac}"
         if q is not None and (q.bits, q.frac) == (arithmetic.bits, arithmetic.frac):
-            head += " quantization of a float32 torch model"
+            head += f" quantization of a float32 {_source(model)}"
         else:
-            head += " reading of a float32 torch model"
+            head += f" reading of a float32 {_source(model)}"
     elif arithmetic is None:
-        head = "quantized reading of a float32 torch model" if q is not None else "reading of a float32 torch model"
+        head = (
+            f"quantized reading of a float32 {_source(model)}"
+            if q is not None
+            else f"reading of a float32 {_source(model)}"
+        )
     else:
-        head = "exact rational reading of a float32 torch model"
+        head = f"exact rational reading of a float32 {_source(model)}"
     said = []
     if q is None:
         said.append("its float32 weights exactly")
@@ -67,7 +83,8 @@ def torch_reading(model: Model, arithmetic: Arithmetic | None = None) -> str:
 
 
 def with_arithmetic(model: Model, arithmetic: Arithmetic) -> Model:
-    """An imported torch model's reading with the spec's arithmetic stated; any other model unchanged."""
-    if not is_torch_import(model):
+    """An imported torch model's (or a checkpoint's quantized) reading with the spec's arithmetic stated; any other
+    model unchanged."""
+    if not is_torch_import(model) and not is_checkpoint_quantized(model):
         return model
     return replace(model, reading=torch_reading(model, arithmetic))

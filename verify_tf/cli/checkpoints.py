@@ -17,7 +17,8 @@ from . import output
               help="The logit the properties read: a token id, a vocabulary entry, or A-B (a logit difference). "
               "Default: the first ordinary token's logit (a base model: hidden coordinate 0).")  # fmt: skip
 @click.option("--reading", type=click.Choice(["float", "quantized"]), default="float", show_default=True,
-              help="float: the model as it runs in float32 (docs/semantics.md §7).")  # fmt: skip
+              help="float: the model as it runs in float32 (docs/semantics.md §7); quantized: a fixed-point reading "
+              "of the weights (24.12), NOT the model as run.")  # fmt: skip
 @click.option("--bos", metavar="T", help="A token prepended to every input (an id or a vocabulary entry).")
 @click.option("--vocabulary", metavar="A,B,...",
               help="The token of each id, comma-separated (default: the folder's tokenizer files; a nanoGPT "
