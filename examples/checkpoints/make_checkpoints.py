@@ -115,8 +115,8 @@ def save_nanogpt(model: transformers.GPT2LMHeadModel, path: Path) -> None:
         state[key] = (value.t() if conv else value).contiguous().clone()
     state["lm_head.weight"] = state["transformer.wte.weight"]
     config = model.config
-    model_args = {"n_layer": config.n_layer, "n_head": config.n_head, "n_embd": config.n_embd,
-                  "block_size": config.n_positions, "bias": True, "vocab_size": config.vocab_size, "dropout": 0.0}  # fmt: skip
+    model_args = {"n_layer": config.n_layer, "n_head": config.n_head, "n_embd": config.n_embd, "bias": True,
+                  "block_size": config.n_positions, "vocab_size": config.vocab_size, "dropout": 0.0}  # fmt: skip
     checkpoint = {"model": state, "model_args": model_args, "optimizer": {}, "iter_num": STEPS, "best_val_loss": 0.0,
                   "config": {"dataset": "majority", "steps": STEPS}}  # fmt: skip
     torch.save(checkpoint, path)
