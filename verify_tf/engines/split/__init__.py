@@ -61,17 +61,15 @@ def predict(task: Task, estimate: Estimate) -> Prediction:
     space = estimate.space
     if not task.prop.defines("decide_on_bounds") or space is None or space.order != "all":
         return Prediction(ENGINE, math.inf, "no bounds decision for this property")
-    from ...bounds import Cube  # the interval bounds: only for a property they may decide
-    from .cubes import whole_bounds
+    from .cubes import whole_bounds  # the interval bounds: only for a property they may decide
 
     analysis = len(space.lengths) * BOUNDS_COST * estimate.macs * estimate.calibration.interpret_mac
     if analysis > estimate.remaining / 10:  # the budget is the user's: the choice must not spend it
         return Prediction(ENGINE, math.inf, "the domain's bounds are too costly to analyse within the budget")
     for n in space.lengths:
-        whole = Cube.whole(space.tokens, n)
 
-        def bounds_of(model: Model | None = None, whole: Cube = whole) -> Bounds:
-            return whole_bounds(task.model if model is None else model, task.arithmetic, whole)
+        def bounds_of(model: Model | None = None, n: int = n) -> Bounds:
+            return whole_bounds(task.model if model is None else model, task.arithmetic, space, n)
 
         decision = task.prop.decide_on_bounds(task, bounds_of)
         if decision is None or decision[0] != HOLDS:
