@@ -1,9 +1,10 @@
 """The commented starter spec written by `verify-tf init`: its lists of engines, model sources and properties
-are generated from the code (``spec.loader``, the property registry), so they cannot go stale."""
+are generated from the code (``spec.loader``, the registries), so they cannot go stale."""
 
+from .builders.sources import load as load_source, registered as source_keys
 from .ir import POSITIONALS, SCORINGS
 from .properties import registry
-from .spec.loader import ENGINES, MODEL_SOURCES
+from .spec.loader import ENGINES
 
 _TEMPLATE = """\
 # verify-tf spec: what to check, on which model, in which arithmetic, over which inputs.
@@ -43,16 +44,6 @@ engine: auto       # @ENGINES@
 timeout: 60        # seconds per property
 """
 
-_SOURCE_EXAMPLES = {
-    "layers": "inline `layers` (below)",
-    "file": "`file: model.safetensors`",
-    "random": "`random: {seed: 0, ...}`",
-    "construct": "`construct: yun2019-contextual-mapping` with d/delta/n",
-    "torch": "`torch: model.pt` (a state dict)",
-    "tracr": "`tracr: export.json`",
-}
-
-
 _SCORING_NOTES = {"hardmax": "hardmax (ties averaged)", "softmax": "softmax (fixed arithmetic)"}
 _POSITIONAL_NOTES = {
     "rpe": "rpe (bias B[j-i] in the logits)",
@@ -75,7 +66,7 @@ def _wrapped(words: list[str], prefix: str, width: int = 112) -> str:
 
 
 def starter_spec() -> str:
-    sources = [_SOURCE_EXAMPLES.get(source, f"`{source}:`") for source in MODEL_SOURCES]
+    sources = [load_source(key).example for key in source_keys()]
     return (
         _TEMPLATE.replace("@SOURCES@", _wrapped(sources, "#   "))
         .replace("@SCORINGS@", " | ".join(_SCORING_NOTES.get(name, name) for name in SCORINGS))

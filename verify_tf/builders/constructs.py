@@ -1,41 +1,46 @@
-"""Registry of built-in constructions (``model: {construct: NAME, ...params}``).
+"""Model source ``construct``: the built-in constructions (``model: {construct: NAME, ...parameters}``).
 
-Each entry: parameter schema fields (spec.schema Fields) and a function params -> Model.
+Each construction: its parameters (schema Fields, keys of the model section beside ``construct``) and a function
+params -> Model. The builders are imported when a spec builds their model (the C-RASP compiler is no small module).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from ..ir import Model
+from ..schema.dsl import Context, Field, FilePath, Integer, ListOf, Number, String
+from ..schema.yamlnodes import Node
+from .sources import ModelSource
 
 
 @dataclass(frozen=True)
 class Construction:
     name: str
     summary: str
-    parameters: dict[str, Any]  # key -> spec.schema.Field
+    parameters: dict[str, Field]
     build: Callable[[dict[str, Any]], Model]
 
 
+def _yun(params: dict[str, Any]) -> Model:
+    from .yun import yun_contextual_mapping
+
+    return yun_contextual_mapping(
+        params["d"], params["delta"], params["n"], params.get("global-shift-scale"), params.get("drop-layer")
+    )
+
+
+def _crasp(params: dict[str, Any]) -> Model:
+    from .crasp_compiler import build_construction
+
+    return build_construction(params)
+
+
+@cache
 def constructions() -> dict[str, Construction]:
-    from ..schema.dsl import Field, FilePath, Integer, ListOf, Number, String
-
-    # the builders are imported when a spec builds their model (the C-RASP compiler is no small module)
-    def yun(params: dict[str, Any]) -> Model:
-        from .yun import yun_contextual_mapping
-
-        return yun_contextual_mapping(
-            params["d"], params["delta"], params["n"], params.get("global-shift-scale"), params.get("drop-layer")
-        )
-
-    def crasp(params: dict[str, Any]) -> Model:
-        from .crasp_compiler import build_construction
-
-        return build_construction(params)
-
     entries = [
         Construction(
             "yun2019-contextual-mapping",
@@ -49,7 +54,7 @@ def constructions() -> dict[str, Construction]:
                 ),
                 "drop-layer": Field(Integer("remove the selective-shift layer with this index", minimum=0)),
             },
-            yun,
+            _yun,
         ),
         Construction(
             "crasp-program",
@@ -67,7 +72,39 @@ def constructions() -> dict[str, Construction]:
                 ),
                 "set": Field(ListOf(String(), "then change weights: 'PARAMETER=VALUE' items (mutated models)")),
             },
-            crasp,
+            _crasp,
         ),
     ]
     return {c.name: c for c in entries}
+
+
+def _constructed_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model:
+    """``model: {construct: NAME, ...}``: a built-in construction, its parameters taken from the model section."""
+    construction = constructions()[section["construct"]]
+    params = {}
+    for key, f in construction.parameters.items():
+        if section.get(key) is None and f.required:
+            raise ctx.error(
+                node, path, f"construction {construction.name} needs parameter {key!r}", f.schema.description
+            )
+        params[key] = section.get(key)
+    return construction.build(params)
+
+
+def _fields() -> dict[str, Field]:
+    """``construct`` and every construction's parameters (a parameter's schema as declared; no defaults)."""
+    fields: dict[str, Field] = {"construct": Field(String("built-in construction", tuple(constructions())))}
+    for c in constructions().values():
+        for key, f in c.parameters.items():
+            fields.setdefault(key, Field(f.schema))
+    return fields
+
+
+SOURCE = ModelSource(
+    key="construct",
+    fields=_fields(),
+    build=_constructed_model,
+    label="a built-in construction",
+    usage="write model: {construct: yun2019-contextual-mapping, d: 1, delta: 1/2, n: 2}",
+    example="`construct: yun2019-contextual-mapping` with d/delta/n",
+)

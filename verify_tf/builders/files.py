@@ -5,6 +5,8 @@ entry ``__verify_tf__`` in .npz / .pt) whose numeric arrays are references ``"@n
 are float64 when every entry is exactly a float64 (all dyadic weights are); otherwise the exact rational is
 kept as two int64 tensors ``name::num`` / ``name::den``. Loading never executes code: no pickle
 (``np.load(allow_pickle=False)``, ``torch.load(weights_only=True)``).
+
+Model source ``file`` (``model: {file: model.safetensors}``): ``SOURCE`` at the end.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ import numpy as np
 
 from ..ir import Model
 from ..ir.plain import FORMAT, model_from_dict, model_to_dict
+from ..schema.dsl import Context, Field, FilePath, join
 from ..schema.errors import MissingDependency
+from ..schema.yamlnodes import Node
+from .sources import ModelSource
 
 ARCH_KEY = "__verify_tf__"
 NON_NUMERIC_KEYS = frozenset({"alphabet"})  # lists of symbols: kept in the JSON, never turned into tensors
@@ -210,3 +215,26 @@ def load_model(path: str | Path) -> Model:
         raise ModelFileError(f"{path.name}: malformed architecture (nested too deeply)") from None
     except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError) as exc:
         raise ModelFileError(f"{path.name}: malformed architecture ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def _file_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model:
+    """``model: {file: model.safetensors}``: a verify-tf model file."""
+    try:
+        return load_model(section["file"])
+    except ModelFileError as exc:
+        raise ctx.error(
+            node,
+            join(path, "file"),
+            str(exc),
+            "verify-tf model files are written by save_model / `verify-tf crasp compile`",
+        ) from None
+
+
+SOURCE = ModelSource(
+    key="file",
+    fields={"file": Field(FilePath("a verify-tf model file (.safetensors, .npz, .pt)"))},
+    build=_file_model,
+    label="a model file",
+    usage="write model: {file: model.safetensors}",
+    example="`file: model.safetensors`",
+)

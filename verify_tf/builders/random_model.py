@@ -3,17 +3,25 @@
 Deterministic across platforms (numpy PCG64 integer draws), so a spec with ``random: {seed: 3}`` names
 one fixed model forever. LayerNorm parameters are drawn after everything else, so switching ``layernorm`` on
 keeps every other weight of the seed's model; so are random ALiBi slopes (RoPE draws nothing).
+
+Model source ``random`` (``model: {random: {seed: 3, width: 2, ...}}``): ``RANDOM`` is its schema.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
 from ..ir import (
+    ACTIVATIONS,
+    ALIBI_DISTANCES,
     DEFAULT_LAYERNORM_EPS,
+    POSITIONALS,
+    ROPE_PAIRINGS,
+    SCORINGS,
     Alibi,
     AlphabetTokens,
     AttentionLayer,
@@ -29,6 +37,9 @@ from ..ir import (
     Vector,
     alibi_slopes,
 )
+from ..schema.dsl import Boolean, Context, Field, Integer, ListOf, Number, Obj, String
+from ..schema.yamlnodes import Node
+from .sources import ModelSource
 
 LAYERNORMS = ("none", "pre", "post")
 
@@ -164,3 +175,80 @@ def _positional(layer: AttentionLayer | None, config: RandomConfig, draw: _Draw)
             slopes = draw.vector(len(layer.heads), nonnegative=True)
         heads = tuple(replace(h, alibi=Alibi(m, config.alibi_distance)) for h, m in zip(layer.heads, slopes))
     return replace(layer, heads=heads)
+
+
+# ---------------------------------------------------------------- the model source
+
+
+RANDOM = Obj(
+    {
+        "seed": Field(Integer(minimum=0), default=0),
+        "width": Field(Integer("model width d", minimum=1, maximum=64), default=2),
+        "layers": Field(Integer(minimum=0, maximum=32), default=1),
+        "heads": Field(Integer(minimum=1, maximum=16), default=1),
+        "key-dim": Field(Integer(minimum=1, maximum=64)),
+        "value-dim": Field(Integer(minimum=1, maximum=64)),
+        "ffn-width": Field(Integer("0 = no feed-forward", minimum=0, maximum=256), default=0),
+        "scoring": Field(String(choices=SCORINGS), default="hardmax"),
+        "positional": Field(String(choices=POSITIONALS), default="standard"),
+        "causal": Field(Boolean(), default=False),
+        "absolute-pe": Field(Boolean("learned absolute positional encoding"), default=False),
+        "max-length": Field(Integer("positions covered by PE / RPE tables", minimum=1, maximum=1024), default=8),
+        "range": Field(Number("weights drawn from [-range, range]", positive=True), default=Fraction(2)),
+        "denominator": Field(Integer("weights are multiples of 1/denominator", minimum=1, maximum=1 << 20), default=4),
+        "alphabet": Field(ListOf(String(), min_length=1)),
+        "bos": Field(String()),
+        "activation": Field(String(choices=ACTIVATIONS), default="relu"),
+        "layernorm": Field(String("LayerNorm on every sublayer: pre-LN, post-LN or none", LAYERNORMS), default="none"),
+        "final-norm": Field(Boolean("a LayerNorm after the last block"), default=False),
+        "rope-base": Field(Number("positional: rope: θ_k = base^(-2k/d)", positive=True), default=Fraction(10000)),
+        "rope-pairing": Field(String("positional: rope: coordinate pairs", ROPE_PAIRINGS), default="half"),
+        "alibi-slopes": Field(
+            String("positional: alibi: slopes drawn on the weight grid, or the standard ones", ("random", "standard")),
+            default="random",
+        ),
+        "alibi-distance": Field(String("positional: alibi", ALIBI_DISTANCES), default="causal"),
+    },
+    "a seeded random model with exact dyadic weights",
+)
+
+
+def _random_model(section: dict[str, Any], node: Node, ctx: Context, path: str) -> Model:
+    """``model: {random: {seed: ..., width: ...}}``: a seeded random model with exact dyadic weights."""
+    r = section["random"]
+    config = RandomConfig(
+        seed=r["seed"],
+        width=r["width"],
+        layers=r["layers"],
+        heads=r["heads"],
+        key_dim=r["key-dim"],
+        value_dim=r["value-dim"],
+        ffn_width=r["ffn-width"],
+        scoring=r["scoring"],
+        positional=r["positional"],
+        causal=r["causal"],
+        absolute_pe=r["absolute-pe"],
+        max_length=r["max-length"],
+        weight_range=r["range"],
+        denominator=r["denominator"],
+        alphabet=tuple(r["alphabet"]) if r["alphabet"] else None,
+        bos=r["bos"],
+        activation=r["activation"],
+        layernorm=r["layernorm"],
+        final_norm=r["final-norm"],
+        rope_base=r["rope-base"],
+        rope_pairing=r["rope-pairing"],
+        alibi_slopes=r["alibi-slopes"],
+        alibi_distance=r["alibi-distance"],
+    )
+    return random_model(config)
+
+
+SOURCE = ModelSource(
+    key="random",
+    fields={"random": Field(RANDOM)},
+    build=_random_model,
+    label="a random model",
+    usage="write model: {random: {seed: 0, width: 2, layers: 1}}",
+    example="`random: {seed: 0, ...}`",
+)

@@ -28,7 +28,7 @@ does not understand. ``verify_tf.experiments.exact_encoder`` has small LayerNorm
 models this importer accepts without any approximation (docs/import.md).
 
 torch is an optional dependency (the ``torch`` extra): this module imports it at the top and is itself
-imported only when a spec has a torch source (``spec/loader.py``), which names the extra when it is missing.
+imported only when a spec has a torch source (``torch_source.py``), which names the extra when it is missing.
 
 The verified model is the imported IR under the spec's arithmetic: with ``scoring: softmax`` that is the
 fixed-point softmax of docs/semantics.md, not torch's float softmax. The model says so: ``runs_as`` names the float

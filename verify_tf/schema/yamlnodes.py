@@ -32,6 +32,10 @@ class Node:
     tag: str = _STR
     key_lines: dict | None = None  # map only: key text -> line of the key
 
+    def mapping(self) -> dict[str, Node]:
+        """A map node's children by key text ({} for any other node)."""
+        return self.value if self.kind == "map" and isinstance(self.value, dict) else {}
+
     @property
     def is_null(self) -> bool:
         return self.kind == "scalar" and self.tag == _NULL
