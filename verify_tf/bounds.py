@@ -298,7 +298,7 @@ def coordinate_box(vectors: Sequence[Sequence[Any]], dim: int) -> IVector:
     Fraction comparisons before, outside any deadline (issue 38)."""
     out = []
     for c in range(dim):
-        check_deadline("while computing the embedding's interval bounds")
+        check_deadline("while computing interval bounds")
         distinct = {id(x): x for x in (v[c] for v in vectors)}
         column = [Fraction(x) for x in distinct.values()]
         out.append((min(column), max(column)))
