@@ -174,6 +174,7 @@ def fourhead(args) -> None:
         ("fails: sampled max - 1/256", seen - Fraction(1, 256)),
         ("fails: max of 100,000 random members - 1/256", batched_sampled_max(model, FIXED, domain) - Fraction(1, 256)),
         ("holds: 60.67 (issue 29)", Fraction(6067, 100)),
+        ("holds: 47661/1024 (issue 43)", Fraction(47661, 1024)),
         ("holds: half way to the sampled max", (top + seen) / 2),
     ]
     for label, hi in bounds:
@@ -254,12 +255,15 @@ def d3(args) -> None:
         row("d3 L2 n4 softmax", domain.size(), "\\|q\\| <= 33.82", mode, verdict, wall, cpu, extra)
 
 
-def knuth(model, domain, options, probes: int, linear: bool, rule: str, seed: int = 0) -> tuple[float, float]:
+def knuth(
+    model, domain, options, probes: int, linear: bool, rule: str, seed: int = 0, bound_domain: str = "backward"
+) -> tuple[float, float]:
     """Knuth's estimate of split's tree size (bounds only: every open cube is split, points close): random dives,
-    the cubes of all probes bounded together per level. (mean, median) over the probes."""
+    the cubes of all probes bounded together per level. (mean, median) over the probes. ``bound_domain``: the
+    linear domain's "forward" pass alone (before issue 43) or with its "backward" bounds (the engine's)."""
     task = make_task(model, FIXED, domain, "output-bounds", options, device="cpu")
     space = task.prop.input_space(task)
-    bounder = Bounder(task, space, linear)
+    bounder = Bounder(task, space, linear, domain=bound_domain)
     rng = random.Random(seed)
     state = [(roots(space)[0], 0, 1) for _ in range(probes)]
     estimates = []
@@ -293,25 +297,30 @@ def knuth(model, domain, options, probes: int, linear: bool, rule: str, seed: in
 def knuth_table(args) -> None:
     print("\nKnuth tree-size estimates (cubes; mean of the probes, median in brackets)\n")
     print(
-        "| model | property | intervals, widest | linear, widest | linear, coefficient × width alone "
-        "| linear, widest with ties by coefficient (the engine's) | probes | s |"
+        "| model | property | intervals, widest | forward linear, widest | forward linear, the engine's rule "
+        "| backward ∩ forward (issue 43), widest | backward ∩ forward, the engine's rule | probes | s |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, options, label in (
         ("d2", {"lo": -5, "hi": 5}, "\\|q\\| <= 5"),
-        ("d3", {"lo": Fraction(-338203125, 10**7), "hi": Fraction(338203125, 10**7)}, "\\|q\\| <= 33.82"),
+        ("d3", {"lo": Fraction(-4329, 128), "hi": Fraction(4329, 128)}, "\\|q\\| <= 4329/128"),
         ("4h", {"hi": Fraction(6067, 100)}, "q <= 60.67"),
+        ("4h", {"hi": Fraction(47661, 1024)}, "q <= 47661/1024"),
     ):
         model, domain = softmax_case(name)
         start = time.perf_counter()
         cells = []
-        for linear, rule, probes in (
-            (False, "widest", max(10, args.probes // 10)),
-            (True, "widest", args.probes),
-            (True, "coefficient", args.probes),
-            (True, "engine", args.probes),
+        for linear, rule, probes, bound_domain in (
+            (False, "widest", max(10, args.probes // 10), "forward"),
+            (True, "widest", args.probes, "forward"),
+            (True, "engine", args.probes, "forward"),
+            (True, "widest", args.probes, "backward"),
+            (True, "engine", args.probes, "backward"),
         ):
-            mean, median = knuth(model, domain, options, probes, linear, rule)
+            if not linear and args.skip_intervals:
+                cells.append("-")
+                continue
+            mean, median = knuth(model, domain, options, probes, linear, rule, bound_domain=bound_domain)
             cells.append(f"{mean:.2g} ({median:.2g})")
         print(
             f"| {name} | {label} | {' | '.join(cells)} | {args.probes} | {time.perf_counter() - start:.0f} |",
@@ -386,6 +395,7 @@ def main() -> None:
     parser.add_argument("--cluster", default="", help="e.g. local:2: also run the 4-head holding bound there")
     parser.add_argument("--cluster-budget", type=float, default=900.0)
     parser.add_argument("--bounds", default="", help="fourhead: only the bounds whose label contains one of these")
+    parser.add_argument("--skip-intervals", action="store_true", help="knuth: leave out the exact-interval column")
     args = parser.parse_args()
     print(
         f"{datetime.datetime.now():%Y-%m-%d %H:%M}, {platform.node()}, {platform.processor() or platform.machine()}, "
