@@ -8,7 +8,8 @@ batch of cubes of one length), where each cube is
   (``leaves.py``) predicts, from this run's measured enumeration rate, bound cost and closing rate per volume,
   that enumerating it is cheaper than its expected subtree;
 * otherwise **bounded** together with the rest of its batch: the linear domain (``verify_tf.linear``: intervals
-  and linear forms of every stage, exact integers) in one vectorised call, or exact intervals cube by cube where
+  and linear forms of every stage, exact integers) in one vectorised call, its forward pass intersected at every
+  sublayer with backward (CROWN-style) bounds (``linear/backward.py``), or exact intervals cube by cube where
   that domain refuses the model (``bounder.py``); the property's ``decide_on_bounds`` closes it (``holds``), hands
   a member to the replay (``violated``: every input violates) or leaves it open;
 * **attacked** when open: its corners under the linear bound and its center are evaluated exactly, all open
