@@ -28,7 +28,7 @@ attention_head`` step by step.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -54,6 +54,7 @@ class HeadForms:
     weights: Lin  # (B, P, P): a_ij (softmax: with forms; hardmax, uniform: boxes)
     mass: tuple[Array, Array]  # (B, P): Σ_j a_ij
     output: Lin  # (B, P, v): head_i, rounded
+    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # ``backward``'s per-head data
 
 
 @dataclass

@@ -210,37 +210,44 @@ def through_softmax_head(lam: Array, heads: Any, rounding: Any, state: _Pass) ->
     one = state.one
     lam = through_store(lam, heads.output, rounding, state)
     weights, value = heads.weights, heads.value
-    a_lo, a_hi = weights.lo, weights.hi
-    mix = _mixture(a_lo, a_hi, one)  # (B, P_i, P_k): integers >= 0 summing to one
-    anchor_value = _mixed(value, mix, one)
-    g = forms.tighten(
-        forms.sub(
-            value.map(lambda a: np.asarray(a)[:, None], lambda c: np.asarray(c)[:, None]),
-            anchor_value.map(lambda a: a[:, :, None], lambda c: c[:, :, None]),
-        )
-    )  # (B, P_i, P_j, v): v_j − λ_i
-    (ua, ug, ub), (la, lg, lb) = _planes(a_lo, a_hi, g.lo, g.hi)
+    mix, g_lo, g_hi, slope_g, slope_a, upper, lower = _head_planes(heads, one)
+    lam_g = _settle(ints.mul(np.asarray(lam)[:, :, :, None, :], slope_g), 2 * one, g_lo, g_hi, state)
+    lam_a = _settle(ints.contract(lam, slope_a, "boic,bijc->boij"), 2 * one, weights.lo, weights.hi, state)
     positive, negative = ints.maximum(lam, np.int64(0)), ints.minimum(lam, np.int64(0))
-    lam_g = _settle(
-        ints.add(
-            ints.mul(np.asarray(positive)[:, :, :, None, :], np.asarray(ua)[:, None]),
-            ints.mul(np.asarray(negative)[:, :, :, None, :], np.asarray(la)[:, None]),
-        ),
-        2 * one, g.lo, g.hi, state,
-    )  # fmt: skip
-    lam_a = _settle(
-        ints.add(ints.contract(positive, ug, "boic,bijc->boij"), ints.contract(negative, lg, "boic,bijc->boij")),
-        2 * one, a_lo, a_hi, state,
-    )  # fmt: skip
-    rest = ints.add(
-        ints.mul(positive, np.asarray(ints.total(ub, 2))[:, None]),
-        ints.mul(negative, np.asarray(ints.total(lb, 2))[:, None]),
-    )
+    rest = ints.add(ints.mul(positive, upper), ints.mul(negative, lower))
     state.add(ints.ceildiv(_sum_to_objectives(rest), 2 * one))
     cash_out(lam_a, weights, state)
     to_anchor = ints.sub(lam, ints.total(lam_g, 3))  # (B, O, P_i, v): on λ_i
     spread = _settle(ints.contract(to_anchor, mix, "boic,bik->bokc"), one, value.lo, value.hi, state)
     return ints.add(ints.total(lam_g, 2), spread)
+
+
+def _head_planes(heads: Any, one: int) -> tuple[Array, ...]:
+    """What ``through_softmax_head`` needs of a head whatever the objectives, computed once per head (kept on it):
+    the mixture, g = v_j − λ_i's interval, the planes' doubled slopes (shared by both sides), and their constants
+    summed over the keys (B, 1, P, v)."""
+    if "planes" not in heads.memo:
+        value, a_lo, a_hi = heads.value, heads.weights.lo, heads.weights.hi
+        mix = _mixture(a_lo, a_hi, one)  # (B, P_i, P_k): integers >= 0 summing to one
+        mixed = _mixed(value, mix, one)
+        g = forms.tighten(
+            forms.sub(
+                value.map(lambda a: np.asarray(a)[:, None], lambda c: np.asarray(c)[:, None]),
+                mixed.map(lambda a: a[:, :, None], lambda c: c[:, :, None]),
+            )
+        )  # (B, P_i, P_j, v): v_j − λ_i
+        (slope_g, slope_a, upper), (_, _, lower) = _planes(a_lo, a_hi, g.lo, g.hi)
+        heads.memo["planes"] = (
+            mix,
+            g.lo,
+            g.hi,
+            np.asarray(slope_g)[:, None],
+            slope_a,
+            np.asarray(ints.total(upper, 2))[:, None],
+            np.asarray(ints.total(lower, 2))[:, None],
+        )
+    planes: tuple[Array, ...] = heads.memo["planes"]
+    return planes
 
 
 def _mixture(a_lo: Array, a_hi: Array, one: int) -> np.ndarray:
