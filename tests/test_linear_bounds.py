@@ -198,6 +198,7 @@ def test_every_stage_contains_every_input_of_the_cube(case):
     check_case(model, arith, table, columns, ranges, chosen)
 
 
+@pytest.mark.slow  # ~40 s of CPU: a backward pass per refined stage
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(cases())
 def test_every_backward_stage_contains_every_input_of_the_cube(case):
