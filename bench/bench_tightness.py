@@ -77,7 +77,8 @@ def ratios(bounds: list[tuple[np.ndarray, np.ndarray]], truth) -> list[float]:
         width = thi - tlo
         p = int(np.argmax(width))
         if width[p] > 0:
-            out.append(float((hi[p] - lo[p]) / width[p]))
+            ratio = float((hi[p] - lo[p]) / width[p])
+            out.append(ratio if np.isfinite(ratio) else float("inf"))  # auto_LiRPA's NaN bounds: no bound
     return out
 
 

@@ -5,8 +5,9 @@ module auto_LiRPA traces: per block the heads (q, k, v linear maps, scores q·k,
 sum of the values, the output projection, the residual), then the feed-forward layer (ReLU), then the readout at
 every position. It supports what ``bench_tightness``'s three models use: grid tokens, non-causal softmax heads
 with standard positions, ReLU, no LayerNorm, no positional encoding. The bounds are CROWN's (``method="CROWN"``)
-on the box of each cube's coordinates: a tightness reference of the same network, not a sound bound of its
-fixed-point reading.
+on the box of each cube's coordinates, in float64: a tightness reference of the same network, not a sound bound
+of its fixed-point reading. (Its exp relaxation overflows on some cubes of d3: NaN bounds, counted as infinitely
+wide by the bench.)
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from torch import nn
 
 
 def _tensor(matrix) -> torch.Tensor:
-    return torch.tensor([[float(w) for w in row] for row in matrix], dtype=torch.float32)
+    return torch.tensor([[float(w) for w in row] for row in matrix], dtype=torch.float64)
 
 
 def _vector(values) -> torch.Tensor:
-    return torch.tensor([float(v) for v in values], dtype=torch.float32)
+    return torch.tensor([float(v) for v in values], dtype=torch.float64)
 
 
 class Mirror(nn.Module):
@@ -38,14 +39,14 @@ class Mirror(nn.Module):
                         raise ValueError("the mirror takes non-causal softmax heads with standard positions")
                     names = []
                     for part in ("query", "key", "value"):
-                        linear = nn.Linear(model.dim, len(getattr(head, part)), dtype=torch.float32)
+                        linear = nn.Linear(model.dim, len(getattr(head, part)), dtype=torch.float64)
                         linear.weight.data = _tensor(getattr(head, part))
                         linear.bias.data = _vector(getattr(head, f"{part}_bias"))
                         name = f"b{b}h{h}{part}"
                         self.add_module(name, linear)
                         names.append(name)
                     heads.append(names)
-                projection = nn.Linear(sum(len(h.value) for h in layer.heads), model.dim, dtype=torch.float32)
+                projection = nn.Linear(sum(len(h.value) for h in layer.heads), model.dim, dtype=torch.float64)
                 projection.weight.data = torch.cat([_tensor(h.output) for h in layer.heads], dim=1)
                 projection.bias.data = _vector(layer.output_bias)
                 self.add_module(f"b{b}out", projection)
@@ -54,15 +55,15 @@ class Mirror(nn.Module):
                 ff = block.feed_forward
                 if ff.activation != "relu":
                     raise ValueError("the mirror takes ReLU feed-forward layers")
-                w1 = nn.Linear(model.dim, len(ff.w1), dtype=torch.float32)
+                w1 = nn.Linear(model.dim, len(ff.w1), dtype=torch.float64)
                 w1.weight.data, w1.bias.data = _tensor(ff.w1), _vector(ff.b1)
-                w2 = nn.Linear(len(ff.w1), model.dim, dtype=torch.float32)
+                w2 = nn.Linear(len(ff.w1), model.dim, dtype=torch.float64)
                 w2.weight.data, w2.bias.data = _tensor(ff.w2), _vector(ff.b2)
                 self.add_module(f"b{b}w1", w1)
                 self.add_module(f"b{b}w2", w2)
                 parts["feed_forward"] = (f"b{b}w1", f"b{b}w2", ff.residual)
             self.blocks.append(parts)
-        self.readout = nn.Linear(model.dim, 1, bias=False, dtype=torch.float32)
+        self.readout = nn.Linear(model.dim, 1, bias=False, dtype=torch.float64)
         self.readout.weight.data = _vector(model.readout)[None]
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:  # (B, n, d) -> (B, n)
@@ -87,10 +88,19 @@ def crown_bounds(model, domain, cubes) -> list[tuple[np.ndarray, np.ndarray]]:
     """CROWN's (lo, hi) of the readout at every position, per cube (each coordinate's box from its index range)."""
     from auto_LiRPA import BoundedModule, BoundedTensor, PerturbationLpNorm
 
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)  # auto_LiRPA builds its own tensors in the default type; float32 overflows
+    try:
+        return _crown(model, domain, cubes, BoundedModule, BoundedTensor, PerturbationLpNorm)
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def _crown(model, domain, cubes, BoundedModule, BoundedTensor, PerturbationLpNorm):
     values = np.array([float(v) for v in domain.values])
     ranges = np.array([c.ranges for c in cubes])  # (B, n, d, 2)
-    lower = torch.tensor(values[ranges[..., 0]], dtype=torch.float32)
-    upper = torch.tensor(values[ranges[..., 1]], dtype=torch.float32)
+    lower = torch.tensor(values[ranges[..., 0]], dtype=torch.float64)
+    upper = torch.tensor(values[ranges[..., 1]], dtype=torch.float64)
     mirror = Mirror(model)
     center = (lower + upper) / 2
     bounded = BoundedModule(mirror, center, device="cpu", verbose=0)
