@@ -51,7 +51,7 @@ from verify_tf.domain import GridDomain
 from verify_tf.engines.base import Run
 from verify_tf.engines.split import driver as split
 from verify_tf.engines.split.bounder import Bounder
-from verify_tf.engines.split.cubes import roots
+from verify_tf.engines.split.cubes import SplitCube, roots
 from verify_tf.executors import InProcess
 from verify_tf.linear import CoordinateTable, LinearModel
 from verify_tf.semantics import Exact, Fixed, evaluate
@@ -72,6 +72,23 @@ def softmax_case(name: str):
     config = RandomConfig(seed=7, width=2, layers=2, heads=4, ffn_width=4, scoring="softmax", weight_range=Fraction(1))
     # 7 points per coordinate, representable in 16/8 (a 1/3 step is not: the API refuses it as the loader does)
     return random_model(config), GridDomain.regular(2, Fraction(1, 4), 6, lo=Fraction(-3, 4), hi=Fraction(3, 4))
+
+
+def small_cubes(domain, count: int, seed: int = 0) -> list[SplitCube]:
+    """``count`` seeded cubes of a grid domain, each coordinate's range 1–3 consecutive grid values."""
+    rng = random.Random(seed)
+    size = len(domain.values)
+    out = []
+    for _ in range(count):
+        position = []
+        for _ in range(domain.length):
+            ranges = []
+            for _ in range(domain.dim):
+                a = rng.randrange(size)
+                ranges.append((a, min(size - 1, a + rng.randrange(3))))
+            position.append(tuple(ranges))
+        out.append(SplitCube(tuple(position)))
+    return out
 
 
 def sampled_max(model, arith, domain, count: int = 200) -> Fraction:
@@ -336,19 +353,7 @@ def cost(args) -> None:
         model, domain = softmax_case(name)
         linear = LinearModel(model, FIXED, domain.length)
         table = CoordinateTable.grid(domain.values, linear.scale)
-        rng = random.Random(0)
-        size = len(domain.values)
-        ranges = []
-        for _ in range(256):
-            cube = []
-            for _ in range(domain.length):
-                position = []
-                for _ in range(domain.dim):
-                    a = rng.randrange(size)
-                    position.append((a, min(size - 1, a + rng.randrange(3))))
-                cube.append(position)
-            ranges.append(cube)
-        inputs = table.inputs(np.array(ranges), domain.dim)
+        inputs = table.inputs(np.array([cube.ranges for cube in small_cubes(domain, 256)]), domain.dim)
         linear.bound(inputs)
         start, cpu = time.perf_counter(), time.process_time()
         linear.bound(inputs)

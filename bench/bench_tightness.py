@@ -33,32 +33,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_split import FIXED, softmax_case
+from bench_split import FIXED, small_cubes, softmax_case
 
 from verify_tf.api import make_task
 from verify_tf.batched import BatchedEvaluator
 from verify_tf.bounds import cube_bounds
 from verify_tf.engines.split.bounder import Bounder
-from verify_tf.engines.split.cubes import SplitCube, bounds_cube, rows
+from verify_tf.engines.split.cubes import bounds_cube, rows
 from verify_tf.spaces import InputSpace
 
 PROPERTIES = {"d2": {"lo": -5, "hi": 5}, "d3": {"lo": -33, "hi": 33}, "4h": {"hi": Fraction(47661, 1024)}}
-
-
-def small_cubes(domain, count: int, seed: int = 0) -> list[SplitCube]:
-    rng = random.Random(seed)
-    size = len(domain.values)
-    out = []
-    for _ in range(count):
-        position = []
-        for _ in range(domain.length):
-            ranges = []
-            for _ in range(domain.dim):
-                a = rng.randrange(size)
-                ranges.append((a, min(size - 1, a + rng.randrange(3))))
-            position.append(tuple(ranges))
-        out.append(SplitCube(tuple(position)))
-    return out
 
 
 def true_ranges(model, space, cubes) -> list[tuple[np.ndarray, np.ndarray]]:
