@@ -23,7 +23,6 @@ import argparse
 import datetime
 import os
 import platform
-import random
 import sys
 import time
 from fractions import Fraction
