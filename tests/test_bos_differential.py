@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from verify_tf.engines import supporting
 from verify_tf.properties import registry
 from verify_tf.runner import Overrides, check_property
 from verify_tf.spec.loader import load_spec_text
@@ -87,7 +88,7 @@ def spec_text(layers: list, name: str, options: dict) -> str:
 
 
 def engines_of(name: str) -> list[str]:
-    return [e for e in registry()[name].engines if e != "architecture"]
+    return [e for e in supporting(registry()[name]) if e != "architecture"]
 
 
 @pytest.mark.parametrize("layers,name,options,expected", CASES, ids=[f"{i}-{c[1]}" for i, c in enumerate(CASES)])

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import needs_torch, torch_installed
+from verify_tf.engines import supporting
 from verify_tf.properties import registry
 from verify_tf.runner import Overrides, check_property
 from verify_tf.spec import load_spec
@@ -97,7 +98,7 @@ def _both_case_lists():
         if spec.domain is None or spec.domain.size() > ENUMERABLE:
             continue
         for prop in spec.properties:
-            engines = registry()[prop.name].engines
+            engines = supporting(registry()[prop.name])
             exhaustive = tuple(e for e in ("enumerate", "interpret") if e in engines)
             if "smt" in engines and exhaustive and getattr(prop.options, "scope", "model") == "model":
                 case = f"{path.stem}[{prop.index}]"

@@ -18,10 +18,11 @@ import tomllib
 import verify_tf.engines as registry
 from helpers import head, one_layer, task
 from verify_tf.domain import GridDomain
-from verify_tf.engines import load, names
+from verify_tf.engines import load, names, supporting
 from verify_tf.engines.base import Run
 from verify_tf.engines.cost import EXHAUSTIVE, ROLES
 from verify_tf.executors import InProcess
+from verify_tf.properties import registry as registry_of_properties
 from verify_tf.runner import run_engine
 from verify_tf.semantics import Exact
 from verify_tf.spec.loader import ENGINES
@@ -106,6 +107,9 @@ def _run(checked, engine):
 
 def test_the_add_an_engine_example_is_discovered_and_agrees_with_interpret(brute):
     assert "brute" in names() and brute.role is None
+    # one folder is all it takes: the registry runs it on the properties whose capabilities its NEEDS names
+    assert "brute" in supporting(registry_of_properties()["output-bounds"])
+    assert "brute" not in supporting(registry_of_properties()["contextual-mapping"])  # distinct values: not each input
     model = one_layer(head(q=1, k=1, v=1, scoring="hardmax", causal=True))
     domain = GridDomain(1, (F(0), F(1), F(2)), 3)  # 3^3 = 27 inputs of length 3
     held = task(model, Exact(), domain, "output-bounds", {"lo": -10, "hi": 10})

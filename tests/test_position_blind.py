@@ -252,7 +252,7 @@ def test_architecture_engine_with_model_scope_proves_through_the_class_or_says_u
     assert check(rpe, engine="architecture").status == "proved"
     urpe = one_layer(head(scoring="hardmax", positional="urpe", rpe=[0, 0, 0], urpe=[1, 1, 1]))
     verdict = check(urpe, engine="architecture")
-    assert verdict.status == "unknown" and "use engine interpret" in verdict.detail
+    assert verdict.status == "unknown" and "evaluate its constant inputs (engine: auto)" in verdict.detail
 
 
 def test_the_architecture_proof_covers_any_depth_because_deeper_layers_add_no_query(monkeypatch):

@@ -1,28 +1,31 @@
-"""The contract between properties and engines: the task, its settings, the base class every property extends
-(one method per hook an engine may call, each with a default), and the plain data the hooks exchange.
+"""The contract between properties and engines: the task, its settings, the small base every property extends,
+the capability protocols it may offer, and the plain data they exchange.
 
 It sits below both (``verify_tf.properties`` and ``verify_tf.engines`` import it; it imports neither), so a
-property never needs an engine's module and an engine sees a property only through ``Property``. A property
-says what it means (typed options, a violation predicate, the queries it asks); an engine owns how it is
-run (enumeration order, work units, the deadline, progress, solver lifecycle, replay, verdicts).
+property never needs an engine's module and an engine sees a property only through the contract. A property
+says what it means: typed options, the domain, a violation predicate, and the capabilities it offers
+(``EachInput``, ``Batched``, ``Solvable``, ``Counted``, ``ArchitectureClass``, ...: one class each, below). An
+engine's card says which capabilities it needs (``NEEDS``) and which it uses when offered (``USES``); the registry
+(``verify_tf.engines.supporting``) matches properties to engines from them, and no property names an engine. An
+engine owns how a claim is run (enumeration order, work units, the deadline, progress, solver lifecycle, replay,
+the merge rule, verdicts, certificates).
 
-Hooks come in groups, one per *form* of claim (``Property.form``) and per engine; docs/architecture.md lists
-which engine calls which hook (``tests/test_contract.py`` compares that table with the code). An optional
-hook's default does nothing (no candidates, no measures, no bounds rule); a required hook's default raises
-``MissingHook`` naming the hook, the property and the engines that need it, so a property that lists an
-engine without its hooks fails at once and clearly (``tests/test_contract.py`` also checks every shipped
-property against the engines it lists).
+A capability's abstract hooks are required: a property class that extends it without them cannot be built
+(``tests/test_contract.py`` checks every shipped property); its other hooks have defaults that do nothing (no
+candidates, no measures). docs/architecture.md's capability table is generated from these classes
+(``verify_tf.engines.capability_table``; a test compares).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -52,8 +55,6 @@ else:
     Array = np.ndarray  # (numpy.typing is not imported to run a check)
 Measures = dict[str, tuple[Array, int]]  # name -> (numerators per row, their denominator)
 
-EACH_INPUT, DISTINCT_VALUES, ARCHITECTURE = "each-input", "distinct-values", "architecture"
-FORMS = (EACH_INPUT, DISTINCT_VALUES, ARCHITECTURE)
 HOLDS, VIOLATED, OPEN = "holds", "violated", "open"  # what a cube's bounds say (``decide_on_bounds``)
 
 
@@ -125,6 +126,24 @@ class Task:
         if not isinstance(self.domain, StringDomain):
             raise TypeError(f"{self.label}: this property needs a strings domain")
         return self.domain
+
+
+@dataclass(frozen=True)
+class Proof:
+    """What a proof did, as plain data: what ``Property.describe_proof`` words the proved verdict from (never the
+    name of the engine that proved it). Each field is None when the proof did not do that."""
+
+    default: str  # the engine's own one-line wording of it
+    statistics: dict[str, Any] = field(default_factory=dict)  # the verdict's statistics
+    evaluated: int | None = None  # inputs of the property's space evaluated one by one (an exhaustive scan)
+    queries: int | None = None  # solver queries answered unsat
+    counted: int | None = None  # joint states of a counter machine explored (strings merged by state)
+    induction: str | None = None  # what makes it hold at every length: "positions" (an inductive invariant) or
+    # "repeating states" (the reachable states repeat, no transition depending on the length); None: the lengths asked
+
+    @property
+    def every_length(self) -> bool:
+        return self.induction is not None
 
 
 @dataclass(frozen=True)
@@ -362,7 +381,14 @@ class Conclusion:
 
 
 class MissingHook(NotImplementedError):
-    """A property was run by an engine whose required hook it does not define."""
+    """An engine called a hook the property does not define (a capability it does not offer)."""
+
+
+def missing(prop: Property, hook: str) -> MissingHook:
+    return MissingHook(
+        f"property {prop.name!r} does not define {hook}, which the engine running it calls "
+        "(docs/architecture.md lists the hooks of each capability)"
+    )
 
 
 @dataclass(frozen=True)
@@ -386,42 +412,36 @@ def model_reading(model: Model) -> tuple[str, bool | None]:
     return model.reading or "the IR as imported", False
 
 
-class Property:
-    """Base class: a default for every hook an engine may call. Instances are stateless (safe to pickle).
+class Property(metaclass=ABCMeta):  # noqa: B024 (abstract hooks come with the capabilities)
+    """The base every property extends: what the claim is (its name, typed options, the domain it quantifies
+    over, the violation predicate) and how its verdicts are worded. What engines can do with it is declared by
+    the capabilities it also extends (``Capability`` below: ``EachInput``, ``Solvable``, ...); an engine's card
+    says which capabilities it needs, and the registry matches the two (``verify_tf.engines.supporting``).
 
-    A property module defines one subclass and ``PROPERTY = TheProperty()`` (``verify_tf.properties``).
+    Instances are stateless (safe to pickle). A property module defines one subclass and ``PROPERTY =
+    TheProperty()`` (``verify_tf.properties``).
     """
 
-    # -- declarations
     name: str = ""
     summary: str = ""
     options: Obj = Obj({}, check=_no_options)
-    engines: tuple[str, ...] = ()  # supported engines, the preferred exhaustive one first
-    form: str = EACH_INPUT
     needs_domain: bool = True
     # whether it reads a strings domain only through ``input_space`` (and its own order), so that a domain
     # restricted to a regular language (``StringDomain.language``) means what it says; others refuse such a domain
     language_domains: bool = False
-    witness_measure: str | None = None  # a claim about a measure's extreme: refuted at the extreme input
     evaluations_per_input: int = 1  # model evaluations per input (auto's cost model)
 
     def __repr__(self) -> str:
         return f"<property {self.name}>"
 
-    def _missing(self, hook: str) -> MissingHook:
-        return MissingHook(
-            f"property {self.name!r} does not define {hook}, which the engine running it calls "
-            "(docs/architecture.md lists the hooks of each engine)"
-        )
-
-    def defines(self, hook: str) -> bool:
-        """Whether this property's class overrides ``hook`` (a required hook's default raises ``MissingHook``):
-        for engines whose plan changes with the forms a property offers (split's SMT leaves)."""
-        return getattr(type(self), hook) is not getattr(Property, hook)
-
-    # -- every engine
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Any) -> None:
         """Raise ``OptionError`` when the property does not apply to this model or domain."""
+        return None
+
+    def offers(self, options: Any) -> frozenset[type[Capability]]:
+        """The capabilities it offers with these options (default: every capability its class extends; some
+        options narrow them, e.g. ``lengths: all`` to the counting goal): what engines are matched against."""
+        return capabilities_of(type(self))
 
     def reading(self, task: Task) -> tuple[str, bool | None]:
         """Which reading of the model its verdicts are about, and whether that is how the model runs (docs/semantics.md,
@@ -429,53 +449,49 @@ class Property:
         model as it runs (``rasp-equivalence`` on tracr's float model) says so here."""
         return model_reading(task.model)
 
-    def batch_rows(self, task: Task) -> int | None:
-        """Rows per batch when ``batched_violations`` evaluates the model itself rather than through the batched
-        evaluators (``rasp-equivalence`` under the float reading): the driver then does not compile the IR."""
-        return None
-
-    def engines_for(self, options: Any) -> tuple[str, ...]:
-        """The engines it can run with these options (some options narrow ``engines``, e.g. a scope)."""
-        return self.engines
-
     def input_space(self, task: Task) -> InputSpace:
         """The inputs the claim quantifies over (default: the whole domain)."""
         return InputSpace(task.given_domain())
+
+    def violation(self, task: Task, tokens: Inputs) -> Witness | None:
+        """Evaluate ``tokens`` on the reference interpreter; the witness when they violate the claim (every
+        refutation of an each-input claim is replayed through this)."""
+        raise missing(self, "violation")
 
     def statistics(self, task: Task) -> dict[str, Any]:
         """Facts about the claim for every verdict's statistics (e.g. the program's size)."""
         return {}
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
-        """The proved verdict's one-line detail; ``default`` is the engine's own wording."""
-        return default
+    def describe_proof(self, task: Task, proof: Proof) -> str:
+        """The proved verdict's one-line detail, from what the proof did (``proof.default``: the engine's own
+        wording)."""
+        return proof.default
 
-    def other_models(self, task: Task) -> tuple[Model, ...]:
-        """The models the claim evaluates besides the spec's (``equivalent-to``: the one it compares with): an
-        engine that refuses some models (split: LayerNorm in exact arithmetic) looks at these too."""
-        return ()
 
-    # -- each input (form each-input): no input of the space violates the claim
+# ---------------------------------------------------------------- capabilities: what engines can do with a claim
+
+C = TypeVar("C", bound="Capability")
+
+
+class Capability(Property):
+    """A capability protocol: a group of hooks that lets one kind of engine run the claim. A property offers it by
+    extending it; its abstract hooks are required (a property that extends it without them cannot be built),
+    the others have defaults."""
+
+
+class EachInput(Capability):
+    """Each input: no input of the space violates the claim, and ``violation`` says whether one does on the reference
+    interpreter (every refutation is replayed through it)."""
+
+    witness_measure: str | None = None  # a claim about a measure's extreme: refuted at the extreme input
+    witness_inputs: tuple[str, ...] = ("input",)  # the witness's keys holding inputs its violation replays on
+
+    @abstractmethod
     def violation(self, task: Task, tokens: Inputs) -> Witness | None:
-        """Evaluate ``tokens`` on the reference interpreter; the witness when they violate the claim (every
-        refutation of an each-input property is replayed through this)."""
-        raise self._missing("violation")
-
-    def certified_outputs(self, task: Task, rows: Array) -> tuple[Array, int] | None:
-        """What an exhaustive proof's certificate digests for each of ``rows`` (one row per input), as integers
-        over a common denominator, when the model's readout is not what the proof is about (``rasp-equivalence``
-        in tracr's float reading: the enclosure of the float32 model's output coordinates). None: the readout
-        (evaluated by the batched evaluator and, on the sample, by the reference interpreter)."""
-        return None
-
-    def certified_check(self, task: Task, tokens: Inputs) -> str | None:
-        """A certificate's re-check of the claim on one sampled input: what is wrong there, or None. Default: the
-        reference interpreter's ``violation``; a property whose ``certified_outputs`` read the model another way
-        re-checks the claim in that reading."""
-        return None if self.violation(task, tokens) is None else "the interpreter finds a violation"
+        """Evaluate ``tokens`` on the reference interpreter; the witness when they violate the claim."""
 
     def measure(self, task: Task, tokens: Inputs) -> dict[str, Fraction]:
-        """Named exact measures of one input whose extremes the verdict reports (interpret)."""
+        """Named exact measures of one input whose extremes the verdict reports."""
         return {}
 
     def measure_kinds(self, task: Task) -> dict[str, str]:
@@ -490,38 +506,55 @@ class Property:
         """The inputs that come before ``witness`` in the property's own order (minimisation), or None."""
         return None
 
+
+class Batched(Capability):
+    """Batched: the claim decided on a batch of inputs at once, exactly, with the batched evaluator."""
+
+    @abstractmethod
+    def batched_violations(self, task: Task, evaluators: Evaluators, rows: Array) -> tuple[Array, Measures]:
+        """(which rows violate, named measures per row) with the exact batched evaluator."""
+
     def batched_check(self, task: Task, evaluators: Evaluators, length: int) -> None:
         """Compile the batched programs this property needs for ``length`` (raises ``batched.Unsupported``)."""
         evaluators.of().check(length)
 
-    def batched_violations(self, task: Task, evaluators: Evaluators, rows: Array) -> tuple[Array, Measures]:
-        """(which rows violate, named measures per row) with the exact batched evaluator."""
-        raise self._missing("batched_violations")
+    def batch_rows(self, task: Task) -> int | None:
+        """Rows per batch when ``batched_violations`` evaluates the model itself rather than through the batched
+        evaluators (``rasp-equivalence`` under the float reading): the driver then does not compile the IR."""
+        return None
+
+
+class Sampled(Capability):
+    """Sampled: any violating input is as good a witness as the least one, so inputs may be sampled (random
+    sampling and hill climbing, ``auto``'s falsification pass); with ``EachInput`` and ``Batched``."""
 
     def batched_score(self, task: Task, evaluators: Evaluators, rows: Array) -> tuple[Array, Array]:
-        """(a graded score per row, higher is closer to a violation; which rows violate) for the search's hill
-        climbing. Default: the flags of ``batched_violations`` as 0/1 scores."""
-        flagged, _ = self.batched_violations(task, evaluators, rows)
+        """(a graded score per row, higher is closer to a violation; which rows violate) for hill climbing.
+        Default: the flags of ``batched_violations`` as 0/1 scores."""
+        flagged, _ = capability(self, Batched).batched_violations(task, evaluators, rows)
         flags = np.asarray(flagged, dtype=bool)
         return flags.astype(np.float64), flags
 
-    def decide_on_bounds(self, task: Task, bounds_of: Callable[..., Bounds]) -> tuple[str, float] | None:
-        """On a cube's interval bounds (``bounds_of(model=None)``): ("holds" | "violated" | "open", a score that
-        orders open cubes), or None when the property has no bounds rule (split, auto)."""
-        return None
 
-    # -- distinct values (form distinct-values): values of every (input, position) pairwise separated
+class DistinctValues(Capability):
+    """Distinct values: the values of every (input, position) pairwise separated, across inputs too (the engines
+    sort them and search the closest pair: ``engines/scan.py``)."""
+
+    @abstractmethod
     def values(self, task: Task, tokens: Inputs) -> list[Fraction]:
         """The values q(x)_i of one input, on the interpreter."""
-        raise self._missing("values")
 
+    @abstractmethod
     def batched_values(self, task: Task, evaluators: Evaluators, rows: Array) -> tuple[Array, int]:
         """(numerators (B, n), their denominator) of the rows' values, exactly."""
-        raise self._missing("batched_values")
 
+    @abstractmethod
     def batched_clash(self, task: Task, values: Array, den: int) -> tuple[int, int, int] | None:
         """(row, i, j): two positions of one input too close, or None."""
-        raise self._missing("batched_clash")
+
+    @abstractmethod
+    def pair_witness(self, task: Task, first: Inputs, i: int, second: Inputs, j: int) -> Witness:
+        """Replay the pair on the interpreter (raises ``witness.ReplayMismatch`` when it is no violation)."""
 
     def least_gap(self, task: Task) -> Fraction | None:
         """How far apart any two values must be at least (the claim's margin), or None when they must merely differ
@@ -536,10 +569,6 @@ class Property:
         """Whether values of two different inputs that are permutations of each other are exempt."""
         return False
 
-    def pair_witness(self, task: Task, first: Inputs, i: int, second: Inputs, j: int) -> Witness:
-        """Replay the pair on the interpreter (raises ``witness.ReplayMismatch`` when it is no violation)."""
-        raise self._missing("pair_witness")
-
     def candidate_pairs(self, task: Task) -> Iterable[tuple[Inputs, int, Inputs, int]]:
         """Pairs (first, i, second, j) checked before the scan."""
         return ()
@@ -548,60 +577,146 @@ class Property:
         """What the values must be, in words, for the proved verdict ("distinct", "at least 1/4 apart")."""
         return "distinct"
 
-    # -- solver queries (engine smt; split's SMT leaves): every query unsat proves the claim
+
+class Solvable(Capability):
+    """Solver queries: every query unsat proves the claim (each built inside a work unit, possibly restricted to a
+    cube of inputs)."""
+
+    @abstractmethod
     def smt_queries(self, task: Task) -> Sequence[QueryPlan]:
         """The solver questions, as plain plans."""
-        raise self._missing("smt_queries")
 
+    @abstractmethod
     def build_query(self, task: Task, plan: QueryPlan, builder: Builder) -> Query:
         """Encode one plan (inside a work unit): a ``symbolic.solve.Query``."""
-        raise self._missing("build_query")
 
+    @abstractmethod
     def replay_query(self, task: Task, plan: QueryPlan, decoded: Any) -> Witness | None:
         """The solver's decoded answer replayed on the interpreter: the witness, or None."""
-        raise self._missing("replay_query")
 
-    # -- engine architecture: a claim about every model of the spec's architecture class. The property asks
-    # (requests: Induction, SymmetryCheck, PairSearch, MemberSearch) and says what the answers mean; the engine
-    # runs every query and search, replays every member and builds the verdict.
+
+class Cubes(Capability):
+    """Cubes: the claim may be decided cube by cube of the product domain, each cube split, bounded or
+    enumerated."""
+
+    def other_models(self, task: Task) -> tuple[Model, ...]:
+        """The models the claim evaluates besides the spec's (``equivalent-to``: the one it compares with), refused
+        like it where an engine refuses models (split: LayerNorm in exact arithmetic)."""
+        return ()
+
+
+class Bounded(Capability):
+    """Bounds rule: a cube's interval bounds may decide the claim on the whole cube (``Cubes`` closed without
+    evaluating them; ``auto`` may ask it of the whole domain)."""
+
+    @abstractmethod
+    def decide_on_bounds(self, task: Task, bounds_of: Callable[..., Bounds]) -> tuple[str, float]:
+        """On a cube's interval bounds (``bounds_of(model=None)``): ("holds" | "violated" | "open", a score that
+        orders open cubes)."""
+
+
+class Counted(Capability):
+    """Counting goal: a causal model read as a counter machine, the claim checked at the end of every prefix, up to
+    a length or at every length (docs/counting.md); each refutation is replayed with ``violation``."""
+
+    @abstractmethod
+    def violation(self, task: Task, tokens: Inputs) -> Witness | None:
+        """Evaluate ``tokens`` on the reference interpreter; the witness when they violate the claim."""
+
+    @abstractmethod
+    def counting_goal(self, task: Task) -> CountingGoal:
+        """The strings, the prefixes they constrain and the reference read beside the model."""
+
+    @abstractmethod
+    def prefix_violates(self, task: Task, ours: Any, theirs: Any) -> bool:
+        """Whether the prefix violates the property: ``ours`` the model's observation at its end (``readout``,
+        ``stream``; None for the empty prefix without BOS), ``theirs`` the reference's output there."""
+
+    @abstractmethod
+    def encode_prefix_violation(self, task: Task, builder: Any, ours: Any, theirs: Any) -> Any:
+        """``prefix_violates`` as a z3 Bool over symbolic observations (``readout``, ``stream`` of
+        ``symbolic.values.Sym``) and the reference's symbolic output (every length)."""
+
+
+class PrefixTree(Capability):
+    """Prefix tree: the ``Counted`` goal's prefixes decided a batch at a time (the prefix tree of a language's
+    words, causal models; docs/semantics.md §4)."""
+
+    @abstractmethod
+    def prefix_tree_violations(self, task: Task, rows: Array, readout: Array, den: int) -> Array:
+        """``prefix_violates`` on a batch of prefixes: ``rows`` (B, m) letter indices of prefixes of m >= 1 letters,
+        ``readout`` the model's readout numerators at their last position over ``den``; (B,) bool, the flagged."""
+
+
+class ArchitectureClass(Capability):
+    """Architecture class: a claim about every model of the spec's architecture class. The property asks
+    (``Induction``, ``SymmetryCheck``, ``PairSearch``, ``MemberSearch``) and says what the answers mean; the engine
+    runs every query and search, replays every member and builds the verdict."""
+
+    @abstractmethod
     def architecture_plan(self, task: Task) -> ArchitectureRequest | Conclusion:
         """The first request, or an answer that needs none."""
-        raise self._missing("architecture_plan")
 
+    @abstractmethod
     def conclude(
         self, task: Task, request: ArchitectureRequest, answer: Any, deadline: Deadline
     ) -> ArchitectureRequest | Conclusion:
         """What ``answer`` (to ``request``) means: the next request or the conclusion. ``deadline`` bounds the
         property's own evaluations on concrete models (the spec's model, a member's error over the domain)."""
-        raise self._missing("conclude")
-
-    def language_file(self, task: Task) -> Path | None:
-        """The C-RASP program (.cr) defining the language a class-wide conclusion separates (``indistinguishable``'s
-        ``language``), or None: certify re-checks a query-free conclusion's pair against it."""
-        return None
 
     def member_witness(self, task: Task, search: MemberSearch, member: Member) -> Witness | None:
-        """The witness of a member the solver chose (already run on the interpreter: ``member.trace``,
-        ``member.observed``), or None when it does not break the claim as the solver said (an engine bug)."""
-        raise self._missing("member_witness")
+        """The witness of a member the solver chose (already run on the interpreter), or None when it does not
+        break the claim as the solver said (an engine bug); needed by a property that asks ``MemberSearch``."""
+        raise missing(self, "member_witness")
 
-    # -- engine counting: a causal model as a counter machine, checked at the end of every prefix
-    def counting_goal(self, task: Task) -> CountingGoal:
-        """The strings, the prefixes they constrain and the reference read beside the model (docs/counting.md)."""
-        raise self._missing("counting_goal")
+    def language_file(self, task: Task) -> Path | None:
+        """The C-RASP program (.cr) defining the language a class-wide conclusion separates, or None: certify
+        re-checks a query-free conclusion's pair against it."""
+        return None
 
-    def prefix_violates(self, task: Task, ours: Any, theirs: Any) -> bool:
-        """Whether the prefix violates the property: ``ours`` the model's observation at its end (``readout``,
-        ``stream``; None for the empty prefix without BOS), ``theirs`` the reference's output there."""
-        raise self._missing("prefix_violates")
 
-    def prefix_tree_violations(self, task: Task, rows: Array, readout: Array, den: int) -> Array:
-        """``prefix_violates`` on a batch of prefixes at once (engine enumerate's prefix-tree scan): ``rows``
-        (B, m) letter indices of prefixes of m >= 1 letters, ``readout`` the model's readout numerators at their
-        last position over ``den``, the reference being the one ``counting_goal`` names; (B,) bool, the flagged."""
-        raise self._missing("prefix_tree_violations")
+class CertifiedOutputs(Capability):
+    """Certified outputs: what an exhaustive proof's certificate digests and re-checks when the model's readout is
+    not what the proof is about (the float reading's enclosure)."""
 
-    def encode_prefix_violation(self, task: Task, builder: Any, ours: Any, theirs: Any) -> Any:
-        """``prefix_violates`` as a z3 Bool over symbolic observations (``readout``, ``stream`` of
-        ``symbolic.values.Sym``) and the reference's symbolic output (every length)."""
-        raise self._missing("encode_prefix_violation")
+    @abstractmethod
+    def certified_outputs(self, task: Task, rows: Array) -> tuple[Array, int] | None:
+        """What the certificate digests for each of ``rows``, as integers over a common denominator; None: the
+        readout (this reading of the model is the IR's)."""
+
+    def certified_check(self, task: Task, tokens: Inputs) -> str | None:
+        """The claim re-checked on one sampled input in the property's reading: what is wrong there, or None.
+        Default: the reference interpreter's ``violation`` (the reading of the IR)."""
+        return None if self.violation(task, tokens) is None else "the interpreter finds a violation"
+
+
+CAPABILITIES: tuple[type[Capability], ...] = (
+    EachInput,
+    Batched,
+    Sampled,
+    DistinctValues,
+    Solvable,
+    Cubes,
+    Bounded,
+    Counted,
+    PrefixTree,
+    ArchitectureClass,
+    CertifiedOutputs,
+)
+
+
+def capabilities_of(cls: type) -> frozenset[type[Capability]]:
+    """The capabilities a property class extends (directly or through another capability)."""
+    return frozenset(c for c in CAPABILITIES if issubclass(cls, c))
+
+
+class MissingCapability(TypeError):
+    """An engine was handed a property that does not offer a capability the engine needs."""
+
+
+def capability(prop: Property, kind: type[C]) -> C:
+    """``prop`` seen through the capability ``kind`` (an engine calls only the hooks of capabilities its card
+    needs or uses, and only when the property offers them)."""
+    if not isinstance(prop, kind):
+        raise MissingCapability(f"property {prop.name!r} does not offer {kind.__name__}")
+    return prop

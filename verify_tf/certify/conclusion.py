@@ -11,7 +11,7 @@ words apart (docs/semantics.md; Yang, Cadilhac & Chiang 2025).
 from __future__ import annotations
 
 from ..classes import Signatures
-from ..contract import Task
+from ..contract import ArchitectureClass, Task, capability
 from ..crasp.interpreter import accepts
 from ..crasp.parser import load_program
 from ..properties.base import bos_offset
@@ -22,7 +22,7 @@ TOOL = "verify_tf.crasp.interpreter; verify_tf.semantics (reference interpreter)
 
 def conclusion_checks(task: Task, statistics: dict) -> list[dict]:
     """Checks of a query-free conclusion, or a single ``ok: None`` record saying none applies."""
-    pair, language = statistics.get("pair"), task.prop.language_file(task)
+    pair, language = statistics.get("pair"), capability(task.prop, ArchitectureClass).language_file(task)
     if not pair or language is None or "depth" not in statistics:
         return [
             {

@@ -26,7 +26,7 @@ from __future__ import annotations
 import random
 from fractions import Fraction
 
-from ..contract import CountingGoal
+from ..contract import Counted, CountingGoal, capability
 from ..domain import StringDomain
 from ..engines.base import Task
 from ..engines.counting.joint import Joint
@@ -87,7 +87,7 @@ def _word(index: int, alphabet: list[str], length: int) -> tuple[str, ...]:
 
 def _evaluate_sample(task: Task, words: list[tuple[str, ...]]) -> tuple[list[list[Fraction]], list[str]]:
     """The interpreter's readouts per word, and the disagreements found (described)."""
-    goal = task.prop.counting_goal(task)
+    goal = capability(task.prop, Counted).counting_goal(task)
     joint = Joint(task.model, task.arithmetic, goal)
     outputs, problems = [], []
     spread = set(range(0, len(words), max(1, len(words) // VIOLATION_SAMPLE)))
@@ -99,11 +99,11 @@ def _evaluate_sample(task: Task, words: list[tuple[str, ...]]) -> tuple[list[lis
             checked &= {len(word)}
         state, ours, theirs = joint.start()
         mine = [] if ours is None else [ours.readout]
-        decisions_agree = 0 not in checked or not task.prop.prefix_violates(task, ours, theirs)
+        decisions_agree = 0 not in checked or not capability(task.prop, Counted).prefix_violates(task, ours, theirs)
         for p, symbol in enumerate(word, 1):
             state, ours, theirs = joint.step(state, p - 1, symbol)
             mine.append(ours.readout)
-            if p in checked and task.prop.prefix_violates(task, ours, theirs):
+            if p in checked and capability(task.prop, Counted).prefix_violates(task, ours, theirs):
                 decisions_agree = False
         shown = "".join(word)
         if mine != readout:
@@ -117,7 +117,7 @@ def _evaluate_sample(task: Task, words: list[tuple[str, ...]]) -> tuple[list[lis
 
 def counting_evidence(task: Task, covered: dict, seed: int) -> dict:
     length = covered["max_length"]
-    goal = task.prop.counting_goal(task)
+    goal = capability(task.prop, Counted).counting_goal(task)
     closed = closed_counts(goal, length)
     words = sample_for(goal, length, seed)
     outputs, problems = _evaluate_sample(task, words)
@@ -163,7 +163,7 @@ def covered_record(covered: dict) -> dict:
 def recheck_counting(task: Task, record: dict) -> list[str]:
     """Audit: recompute the closed form, re-evaluate the sample on the interpreter, compare with the record."""
     problems = []
-    goal = task.prop.counting_goal(task)
+    goal = capability(task.prop, Counted).counting_goal(task)
     covered = record.get("covered", {})
     # the lengths explored: the domain's, or up to where the states repeat (then every longer length is decided;
     # the re-run of the engine, certify.rederive, reproduces that length)

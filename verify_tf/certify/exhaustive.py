@@ -18,9 +18,9 @@ from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
 
-from ..contract import DISTINCT_VALUES, Task
+from ..contract import CertifiedOutputs, DistinctValues, Task, capability
 from ..engines.evaluators import Evaluators
-from ..engines.scan import combined_digest, fractions_digest
+from ..engines.scan import certified_outputs, combined_digest, fractions_digest
 from ..semantics import evaluate
 from ..spaces import InputSpace
 from ..verdict import Evidence
@@ -116,8 +116,8 @@ def space_of(task: Task) -> InputSpace:
 def interpreter_outputs(task: Task, tokens: tuple) -> list[Fraction]:
     """What an exhaustive run digests for one input, on the reference interpreter: the property's values for
     distinct-values properties, else the readout."""
-    if task.prop.form == DISTINCT_VALUES:
-        return list(task.prop.values(task, tokens))
+    if isinstance(task.prop, DistinctValues):
+        return list(capability(task.prop, DistinctValues).values(task, tokens))
     return list(evaluate(task.model, task.arithmetic, tokens).readout)
 
 
@@ -133,9 +133,18 @@ def chunk_digest(task: Task, start: int, stop: int) -> str:
     return fractions_digest(outputs)
 
 
+def certified_check(task: Task, tokens: tuple) -> str | None:
+    """The claim re-checked on one sampled input: in the property's own reading (``CertifiedOutputs``), else on
+    the reference interpreter (``violation``)."""
+    prop = task.prop
+    if isinstance(prop, CertifiedOutputs):
+        return prop.certified_check(task, tokens)
+    return None if prop.violation(task, tokens) is None else "the interpreter finds a violation"
+
+
 def own_outputs(task: Task, rows: Any) -> list[list[Fraction]] | None:
     """The property's certified outputs for token-index ``rows`` (``certified_outputs``), or None: the readout."""
-    own = task.prop.certified_outputs(task, rows)
+    own = certified_outputs(task, rows)
     if own is None:
         return None
     numerators, den = own
@@ -147,9 +156,9 @@ def own_reading(task: Task, rows: list[tuple]) -> str | None:
     certificate digests the readout."""
     import numpy as np
 
-    if not rows or task.prop.form == DISTINCT_VALUES:
+    if not rows or isinstance(task.prop, DistinctValues):
         return None
-    if task.prop.certified_outputs(task, np.array([rows[0]], dtype=np.int64).reshape(1, len(rows[0]))) is None:
+    if certified_outputs(task, np.array([rows[0]], dtype=np.int64).reshape(1, len(rows[0]))) is None:
         return None
     return task.prop.reading(task)[0] or "its own"
 
@@ -162,7 +171,7 @@ def reevaluate(task: Task, indices: list[int]) -> tuple[list[list[Fraction]], li
     import numpy as np
 
     space = space_of(task)
-    distinct = task.prop.form == DISTINCT_VALUES
+    distinct = isinstance(task.prop, DistinctValues)
     outputs, violations, rows = [], [], []
     spread = set(indices[:: max(1, len(indices) // VIOLATION_SAMPLE)])
     for index in indices:
@@ -171,7 +180,7 @@ def reevaluate(task: Task, indices: list[int]) -> tuple[list[list[Fraction]], li
         rows.append(tuple(int(t) for t in row))
         own = None if distinct else own_outputs(task, np.array([row], dtype=np.int64).reshape(1, len(row)))
         outputs.append(own[0] if own is not None else interpreter_outputs(task, tokens))
-        if not distinct and index in spread and task.prop.certified_check(task, tokens) is not None:
+        if not distinct and index in spread and certified_check(task, tokens) is not None:
             violations.append(index)
     return outputs, violations, rows
 
@@ -191,13 +200,13 @@ def batched_outputs(task: Task, rows: list[tuple]) -> list[list[Fraction]] | str
         slots: dict[int, list[Fraction]] = {}
         for length, ks in by_length.items():
             array = np.array([rows[k] for k in ks], dtype=np.int64).reshape(len(ks), length)
-            own = None if task.prop.form == DISTINCT_VALUES else own_outputs(task, array)
+            own = None if isinstance(task.prop, DistinctValues) else own_outputs(task, array)
             if own is not None:
                 for k, line in zip(ks, own):
                     slots[k] = line
                 continue
-            if task.prop.form == DISTINCT_VALUES:
-                numerators, den = task.prop.batched_values(task, evaluators, array)
+            if isinstance(task.prop, DistinctValues):
+                numerators, den = capability(task.prop, DistinctValues).batched_values(task, evaluators, array)
             else:
                 values = evaluators.of().values(array, "readout")
                 numerators, den = values.numerators, values.den
@@ -267,7 +276,7 @@ def exhaustive_evidence(task: Task, statistics: dict[str, Any], evidence: Eviden
         "kind": "exhaustive",
         "space": space.describe(),
         "outputs": "property values"
-        if task.prop.form == DISTINCT_VALUES
+        if isinstance(task.prop, DistinctValues)
         else (f"the property's certified outputs ({reading})" if reading else "readout"),
         "chunks": chunks,
         "checks": checks,

@@ -70,6 +70,7 @@ def list_properties() -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from ..engines import supporting
     from ..properties import registry
 
     table = Table(header_style="bold")
@@ -77,5 +78,5 @@ def list_properties() -> None:
     table.add_column("engines")
     table.add_column("summary", ratio=1)
     for name, prop in registry().items():  # plain text: a summary's "[lo, hi]" is not markup
-        table.add_row(Text(name), Text(", ".join(prop.engines)), Text(prop.summary))
+        table.add_row(Text(name), Text(", ".join(supporting(prop))), Text(prop.summary))
     output.console.print(table)

@@ -3,7 +3,12 @@
 An engine is a package ``verify_tf/engines/<name>/`` whose ``__init__.py`` is its *card*:
 
 * ``ENGINE = "<name>"`` (the package's own name);
-* ``check(task: Task, run: Run) -> Verdict``: the driver (``engines.base`` has ``Run`` and the verdict helpers);
+* ``check(task: Task, run: Run) -> Verdict``: the driver (``engines.base`` has ``Run`` and the ``Merge``);
+* ``NEEDS``: the capabilities (``contract.Capability``) a property must offer for this engine to run it — a tuple
+  of capability classes, or a tuple of such tuples when any one of several sets will do (interpret: each input, or
+  distinct values); ``USES``: capabilities it takes advantage of when a property offers them (split: a bounds
+  rule, solver queries); ``PREFERENCE``: where it comes in a property's list of engines (lower first: the
+  preferred exhaustive engine first);
 * optionally ``ROLE`` and ``predict(task, estimate) -> Prediction`` (``engines.cost``): how ``engine: auto``
   may use it and, for an exhaustive engine, how long a complete run would take;
 * optionally ``CERTIFICATES``, the kinds of certificate its proofs get (``verdict.CERTIFICATE_KINDS``; its
@@ -15,10 +20,11 @@ An engine is a package ``verify_tf/engines/<name>/`` whose ``__init__.py`` is it
   (``spaces.InputSpace``), so it honours a domain restricted to a regular language (``regular``); every other
   engine is refused for such a domain with an input error, never run over Σ^n.
 
-Dropping such a folder here is all it takes: spec validation, ``--engine``, ``auto``'s candidates and the
-import contract that keeps engines independent all derive from ``names()`` (docs/architecture.md, "Add an
-engine"). Names are read from the folder without importing anything; ``load(name)`` imports one card when it
-is needed, so a check imports only the engines it uses. A card imports only what its ``predict`` needs; its
+Dropping such a folder here is all it takes: spec validation, ``--engine``, ``auto``'s candidates, which
+properties it runs (``supporting``: matched on capabilities) and the import contract that keeps engines
+independent all derive from ``names()`` (docs/architecture.md, "Add an engine"). Names are read from the folder
+without importing anything; ``load(name)`` imports one card when it is needed (a card is small: matching a
+property loads every card, never a driver). A card imports only what its ``predict`` needs; its
 ``check`` imports the driver (``driver.py``) when it runs. An engine never imports another engine: shared code
 lives below them (``engines.base``, ``scan``, ``evaluators``, ``cost``, the kernels).
 """
@@ -26,12 +32,14 @@ lives below them (``engines.base``, ``scan``, ``evaluators``, ``cost``, the kern
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
+from ..contract import CAPABILITIES, Capability, Property, capabilities_of
 from ..verdict import CERTIFICATE_KINDS
 
 if TYPE_CHECKING:
@@ -53,6 +61,13 @@ class Engine:
     certificates: tuple[str, ...] = ()  # the kinds of certificate its proofs get; none: its proofs get none
     derive_queries: Callable[[Task, Deadline], list[tuple[str, str]]] | None = None  # (name, SMT-LIB text)
     language_domains: bool = False  # honours a strings domain restricted to a regular language
+    needs: tuple[frozenset[type[Capability]], ...] = ()  # any one of these sets of capabilities lets it run a claim
+    uses: frozenset[type[Capability]] = frozenset()  # capabilities it takes advantage of when offered
+    preference: int = 100  # its place in a property's list of engines (lower first)
+
+    def runs(self, offered: frozenset[type[Capability]]) -> bool:
+        """Whether a property offering these capabilities can be run by this engine."""
+        return any(needed <= offered for needed in self.needs)
 
 
 class NotAnEngine(ImportError):
@@ -88,7 +103,31 @@ def load(name: str) -> Engine:
         certificates,
         getattr(card, "derive_queries", None),
         bool(getattr(card, "LANGUAGE_DOMAINS", False)),
+        _needs(card),
+        frozenset(getattr(card, "USES", ())),
+        int(getattr(card, "PREFERENCE", 100)),
     )
+
+
+def _needs(card: object) -> tuple[frozenset[type[Capability]], ...]:
+    """A card's ``NEEDS`` as alternatives: a tuple of capabilities (one set) or a tuple of such tuples."""
+    declared = getattr(card, "NEEDS", None)
+    if not isinstance(declared, tuple) or not declared:
+        raise NotAnEngine(f"{getattr(card, '__name__', card)} must declare NEEDS, the capabilities it needs")
+    alternatives = declared if all(isinstance(item, tuple) for item in declared) else (declared,)
+    for alternative in alternatives:
+        if not alternative or not all(item in CAPABILITIES for item in alternative):
+            raise NotAnEngine(f"{getattr(card, '__name__', card)}.NEEDS: capabilities of verify_tf.contract")
+    return tuple(frozenset(alternative) for alternative in alternatives)
+
+
+def supporting(prop: Property, options: object = None, domain: object = None) -> tuple[str, ...]:
+    """The engines that can check ``prop`` with these options over ``domain``: those whose card's ``NEEDS`` the
+    property's offered capabilities meet (``Property.offers``; without options, every capability its class
+    extends), in the cards' ``PREFERENCE`` order, kept by ``for_domain``."""
+    offered = capabilities_of(type(prop)) if options is None else prop.offers(options)
+    cards = sorted((load(name) for name in names()), key=lambda card: (card.preference, card.name))
+    return for_domain(tuple(card.name for card in cards if card.runs(offered)), domain)
 
 
 def for_domain(engines: tuple[str, ...], domain: object) -> tuple[str, ...]:
@@ -97,3 +136,48 @@ def for_domain(engines: tuple[str, ...], domain: object) -> tuple[str, ...]:
     if getattr(domain, "language", None) is None:
         return engines
     return tuple(name for name in engines if load(name).language_domains)
+
+
+# ---------------------------------------------------------------- the capability table of docs/architecture.md
+
+
+def capability_table() -> str:
+    """docs/architecture.md's table of the property base and the capability protocols, generated from the classes
+    (``verify_tf.contract``) and the engines' cards: what each capability means, which engines need or use it,
+    its required hooks (in bold) and its optional ones. ``tests/test_contract.py`` compares the docs with it."""
+    cards = sorted((load(name) for name in names()), key=lambda card: (card.preference, card.name))
+    rows = [
+        "| capability | engines | hooks (**required**, the others have defaults) |",
+        "|---|---|---|",
+        f"| `Property`: {_summary(Property)} | every engine, auto, the spec loader, the CLI, certify | "
+        f"{_hooks(Property)} |",
+    ]
+    for kind in CAPABILITIES:
+        needed = [card.name for card in cards if any(kind in alternative for alternative in card.needs)]
+        used = [card.name for card in cards if kind in card.uses]
+        engines = "; ".join(part for part in (", ".join(needed), f"used by {', '.join(used)}" if used else "") if part)
+        rows.append(f"| `{kind.__name__}`: {_summary(kind)} | {engines or '-'} | {_hooks(kind)} |")
+    return "\n".join(rows) + "\n"
+
+
+def _summary(kind: type) -> str:
+    """The first sentence of a class's docstring, on one line."""
+    text = " ".join((kind.__doc__ or "").split())
+    named, _, rest = text.partition(": ")
+    text = rest if rest and len(named) < 25 else text  # "Batched: the claim ..." (the table names the class)
+    return text.split(". ")[0].rstrip(".").replace("``", "`").replace("|", "\\|")
+
+
+def _hooks(kind: type) -> str:
+    """A class's own public members as the table shows them: ``name(args)``, required ones in bold."""
+    shown = []
+    for member, value in vars(kind).items():
+        if member.startswith("_"):
+            continue
+        if callable(value):
+            parameters = [p for p in inspect.signature(value).parameters if p != "self"]
+            text = f"`{member}({', '.join(parameters)})`"
+        else:
+            text = f"`{member}`"
+        shown.append(f"**{text}**" if getattr(value, "__isabstractmethod__", False) else text)
+    return ", ".join(shown)

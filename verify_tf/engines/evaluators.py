@@ -6,7 +6,7 @@ import hashlib
 import json
 
 from ..batched import DEFAULT_MEMORY, BatchedEvaluator, evaluator_for
-from ..contract import Task
+from ..contract import Batched, Task
 from ..ir import Model
 from ..ir.plain import model_to_dict
 from ..spaces import InputSpace
@@ -43,7 +43,13 @@ class Evaluators:
         return evaluator
 
     def chunk_size(self, length: int) -> int:
-        own = self.task.prop.batch_rows(self.task)
+        own = batch_rows(self.task)
         if own is not None:
             return own  # the property evaluates its batches itself: the IR is not compiled
         return self.of().chunk_size(length, self.task.settings.memory or DEFAULT_MEMORY)
+
+
+def batch_rows(task: Task) -> int | None:
+    """The rows per batch of a property that evaluates its batches itself (``Batched.batch_rows``), or None."""
+    prop = task.prop
+    return prop.batch_rows(task) if isinstance(prop, Batched) else None

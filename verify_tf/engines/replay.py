@@ -3,9 +3,9 @@
 A refutation is only ever reported after its witness replays; a witness read back from a file is replayed
 again before anything trusts it. What replays from the witness alone:
 
-* each-input properties: the property's own ``violation`` on the witness's input (and, for a pair witness
-  such as equivariance's X and τX, on the other input: the pair is named by its smaller input, the violation
-  may show on either);
+* each-input properties: the property's own ``violation`` on the witness's inputs (``EachInput.witness_inputs``:
+  ``input``, and for a pair witness such as equivariance's X and τX the other input too: the pair is named by its
+  smaller input, the violation may show on either);
 * distinct-values properties (contextual mapping): ``pair_witness`` re-evaluates both inputs at the two
   positions and confirms they are too close.
 
@@ -18,11 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..contract import DISTINCT_VALUES, Task, Witness
+from ..contract import DistinctValues, EachInput, Task, Witness
 from ..witness import ReplayMismatch, input_from_json
 
 NOT_REPLAYABLE = "not replayable from the witness alone"
-OTHER_INPUTS = ("permuted_input",)  # each-input pair witnesses: the violation may show on this input too
 
 
 def replay_stored(task: Task, witness: Any) -> tuple[bool, Witness | str]:
@@ -32,13 +31,14 @@ def replay_stored(task: Task, witness: Any) -> tuple[bool, Witness | str]:
     if not isinstance(witness, dict) or "input" not in witness or "model" in witness:
         return False, NOT_REPLAYABLE
     try:
-        if task.prop.form == DISTINCT_VALUES:
-            return _replay_pair(task, witness)
-        if not task.prop.defines("violation"):
+        prop = task.prop
+        if isinstance(prop, DistinctValues):
+            return _replay_pair(prop, task, witness)
+        if not isinstance(prop, EachInput):
             return False, NOT_REPLAYABLE
-        for key in ("input", *OTHER_INPUTS):
+        for key in prop.witness_inputs:
             if key in witness:
-                again = task.prop.violation(task, input_from_json(witness[key]))
+                again = prop.violation(task, input_from_json(witness[key]))
                 if again is not None:
                     return True, again
     except Exception as exc:  # a tampered input the model cannot read: a wrong width, an unknown letter, ...
@@ -46,11 +46,11 @@ def replay_stored(task: Task, witness: Any) -> tuple[bool, Witness | str]:
     return False, f"the interpreter finds no violation on {witness['input']}"
 
 
-def _replay_pair(task: Task, witness: dict[str, Any]) -> tuple[bool, Witness | str]:
+def _replay_pair(prop: DistinctValues, task: Task, witness: dict[str, Any]) -> tuple[bool, Witness | str]:
     i, j = (int(p) for p in witness["positions"])
     first = input_from_json(witness["input"])
     second = input_from_json(witness.get("other_input", witness["input"]))
     try:
-        return True, task.prop.pair_witness(task, first, i, second, j)
+        return True, prop.pair_witness(task, first, i, second, j)
     except ReplayMismatch as exc:
         return False, f"the interpreter does not confirm the pair: {exc}"

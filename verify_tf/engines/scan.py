@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from ..contract import Task
+from ..contract import CertifiedOutputs, DistinctValues, EachInput, Task, capability
 from ..numbers import fmt
 from ..spaces import LIMIT, InputSpace
 from ..verdict import Evidence, Verdict
 from ..work import CONTINUE, STOP, STOP_AFTER, ChunkUnits, WorkUnit, schedule
-from .base import ProgressEvent, Run, proved, refuted, replayed, unit_failed, unknown
+from .base import Merge, ProgressEvent, Proof, Run, replayed
 from .runs import Closest, ClosestPair, RunStore, SortedRun, merged, sorted_run
 
 SCAN_MEMORY = 256 << 20  # bytes of sorted runs held in memory before they are spilled to disk
@@ -52,6 +52,13 @@ class ChunkResult:
     measures: dict[str, tuple[Fraction, int]] = field(default_factory=dict)  # name -> (extreme, input index)
     note: str = ""
     digests: list[Any] = field(default_factory=list)  # with --certify: (start, stop, outputs_digest) per piece
+
+
+def certified_outputs(task: Task, rows: Any) -> tuple[Any, int] | None:
+    """What a certificate digests for ``rows`` when the property certifies its own reading of the model
+    (``CertifiedOutputs``); None: the readout."""
+    prop = task.prop
+    return prop.certified_outputs(task, rows) if isinstance(prop, CertifiedOutputs) else None
 
 
 def outputs_digest(numerators: Any, den: int) -> str:
@@ -133,10 +140,11 @@ def first_violation(
     unit function (module-level, so it can run in other processes).
     """
     total = space.count()
-    kinds = task.prop.measure_kinds(task)
+    prop = capability(task.prop, EachInput)
+    kinds = prop.measure_kinds(task)
     # a property whose claim is about a measure (position-blind's ε) is refuted with the input where the
     # measure is extreme, so the whole space is scanned; every other property stops at the least violation
-    by_measure = task.prop.witness_measure
+    by_measure = prop.witness_measure
     units = ChunkUnits(
         total,
         size,
@@ -233,35 +241,32 @@ def check_each_input(
     method: str = "exhaustive",
 ) -> Verdict:
     """The exhaustive verdict for an ``EachInput`` property: proved only when every input was examined."""
-    prop = task.prop
+    prop = capability(task.prop, EachInput)
     for tokens in prop.candidates(task):
         witness = prop.violation(task, tokens)
         if witness is not None:
-            return refuted(task, run, engine, "candidate", witness, {"candidate": True})
+            merge = Merge(task, run, engine, {"candidate": True})
+            merge.refute(witness, "candidate")
+            return merge.verdict()
     space = prop.input_space(task)
     if space.count() > LIMIT:
         return too_large(task, run, engine, space)
     found, stats, summary, evidence = first_violation(task, run, space, engine, evaluate_chunk, size, extra)
+    merge = Merge(task, run, engine, stats)
     if found is not None and found.violation is not None:
         tokens = space.decode(space.rows(found.violation, found.violation + 1)[0][0])
         witness = replayed(task, tokens, found.claim or f"a violation at input {found.violation}")
-        witness = minimise(task, run, engine, evaluate_chunk, size, extra, witness, stats)
-        return refuted(task, run, engine, method, witness, stats)
-    if summary.errors:
-        first = summary.errors[0]
-        return unit_failed(task, run, engine, first, stats)
+        merge.refute(minimise(task, run, engine, evaluate_chunk, size, extra, witness, stats), method)
+    merge.absorb(summary)
     if not stats["complete"]:
         what = f"{stats['inputs_checked']} of {stats['space_size']} inputs examined, no violation so far"
         if stats.get("every_input_up_to_length") is not None:
             what += f"; every input up to length {stats['every_input_up_to_length']} examined"
-        return unknown(
-            task, run, engine, f"timeout: {what}", [f"exhaustive {engine}: {what} ({summary.describe()})"], stats
-        )
+        merge.undecided(f"timeout: {what}", [f"exhaustive {engine}: {what} ({summary.describe()})"])
     default = (
         f"all {stats['space_size']} inputs" if space.order == "all" and space.only_lengths is None else space.describe()
     )
-    text = task.prop.describe_proof(task, engine, default, stats)
-    return proved(task, run, engine, method, text, stats, evidence)
+    return merge.verdict(Proof(default, evaluated=stats["space_size"]), method, evidence)
 
 
 def too_large(task: Task, run: Run, engine: str, space: InputSpace) -> Verdict:
@@ -269,14 +274,8 @@ def too_large(task: Task, run: Run, engine: str, space: InputSpace) -> Verdict:
     failed unit (``error``), which is what the first unit's unranking raised before."""
     what = f"{space.count():.3g} inputs, more than 2^62: too many to number in int64, far too many to enumerate"
     hint = "an engine that does not enumerate (if the property has one) or a smaller domain"
-    return unknown(
-        task,
-        run,
-        engine,
-        f"not enumerable: {what}; try {hint}",
-        [f"exhaustive {engine}: {what}"],
-        {"space_size": space.count()},
-    )
+    merge = Merge(task, run, engine, {"space_size": space.count()})
+    return merge.unknown(f"not enumerable: {what}; try {hint}", [f"exhaustive {engine}: {what}"])
 
 
 def minimise(
@@ -290,7 +289,7 @@ def minimise(
     stats: dict[str, Any],
 ) -> dict[str, Any]:
     """The least witness: scan the inputs the property says come before this one (``preceding``), if any."""
-    space = task.prop.preceding(task, witness)
+    space = capability(task.prop, EachInput).preceding(task, witness)
     if space is None or space.count() == 0 or run.deadline.expired():
         return witness
     found, inner, _, _ = first_violation(task, run, space, engine, evaluate_chunk, size, extra)
@@ -399,77 +398,27 @@ def check_distinct_values(
     """The exhaustive verdict for a ``DistinctValues`` property: sorted runs, a k-way merge, one closest-pair
     pass, within ``memory`` bytes of runs (default ``SCAN_MEMORY``; the rest is spilled to disk)."""
     memory = (task.settings.memory or SCAN_MEMORY) if memory is None else memory
-    prop = task.prop
+    prop = capability(task.prop, DistinctValues)
     for first, i, second, j in prop.candidate_pairs(task):
-        return refuted(
-            task,
-            run,
-            engine,
-            "by equivariance",
-            prop.pair_witness(task, first, i, second, j),
-            {"reason": "permutation-equivariant model: a permutation of L shares all of L's values"},
+        merge = Merge(
+            task, run, engine, {"reason": "permutation-equivariant model: a permutation of L shares all of L's values"}
         )
+        merge.refute(prop.pair_witness(task, first, i, second, j), "by equivariance")
+        return merge.verdict()
     space = prop.input_space(task)
     total = space.count()
     if total > LIMIT:
         return too_large(task, run, engine, space)
-    units = ChunkUnits(
-        total,
-        size,
-        lambda k, a, b: WorkUnit(
-            f"{engine}: inputs {a}..{b - 1}", values_chunk, (task, space, a, b, *extra), order=k, weight=b - a
-        ),
-    )
-    clashes: list[ValuesResult] = []
-    digests: list[tuple[int, int, str]] = []  # with --certify: (start, stop, outputs_digest) per chunk
-    done = 0
-    n = max(space.lengths) if space.lengths else 0
     if len(space.lengths) > 1:
         raise ValueError("the distinct-values scan needs a single input length")
     with RunStore(memory, task.settings.spill_dir) as store:
-
-        def on_result(unit: WorkUnit, result: ValuesResult) -> str:
-            nonlocal done
-            if result.clash is not None:
-                clashes.append(result)
-                return STOP_AFTER
-            if result.stopped or result.run is None:
-                return STOP
-            store.add(result.run)
-            digests.append((result.start, result.stop, result.digest))
-            done += result.stop - result.start
-            run.progress(ProgressEvent(engine, f"{engine}: {space.describe()}", done, total, "inputs"))
-            return CONTINUE
-
-        summary = schedule(run.executor, units, run.deadline, on_result)
-        stats: dict[str, Any] = {
-            "inputs_evaluated": done,
-            "space": space.describe(),
-            "space_size": total,
-            "units": len(units),
-            "executor": run.executor.name,
-            **prop.statistics(task),
-        }
-        if clashes:
-            row, i, j = min(result.clash for result in clashes if result.clash is not None)
-            x = space.decode(space.rows(row, row + 1)[0][0])
-            return refuted(task, run, engine, "exhaustive", prop.pair_witness(task, x, i, x, j), stats)
-        if summary.errors:
-            return unit_failed(task, run, engine, summary.errors[0], stats)
-        if done < total:
-            what = f"{done} of {total} inputs evaluated"
-            return unknown(
-                task, run, engine, f"timeout: {what}", [f"exhaustive {engine}: {what} ({summary.describe()})"], stats
-            )
-        den = math.lcm(*store.dens) if store.dens else 1
-        closest = ClosestPair(n)
-        for block in merged(store, max(1 << 20, memory // 4)):
-            if run.deadline.expired():
-                what = f"all {total} inputs evaluated, {closest.keys} of {store.keys} values compared"
-                return unknown(task, run, engine, f"timeout: {what}", [f"exhaustive {engine}: {what}"], stats)
-            closest.add(block)
-        found = closest.result(den)
-        evidence = exhaustive_evidence(digests) if task.settings.certify else None
+        merge, digests = _values_into(store, task, run, engine, space, values_chunk, size, extra)
+        if merge.settled:
+            return merge.verdict()
+        found = _closest_pair_of(store, space, run, memory, merge)
+        if found is None:
+            return merge.verdict()
+        stats = merge.statistics
         stats["runs"] = len(store.in_memory) + len(store.spilled)
         if store.spilled:
             stats["spilled_bytes"] = store.spilled_bytes
@@ -485,31 +434,89 @@ def check_distinct_values(
     if found.gap is not None and found.pair is not None and prop.too_close(task, found.gap):
         (a, i), (b, j) = found.pair
         rows = space.rows(a, a + 1)[0][0], space.rows(b, b + 1)[0][0]
-        return refuted(
-            task,
-            run,
-            engine,
-            "exhaustive",
-            prop.pair_witness(task, space.decode(rows[0]), i, space.decode(rows[1]), j),
-            stats,
-        )
+        merge.refute(prop.pair_witness(task, space.decode(rows[0]), i, space.decode(rows[1]), j), "exhaustive")
     gap = "no two values to compare" if found.gap is None else f"smallest gap {fmt(found.gap)}"
     span = (
         ""
         if found.smallest is None or found.largest is None
         else f", q in [{fmt(found.smallest)}, {fmt(found.largest)}]"
     )
-    return proved(
-        task,
-        run,
-        engine,
-        "exhaustive",
-        task.prop.describe_proof(
-            task, engine, f"all values {prop.requirement(task)}: {gap}{span} ({total} {_noun(space)} evaluated)", stats
+    default = f"all values {prop.requirement(task)}: {gap}{span} ({total} {_noun(space)} evaluated)"
+    evidence = exhaustive_evidence(digests) if task.settings.certify else None
+    return merge.verdict(Proof(default, evaluated=total), "exhaustive", evidence)
+
+
+def _values_into(
+    store: RunStore,
+    task: Task,
+    run: Run,
+    engine: str,
+    space: InputSpace,
+    values_chunk: Callable[..., Any],
+    size: int,
+    extra: tuple[Any, ...],
+) -> tuple[Merge, list[tuple[int, int, str]]]:
+    """Every chunk's values as a sorted run in ``store``: the merge so far (a clash within one input refutes),
+    and with --certify each chunk's (start, stop, outputs_digest)."""
+    total = space.count()
+    units = ChunkUnits(
+        total,
+        size,
+        lambda k, a, b: WorkUnit(
+            f"{engine}: inputs {a}..{b - 1}", values_chunk, (task, space, a, b, *extra), order=k, weight=b - a
         ),
-        stats,
-        evidence,
     )
+    clashes: list[tuple[int, int, int]] = []
+    digests: list[tuple[int, int, str]] = []
+    done = 0
+
+    def on_result(unit: WorkUnit, result: ValuesResult) -> str:
+        nonlocal done
+        if result.clash is not None:
+            clashes.append(result.clash)
+            return STOP_AFTER
+        if result.stopped or result.run is None:
+            return STOP
+        store.add(result.run)
+        digests.append((result.start, result.stop, result.digest))
+        done += result.stop - result.start
+        run.progress(ProgressEvent(engine, f"{engine}: {space.describe()}", done, total, "inputs"))
+        return CONTINUE
+
+    summary = schedule(run.executor, units, run.deadline, on_result)
+    stats: dict[str, Any] = {
+        "inputs_evaluated": done,
+        "space": space.describe(),
+        "space_size": total,
+        "units": len(units),
+        "executor": run.executor.name,
+        **task.prop.statistics(task),
+    }
+    merge = Merge(task, run, engine, stats)
+    if clashes:
+        row, i, j = min(clashes)
+        x = space.decode(space.rows(row, row + 1)[0][0])
+        merge.refute(capability(task.prop, DistinctValues).pair_witness(task, x, i, x, j), "exhaustive")
+    merge.absorb(summary)
+    if done < total:
+        what = f"{done} of {total} inputs evaluated"
+        merge.undecided(f"timeout: {what}", [f"exhaustive {engine}: {what} ({summary.describe()})"])
+    return merge, digests
+
+
+def _closest_pair_of(store: RunStore, space: InputSpace, run: Run, memory: int, merge: Merge) -> Closest | None:
+    """The closest non-exempt pair of the store's values (one k-way merge); None when the deadline passes first
+    (``merge`` then says how far the comparison got)."""
+    n = max(space.lengths) if space.lengths else 0
+    den = math.lcm(*store.dens) if store.dens else 1
+    closest = ClosestPair(n)
+    for block in merged(store, max(1 << 20, memory // 4)):
+        if run.deadline.expired():
+            what = f"all {space.count()} inputs evaluated, {closest.keys} of {store.keys} values compared"
+            merge.undecided(f"timeout: {what}", [f"exhaustive {merge.engine}: {what}"])
+            return None
+        closest.add(block)
+    return closest.result(den)
 
 
 def _noun(space: InputSpace) -> str:
@@ -520,7 +527,7 @@ def within_input_clash(task: Task, q: list[Fraction]) -> tuple[int, int] | None:
     """Condition (1) on one input: two positions whose values are too close (in position order)."""
     order = sorted(range(len(q)), key=q.__getitem__)
     for a, b in itertools.pairwise(order):
-        if task.prop.too_close(task, abs(q[a] - q[b])):
+        if capability(task.prop, DistinctValues).too_close(task, abs(q[a] - q[b])):
             return a, b
     return None
 
@@ -528,6 +535,6 @@ def within_input_clash(task: Task, q: list[Fraction]) -> tuple[int, int] | None:
 def groups_for(task: Task, space: InputSpace, start: int, rows: np.ndarray) -> np.ndarray | None:
     """Per input: its multiset's code when permutations are exempt and the space lists sequences, else None
     (every input its own group: nothing is exempt)."""
-    if task.prop.exempt_pairs(task) and space.order == "all":
+    if capability(task.prop, DistinctValues).exempt_pairs(task) and space.order == "all":
         return multiset_codes(rows, len(space.tokens))
     return None

@@ -1,17 +1,17 @@
 """Shared helpers of the property modules, and the registry that discovers them.
 
-A property module defines one ``Property`` subclass (``verify_tf.contract.Property``: one method per hook an
-engine may call, each with a default) and a module-level instance ``PROPERTY``. It says what the property
-means and nothing about how it is run:
+A property module defines one ``Property`` subclass (``verify_tf.contract.Property``: the small base) that also
+extends the capabilities it offers (``verify_tf.contract``: ``EachInput``, ``Batched``, ``Solvable``, ``Counted``,
+...), and a module-level instance ``PROPERTY``. It says what the property means and nothing about how it is run
+(no engine is named: the registry matches engines to the capabilities offered):
 
 * ``options``: its options in the schema language, converted by ``check=typed(Options)`` into a frozen
   dataclass (cross-field mistakes raise ``OptionError``, which the spec loader locates);
 * ``fit(model, arithmetic, domain, options)``: whether the property applies to this model and domain at all
   (raises ``OptionError``; the spec loader reports it as an input error with file, line and key);
-* the definition, through the hooks of the engines it lists (docs/architecture.md has the table): e.g.
-  ``input_space`` and ``violation`` (interpret, enumerate, search), ``batched_violations`` (enumerate,
-  search), ``smt_queries`` / ``build_query`` / ``replay_query`` (smt), ``values`` and friends for
-  distinct-values properties.
+* the definition, through the hooks of its capabilities (docs/architecture.md has the table): e.g.
+  ``input_space`` and ``violation`` (``EachInput``), ``batched_violations`` (``Batched``), ``smt_queries`` /
+  ``build_query`` / ``replay_query`` (``Solvable``), ``values`` and friends (``DistinctValues``).
 
 Everything about running (enumeration order, units, deadline, progress, replay, verdicts) is in the drivers.
 """
@@ -25,22 +25,19 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
 
-from ..contract import ARCHITECTURE, DISTINCT_VALUES, EACH_INPUT, CountingGoal, NoOptions, Property, Task
+from ..contract import Capability, Counted, CountingGoal, NoOptions, Property, Task
 from ..domain import Domain, StringDomain
 from ..ir import AlphabetTokens, Model
 from ..schema.dsl import Field, String
 from ..schema.errors import OptionError
 
 __all__ = [
-    "ARCHITECTURE",
     "BOS",
-    "DISTINCT_VALUES",
-    "EACH_INPUT",
     "NoOptions",
     "Property",
     "bos_offset",
     "compared_positions",
-    "engines_by_lengths",
+    "counted_for_every_length",
     "lengths_field",
     "load",
     "names",
@@ -92,7 +89,7 @@ def lengths_field() -> Field:
     """The ``lengths`` option of the properties the counting engine decides for every length."""
     return Field(
         String(
-            "domain: the strings of the domain; all: every length (engine counting: the domain's lengths by "
+            "domain: the strings of the domain; all: every length (the counting goal: the domain's lengths by "
             "counting, then induction over positions; the domain's max-length bounds the first part only)",
             LENGTHS,
         ),
@@ -100,9 +97,10 @@ def lengths_field() -> Field:
     )
 
 
-def engines_by_lengths(engines: tuple[str, ...], lengths: str) -> tuple[str, ...]:
-    """``lengths: all`` is decided by the counting engine alone."""
-    return ("counting",) if lengths == "all" else engines
+def counted_for_every_length(offered: frozenset[type[Capability]], lengths: str) -> frozenset[type[Capability]]:
+    """``lengths: all`` is a claim about every length: only its counting goal decides it (induction over the
+    counts), so that is all the property offers then."""
+    return frozenset({Counted}) if lengths == "all" else offered
 
 
 def require_strings_for_every_length(domain: Domain | None, lengths: str) -> None:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..contract import Inputs, QueryPlan, Task, Witness, closer_than
+from ..contract import Cubes, DistinctValues, Inputs, Proof, QueryPlan, Solvable, Task, Witness, closer_than
 from ..domain import Domain, GridDomain, format_input
 from ..ir import Model
 from ..numbers import fmt
@@ -35,7 +35,7 @@ from ..schema.dsl import Boolean, Field, ListOf, Number, Obj
 from ..semantics import Arithmetic, evaluate
 from ..spaces import InputSpace
 from ..witness import ReplayMismatch, input_to_json
-from .base import DISTINCT_VALUES, Property, require, typed
+from .base import require, typed
 
 if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
     import z3
@@ -83,7 +83,7 @@ def is_permutation(first: tuple[Any, ...], second: tuple[Any, ...]) -> bool:
     return sorted(first) == sorted(second)
 
 
-class ContextualMapping(Property):
+class ContextualMapping(DistinctValues, Solvable, Cubes):
     name = "contextual-mapping"
     summary = (
         "Yun et al. Def 3.1: the readout values of every input are distinct, and differ from every value of "
@@ -111,8 +111,6 @@ class ContextualMapping(Property):
         },
         check=typed(Options),
     )
-    engines = ("enumerate", "interpret", "smt", "split")
-    form = DISTINCT_VALUES
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         require(
@@ -267,11 +265,13 @@ class ContextualMapping(Property):
         except ReplayMismatch:
             return None
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
-        if engine != "smt":
-            return default
-        how = statistics.get("symmetry_breaking", "")
-        return f"all values {task.options.requirement()}: no violation exists ({default}; symmetry breaking: {how})"
+    def describe_proof(self, task: Task, proof: Proof) -> str:
+        if proof.queries is None:
+            return proof.default
+        how = proof.statistics.get("symmetry_breaking", "")
+        return (
+            f"all values {task.options.requirement()}: no violation exists ({proof.default}; symmetry breaking: {how})"
+        )
 
 
 def symbolic_values(task: Task, inp: SymbolicInput, builder: Builder) -> list[Any]:

@@ -46,7 +46,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..contract import Array, CountingGoal, Evaluators, Measures, QueryPlan, Task, Witness
+from ..contract import (
+    Array,
+    Batched,
+    Capability,
+    CertifiedOutputs,
+    Counted,
+    CountingGoal,
+    Cubes,
+    EachInput,
+    Evaluators,
+    Measures,
+    PrefixTree,
+    Proof,
+    QueryPlan,
+    Solvable,
+    Task,
+    Witness,
+)
 from ..crasp.arrays import program_outputs_batched
 from ..crasp.ast import CraspError, Program, format_alphabet
 from ..crasp.interpreter import run_program
@@ -60,7 +77,7 @@ from ..semantics import Arithmetic, UnsupportedInMode, evaluate
 from ..spaces import InputSpace
 from ..witness import input_to_json
 from . import _torch_float as float_reading
-from .base import BOS, Property, bos_offset, require, typed
+from .base import BOS, bos_offset, counted_for_every_length, require, typed
 
 if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
     from ..symbolic.solve import Query
@@ -142,7 +159,7 @@ def checked_positions(task: Task, length: int) -> range:
     return range(length, length + 1)
 
 
-class CraspEquivalence(Property):
+class CraspEquivalence(EachInput, Batched, Solvable, Cubes, Counted, PrefixTree, CertifiedOutputs):
     name = "crasp-equivalence"
     summary = "the model accepts exactly what a C-RASP program accepts (last position, or every prefix)"
     options = Obj(
@@ -161,7 +178,7 @@ class CraspEquivalence(Property):
             ),
             "queries": Field(
                 String(
-                    "smt engine, causal models: one query on the longest strings covering every "
+                    "solver queries, causal models: one query on the longest strings covering every "
                     "position (measured faster), or one query per length",
                     ("one", "per-length"),
                 ),
@@ -169,7 +186,7 @@ class CraspEquivalence(Property):
             ),
             "lengths": Field(
                 String(
-                    "domain: the strings of the domain; all: every length (engine counting: the "
+                    "domain: the strings of the domain; all: every length (the counting goal: the "
                     "domain's lengths by counting, then induction over positions)",
                     LENGTHS,
                 ),
@@ -178,11 +195,10 @@ class CraspEquivalence(Property):
         },
         check=typed(Options),
     )
-    engines = ("enumerate", "interpret", "smt", "counting", "split")
     language_domains = True  # the words of a regular language: every word in the domain's order (input_space)
 
-    def engines_for(self, options: Options) -> tuple[str, ...]:
-        return ("counting",) if options.lengths == "all" else self.engines
+    def offers(self, options: Options) -> frozenset[type[Capability]]:
+        return counted_for_every_length(super().offers(options), options.lengths)
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         require(
@@ -364,7 +380,7 @@ class CraspEquivalence(Property):
         0.6 s this way and in 17 s with one query per length) or one query per length n about position n.
         Other models: one query per length."""
         domain: StringDomain = task.strings()
-        self.refuse_float(task, "smt")
+        self.refuse_float(task, "solver queries encode")
         if all_causal(task.model) and task.options.queries == "one":
             return [QueryPlan(f"length {domain.max_length}", (domain.max_length,))]
         return [QueryPlan(f"length {n}", (n,)) for n in domain.lengths if n > 0 or bos_offset(task.model)]
@@ -403,7 +419,7 @@ class CraspEquivalence(Property):
         the shortlex-least such word; in prefix mode every prefix of length p >= 1, the witness the least
         disagreeing prefix (``violation`` pads it to min-length)."""
         domain: StringDomain = task.strings()
-        self.refuse_float(task, "counting")
+        self.refuse_float(task, "the counter machine reads")
         prefix = task.options.mode == "prefix"
         return CountingGoal(
             domain.alphabet,
@@ -437,40 +453,43 @@ class CraspEquivalence(Property):
         return z3.Not(builder.ge(Sym.const(task.options.threshold), ours.readout)) != theirs
 
     @staticmethod
-    def refuse_float(task: Task, engine: str) -> None:
+    def refuse_float(task: Task, view: str) -> None:
+        """The float reading is read only by evaluating the model input by input (``EachInput``, ``Batched``)."""
         if float_reading.reads_float(task):
             raise UnsupportedInMode(
-                f"the {engine} engine encodes the fixed-point reading; the float reading (the model as trained) is "
-                "checked by engine enumerate or interpret"
+                f"{view} the fixed-point reading; the float reading (the model as trained) is checked by "
+                "evaluating every input (an engine that enumerates the domain)"
             )
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
-        text = self.describe_reading_proof(task, engine, default, statistics)
+    def describe_proof(self, task: Task, proof: Proof) -> str:
+        text = self.describe_fixed_point_proof(task, proof)
         if not float_reading.reads_float(task):
             return text
         float_reading.undecided_or_proof(
             task,
-            statistics,
+            proof.statistics,
             lambda length: checked_positions(task, length),
             lambda word, p: self.shown_word(task, word, p),
         )
         return f"{text[:-1]}; {float_reading.proof_clause(task)})" if text.endswith(")") else text
 
-    def describe_reading_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
+    def describe_fixed_point_proof(self, task: Task, proof: Proof) -> str:
+        """The proof in the words of the claim (the float reading adds its clause: ``describe_proof``)."""
         domain: StringDomain = task.strings()
+        default, statistics = proof.default, proof.statistics
         where = "the last position" if task.options.mode == "accept" else "every position"
-        if engine == "counting" and task.options.lengths == "all":
+        if proof.every_length:
             first = 1 if task.options.mode == "prefix" else max(domain.min_length, 0)
             return (
                 f"every string over {{{', '.join(domain.alphabet)}}} of every length >= {first} agrees with "
                 f"{Path(task.options.program).name} at {where} ({default})"
             )
         if domain.language is not None:
-            how = default if engine == "counting" else "every word evaluated"
+            how = default if proof.counted is not None else "every word evaluated"
             return (
                 f"{_size(domain)} {domain.describe()} agree with {Path(task.options.program).name} at {where} ({how})"
             )
-        if engine in ("smt", "counting"):
+        if proof.queries is not None or proof.counted is not None:
             how = default
         elif all_causal(task.model) and len(domain.lengths) > 1:
             how = (

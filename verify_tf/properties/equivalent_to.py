@@ -19,7 +19,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..contract import Array, CountingGoal, Evaluators, Measures, QueryPlan, Task, Witness
+from ..contract import (
+    Array,
+    Batched,
+    Bounded,
+    Capability,
+    Counted,
+    CountingGoal,
+    Cubes,
+    EachInput,
+    Evaluators,
+    Measures,
+    Proof,
+    QueryPlan,
+    Sampled,
+    Solvable,
+    Task,
+    Witness,
+)
 from ..domain import Domain, StringDomain, format_input
 from ..ir import AlphabetTokens, GridTokens, Model
 from ..numbers import fmt, fmt_vector
@@ -27,10 +44,9 @@ from ..schema.dsl import Boolean, Field, ModelSection, Obj, String
 from ..semantics import Arithmetic, evaluate
 from ..witness import input_to_json
 from .base import (
-    Property,
     bos_offset,
     compared_positions,
-    engines_by_lengths,
+    counted_for_every_length,
     lengths_field,
     prefix_goal,
     require,
@@ -73,7 +89,7 @@ def cross_scaled(values: Any, other_den: int) -> np.ndarray:
     return numerators * factor
 
 
-class EquivalentTo(Property):
+class EquivalentTo(EachInput, Batched, Sampled, Solvable, Cubes, Bounded, Counted):
     name = "equivalent-to"
     summary = "the model and another model give the same outputs on every input in the domain (a miter)"
     options = Obj(
@@ -92,10 +108,9 @@ class EquivalentTo(Property):
         },
         check=typed(Options),
     )
-    engines = ("enumerate", "interpret", "search", "smt", "split", "counting")
 
-    def engines_for(self, options: Options) -> tuple[str, ...]:
-        return engines_by_lengths(self.engines, options.lengths)
+    def offers(self, options: Options) -> frozenset[type[Capability]]:
+        return counted_for_every_length(super().offers(options), options.lengths)
 
     def other_models(self, task: Task) -> tuple[Model, ...]:
         options: Options = task.options
@@ -236,18 +251,18 @@ class EquivalentTo(Property):
             return builder.ne(ours.readout, theirs.readout)
         return z3.Or([builder.ne(a, b) for a, b in zip(ours.stream, theirs.stream)])
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
-        if engine != "counting":
-            return default
+    def describe_proof(self, task: Task, proof: Proof) -> str:
+        if proof.counted is None:
+            return proof.default
         domain = task.strings()
         what = "readouts" if task.options.on == "readout" else "outputs"
         if task.options.lengths == "all":
             return (
                 f"the two models' {what} agree on every string over {{{', '.join(domain.alphabet)}}} of every "
-                f"length >= {domain.min_length} ({default})"
+                f"length >= {domain.min_length} ({proof.default})"
             )
         lengths = f"{domain.min_length}..{domain.max_length}"
-        return f"the two models' {what} agree on every string of length {lengths} ({default})"
+        return f"the two models' {what} agree on every string of length {lengths} ({proof.default})"
 
 
 PROPERTY = EquivalentTo()

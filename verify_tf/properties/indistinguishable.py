@@ -27,7 +27,16 @@ from pathlib import Path
 from typing import Any
 
 from ..classes import Signatures, scorings
-from ..contract import ArchitectureRequest, Conclusion, InductionResult, PairFound, PairSearch, SymmetryCheck, Task
+from ..contract import (
+    ArchitectureClass,
+    ArchitectureRequest,
+    Conclusion,
+    InductionResult,
+    PairFound,
+    PairSearch,
+    SymmetryCheck,
+    Task,
+)
 from ..crasp.ast import Program
 from ..crasp.interpreter import accepts
 from ..crasp.parser import load_program
@@ -39,7 +48,7 @@ from ..schema.errors import OptionError
 from ..semantics import Arithmetic, evaluate
 from ..verdict import ERROR, PROVED, REFUTED, UNKNOWN
 from ..work import Deadline
-from .base import ARCHITECTURE, Property, bos_offset, require
+from .base import bos_offset, require
 from .crasp_equivalence import ProgramFile
 
 
@@ -77,7 +86,7 @@ def class_text(depth: int, arithmetic: Arithmetic) -> str:
     )
 
 
-class Indistinguishable(Property):
+class Indistinguishable(ArchitectureClass):
     name = "indistinguishable"
     summary = (
         "no causal transformer without positional information of depth k tells two words apart "
@@ -93,8 +102,6 @@ class Indistinguishable(Property):
         },
         check=_options,
     )
-    engines = ("architecture",)
-    form = ARCHITECTURE
     needs_domain = False  # a pair needs none; a language search needs a strings domain (fit says so)
 
     def language_file(self, task: Task) -> Path | None:

@@ -32,6 +32,7 @@ from typing import Any
 
 from ..classes import describe_class
 from ..contract import (
+    ArchitectureClass,
     ArchitectureRequest,
     Conclusion,
     Induction,
@@ -51,7 +52,7 @@ from ..semantics import Arithmetic, Fixed, evaluate
 from ..verdict import ERROR, PROVED, REFUTED, UNKNOWN
 from ..witness import input_to_json, values_to_json
 from ..work import Deadline, check_deadline
-from .base import ARCHITECTURE, Property, bos_offset
+from .base import bos_offset
 from .position_blind import deviation, parameters_text, row_sum_note
 
 TOKEN = Either(
@@ -162,15 +163,13 @@ def readout_error(
     return max(abs(a - b) for a, b in zip(q, values))
 
 
-class Inexpressible(Property):
+class Inexpressible(ArchitectureClass):
     name = "inexpressible"
     summary = (
         "certificate (Luo et al. 2022): no model of the spec's architecture class reaches sup-error below "
         "ε* = max over constant inputs of half the target's range (witness + architecture-level proof)"
     )
     options = Obj({"target": Field(TARGET, default="position-index")}, check=_options)
-    engines = ("architecture",)
-    form = ARCHITECTURE
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         assert domain is not None  # needs_domain: the spec loader insists

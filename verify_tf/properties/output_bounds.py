@@ -20,7 +20,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..contract import Array, CountingGoal, Evaluators, Measures, QueryPlan, Task, Witness
+from ..contract import (
+    Array,
+    Batched,
+    Bounded,
+    Capability,
+    Counted,
+    CountingGoal,
+    Cubes,
+    EachInput,
+    Evaluators,
+    Measures,
+    Proof,
+    QueryPlan,
+    Sampled,
+    Solvable,
+    Task,
+    Witness,
+)
 from ..domain import Domain, format_input
 from ..ir import Model
 from ..numbers import fmt
@@ -29,10 +46,9 @@ from ..schema.errors import OptionError
 from ..semantics import Arithmetic, evaluate
 from ..witness import input_to_json
 from .base import (
-    Property,
     bos_offset,
     compared_positions,
-    engines_by_lengths,
+    counted_for_every_length,
     lengths_field,
     prefix_goal,
     require_strings_for_every_length,
@@ -77,7 +93,7 @@ def _threshold(threshold: int, numerators: np.ndarray) -> int:
     return max(-(1 << 63), min(threshold, (1 << 63) - 1))
 
 
-class OutputBounds(Property):
+class OutputBounds(EachInput, Batched, Sampled, Solvable, Cubes, Bounded, Counted):
     name = "output-bounds"
     summary = "lo <= q_i <= hi for every input in the domain and every (chosen) position"
     options = Obj(
@@ -96,10 +112,9 @@ class OutputBounds(Property):
         "readout bounds",
         check=typed(Options),
     )
-    engines = ("enumerate", "interpret", "search", "smt", "split", "counting")
 
-    def engines_for(self, options: Options) -> tuple[str, ...]:
-        return engines_by_lengths(self.engines, options.lengths)
+    def offers(self, options: Options) -> frozenset[type[Capability]]:
+        return counted_for_every_length(super().offers(options), options.lengths)
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         require_strings_for_every_length(domain, options.lengths)
@@ -209,8 +224,9 @@ class OutputBounds(Property):
             outside.append(z3.Not(builder.ge(Sym.const(options.hi), ours.readout)))
         return z3.Or(outside)
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
-        if engine == "counting":
+    def describe_proof(self, task: Task, proof: Proof) -> str:
+        default, statistics = proof.default, proof.statistics
+        if proof.counted is not None:
             domain = task.strings()
             lengths = (
                 f"of every length >= {domain.min_length}"

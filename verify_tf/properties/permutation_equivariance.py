@@ -22,13 +22,26 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..contract import Array, Evaluators, Measures, QueryPlan, Task, Witness
+from ..contract import (
+    Array,
+    Batched,
+    Cubes,
+    EachInput,
+    Evaluators,
+    Measures,
+    Proof,
+    QueryPlan,
+    Sampled,
+    Solvable,
+    Task,
+    Witness,
+)
 from ..domain import format_input
 from ..numbers import fmt_vector
 from ..schema.dsl import Boolean, Field, Obj, String
 from ..semantics import evaluate
 from ..witness import input_to_json, vectors_to_json
-from .base import Property, bos_offset, compared_positions, typed
+from .base import bos_offset, compared_positions, typed
 
 if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
     from ..symbolic.solve import Query
@@ -56,7 +69,7 @@ def compared(task: Task, length: int) -> list[tuple[int | str, int]]:
     return compared_positions(task.model, length, task.options.include_bos)
 
 
-class PermutationEquivariance(Property):
+class PermutationEquivariance(EachInput, Batched, Sampled, Solvable, Cubes):
     name = "permutation-equivariance"
     summary = "f(πX) = πf(X) for every input X in the domain (checked on adjacent transpositions)"
     options = Obj(
@@ -73,7 +86,7 @@ class PermutationEquivariance(Property):
         },
         check=typed(Options),
     )
-    engines = ("enumerate", "interpret", "search", "smt", "split")
+    witness_inputs = ("input", "permuted_input")  # the pair (X, τX) is named by X; the violation may show on τX
 
     def observed(self, task: Task, tokens: tuple[Any, ...]) -> list[Any]:
         trace = evaluate(task.model, task.arithmetic, tokens)
@@ -198,10 +211,10 @@ class PermutationEquivariance(Property):
     def replay_query(self, task: Task, plan: QueryPlan, decoded: Any) -> Witness | None:
         return self.swap_violation(task, decoded[0], plan.key[1])
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
-        if engine in ("enumerate", "interpret"):
-            return f"{default}: f(X) = ρ·f(sort X), equal-token swaps fix f(sort X)"
-        return default
+    def describe_proof(self, task: Task, proof: Proof) -> str:
+        if proof.evaluated is not None:  # every input checked by conditions (a) and (b) of the module docstring
+            return f"{proof.default}: f(X) = ρ·f(sort X), equal-token swaps fix f(sort X)"
+        return proof.default
 
 
 PROPERTY = PermutationEquivariance()

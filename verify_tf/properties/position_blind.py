@@ -30,9 +30,13 @@ import numpy as np
 
 from ..classes import describe_class
 from ..contract import (
+    ArchitectureClass,
     ArchitectureRequest,
     Array,
+    Batched,
+    Capability,
     Conclusion,
+    EachInput,
     Evaluators,
     Induction,
     InductionOutcome,
@@ -40,6 +44,7 @@ from ..contract import (
     Measures,
     Member,
     MemberSearch,
+    Proof,
     Task,
     Witness,
 )
@@ -53,7 +58,9 @@ from ..spaces import InputSpace
 from ..verdict import PROVED, REFUTED, UNKNOWN
 from ..witness import input_to_json, vectors_to_json
 from ..work import Deadline
-from .base import Property, bos_offset, require, typed
+from .base import bos_offset, require, typed
+
+CLASS_SCOPE = "architecture"  # scope: every weight choice of the model's architecture class (the spec's word)
 
 
 @dataclass(frozen=True)
@@ -105,7 +112,7 @@ def parameters_text(parameters: dict[str, Any]) -> str:
     )
 
 
-class PositionBlind(Property):
+class PositionBlind(EachInput, Batched, ArchitectureClass):
     name = "position-blind"
     summary = (
         "on every constant input (x, ..., x) all positions give the same output, up to a tolerance "
@@ -127,17 +134,17 @@ class PositionBlind(Property):
                 String(
                     "'model': this model's weights, exhaustive over constant inputs; 'architecture': "
                     "every weight choice of its architecture, induction over layers (z3)",
-                    ("model", "architecture"),
+                    ("model", CLASS_SCOPE),
                 ),
                 default="model",
             ),
         },
         check=typed(Options),
     )
-    engines = ("interpret", "enumerate", "architecture")
 
-    def engines_for(self, options: Options) -> tuple[str, ...]:
-        return ("architecture",) if options.scope == "architecture" else self.engines
+    def offers(self, options: Options) -> frozenset[type[Capability]]:
+        """``scope: architecture`` is a claim about every member of the class: only the class view decides it."""
+        return frozenset({ArchitectureClass}) if options.scope == CLASS_SCOPE else super().offers(options)
 
     def input_space(self, task: Task) -> InputSpace:
         return InputSpace(task.given_domain(), order="constant")
@@ -197,7 +204,8 @@ class PositionBlind(Property):
         )
         return flagged, {"epsilon": (spread, values.den)}
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
+    def describe_proof(self, task: Task, proof: Proof) -> str:
+        statistics = proof.statistics
         epsilon = Fraction(statistics.get("epsilon", 0))
         count = statistics.get("space_size", 0)
         if epsilon == 0:
@@ -266,7 +274,7 @@ class PositionBlind(Property):
                     UNKNOWN,
                     "induction",
                     f"the architecture class is not position-blind (n = {n}: "
-                    f"{failed}); this model's own weights may still be: use engine interpret",
+                    f"{failed}); this model's own weights may still be: evaluate its constant inputs (engine: auto)",
                     statistics=stats,
                     tried=[f"induction over layers, n = {n}"],
                 )

@@ -29,7 +29,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..builders.tracr_import import TracrExport, TracrImportError, float_network, read_export
-from ..contract import Array, Evaluators, Measures, QueryPlan, Task, Witness
+from ..contract import (
+    Array,
+    Batched,
+    CertifiedOutputs,
+    EachInput,
+    Evaluators,
+    Measures,
+    Proof,
+    QueryPlan,
+    Solvable,
+    Task,
+    Witness,
+)
 from ..domain import Domain, StringDomain, format_input
 from ..floats import decode as float_decode, enclosure
 from ..floats.evaluate import evaluate as evaluate_float32
@@ -44,7 +56,7 @@ from ..schema.yamlnodes import Node
 from ..semantics import Arithmetic, UnsupportedInMode, evaluate
 from ..witness import input_to_json
 from ..work import CannotCheck, Deadline, DeadlineExpired
-from .base import Property, bos_offset, require, typed
+from .base import bos_offset, require, typed
 
 if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
     from ..symbolic.solve import Query
@@ -115,7 +127,7 @@ def agrees(expected: Value, got: Decoded) -> bool:
     return not got.tie and got.value == expected
 
 
-class RaspEquivalence(Property):
+class RaspEquivalence(EachInput, Batched, Solvable, CertifiedOutputs):
     name = "rasp-equivalence"
     summary = "a tracr-compiled model's decoded output equals its RASP program's at every defined position"
     options = Obj(
@@ -146,7 +158,6 @@ class RaspEquivalence(Property):
         },
         check=typed(Options),
     )
-    engines = ("enumerate", "interpret", "smt")
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         require(
@@ -552,9 +563,9 @@ class RaspEquivalence(Property):
     def smt_queries(self, task: Task) -> list[QueryPlan]:
         if task.model.float_reading:
             raise UnsupportedInMode(
-                "the smt engine encodes the hardmax reading; the float reading (tracr's default, the model as "
-                "compiled) is checked by engine enumerate or interpret; attention: hardmax checks tracr's intended "
-                "computation with smt"
+                "solver queries encode the hardmax reading; the float reading (tracr's default, the model as "
+                "compiled) is checked by evaluating every input (an engine that enumerates the domain); attention: "
+                "hardmax checks tracr's intended computation with solver queries"
             )
         return [QueryPlan(f"length {n}", (n,)) for n in task.strings().lengths if n > 0]
 
@@ -624,10 +635,11 @@ class RaspEquivalence(Property):
     def replay_query(self, task: Task, plan: QueryPlan, decoded: Any) -> Witness | None:
         return self.violation(task, decoded[0])
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
+    def describe_proof(self, task: Task, proof: Proof) -> str:
         domain: StringDomain = task.strings()
         export = _export(task.options.program)
-        how = default if engine == "smt" else f"{statistics.get('space_size', domain.size())} evaluated"
+        statistics = proof.statistics
+        how = proof.default if proof.queries is not None else f"{statistics.get('space_size', domain.size())} evaluated"
         if task.model.float_reading:
             return self.describe_float_proof(task, statistics, how)
         return (

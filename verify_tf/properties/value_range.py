@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..contract import Array, Evaluators, Measures, Task, Witness
+from ..contract import Array, Batched, EachInput, Evaluators, Measures, Proof, Sampled, Task, Witness
 from ..domain import Domain, GridDomain, format_input
 from ..ir import Model
 from ..numbers import fmt
@@ -34,7 +34,7 @@ from ..schema.dsl import Boolean, Either, Field, ListOf, Number, Obj, String
 from ..schema.errors import OptionError
 from ..semantics import Arithmetic, evaluate
 from ..witness import input_to_json
-from .base import Property, compared_positions, require
+from .base import compared_positions, require
 
 YUN = "yun-lemma6"
 
@@ -71,7 +71,7 @@ def grid_step(domain: GridDomain) -> Fraction | None:
     return step if inside == [k * step for k in range(len(inside))] else None
 
 
-class ValueRange(Property):
+class ValueRange(EachInput, Batched, Sampled):
     name = "value-range"
     summary = (
         "every readout value lies inside (or outside) [lo, hi]; interval yun-lemma6: Yun et al.'s t_l, t_r "
@@ -103,7 +103,6 @@ class ValueRange(Property):
         },
         check=_options,
     )
-    engines = ("enumerate", "interpret", "search")
 
     def fit(self, model: Model, arithmetic: Arithmetic, domain: Domain | None, options: Options) -> None:
         if options.interval == YUN:
@@ -174,11 +173,11 @@ class ValueRange(Property):
             flagged &= ~(distinct & ~outside[rows].any(axis=1))
         return np.asarray(flagged, dtype=bool), {}
 
-    def describe_proof(self, task: Task, engine: str, default: str, statistics: dict[str, Any]) -> str:
+    def describe_proof(self, task: Task, proof: Proof) -> str:
         lo, hi = self.interval(task)
         where = "inside" if task.options.inside else "outside"
         skipped = " (G̃_δ skipped)" if task.options.except_distinct else ""
-        return f"every value {where} [{fmt(lo)}, {fmt(hi)}]{skipped}: {default}"
+        return f"every value {where} [{fmt(lo)}, {fmt(hi)}]{skipped}: {proof.default}"
 
 
 PROPERTY = ValueRange()

@@ -10,7 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 from ..domain import Domain, StringDomain
-from ..engines import for_domain, load as load_engine, names as engine_names
+from ..engines import load as load_engine, names as engine_names, supporting
 from ..ir import Model
 from ..properties import Property, load as load_property, names as property_names
 from ..schema.dsl import Context, Field, Integer, ListOf, Number, Obj, String, TaggedUnion, join, locate
@@ -176,9 +176,10 @@ def unfitted_properties(root: Node, ctx: Context) -> tuple[PropertySpec, ...]:
 
 
 def supported_engines(prop: Property, options: Any, domain: Domain | None = None) -> tuple[str, ...]:
-    """The engines a property can run with these options (some options narrow them, e.g. scope) over ``domain``
-    (a language-restricted strings domain keeps the engines that honour it: ``engines.for_domain``)."""
-    return for_domain(prop.engines_for(options), domain)
+    """The engines a property can run with these options over ``domain``: matched on the capabilities it offers
+    (``engines.supporting``; some options narrow them, e.g. scope); a language-restricted strings domain keeps the
+    engines that honour it (``engines.for_domain``)."""
+    return supporting(prop, options, domain)
 
 
 def check_language(

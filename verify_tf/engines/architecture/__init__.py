@@ -18,12 +18,14 @@ request, its ``conclude`` says what each answer means and makes the next request
 
 from __future__ import annotations
 
-from ...contract import Task
+from ...contract import ArchitectureClass, Task
 from ...verdict import Verdict
 from ..base import Run
 from ..cost import SYMBOLIC
 
 ENGINE = "architecture"
+NEEDS = (ArchitectureClass,)
+PREFERENCE = 7
 ROLE = SYMBOLIC
 CERTIFICATES = ("smt", "conclusion")  # "conclusion": a proof that asked no solver query
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ...contract import (
+    ArchitectureClass,
     ArchitectureRequest,
     Conclusion,
     Induction,
@@ -19,13 +20,14 @@ from ...contract import (
     StepResult,
     SymmetryCheck,
     Task,
+    capability,
 )
 from ...ir import Vector
 from ...semantics import evaluate
-from ...verdict import Evidence, Verdict
+from ...verdict import ERROR, PROVED, REFUTED, Evidence, Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, Z3_LOCK, Deadline, UnitError, WorkUnit, schedule
-from ..base import ProgressEvent, Run, replayed, unit_failed, verdict
+from ..base import Merge, ProgressEvent, Proof, Run, replayed
 from .concrete import ConcreteMember, realise_targets, separate_positions
 from .induction import (
     FAILS,
@@ -90,7 +92,7 @@ class _UnitFailed(Exception):
 def check(task: Task, run: Run) -> Verdict:
     """Answer the property's requests (``contract``: Induction, SymmetryCheck, PairSearch, MemberSearch) until it
     concludes; every member the solver chooses is replayed on the interpreter before the property sees it."""
-    prop = task.prop
+    prop = capability(task.prop, ArchitectureClass)
     asked: Asked = []
     step = prop.architecture_plan(task)
     try:
@@ -99,7 +101,9 @@ def check(task: Task, run: Run) -> Verdict:
             with Z3_LOCK:  # the property may evaluate concrete models meanwhile, in this thread
                 step = prop.conclude(task, step, answer, run.deadline)
     except _UnitFailed as failed:
-        return unit_failed(task, run, ENGINE, failed.failure)
+        merge = Merge(task, run, ENGINE)
+        merge.fail(failed.failure)
+        return merge.verdict()
     return _verdict(task, run, step, asked)
 
 
@@ -249,7 +253,7 @@ def _replay(task: Task, search: MemberSearch, chosen: ConcreteMember, step: Step
     member = Member(
         chosen.model, chosen.tokens, chosen.active, chosen.parameters, step, exact, trace, observed, witness={}
     )
-    witness = task.prop.member_witness(task, search, member)
+    witness = capability(task.prop, ArchitectureClass).member_witness(task, search, member)
     if witness is None:
         raise ReplayMismatch(
             f"{name}: the solver's member does not break the claim on replay", claimed=claimed, replayed=observed
@@ -267,25 +271,24 @@ def _write_smt2(task: Task, name: str, text: str) -> None:
 
 
 def _verdict(task: Task, run: Run, conclusion: Conclusion, asked: Asked) -> Verdict:
-    statistics = conclusion.statistics
-    witness = conclusion.witness
-    if conclusion.replay is not None:  # refuted on the spec's own model: replayed here, as every refutation
-        witness = {**replayed(task, conclusion.replay, conclusion.detail), **(witness or {})}
+    """The property's conclusion as the verdict (the property words it: no ``describe_proof``)."""
+    merge = Merge(task, run, ENGINE, conclusion.statistics)
+    if conclusion.status == ERROR:  # the property found its own premises contradicted: never a verdict on them
+        return merge.error(conclusion.detail, conclusion.method)
+    if conclusion.status == REFUTED:
+        witness = conclusion.witness
+        if conclusion.replay is not None:  # refuted on the spec's own model: replayed here, as every refutation
+            witness = {**replayed(task, conclusion.replay, conclusion.detail), **(witness or {})}
+        assert witness is not None  # a refuting conclusion carries its (replayed) member's witness
+        merge.refute(witness, conclusion.method, detail=conclusion.detail)
+        return merge.verdict()
+    if conclusion.status != PROVED:
+        return merge.unknown(conclusion.detail, conclusion.tried, conclusion.method)
     evidence = None
     if task.settings.certify:  # every step query with z3's answer; a step that needed no query has no text
         answers = {HOLDS: "unsat", FAILS: "sat", UNDECIDED: "unknown"}
         queries = [{"name": name, "smt2": text, "answer": answers[step.status]} for name, (step, text) in asked]
         # a proof that asked no solver query: its conclusion is what the certificate can re-check
         evidence = Evidence("smt" if queries else "conclusion", queries=queries)
-    return verdict(
-        task,
-        run,
-        conclusion.status,
-        ENGINE,
-        method=conclusion.method,
-        detail=conclusion.detail,
-        witness=witness,
-        statistics=statistics,
-        tried=conclusion.tried,
-        evidence=evidence,
-    )
+    unsat = sum(1 for _, (step, _) in asked if step.status == HOLDS)
+    return merge.verdict(Proof(conclusion.detail, queries=unsat), conclusion.method, evidence, conclusion.detail)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from ...contract import Task
+from ...contract import Counted, Task, capability
 from ...domain import StringDomain
 from ...ir import Model
 from ...semantics import UnsupportedInMode
@@ -26,6 +26,8 @@ from ..cost import EXHAUSTIVE, HAND_OVER, Estimate, Prediction
 from .applies import refusal
 
 ENGINE = "counting"
+NEEDS = (Counted,)
+PREFERENCE = 6
 ROLE = EXHAUSTIVE
 CERTIFICATES = ("counting",)
 LANGUAGE_DOMAINS = True  # the property's CountingGoal carries the language: the prefix tree of its words
@@ -47,7 +49,7 @@ def predict(task: Task, estimate: Estimate) -> Prediction:
     reason = refusal(task.model, task.arithmetic)
     if reason is None:
         try:
-            reference = task.prop.counting_goal(task).reference
+            reference = capability(task.prop, Counted).counting_goal(task).reference
         except UnsupportedInMode as exc:  # the property refuses this reading (crasp-equivalence's float reading)
             return Prediction(ENGINE, math.inf, str(exc))
         if isinstance(reference, Model):

@@ -19,11 +19,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...contract import CountingGoal, Task
+from ...contract import Counted, CountingGoal, Task, capability
 from ...verdict import Evidence, Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, Deadline, UnitError, WorkUnit, schedule
-from ..base import ProgressEvent, Run, proved, refuted, unit_failed, unknown
+from ..base import Merge, ProgressEvent, Proof, Run
 from ..cost import HAND_OVER
 from .counters import NotApplicable
 from .explore import NOT_PAYING, Exploration, explore
@@ -53,7 +53,7 @@ def _joint(task: Task, goal: CountingGoal) -> Joint:
 
 
 def _violates(task: Task) -> Callable[[Any, Any], bool]:
-    prop = task.prop
+    prop = capability(task.prop, Counted)
     return lambda ours, theirs: prop.prefix_violates(task, ours, theirs)
 
 
@@ -61,7 +61,7 @@ def bounded_unit(
     task: Task, max_length: int, *, deadline: Deadline, cancelled: Callable[[], bool], report: Callable[..., None]
 ) -> Bounded:
     """Explore the joint states of every string up to ``max_length`` (a work unit)."""
-    goal: CountingGoal = task.prop.counting_goal(task)
+    goal: CountingGoal = capability(task.prop, Counted).counting_goal(task)
     try:
         joint = _joint(task, goal)
     except NotApplicable as exc:
@@ -91,7 +91,7 @@ def induction_unit(
     task: Task, *, deadline: Deadline, cancelled: Callable[[], bool], report: Callable[..., None]
 ) -> InductionResult:
     """Infer an invariant from the exact states of short strings and check it inductive (a work unit)."""
-    goal: CountingGoal = task.prop.counting_goal(task)
+    goal: CountingGoal = capability(task.prop, Counted).counting_goal(task)
     joint = _joint(task, goal)
     report("inferring the invariant")
     exact = explore(
@@ -110,7 +110,9 @@ def induction_unit(
         goal,
         _violates(task),
         exact.visited,
-        encode_violation=lambda builder, ours, theirs: task.prop.encode_prefix_violation(task, builder, ours, theirs),
+        encode_violation=lambda builder, ours, theirs: capability(task.prop, Counted).encode_prefix_violation(
+            task, builder, ours, theirs
+        ),
         deadline=deadline,
         cancelled=cancelled,
         record=task.settings.certify,
@@ -119,8 +121,9 @@ def induction_unit(
 
 
 def check(task: Task, run: Run) -> Verdict:
-    goal: CountingGoal = task.prop.counting_goal(task)
+    goal: CountingGoal = capability(task.prop, Counted).counting_goal(task)
     statistics: dict[str, Any] = {**task.prop.statistics(task)}
+    merge = Merge(task, run, ENGINE, statistics)
     answers: dict[str, Any] = {}
 
     def run_unit(key: str, function: Callable[..., Any], args: tuple[Any, ...]) -> Any:
@@ -137,29 +140,20 @@ def check(task: Task, run: Run) -> Verdict:
     try:
         bounded: Bounded | None = run_unit("bounded", bounded_unit, (task, goal.max_length))
         if bounded is None:
-            return unknown(
-                task,
-                run,
-                ENGINE,
-                "timeout before the exploration finished",
-                [f"counting: timeout ({run.deadline.seconds:g} s)"],
-                statistics,
+            return merge.unknown(
+                "timeout before the exploration finished", [f"counting: timeout ({run.deadline.seconds:g} s)"]
             )
         if bounded.not_applicable:
-            return unknown(
-                task,
-                run,
-                ENGINE,
+            return merge.unknown(
                 f"the counting engine does not apply: {bounded.not_applicable}",
                 [f"counting: not applicable: {bounded.not_applicable}"],
-                statistics,
             )
         exploration = bounded.exploration
         assert exploration is not None
         statistics.update(bounded.statistics)
         statistics.update(_exploration_statistics(bounded, exploration))
         if exploration.disagreement is not None:
-            return _refuted(task, run, exploration, statistics)
+            return _refuted(task, merge, exploration)
         if exploration.stopped:
             what = exploration.why if exploration.stopped == NOT_PAYING else exploration.stopped
             if exploration.stopped == NOT_PAYING:
@@ -170,17 +164,13 @@ def check(task: Task, run: Run) -> Verdict:
                     f"every word of {goal.language.name} up to length {exploration.complete_up_to} checked "
                     f"(of {goal.max_length})"
                 )
-            return unknown(
-                task,
-                run,
-                ENGINE,
+            return merge.unknown(
                 f"{explored}: {_stop_text(exploration)}",
                 [f"counting: lengths 0..{exploration.complete_up_to} hold, then {exploration.stopped}: {what}"],
-                statistics,
             )
         evidence = _evidence(task, goal, exploration)
         if exploration.closed_at is not None and goal.all_lengths:
-            return _closed(task, run, exploration, statistics, evidence)
+            return _closed(merge, exploration, evidence)
         bounded_text = f"every string up to length {goal.max_length} holds ({exploration.states} states by counting)"
         if not goal.all_lengths:
             default = f"{exploration.states} states of lengths 0..{goal.max_length} explored by counting"
@@ -189,17 +179,12 @@ def check(task: Task, run: Run) -> Verdict:
                     f"{exploration.states} states of lengths 0..{exploration.closed_at} explored by counting, "
                     f"the same states at every length from {exploration.closed_at} on"
                 )
-            detail = task.prop.describe_proof(task, ENGINE, default, statistics)
-            return proved(task, run, ENGINE, "counting", detail, statistics, evidence)
+            return merge.verdict(Proof(default, counted=exploration.states), "counting", evidence)
         induction: InductionResult | None = run_unit("induction", induction_unit, (task,))
         if induction is None:
-            return unknown(
-                task,
-                run,
-                ENGINE,
+            return merge.unknown(
                 f"{bounded_text}; the induction did not finish (timeout)",
                 [f"counting: {bounded_text}", "induction: timeout"],
-                statistics,
             )
         statistics["induction"] = induction.statistics()
         if induction.status == PROVED:
@@ -209,8 +194,8 @@ def check(task: Task, run: Run) -> Verdict:
                 f"induction over positions: an invariant of {len(induction.invariant)} facts, "
                 f"{induction.queries} z3 queries; {bounded_text}"
             )
-            detail = task.prop.describe_proof(task, ENGINE, default, statistics)
-            return proved(task, run, ENGINE, "all lengths", detail, statistics, evidence)
+            proof = Proof(default, counted=exploration.states, queries=induction.queries, induction="positions")
+            return merge.verdict(proof, "all lengths", evidence)
         # the claim is about every length: a violation beyond the domain's lengths refutes it
         longer = max(EXTENSION_FLOOR, 4 * goal.max_length)
         if induction.status == FAILED and induction.counterexample is not None:
@@ -227,25 +212,22 @@ def check(task: Task, run: Run) -> Verdict:
                 "stopped": more.stopped,
             }
             if more.disagreement is not None:
-                return _refuted(task, run, more, statistics)
+                return _refuted(task, merge, more)
             if more.closed_at is not None:
-                return _closed(task, run, more, statistics, _evidence(task, goal, more))
+                return _closed(merge, more, _evidence(task, goal, more))
             if more.complete_up_to > goal.max_length:
                 bounded_text = (
                     f"every string up to length {more.complete_up_to} holds ({more.states} states by counting)"
                 )
         what = "failed" if induction.status == FAILED else "undecided"
-        return unknown(
-            task,
-            run,
-            ENGINE,
+        return merge.unknown(
             f"{bounded_text}; not proved for every length: {induction.detail}",
             [f"counting: {bounded_text}", f"induction ({what}): {induction.detail}"],
-            statistics,
             method="counting",
         )
     except _UnitFailed as failed:
-        return unit_failed(task, run, ENGINE, failed.error, statistics)
+        merge.fail(failed.error)
+        return merge.verdict()
 
 
 class _UnitFailed(Exception):
@@ -305,21 +287,19 @@ def _evidence(task: Task, goal: CountingGoal, exploration: Exploration) -> Evide
     return Evidence("counting", covered=covered)
 
 
-def _closed(
-    task: Task, run: Run, exploration: Exploration, statistics: dict[str, Any], evidence: Evidence | None
-) -> Verdict:
+def _closed(merge: Merge, exploration: Exploration, evidence: Evidence | None) -> Verdict:
     """Every length is decided: the states of length L are those of length L − 1 and no transition depends on the
     length (``explore``, "When the states repeat")."""
-    statistics["closed_at"] = exploration.closed_at
+    merge.statistics["closed_at"] = exploration.closed_at
     default = (
         f"the reachable states repeat from length {exploration.closed_at} on ({exploration.states} states by "
         "counting, no transition depending on the length): every length is decided by exploration"
     )
-    detail = task.prop.describe_proof(task, ENGINE, default, statistics)
-    return proved(task, run, ENGINE, "all lengths", detail, statistics, evidence)
+    proof = Proof(default, counted=exploration.states, induction="repeating states")
+    return merge.verdict(proof, "all lengths", evidence)
 
 
-def _refuted(task: Task, run: Run, exploration: Exploration, statistics: dict[str, Any]) -> Verdict:
+def _refuted(task: Task, merge: Merge, exploration: Exploration) -> Verdict:
     tokens = exploration.disagreement
     assert tokens is not None
     witness = task.prop.violation(task, tokens)  # the reference interpreter (and the program's interpreter)
@@ -330,7 +310,8 @@ def _refuted(task: Task, run: Run, exploration: Exploration, statistics: dict[st
             claimed="".join(tokens),
             replayed="no violation",
         )
-    return refuted(task, run, ENGINE, "counting", witness, statistics)
+    merge.refute(witness, "counting")
+    return merge.verdict()
 
 
 __all__ = ["bounded_unit", "check", "induction_unit"]

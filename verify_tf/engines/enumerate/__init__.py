@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import math
 
-from ...batched import unsupported_reason
-from ...contract import Task
+from ...contract import Batched, CertifiedOutputs, Counted, DistinctValues, EachInput, PrefixTree, Task
 from ...verdict import Verdict
 from ..base import Run
 from ..cost import EXHAUSTIVE, Estimate, Prediction
 
 ENGINE = "enumerate"
+NEEDS = ((EachInput, Batched), (DistinctValues,))
+USES = (Counted, PrefixTree, CertifiedOutputs)  # the prefix-tree scan of a language's words; --certify's digests
+PREFERENCE = 1  # the preferred exhaustive engine
 LANGUAGE_DOMAINS = True  # reads strings only through the input space
 ROLE = EXHAUSTIVE
 CERTIFICATES = ("exhaustive",)
@@ -31,6 +33,8 @@ def check(task: Task, run: Run) -> Verdict:
 
 def predict(task: Task, estimate: Estimate) -> Prediction:
     """Every input of the space in batches, when the batched evaluator can run the model exactly."""
+    from ...batched import unsupported_reason  # the kernels: only when auto weighs this engine
+
     reason = unsupported_reason(task.model, task.arithmetic)
     if reason is not None:
         return Prediction(ENGINE, math.inf, f"not evaluable exactly in batches: {reason}")

@@ -10,15 +10,16 @@ from typing import Any
 import numpy as np
 
 from ...batched import Unsupported
-from ...contract import DISTINCT_VALUES, Task
+from ...contract import Batched, DistinctValues, EachInput, Task, capability
 from ...spaces import InputSpace
 from ...verdict import Verdict
 from ...work import Deadline
-from ..base import Run, unknown
-from ..evaluators import Evaluators
+from ..base import Merge, Run
+from ..evaluators import Evaluators, batch_rows
 from ..scan import (
     ChunkResult,
     ValuesResult,
+    certified_outputs,
     check_distinct_values,
     check_each_input,
     chunk_size,
@@ -39,18 +40,22 @@ def check(task: Task, run: Run) -> Verdict:
         except Unsupported as exc:
             refused = str(exc)
     space = task.prop.input_space(task)
-    own = task.prop.batch_rows(task) is not None  # the property evaluates its batches itself
+    own = batch_rows(task) is not None  # the property evaluates its batches itself
+    prop = task.prop
     try:
         evaluators = Evaluators(task, space)
         for length in space.lengths if not own else ():
-            task.prop.batched_check(task, evaluators, length)
+            if isinstance(prop, Batched):
+                prop.batched_check(task, evaluators, length)
+            else:
+                evaluators.of().check(length)
     except Unsupported as exc:
-        return unknown(
-            task, run, ENGINE, f"not evaluable exactly by the batched evaluator: {exc}", [f"enumerate: {exc}"]
+        return Merge(task, run, ENGINE).unknown(
+            f"not evaluable exactly by the batched evaluator: {exc}", [f"enumerate: {exc}"]
         )
     # units of at least 8192 inputs: a deep model pays its per-step overhead once per sub-chunk of a unit
     size = chunk_size(space.count(), run.executor.workers, smallest=8192, largest=1 << 20)
-    if task.prop.form == DISTINCT_VALUES:
+    if isinstance(prop, DistinctValues):
         verdict = check_distinct_values(task, run, ENGINE, values_chunk, size)
     else:
         verdict = check_each_input(task, run, ENGINE, violation_chunk, size)
@@ -90,12 +95,12 @@ def violation_chunk(
     report: Callable[[str], None],
 ) -> ChunkResult:
     """The first input of [start, stop) the property's batched check flags (a work unit)."""
-    prop = task.prop
+    prop = capability(task.prop, Batched)
+    kinds = capability(task.prop, EachInput).measure_kinds(task)
+    whole = capability(task.prop, EachInput).witness_measure is not None  # refuted at the extreme: every input
     evaluators = Evaluators(task, space)
-    kinds = prop.measure_kinds(task)
     measures: dict[str, tuple[Fraction, int]] = {}
     size = min(evaluators.chunk_size(n) for n in space.lengths) if space.lengths else 1
-    whole = prop.witness_measure is not None  # refuted at the extreme measure: see every input
     checked, first = 0, None
     digests: list[tuple[int, int, str]] = []  # with --certify: the readout of every input, for the certificate
     for piece in space.chunks(size, start, stop):
@@ -110,7 +115,7 @@ def violation_chunk(
             )
         flagged, found = prop.batched_violations(task, evaluators, piece.rows)
         if task.settings.certify:  # the readout, or what the property certifies instead (its reading of the model)
-            own = prop.certified_outputs(task, piece.rows)
+            own = certified_outputs(task, piece.rows)
             if own is None:
                 readout = evaluators.of().values(piece.rows, "readout")
                 own = (readout.numerators, readout.den)
@@ -146,14 +151,15 @@ def values_chunk(
     report: Callable[[str], None],
 ) -> ValuesResult:
     """Every value of inputs [start, stop), exact integers over one denominator, as a sorted run (a work unit)."""
+    prop = capability(task.prop, DistinctValues)
     evaluators = Evaluators(task, space)
     size = min(evaluators.chunk_size(n) for n in space.lengths)
     numerators, groups, dens = [], [], []
     for piece in space.chunks(size, start, stop):
         if deadline.expired() or cancelled():
             return ValuesResult(start, stop, None, stopped="timeout")
-        values, den = task.prop.batched_values(task, evaluators, piece.rows)
-        clash = task.prop.batched_clash(task, values, den)
+        values, den = prop.batched_values(task, evaluators, piece.rows)
+        clash = prop.batched_clash(task, values, den)
         if clash is not None:
             row, i, j = clash
             return ValuesResult(start, stop, None, clash=(piece.start + row, i, j))

@@ -31,11 +31,11 @@ import numpy as np
 
 from ...batched import evaluator_for
 from ...batched.prefix_tree import Level, PrefixTreeEvaluator
-from ...contract import CountingGoal, Task
+from ...contract import Counted, CountingGoal, PrefixTree, Task, capability
 from ...regular import Language
 from ...semantics import UnsupportedInMode
 from ...verdict import Verdict
-from ..base import ProgressEvent, Run, proved, refuted, replayed, unknown
+from ..base import Merge, ProgressEvent, Proof, Run
 from ..evaluators import model_digest
 
 ENGINE = "enumerate"
@@ -45,7 +45,7 @@ BATCH = 1024  # nodes evaluated together: (1024, 101, 32) gathered keys of a hea
 def applies(task: Task) -> bool:
     """Whether the prefix-tree scan decides this task (module docstring); otherwise the padded scan does."""
     prop = task.prop
-    if task.settings.certify or not prop.defines("prefix_tree_violations") or not prop.defines("counting_goal"):
+    if task.settings.certify or not isinstance(prop, PrefixTree) or not isinstance(prop, Counted):
         return False
     domain = task.strings()
     if domain.language is None or not isinstance(domain.language, Language):
@@ -145,7 +145,7 @@ def check(task: Task, run: Run) -> Verdict:
     domain = task.strings()
     language = domain.language
     assert isinstance(language, Language)  # applies()
-    goal = task.prop.counting_goal(task)
+    goal = capability(task.prop, Counted).counting_goal(task)
     tree = _Tree(language, goal)
     sizes = language.prefix_counts(goal.min_length, goal.max_length)  # the nodes of each depth
     total_nodes, weights = sum(sizes), cumulative_weights(sizes)
@@ -189,19 +189,18 @@ def check(task: Task, run: Run) -> Verdict:
         "wide_steps": evaluator.wide_steps,
         **task.prop.statistics(task),
     }
+    merge = Merge(task, run, ENGINE, stats)
     if best is not None:
         stats["least"] = len(best) <= explored  # every node up to its length explored: no smaller failing word
         word = tuple(domain.alphabet[i] for i in best)
-        claim = f"the prefix-tree scan flags {''.join(word)!r}"
-        return refuted(task, run, ENGINE, "exhaustive", replayed(task, word, claim), stats)
-    if right < domain.max_length:
+        merge.replay(word, f"the prefix-tree scan flags {''.join(word)!r}", "exhaustive")
+    elif right < domain.max_length:
         what = (
             f"{evaluated} prefixes evaluated (the tree has {total_nodes}), no violation so far; every word up to "
             f"length {right} checked"
         )
-        return unknown(task, run, ENGINE, f"timeout: {what}", [f"exhaustive {ENGINE} (prefix tree): {what}"], stats)
-    default = f"all {stats['space_size']} inputs"
-    return proved(task, run, ENGINE, "exhaustive", task.prop.describe_proof(task, ENGINE, default, stats), stats)
+        merge.undecided(f"timeout: {what}", [f"exhaustive {ENGINE} (prefix tree): {what}"])
+    return merge.verdict(Proof(f"all {stats['space_size']} inputs", evaluated=stats["inputs_checked"]), "exhaustive")
 
 
 def _walk(
@@ -240,7 +239,8 @@ def _walk(
         checked = tree.checked(level.depth, batch.states)
         if checked.any():
             rows = evaluator.rows(level)
-            flagged = task.prop.prefix_tree_violations(task, rows, level.readout, evaluator.den) & checked
+            prop = capability(task.prop, PrefixTree)
+            flagged = prop.prefix_tree_violations(task, rows, level.readout, evaluator.den) & checked
             for k in np.flatnonzero(flagged):
                 word = tree.least_word(tuple(int(x) for x in rows[k]), int(batch.states[k]))
                 if best is None or (len(word), word) < (len(best), best):

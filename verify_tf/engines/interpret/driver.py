@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ...contract import DISTINCT_VALUES, Task
+from ...contract import DistinctValues, EachInput, Task, capability
 from ...semantics import evaluate
 from ...spaces import InputSpace
 from ...verdict import Verdict
@@ -17,6 +17,7 @@ from ..base import Run
 from ..scan import (
     ChunkResult,
     ValuesResult,
+    certified_outputs,
     check_distinct_values,
     check_each_input,
     chunk_size,
@@ -32,7 +33,7 @@ ENGINE = "interpret"
 def check(task: Task, run: Run) -> Verdict:
     space = task.prop.input_space(task)
     size = chunk_size(space.count(), run.executor.workers, smallest=16, largest=2048)
-    if task.prop.form == DISTINCT_VALUES:
+    if isinstance(task.prop, DistinctValues):
         return check_distinct_values(task, run, ENGINE, values_chunk, size)
     return check_each_input(task, run, ENGINE, violation_chunk, size)
 
@@ -48,7 +49,7 @@ def violation_chunk(
     report: Callable[[str], None],
 ) -> ChunkResult:
     """The first input of [start, stop) that violates the property (a work unit)."""
-    prop = task.prop
+    prop = capability(task.prop, EachInput)
     kinds = prop.measure_kinds(task)
     measures: dict[str, tuple[Fraction, int]] = {}
     whole = prop.witness_measure is not None  # refuted at the extreme measure: see every input
@@ -68,7 +69,7 @@ def violation_chunk(
         if kinds:
             fold_measures(kinds, measures, {k: (v, index) for k, v in prop.measure(task, tokens).items()})
         if task.settings.certify:  # the readout, or what the property certifies instead (its reading of the model)
-            own = prop.certified_outputs(task, space.rows(index, index + 1)[0])
+            own = certified_outputs(task, space.rows(index, index + 1)[0])
             if own is None:
                 readouts.append(list(evaluate(task.model, task.arithmetic, tokens).readout))
             else:
@@ -104,7 +105,7 @@ def values_chunk(
     for offset, row in enumerate(rows):
         if deadline.expired() or cancelled():
             return ValuesResult(start, stop, None, stopped="timeout")
-        q = task.prop.values(task, space.decode(row))
+        q = capability(task.prop, DistinctValues).values(task, space.decode(row))
         clash = within_input_clash(task, q)
         if clash is not None:
             return ValuesResult(start, stop, None, clash=(start + offset, *clash))

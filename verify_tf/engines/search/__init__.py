@@ -9,12 +9,14 @@ the reference interpreter before it is reported.
 
 from __future__ import annotations
 
-from ...contract import Task
+from ...contract import Batched, EachInput, Sampled, Task
 from ...verdict import Verdict
 from ..base import Run
 from ..cost import SAMPLING
 
 ENGINE = "search"
+NEEDS = (EachInput, Batched, Sampled)
+PREFERENCE = 3
 ROLE = SAMPLING
 
 

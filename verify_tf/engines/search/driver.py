@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 
 from ...batched import Unsupported
-from ...contract import Task
+from ...contract import Batched, Sampled, Task, capability
 from ...spaces import InputSpace
 from ...verdict import Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, STOP, Deadline, WorkUnit, schedule
-from ..base import ProgressEvent, Run, refuted, unit_failed, unknown
+from ..base import Merge, ProgressEvent, Run
 from ..evaluators import Evaluators
 from .sampling import SearchResult, SearchSpace, search
 
@@ -21,7 +21,7 @@ ENGINE = "search"
 
 
 def _objective(task: Task, space: InputSpace) -> tuple[Callable[..., Any], str, int]:
-    prop = task.prop
+    prop, sampled = capability(task.prop, Batched), capability(task.prop, Sampled)
     try:
         evaluators = Evaluators(task, space)
         for length in space.lengths:
@@ -33,7 +33,7 @@ def _objective(task: Task, space: InputSpace) -> tuple[Callable[..., Any], str, 
             return hits.astype(np.float64), hits
 
         return on_interpreter, f"interpreter ({exc})", 64
-    return (lambda rows: prop.batched_score(task, evaluators, rows)), evaluators.of().describe(), 1024
+    return (lambda rows: sampled.batched_score(task, evaluators, rows)), evaluators.of().describe(), 1024
 
 
 def search_unit(
@@ -58,12 +58,8 @@ def search_unit(
 def check(task: Task, run: Run, *, samples: int | None = None) -> Verdict:
     space = task.prop.input_space(task)
     if space.order == "constant" or not space.lengths:
-        return unknown(
-            task,
-            run,
-            ENGINE,
-            f"search samples whole inputs; this property's space is {space.describe()}",
-            ["search: not applicable"],
+        return Merge(task, run, ENGINE).unknown(
+            f"search samples whole inputs; this property's space is {space.describe()}", ["search: not applicable"]
         )
     budget = samples if samples is not None else task.settings.samples
     workers = max(1, run.executor.workers)
@@ -104,18 +100,13 @@ def check(task: Task, run: Run, *, samples: int | None = None) -> Verdict:
         "evaluator": how,
         "space_size": space.count(),
     }
+    merge = Merge(task, run, ENGINE, statistics)
     if found:
-        return refuted(task, run, ENGINE, "search", found[0], statistics)
-    if summary.errors:
-        first = summary.errors[0]
-        return unit_failed(task, run, ENGINE, first, statistics)
+        merge.refute(found[0], "search")
+    merge.absorb(summary)
     stopped = "timeout" if summary.expired or totals["samples"] < budget else "sample budget"
-    return unknown(
-        task,
-        run,
-        ENGINE,
+    return merge.unknown(  # evidence, never a proof
         f"no counterexample in {totals['samples']} samples (seed {task.settings.seed}, {stopped})",
         [f"random sampling + hill climbing, {totals['samples']} samples ({stopped})"],
-        statistics,
         method="sampled",
     )

@@ -15,13 +15,15 @@ checks it), so ``--timeout`` bounds the whole property.
 
 from __future__ import annotations
 
-from ...contract import Task
+from ...contract import Solvable, Task
 from ...verdict import Verdict
 from ...work import Deadline
 from ..base import Run
 from ..cost import SYMBOLIC
 
 ENGINE = "smt"
+NEEDS = (Solvable,)
+PREFERENCE = 4
 ROLE = SYMBOLIC
 CERTIFICATES = ("smt",)
 

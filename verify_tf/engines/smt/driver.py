@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...contract import QueryPlan, Task
+from ...contract import QueryPlan, Solvable, Task, capability
 from ...symbolic.bounds import BoundStats
 from ...symbolic.solve import (
     LOGIC,
@@ -23,7 +23,7 @@ from ...symbolic.values import Builder, NotEncodable
 from ...verdict import Evidence, Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, STOP, Deadline, DeadlineExpired, WorkUnit, schedule
-from ..base import ProgressEvent, Run, proved, refuted, smt2_path, unit_failed, unknown
+from ..base import Merge, ProgressEvent, Proof, Run, smt2_path
 
 ENGINE = "smt"
 SOLVED, TIMEOUT, OTHER = "solved", "timeout", "other"
@@ -61,7 +61,7 @@ def solve_query(
     builder = Builder(deadline=deadline)
     start = deadline.elapsed()
     try:
-        query: Query = task.prop.build_query(task, plan, builder)
+        query: Query = capability(task.prop, Solvable).build_query(task, plan, builder)
     except NotEncodable as exc:
         return QueryResult(plan, "not-encodable", reason=str(exc))
     except DeadlineExpired:
@@ -113,8 +113,9 @@ def encoded_queries(task: Task, deadline: Deadline) -> list[tuple[str, str]]:
     """Every query of the property as SMT-LIB text, encoded as ``solve_query`` encodes it and never solved:
     what ``verify-tf audit`` compares a certificate's query files with (``certify.rederive``)."""
     out = []
-    for plan in task.prop.smt_queries(task):
-        query: Query = task.prop.build_query(task, plan, Builder(deadline=deadline))
+    prop = capability(task.prop, Solvable)
+    for plan in prop.smt_queries(task):
+        query: Query = prop.build_query(task, plan, Builder(deadline=deadline))
         out.append((plan.name, smt2_text(query.assertions)))
     return out
 
@@ -145,14 +146,15 @@ def _minimise(
         if answer.status != "sat":
             return
         decoded = decode(query, answer)
-        if decoded is None or answer.values is None or task.prop.replay_query(task, plan, decoded) is None:
+        replay = capability(task.prop, Solvable).replay_query
+        if decoded is None or answer.values is None or replay(task, plan, decoded) is None:
             return  # keep the last replayed answer; the driver replays it again
         result.decoded = decoded
         result.indices = [answer.values[v.decl().name()] for v in variables]
 
 
 def check(task: Task, run: Run) -> Verdict:
-    prop = task.prop
+    prop = capability(task.prop, Solvable)
     plans = list(prop.smt_queries(task))
     workers = run.executor.workers
     results: dict[int, QueryResult] = {}
@@ -232,15 +234,14 @@ def check(task: Task, run: Run) -> Verdict:
     statistics.update(totals.as_dict())
     statistics["solver_seconds"] = round(statistics["solver_seconds"], 4)
     statistics["encode_seconds"] = round(statistics["encode_seconds"], 4)
+    merge = Merge(task, run, ENGINE, statistics)
     if found:
         result, witness = found[0]
         if task.settings.minimize:
             witness = dict(witness, order=ORDER, minimal=bool(result.minimal), index_vector=result.indices)
             statistics["minimisation_rounds"] = result.rounds
-        return refuted(task, run, ENGINE, "smt", witness, statistics)
-    if summary.errors:
-        first_error = summary.errors[0]
-        return unit_failed(task, run, ENGINE, first_error, statistics)
+        merge.refute(witness, "smt")
+    merge.absorb(summary)
     tried, reasons = [], []
     for index, plan in enumerate(plans):
         ended = results.get(index)
@@ -254,23 +255,16 @@ def check(task: Task, run: Run) -> Verdict:
             spent = _solving_text(solving[index])
             tried.append(f"{plan.name}: {ended.solver} {ended.status} after {spent} ({ended.reason})")
             reasons.append(ended.reason)
-    if not reasons:
-        count = len(plans)
-        text = f"{count} {statistics['theory']} quer{'y' if count == 1 else 'ies'} unsat ({task.settings.solver})"
-        evidence = None
-        if task.settings.certify:
-            queries = [
-                {"name": results[i].plan.name, "smt2": results[i].smt2, "answer": "unsat"} for i in range(len(plans))
-            ]
-            evidence = Evidence("smt", queries=queries)
-        detail = task.prop.describe_proof(task, ENGINE, text, statistics)
-        return proved(task, run, ENGINE, "smt", detail, statistics, evidence)
-    return unknown(
-        task,
-        run,
-        ENGINE,
-        f"{len(reasons)} of {len(plans)} queries unknown ({reasons[0]})",
-        tried,
-        statistics,
-        method="smt",
-    )
+    if reasons:
+        merge.undecided(f"{len(reasons)} of {len(plans)} queries unknown ({reasons[0]})", tried, method="smt")
+    if merge.settled:
+        return merge.verdict()
+    count = len(plans)
+    text = f"{count} {statistics['theory']} quer{'y' if count == 1 else 'ies'} unsat ({task.settings.solver})"
+    evidence = None
+    if task.settings.certify:
+        queries = [
+            {"name": results[i].plan.name, "smt2": results[i].smt2, "answer": "unsat"} for i in range(len(plans))
+        ]
+        evidence = Evidence("smt", queries=queries)
+    return merge.verdict(Proof(text, queries=count), "smt", evidence)

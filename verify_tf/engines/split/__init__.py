@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from ...contract import HOLDS, Task
+from ...contract import HOLDS, Batched, Bounded, Cubes, DistinctValues, EachInput, Solvable, Task, capability
 from ...ir import Model
 from ...verdict import Verdict
 from ..base import Run
@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from ...bounds import Bounds
 
 ENGINE = "split"
+NEEDS = ((EachInput, Batched, Cubes), (DistinctValues, Cubes))
+USES = (Bounded, Solvable)  # cubes closed by their bounds; SMT leaves (``Limits.smt_at``)
+PREFERENCE = 5
 ROLE = EXHAUSTIVE
 CERTIFICATES = ("split",)
 
@@ -60,7 +63,7 @@ def predict(task: Task, estimate: Estimate) -> Prediction:
     (an analysis of the model, not a run of the engine); otherwise its cost is not predictable here (it may
     close cubes by bounds deeper down, or end up enumerating): it is not chosen."""
     space = estimate.space
-    if not task.prop.defines("decide_on_bounds") or space is None or space.order != "all":
+    if not isinstance(task.prop, Bounded) or space is None or space.order != "all":
         return Prediction(ENGINE, math.inf, "no bounds decision for this property")
     from .cubes import whole_bounds  # the interval bounds: only for a property they may decide
 
@@ -72,7 +75,7 @@ def predict(task: Task, estimate: Estimate) -> Prediction:
         def bounds_of(model: Model | None = None, n: int = n) -> Bounds:
             return whole_bounds(task.model if model is None else model, task.arithmetic, space, n)
 
-        decision = task.prop.decide_on_bounds(task, bounds_of)
+        decision = capability(task.prop, Bounded).decide_on_bounds(task, bounds_of)
         if decision is None or decision[0] != HOLDS:
             return Prediction(ENGINE, math.inf, "the domain's bounds do not decide the property")
     return Prediction(ENGINE, analysis)

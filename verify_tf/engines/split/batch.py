@@ -26,7 +26,7 @@ import z3
 
 from ...batched import Unsupported
 from ...bounds import Bounds
-from ...contract import HOLDS, OPEN, VIOLATED, Task
+from ...contract import HOLDS, OPEN, VIOLATED, Batched, Bounded, Solvable, Task, capability
 from ...ir import Model, Token
 from ...spaces import InputSpace
 from ...symbolic.solve import decode as decode_answer, input_variables, solve
@@ -69,7 +69,7 @@ class BatchResult:
 
 def flag_violations(task: Task, space: InputSpace, evaluators: Evaluators, batch: np.ndarray) -> np.ndarray:
     """Which rows violate: the property's exact batched check, or the interpreter where that cannot run."""
-    if task.prop.defines("batched_violations"):
+    if isinstance(task.prop, Batched):
         try:
             return np.asarray(task.prop.batched_violations(task, evaluators, batch)[0], dtype=bool)
         except Unsupported:
@@ -187,7 +187,7 @@ def cube_batch(
 ) -> BatchResult:
     """Bound, decide, attack, enumerate, solve or split each cube of the batch (one input length; a work unit)."""
     unit = _Unit(task, space, limits, deadline, cancelled)
-    decides = task.prop.defines("decide_on_bounds")
+    decides = isinstance(task.prop, Bounded)
     at_once = [c for c in cubes if _enumerate_now(c, limits, policy, decides)]
     chosen = {id(c) for c in at_once}
     rest = [c for c in cubes if id(c) not in chosen]
@@ -206,7 +206,8 @@ def cube_batch(
                 bounder = Bounder(task, space, limits.linear)
                 domain = bounder.why_not_linear() or "linear"
                 batch = BatchBounds(bounder, rest) if rest else None
-                decisions = [task.prop.decide_on_bounds(task, _bounds_of(batch, k)) for k in range(len(rest)) if batch]
+                decide = capability(task.prop, Bounded).decide_on_bounds
+                decisions = [decide(task, _bounds_of(batch, k)) for k in range(len(rest)) if batch]
             still: list[SplitCube] = []
             views: list[CubeBounds | None] = []
             scores: list[float] = []
@@ -248,7 +249,7 @@ def _closed_roots(task: Task, space: InputSpace, cubes: list[SplitCube]) -> list
         def bounds_of(model: Model | None = None, n: int = cube.length) -> Bounds:
             return whole_bounds(task.model if model is None else model, task.arithmetic, space, n)
 
-        decision = task.prop.decide_on_bounds(task, bounds_of)
+        decision = capability(task.prop, Bounded).decide_on_bounds(task, bounds_of)
         if decision is not None and decision[0] == HOLDS:
             closed.append(cube)
     return closed
@@ -292,7 +293,7 @@ def _after_bounds(
         if id(cube) in enumerated:
             continue
         note = ""
-        if limits.smt_at and cube.volume() <= limits.smt_at and unit.task.prop.defines("build_query"):
+        if limits.smt_at and cube.volume() <= limits.smt_at and isinstance(unit.task.prop, Solvable):
             with unit.timed("smt"):
                 outcome = _smt_leaf(unit.task, space, cube, limits, unit.deadline, unit.cancelled)
             if outcome.how != "open":
@@ -312,7 +313,8 @@ def _smt_leaf(
     task: Task, space: InputSpace, cube: SplitCube, limits: Limits, deadline: Deadline, cancelled: Callable[[], bool]
 ) -> Outcome:
     """The property's solver queries of the cube's length, the inputs restricted to the cube: all unsat closes."""
-    plans = [plan for plan in task.prop.smt_queries(task) if plan.key[:1] == (cube.length,)]
+    prop = capability(task.prop, Solvable)
+    plans = [plan for plan in prop.smt_queries(task) if plan.key[:1] == (cube.length,)]
     if not plans:
         return Outcome(cube, "open", note="no solver query of this length")
     values, coordinates = coordinate_sizes(space)
@@ -320,7 +322,7 @@ def _smt_leaf(
         budget = Deadline(min(limits.smt_seconds, deadline.remaining()))
         builder = Builder(deadline=budget)
         try:
-            query = task.prop.build_query(task, plan, builder)
+            query = prop.build_query(task, plan, builder)
         except NotEncodable as exc:
             return Outcome(cube, "open", note=f"not encodable: {exc}")
         except DeadlineExpired:

@@ -26,11 +26,11 @@ from typing import Any
 import numpy as np
 
 from ...batched import Unsupported
-from ...contract import Task
+from ...contract import DistinctValues, Task, capability
 from ...spaces import InputSpace
 from ...verdict import Evidence, Verdict
 from ...work import CONTINUE, STOP, Deadline, WorkUnit, schedule
-from ..base import ProgressEvent, Run, proved, refuted, unit_failed, unknown
+from ..base import Merge, ProgressEvent, Proof, Run
 from ..evaluators import Evaluators
 from ..scan import multiset_codes
 from .cubes import Limits, SplitCube, roots, rows
@@ -86,13 +86,13 @@ def leaf_values(
             out.append(Leaf(cube, members, np.zeros((0, cube.length), dtype=object), 1))
             continue
         try:
-            values, den = task.prop.batched_values(task, evaluators, members)
+            values, den = capability(task.prop, DistinctValues).batched_values(task, evaluators, members)
             values = np.asarray(values)
         except Unsupported:
-            exact = [task.prop.values(task, space.decode(row)) for row in members]
+            exact = [capability(task.prop, DistinctValues).values(task, space.decode(row)) for row in members]
             den = math.lcm(*(v.denominator for q in exact for v in q), 1)
             values = np.array([[int(v * den) for v in q] for q in exact], dtype=object)
-        clash = task.prop.batched_clash(task, values, den)
+        clash = capability(task.prop, DistinctValues).batched_clash(task, values, den)
         out.append(Leaf(cube, members, values.astype(object), int(den), clash))
     return out
 
@@ -104,7 +104,7 @@ def _too_close(margin: Fraction | None, gap: int, den: int) -> bool:
 
 def check_distinct(task: Task, run: Run, limits: Limits) -> Verdict:
     space = task.prop.input_space(task)
-    margin = task.prop.least_gap(task)
+    margin = capability(task.prop, DistinctValues).least_gap(task)
     cubes = leaves_of(space, limits.enumerate_at, run.deadline)
     statistics = {
         "leaves": len(cubes),
@@ -137,18 +137,18 @@ def check_distinct(task: Task, run: Run, limits: Limits) -> Verdict:
         return CONTINUE
 
     summary = schedule(run.executor, units, run.deadline, on_result)
+    merge = Merge(task, run, ENGINE, statistics)
     if clash:
         leaf, (row, i, j) = clash[0]
         tokens = space.decode(leaf.rows[row])
-        return refuted(
-            task, run, ENGINE, "branch and bound", task.prop.pair_witness(task, tokens, i, tokens, j), statistics
-        )
-    if summary.errors:
-        return unit_failed(task, run, ENGINE, summary.errors[0], statistics)
+        merge.refute(capability(task.prop, DistinctValues).pair_witness(task, tokens, i, tokens, j), "branch and bound")
+    merge.absorb(summary)
     stopped = [leaf for leaf in leaves if leaf.stopped]
     if summary.expired or summary.not_started or summary.cancelled or stopped or len(leaves) != len(cubes):
         detail = f"{len(leaves) - len(stopped)} of {len(cubes)} leaves evaluated (timeout)"
-        return unknown(task, run, ENGINE, detail, [f"split: {detail}"], statistics, method="branch and bound")
+        merge.undecided(detail, [f"split: {detail}"], method="branch and bound")
+    if merge.settled:
+        return merge.verdict()
 
     den = math.lcm(*(leaf.den for leaf in leaves if len(leaf.rows)), 1)
     components, hulls = _overlapping(leaves, margin, den)
@@ -160,7 +160,7 @@ def check_distinct(task: Task, run: Run, limits: Limits) -> Verdict:
             "leaf_pairs_closed_by_separation": math.comb(hulls, 2) - sum(math.comb(s, 2) for s in sizes),
         }
     )
-    exempt = task.prop.exempt_pairs(task) and space.order == "all"
+    exempt = capability(task.prop, DistinctValues).exempt_pairs(task) and space.order == "all"
     next_id = 0
     for component in components:
         run.deadline.check("comparing the leaves' values")
@@ -179,16 +179,16 @@ def check_distinct(task: Task, run: Run, limits: Limits) -> Verdict:
         if found is not None:
             (_, _, la, ra, pa), (_, _, lb, rb, pb) = found
             first, second = space.decode(leaves[la].rows[ra]), space.decode(leaves[lb].rows[rb])
-            return refuted(
-                task, run, ENGINE, "branch and bound", task.prop.pair_witness(task, first, pa, second, pb), statistics
+            merge.refute(
+                capability(task.prop, DistinctValues).pair_witness(task, first, pa, second, pb), "branch and bound"
             )
+            return merge.verdict()
     text = (
         f"{len(cubes)} leaves evaluated exactly; {statistics['leaf_pairs_closed_by_separation']} leaf pairs "
         f"closed by separated value ranges, {len(components)} components compared value by value"
     )
-    detail = task.prop.describe_proof(task, ENGINE, text, statistics)
     evidence = Evidence("split") if task.settings.certify else None  # the cover is in the statistics
-    return proved(task, run, ENGINE, "branch and bound", detail, statistics, evidence)
+    return merge.verdict(Proof(text), "branch and bound", evidence)
 
 
 def _overlapping(leaves: list[Leaf], margin: Fraction | None, den: int) -> tuple[list[list[int]], int]:

@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from ...contract import DISTINCT_VALUES, HOLDS, OPEN, VIOLATED, Task, Witness
+from ...contract import HOLDS, OPEN, VIOLATED, Cubes, DistinctValues, Solvable, Task, Witness, capability
 from ...semantics import Fixed
 from ...spaces import InputSpace
 from ...verdict import Evidence, Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, STOP, UnitError, WorkUnit, schedule
-from ..base import ProgressEvent, Run, proved, refuted, replayed, unit_failed, unknown
+from ..base import Merge, ProgressEvent, Proof, Run, replayed
 from ..evaluators import Evaluators
 from .batch import PHASES, BatchResult, Outcome, cube_batch, flag_violations
 from .cubes import DISTINCT_LIMITS, Limits, SplitCube, coordinate_sizes, member_mask, roots
@@ -29,8 +29,8 @@ __all__ = ["ENGINE", "HOLDS", "OPEN", "VIOLATED", "Limits", "Tally", "check", "c
 def check(task: Task, run: Run, limits: Limits | None = None) -> Verdict:
     refusal = _refusal(task)
     if refusal is not None:
-        return unknown(task, run, ENGINE, refusal, [f"split: {refusal}"], {}, method="branch and bound")
-    if task.prop.form == DISTINCT_VALUES:
+        return Merge(task, run, ENGINE).unknown(refusal, [f"split: {refusal}"], method="branch and bound")
+    if isinstance(task.prop, DistinctValues):
         return check_distinct(task, run, limits or DISTINCT_LIMITS)
     return check_each_input(task, run, limits or Limits())
 
@@ -216,27 +216,29 @@ def _conclude(
         "executor": run.executor.name,
         **task.prop.statistics(task),
     }
+    merge = Merge(task, run, ENGINE, statistics)
     if found:
         outcome, witness = found[0]
         statistics["witness_cube_depth"] = outcome.cube.depth
         statistics["refuted_by"] = outcome.claim
-        return refuted(task, run, ENGINE, "branch and bound", witness, statistics)
-    if errors:
-        return unit_failed(task, run, ENGINE, errors[0], statistics)
-    if not queue and closed_volume == total:
-        text = (
-            f"{sum(tally.closed.values())} cubes closed ({tally.closed['bounds']} by bounds, "
-            f"{tally.closed['enumeration']} by enumeration, {tally.closed['smt']} by smt), depth "
-            f"{tally.max_depth}"
+        merge.refute(witness, "branch and bound")
+    for error in errors:
+        merge.fail(error)
+    if queue or closed_volume != total:
+        why = (
+            "timeout"
+            if run.deadline.expired()
+            else ("open-cube limit reached" if len(queue) > limits.queue else "stopped")
         )
-        detail = task.prop.describe_proof(task, ENGINE, text, statistics)
-        evidence = Evidence("split") if task.settings.certify else None  # the cover is in the statistics
-        return proved(task, run, ENGINE, "branch and bound", detail, statistics, evidence)
-    why = (
-        "timeout" if run.deadline.expired() else ("open-cube limit reached" if len(queue) > limits.queue else "stopped")
+        detail = f"{_share(closed_volume, total)} of the domain closed, {len(queue)} cubes open ({why})"
+        merge.undecided(detail, [f"split: {detail}"], method="branch and bound")
+    text = (
+        f"{sum(tally.closed.values())} cubes closed ({tally.closed['bounds']} by bounds, "
+        f"{tally.closed['enumeration']} by enumeration, {tally.closed['smt']} by smt), depth "
+        f"{tally.max_depth}"
     )
-    detail = f"{_share(closed_volume, total)} of the domain closed, {len(queue)} cubes open ({why})"
-    return unknown(task, run, ENGINE, detail, [f"split: {detail}"], statistics, method="branch and bound")
+    evidence = Evidence("split") if task.settings.certify else None  # the cover is in the statistics
+    return merge.verdict(Proof(text), "branch and bound", evidence)
 
 
 CALIBRATION_ROWS = 4096
@@ -303,7 +305,7 @@ def _round(
 
 def _refusal(task: Task) -> str | None:
     """Why neither the bounds nor the interpreter can evaluate the task's models (exact LayerNorm), or None."""
-    models = [task.model, *task.prop.other_models(task)]
+    models = [task.model, *capability(task.prop, Cubes).other_models(task)]
     if not isinstance(task.arithmetic, Fixed) and any(next(m.norms(), None) is not None for m in models):
         return "LayerNorm is defined in fixed arithmetic only (an irrational square root in exact arithmetic)"
     return None
@@ -316,7 +318,7 @@ def _share(closed: int, total: int) -> str:
 def _replay(task: Task, outcome: Outcome) -> Witness:
     """The interpreter's witness for a cube's candidate (an engine bug if it does not reproduce)."""
     if outcome.plan is not None:
-        witness = task.prop.replay_query(task, outcome.plan, outcome.decoded)
+        witness = capability(task.prop, Solvable).replay_query(task, outcome.plan, outcome.decoded)
         if witness is None:
             raise ReplayMismatch(
                 f"{task.label}: {outcome.claim}, but the reference interpreter finds no violation",
