@@ -136,3 +136,21 @@ def least_failing_prefix(spec, program, words) -> tuple[str, int]:
             if (readout[i + 1] > 0) != outputs[i]:
                 return word, i
     raise AssertionError("no failing word")
+
+
+class TickingClock:
+    """A stand-in for the work module's ``time`` (``monkeypatch.setattr(work, "time", TickingClock(0.01))``): every
+    ``perf_counter()`` reading is ``step`` seconds later, so that a budget is a number of readings, whatever the
+    machine's speed or load; everything else is the real ``time``."""
+
+    def __init__(self, step: float, now: float = 1000.0):
+        self.step, self.now = step, now
+
+    def perf_counter(self) -> float:
+        self.now += self.step
+        return self.now
+
+    def __getattr__(self, name: str):
+        import time
+
+        return getattr(time, name)

@@ -180,19 +180,8 @@ def test_the_counting_engine_encodes_within_the_budget(tmp_path, monkeypatch):
     development machine). The clock is injected: each reading advances it 10 ms, so the 3 s budget is 300
     readings whatever the machine's speed, and a phase that never looks at the deadline would overrun it by far
     (without the encodings' checks: every layer's bounds and the induction step encoded, thousands of readings)."""
-    import time
-
     import verify_tf.work as work
-
-    class Clock:  # the work module's ``time``: every perf_counter() reading is 10 ms later
-        now = 1000.0
-
-        def perf_counter(self) -> float:
-            self.now += 0.01
-            return self.now
-
-        def __getattr__(self, name: str):
-            return getattr(time, name)
+    from helpers import TickingClock
 
     lines = ["alphabet a b", 'x0 = #"a" > #"b"'] + [f'x{i} = #x{i - 1} > #"b"' for i in range(1, 40)]
     (tmp_path / "chain.cr").write_text("\n".join(lines) + "\noutput x39\n")
@@ -206,7 +195,7 @@ properties:
 """,
         base_dir=tmp_path,
     )
-    monkeypatch.setattr(work, "time", Clock())
+    monkeypatch.setattr(work, "time", TickingClock(0.01))  # every reading 10 ms later
     verdict = check_property(spec, spec.properties[0], Overrides())
     assert verdict.status == "unknown" and "timeout" in verdict.detail, verdict.detail
     assert verdict.seconds <= 3 + 0.5  # the budget, and at most 50 readings past it

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from fractions import Fraction as F
 
 import pytest
@@ -91,12 +90,10 @@ def test_proofs_scale_to_the_stated_bound():
             seed=2, width=2, layers=1, heads=2, scoring="hardmax", positional="rpe", causal=True, max_length=MAX_LENGTH
         )
     )
-    times = {}
+    # every length up to the bound is proved within its budget; how long it takes is a benchmark's to say, never a
+    # test's (issue 39: `times[MAX_LENGTH] < 20` was a wall-clock assertion, which a loaded machine breaks)
     for n in (3, 4, 5, 8, MAX_LENGTH):
-        start = time.perf_counter()
         assert prove_position_blind(model, EXACT, n, timeout=60).proved
-        times[n] = time.perf_counter() - start
-    assert times[MAX_LENGTH] < 20, times
     with pytest.raises(ValueError):
         prove_position_blind(model, EXACT, MAX_LENGTH + 1)
 

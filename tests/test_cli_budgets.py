@@ -99,9 +99,12 @@ def test_device_cuda_without_a_gpu_is_the_same_input_error_in_check_and_experime
         "cuda",
     )
     experiment = run("experiment", ROOT / "examples" / "experiments" / "luo-position-index.yaml", "--device", "cuda")
-    if not torch_installed():  # the experiment command is torch's: without the extra it says so first
-        assert experiment.exit_code == 2 and "pip install 'verify-tf[torch]'" in experiment.output
-    for result in (checked, experiment) if torch_installed() else (checked,):
+    if not torch_installed():  # without torch both say so first, with the checkout form of the extra (issue 39)
+        assert experiment.exit_code == 2 and 'pip install -e ".[torch]" in a checkout' in experiment.output
+        assert checked.exit_code == 2 and "--device cuda needs PyTorch, which is not installed" in checked.output
+        assert 'pip install -e ".[torch]" in a checkout' in checked.output and "--device auto" in checked.output
+        return
+    for result in (checked, experiment):
         assert result.exit_code == 2
         assert "--device cuda: no CUDA device is available here" in result.output
         assert "use --device auto" in result.output

@@ -57,6 +57,13 @@ SAME_VERDICT_SPECS = [
     "smt-equivalence-refuted.yaml",
     "split-two-layer-output-bounds.yaml",
 ]
+# Ceilings, not timings (issue 39: 5 of these tests failed at load 8-18 in the whole suite, and passed alone): every
+# wait below is for an event (a file, a process exit, a worker joining) with a ceiling far above what a loaded
+# 2-core machine needs, and every property budget is far above its check's time, so that only a hang fails.
+CEILING = 600.0  # seconds: waits for an event; a respawned worker took over 60 s at load 25
+BUDGET = 600.0  # seconds: a property's budget where the test is about something else than its deadline
+
+
 RECORDED = {
     (row["spec"], row["index"]): row["verdict"]
     for row in json.loads((ROOT / "tests" / "data" / "shipped-verdicts.json").read_text())["verdicts"]
@@ -64,12 +71,29 @@ RECORDED = {
 
 
 def environment() -> dict[str, str]:
-    """Child processes import this checkout's verify_tf (the fingerprint must match) and tests/cluster_units."""
+    """Child processes import this checkout's verify_tf (the fingerprint must match) and tests/cluster_units; their
+    Dask connections wait up to the ceiling (Dask's default, 30 s, is not enough for a loaded machine)."""
     paths = [str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
+    return dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(p for p in paths if p),
+        DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=f"{CEILING:g}s",
+    )
 
 
-def wait_for(condition, what: str, seconds: float = 60.0) -> None:
+@pytest.fixture(autouse=True, scope="module")
+def generous_connect_timeout():
+    """This process's Dask connections wait up to the ceiling too (a test about an unreachable scheduler sets 1 s)."""
+    if not HAVE_DASK:
+        yield
+        return
+    import dask
+
+    with dask.config.set({"distributed.comm.timeouts.connect": f"{CEILING:g}s"}):
+        yield
+
+
+def wait_for(condition, what: str, seconds: float = CEILING) -> None:
     """Poll ``condition`` (a bound, not a timing assertion: the tests only need it to become true)."""
     end = time.monotonic() + seconds
     while not condition():
@@ -116,7 +140,7 @@ class Footprint:
         # on 127.0.0.1 only: no wildcard address, no other interface (the dashboards included)
         assert {host for host, _ in self.addresses} == {"127.0.0.1"}, self.addresses
 
-    def assert_gone(self, seconds: float = 60.0) -> None:
+    def assert_gone(self, seconds: float = CEILING) -> None:
         import psutil
 
         def exited(p) -> bool:
@@ -163,7 +187,7 @@ def test_cluster_without_the_extra_is_an_input_error_naming_it(tmp_path):
         text=True,
         env=environment(),
         cwd=tmp_path,
-        timeout=120,
+        timeout=CEILING,
     )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "needs the 'cluster' extra" in result.stderr and "pip install 'verify-tf[cluster]'" in result.stderr
@@ -177,7 +201,7 @@ def test_check_without_cluster_never_imports_dask(tmp_path):
         "print(r.exit_code, sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=environment(), cwd=tmp_path, timeout=120
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environment(), cwd=tmp_path, timeout=CEILING
     )
     assert result.stdout.split() == ["0", "[]"], result.stdout + result.stderr
 
@@ -317,8 +341,8 @@ def test_local_workers_ignore_sigint_for_their_whole_life(local):
 
     assert set(local.client.run(sigint_state).values()) == {(True, True)}
     before = set(local.client.run(os.getpid).values())
-    local.client.restart_workers([sorted(local.client.scheduler_info(n_workers=-1)["workers"])[0]], timeout=300)
-    local.client.wait_for_workers(2, timeout=300)
+    local.client.restart_workers([sorted(local.client.scheduler_info(n_workers=-1)["workers"])[0]], timeout=CEILING)
+    local.client.wait_for_workers(2, timeout=CEILING)
     assert len(set(local.client.run(os.getpid).values()) - before) == 1  # one new worker process
     assert set(local.client.run(sigint_state).values()) == {(True, True)}
 
@@ -333,19 +357,22 @@ def test_small_units_travel_in_batches(local):
     summary = schedule(
         local,
         (WorkUnit(f"echo {i}", echo, (i,), order=i) for i in range(3000)),
-        Deadline(300),
+        Deadline(BUDGET),
         lambda unit, value: (seen.append((unit.order, value)), CONTINUE)[1],
     )
     assert summary.finished == 3000 and not summary.errors
     assert sorted(seen) == [(i, i) for i in range(3000)]
     assert local.units_sent - units_before == 3000
-    assert local.tasks_sent - tasks_before < 3000 / 10  # batches of up to 256 once the first results are in
+    # batches of up to 256 once the first results are in; their size follows the units' measured times (0.25 s over
+    # their 90th percentile), which a loaded machine inflates: about 15 tasks idle, and fewer than half the units
+    # unless the units' times grow a hundredfold
+    assert local.tasks_sent - tasks_before < 3000 / 2
 
 
 @needs_dask
 def test_a_unit_that_raises_is_an_error_naming_it(local, tmp_path):
     task, _ = faulty_task("raise", tmp_path)
-    verdict = load_engine("interpret").check(task, Run(local, Deadline(120)))
+    verdict = load_engine("interpret").check(task, Run(local, Deadline(BUDGET)))
     assert verdict.status == "error"
     # chunks of 16 inputs (scan.chunk_size for 27 inputs on 2 workers): input 13 is in the first
     assert "work unit failed: interpret: inputs 0..15: ValueError: deliberate failure" in verdict.detail
@@ -358,12 +385,12 @@ def test_a_unit_that_keeps_killing_its_worker_is_an_error_naming_it(local, tmp_p
     from cluster_units import echo
 
     task, _ = faulty_task("crash", tmp_path)
-    verdict = load_engine("interpret").check(task, Run(local, Deadline(120)))
+    verdict = load_engine("interpret").check(task, Run(local, Deadline(BUDGET)))  # two respawns: minutes at load
     assert verdict.status == "error"
     assert "work unit failed: interpret: inputs 0..15: the worker running it died repeatedly" in verdict.detail
-    local.client.wait_for_workers(2, timeout=300)  # the nannies restart the workers: the cluster still works
-    handle = local.submit(WorkUnit("after the crashes", echo, (42,)), Deadline(60))
-    assert local.completed([handle], 60) == [handle] and handle.result() == 42
+    local.client.wait_for_workers(2, timeout=CEILING)  # the nannies restart the workers: the cluster still works
+    handle = local.submit(WorkUnit("after the crashes", echo, (42,)), Deadline(BUDGET))
+    assert local.completed([handle], CEILING) == [handle] and handle.result() == 42
 
 
 @needs_dask
@@ -373,7 +400,7 @@ def test_a_killed_worker_changes_nothing(local, tmp_path):
     task, base = faulty_task("block", tmp_path)
     outcome = {}
     runner = threading.Thread(
-        target=lambda: outcome.update(v=load_engine("interpret").check(task, Run(local, Deadline(300))))
+        target=lambda: outcome.update(v=load_engine("interpret").check(task, Run(local, Deadline(BUDGET))))
     )
     runner.start()
     try:
@@ -382,15 +409,15 @@ def test_a_killed_worker_changes_nothing(local, tmp_path):
         os.kill(victim, signal.SIGKILL)
     finally:
         (tmp_path / "go").write_text("")
-        runner.join(300)
-    verdict, reference = outcome["v"], load_engine("interpret").check(base, Run(local, Deadline(300)))
+        runner.join(CEILING)
+    verdict, reference = outcome["v"], load_engine("interpret").check(base, Run(local, Deadline(BUDGET)))
     assert verdict.status == reference.status == "proved"
     assert verdict.statistics["inputs_checked"] == 27 and verdict.statistics["complete"]
     assert verdict.detail == reference.detail == "all 27 inputs"
     # the blocking input was evaluated by the killed worker and again, by another process, for the rerun
     evaluated_by = attempts(tmp_path)[repr(((Fraction(1, 2),),) * 3)]
     assert victim in evaluated_by and len(evaluated_by) >= 2
-    local.client.wait_for_workers(2, timeout=300)  # a respawn took over 60 s at load 25
+    local.client.wait_for_workers(2, timeout=CEILING)  # a respawn took over 60 s at load 25
 
 
 @needs_dask
@@ -533,8 +560,8 @@ def cli_cluster(tmp_path_factory):
 
     cluster = CliCluster(tmp_path_factory.mktemp("cli-cluster"))
     try:
-        with Client(cluster.address, timeout=60, set_as_default=False) as client:
-            client.wait_for_workers(2, timeout=120)
+        with Client(cluster.address, timeout=CEILING, set_as_default=False) as client:
+            client.wait_for_workers(2, timeout=CEILING)
         yield cluster
     finally:
         cluster.stop()
@@ -560,13 +587,15 @@ def test_cli_cluster_gives_the_in_process_verdicts_and_witness(cli_cluster, tmp_
         text=True,
         env=dict(environment(), VERIFY_TF_PROGRESS_SECONDS="0.05"),
         cwd=tmp_path,
-        timeout=300,
+        timeout=CEILING,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "cluster: Dask" in result.stderr and "2 workers" in result.stderr
     # progress in a log (not a terminal): one line for the run, counting the properties finished on the cluster
+    # (which count a heartbeat catches depends on the machine's speed: any of them)
     assert re.search(
-        r"\] 3 properties, on the Dask cluster \(2 workers\): .*: (refuted|proved) \([12]/3 properties\)", result.stderr
+        r"\] 3 properties, on the Dask cluster \(2 workers\): \S+\.yaml: .*: (refuted|proved) \([123]/3 properties\)",
+        result.stderr,
     ), result.stderr
     report = json.loads((tmp_path / "cluster.json").read_text())["results"]
     reference = check_all([load_spec(SPECS / n) for n in names], Overrides())
@@ -590,15 +619,15 @@ def test_a_worker_with_another_version_is_refused_by_name(cli_cluster, tmp_path)
     from verify_tf.executors import open_cluster
 
     worker = cli_cluster.worker("stale-worker", stale_copy(tmp_path / "stale"))
-    with Client(cli_cluster.address, timeout=60, set_as_default=False) as client:
-        client.wait_for_workers(3, timeout=120)
+    with Client(cli_cluster.address, timeout=CEILING, set_as_default=False) as client:
+        client.wait_for_workers(3, timeout=CEILING)
     executor = open_cluster(cli_cluster.address)
     try:
         assert executor.workers == 2
         [refused] = executor.refused
         assert refused.startswith("worker 'stale-worker' (tcp://127.0.0.1:")
         assert f"verify-tf {__version__} here, 0.0.1 there" in refused and "verify-tf source" in refused
-        worker.wait(60)  # the guard closed it together with its nanny
+        worker.wait(CEILING)  # the guard closed it together with its nanny
         spec = load_spec(SPECS / "equivariance-fixed-softmax.yaml")
         assert check_property(spec, spec.properties[0], Overrides(), executor=executor).status == "proved"
     finally:
@@ -681,18 +710,18 @@ def test_a_scheduler_lost_mid_run_gives_an_error_verdict_not_a_hang(tmp_path, ca
         executor = open_cluster(cluster.address)
         task, _ = faulty_task("block", tmp_path)
         outcome = {}
-        run = Run(executor, Deadline(120))
+        run = Run(executor, Deadline(BUDGET))
         runner = threading.Thread(target=lambda: outcome.update(v=load_engine("interpret").check(task, run)))
         runner.start()
         wait_for(lambda: list(tmp_path.glob("waiting-*")), "a worker to reach the blocking input")
         cluster.scheduler.send_signal(signal.SIGKILL)
-        runner.join(120)
+        runner.join(CEILING)
         assert not runner.is_alive()
         verdict = outcome["v"]
         assert verdict.status == "error"
         assert f"the connection to the Dask scheduler at {cluster.address} was lost" in verdict.detail
-        later = executor.submit(WorkUnit("after the loss", echo, (1,)), Deadline(10))  # fails at once
-        assert executor.completed([later], 10) == [later]
+        later = executor.submit(WorkUnit("after the loss", echo, (1,)), Deadline(BUDGET))  # fails at once
+        assert executor.completed([later], CEILING) == [later]
         with pytest.raises(Exception, match="was lost"):
             later.result()
         executor.close()
@@ -716,20 +745,22 @@ def test_a_frozen_scheduler_ends_the_property_at_its_timeout(tmp_path):
         executor = open_cluster(cluster.address)
         task, _ = faulty_task("block", tmp_path)
         outcome = {}
-        run = Run(executor, Deadline(10))
+        # the budget must outlast the unit's start on a worker (a worker reaches the blocking input first, then the
+        # scheduler freezes): 30 s, where a loaded machine took over 10 s to start it
+        run = Run(executor, Deadline(30))
         runner = threading.Thread(target=lambda: outcome.update(v=load_engine("interpret").check(task, run)))
         runner.start()
         wait_for(lambda: list(tmp_path.glob("waiting-*")), "a worker to reach the blocking input")
         cluster.scheduler.send_signal(signal.SIGSTOP)
         assert runner.is_alive()  # the scheduler froze while the property was waiting for it
-        runner.join(120)
+        runner.join(CEILING)
         assert not runner.is_alive()
         verdict = outcome["v"]
         assert verdict.status == "unknown"
         assert "timeout" in verdict.detail or "timeout" in " ".join(verdict.tried)
         closer = threading.Thread(target=executor.close)
         closer.start()
-        closer.join(120)
+        closer.join(CEILING)
         assert not closer.is_alive()
     finally:
         cluster.scheduler.send_signal(signal.SIGCONT)

@@ -517,3 +517,104 @@ def test_the_summary_cells_say_what_was_checked():
     assert _verdict_cell({"proof": {"words": {"status": "refuted", "witness": "aab"}}}, "words") == "refuted at aab"
     empty = {"status": "unknown", "complete_up_to_length": 1, "inputs_checked": 0, "witness": None}
     assert _verdict_cell({"proof": {"words": empty}}, "words") == "unknown (no word checked)"
+
+
+# ---------------------------------------------------------------- results as they finish, resume, signals (issue 39)
+
+
+def test_each_finished_model_is_written_and_a_second_run_resumes_from_it(tmp_path):
+    """Every model's row and checkpoint are under OUT/<spec>-runs/ as it finishes; the same run again trains
+    nothing (every model resumed) and computes the same result, timings aside; --fresh trains again."""
+    from verify_tf.experiments.runner import make_store
+
+    spec = parse_experiment(YANG_MICRO, str(tmp_path / "yang-micro.yaml"))
+    said: list[str] = []
+    store = make_store(spec, tmp_path, device="cpu", say=said.append)
+    first = run_experiment(spec, device="cpu", threads=1, store=store)
+    runs = tmp_path / "yang-micro-runs"
+    assert sorted(p.name for p in runs.iterdir()) == [
+        f"L{k}-depth-{d}.{suffix}" for k in (2, 3) for d in (1, 2) for suffix in ("json", "pt")
+    ]
+    assert said[0] == f"4 models to train; each is written to {runs} as it finishes"
+    assert said[1].startswith("model 1 of 4: L2 / depth 1: finished in ") and said[1].endswith("L2-depth-1.json")
+    row = json.loads((runs / "L3-depth-2.json").read_text())
+    assert row["format"] == "verify-tf-experiment-run/1" and row["label"] == "L3 / depth 2"
+    assert row["key"]["seed"] == 3 and row["key"]["device"] == "cpu" and row["run"]["depth"] == 2
+    state = torch.load(runs / "L3-depth-2.pt", weights_only=True)
+    assert "readout.bias" in state
+
+    again: list[str] = []
+    second = run_experiment(
+        spec, device="cpu", threads=1, store=make_store(spec, tmp_path, device="cpu", say=again.append)
+    )
+    assert second["resumed"] == ["L2 / depth 1", "L2 / depth 2", "L3 / depth 1", "L3 / depth 2"]
+    assert all("finished before, resumed from" in line for line in again[1:])
+    assert _without_timing(second["runs"]) == _without_timing(first["runs"])
+    assert _without_timing(second["table"]) == _without_timing(first["table"])
+
+    # another seed is another key: nothing is resumed (and the rows are rewritten)
+    other = run_experiment(
+        spec, device="cpu", threads=1, seed=4, store=make_store(spec, tmp_path, device="cpu", seed=4)
+    )
+    assert other["resumed"] == []
+    fresh = run_experiment(
+        spec, device="cpu", threads=1, seed=4, store=make_store(spec, tmp_path, device="cpu", seed=4, fresh=True)
+    )
+    assert fresh["resumed"] == [] and _without_timing(fresh["runs"]) == _without_timing(other["runs"])
+
+
+YANG_SIGNAL = """\
+experiment: yang-lk-depth
+seed: 3
+presets:
+  small: {languages: [2, 3, 4], depths: [1, 2], train-lengths: [4, 8], test-lengths: [9, 12], width: 8,
+          ffn-width: 8, steps: 300, batch: 4, train-size: 16, test-size: 8}
+"""
+
+
+@pytest.mark.slow  # trains a model (300 steps) in a subprocess, then stops the second one
+@pytest.mark.parametrize("signum, code", [(2, 130), (15, 143)])
+def test_a_signal_keeps_the_finished_models_and_the_next_run_resumes(tmp_path, signum, code):
+    """Issue 38/39: SIGINT ended `experiment` with click's "Aborted!" (exit 1) and SIGTERM killed it, both writing
+    nothing. Now the model in progress is dropped, the finished ones stay under OUT, the result lists them, the
+    exit is 130/143 (as `check`), and the same command resumes. The signal is sent once the first model's row
+    exists (an event, not a clock); 5 more models of 300 steps remain then, so the run cannot end first."""
+    import os
+    import signal as signals
+    import subprocess
+    import sys
+    import time
+
+    spec_path = tmp_path / "yang-signal.yaml"
+    spec_path.write_text(YANG_SIGNAL)
+    out = tmp_path / "out"
+    first_row = out / "yang-signal-runs" / "L2-depth-1.json"
+    command = [sys.executable, "-m", "verify_tf", "experiment", str(spec_path), "--out", str(out), "--device", "cpu"]
+    env = {**os.environ, "VERIFY_TF_PROGRESS_SECONDS": "1"}
+    with open(tmp_path / "log", "w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            ceiling = time.monotonic() + 600  # generous: the first model takes seconds, minutes at load 20
+            while not first_row.exists() and process.poll() is None and time.monotonic() < ceiling:
+                time.sleep(0.1)
+            assert first_row.exists(), (tmp_path / "log").read_text()
+            process.send_signal(signum)
+            assert process.wait(timeout=300) == code, (tmp_path / "log").read_text()
+        finally:
+            if process.poll() is None:
+                process.kill()
+    text = (tmp_path / "log").read_text()
+    assert "Traceback" not in text and "Aborted!" not in text
+    assert f"interrupted ({signals.Signals(signum).name}): " in text and " of 6 models finished" in text
+    result = json.loads((out / "yang-signal.json").read_text())
+    assert result["complete"] is False and result["interrupted"] == signals.Signals(signum).name
+    assert result["expected"] == 6 and 1 <= result["finished"] == len(result["runs"]) < 6
+    assert result["runs"][0]["language"] == 2 and result["runs"][0]["depth"] == 1
+    finished = result["finished"]
+
+    resumed = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert resumed.stderr.count("finished before, resumed from") == finished
+    complete = json.loads((out / "yang-signal.json").read_text())
+    assert complete["complete"] is True and len(complete["runs"]) == 6
+    assert len(complete["resumed"]) == finished

@@ -114,14 +114,26 @@ def test_collision_between_two_inputs(tmp_path):
     assert page.count('<span class="collision">[') == 2  # q(L)_0 and q(L')_1
 
 
-def test_cli_explain_prints_traces_and_writes_html(refuted_report, tmp_path):
+def test_cli_explain_opens_with_the_answer_and_writes_html(refuted_report, tmp_path):
+    """Issue 39: the answer first (the inputs by the summary's names, the failing values, where the inputs first
+    differ), then the side-by-side stages, then each input's trace. Hand computation (POSITIONS): X = [0, 1]
+    embeds to [0, 2] (positions [[0], [1]] added), τX = [1, 0] to [1, 1]: aligned by the swap (τX's position 0
+    with X's 1), both positions differ already at the embedding; the readout is f(X) = [1, 7], f(τX) = [4, 4]."""
     _, report = refuted_report
     html = tmp_path / "cx.html"
-    result = CliRunner(env={"COLUMNS": "200"}).invoke(main, ["explain", str(report), "--html", str(html)])
+    result = CliRunner(env={"COLUMNS": "100"}).invoke(main, ["explain", str(report), "--html", str(html), "--print"])
     assert result.exit_code == 0, result.output
-    assert "X = [0, 1], swap positions 0,1" in result.output
-    assert "layer 0 head 0:" in result.output  # trace_view's per-head attention table
-    assert "aligned side by side" in result.output
+    all_lines = result.output.splitlines()
+    at = all_lines.index("witness: X = [0, 1], swap positions 0,1: at position 0 f(τX) = [4] but τf(X) = [7]")
+    assert at <= 4  # the count, the heading (on lines of its own when it is long) and its rule come first
+    lines = all_lines[at - 2 :]
+    assert [line.split(":", 1)[0].strip() for line in lines[3:7]] == ["X", "τX", "at the positions", "first differ"]
+    assert lines[3].split() == ["X:", "[0]", "[1]"] and lines[4].split() == ["τX:", "[1]", "[0]"]
+    assert lines[5].endswith("q(X) at position 1 = 7, q(τX) at position 0 = 4")
+    assert lines[6].endswith("first differ:     embedding, at positions 0, 1")
+    assert "permuted_input" not in result.output  # the roles are named as the summary names them
+    side_by_side, trace = result.output.index("X and τX side by side"), result.output.index("the trace of X: [0] [1]")
+    assert side_by_side < trace and "layer 0 head 0: attention weights" in result.output[trace:]
     page = html.read_text()
     assert "f(τX) = [4] but τf(X) = [7]" in page
     assert page.count("<svg") == 2  # one heatmap per input for the single layer/head
@@ -138,7 +150,30 @@ def test_check_explain_flag(refuted_report, tmp_path):
         main, ["check", "--no-cache", str(spec), "--explain", "--html", str(html)]
     )
     assert result.exit_code == 1
-    assert "permuted_input" in result.output and html.exists()
+    assert "τX:" in result.output and "the trace of τX" in result.output and html.exists()
+
+
+def test_explain_html_alone_writes_only_the_page(refuted_report, tmp_path):
+    _, report = refuted_report
+    html = tmp_path / "cx.html"
+    result = CliRunner().invoke(main, ["explain", str(report), "--html", str(html)])
+    assert result.exit_code == 0 and result.stdout == "" and html.exists()
+    assert result.stderr == f"wrote {html} (1 counterexample(s))\n"
+
+
+def test_explain_shows_the_collision_in_its_first_40_lines_at_80_columns(tmp_path):
+    """Issue 39's must-show: a 3-token contextual-mapping witness of a 6-layer network printed 541 lines, the
+    collision at the very end. Now it is in the answer: q(L)_2 = q(L′)_0 = 88.8 (the spec's own comment), equal
+    from layer 5 on, the inputs differing from the embedding on (positions 1 and 2: 0.2, 0.4 against 0.6, 0.8)."""
+    report = tmp_path / "r.json"
+    spec = "specs/yun-lemma6-global-shift-reduced-refuted.yaml"
+    assert CliRunner().invoke(main, ["check", "--no-cache", spec, "--json", str(report)]).exit_code == 0
+    result = CliRunner(env={"COLUMNS": "80"}).invoke(main, ["explain", str(report)])
+    head = result.output.splitlines()[:40]
+    assert "  collision:    q(L) at position 2 = 88.8, q(L′) at position 0 = 88.8: equal" in head
+    assert "  equal from:   layer 5: after attention on" in head
+    assert "  first differ: embedding, at positions 1, 2" in head
+    assert head[5:7] == ["  L:            [0] [0.2] [0.4]", "  L′:           [0] [0.6] [0.8]"]
 
 
 def test_robust_to_changed_moved_and_foreign(refuted_report, tmp_path):

@@ -74,3 +74,45 @@ def test_html_report_loads_in_chromium_and_shows_the_witness(tmp_path):
     shot = tmp_path / "shot.png"
     result = chromium(f"--screenshot={shot}", "--window-size=1200,1600", page=page)
     assert result.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+PROBE = """<script>addEventListener('load', () => {
+  const b = document.body; let right = 0;
+  for (const e of document.querySelectorAll('.card')) right = Math.max(right, e.getBoundingClientRect().right);
+  const t = document.querySelector('svg text');
+  b.setAttribute('data-height', document.documentElement.scrollHeight);
+  b.setAttribute('data-right', Math.round(right));
+  b.setAttribute('data-font', t ? getComputedStyle(t).fontSize : '');
+  const link = document.querySelector('nav.layers a.collision');
+  const target = link ? document.getElementById(link.hash.slice(1)) : null;
+  b.setAttribute('data-collision', target ? target.querySelector('h4').textContent : '');
+});</script>"""
+
+
+@pytest.mark.slow
+def test_a_deep_witness_uses_the_width_and_has_a_way_to_each_layer_and_to_the_collision(tmp_path):
+    """Issue 39: a 6-layer contextual-mapping witness was a 4,746 px page at 1400 px wide, its heatmap numbers 9 px,
+    with no way to a layer but scrolling. Measured in Chromium (a probe script added to a copy of the page; the page
+    itself has none): the cards of a layer wrap across the width, the page is about 3,100 px (a ceiling of 3,800),
+    cell numbers 12 px, one link per layer and one to the collision, whose target is the stage from which the
+    colliding values are equal (layer 5, after attention: the terminal's answer says the same)."""
+    report, page = tmp_path / "report.json", tmp_path / "cx.html"
+    spec = "specs/yun-lemma6-global-shift-reduced-refuted.yaml"
+    assert CliRunner().invoke(main, ["check", "--no-cache", spec, "--json", str(report)]).exit_code == 0
+    result = CliRunner().invoke(main, ["explain", str(report), "--html", str(page)])
+    assert result.exit_code == 0 and result.stdout == "", result.output
+    text = page.read_text()
+    assert "<script" not in text
+    links = re.findall(r'<nav class="layers">(.*?)</nav>', text)[0]
+    assert re.findall(r">(layer \d)</a>", links) == [f"layer {k}" for k in range(6)]
+    assert 'class="collision" href="#cx-0-collision"' in links and 'id="cx-0-collision"' in text
+    probe = tmp_path / "probe.html"
+    probe.write_text(text.replace("</body>", PROBE + "</body>"))
+    dom = chromium("--dump-dom", "--window-size=1400,1000", page=probe)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    body = re.search(r"<body ([^>]*)>", dom.stdout).group(1)
+    facts = dict(re.findall(r'data-(\w+)="([^"]*)"', body))
+    assert int(facts["height"]) <= 3800, facts
+    assert int(facts["right"]) >= 1000, facts  # three cards side by side in a layer's row
+    assert float(facts["font"].removesuffix("px")) >= 12
+    assert facts["collision"] == "after attention"

@@ -71,6 +71,24 @@ def test_unknown_as_skipped_or_error():
         junit_xml([unknown], [None], unknown_as="failure")
 
 
+def test_skipped_is_skipped_naming_what_to_install_whatever_unknown_as_says():
+    missing = Verdict(
+        "p",
+        "skipped",
+        "none",
+        method="needs torch",
+        spec="specs/a.yaml",
+        detail="a torch state dict needs PyTorch, which is not installed; install it",
+    )
+    for unknown_as in ("skipped", "error"):
+        root = parse([missing], ["proved"], unknown_as=unknown_as)
+        skipped = root.find("testsuite/testcase/skipped")
+        assert skipped.get("message") == (
+            "skipped (needs torch): a torch state dict needs PyTorch, which is not installed; install it"
+        )
+        assert (root.get("skipped"), root.get("errors"), root.get("failures")) == ("1", "0", "0")
+
+
 def test_markup_in_messages_is_escaped():
     v = verdict("refuted", counterexample={"input": [], "summary": 'a < b & "c"'})
     text = junit_xml([v], [None])

@@ -14,7 +14,8 @@ from rich.console import Console
 from test_explain import POSITIONS
 from verify_tf.cli import main
 from verify_tf.explain import explain_report, print_explained, render_html
-from verify_tf.reporting.report import describe_unexpected, summarize, verdict_table
+from verify_tf.reporting.report import describe_unexpected, summarize
+from verify_tf.reporting.table import VerdictTable
 from verify_tf.verdict import Verdict
 
 # Two copies of one refuted property (test_explain's model: permutation-equivariance fails once positions are
@@ -55,7 +56,7 @@ def test_the_summary_counts_by_verdict_and_lists_the_unexpected_most_serious_fir
         verdict("proved", "g", "refuted"),  # unexpected: a proof where a refutation was expected
     ]
     summary = summarize([v for v, _ in pairs], [e for _, e in pairs], seconds=12.345)
-    assert summary.counts == {"proved": 2, "refuted": 2, "unknown": 2, "error": 1}
+    assert summary.counts == {"proved": 2, "refuted": 2, "unknown": 2, "error": 1, "skipped": 0}
     assert summary.as_expected == 3
     assert [v.property for v, _ in summary.unexpected] == ["f", "d", "g", "c"]  # error, refuted x2, unknown
     assert summary.line() == (
@@ -88,7 +89,7 @@ def test_the_terminal_marks_expected_apart_and_differences_without_colour(report
     assert f"{EXPECTED_LABEL} — refuted (as expected)" in render(expected, colour=False)
     # f(X) = [1, 7] and f(τX) = [4, 4] at the readout (hand computation, tests/test_explain.py): without colour
     # every differing value carries the symbol, and the tables say so
-    assert "values that differ from input marked *" in " ".join(plain.split())  # titles wrap
+    assert "a value that differs from X's aligned value is marked *" in " ".join(plain.split())
     assert "[4*]" in plain and "[1]" in plain
     coloured = render(unexpected, colour=True)
     assert "in red" in " ".join(coloured.split()) and "[4*]" not in coloured
@@ -100,15 +101,15 @@ def test_the_verdict_table_prints_labels_and_details_as_written():
         Verdict("[red]x[/red]", "proved", "enumerate", method="exhaustive", detail="all [lo, hi] fine"),
     ]
     console = Console(record=True, width=250)
-    console.print(verdict_table(rows, [None, "proved"]))
+    console.print(VerdictTable(rows, [None, "proved"]))
     text = console.export_text()
     assert UNEXPECTED_LABEL in text and "pip install 'verify-tf[certify]'" in text
-    assert "[red]x[/red]" in text and "all [lo, hi] fine" in text and "(as expected)" in text
+    assert " ✓ [red]x[/red] " in text and "all [lo, hi] fine" in text
 
 
 def test_the_json_report_has_the_summary(report):
     data = json.loads(report.read_text())
-    assert data["summary"]["counts"] == {"proved": 0, "refuted": 2, "unknown": 0, "error": 0}
+    assert data["summary"]["counts"] == {"proved": 0, "refuted": 2, "unknown": 0, "error": 0, "skipped": 0}
     assert data["summary"]["as_expected"] == 1
     assert [u["property"] for u in data["summary"]["unexpected"]] == [UNEXPECTED_LABEL]
 
@@ -134,13 +135,18 @@ def test_a_run_ends_with_its_summary_the_unexpected_listed_first(tmp_path):
     assert "known [bold]gap[/bold]" in result.stdout
 
 
-def test_notes_are_one_line_per_spec_unless_verbose():
+def test_notes_are_one_line_for_the_run_unless_verbose():
+    """Issue 39: 26 tracr specs printed 26 lines of notes; now one line for the whole run, every note with -v."""
     spec = "specs/tracr-negative-map.yaml"  # four import notes (model, snap, reading, decoding)
-    folded = run_cli("check", "--no-cache", spec)
+    folded = run_cli("check", "--no-cache", spec, "specs/tracr-length.yaml", "specs/crasp-L1.yaml")
     assert folded.exit_code == 0, folded.output
-    notes = [line for line in folded.stderr.splitlines() if line.startswith("tracr-negative-map.yaml:")]
-    assert len(notes) == 1 and notes[0].endswith("; -v prints them all)")
-    assert notes[0].startswith("tracr-negative-map.yaml: 4 notes (tracr model negative-map.json: ")
+    assert folded.stderr.splitlines() == [
+        "8 model notes (2 specs): how the models were imported and are read; -v prints them"
+    ]
+    alone = run_cli("check", "--no-cache", spec)
+    assert alone.stderr.splitlines() == [
+        "4 model notes (tracr-negative-map.yaml): how the models were imported and are read; -v prints them"
+    ]
     verbose = run_cli("check", "--no-cache", "-v", spec)
     every = [line for line in verbose.stderr.splitlines() if line.startswith("tracr-negative-map.yaml:")]
     assert len(every) == 4 and any("reading: hardmax" in line for line in every)

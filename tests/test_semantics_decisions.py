@@ -252,12 +252,17 @@ def test_position_blind_deviation_is_the_largest_coordinate_range():
 
 
 @pytest.mark.slow
-def test_timeout_bounds_the_whole_property_not_each_query():
-    from helpers import verdict as check
+def test_timeout_bounds_the_whole_property_not_each_query(monkeypatch):
+    """The three queries share the 3 s (it was 3 × 3 s before issue 12). The clock is injected (every reading of
+    the work module's clock is 10 ms later), so the budget is 300 readings whatever the machine's load: a budget per
+    query would give each query its own 300 (issue 39: the wall-clock form of this test failed under load)."""
+    import verify_tf.work as work
+    from helpers import TickingClock, verdict as check
     from verify_tf.builders.random_model import RandomConfig, random_model
 
+    monkeypatch.setattr(work, "time", TickingClock(0.01))
     model = random_model(RandomConfig(seed=7, width=2, layers=2, heads=2, ffn_width=4, scoring="softmax"))
     domain = GridDomain.regular(2, F(1, 4), 4, F(-1), F(1))
     result = check(model, Fixed(16, 8), domain, "permutation-equivariance", engine="smt", timeout=3)
     assert result.status == "unknown" and result.statistics["queries"] == 3
-    assert result.seconds <= 1.1 * 3 + 1  # the three queries share the 3 s (it was 3 × 3 s before issue 12)
+    assert result.seconds <= 1.1 * 3 + 1  # on the injected clock: 3.06 s when this was written

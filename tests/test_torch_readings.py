@@ -83,7 +83,11 @@ def test_every_output_states_the_reading_and_the_rounding(tmp_path):
     result = runner.invoke(main, [*args, "--junit", str(tmp_path / "r.xml")])
     assert result.exit_code == 0, result.output
     label = f"proved (exhaustive; {POST_LN}, NOT the model as run)"
-    assert label in result.output
+    # the terminal: the verdict's row, then the reading on the line under it (the table's layout: issue 39)
+    lines = result.output.splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith(" ✓ permutation-equivariance "))
+    assert lines[row].split()[2:4] == ["proved", "exhaustive"]
+    assert lines[row + 1].strip().startswith(f"reading: {POST_LN}, NOT the model as run; weights rounded by at most")
     [entry] = json.loads((tmp_path / "r.json").read_text())["results"]
     assert (entry["reading"], entry["as_run"]) == (POST_LN, False)
     # the largest rounding error, computed here from the state dict alone: every weight to the nearest 2^-8 (W_Q
@@ -252,10 +256,16 @@ def first_order_tolerance(net: torch.nn.Module, run, eps: float) -> torch.Tensor
 
 @pytest.mark.parametrize("layernorm", ["pre", "post"])
 def test_the_experiments_tiny_transformer_with_layernorm_tracks_torch_within_its_rounding(layernorm):
-    net = TinyTransformer(
-        vocab=3, width=4, heads=1, layers=2, ffn_width=6, outputs=1, positional="ape", causal=True, max_length=4,
-        layernorm=layernorm,
-    )  # fmt: skip
+    """Seeded (issue 39: unseeded, its weights were whatever the global generator held after the tests before it in
+    the worker, and one draw put the other placement at 0.122, inside 10 × 0.0176). With seed 3 the other placement
+    is 52 (pre) and 74 (post) times the tolerance away, and the right one within it (measured over seeds 0-11: the
+    smallest ratio was 15)."""
+    with torch.random.fork_rng():  # the global generator's state is left as it was
+        torch.manual_seed(3)
+        net = TinyTransformer(
+            vocab=3, width=4, heads=1, layers=2, ffn_width=6, outputs=1, positional="ape", causal=True,
+            max_length=4, layernorm=layernorm,
+        )  # fmt: skip
     net = moved(net, 3)
     architecture = {**ARCH, "causal": True, "alphabet": ["a", "b", "c"], "readout-bias": "drop"}
     architecture |= {"layernorm": "integer", "norm-first": layernorm == "pre"}

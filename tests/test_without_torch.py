@@ -101,9 +101,10 @@ for path in {shipped!r}:
 
 
 def test_a_spec_that_needs_torch_is_skipped_and_the_others_run(tmp_path):
-    """Issue 27: one torch spec made `check specs/*.yaml` exit 2 on the lean install, checking nothing. Now its
-    properties are unknown (saying what is missing and how to install it), the other specs run, and the exit
-    code is the unknown one (3; 0 with --fail-on refuted), as docs/cli.md documents."""
+    """Issue 27: one torch spec made `check specs/*.yaml` exit 2 on the lean install, checking nothing. Issue 39:
+    its properties were `unknown (not run)` (exit 3, the README's CI command red on the lean core) with the same
+    install hint once per spec. Now they are `skipped (needs torch)`, the other specs run, the hint is said once
+    after the table, and the exit code is 0 (3 with --fail-on skipped), as docs/cli.md documents."""
     (tmp_path / "m.pt").write_bytes(b"not read: the import stops before")
     spec = tmp_path / "spec.yaml"
     spec.write_text(
@@ -114,34 +115,39 @@ def test_a_spec_that_needs_torch_is_skipped_and_the_others_run(tmp_path):
     pt_file = tmp_path / "file.yaml"  # a .pt model file (not a state dict import) needs torch too
     pt_file.write_text(spec.read_text().replace("{torch: m.pt, architecture: {heads: 1}}", "{file: m.pt}"))
     other = str(ROOT / "specs" / "equivariance-standard-hardmax.yaml")
-    report = tmp_path / "report.json"
+    report, junit = tmp_path / "report.json", tmp_path / "junit.xml"
     result = run_without_torch(
-        cli("check", "--no-cache", "--json", str(report), str(spec), other, str(pt_file)), tmp_path
+        cli("check", "--no-cache", "--json", str(report), "--junit", str(junit), str(spec), other, str(pt_file)),
+        tmp_path,
     )
-    assert "EXIT 3" in result.stdout, result.stdout + result.stderr[-3000:]
+    assert "EXIT 0" in result.stdout, result.stdout + result.stderr[-3000:]
     assert "Traceback" not in result.stderr
-    assert f"skipped {spec}: a torch state dict needs PyTorch, which is not installed" in result.stderr
-    assert "pip install 'verify-tf[torch]'" in result.stderr
+    assert "skipped (4): torch is not installed: spec.yaml (2), file.yaml (2)" in result.stdout
+    assert result.stdout.count('pip install -e ".[torch]"') == 1  # the hint, once
+    assert "download.pytorch.org/whl/cpu" in result.stdout
     results = json.loads(report.read_text())["results"]
     assert [(Path(r["spec"]).name, r["property"], r["verdict"]) for r in results] == [
-        ("spec.yaml", "permutation-equivariance", "unknown"),
-        ("spec.yaml", "bounded [lo, hi]", "unknown"),
+        ("spec.yaml", "permutation-equivariance", "skipped"),
+        ("spec.yaml", "bounded [lo, hi]", "skipped"),
         ("equivariance-standard-hardmax.yaml", "permutation-equivariance", "proved"),
-        ("file.yaml", "permutation-equivariance", "unknown"),
-        ("file.yaml", "bounded [lo, hi]", "unknown"),
+        ("file.yaml", "permutation-equivariance", "skipped"),
+        ("file.yaml", "bounded [lo, hi]", "skipped"),
     ]
     skipped = results[0]
-    assert skipped["engine"] == "none" and skipped["method"] == "not run"
+    assert skipped["engine"] == "none" and skipped["method"] == "needs torch"
     assert skipped["detail"] == (
-        "not run: a torch state dict needs PyTorch, which is not installed; install the torch extra: "
-        "pip install 'verify-tf[torch]' (in a checkout: pip install -e '.[torch]')"
+        "a torch state dict needs PyTorch, which is not installed; install the torch extra: "
+        'pip install -e ".[torch]" in a checkout, pip install "verify-tf[torch]" otherwise (a CPU-only torch '
+        "first: pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu)"
     )
     assert skipped["statistics"]["missing"]["package"] == "torch"
-    assert results[3]["detail"].startswith("not run: m.pt: .pt model files need PyTorch, which is not installed")
-    assert results[1]["expect"] == "proved" and results[1]["counts_as"] == "unknown"
+    assert results[3]["detail"].startswith("m.pt: .pt model files need PyTorch, which is not installed")
+    assert results[1]["expect"] == "proved" and results[1]["counts_as"] == "skipped"
+    assert json.loads(report.read_text())["summary"]["counts"]["skipped"] == 4
+    assert 'tests="5" failures="0" errors="0" skipped="4"' in junit.read_text()
 
-    lenient = run_without_torch(cli("check", "--no-cache", "--fail-on", "refuted", str(spec), other), tmp_path)
-    assert "EXIT 0" in lenient.stdout, lenient.stdout + lenient.stderr[-3000:]
+    strict = run_without_torch(cli("check", "--no-cache", "--fail-on", "skipped", str(spec), other), tmp_path)
+    assert "EXIT 3" in strict.stdout, strict.stdout + strict.stderr[-3000:]
     # a mistake in another spec is still the user's error: exit 2 before anything runs
     broken = tmp_path / "broken.yaml"
     broken.write_text("model: {random: {seed: 1}}\nproperties: [no-such-property]\n")
@@ -169,12 +175,10 @@ except Unsupported as exc:
 """
     result = run_without_torch(code, tmp_path)
     assert (
-        "FILE torch m.pt: .pt model files need PyTorch, which is not installed install the torch extra: "
-        "pip install 'verify-tf[torch]'" in result.stdout
+        "FILE torch m.pt: .pt model files need PyTorch, which is not installed (.safetensors and .npz do not) "
+        'install the torch extra: pip install -e ".[torch]" in a checkout' in result.stdout
     ), result.stderr[-3000:]
-    assert (
-        "OPS the torch back end needs PyTorch, which is not installed: pip install 'verify-tf[torch]'" in result.stdout
-    )
+    assert "OPS the torch back end needs PyTorch, which is not installed: install the torch extra:" in result.stdout
 
 
 def test_the_test_suite_skips_what_needs_torch(tmp_path):
@@ -209,3 +213,25 @@ def test_the_test_suite_skips_what_needs_torch(tmp_path):
     ), skipped
     # the selected modules ran: test_batched_paths' other tests passed without torch
     assert " passed" in ran.stdout.splitlines()[-1], ran.stdout[-3000:]
+
+
+def test_device_cuda_and_experiment_without_torch_say_how_to_install_it(tmp_path):
+    """Issue 39: `--device cuda` without torch said "no CUDA device is available here", and `experiment` gave only
+    `pip install 'verify-tf[torch]'`: now both name PyTorch and the checkout form of the extra."""
+    code = f"""
+from verify_tf.cli import main
+for args in (["check", "--no-cache", "--device", "cuda", {str(ROOT / "specs" / "crasp-L1.yaml")!r}],
+             ["experiment", {str(ROOT / "examples" / "experiments" / "luo-position-index.yaml")!r}]):
+    try:
+        main.main(args=args, prog_name="verify-tf")
+    except SystemExit as exit:
+        print("EXIT", exit.code)
+"""
+    result = run_without_torch(code, tmp_path)
+    assert result.stdout.split() == ["EXIT", "2", "EXIT", "2"], result.stdout + result.stderr[-3000:]
+    device, experiment = result.stderr.split("Usage:")[0], result.stderr.split("Usage:")[-1]
+    assert "--device cuda needs PyTorch, which is not installed" in device
+    assert 'pip install -e ".[torch]" in a checkout' in device and "includes CUDA" in device
+    assert "this command needs PyTorch, which is not installed" in experiment
+    assert 'pip install -e ".[torch]" in a checkout' in experiment and "download.pytorch.org/whl/cpu" in experiment
+    assert "Traceback" not in result.stderr

@@ -22,9 +22,12 @@ What an entry must pass before it is served (docs/ci.md, "the cache's trust mode
    (``VERIFY_TF_CACHE_SECRET``, else a random key created once in the user's config folder): an entry edited
    by anyone without the secret (``refuted`` turned into ``proved``) or written on another machine is a miss;
 3. a refutation is replayed on the reference interpreter (``engines.replay``) before it is served; one whose
-   witness cannot be replayed from the witness alone (an architecture member) is re-checked instead.
+   witness cannot be replayed from the witness alone (a solver-chosen member of an architecture class) is
+   re-checked instead, by design. A float reading's refutation is re-confirmed by its enclosure (the exact bounds
+   that decide it); tracr's JAX model, a second opinion the original check recorded, is not run again.
 
-A served ``proved`` is marked ``(cached)`` in every report; ``--certify`` and ``--smt2`` never read the cache.
+A served ``proved`` is marked cached in every report; ``--certify`` and ``--smt2`` never read the cache.
+``ProofCache.notes`` says in plain words what the cache did in a run (served, re-checked by design, not trusted).
 """
 
 from __future__ import annotations
@@ -41,8 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from .engines.base import Task
-from .engines.replay import replay_stored
+from .engines.replay import NOT_REPLAYABLE, replay_stored
 from .fingerprint import canonical, tool_versions
+from .floats import jax_replay
 from .ir.plain import model_to_dict
 from .userfiles import UserFileError, read_user_text
 from .verdict import PROVED, REFUTED, Verdict
@@ -128,10 +132,15 @@ def signature(secret: bytes, body: dict[str, Any]) -> str:
 @dataclass
 class ProofCache:
     """A folder of ``<key[:2]>/<key>.json`` files, one per cached verdict: ``{"body": {key, material, versions,
-    verdict}, "hmac": ...}``. ``rejected`` lists the entries found but not served, with the reason."""
+    verdict}, "hmac": ...}``. What a run's lookups came to: ``served``; ``missing`` (no entry); ``rechecked``, the
+    entries never served by design (a solver-chosen member's refutation: the check re-derives it); ``rejected``,
+    the entries found but not trusted, with the reason."""
 
     root: Path = DEFAULT_CACHE_DIR
     rejected: list[str] = field(default_factory=list)
+    rechecked: list[str] = field(default_factory=list)
+    served: int = 0
+    missing: int = 0
 
     def __post_init__(self) -> None:
         self.root = Path(self.root)
@@ -143,6 +152,7 @@ class ProofCache:
         """The stored verdict when its entry passes the three checks of the module docstring; else None."""
         path = self._entry(key)
         if not os.path.lexists(path):
+            self.missing += 1
             return None  # no entry: an ordinary miss
         try:  # a FIFO or a device planted in the folder would block or never end: regular files, bounded
             text = read_user_text(path, "the entry", MAX_ENTRY_BYTES)
@@ -151,12 +161,40 @@ class ProofCache:
             return None
         why, verdict = self._verified(key, material, text)
         if verdict is not None and verdict.status == REFUTED:
-            replays, replayed = replay_stored(task, verdict.counterexample)
+            with jax_replay.declined():  # the enclosure decides a float refutation (module docstring, 3.)
+                replays, replayed = replay_stored(task, verdict.counterexample)
+            if replayed == NOT_REPLAYABLE:
+                self.rechecked.append(path.name)
+                return None
             if not replays:
                 why, verdict = f"its counterexample does not replay ({replayed})", None
         if verdict is None:
             self.rejected.append(f"{path.name}: {why}")
+        else:
+            self.served += 1
         return verdict
+
+    def notes(self) -> list[str]:
+        """What the cache did in this run, in plain words (``check`` prints them on stderr): nothing when it served
+        nothing and refused nothing (a first run)."""
+        if not (self.served or self.rechecked or self.rejected):
+            return []
+        said = [f"{self.served} verdict{'s' if self.served != 1 else ''} served"]
+        if self.rechecked:
+            said.append(
+                f"{len(self.rechecked)} re-checked: refutations by a solver-chosen member of a class are never "
+                "served (the check re-derives the member)"
+            )
+        if self.missing:
+            said.append(f"{self.missing} not in the cache (new or changed, or neither proved nor refuted before)")
+        notes = [f"proof cache {self.root}: " + "; ".join(said)]
+        if self.rejected:
+            count = len(self.rejected)
+            notes.append(
+                f"proof cache: {count} entr{'y' if count == 1 else 'ies'} not trusted, so checked again: "
+                f"{self.rejected[0]}" + (f" (and {count - 1} more)" if count > 1 else "")
+            )
+        return notes
 
     def _verified(self, key: str, material: dict[str, Any], text: str) -> tuple[str, Verdict | None]:
         try:

@@ -38,7 +38,7 @@ from .schema.errors import MissingDependency
 from .semantics import Arithmetic, UnsupportedInMode
 from .spec import PropertySpec, Spec
 from .spec.loader import supported_engines
-from .verdict import ERROR, INTERRUPTED, UNKNOWN, Verdict
+from .verdict import ERROR, INTERRUPTED, SKIPPED, UNKNOWN, Verdict
 from .witness import ReplayMismatch
 from .work import (
     Z3_LOCK,
@@ -268,16 +268,16 @@ def interrupted_verdict(spec: Spec, prop: PropertySpec, overrides: Overrides, st
 
 
 def not_run(path: str | Path, missing: MissingDependency) -> list[Verdict]:
-    """The verdicts of a spec that cannot run here (an optional package is missing): every property ``unknown``,
-    saying which package is missing and how to install it, so that the other specs of the run still run."""
+    """The verdicts of a spec that cannot run here (an optional package is missing): every property ``skipped
+    (needs PACKAGE)``, saying which package is missing and how to install it, so that the other specs of the run
+    still run (docs/cli.md, "Exit codes": a skipped property fails the run only under --fail-on skipped)."""
     return [
         Verdict(
             prop.label,
-            UNKNOWN,
+            SKIPPED,
             "none",
-            method="not run",
-            detail=f"not run: {missing.message}; {missing.install}",
-            tried=[f"nothing: {missing.package} is not installed"],
+            method=f"needs {missing.package}",
+            detail=f"{missing.message}; {missing.install}",
             statistics={"missing": {"package": missing.package, "install": missing.install}},
             spec=str(path),
             index=prop.index,

@@ -14,7 +14,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 PROVED, REFUTED, UNKNOWN, ERROR = "proved", "refuted", "unknown", "error"
-STATUSES = (PROVED, REFUTED, UNKNOWN, ERROR)
+# a property that could not run here because an optional package is missing (``runner.not_run``): not a verdict
+# about the model at all; it fails the run only under ``--fail-on skipped`` (docs/cli.md, "Exit codes")
+SKIPPED = "skipped"
+STATUSES = (PROVED, REFUTED, UNKNOWN, ERROR, SKIPPED)
 
 # CLI exit codes (documented in the README and docs/cli.md)
 EXIT_PROVED, EXIT_REFUTED, EXIT_INPUT_ERROR, EXIT_UNKNOWN, EXIT_INTERNAL = 0, 1, 2, 3, 4
@@ -46,7 +49,7 @@ class Evidence:
 @dataclass
 class Verdict:
     property: str  # the property's name as written in the spec
-    status: str  # proved | refuted | unknown | error
+    status: str  # proved | refuted | unknown | error | skipped
     engine: str  # the engine that produced it (interpret, enumerate, smt, search, ...)
     method: str = ""  # how: "exhaustive", "smt", "sampled", "induction", ... shown as "proved (exhaustive)"
     detail: str = ""  # one line for the table
@@ -113,7 +116,8 @@ class Verdict:
 
 
 def exit_code(statuses: list[str]) -> int:
-    """0 all proved, 1 something refuted, 3 nothing refuted but something unknown, 4 an error occurred."""
+    """0 all proved, 1 something refuted, 3 nothing refuted but something unknown, 4 an error occurred; a skipped
+    property alone is 0 (``reporting.report.combined_exit_code`` turns it into unknown under --fail-on skipped)."""
     present = set(statuses)
     if ERROR in present:
         return EXIT_INTERNAL

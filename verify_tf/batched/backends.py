@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..schema.errors import TORCH_INSTALL
 from .plans import Unsupported
 
 BACKENDS = ("auto", "numpy", "torch")
@@ -142,8 +143,7 @@ class TorchOps:
             if exc.name != "torch":
                 raise
             raise Unsupported(
-                "the torch back end needs PyTorch, which is not installed: pip install "
-                "'verify-tf[torch]' (or use the numpy back end)"
+                f"the torch back end needs PyTorch, which is not installed: {TORCH_INSTALL} (or use the numpy back end)"
             ) from None
 
         if device == "cuda" and not torch.cuda.is_available():

@@ -22,7 +22,7 @@ import numpy as np
 from ..ir import Model
 from ..ir.plain import FORMAT, model_from_dict, model_to_dict
 from ..schema.dsl import Context, Field, FilePath, join
-from ..schema.errors import MissingDependency
+from ..schema.errors import TORCH_INSTALL, MissingDependency
 from ..schema.yamlnodes import Node
 from .sources import ModelSource
 
@@ -130,10 +130,9 @@ def _torch(path: Path):
         if exc.name != "torch":
             raise
         raise MissingDependency(
-            f"{path.name}: .pt model files need PyTorch, which is not installed",
+            f"{path.name}: .pt model files need PyTorch, which is not installed (.safetensors and .npz do not)",
             package="torch",
-            install="install the torch extra: pip install 'verify-tf[torch]' (in a checkout: pip install -e "
-            "'.[torch]'), or use .safetensors / .npz, which do not need it",
+            install=TORCH_INSTALL,
         ) from None
     return torch
 

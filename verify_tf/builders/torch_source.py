@@ -12,14 +12,12 @@ from typing import Any
 
 from ..ir import SCORINGS, Model
 from ..schema.dsl import Boolean, Context, Field, FilePath, Integer, ListOf, Number, Obj, String, join
-from ..schema.errors import MissingDependency
+from ..schema.errors import TORCH_INSTALL, MissingDependency
 from ..schema.yamlnodes import Node
 from . import TORCH_ROLE_NAMES
 from .sources import QUANTIZE, ModelSource, check_quantize
 
 TORCH_READINGS = ("quantized", "float")  # architecture.reading of a torch import (docs/import.md)
-# how to get torch, in every message that needs it (a CPU-only torch first: README, Quickstart)
-TORCH_INSTALL = "install the torch extra: pip install 'verify-tf[torch]' (in a checkout: pip install -e '.[torch]')"
 
 TORCH_ARCHITECTURE = Obj(
     {

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from .. import __version__
+from ..schema.errors import TORCH_INSTALL
 from ..verdict import EXIT_INTERNAL
 from . import output
 from .check import check
@@ -83,9 +84,7 @@ def _import_optional(module_name: str, attribute: str) -> click.Command | None:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name is not None and exc.name.split(".")[0] == "torch":  # an optional dependency: name the extra
-            raise click.UsageError(
-                "this command needs PyTorch, which is not installed: pip install 'verify-tf[torch]'"
-            ) from None
+            raise click.UsageError(f"this command needs PyTorch, which is not installed: {TORCH_INSTALL}") from None
         parts = module_name.split(".")
         if exc.name not in {".".join(parts[:i]) for i in range(2, len(parts) + 1)}:
             raise

@@ -88,11 +88,12 @@ class ByteSize(click.ParamType):
 )
 @click.option(
     "--fail-on",
-    type=click.Choice(["unknown", "refuted"]),
+    type=click.Choice(["skipped", "unknown", "refuted"]),
     default="unknown",
     show_default=True,
-    help="The weakest outcome that fails the run: 'unknown' (exit 3 when nothing is refuted) or "
-    "'refuted' (unknown verdicts exit 0).",
+    help="The weakest outcome that fails the run: 'unknown' (exit 3 when nothing is refuted; skipped properties "
+    "pass), 'skipped' (a property skipped for a missing package fails as unknown does) or 'refuted' (unknown "
+    "verdicts exit 0).",
 )
 @click.option(
     "-j",
@@ -166,14 +167,20 @@ class ByteSize(click.ParamType):
     "temporary folder); each check removes its own.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No table; only the exit code and errors.")
-@click.option("--verbose", "-v", is_flag=True, help="Print every model note (default: one line per spec).")
+@click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="Print every model note, and each verdict's engine and what it tried (default: one line of notes).",
+)
 def check(**options) -> None:
     """Check every property of every SPEC and print a verdict table.
 
     Exit codes: 0 every property proved (or got its `expect:` verdict), 1 something refuted (or a definite
     verdict contradicted `expect:`), 2 input error, 3 nothing refuted but something unknown (0 with
     --fail-on refuted), 4 internal error. A spec that needs a package that is not installed is skipped: its
-    properties are unknown, naming the package. SIGINT exits 130 and SIGTERM 143 (never a verdict).
+    properties are `skipped (needs PACKAGE)`, which fails the run only with --fail-on skipped (exit 3).
+    SIGINT exits 130 and SIGTERM 143 (never a verdict).
     """
     with Interrupts() as interrupts:  # SIGINT/SIGTERM: never a verdict (docs/cli.md, "Interrupts")
         _check(interrupts, **options)
@@ -230,12 +237,13 @@ def _check(
         _print_notes(loaded, verbose)
     store = None if no_cache else ProofCache(cache_dir)
     # every property: its task, the engine (auto's choice), the driver, the verdict, the certificate (runner)
-    checked = _check_all(loaded, overrides, jobs, cluster_address, store, quiet)
+    skipped = sum(len(entry[1].properties) for entry in entries if isinstance(entry, tuple))
+    checked = _check_all(loaded, overrides, jobs, cluster_address, store, quiet, skipped)
     verdicts, expectations = _in_spec_order(entries, checked)
     seconds = time.perf_counter() - started
     signum = interrupted()
     if not quiet:  # report: the table and the summary, then the files asked for
-        _print_verdicts(verdicts, expectations, seconds, store)
+        _print_verdicts(verdicts, expectations, seconds, store, verbose)
     stopped_by = signal_name(signum) if signum is not None else None
     _write_reports(verdicts, expectations, fail_on, seconds, stopped_by, json_path, junit_path, unknown_as)
     if signum is not None:
@@ -276,24 +284,26 @@ def _create_folders(folders: tuple[Path | None, ...], files: tuple[Path | None, 
         output.fail_input(f"cannot create an output folder: {exc}")
 
 
-def _check_all(loaded, overrides: Overrides, jobs: int, cluster_address, store, quiet: bool) -> list:
+def _check_all(loaded, overrides: Overrides, jobs: int, cluster_address, store, quiet: bool, skipped: int) -> list:
     """``runner.check_all`` with the progress displays: one per property, or one overall bar when properties
-    run side by side (``-j N``, ``--cluster``); the cluster is opened here and closed after."""
+    run side by side (``-j N``, ``--cluster``); the cluster is opened here and closed after. The overall count
+    is the summary's: the ``skipped`` properties of specs that cannot run here count as done from the start."""
     from ..engines.base import ProgressEvent
     from ..runner import check_all
 
     mode = "off" if quiet else ("bar" if output.err_console.is_terminal else "log")
-    total = sum(len(spec.properties) for spec in loaded)
+    total = sum(len(spec.properties) for spec in loaded) + skipped
     executor = _open_cluster(cluster_address, quiet) if cluster_address is not None else None
     workers = executor.workers if executor is not None else jobs
     side_by_side = workers > 1 and total > 1  # properties run at once: one overall bar, no per-property bars
     where = f"on the Dask cluster ({workers} workers)" if executor is not None else f"{jobs} worker processes"
     overall = ProgressDisplay(f"{total} properties, {where}", mode if side_by_side else "off")
-    finished = []
+    finished = [skipped]
 
     def arrived(verdict) -> None:
-        finished.append(verdict)
-        overall(ProgressEvent("", f"{verdict.property}: {verdict.status}", len(finished), total, "properties"))
+        finished[0] += 1
+        said = f"{Path(verdict.spec).name}: {verdict.property}: {verdict.status}"
+        overall(ProgressEvent("", said, finished[0], total, "properties"))
 
     try:
         return check_all(
@@ -315,21 +325,17 @@ def _check_all(loaded, overrides: Overrides, jobs: int, cluster_address, store, 
             executor.close()
 
 
-def _print_verdicts(verdicts, expectations, seconds: float, store) -> None:
-    """The cache's rejected entries, the verdict table, every error's traceback, the summary."""
-    from ..reporting.report import verdict_table
+def _print_verdicts(verdicts, expectations, seconds: float, store, verbose: bool = False) -> None:
+    """The cache's rejected entries, the verdict table, every error's traceback, the skipped, the summary."""
+    from ..reporting.table import VerdictTable
 
-    if store is not None and store.rejected:  # docs/ci.md: the cache's trust model
-        output.err_console.print(
-            f"note: {len(store.rejected)} proof-cache entr{'y was' if len(store.rejected) == 1 else 'ies were'} "
-            f"not served and checked again: {store.rejected[0]}",
-            highlight=False,
-            markup=False,
-        )
-    output.console.print(verdict_table(verdicts, expectations))
+    for note in store.notes() if store is not None else ():  # docs/ci.md: the cache's trust model
+        output.err_console.print(note, highlight=False, markup=False)
+    output.console.print(VerdictTable(verdicts, expectations, verbose))
     for v in verdicts:
         if v.status == "error" and v.traceback:
             output.err_console.print(f"[magenta]{escape(v.property)}[/]: {escape(v.traceback)}", highlight=False)
+    print_skipped(verdicts)
     print_summary(verdicts, expectations, seconds)
 
 
@@ -390,7 +396,7 @@ def _require_certify_extra() -> None:
 
 def _load_specs(paths, quiet: bool) -> list:
     """Every spec loaded, in order, or exit 2 at the first mistake; a spec needing a package that is not
-    installed is kept as (path, MissingDependency) and said so on stderr: its properties become unknown."""
+    installed is kept as (path, MissingDependency): its properties are skipped (said once, after the table)."""
     from ..schema.errors import MissingDependency
     from ..spec import SpecError, load_spec
 
@@ -400,36 +406,32 @@ def _load_specs(paths, quiet: bool) -> list:
             entries.append(load_spec(path))
         except MissingDependency as missing:
             entries.append((path, missing))
-            if not quiet:
-                output.err_console.print(
-                    f"[yellow]skipped {escape(str(path))}:[/] {escape(missing.message)}\n  {escape(missing.install)}",
-                    highlight=False,
-                    soft_wrap=True,
-                )
         except SpecError as exc:
             output.fail_input(str(exc))
     return entries
 
 
 def _print_notes(loaded, verbose: bool) -> None:
-    """The models' notes (import details, readings) on stderr: every one with -v, else one line per spec."""
-    for spec in loaded:
-        notes = spec.model.notes
-        if verbose or len(notes) == 1:
-            for note in notes:
+    """The models' notes (how each was imported and is read) on stderr: every one with -v, else one line for
+    the whole run. What a verdict is about (the reading, the weights' rounding) is printed with the verdict."""
+    noted = [spec for spec in loaded if spec.model.notes]
+    if verbose:
+        for spec in noted:
+            for note in spec.model.notes:
                 output.err_console.print(f"[dim]{escape(spec.path.name)}: {escape(note)}[/]", highlight=False)
-        elif notes:
-            first = notes[0] if len(notes[0]) <= 90 else notes[0][:89] + "…"
-            output.err_console.print(
-                f"[dim]{escape(spec.path.name)}: {len(notes)} notes ({escape(first)}; -v prints them all)[/]",
-                highlight=False,
-                soft_wrap=True,
-            )
+    elif noted:
+        count = sum(len(spec.model.notes) for spec in noted)
+        which = noted[0].path.name if len(noted) == 1 else f"{len(noted)} specs"
+        output.err_console.print(
+            f"[dim]{count} model note{'s' if count != 1 else ''} ({escape(which)}): how the models were imported "
+            "and are read; -v prints them[/]",
+            highlight=False,
+        )
 
 
 def _in_spec_order(entries, checked) -> tuple[list, list]:
     """(verdicts, expectations) in the order the specs were given: each loaded spec's verdicts (``checked``
-    lists them spec by spec), and every property of a skipped spec as unknown (``runner.not_run``)."""
+    lists them spec by spec), and every property of a skipped spec as skipped (``runner.not_run``)."""
     from ..runner import not_run
 
     remaining = iter(checked)
@@ -445,21 +447,51 @@ def _in_spec_order(entries, checked) -> tuple[list, list]:
     return verdicts, expectations
 
 
+def print_skipped(verdicts) -> None:
+    """The properties skipped for a missing package: one line per package with its specs, and how to install it
+    (said once, however many specs need it)."""
+    from rich.text import Text
+
+    from ..reporting.table import indented
+
+    width = output.console.width
+    specs: dict[str, dict[str, int]] = {}  # package -> spec -> properties skipped
+    installs: dict[str, dict[str, None]] = {}  # package -> how to install it (one text, in practice)
+    for v in verdicts:
+        if v.status == "skipped":
+            missing = v.statistics.get("missing") or {}
+            package, name = missing.get("package", "?"), Path(v.spec).name
+            specs.setdefault(package, {})[name] = specs.get(package, {}).get(name, 0) + 1
+            installs.setdefault(package, {})[missing.get("install", "")] = None
+    for package, counted in specs.items():
+        listed = ", ".join(f"{name} ({n})" for name, n in counted.items())
+        said = f"skipped ({sum(counted.values())}): {package} is not installed: {listed}"
+        for line in indented(Text(said), width, indent=0):
+            output.console.print(line, style="yellow", highlight=False)
+        for install in filter(None, installs[package]):
+            for line in indented(Text(install), width, indent=2):
+                output.console.print(line, highlight=False)
+
+
 def print_summary(verdicts, expectations, seconds: float) -> None:
     """The run's last lines: the unexpected verdicts (most serious first), then the counts and the time."""
+    from rich.text import Text
+
     from ..reporting.report import describe_unexpected, summarize
+    from ..reporting.table import indented, phrase_lines
 
     summary = summarize(verdicts, expectations, seconds)
     style = {"error": "bold magenta", "refuted": "bold red", "unknown": "yellow"}
     if summary.unexpected:
         output.console.print(f"[bold]unexpected ({len(summary.unexpected)}):[/]", highlight=False)
         for verdict, expect in summary.unexpected:
-            output.console.print(
-                f"  [{style.get(verdict.status, 'red')}]{escape(describe_unexpected(verdict, expect))}[/]",
-                highlight=False,
-                soft_wrap=True,
-            )
-    output.console.print(f"[bold]summary:[/] {escape(summary.line())}", highlight=False, soft_wrap=True)
+            line = Text(describe_unexpected(verdict, expect), style=style.get(verdict.status, "red"))
+            for part in indented(line, output.console.width, indent=2):
+                output.console.print(part, highlight=False)
+    first, *rest = phrase_lines(f"summary: {summary.line()}", output.console.width)
+    output.console.print(Text.assemble(("summary:", "bold"), first.removeprefix("summary:")), highlight=False)
+    for more in rest:
+        output.console.print(Text(more), highlight=False)
 
 
 def _open_cluster(address: str, quiet: bool):
@@ -481,8 +513,8 @@ def _open_cluster(address: str, quiet: bool):
 
 def _require_device(device: str) -> None:
     """``--device cuda`` on a machine without a usable GPU is an input error, the same in every command."""
-    from .devices import NO_CUDA_HINT, device_problem
+    from .devices import device_problem
 
     problem = device_problem(device)
     if problem is not None:
-        output.fail_input(problem, hint=NO_CUDA_HINT)
+        output.fail_input(*problem)

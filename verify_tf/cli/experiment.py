@@ -1,30 +1,40 @@
 """The ``experiment`` command: ``verify-tf experiment SPEC [--out DIR] [--preset small|gpu]
-[--device auto|cpu|cuda] [--seed N] [--threads N]``.
+[--device auto|cpu|cuda] [--seed N] [--threads N] [--export DIR] [--prove] [--fresh]``.
 
-Trains the float models an experiment spec asks for, shows a progress bar per trained model on stderr,
-prints a summary table, and writes ``<spec name>.json`` and ``<spec name>.png`` under ``--out``.  Input
-problems print ``error: <located message>`` and exit with status 2.  The results are evidence from float
-training, never verdicts, and the exit status does not depend on them (0 when the run completed).
+Trains the float models an experiment spec asks for and shows its progress on stderr (a bar on a terminal, a
+line every 10 s in logs, as ``check`` does, and a line as each model finishes). Each finished model is written
+under ``--out`` at once (``DIR/<spec name>-runs/``: its row, its checkpoint, its ``--prove`` verdicts), and a
+later run of the same command resumes from them. At the end it prints a summary table and writes
+``<spec name>.json`` and ``<spec name>.png`` under ``--out``. SIGINT or SIGTERM stop it as they stop ``check``:
+the model in progress is dropped, the finished ones are kept (and ``<spec name>.json`` lists them), exit 130 or
+143. Input problems print ``error: <located message>`` and exit with status 2. The results are evidence from
+float training, never verdicts, and the exit status does not depend on them (0 when the run completed).
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
-from rich.console import Console, Group
+from rich.console import Group
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ..experiments.common import ExperimentError
-from ..experiments.runner import run_experiment, write_outputs
+from ..engines.base import ProgressEvent
+from ..experiments.common import ExperimentError, Interrupted
+from ..experiments.runner import make_store, partial_result, run_experiment, write_outputs
 from ..experiments.spec import PRESETS, load_experiment
 from ..schema.errors import SpecError
-from ..verdict import EXIT_INPUT_ERROR
-from .devices import NO_CUDA_HINT, device_problem
+from ..verdict import EXIT_INPUT_ERROR, EXIT_INTERRUPTED
+from . import output
+from .devices import device_problem
+from .interrupts import Interrupts, signal_name
+from .progress import ProgressDisplay
 
 __all__ = ["experiment"]
 
@@ -34,26 +44,6 @@ class _InputError(click.ClickException):
 
     def show(self, file=None) -> None:
         click.echo(f"error: {self.format_message()}", err=True, file=file)
-
-
-class _ProgressBars:
-    """One rich progress bar per trained model, on stderr."""
-
-    def __init__(self, console: Console):
-        self.progress = Progress(
-            TextColumn("{task.description:<34}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=console,
-        )
-        self.tasks: dict[str, Any] = {}
-
-    def __call__(self, label: str, done: int, total: int) -> None:
-        if label not in self.tasks:
-            self.tasks[label] = self.progress.add_task(label, total=total)
-        self.progress.update(self.tasks[label], completed=done)
 
 
 @click.command(name="experiment")
@@ -96,6 +86,11 @@ class _ProgressBars:
     "quantized, here.",
 )
 @click.option(
+    "--fresh",
+    is_flag=True,
+    help="Train every model again, ignoring the finished ones kept under --out (by default a run resumes from them).",
+)
+@click.option(
     "--prove",
     is_flag=True,
     help="yang-lk-depth, luo-position-index: run the exported specs and add the quantized models' exact verdicts "
@@ -110,12 +105,17 @@ def experiment(
     seed: int | None,
     threads: int,
     export_dir: Path | None,
+    fresh: bool,
     prove: bool,
 ) -> None:
-    """Float training experiments (Luo et al. RPE/URPE, Yang et al. depth staircase): evidence, not verdicts."""
+    """Float training experiments (Luo et al. RPE/URPE, Yang et al. depth staircase): evidence, not verdicts.
+
+    Each model is written under --out as it finishes, and a run of the same command resumes from them (--fresh:
+    train everything again). SIGINT exits 130 and SIGTERM 143, keeping the finished models.
+    """
     problem = device_problem(device)
     if problem is not None:
-        raise _InputError(f"{problem}\n  hint: {NO_CUDA_HINT}")
+        raise _InputError(f"{problem[0]}\n  hint: {problem[1]}")
     try:
         loaded = load_experiment(spec)
     except SpecError as exc:
@@ -127,25 +127,11 @@ def experiment(
         )
     if prove and export_dir is None:
         export_dir = out_dir / f"{spec.stem}-models"
-    err_console = Console(stderr=True)
-    bars = _ProgressBars(err_console)
-    try:
-        with bars.progress:
-            result = run_experiment(
-                loaded,
-                preset=preset,
-                device=device,
-                seed=seed,
-                threads=threads,
-                progress=bars,
-                out_dir=out_dir,
-                export_dir=export_dir,
-                prove=prove,
-            )
-    except ExperimentError as exc:
-        raise _InputError(str(exc)) from None
+    kept = f"the models that finished are kept under {out_dir} (the same command resumes from them)"
+    with Interrupts(kept=kept):  # SIGINT/SIGTERM: the finished models are kept (docs/experiments.md)
+        result = _run(loaded, spec, out_dir, export_dir, preset, device, seed, threads, fresh, prove)
     json_path, png_path = write_outputs(result, out_dir, spec.stem)
-    console = Console()
+    console = output.console
     console.print(_summary_table(result))
     console.print(f"[dim]{escape(result['evidence'])}[/]")
     wrote = (
@@ -159,6 +145,84 @@ def experiment(
         highlight=False,
         markup=False,
     )
+
+
+def _run(loaded, spec: Path, out_dir: Path, export_dir, preset, device, seed, threads, fresh, prove) -> dict[str, Any]:
+    """Train (or resume) every model with its progress on stderr; after a signal, write what finished and exit."""
+    display = _Displays(spec.name)
+    try:
+        try:
+            store = make_store(
+                loaded, out_dir, preset=preset, device=device, seed=seed, threads=threads, fresh=fresh, say=display.say
+            )
+        except ExperimentError as exc:
+            raise _InputError(str(exc)) from None
+
+        def progress(label: str, done: int, total: int) -> None:
+            model = f" (model {store.started} of {store.total})" if store.total > 1 else ""
+            display(ProgressEvent("", f"{label}{model}", done, total or None, "steps"))
+
+        try:
+            return run_experiment(
+                loaded,
+                preset=preset,
+                device=device,
+                seed=seed,
+                threads=threads,
+                progress=progress,
+                out_dir=out_dir,
+                export_dir=export_dir,
+                prove=prove,
+                store=store,
+            )
+        except ExperimentError as exc:
+            raise _InputError(str(exc)) from None
+        except Interrupted as stop:
+            display.close()
+            _stopped(loaded, spec, store, out_dir, stop.signum, preset=preset, seed=seed)
+    finally:
+        display.close()
+    raise AssertionError("unreachable: _stopped exits")
+
+
+class _Displays:
+    """Progress where it is seen: a bar on a terminal's stderr, else a line every 10 s on stderr (a log); and when
+    only stdout goes to a file (``experiment ... > log``, ``| tee log``), the lines there too, so the log shows
+    the run going."""
+
+    def __init__(self, label: str):
+        err, out = output.err_console, output.console
+        self.shown = [ProgressDisplay(label, "bar" if err.is_terminal else "log")]
+        if err.is_terminal and not out.is_terminal:
+            self.shown.append(ProgressDisplay(label, "log", console=out))
+
+    def __call__(self, event: ProgressEvent) -> None:
+        for display in self.shown:
+            display(event)
+
+    def say(self, text: str) -> None:
+        for display in self.shown:
+            display.say(text)
+
+    def close(self) -> None:
+        for display in self.shown:
+            display.close()
+
+
+def _stopped(loaded, spec: Path, store, out_dir: Path, signum: int, **settings: Any) -> NoReturn:
+    """After SIGINT/SIGTERM: the finished models are on disk already; the result lists them; exit 130/143."""
+    name = signal_name(signum)
+    json_path, _ = write_outputs(partial_result(loaded, store, name, **settings), out_dir, spec.stem)
+    output.err_console.print(
+        f"[yellow]interrupted ({name}): {len(store.finished)} of {store.total} models finished, kept in "
+        f"{escape(str(store.folder))} and listed in {escape(str(json_path))}; the model in progress was dropped. "
+        f"Run the same command again to resume; exit {EXIT_INTERRUPTED[signum]}[/]",
+        highlight=False,
+    )
+    # the results are on disk: skip the interpreter's shutdown (torch's threads, atexit), as `check` does
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_INTERRUPTED.get(signum, EXIT_INTERRUPTED[signal.SIGINT]))
 
 
 def _summary_table(result: dict[str, Any]) -> Table | Group:

@@ -37,8 +37,12 @@ def signal_name(signum: int) -> str:
 class Interrupts:
     """Handlers for SIGINT and SIGTERM while the ``with`` block runs (main thread only)."""
 
-    def __init__(self, stream=None) -> None:
+    # what the first signal's message says is kept (``experiment`` passes its own: the models that finished)
+    KEPT = "the properties that finished are reported, the rest are unknown (interrupted)"
+
+    def __init__(self, stream=None, kept: str = KEPT) -> None:
         self.stream = stream if stream is not None else sys.stderr
+        self.kept = kept
         self.first_at: float | None = None  # perf_counter() when the first signal arrived
         self.at_once = False  # while specs load: nothing to report or wind down, so the first signal exits
 
@@ -89,9 +93,8 @@ class Interrupts:
                     self.first_at = time.perf_counter()
                     request_interrupt(signum)
                     self._say(
-                        f"\n{signal_name(signum)}: stopping; the properties that finished are reported, the rest "
-                        f"are unknown (interrupted). {'Ctrl-C' if signum == signal.SIGINT else 'SIGTERM'} again "
-                        "exits at once.\n"
+                        f"\n{signal_name(signum)}: stopping; {self.kept}. "
+                        f"{'Ctrl-C' if signum == signal.SIGINT else 'SIGTERM'} again exits at once.\n"
                     )
                 else:  # the second signal: no more waiting
                     self._say(f"\n{signal_name(signum)} again: exiting now.\n")

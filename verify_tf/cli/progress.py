@@ -22,8 +22,9 @@ class ProgressDisplay:
     of engine ``certify``: "certifying (cvc5 / LRAT / sample)") gets a bar of its own, and in logs a line at once.
     """
 
-    def __init__(self, label: str, mode: str, forward: ProgressDisplay | None = None):
+    def __init__(self, label: str, mode: str, forward: ProgressDisplay | None = None, console=None):
         self.label, self.mode = label, mode  # mode: bar | log | off
+        self.console = console  # where it prints (default: stderr; ``experiment`` also logs to a redirected stdout)
         # where this check's certification events go when its own display is off (properties side by side)
         self.forward = forward
         self.every = float(os.environ.get("VERIFY_TF_PROGRESS_SECONDS", "10"))  # seconds between log lines
@@ -65,7 +66,7 @@ class ProgressDisplay:
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
-                console=output.err_console,
+                console=self.console or output.err_console,
                 transient=True,
             )
             self.progress.start()
@@ -83,8 +84,13 @@ class ProgressDisplay:
         """A property checked side by side is being certified: say so on this (the overall) display."""
         self(type(event)(event.engine, f"{label}: {event.phase}", event.done, event.total, event.unit))
 
+    def say(self, text: str) -> None:
+        """One line now, with the elapsed time (a finished step of long work), unless the display is off."""
+        if self.mode != "off":
+            self._line(text)
+
     def _line(self, text: str) -> None:
-        output.err_console.print(
+        (self.console or output.err_console).print(
             f"[{time.perf_counter() - self.start:6.0f} s] {text}", highlight=False, markup=False, soft_wrap=True
         )
 

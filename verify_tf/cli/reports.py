@@ -33,8 +33,8 @@ def show_explained(explained, print_traces: bool, html_path: Path | None, source
     if html_path is not None:
         html_path.parent.mkdir(parents=True, exist_ok=True)
         write_html(html_path, explained, source)
-        output.err_console.print(
-            f"wrote {html_path} ({len(explained)} counterexample(s))", highlight=False, markup=False
+        output.err_console.print(  # one line: a path is never broken
+            f"wrote {html_path} ({len(explained)} counterexample(s))", highlight=False, markup=False, soft_wrap=True
         )
 
 
@@ -88,15 +88,18 @@ def audit(report_path, timeout, strict) -> None:
     "--html",
     "html_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write a self-contained HTML report with attention heatmaps.",
+    help="Write a self-contained HTML report with attention heatmaps instead of printing the traces.",
 )
+@click.option("--print", "also_print", is_flag=True, help="With --html: print the traces too.")
 @click.option("--property", "only", multiple=True, help="Only these properties (by name; repeatable).")
-@click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors (with --html).")
-def explain(report_path, html_path, only, quiet) -> None:
-    """Replay each refuted property's witness from a JSON REPORT and show its layer-by-layer trace.
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+def explain(report_path, html_path, also_print, only, quiet) -> None:
+    """Replay each refuted property's witness from a JSON REPORT and explain it: the answer first (the inputs, the
+    colliding or failing values, where the inputs first differ), then the layer-by-layer traces.
 
     The report is the one written by `verify-tf check --json`; its results name the spec and the
     property's index, so the spec is re-loaded and the witness inputs are re-evaluated on the interpreter.
+    With --html only the page is written (add --print for the terminal's explanation too).
     """
     from ..explain import ExplainError, explain_report
 
@@ -104,4 +107,5 @@ def explain(report_path, html_path, only, quiet) -> None:
         explained = explain_report(report_path, only=set(only) or None)
     except ExplainError as exc:
         output.fail_input(str(exc))
-    show_explained(explained, print_traces=not quiet, html_path=html_path, source=str(report_path))
+    print_traces = not quiet and (html_path is None or also_print)
+    show_explained(explained, print_traces=print_traces, html_path=html_path, source=str(report_path))

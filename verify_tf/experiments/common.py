@@ -17,7 +17,19 @@ from contextlib import contextmanager
 
 import torch
 
-__all__ = ["EVIDENCE_NOTE", "ExperimentError", "Progress", "choose_device", "deterministic", "run_seed", "train"]
+from ..work import interrupted
+
+__all__ = [
+    "EVIDENCE_NOTE",
+    "ExperimentError",
+    "Interrupted",
+    "Progress",
+    "choose_device",
+    "deterministic",
+    "run_seed",
+    "stop_if_interrupted",
+    "train",
+]
 
 EVIDENCE_NOTE = (
     "float training (gradient descent on float32 models): evidence about learnability, "
@@ -30,6 +42,22 @@ Progress = Callable[[str, int, int], None]
 
 class ExperimentError(Exception):
     """A problem the user can fix (bad device, impossible sizes); the CLI prints it without a traceback."""
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM arrived (``work.request_interrupt``): the model in progress is dropped, the finished ones
+    are kept (``store.RunStore``), and the CLI exits 130 or 143."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"interrupted by signal {signum}")
+        self.signum = signum
+
+
+def stop_if_interrupted() -> None:
+    """Raise ``Interrupted`` once a signal has arrived (checked every training step and between models)."""
+    signum = interrupted()
+    if signum is not None:
+        raise Interrupted(signum)
 
 
 def choose_device(name: str) -> torch.device:
@@ -89,6 +117,7 @@ def train(
 
     record(0, None)
     for step in range(1, steps + 1):
+        stop_if_interrupted()
         optimiser.zero_grad(set_to_none=True)
         loss = batch_loss(step)
         loss.backward()

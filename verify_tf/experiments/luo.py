@@ -19,6 +19,7 @@ All numbers are float-training evidence, never a verdict (see ``EVIDENCE_NOTE``)
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -35,6 +36,7 @@ from .common import Progress, run_seed, train
 from .modules import TinyTransformer
 from .prefix_labels import check_written_spec
 from .spec import ExperimentSpec
+from .store import RunStore
 from .training import CheckpointSelector
 from .yang import fixed_point_for
 
@@ -142,10 +144,15 @@ def _selection_score(task: str) -> Callable[[dict[str, float]], float]:
     return lambda metrics: metrics["accuracy_random"]
 
 
+def run_label(task: str, variant: str) -> str:
+    """A model's name in progress lines, its seed and its file under ``--out``: ``position-index / rpe``."""
+    return f"{task} / {variant}"
+
+
 def _train_one(
     task: str, variant: str, settings: dict[str, Any], device: torch.device, seed: int, progress: Progress | None
 ) -> dict[str, Any]:
-    label = f"{task} / {variant}"
+    label = run_label(task, variant)
     started = time.perf_counter()
     seed_of_run = run_seed(seed, label)
     torch.manual_seed(seed_of_run)
@@ -201,22 +208,33 @@ def run_luo(
     progress: Progress | None = None,
     export_dir: Path | None = None,
     prove: bool = False,
+    store: RunStore | None = None,
 ) -> dict[str, Any]:
     """Train every (task, variant) of the spec; returns ``runs`` and a ``summary`` of the best values. With
-    ``export_dir`` each selected checkpoint is written with a spec that checks it; ``prove`` runs those specs."""
-    runs = []
-    for task in spec.tasks:
-        for variant in spec.variants:
-            run = _train_one(task, variant, settings, device, seed, progress)
-            state = run.pop("state")
-            if export_dir is not None:
-                export_run(run, state, settings, export_dir)
-                if prove:
-                    run["proof"] = check_written_spec(
-                        Path(run["export"]["check_spec"]), keep=PROOF_STATISTICS, keep_witness=PROOF_WITNESS
-                    )
-                    run["exact"] = exact_summary(run)
-            runs.append(run)
+    ``export_dir`` each selected checkpoint is written with a spec that checks it; ``prove`` runs those specs.
+    ``store``: where each model is written as it finishes, and read back instead of trained again (resume)."""
+    store = store if store is not None else RunStore(None, {})
+    store.expect(len(spec.tasks) * len(spec.variants))
+
+    def trained(task: str, variant: str) -> tuple[dict[str, Any], Any]:
+        run = _train_one(task, variant, settings, device, seed, progress)
+        return run, run.pop("state")
+
+    def export(run: dict[str, Any], state: Any, folder: Path) -> None:
+        export_run(run, state, settings, folder)
+
+    runs = [
+        store.model(
+            run_label(task, variant),
+            functools.partial(trained, task, variant),
+            export_dir,
+            export,
+            _prove if prove else None,
+            progress,
+        )
+        for task in spec.tasks
+        for variant in spec.variants
+    ]
     summary: dict[str, Any] = {}
     for run in runs:
         entry = summary.setdefault(run["task"], {})
@@ -298,6 +316,14 @@ def check_spec_text(
             *(f'          - {{token: "{symbol}", outputs: [{targets}]}}' for symbol in alphabet(settings["vocab"])),
         ]
     return "\n".join(lines) + "\n"
+
+
+def _prove(run: dict[str, Any]) -> None:
+    """The exported model's checks (position-blind, and the ε* bound for position-index) and their summary."""
+    run["proof"] = check_written_spec(
+        Path(run["export"]["check_spec"]), keep=PROOF_STATISTICS, keep_witness=PROOF_WITNESS
+    )
+    run["exact"] = exact_summary(run)
 
 
 def export_run(run: dict[str, Any], state: dict[str, torch.Tensor], settings: dict, export_dir: Path) -> None:

@@ -30,8 +30,9 @@ from ..crasp import load_program, run_program
 from ..numbers import fmt
 from ..runner import Overrides, check_all
 from ..spec import load_spec
-from .common import Progress, run_seed
+from .common import Progress, run_seed, stop_if_interrupted
 from .spec import ExperimentSpec
+from .store import RunStore
 from .training import Labelled, train_prefix_labeller
 
 __all__ = [
@@ -112,11 +113,45 @@ def run_prefix_labels(
     progress: Progress | None = None,
     out_dir: Path | None = None,
     stem: str = "prefix-labels",
+    store: RunStore | None = None,
 ) -> dict[str, Any]:
-    """Train one model, save it and its check spec under ``out_dir`` and run the check (``check: true``)."""
+    """Train one model, save it and its check spec under ``out_dir`` and run the check (``check: true``).
+    ``store``: where the model is written as it finishes, and read back instead of trained again (resume)."""
     program_path = (spec.path.parent / spec.program).resolve()
     program = load_program(program_path)
     alphabet = tuple(program.alphabet)
+    label = f"{program_path.name}, {settings['layers']} layer(s)"
+    store = store if store is not None else RunStore(None, {})
+    store.expect(1)
+    stored = store.load(label)
+    state: dict[str, torch.Tensor] | None
+    if stored is None:
+        body, state = _train(program_path, program, alphabet, settings, device, seed, progress, label)
+    else:
+        body, state = stored
+    checks_before = body.get("checks")
+    if out_dir is not None and state is not None:
+        _write_check(body, state, out_dir, stem, program_path, alphabet, settings)
+        if settings["check"] and not body.get("checks"):
+            if progress is not None:
+                progress(f"{label}: checking the quantized model exactly", 0, 0)
+            body["checks"] = check_written_spec(Path(body["check_spec"]))
+    if stored is None or body.get("checks") != checks_before:
+        store.save(label, body, state)
+    return body
+
+
+def _train(
+    program_path: Path,
+    program: Any,
+    alphabet: tuple[str, ...],
+    settings: dict[str, Any],
+    device: torch.device,
+    seed: int,
+    progress: Progress | None,
+    label: str,
+) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """The model trained on the program's prefix labels: its row (without the check) and its checkpoint."""
     generator = torch.Generator().manual_seed(run_seed(seed, "prefix-labels data"))
     (train_short, train_long), (test_short, test_long) = settings["train-lengths"], settings["test-lengths"]
     size = settings["test-size"]
@@ -129,7 +164,6 @@ def run_prefix_labels(
     for name, batch in words.items():
         tokens_, labels_, mask_ = encode(batch, alphabet, program)
         data[name] = (tokens_.to(device), labels_.to(device), mask_.to(device))
-    label = f"{program_path.name}, {settings['layers']} layer(s)"
     started = time.perf_counter()
     trained = train_prefix_labeller(
         data,
@@ -154,17 +188,29 @@ def run_prefix_labels(
         "threshold": str(-bias),
         "checks": [],
     }
-    if out_dir is None:
-        return body
+    return body, state
+
+
+def _write_check(
+    body: dict[str, Any],
+    state: dict[str, torch.Tensor],
+    out_dir: Path,
+    stem: str,
+    program_path: Path,
+    alphabet: tuple[str, ...],
+    settings: dict[str, Any],
+) -> None:
+    """The model file and the spec that checks it, under ``out_dir`` (written again when resumed: cheap)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     model_file = out_dir / f"{stem}-model.pt"
     torch.save(state, model_file)
     spec_file = out_dir / f"{stem}-check.yaml"
-    spec_file.write_text(check_spec_text(model_file.name, program_path, alphabet, settings, -bias), encoding="utf-8")
+    threshold = Fraction(body["threshold"])
+    text = check_spec_text(model_file.name, program_path, alphabet, settings, threshold)
+    spec_file.write_text(text, encoding="utf-8")
+    if (body.get("model_file"), body.get("check_spec")) != (str(model_file), str(spec_file)):
+        body["checks"] = []  # verdicts about files elsewhere
     body["model_file"], body["check_spec"] = str(model_file), str(spec_file)
-    if settings["check"]:
-        body["checks"] = check_written_spec(spec_file)
-    return body
 
 
 def check_written_spec(
@@ -174,7 +220,9 @@ def check_written_spec(
     counterexample fields to copy, by name)."""
     loaded = load_spec(spec_file)
     found = []
-    for verdict in check_all([loaded], Overrides()):
+    verdicts = check_all([loaded], Overrides())
+    stop_if_interrupted()  # an interrupted check is not this model's verdict
+    for verdict in verdicts:
         statistics = verdict.statistics
         found.append(
             {

@@ -23,6 +23,7 @@ its accuracy on the longer test strings is what the heatmap shows.  Evidence, ne
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from fractions import Fraction
@@ -36,11 +37,12 @@ from ..crasp.ast import format_program
 from ..numbers import fmt
 from ..runner import Overrides, check_all
 from ..spec import load_spec
-from .common import Progress, run_seed
+from .common import Progress, run_seed, stop_if_interrupted
 from .spec import ExperimentSpec
+from .store import RunStore
 from .training import Labelled, train_prefix_labeller
 
-__all__ = ["SOLVED_THRESHOLD", "encode", "plot_yang", "run_yang", "sample_lk_words"]
+__all__ = ["SOLVED_THRESHOLD", "encode", "plot_yang", "run_label", "run_yang", "sample_lk_words"]
 
 BOS, LETTER_A, LETTER_B = 0, 1, 2
 SOLVED_THRESHOLD = 0.9  # test exact match counted as "solved" in the measured staircase
@@ -96,6 +98,11 @@ def _on(device: torch.device, labelled: Labelled) -> Labelled:
     return tokens.to(device), labels.to(device), mask.to(device)
 
 
+def run_label(k: int, depth: int) -> str:
+    """A model's name in progress lines, its seed and its file under ``--out``: ``L3 / depth 2``."""
+    return f"L{k} / depth {depth}"
+
+
 def _train_one(
     k: int,
     depth: int,
@@ -105,7 +112,7 @@ def _train_one(
     seed: int,
     progress: Progress | None,
 ) -> dict[str, Any]:
-    label = f"L{k} / depth {depth}"
+    label = run_label(k, depth)
     started = time.perf_counter()
     seed_of_run = run_seed(seed, label)
     splits = {"train": data.train, "validation": data.validation, "test": data.test}
@@ -257,22 +264,42 @@ def run_yang(
     progress: Progress | None = None,
     export_dir: Path | None = None,
     prove: bool = False,
+    store: RunStore | None = None,
 ) -> dict[str, Any]:
     """Train one model per (language, depth); returns ``runs``, the accuracy ``table`` and the predictions. With
-    ``export_dir`` each selected checkpoint is written with a spec that checks it; ``prove`` runs those specs."""
+    ``export_dir`` each selected checkpoint is written with a spec that checks it; ``prove`` runs those specs.
+    ``store``: where each model is written as it finishes, and read back instead of trained again (resume)."""
     del spec  # every setting of this experiment lives in the preset
     languages, depths = settings["languages"], settings["depths"]
-    runs = []
-    for k in languages:
-        data = _Data(k, settings, seed, device)
-        for depth in depths:
-            run = _train_one(k, depth, data, settings, device, seed, progress)
-            state = run.pop("state")
-            if export_dir is not None and state is not None:
-                export_run(run, state, settings, export_dir)
-                if prove:
-                    run["proof"] = prove_run(run["export"])
-            runs.append(run)
+    store = store if store is not None else RunStore(None, {})
+    store.expect(len(languages) * len(depths))
+    data: dict[int, _Data] = {}  # the current language's, drawn when one of its models is trained (not resumed)
+
+    def trained(k: int, depth: int) -> tuple[dict[str, Any], Any]:
+        if k not in data:
+            data.clear()
+            data[k] = _Data(k, settings, seed, device)
+        run = _train_one(k, depth, data[k], settings, device, seed, progress)
+        return run, run.pop("state")
+
+    def export(run: dict[str, Any], state: Any, folder: Path) -> None:
+        export_run(run, state, settings, folder)
+
+    def proof(run: dict[str, Any]) -> None:
+        run["proof"] = prove_run(run["export"])
+
+    runs = [
+        store.model(
+            run_label(k, depth),
+            functools.partial(trained, k, depth),
+            export_dir,
+            export,
+            proof if prove else None,
+            progress,
+        )
+        for k in languages
+        for depth in depths
+    ]
     by_cell = {(run["language"], run["depth"]): run["selected"] for run in runs}
 
     def grid(metric: str) -> list[list[float]]:
@@ -306,8 +333,10 @@ def prove_run(export: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_check(spec_file: Path) -> dict[str, Any]:
-    """Run a written spec's one property; what its verdict says, with how far an unfinished scan got."""
+    """Run a written spec's one property; what its verdict says, with how far an unfinished scan got. A signal
+    during the check raises ``common.Interrupted``: an interrupted check is not this model's verdict."""
     (verdict,) = check_all([load_spec(spec_file)], Overrides())
+    stop_if_interrupted()
     statistics = verdict.statistics
     reached = statistics.get("every_input_up_to_length", statistics.get("explored_up_to"))
     return {

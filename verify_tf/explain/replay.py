@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from ..ir import AlphabetTokens, Model, Token
+from ..reporting.report import describe_minimization
 from ..semantics import Arithmetic, UnsupportedInMode, evaluate
 from ..semantics.interpreter import Trace
 from ..verdict import REFUTED, Verdict
-from .witness_roles import WitnessRoles, roles_of
+from .witness_roles import WitnessRoles, role_name, roles_of
 
 
 class ExplainError(Exception):
@@ -62,6 +63,12 @@ class Explained:
     roles: list[RoleTrace] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     expect: str | None = None  # the property's `expect:` (a refutation is expected only with `expect: refuted`)
+    kind: str = ""  # the property's registry name: how its witness names its inputs (``witness_roles.role_name``)
+    statistics: dict[str, Any] = field(default_factory=dict)  # the verdict's (how a --minimize witness was found)
+
+    def name(self, role: RoleTrace) -> str:
+        """A role as the witness summary names it (``L′``, ``τX``), else its key in words (``other input``)."""
+        return role_name(self.kind, role.role)
 
     @builtins.property  # the field `property` shadows the builtin inside this class body
     def unexpected(self) -> bool:
@@ -127,6 +134,8 @@ def explain_verdict(spec, verdict: Verdict, expect: str | None = None) -> Explai
         model=spec.model,
         arithmetic=spec.arithmetic,
         expect=expect,
+        kind=verdict.kind,
+        statistics=verdict.statistics,
     )
     if verdict.reading and verdict.as_run is not None:
         item.notes.append(
@@ -183,7 +192,7 @@ def _locate_spec(entry: dict[str, Any], report_dir: Path) -> Path | None:
 
 def explain_report(path: str | Path, only: set[str] | None = None) -> list[Explained]:
     """Every refuted result of a ``verify-tf check --json`` report, replayed on the spec it names."""
-    from ..reporting.report import REPORT_FORMAT
+    from ..reporting.report import READABLE_FORMATS, REPORT_FORMAT
     from ..spec import SpecError, load_spec
 
     path = Path(path)
@@ -193,7 +202,11 @@ def explain_report(path: str | Path, only: set[str] | None = None) -> list[Expla
         raise ExplainError(f"{path}: file not found") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ExplainError(f"{path}: not a JSON report ({exc})") from None
-    if not isinstance(data, dict) or data.get("format") != REPORT_FORMAT or not isinstance(data.get("results"), list):
+    if (
+        not isinstance(data, dict)
+        or data.get("format") not in READABLE_FORMATS
+        or not isinstance(data.get("results"), list)
+    ):
         raise ExplainError(
             f"{path}: not a verify-tf JSON report (expected format {REPORT_FORMAT!r}; "
             "write one with `verify-tf check SPEC --json REPORT.json`)"
@@ -248,6 +261,8 @@ def _unreplayed(verdict: Verdict, problem: str, expect: str | None) -> Explained
         counterexample=counterexample,
         notes=[problem],
         expect=expect,
+        kind=verdict.kind,
+        statistics=verdict.statistics,
     )
 
 
@@ -358,3 +373,92 @@ def focus_collision(roles: Sequence[RoleTrace]) -> bool:
         if r.trace is not None and r.focus is not None and 0 <= r.offset + r.focus < len(r.trace.readout)
     ]
     return len(values) >= 2 and len(set(values)) == 1
+
+
+# ---------------------------------------------------------------- the answer (what both renderers open with)
+
+
+def answer(item: Explained) -> list[tuple[str, str]]:
+    """What an explanation opens with, as (what, text) lines: each input by the name the witness summary uses,
+    the values at the positions of interest (equal ones: the collision), where the inputs' traces first differ
+    (aligned as the witness says), for a collision the stage from which the colliding values are equal, and how
+    a ``--minimize`` witness was chosen. The traces follow it."""
+    roles = [r for r in item.roles if r.trace is not None]
+    lines = [(item.name(r), " ".join(_token_text(t) for t in r.tokens or ())) for r in roles]
+    focus = _focus_lines(item, roles)
+    if len(roles) >= 2:
+        first_difference = _first_difference(roles)
+        if first_difference is not None:  # "they differ from" the same stage: said once
+            focus = [(what, text) for what, text in focus if not first_difference.startswith(f"{text},")]
+        focus.append(("first differ", first_difference or "nowhere: every stage is equal (aligned)"))
+    lines += focus
+    minimal = describe_minimization(item.counterexample, item.statistics)
+    if minimal:
+        lines.append(("--minimize", minimal))
+    return lines
+
+
+def _token_text(token: Any) -> str:
+    from ..numbers import fmt_vector
+
+    return token if isinstance(token, str) else fmt_vector(token)
+
+
+def _focus_value(role: RoleTrace, stage: list[Sequence[Fraction]]) -> Sequence[Fraction] | None:
+    row = role.offset + role.focus if role.focus is not None else None
+    return stage[row] if row is not None and 0 <= row < len(stage) else None
+
+
+def _focus_lines(item: Explained, roles: list[RoleTrace]) -> list[tuple[str, str]]:
+    from ..numbers import fmt, fmt_vector
+
+    focused = [r for r in roles if r.focus is not None and r.trace is not None]
+    if not focused:
+        return []
+    per_role = [stages(r.trace) for r in focused]  # type: ignore[arg-type]
+
+    def shown(vector: Sequence[Fraction] | None) -> str:
+        return fmt(vector[0]) if vector is not None and len(vector) == 1 else fmt_vector(vector or ())
+
+    said = ", ".join(
+        f"q({item.name(r)}) at position {r.focus} = {shown(_focus_value(r, stage[-1][1]))}"
+        for r, stage in zip(focused, per_role)
+    )
+    if len(focused) < 2:
+        return [("at the position", said)]
+    if focus_collision(focused):
+        lines = [("collision", f"{said}: equal")]
+        equal_from = None
+        for s in range(len(per_role[0]) - 1, -1, -1):  # the earliest stage from which they stay equal
+            values = [_focus_value(r, stage[s][1]) if s < len(stage) else None for r, stage in zip(focused, per_role)]
+            if any(v is None for v in values) or len({tuple(v) for v in values if v is not None}) != 1:
+                break
+            equal_from = per_role[0][s][0]
+        if equal_from is not None:
+            lines.append(("equal from", f"{equal_from} on"))
+        return lines
+    lines = [("at the positions", said)]
+    for s, (title, _) in enumerate(per_role[0]):
+        values = [_focus_value(r, stage[s][1]) if s < len(stage) else None for r, stage in zip(focused, per_role)]
+        if len({tuple(v) for v in values if v is not None}) > 1:
+            lines.append(("they differ from", title))
+            break
+    return lines
+
+
+def _first_difference(roles: list[RoleTrace]) -> str | None:
+    """The first stage where some input's value differs from the first input's aligned one, with the positions."""
+    first = roles[0]
+    mappings = [trace_alignment(r, first) for r in roles]
+    per_role = [stages(r.trace) for r in roles]  # type: ignore[arg-type]
+    for s, (title, first_vectors) in enumerate(per_role[0]):
+        labels: list[str] = []
+        for role, stage, mapping in zip(roles[1:], per_role[1:], mappings[1:]):
+            if s < len(stage):
+                for position in sorted({i for i, _ in differing_cells(first_vectors, stage[s][1], mapping)}):
+                    label = role.labels[position] if position < len(role.labels) else str(position)
+                    if label not in labels:
+                        labels.append(label)
+        if labels:
+            return f"{title}, at position{'s' if len(labels) > 1 else ''} {', '.join(labels)}"
+    return None

@@ -1,5 +1,7 @@
-"""The explorer in the terminal: the witness, each input's layer-by-layer trace (``trace_view.print_trace``),
-and for several inputs a side-by-side table per stage with the values that differ marked."""
+"""The explorer in the terminal. It opens with the answer (``replay.answer``: the inputs by the summary's names,
+the colliding or failing values, where the inputs first differ), then for several inputs a side-by-side table per
+stage with the values that differ marked, then each input's layer-by-layer trace (``trace_view.print_trace``).
+Table titles are lines of their own (a title never wraps to a narrow table's width)."""
 
 from __future__ import annotations
 
@@ -9,12 +11,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.rule import Rule
 from rich.table import Table
+from rich.text import Text
 
 from ..numbers import fmt, fmt_vector
 from ..reporting.trace_view import print_trace
 from .replay import (
     Explained,
     RoleTrace,
+    answer,
     differing_cells,
     focus_collision,
     focus_rows,
@@ -59,23 +63,28 @@ def _aligned_rows(
     return rows
 
 
-def _comparison_tables(console: Console, roles: list[RoleTrace]) -> None:
+def _comparison_tables(console: Console, item: Explained, roles: list[RoleTrace]) -> None:
     first = roles[0]
     mappings = [trace_alignment(r, first) for r in roles]
     per_role = [stages(r.trace) for r in roles]
     collision = focus_collision(roles)
     coloured = console.color_system is not None
-    marking = "in red" if coloured else f"marked {DIFFERS}"
+    marking = "in red" if coloured else f"marked {DIFFERS}"  # (no colour: piped output, NO_COLOR)
+    names = " and ".join(item.name(r) for r in roles)
+    console.print(
+        Text(
+            f"{names} side by side, stage by stage: a value that differs from {item.name(first)}'s aligned value is "
+            f"{marking}; ◀ marks the positions of interest"
+        ),
+        highlight=False,
+    )
     for s, (title, first_vectors) in enumerate(per_role[0]):
         last = s == len(per_role[0]) - 1
-        table = Table(
-            title=escape(f"{title}: aligned side by side (values that differ from {first.role} {marking})"),
-            title_justify="left",
-            header_style="bold",
-        )
+        console.print(Text(title, style="bold"), highlight=False)
+        table = Table(header_style="bold")
         for r in roles:
-            table.add_column(escape(f"{r.role} pos"), justify="right")
-            table.add_column(escape(r.role))
+            table.add_column(escape(f"{item.name(r)} pos"), justify="right")
+            table.add_column(escape(item.name(r)))
         vectors = [stage[s][1] for stage in per_role]
         marks = [differing_cells(first_vectors, v, mapping) for v, mapping in zip(vectors, mappings)]
         for row in _aligned_rows(len(first_vectors), roles, mappings, [len(v) for v in vectors]):
@@ -93,16 +102,27 @@ def _comparison_tables(console: Console, roles: list[RoleTrace]) -> None:
 
 
 def print_explained(console: Console, item: Explained) -> None:
-    """One refuted property: every text from the spec, the model or the witness is escaped (never markup)."""
+    """One refuted property, the answer first: every text from the spec, the model or the witness is escaped
+    (never markup)."""
     style = "bold red" if item.unexpected else "dim"
-    console.print(Rule(f"[{style}]{escape(verdict_heading(item))}[/]"))
-    console.print(f"[bold]witness:[/] {escape(item.summary)}", highlight=False)
+    heading = Text(verdict_heading(item), style=style)
+    if len(heading) + 4 <= console.width:
+        console.print(Rule(heading))
+    else:  # a rule would cut a long heading with "…": the heading on lines of its own, the rule under it
+        console.print(heading)
+        console.print(Rule(style=style))
+    console.print(Text.assemble(("witness: ", "bold"), item.summary), highlight=False)
+    facts = answer(item)
+    width = max((len(what) for what, _ in facts), default=0)
+    for what, text in facts:
+        console.print(Text.assemble("  ", (f"{what}:".ljust(width + 2), "bold"), text), highlight=False)
     for note in item.notes:
-        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+        console.print(Text.assemble(("note: ", "yellow"), note), highlight=False)
     table = witness_table(item.counterexample)
     if table is not None:
         columns, rows = table
-        shown = Table(title="the property's trace (from the witness)", title_justify="left", header_style="bold")
+        console.print(Text("the property's trace (from the witness)", style="bold"))
+        shown = Table(header_style="bold")
         for column in columns:
             shown.add_column(escape(column))
         for row in rows:
@@ -114,11 +134,11 @@ def print_explained(console: Console, item: Explained) -> None:
     for role in item.roles:
         if role.problem is not None:
             console.print(f"[yellow]{escape(role.problem)}[/]", highlight=False)
-            continue
-        written = " ".join(_token_text(t) for t in role.tokens)
-        console.print(f"\n[bold]{escape(role.role)}[/]: {escape(written)}", highlight=False)
-        print_trace(console, item.model, item.arithmetic, role.trace)
     replayed = [r for r in item.roles if r.trace is not None]
     if len(replayed) >= 2:
         console.print()
-        _comparison_tables(console, replayed)
+        _comparison_tables(console, item, replayed)
+    for role in replayed:
+        written = " ".join(_token_text(t) for t in role.tokens or ())
+        console.print(Text.assemble("\n", (f"the trace of {item.name(role)}", "bold"), f": {written}"), highlight=False)
+        print_trace(console, item.model, item.arithmetic, role.trace)

@@ -27,6 +27,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# how a property's witness summary names its inputs (docs/explore.md): the explorer uses these names, never the keys
+ROLE_NAMES = {
+    "contextual-mapping": {"input": "L", "other_input": "L′"},  # Yun et al.'s L and L′ (Def. 3.1)
+    "permutation-equivariance": {"input": "X", "permuted_input": "τX"},
+}
+
+
+def role_name(kind: str, role: str) -> str:
+    """The name of a witness input: the summary's (``L′``) where the property has one, else the key in words."""
+    return ROLE_NAMES.get(kind, {}).get(role) or role.replace("_", " ")
+
 
 @dataclass
 class WitnessRoles:

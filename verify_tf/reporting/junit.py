@@ -7,6 +7,8 @@ How a verdict becomes a test case (after the property's ``expect:`` is applied, 
   message is the witness summary and whose body is the witness JSON
 * unknown                                              -> ``<skipped>`` (default) or ``<error>``
   (``unknown_as="error"``), the message saying what was tried
+* skipped (an optional package missing: not run here)  -> ``<skipped>``, the message naming the package and how
+  to install it (``unknown_as`` does not apply: nothing ran)
 * error                                                -> ``<error>`` with the engine's message
 """
 
@@ -18,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..verdict import ERROR, PROVED, REFUTED, UNKNOWN, Verdict
+from ..verdict import ERROR, PROVED, REFUTED, SKIPPED, UNKNOWN, Verdict
 from .report import outcome
 
 UNKNOWN_AS = ("skipped", "error")
@@ -52,6 +54,8 @@ def _message(verdict: Verdict, expect: str | None) -> str:
     if verdict.status == UNKNOWN:
         tried = f" (tried: {'; '.join(verdict.tried)})" if verdict.tried else ""
         return f"unknown{reading}: {verdict.detail}{tried}"
+    if verdict.status == SKIPPED:
+        return f"{verdict.label}: {verdict.detail}"
     return f"{verdict.label}: {verdict.detail}"
 
 
@@ -100,7 +104,7 @@ def junit_xml(verdicts: Sequence[Verdict], expectations: Sequence[str | None], u
                 error = ET.SubElement(case, "error", message=message, type=verdict.status)
                 error.text = verdict.traceback or verdict.detail
                 counts["errors"] += 1
-            elif counted == UNKNOWN:
+            elif counted in (UNKNOWN, SKIPPED):
                 ET.SubElement(case, "skipped", message=message)
                 counts["skipped"] += 1
             else:

@@ -1,4 +1,10 @@
-"""Reports: the verdict table (rich), the JSON report, and the exit-code rule. Pure functions of verdicts."""
+"""Reports: what a run came to (``outcome``, the summary, the exit-code rule) and the JSON report. Pure functions
+of verdicts; the terminal's verdict table is ``reporting.table``.
+
+Every rule about statuses lives here: how ``expect:`` applies (``outcome``), which outcomes fail the run under
+``--fail-on`` (``combined_exit_code``), how seriously each counts (``SERIOUSNESS``). The table, the JUnit report
+and the summary ask these functions, never a status by name.
+"""
 
 from __future__ import annotations
 
@@ -11,39 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
-
 from .. import __version__
-from ..verdict import ERROR, EXIT_INTERRUPTED, PROVED, REFUTED, STATUSES, UNKNOWN, Verdict, exit_code
+from ..verdict import ERROR, EXIT_INTERRUPTED, PROVED, REFUTED, SKIPPED, STATUSES, UNKNOWN, Verdict, exit_code
 
-STYLE = {"proved": "green", "refuted": "red", "unknown": "yellow", "error": "bold magenta"}
-REPORT_FORMAT = "verify-tf-report/1"
+# format 2 (issue 39): a result's `verdict` may be `skipped` (format 1 wrote such a property as `unknown`, method
+# `not run`), `summary.counts` has a `skipped` count and `fail_on` may be `skipped`; readers accept both
+REPORT_FORMAT = "verify-tf-report/2"
+READABLE_FORMATS = ("verify-tf-report/1", REPORT_FORMAT)
 
-
-def verdict_table(verdicts: Sequence[Verdict], expectations: Sequence[str | None], title: str | None = None) -> Table:
-    table = Table(title=title, show_lines=False, header_style="bold")
-    table.add_column("spec", overflow="fold")
-    table.add_column("property", overflow="fold")
-    table.add_column("engine")
-    table.add_column("verdict")
-    table.add_column("seconds", justify="right")
-    table.add_column("detail", overflow="fold", ratio=1)
-    for v, expect in zip(verdicts, expectations):
-        label = f"[{STYLE[v.status]}]{escape(v.label)}[/]"
-        if expect is not None:
-            label += " [dim](as expected)[/]" if v.status == expect else f" [bold red](expected {escape(expect)})[/]"
-        if v.cached:
-            label += " [dim](cached)[/]"
-        # every text from the spec or an engine is plain text, never markup: a label `outside [t_l, t_r]`
-        # or a hint `pip install 'verify-tf[certify]'` prints as written
-        spec = Text(Path(v.spec).name if v.spec else "")
-        table.add_row(spec, Text(v.property), Text(v.engine), label, f"{v.seconds:.2f}", Text(v.detail))
-    return table
-
-
-FAIL_ON = ("unknown", "refuted")
+# --fail-on: the weakest outcome that fails the run, weakest first
+FAIL_ON = ("skipped", "unknown", "refuted")
 
 
 @dataclass(frozen=True)
@@ -51,7 +34,8 @@ class RunSummary:
     """What a run came to: counts by verdict, and the verdicts that did not come out as their spec expects.
 
     A verdict is *as expected* when it counts as proved (``outcome``): proved with no ``expect:``, or the verdict
-    ``expect:`` names. Everything else is *unexpected*, listed errors first, then refutations, then unknowns.
+    ``expect:`` names. A skipped property (an optional package missing) is neither. Everything else is
+    *unexpected*, listed errors first, then refutations, then unknowns.
     """
 
     counts: dict[str, int]  # by verdict status, every status present (0 included)
@@ -66,8 +50,9 @@ class RunSummary:
 
     def line(self) -> str:
         """``122 properties in 81 specs, 412.3 s: 78 proved, 42 refuted, 2 unknown, 0 error; 118 as expected,
-        4 unexpected``."""
-        counts = ", ".join(f"{n} {status}" for status, n in self.counts.items())
+        4 unexpected`` (skipped properties are counted only where there are some: ``..., 0 error, 5 skipped; ...``;
+        they are neither as expected nor unexpected)."""
+        counts = ", ".join(f"{n} {status}" for status, n in self.counts.items() if n or status != SKIPPED)
         properties = f"{self.total} propert{'y' if self.total == 1 else 'ies'}"
         specs = f"{self.specs} spec{'' if self.specs == 1 else 's'}"
         return (
@@ -84,7 +69,13 @@ class RunSummary:
         }
 
 
-_SERIOUS = {ERROR: 0, REFUTED: 1, UNKNOWN: 2, PROVED: 3}
+# how seriously an outcome counts: the unexpected verdicts are listed in this order (errors first)
+SERIOUSNESS = {ERROR: 0, REFUTED: 1, UNKNOWN: 2, SKIPPED: 3, PROVED: 4}
+
+
+def as_expected(verdict: Verdict, expect: str | None) -> bool:
+    """Whether a verdict came out as its spec expects: it counts as proved (``outcome``)."""
+    return outcome(verdict, expect) == PROVED
 
 
 def summarize(verdicts: Sequence[Verdict], expectations: Sequence[str | None], seconds: float) -> RunSummary:
@@ -92,11 +83,11 @@ def summarize(verdicts: Sequence[Verdict], expectations: Sequence[str | None], s
     for v in verdicts:
         counts[v.status] += 1
     pairs = list(zip(verdicts, expectations))
-    unexpected = [(v, expect) for v, expect in pairs if outcome(v, expect) != PROVED]
-    unexpected.sort(key=lambda pair: _SERIOUS[outcome(*pair)])  # stable: spec order within each kind
+    unexpected = [(v, expect) for v, expect in pairs if outcome(v, expect) not in (PROVED, SKIPPED)]
+    unexpected.sort(key=lambda pair: SERIOUSNESS[outcome(*pair)])  # stable: spec order within each kind
     return RunSummary(
         counts=counts,
-        as_expected=len(pairs) - len(unexpected),
+        as_expected=sum(as_expected(v, expect) for v, expect in pairs),
         unexpected=tuple(unexpected),
         specs=len({v.spec for v in verdicts}),
         seconds=seconds,
@@ -110,13 +101,33 @@ def describe_unexpected(verdict: Verdict, expect: str | None) -> str:
     return f"{spec}: {verdict.property}: {verdict.label}{wanted}: {verdict.detail}"
 
 
+def describe_minimization(counterexample: dict[str, Any], statistics: dict[str, Any]) -> str:
+    """How a ``--minimize`` witness was chosen, in words (the table says it too); empty when it was not."""
+    if "minimal" in counterexample:  # the SMT engine: lexicographically smaller asserted until unsat
+        order = counterexample.get("order", "the engine's order")
+        proof = (
+            "minimal: no smaller counterexample (unsat)"
+            if counterexample["minimal"]
+            else "not proved minimal (the time ran out)"
+        )
+        return f"{proof}; the order: {order}"
+    search = statistics.get("minimisation")
+    if isinstance(search, dict):  # a scan: every input before the first one found, in the property's order
+        complete = "every one checked" if search.get("complete") else "not all checked before the time ran out"
+        return (
+            f"the least counterexample in the domain's order (the inputs before it, {search.get('space')}: {complete})"
+        )
+    return ""
+
+
 def outcome(verdict: Verdict, expect: str | None) -> str:
     """The status a verdict counts as once its property's ``expect`` is applied.
 
     A verdict matching ``expect`` counts as proved; a definite verdict (proved/refuted) contradicting it counts
-    as refuted; unknown and error keep their own status (an unmet expectation is not a contradiction).
+    as refuted; unknown and error keep their own status (an unmet expectation is not a contradiction), and so
+    does a skipped property (it did not run: nothing was expected of it here).
     """
-    if expect is None:
+    if expect is None or verdict.status == SKIPPED:
         return verdict.status
     if verdict.status == expect:
         return PROVED
@@ -131,14 +142,18 @@ def combined_exit_code(
     """Exit code over all verdicts: 0 all proved, 1 refuted, 3 unknown (nothing refuted), 4 error.
 
     Statuses are taken after ``expect`` (see ``outcome``). ``fail_on`` names the weakest outcome that fails
-    the run: ``unknown`` (the default, the documented codes above) or ``refuted``, under which an unknown
-    verdict no longer fails the run (it exits 0 when nothing was refuted and nothing errored).
+    the run: ``unknown`` (the default, the documented codes above: a skipped property passes), ``skipped``
+    (a skipped property fails the run as an unknown one does: 3), or ``refuted``, under which neither an unknown
+    verdict nor a skipped property fails the run (it exits 0 when nothing was refuted and nothing errored).
     """
     if fail_on not in FAIL_ON:
         raise ValueError(f"fail_on must be one of {FAIL_ON}")
+    failing = FAIL_ON[FAIL_ON.index(fail_on) :]
     statuses = [outcome(v, expect) for v, expect in zip(verdicts, expectations)]
-    if fail_on == "refuted":
-        statuses = [PROVED if s == UNKNOWN else s for s in statuses]
+    statuses = [
+        UNKNOWN if s == SKIPPED and SKIPPED in failing else PROVED if s == UNKNOWN and UNKNOWN not in failing else s
+        for s in statuses
+    ]
     return exit_code(statuses)
 
 
@@ -150,7 +165,7 @@ def json_report(
     folder: Path | None = None,
     interrupted: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON report (format ``verify-tf-report/1``, documented in docs/cli.md).
+    """The JSON report (format ``verify-tf-report/2``, documented in docs/cli.md).
 
     Every result carries ``spec`` (as given), ``spec_resolved`` (absolute), ``spec_sha256`` and ``index`` (the
     property's position in the spec), so ``verify-tf explain`` can re-load the spec and replay a witness. A

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ..ir import AlphabetTokens, Model, Token
 from ..numbers import fmt, fmt_vector
@@ -43,8 +44,14 @@ def position_labels(model: Model, trace: Trace) -> list[str]:
     return ["BOS"] * offset + [str(i) for i in range(len(trace.tokens) - offset)]
 
 
-def _vectors_table(title: str, labels: list[str], tokens, vectors) -> Table:
-    table = Table(title=title, title_justify="left", header_style="bold")
+def _titled(console: Console, title: str, table: Table) -> None:
+    """A table under its title, the title a line of its own (a title never wraps to a narrow table's width)."""
+    console.print(Text(title, style="bold"), highlight=False)
+    console.print(table)
+
+
+def _vectors_table(labels: list[str], tokens, vectors) -> Table:
+    table = Table(header_style="bold")
     table.add_column("pos", justify="right")
     table.add_column("token")
     table.add_column("value")
@@ -56,7 +63,7 @@ def _vectors_table(title: str, labels: list[str], tokens, vectors) -> Table:
 def print_trace(console: Console, model: Model, arith: Arithmetic, trace: Trace) -> None:
     labels = position_labels(model, trace)
     console.print(f"[bold]{escape(model.name)}[/] — {escape(arith.describe())}")
-    console.print(_vectors_table("embedding", labels, trace.tokens, trace.embedded))
+    _titled(console, "embedding", _vectors_table(labels, trace.tokens, trace.embedded))
     norm_first = {
         i: (
             b.attention is not None and b.attention.norm_first,
@@ -66,67 +73,61 @@ def print_trace(console: Console, model: Model, arith: Arithmetic, trace: Trace)
     }
     for index, block in enumerate(trace.blocks):
         if block.attention_norm is not None and norm_first[index][0]:
-            console.print(
-                _vectors_table(
-                    f"layer {index}: LayerNorm (attention input)", labels, trace.tokens, block.attention_norm
-                )
+            _titled(
+                console,
+                f"layer {index}: LayerNorm (attention input)",
+                _vectors_table(labels, trace.tokens, block.attention_norm),
             )
         layer = model.blocks[index].attention
         for h, head in enumerate(block.heads):
             if layer is not None:  # one line, never wrapped to a table's width
                 console.print(f"layer {index} head {h}: {layer.heads[h].describe_positions()}", soft_wrap=True)
             if head.rotated_queries is not None and head.rotated_keys is not None:
-                console.print(
-                    _vectors_table(f"layer {index} head {h}: q after RoPE", labels, trace.tokens, head.rotated_queries)
+                _titled(
+                    console,
+                    f"layer {index} head {h}: q after RoPE",
+                    _vectors_table(labels, trace.tokens, head.rotated_queries),
                 )
-                console.print(
-                    _vectors_table(f"layer {index} head {h}: k after RoPE", labels, trace.tokens, head.rotated_keys)
+                _titled(
+                    console,
+                    f"layer {index} head {h}: k after RoPE",
+                    _vectors_table(labels, trace.tokens, head.rotated_keys),
                 )
-            table = Table(
-                title=f"layer {index} head {h}: attention weights (rows: query i, cols: key j)",
-                title_justify="left",
-                header_style="bold",
-            )
+            table = Table(header_style="bold")
             table.add_column("i\\j", justify="right")
             for label in labels:
                 table.add_column(label, justify="right")
             for label, scores, row in zip(labels, head.scores, head.weights):
                 table.add_row(label, *[fmt(w) if scores[j] is not None else "·" for j, w in enumerate(row)])
-            console.print(table)
+            _titled(console, f"layer {index} head {h}: attention weights (rows: query i, cols: key j)", table)
         if block.after_attention is not None:
-            console.print(
-                _vectors_table(
-                    f"layer {index}: after attention"
-                    + (" and LayerNorm" if block.attention_norm is not None and not norm_first[index][0] else ""),
-                    labels,
-                    trace.tokens,
-                    block.after_attention,
-                )
+            _titled(
+                console,
+                f"layer {index}: after attention"
+                + (" and LayerNorm" if block.attention_norm is not None and not norm_first[index][0] else ""),
+                _vectors_table(labels, trace.tokens, block.after_attention),
             )
         if block.feed_forward_norm is not None and norm_first[index][1]:
-            console.print(
-                _vectors_table(
-                    f"layer {index}: LayerNorm (feed-forward input)", labels, trace.tokens, block.feed_forward_norm
-                )
+            _titled(
+                console,
+                f"layer {index}: LayerNorm (feed-forward input)",
+                _vectors_table(labels, trace.tokens, block.feed_forward_norm),
             )
         if block.after_feed_forward is not None:
-            console.print(
-                _vectors_table(
-                    f"layer {index}: after feed-forward"
-                    + (" and LayerNorm" if block.feed_forward_norm is not None and not norm_first[index][1] else ""),
-                    labels,
-                    trace.tokens,
-                    block.after_feed_forward,
-                )
+            _titled(
+                console,
+                f"layer {index}: after feed-forward"
+                + (" and LayerNorm" if block.feed_forward_norm is not None and not norm_first[index][1] else ""),
+                _vectors_table(labels, trace.tokens, block.after_feed_forward),
             )
     if trace.before_final_norm is not None:
-        console.print(_vectors_table("final LayerNorm", labels, trace.tokens, trace.output))
-    table = Table(title="readout q = u·z", title_justify="left", header_style="bold")
+        _titled(console, "final LayerNorm", _vectors_table(labels, trace.tokens, trace.output))
+    table = Table(header_style="bold")
     table.add_column("pos", justify="right")
     table.add_column("q")
     for label, q in zip(labels, trace.readout):
         table.add_row(label, fmt(q))
-    console.print(table)
+    _titled(console, "readout q = u·z", table)
     if trace.saturations:
         console.print(f"[yellow]{trace.saturations} value(s) saturated to the fixed-point range[/]")
 

@@ -73,10 +73,19 @@ def describe_found(value: object) -> str:
     return repr(text)
 
 
+# How to get torch, the one hint every message that needs it gives (a spec that imports a state dict, a .pt file,
+# --device cuda, `experiment`): the extra in a checkout (the README's quickstart installs from a clone) and from
+# PyPI, and PyTorch's CPU-only index (PyPI's default Linux wheel brings CUDA: several GB)
+TORCH_INSTALL = (
+    'install the torch extra: pip install -e ".[torch]" in a checkout, pip install "verify-tf[torch]" otherwise '
+    "(a CPU-only torch first: pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu)"
+)
+
+
 class MissingDependency(SpecError):
     """A spec needs an optional package that is not installed (torch for a state dict, ...).
 
-    Not a mistake in the spec: ``verify-tf check`` skips such a spec (its properties are ``unknown``, naming
+    Not a mistake in the spec: ``verify-tf check`` skips such a spec (its properties are ``skipped``, naming
     the package and ``install``) and checks the others. ``properties`` holds the spec's parsed properties
     (``spec.PropertySpec``s, not fitted to the model, which could not be built), set by the loader.
     """
