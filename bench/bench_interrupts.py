@@ -2,9 +2,12 @@
 
 For each executor (in process, ``-j 2``, ``--cluster local:2``) and each signal (SIGINT to the process group, as
 Ctrl-C; SIGTERM to the process, as a job runner), the run checks a distinct-values scan that spills every sorted
-run (``--memory 64K``) beside crasp-L3; the signal is sent once the spill folder exists. Printed per case: the
-exit code, the seconds from the signal to the exit, the processes the run started (seen through /proc while it
-ran) and how many of them are still alive afterwards, and what is left in the run's TMPDIR.
+run (``--memory 64K``) beside crasp-L3; the signal is sent once the spill folder exists. Mode ``z3``: a z3 query
+of minutes in process (tests/data/z3-long-query.yaml), the signal once the progress line says "solving"; mode
+``certify``: specs/smt-output-bounds.yaml's proof certified (cvc5 and CaDiCaL), the signal once it says
+"certifying". Printed per case: the exit code, the seconds from the signal to the exit, the processes the run
+started (seen through /proc while it ran) and how many of them are still alive afterwards, and what is left in
+the run's TMPDIR (1000 more when no JSON report was written).
 
     python bench/bench_interrupts.py            # every case, three times each
     python bench/bench_interrupts.py --repeat 1 inproc
@@ -19,34 +22,50 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from verify_tf.cli.interrupts import alive, descendants
 
 ROOT = Path(__file__).resolve().parent.parent
-SPECS = [ROOT / "examples" / "contextual-mapping" / "yun-lemma6-d1-k32-n5.yaml", ROOT / "specs" / "crasp-L3.yaml"]
-MODES = {"inproc": [], "j2": ["-j", "2"], "cluster": ["--cluster", "local:2"]}
+SCAN = [ROOT / "examples" / "contextual-mapping" / "yun-lemma6-d1-k32-n5.yaml", ROOT / "specs" / "crasp-L3.yaml"]
+LONG_Z3 = ROOT / "tests" / "data" / "z3-long-query.yaml"  # minutes of z3 in process
+ONE_PROOF = "one.yaml"  # specs/smt-output-bounds.yaml's first property (proved by z3, then certified), written here
+# mode: (specs, options, what shows that the run is in the phase under test: a folder in TMPDIR or a stderr line)
+MODES = {
+    "inproc": (SCAN, ["--memory", "64K"], "verify-tf-runs-"),
+    "j2": (SCAN, ["--memory", "64K", "-j", "2"], "verify-tf-runs-"),
+    "cluster": (SCAN, ["--memory", "64K", "--cluster", "local:2"], "verify-tf-runs-"),
+    "z3": ([LONG_Z3], [], "stderr:solving"),
+    "certify": ([ONE_PROOF], ["--certify", "certs"], "stderr:certifying"),
+}
 
 
 def one(mode: str, signum: int) -> tuple[int, float, int, int, int]:
+    specs, options, ready = MODES[mode]
     with tempfile.TemporaryDirectory(prefix="bench-interrupts-") as folder:
         scratch = Path(folder) / "tmp"
         scratch.mkdir()
-        env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": str(ROOT)}
-        command = [sys.executable, "-m", "verify_tf", "check", *map(str, SPECS), "--no-cache", "--memory", "64K"]
+        first = (ROOT / "specs" / "smt-output-bounds.yaml").read_text().split('\n  - output-bounds: {name: "tighter')[0]
+        (Path(folder) / ONE_PROOF).write_text(first + "\n")
+        env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": str(ROOT), "VERIFY_TF_PROGRESS_SECONDS": "0.1"}
+        command = [sys.executable, "-m", "verify_tf", "check", *map(str, specs), "--no-cache", "--json", "r.json"]
         process = subprocess.Popen(
-            [*command, "--json", "r.json", *MODES[mode]],
+            [*command, *options],
             cwd=folder,
             env=env,
             start_new_session=True,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
+        shown = threading.Event()
+        threading.Thread(target=_watch, args=(process, ready.removeprefix("stderr:"), shown), daemon=True).start()
         seen: set[int] = set()
-        while not any(p.name.startswith("verify-tf-runs-") for p in scratch.iterdir()):
+        while not (shown.is_set() if ready.startswith("stderr:") else _in(scratch, ready)):
             seen.update(descendants(process.pid))
-            time.sleep(0.05)
+            time.sleep(0.02)
         sent = time.monotonic()
         if signum == signal.SIGINT:
             os.killpg(process.pid, signum)
@@ -58,7 +77,19 @@ def one(mode: str, signum: int) -> tuple[int, float, int, int, int]:
         seconds = time.monotonic() - sent
         time.sleep(0.3)
         left = sum(alive(pid) for pid in seen)
-        return process.returncode, seconds, len(seen), left, len(list(scratch.iterdir()))
+        written = (Path(folder) / "r.json").is_file()
+        return process.returncode, seconds, len(seen), left, len(list(scratch.iterdir())) + (0 if written else 1000)
+
+
+def _in(scratch: Path, prefix: str) -> bool:
+    return any(p.name.startswith(prefix) for p in scratch.iterdir())
+
+
+def _watch(process: subprocess.Popen, text: str, shown: threading.Event) -> None:
+    assert process.stderr is not None
+    for line in process.stderr:  # read to the end: a full pipe would block the run
+        if text in line:
+            shown.set()
 
 
 def main() -> None:

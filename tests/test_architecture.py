@@ -7,6 +7,7 @@ anywhere, function-local imports included.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -55,3 +56,30 @@ def test_no_module_imports_itself_back():
     )
     assert on_cycles == []
     assert len(graph.modules) >= 130  # 131 modules when this test was written
+
+
+PRIVATE_SOLVER = re.compile(r"\bz3\.(Solver|SolverFor|SimpleSolver|Optimize|Fixedpoint)\(|\.solver\(\)")
+# printing only: an SMT-LIB text built in a fresh context, never checked
+PRINTERS = {"verify_tf/symbolic/bv.py"}
+
+
+def private_solvers(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if PRIVATE_SOLVER.search(line.split("#")[0])]
+
+
+def test_every_z3_check_runs_in_the_one_session():
+    """Issue 37 item 4: every z3 use goes through ``symbolic.solve.Session`` (its deadline, the interrupt, z3's
+    SIGINT handler off, statistics). On main b3da1e0 five private solver loops bypassed it (the architecture
+    engine's step and symmetry queries and its members' search, the counting engine's induction and value bounds,
+    the RASP definedness search), and Ctrl-C during their checks was taken by z3's own handler."""
+    assert private_solvers("s = z3.Solver()\nt = z3.Then('simplify', 'smt').solver()\nz3.Optimize()  # x") == [
+        "s = z3.Solver()",
+        "t = z3.Then('simplify', 'smt').solver()",
+        "z3.Optimize()  # x",
+    ]
+    found = {
+        str(path.relative_to(ROOT)): private_solvers(path.read_text())
+        for path in (ROOT / "verify_tf").rglob("*.py")
+        if str(path.relative_to(ROOT)) not in PRINTERS | {"verify_tf/symbolic/solve.py"}
+    }
+    assert {path: lines for path, lines in found.items() if lines} == {}

@@ -204,7 +204,7 @@ def test_proved_without_certificate_fails_audit(tmp_path):
     CliRunner().invoke(
         main, ["check", str(tmp_path / "s.yaml"), "--cache", str(tmp_path / "cache"), "-q", "--json", str(report)]
     )
-    items = audit_report(report)
+    items = audit_report(report).results
     assert [i.outcome for i in items] == [FAILED] and "proved without a certificate" in items[0].problems[0]
 
 
@@ -253,7 +253,7 @@ def test_counting_certificates_audit_and_tampering_fails(tmp_path):
         "decisions, letter 'b'",
     ]
     assert all(q["evidence"][0]["ok"] is True and q["evidence"][1]["ok"] is None for q in every_body["queries"])
-    items = audit_report(report)
+    items = audit_report(report).results
     assert [i.outcome for i in items] == ["ok", "partial"]
     assert any("unbounded integers" in p for p in items[1].partial)
 
@@ -288,7 +288,7 @@ def test_query_free_depth_zero_proof_is_partial_and_its_pair_is_rechecked(tmp_pa
     pair, argument = body["checks"]
     assert pair["ok"] is True and pair["pair"] == ["a", "ba"] and pair["in_language"] == [True, False]
     assert argument["ok"] is None and "trusted" in argument["note"]
-    assert [i.outcome for i in audit_report(report)] == ["partial"] and _audit(report)[0] == 0
+    assert [i.outcome for i in audit_report(report).results] == ["partial"] and _audit(report)[0] == 0
 
     def other_pair(body, folder):  # ab and bb: both end in b, both outside L_1: the language does not separate them
         body["checks"][0]["pair"] = ["ab", "bb"]
@@ -362,7 +362,7 @@ def test_a_certificate_of_another_property_of_another_spec_fails(tmp_path):
     assert (equivalence["kind"], mapping["kind"]) == ("equivalent-to", "contextual-mapping")
     mapping["statistics"]["certificate"] = equivalence["statistics"]["certificate"]
     report.write_text(json.dumps(data))
-    items = audit_report(report)
+    items = audit_report(report).results
     assert [i.outcome for i in items] == ["ok", FAILED, "ok"]
     problems = " ".join(items[1].problems)
     assert "the spec file differs: file 'smt-equivalence-proved.yaml' in the certificate, " in problems
@@ -408,7 +408,7 @@ def test_a_changed_program_file_is_named_although_the_spec_text_is_the_same(tmp_
     assert _audit(report)[0] == 0
     program = (tmp_path / "L.cr").read_text()
     (tmp_path / "L.cr").write_text(program.replace("accept = has_a && !has_b", "accept = has_a"))
-    items = audit_report(report)
+    items = audit_report(report).results
     problems = " ".join(items[0].problems)
     assert items[0].outcome == FAILED and "the model (weights as loaded) differs" in problems
     assert "the property differs: options_sha256" in problems and "spec file differs" not in problems
@@ -425,12 +425,12 @@ def test_paths_resolve_against_the_report_folder_only(tmp_path, monkeypatch):
     for folder in (tmp_path, tmp_path / "out", tmp_path / "elsewhere"):
         folder.mkdir(exist_ok=True)
         monkeypatch.chdir(folder)
-        outcomes.append([i.outcome for i in audit_report(tmp_path / "out" / "r.json")])
+        outcomes.append([i.outcome for i in audit_report(tmp_path / "out" / "r.json").results])
     assert outcomes == [["ok", "ok"]] * 3
     (tmp_path / "elsewhere" / "certs").mkdir()  # a decoy in the current folder changes nothing
     shutil.copytree(tmp_path / "certs", tmp_path / "elsewhere" / "certs", dirs_exist_ok=True)
     shutil.rmtree(tmp_path / "certs")
-    assert [i.outcome for i in audit_report(tmp_path / "out" / "r.json")] == [FAILED, "ok"]
+    assert [i.outcome for i in audit_report(tmp_path / "out" / "r.json").results] == [FAILED, "ok"]
 
 
 def test_audit_names_files_and_digests_and_never_shows_their_contents(tmp_path):
@@ -517,7 +517,7 @@ def test_a_proved_propertys_exhaustive_certificate_readdressed_to_a_refuted_one_
         },
     }
     report.write_text(json.dumps(data))
-    items = audit_report(report)
+    items = audit_report(report).results
     assert [i.outcome for i in items] == ["ok", FAILED]
     assert items[1].problems == [
         "certificate: re-deriving the proof: the enumerate engine answers refuted now (X = [[-1, -1], [1, 1]]: "
@@ -557,7 +557,7 @@ def test_chunk_digests_are_recomputed_whoever_chunked_the_space(tmp_path, engine
         body["checks"][1]["outputs_sha256"] = combined_digest([tuple(c) for c in body["chunks"]])
 
     _rewrite_certificate(report, "proved", fabricate)
-    items = audit_report(report)
+    items = audit_report(report).results
     assert items[0].outcome == FAILED and "chunks differ from the certificate's digests" in items[0].problems[0]
 
 
@@ -589,13 +589,13 @@ def test_counting_proofs_by_repeating_states_are_certified_up_to_the_repeat(tmp_
             "closed_at": 5,
         }
         assert body["checks"][0]["ok"] and body["checks"][0]["explored"] == [1, 2, 4, 8, 16, 32]
-    assert [i.outcome for i in audit_report(report)] == ["ok", "ok"]
+    assert [i.outcome for i in audit_report(report).results] == ["ok", "ok"]
 
     def not_closed(body, folder):  # a coverage of lengths 0..5 without the repeat does not cover 0..12
         del body["covered"]["closed_at"]
 
     _rewrite_certificate(report, "proved", not_closed)
-    assert [i.outcome for i in audit_report(report)] == ["failed", "ok"]
+    assert [i.outcome for i in audit_report(report).results] == ["failed", "ok"]
 
 
 def test_a_float_reading_proof_certifies_the_enclosure_and_audit_rechecks_it(tmp_path):

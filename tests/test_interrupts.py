@@ -265,7 +265,7 @@ def test_a_second_signal_exits_at_once_and_ends_the_children(signum):
         assert process.poll() is None and alive(child)  # the first signal waits for the wind-down
         process.send_signal(signum)
         assert process.wait(timeout=60) == EXITS[signum]
-        assert "again: exiting now" in process.stderr.read()
+        assert "again: writing the reports of what finished; exiting now." in process.stderr.read()
         assert ended(child)
 
 

@@ -168,10 +168,13 @@ def test_properties_and_audit_print_brackets_as_written(monkeypatch, tmp_path):
         partial=["cvc5: not run: cvc5 not installed (pip install 'verify-tf[certify]')"],
         problems=[],
     )
-    monkeypatch.setattr(audit_module, "audit_report", lambda path, timeout: [item])
+    checked = ["[y].yaml: each of its 1 properties has exactly one result"]
+    whole = audit_module.Audit([item], checked=checked)  # type: ignore[list-item]
+    monkeypatch.setattr(audit_module, "audit_report", lambda path, timeout: whole)
     audited = run_cli("audit", str(tmp_path / "report.json"))
     assert "partial [x].yaml: p [q] (proved)" in audited.stdout
     assert "pip install 'verify-tf[certify]'" in audited.stdout and "[0, 63]" in audited.stdout
+    assert "checked: [y].yaml: each of its 1 properties" in audited.stdout  # the report's own checks, escaped too
 
 
 def test_certify_without_the_certify_extra_is_an_input_error_unless_partial(monkeypatch, tmp_path):

@@ -268,7 +268,7 @@ def test_the_architecture_proof_covers_any_depth_because_deeper_layers_add_no_qu
 
     def depth_dependent(model, arithmetic, length, name, sublayer, block):
         query = original(model, arithmetic, length, name, sublayer, block)
-        query.solver.add(induction.z3.Real("depth") == (block or 0))  # e.g. a per-layer positional term
+        query.add(induction.z3.Real("depth") == (block or 0))  # e.g. a per-layer positional term
         return query
 
     monkeypatch.setattr(induction, "_build", depth_dependent)

@@ -248,16 +248,20 @@ def run_engine(
     )
 
 
-def interrupted_verdict(spec: Spec, prop: PropertySpec, overrides: Overrides, stopped: Verdict | None) -> Verdict:
+def interrupted_verdict(
+    spec: Spec, prop: PropertySpec, overrides: Overrides, stopped: Verdict | None, detail: str = ""
+) -> Verdict:
     """``unknown (interrupted)`` for a property that SIGINT/SIGTERM kept from finishing: an interrupt is never
-    a verdict, so whatever the check had when it stopped (a timeout, a failed unit) is not reported as one."""
+    a verdict, so whatever the check had when it stopped (a timeout, a failed unit) is not reported as one.
+    ``detail``: what to say instead of "interrupted before it finished" / "not started"."""
     name = signal.Signals(interrupted() or signal.SIGINT).name
     return Verdict(
         prop.label,
         UNKNOWN,
         stopped.engine if stopped is not None else requested_engine(spec, prop, overrides),
         method=INTERRUPTED,
-        detail=f"interrupted ({name}) before it finished" if stopped is not None else f"not started ({name})",
+        detail=detail
+        or (f"interrupted ({name}) before it finished" if stopped is not None else f"not started ({name})"),
         seconds=stopped.seconds if stopped is not None else 0.0,
         statistics={"interrupted": name},
         tried=list(stopped.tried) if stopped is not None else [],

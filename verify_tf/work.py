@@ -70,6 +70,22 @@ def clear_interrupt() -> None:
     _INTERRUPT_SIGNAL.clear()
 
 
+_SIGNALS_TAKEN = threading.Event()
+
+
+def take_signals(taken: bool) -> None:
+    """Say whether verify-tf's own handlers take SIGINT/SIGTERM now (``cli.interrupts.Interrupts``): then no solver
+    may install one of its own (z3's would swallow Ctrl-C, ``symbolic.solve.Session``)."""
+    if taken:
+        _SIGNALS_TAKEN.set()
+    else:
+        _SIGNALS_TAKEN.clear()
+
+
+def signals_taken() -> bool:
+    return _SIGNALS_TAKEN.is_set()
+
+
 def on_interrupt(hook: Callable[[], None]) -> None:
     """Call ``hook`` when an interrupt is requested (e.g. interrupt z3, which does not poll in C code)."""
     _ON_INTERRUPT.append(hook)

@@ -129,6 +129,7 @@ def certify(
         "subject": subject_of(spec.path, prop.index, prop.name, prop.label, task, spec.seed, verdict.engine),
         "versions": tool_versions(),
         "method": verdict.method,
+        "detail": verdict.detail,  # what the proof says of itself: audit compares the report's with it
         "evidence_budget_seconds": round(seconds, 3),
     }
     if evidence is None:

@@ -16,9 +16,12 @@ from __future__ import annotations
 import gzip
 import hashlib
 import importlib.metadata
+import importlib.util
 import multiprocessing
 import os
+import queue as queue_module
 import re
+import signal
 import tempfile
 import time
 from collections.abc import Callable
@@ -27,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from ..symbolic.bv import NotTranslatable, translation
-from ..work import Deadline
+from ..symbolic.solve import interruptible
+from ..work import Deadline, DeadlineExpired, interrupted
 from .lrat import LratError, check_lrat, parse_dimacs
 
 # Proofs larger than this (uncompressed) are not kept: the certificate says so and carries cvc5's evidence only
@@ -92,16 +96,83 @@ CVC5_CHECK = "second solver re-proves the query"
 
 
 def cvc5_reprove(text: str, deadline: Deadline) -> dict:
-    """cvc5 (in this process, its own time limit) on the exported query: ``ok`` when it answers unsat."""
+    """cvc5 on the exported query, ``ok`` when it answers unsat: in a child process (cvc5 cannot be interrupted
+    from another thread, and its own time limit does not bound its preprocessing), killed at the deadline or at
+    once when the process is interrupted (SIGINT/SIGTERM: the deadline expires)."""
     record: dict[str, Any] = {"check": CVC5_CHECK, "tool": f"cvc5 {version_of('cvc5')}"}
-    try:
-        import cvc5
-    except ImportError:
+    if importlib.util.find_spec("cvc5") is None:
         return {**record, "ok": None, "note": "cvc5 not installed (pip install 'verify-tf[certify]')"}
     seconds = deadline.remaining()
     if seconds <= 0:
-        return {**record, "ok": None, "note": "not attempted: certification budget spent"}
-    start, cpu = time.perf_counter(), time.process_time()
+        return {**record, "ok": None, "note": _spent()}
+    start = time.perf_counter()
+    context = multiprocessing.get_context("spawn")
+    answers = context.Queue()
+    child = context.Process(target=_cvc5_child, args=(for_cvc5(text), seconds, answers), daemon=True)
+    child.start()
+    try:
+        answer = _wait_for(answers, child, deadline, grace=CVC5_GRACE)
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join()
+    elapsed = round(time.perf_counter() - start, 3)
+    if answer is None:
+        note = "interrupted" if interrupted() is not None else "cvc5 stopped at the certification budget"
+        return {**record, "ok": None, "answer": "unknown", "seconds": elapsed, "note": note}
+    status, explanation, cpu = answer
+    record.update(seconds=elapsed, cpu_seconds=cpu)  # on a loaded machine far below the wall time
+    if status == "rejected":
+        return {**record, "ok": False, "note": f"cvc5 rejected the query: {explanation[:200]}"}
+    if status == "unsat":
+        return {**record, "ok": True, "answer": "unsat"}
+    if status == "sat":  # a disagreement between solvers: never a pass
+        return {**record, "ok": False, "answer": "sat", "note": "cvc5 finds the query sat"}
+    note = f"cvc5 unknown ({explanation}) within the certification budget"
+    return {**record, "ok": None, "answer": "unknown", "note": note}
+
+
+def _spent() -> str:
+    """Why a check was not attempted: the interrupt, or the certification budget."""
+    stopped = interrupted()
+    return (
+        f"not attempted: interrupted ({signal.Signals(stopped).name})"
+        if stopped
+        else ("not attempted: certification budget spent")
+    )
+
+
+CVC5_GRACE = 2.0  # seconds past the deadline for cvc5 to return by its own time limit before it is killed
+POLL_SECONDS = 0.05  # how often a wait on a child process looks at the deadline (and so at an interrupt)
+
+
+def _wait_for(answers: Any, child: Any, deadline: Deadline, grace: float = 0.0) -> Any:
+    """The child's answer from ``answers``, or None when the deadline (plus ``grace``, for a child that stops by
+    its own time limit) passes, the process is interrupted, or the child died without one."""
+    over = None
+    while True:
+        try:
+            return answers.get(timeout=POLL_SECONDS)
+        except queue_module.Empty:
+            pass
+        if interrupted() is not None:
+            return None
+        if not child.is_alive():  # its answer, if it put one, is in the pipe by now
+            try:
+                return answers.get(timeout=1.0)
+            except queue_module.Empty:
+                return None
+        if deadline.expired():
+            over = time.perf_counter() if over is None else over
+            if time.perf_counter() - over > grace:
+                return None
+
+
+def _cvc5_child(text: str, seconds: float, answers: Any) -> None:
+    """In the child: cvc5 on the query, (status, unknown explanation or rejection, CPU seconds) onto ``answers``."""
+    import cvc5
+
+    cpu = time.process_time()
     manager = cvc5.TermManager()
     solver = cvc5.Solver(manager)
     solver.setOption("tlimit-per", str(max(1, int(seconds * 1000))))
@@ -109,7 +180,7 @@ def cvc5_reprove(text: str, deadline: Deadline) -> dict:
     # it halves cvc5's time (48.9 s -> 24.9 s CPU, docs/trust.md). A preprocessing option: the answer is cvc5's.
     solver.setOption("ite-simp", "true")
     parser = cvc5.InputParser(solver)
-    parser.setStringInput(cvc5.InputLanguage.SMT_LIB_2_6, for_cvc5(text).replace("(check-sat)", ""), "query")
+    parser.setStringInput(cvc5.InputLanguage.SMT_LIB_2_6, text.replace("(check-sat)", ""), "query")
     symbols = parser.getSymbolManager()
     try:
         while True:
@@ -119,25 +190,11 @@ def cvc5_reprove(text: str, deadline: Deadline) -> dict:
             command.invoke(solver, symbols)
         result = solver.checkSat()
     except RuntimeError as exc:
-        return {
-            **record,
-            "ok": False,
-            "note": f"cvc5 rejected the query: {str(exc)[:200]}",
-            "seconds": round(time.perf_counter() - start, 3),
-        }
-    seconds = round(time.perf_counter() - start, 3)
-    record["cpu_seconds"] = round(time.process_time() - cpu, 3)  # on a loaded machine far below the wall time
-    if result.isUnsat():
-        return {**record, "ok": True, "answer": "unsat", "seconds": seconds}
-    if result.isSat():  # a disagreement between solvers: never a pass
-        return {**record, "ok": False, "answer": "sat", "seconds": seconds, "note": "cvc5 finds the query sat"}
-    return {
-        **record,
-        "ok": None,
-        "answer": "unknown",
-        "seconds": seconds,
-        "note": f"cvc5 unknown ({result.getUnknownExplanation()}) within the certification budget",
-    }
+        answers.put(("rejected", str(exc), round(time.process_time() - cpu, 3)))
+        return
+    status = "unsat" if result.isUnsat() else "sat" if result.isSat() else "unknown"
+    explanation = str(result.getUnknownExplanation()) if status == "unknown" else ""
+    answers.put((status, explanation, round(time.process_time() - cpu, 3)))
 
 
 # ---------------------------------------------------------------- LIA → BV → CNF → LRAT
@@ -151,7 +208,15 @@ def bitblast(text: str) -> tuple[str, dict]:
     ctx = z3.Context()  # fresh: the CNF's variable numbering is then the same in every run
     goal = z3.Goal(ctx=ctx)
     goal.add(z3.parse_smt2_string(bv.text, ctx=ctx))
-    result = z3.Then(*BITBLAST, ctx=ctx)(goal)
+    try:
+        with interruptible(ctx):  # SIGINT/SIGTERM stop the bit-blaster too (z3 then raises: "canceled")
+            result = z3.Then(*BITBLAST, ctx=ctx)(goal)
+    except z3.Z3Exception:
+        if interrupted() is not None:
+            raise DeadlineExpired("interrupted") from None
+        raise
+    if interrupted() is not None:
+        raise DeadlineExpired("interrupted")
     if len(result) != 1:
         raise NotTranslatable(f"the bit-blaster split the goal into {len(result)} subgoals")
     sub = result[0]
@@ -187,10 +252,12 @@ class SatRun:
         self.child.start()
         self.cpu_seconds: float | None = None  # the child's own CPU time, once it has finished
 
-    def result(self, seconds: float) -> tuple[bool | None, bytes]:
-        """(False, proof) when unsat, (True, b"") when sat, (None, b"") when not done within ``seconds``."""
+    def result(self, deadline: Deadline) -> tuple[bool | None, bytes]:
+        """(False, proof) when unsat, (True, b"") when sat, (None, b"") when not done by ``deadline`` (or when the
+        process is interrupted: the wait looks at the deadline every ``POLL_SECONDS``)."""
         try:
-            self.child.join(max(0.01, seconds))
+            while self.child.is_alive() and not deadline.expired():
+                self.child.join(POLL_SECONDS)
             if self.child.is_alive():
                 return None, b""
             if self.child.exitcode not in (10, 20):
@@ -260,6 +327,8 @@ def start_lrat(text: str, deadline: Deadline) -> LratJob:
     start = time.perf_counter()
     try:
         dimacs, width = bitblast(text)
+    except DeadlineExpired:
+        return LratJob({**record, "ok": None, "note": _spent()}, deadline)
     except (NotTranslatable, Exception) as exc:  # z3 parse errors of reals/UF queries land here too
         return LratJob({**record, "ok": None, "note": f"no exact bit-vector form: {str(exc)[:160]}"}, deadline)
     variables, clauses = parse_dimacs(dimacs)
@@ -271,7 +340,7 @@ def start_lrat(text: str, deadline: Deadline) -> LratJob:
         bitblast_seconds=round(time.perf_counter() - start, 3),
     )
     if deadline.remaining() <= 0:
-        return LratJob({**record, "ok": None, "note": "not attempted: certification budget spent"}, deadline)
+        return LratJob({**record, "ok": None, "note": _spent()}, deadline)
     record["sat_started"] = time.perf_counter()
     return LratJob(record, deadline, variables, clauses, SatRun(clauses))
 
@@ -282,12 +351,13 @@ def finish_lrat(job: LratJob, proof_path: Path | None) -> dict:
     record, deadline = job.record, job.deadline
     if job.sat is None:
         return record
-    status, proof = job.sat.result(deadline.remaining())
+    status, proof = job.sat.result(deadline)
     record.update(
         sat_seconds=round(time.perf_counter() - record.pop("sat_started"), 3), sat_cpu_seconds=job.sat.cpu_seconds
     )
     if status is None:
-        return {**record, "ok": None, "note": "CaDiCaL interrupted: certification budget spent"}
+        why = "interrupted" if interrupted() is not None else "certification budget spent"
+        return {**record, "ok": None, "note": f"CaDiCaL interrupted: {why}"}
     if status is True:
         return {**record, "ok": False, "note": "CaDiCaL finds the bit-blasted query satisfiable"}
     if proof.startswith(b"too large"):

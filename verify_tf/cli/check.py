@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -236,16 +237,17 @@ def _check(
     if not quiet:
         _print_notes(loaded, verbose)
     store = None if no_cache else ProofCache(cache_dir)
+    reports = _Reports(entries, overrides, started, fail_on, json_path, junit_path, unknown_as)
+    interrupts.last_words = reports.write_finished  # a second signal: the reports of what finished, then exit
     # every property: its task, the engine (auto's choice), the driver, the verdict, the certificate (runner)
     skipped = sum(len(entry[1].properties) for entry in entries if isinstance(entry, tuple))
-    checked = _check_all(loaded, overrides, jobs, cluster_address, store, quiet, skipped)
+    checked = _check_all(loaded, overrides, jobs, cluster_address, store, quiet, skipped, reports.arrived)
     verdicts, expectations = _in_spec_order(entries, checked)
     seconds = time.perf_counter() - started
     signum = interrupted()
-    if not quiet:  # report: the table and the summary, then the files asked for
+    reports.write(verdicts, expectations, seconds)  # the files first: a second signal then has nothing to lose
+    if not quiet:  # report: the table and the summary
         _print_verdicts(verdicts, expectations, seconds, store, verbose)
-    stopped_by = signal_name(signum) if signum is not None else None
-    _write_reports(verdicts, expectations, fail_on, seconds, stopped_by, json_path, junit_path, unknown_as)
     if signum is not None:
         _exit_interrupted(sum(v.method != "interrupted" for v in checked), len(checked))
     if explain or html_path is not None:
@@ -284,10 +286,13 @@ def _create_folders(folders: tuple[Path | None, ...], files: tuple[Path | None, 
         output.fail_input(f"cannot create an output folder: {exc}")
 
 
-def _check_all(loaded, overrides: Overrides, jobs: int, cluster_address, store, quiet: bool, skipped: int) -> list:
+def _check_all(
+    loaded, overrides: Overrides, jobs: int, cluster_address, store, quiet: bool, skipped: int, on_verdict
+) -> list:
     """``runner.check_all`` with the progress displays: one per property, or one overall bar when properties
     run side by side (``-j N``, ``--cluster``); the cluster is opened here and closed after. The overall count
-    is the summary's: the ``skipped`` properties of specs that cannot run here count as done from the start."""
+    is the summary's: the ``skipped`` properties of specs that cannot run here count as done from the start.
+    ``on_verdict`` hears each verdict as it arrives."""
     from ..engines.base import ProgressEvent
     from ..runner import check_all
 
@@ -301,6 +306,7 @@ def _check_all(loaded, overrides: Overrides, jobs: int, cluster_address, store, 
     finished = [skipped]
 
     def arrived(verdict) -> None:
+        on_verdict(verdict)
         finished[0] += 1
         said = f"{Path(verdict.spec).name}: {verdict.property}: {verdict.status}"
         overall(ProgressEvent("", said, finished[0], total, "properties"))
@@ -339,17 +345,63 @@ def _print_verdicts(verdicts, expectations, seconds: float, store, verbose: bool
     print_summary(verdicts, expectations, seconds)
 
 
-def _write_reports(
-    verdicts, expectations, fail_on: str, seconds: float, stopped_by: str | None, json_path, junit_path, unknown_as
-) -> None:
-    if json_path is not None:
-        from ..reporting.report import write_json
+class _Reports:
+    """The ``--json`` and ``--junit`` reports of the run, written once: at its end (``write``), or by a second
+    SIGINT/SIGTERM from the interrupt watcher's thread (``write_finished``: every verdict that arrived, every other
+    property ``unknown (interrupted)``), whichever comes first; the one that comes second writes nothing."""
 
-        write_json(json_path, verdicts, expectations, fail_on, seconds, stopped_by)
-    if junit_path is not None:
-        from ..reporting.junit import write_junit
+    def __init__(self, entries, overrides, started: float, fail_on: str, json_path, junit_path, unknown_as) -> None:
+        self.entries, self.overrides, self.started = entries, overrides, started
+        self.fail_on, self.json_path, self.junit_path, self.unknown_as = fail_on, json_path, junit_path, unknown_as
+        self.finished: dict[tuple[str, int], object] = {}  # (spec, index) -> verdict, as each arrives
+        self.lock = threading.Lock()
+        self.written = False
 
-        write_junit(junit_path, verdicts, expectations, unknown_as)
+    def arrived(self, verdict) -> None:
+        self.finished[(verdict.spec, verdict.index)] = verdict
+
+    def write(self, verdicts, expectations, seconds: float) -> None:
+        with self.lock:
+            if not self.written:
+                self._write(verdicts, expectations, seconds)
+
+    def write_finished(self) -> None:
+        """At the second signal (another thread): the reports of what finished. Waits a moment for a ``write``
+        under way (then there is nothing left to write)."""
+        from ..runner import interrupted_verdict
+
+        if not self.lock.acquire(timeout=5):
+            return
+        try:
+            if self.written:
+                return
+            name = signal_name(interrupted() or signal.SIGINT)
+            detail = f"not finished ({name}; a second signal ended the run)"
+            checked = [
+                self.finished.get((str(spec.path), prop.index))
+                or interrupted_verdict(spec, prop, self.overrides, None, detail)
+                for spec in self.entries
+                if not isinstance(spec, tuple)
+                for prop in spec.properties
+            ]
+            verdicts, expectations = _in_spec_order(self.entries, checked)
+            self._write(verdicts, expectations, time.perf_counter() - self.started)
+        finally:
+            self.lock.release()
+
+    def _write(self, verdicts, expectations, seconds: float) -> None:
+        signum = interrupted()
+        stopped_by = signal_name(signum) if signum is not None else None
+        run = {"engine": self.overrides.engine, "timeout": self.overrides.timeout}  # audit re-runs unknowns under it
+        if self.json_path is not None:
+            from ..reporting.report import write_json
+
+            write_json(self.json_path, verdicts, expectations, self.fail_on, seconds, stopped_by, run)
+        if self.junit_path is not None:
+            from ..reporting.junit import write_junit
+
+            write_junit(self.junit_path, verdicts, expectations, self.unknown_as)
+        self.written = True
 
 
 def _explain(loaded, verdicts, print_traces: bool, html_path, specs) -> None:

@@ -7,8 +7,9 @@ watcher thread reads it at once and calls ``work.request_interrupt``: every dead
 every ``cancelled()`` turns true, z3 is interrupted. The drivers then wind down as at a timeout, and the command
 relabels what did not finish, writes its reports, removes the scratch folders, ends the processes it started
 (``end_descendants``: pool workers, the resource tracker, Dask's nannies and workers, foreign solvers) and
-exits 130 (SIGINT) or 143 (SIGTERM). A second SIGINT (or SIGTERM) ends the children and exits at once, and so
-does the first one while the specs are loaded (``exiting_at_once``: nothing has been checked).
+exits 130 (SIGINT) or 143 (SIGTERM). A second SIGINT (or SIGTERM) writes the reports of what finished
+(``last_words``), ends the children and exits at once, and so does the first one while the specs are loaded
+(``exiting_at_once``: nothing has been checked, nothing is written).
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..verdict import EXIT_INTERRUPTED
-from ..work import interrupted, request_interrupt, scratch_folders
+from ..work import interrupted, request_interrupt, scratch_folders, take_signals
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -45,12 +46,16 @@ class Interrupts:
         self.kept = kept
         self.first_at: float | None = None  # perf_counter() when the first signal arrived
         self.at_once = False  # while specs load: nothing to report or wind down, so the first signal exits
+        self.doing = ""  # what was going on then (the message)
+        # what a second signal does before it exits: write the reports of what finished (set by the command)
+        self.last_words: Callable[[], None] | None = None
 
     @contextlib.contextmanager
-    def exiting_at_once(self) -> Iterator[None]:
-        """While the block runs (loading the specs: nothing checked yet, and no deadline applies), the first
-        signal exits at once, as a second one does: loading may run long (a tracr export's definedness search)."""
-        self.at_once = True
+    def exiting_at_once(self, doing: str = "loading the specs: nothing was checked") -> Iterator[None]:
+        """While the block runs (loading the specs: nothing checked yet, and no deadline applies; an audit, which
+        writes nothing), the first signal exits at once, as a second one does: loading may run long (a tracr
+        export's definedness search). ``doing``: what the message says was going on."""
+        self.at_once, self.doing = True, doing
         try:
             yield
         finally:
@@ -61,12 +66,14 @@ class Interrupts:
         self._reader.setblocking(True)
         self._writer.setblocking(False)
         self._previous = {signum: signal.signal(signum, _note) for signum in SIGNALS}
+        take_signals(True)  # no solver installs a SIGINT handler of its own now (symbolic.solve.Session)
         self._previous_fd = signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
         self._watcher = threading.Thread(target=self._watch, name="verify-tf interrupts", daemon=True)
         self._watcher.start()
         return self
 
     def __exit__(self, *exc) -> None:
+        take_signals(False)
         signal.set_wakeup_fd(self._previous_fd)
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
@@ -87,7 +94,7 @@ class Interrupts:
                     continue
                 if interrupted() is None and self.at_once:
                     request_interrupt(signum)
-                    self._say(f"\n{signal_name(signum)} while loading the specs: nothing was checked; exiting now.\n")
+                    self._say(f"\n{signal_name(signum)} while {self.doing}; exiting now.\n")
                     self._exit_now(signum)
                 elif interrupted() is None:
                     self.first_at = time.perf_counter()
@@ -96,11 +103,16 @@ class Interrupts:
                         f"\n{signal_name(signum)}: stopping; {self.kept}. "
                         f"{'Ctrl-C' if signum == signal.SIGINT else 'SIGTERM'} again exits at once.\n"
                     )
-                else:  # the second signal: no more waiting
-                    self._say(f"\n{signal_name(signum)} again: exiting now.\n")
+                else:  # the second signal: no more waiting, but what finished is reported
+                    self._say(f"\n{signal_name(signum)} again: writing the reports of what finished; exiting now.\n")
                     self._exit_now(signum)
 
     def _exit_now(self, signum: int) -> None:
+        if self.last_words is not None:
+            with contextlib.suppress(
+                Exception
+            ):  # a report that cannot be written must not keep the exit from happening
+                self.last_words()
         remove_scratch()
         end_descendants(grace=0.0)
         os._exit(EXIT_INTERRUPTED[interrupted() or signum])

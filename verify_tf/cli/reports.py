@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from ..work import MAX_TIMEOUT
 from . import output
+from .interrupts import Interrupts
 
 
 def show_explained(explained, print_traces: bool, html_path: Path | None, source: str) -> None:
@@ -45,22 +46,27 @@ def show_explained(explained, print_traces: bool, html_path: Path | None, source
     type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT),
     default=600.0,
     show_default=True,
-    help="Seconds per certificate for re-checking it.",
+    help="Seconds per result for re-checking it (a certificate, or the re-run of an unknown verdict).",
 )
 @click.option("--strict", is_flag=True, help="Partial evidence (e.g. an LRAT proof over budget) fails too.")
 def audit(report_path, timeout, strict) -> None:
-    """Re-check a JSON report offline: every certificate, every counterexample, every cached verdict.
+    """Re-check a JSON report offline against its specs: every property exactly once, every verdict re-derived
+    (a proof by its certificate, a refutation by replaying its counterexample, an unknown by re-running the
+    check within its budget), and expect, counts_as, the reading, fail_on, exit_code and the summary recomputed.
 
-    Exit codes: 0 everything checks (with --strict: and no evidence is partial), 1 something failed (named),
-    2 the report cannot be read.
+    Exit codes: 0 everything checks (with --strict: and no evidence is partial), 1 something failed (named, with
+    the field), 2 the report cannot be read.
     """
     from ..reporting.audit import FAILED, PARTIAL, AuditError, audit_exit_code, audit_report
 
-    try:
-        items = audit_report(report_path, timeout)
-    except AuditError as exc:
-        output.fail_input(str(exc))
+    # SIGINT/SIGTERM exit at once (130/143): audit writes nothing, and its re-checks (z3, cvc5) stop with it
+    with Interrupts() as interrupts, interrupts.exiting_at_once("auditing: nothing is written"):
+        try:
+            audit = audit_report(report_path, timeout)
+        except AuditError as exc:
+            output.fail_input(str(exc))
     style = {"ok": "green", PARTIAL: "yellow", FAILED: "bold red"}
+    items = audit.results
     for item in items:  # every text from the report or a check is escaped: "pip install 'verify-tf[certify]'"
         cached = " (cached)" if item.cached else ""
         output.console.print(
@@ -74,12 +80,23 @@ def audit(report_path, timeout, strict) -> None:
             output.console.print(f"    [yellow]partial:[/] {escape(line)}", highlight=False)
         for line in item.problems:
             output.console.print(f"    [red]FAILED:[/] {escape(line)}", highlight=False)
+    whole = FAILED if audit.problems else "ok"
+    output.console.print(
+        f"[{style[whole]}]{whole}[/] " + escape(f"the report as a whole ({', '.join(audit.specs) or 'no spec'})"),
+        highlight=False,
+    )
+    for line in audit.checked:
+        output.console.print(f"    checked: {escape(line)}", highlight=False)
+    for line in audit.problems:
+        output.console.print(f"    [red]FAILED:[/] {escape(line)}", highlight=False)
     failed = sum(i.outcome == FAILED for i in items)
     partial = sum(i.outcome == PARTIAL for i in items)
     output.console.print(
-        f"{len(items)} results: {len(items) - failed - partial} ok, {partial} partial, {failed} failed", highlight=False
+        f"{len(items)} results: {len(items) - failed - partial} ok, {partial} partial, {failed} failed; "
+        f"the report: {whole}",
+        highlight=False,
     )
-    sys.exit(audit_exit_code(items, strict))
+    sys.exit(audit_exit_code(audit, strict))
 
 
 @click.command()

@@ -726,10 +726,9 @@ def _solve_undefined(
     """(the least string of this length where the program is undefined, as codes, or None; whether z3 decided
     within ``deadline``). Out of time while minimising, the last string found is returned (undefined, if not the
     least)."""
-    import z3
-
     from ..rasp.symbolic import program_outputs_symbolic
     from ..symbolic.inputs import string_input
+    from ..symbolic.solve import SAT, UNKNOWN, UNSAT, Session
     from ..symbolic.values import Builder
 
     if deadline.expired():
@@ -741,32 +740,25 @@ def _solve_undefined(
         _, undefined = program_outputs_symbolic(program, inp, alphabet_values, builder.tick)
     except DeadlineExpired:
         return None, False
-    solver = z3.Solver()
-    solver.add(*builder.assertions, undefined)
-
-    def check() -> Any:
-        solver.set("timeout", max(1, int(deadline.remaining() * 1000)))
-        return solver.check()
-
-    answer = check()
-    if answer != z3.sat:
-        return None, answer == z3.unsat
+    session = Session(deadline)
+    session.add(*builder.assertions, undefined)
+    answer = session.check()
+    if answer != SAT:
+        return None, answer == UNSAT
 
     def witness() -> list[int]:  # the string of the last satisfiable check
-        model = solver.model()
+        model = session.model()
         return [model.eval(term, model_completion=True).as_long() for term in inp.index_terms]
 
     found = witness()
     for term in inp.index_terms:  # fix each position to its least symbol that keeps an undefined input
         for symbol in range(len(domain.alphabet)):
-            solver.push()
-            solver.add(term == symbol)
-            answer = check()
-            if answer == z3.sat:
+            answer = session.check(term == symbol)
+            if answer == SAT:
                 found = witness()
+                session.add(term == symbol)
                 break
-            solver.pop()
-            if answer == z3.unknown:  # out of time: the last string found is undefined too (if not the least)
+            if answer == UNKNOWN:  # out of time: the last string found is undefined too (if not the least)
                 return _codes_of(program, inp, found), True
     return _codes_of(program, inp, found), True
 

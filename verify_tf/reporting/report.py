@@ -164,6 +164,7 @@ def json_report(
     seconds: float | None = None,
     folder: Path | None = None,
     interrupted: str | None = None,
+    run: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON report (format ``verify-tf-report/2``, documented in docs/cli.md).
 
@@ -173,7 +174,9 @@ def json_report(
     resolves it (so a report moved with its certificates still audits).
     ``summary`` is ``summarize``'s (``seconds``: the run's wall time; by default the properties' seconds added).
     ``interrupted``: the signal that stopped the run (``SIGINT``/``SIGTERM``): the report then says so and its
-    exit code is the interrupt's (130/143), never a verdict's.
+    exit code is the interrupt's (130/143), never a verdict's. ``run``: the command line's options that decide
+    a verdict (``engine``, ``timeout``: None where each property's own apply), which ``verify-tf audit`` re-runs an
+    unknown verdict under.
     """
     digests: dict[str, str | None] = {}
     results = []
@@ -195,6 +198,7 @@ def json_report(
         "tool": "verify-tf",
         "version": __version__,
         "fail_on": fail_on,
+        "run": {"engine": None, "timeout": None, **(run or {})},
         "exit_code": (
             EXIT_INTERRUPTED[getattr(signal, interrupted)]
             if interrupted
@@ -231,6 +235,7 @@ def write_json(
     fail_on: str = "unknown",
     seconds: float | None = None,
     interrupted: str | None = None,
+    run: dict[str, Any] | None = None,
 ) -> None:
-    report = json_report(verdicts, expectations, fail_on, seconds, Path(path).parent, interrupted)
+    report = json_report(verdicts, expectations, fail_on, seconds, Path(path).parent, interrupted, run)
     Path(path).write_text(json.dumps(report, indent=2, default=str) + "\n")

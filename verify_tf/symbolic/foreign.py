@@ -1,6 +1,7 @@
 """Running an exported SMT-LIB query on other solvers (cvc5, bitwuzla, z3 from text) in child processes.
 
-Each solver runs in its own spawned process with the query text; ``race`` returns the first definite
+Each solver runs in its own spawned process with the query text (z3's child, ``solve.solve_text``, is handed
+in by ``solve.solve``: every z3 use runs in a ``solve.Session``); ``race`` returns the first definite
 answer (``sat`` with values for the named input variables, or ``unsat``) and terminates the others. A
 ``sat`` without values for every input variable is reported as ``unknown`` by the caller (it cannot be
 replayed). cvc5 and bitwuzla are optional (``pip install 'verify-tf[solvers]'``); ``available()`` says
@@ -16,7 +17,7 @@ import importlib.util
 import multiprocessing
 import queue as queue_module
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .bv import NotTranslatable, translate
@@ -26,22 +27,6 @@ FOREIGN = ("cvc5", "bitwuzla")
 
 def available() -> list[str]:
     return [name for name in FOREIGN if importlib.util.find_spec(name) is not None]
-
-
-def _z3_child(text: str, names: list[str], timeout_s: float, seed: int) -> tuple[str, dict | None, str]:
-    import z3
-
-    solver = z3.Solver()
-    solver.set("timeout", max(1, int(timeout_s * 1000)))
-    solver.set("random_seed", seed)
-    solver.from_string(text)
-    result = solver.check()
-    if result == z3.sat:
-        model = solver.model()
-        return "sat", {n: model.eval(z3.Int(n), model_completion=True).as_long() for n in names}, ""
-    if result == z3.unsat:
-        return "unsat", None, ""
-    return "unknown", None, solver.reason_unknown()
 
 
 def _cvc5_child(text: str, names: list[str], timeout_s: float, seed: int) -> tuple[str, dict | None, str]:
@@ -96,13 +81,15 @@ def _bitwuzla_child(text: str, names: list[str], timeout_s: float, seed: int) ->
     return "unknown", None, "bitwuzla: unknown (time limit)"
 
 
-CHILDREN = {"z3": _z3_child, "cvc5": _cvc5_child, "bitwuzla": _bitwuzla_child}
+Child = Callable[[str, list[str], float, int], tuple[str, "dict | None", str]]
+# z3's child is ``solve.solve_text`` (a session, as every z3 use), handed to ``race`` by its caller
+CHILDREN: dict[str, Child] = {"cvc5": _cvc5_child, "bitwuzla": _bitwuzla_child}
 
 
-def _run(name: str, text: str, names: list[str], timeout_s: float, seed: int, out) -> None:
+def _run(name: str, child: Child, text: str, names: list[str], timeout_s: float, seed: int, out) -> None:
     start = time.perf_counter()
     try:
-        status, values, reason = CHILDREN[name](text, names, timeout_s, seed)
+        status, values, reason = child(text, names, timeout_s, seed)
     except Exception as exc:  # a solver that rejects the text answers unknown, with the reason
         status, values, reason = "unknown", None, f"{name} failed: {type(exc).__name__}: {exc}"
     out.put((name, status, values, reason, time.perf_counter() - start))
@@ -124,9 +111,11 @@ def race(
     timeout_s: float,
     seed: int,
     cancelled: Callable[[], bool] = lambda: False,
+    children: Mapping[str, Child] = CHILDREN,
 ) -> Raced:
-    """The first definite answer of ``solvers`` on the query (child processes; the others are terminated)."""
-    missing = [s for s in solvers if s != "z3" and s not in available()]
+    """The first definite answer of ``solvers`` on the query (child processes; the others are terminated).
+    ``children``: the function each solver's child process runs (module-level, so that it pickles)."""
+    missing = [s for s in solvers if s not in children or (s in FOREIGN and s not in available())]
     solvers = [s for s in solvers if s not in missing]
     if not solvers:
         return Raced(
@@ -145,7 +134,8 @@ def race(
     context = multiprocessing.get_context("spawn")
     out = context.Queue()
     processes = {
-        s: context.Process(target=_run, args=(s, texts[s], names, timeout_s, seed, out), daemon=True) for s in solvers
+        s: context.Process(target=_run, args=(s, children[s], texts[s], names, timeout_s, seed, out), daemon=True)
+        for s in solvers
     }
     start = time.perf_counter()
     for p in processes.values():

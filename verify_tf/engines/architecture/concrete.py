@@ -36,6 +36,8 @@ import z3
 
 from ...ir import AlphabetTokens, AttentionLayer, Block, FeedForward, Head, Model, RelativeTable, Token, Vector, zeros
 from ...semantics import Arithmetic, Fixed, evaluate
+from ...symbolic.solve import SAT, Session
+from ...work import Deadline
 
 VALUE_BITS = 3  # parameters lie in [-2^3, 2^3): small, readable witnesses
 OPTIMISE_SECONDS = 5.0  # budget for preferring small parameters after a solution was found
@@ -63,7 +65,7 @@ class _Unit:
     then integers (g = 0). Parameters are integer mantissas in [-2^(3+g), 2^(3+g)).
     """
 
-    def __init__(self, arithmetic: Arithmetic, solver: z3.Solver) -> None:
+    def __init__(self, arithmetic: Arithmetic, solver: Session) -> None:
         self.fixed = isinstance(arithmetic, Fixed)
         self.arith = arithmetic
         self.grid = arithmetic if isinstance(arithmetic, Fixed) else Fixed(16, 0)  # used in fixed point only
@@ -258,11 +260,11 @@ def _plans(model: Model, active_block: int | None, readouts: list[Vector]) -> It
 class _Encoded:
     """The active sublayer with unknown parameters on a concrete constant input, up to the readout."""
 
-    def __init__(self, plan: _Plan, arithmetic: Arithmetic, tokens: tuple[Token, ...]):
+    def __init__(self, plan: _Plan, arithmetic: Arithmetic, tokens: tuple[Token, ...], session: Session):
         self.plan = plan
         self.arith = arithmetic
         self.tokens = tokens
-        self.solver = z3.Solver()
+        self.solver = session
         self.unit = _Unit(arithmetic, self.solver)
         self.params: dict[str, list[Any]] = {}
         model = plan.skeleton
@@ -428,20 +430,17 @@ def _solve(
     timeout: float,
     seed: int,
 ) -> ConcreteMember | None:
-    deadline = time.perf_counter() + timeout
+    deadline = Deadline(timeout)
     start = time.perf_counter()
     for plan in _plans(model, active_block, readouts):
         for tokens in candidates:
-            left = deadline - time.perf_counter()
-            if left <= 0:
+            if deadline.expired():
                 return None
-            encoded = _Encoded(plan, arithmetic, tokens)
+            encoded = _Encoded(plan, arithmetic, tokens, Session(deadline, seed=seed))
             encoded.solver.add(goal(encoded))
-            encoded.solver.set("timeout", max(1, int(left * 1000)))
-            encoded.solver.set("random_seed", seed)
-            if encoded.solver.check() != z3.sat:
+            if encoded.solver.check() != SAT:
                 continue
-            smodel = _smallest(encoded, min(OPTIMISE_SECONDS, deadline - time.perf_counter())) or encoded.solver.model()
+            smodel = _smallest(encoded, Deadline(min(OPTIMISE_SECONDS, deadline.remaining()))) or encoded.solver.model()
             built, active, shown = encoded.build(smodel)
             readout = [_frac(smodel.eval(q, model_completion=True)) for q in encoded.user(encoded.readout)]
             output = [
@@ -452,18 +451,17 @@ def _solve(
     return None
 
 
-def _smallest(encoded: _Encoded, seconds: float) -> z3.ModelRef | None:
+def _smallest(encoded: _Encoded, deadline: Deadline) -> z3.ModelRef | None:
     """The same query with the simplest parameters (readable witnesses); None when it does not finish in time."""
-    if seconds <= 0:
+    if deadline.expired():
         return None
-    optimiser = z3.Optimize()
+    optimiser = Session(deadline, seed=None, optimize=True)
     optimiser.add(encoded.solver.assertions())
     size = encoded.unit.mantissas
     optimiser.minimize(z3.Sum([z3.If(x == 0, 0, 1) for x in size]))  # fewest non-zero parameters,
     optimiser.minimize(z3.Sum([z3.If(x < 0, 1, 0) for x in size]))  # then fewest negative ones,
     optimiser.minimize(z3.Sum([z3.If(x >= 0, x, -x) for x in size]))  # then the smallest
-    optimiser.set("timeout", max(1, int(seconds * 1000)))
-    return optimiser.model() if optimiser.check() == z3.sat else None
+    return optimiser.model() if optimiser.check() == SAT else None
 
 
 def _members_buildable(model: Model) -> bool:

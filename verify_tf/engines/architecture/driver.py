@@ -51,7 +51,9 @@ def symmetry_unit(
 ) -> tuple[StepResult, str]:
     """One symmetry query (a work unit)."""
     report(step.name)
-    return run_symmetry_step(task.arithmetic, step, seconds=deadline.remaining(), seed=task.settings.seed)
+    return run_symmetry_step(
+        task.arithmetic, step, seconds=deadline.remaining(), seed=task.settings.seed, cancelled=cancelled
+    )
 
 
 def step_unit(

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from fractions import Fraction
@@ -45,7 +44,8 @@ import z3
 from ...contract import STEP_FAILS, STEP_HOLDS, STEP_UNDECIDED, InductionResult, StepResult
 from ...ir import AlphabetTokens, AttentionLayer, Model
 from ...semantics import Arithmetic, Fixed
-from ...symbolic.solve import canonical_smt2
+from ...symbolic.solve import SAT, UNSAT, Session
+from ...work import Deadline, never_cancelled
 
 # Measured (2-core machine, z3 4.x/5.x): every step that holds is proved in < 1 s up to n = 16
 # (RPE/causal/BOS, d = 4, two heads); beyond that the T^3 consistency constraints grow quickly.
@@ -63,7 +63,7 @@ class _Query:
     """One step query: columns, the hypothesis, helpers for token-wise maps, and the negated conclusion."""
 
     def __init__(self, model: Model, arithmetic: Arithmetic, length: int, tag: str):
-        self.solver = z3.Solver()
+        self.assertions: list[z3.BoolRef] = []  # solved in a ``Session`` (run_step), digested (query_digest)
         self.fixed = isinstance(arithmetic, Fixed)
         rounding = arithmetic.attention_rounding if isinstance(arithmetic, Fixed) else ""
         self.per_probability = rounding == "per-probability"
@@ -77,6 +77,14 @@ class _Query:
         self._round = z3.Function("round", real, real) if self.fixed else None
         self._saturate = z3.Function("saturate", real, real) if self.fixed else None
 
+    def add(self, *assertions: Any) -> None:
+        """Add assertions (lists of them too, as ``z3.Solver.add``)."""
+        for a in assertions:
+            if isinstance(a, (list, tuple)):
+                self.assertions.extend(a)
+            else:
+                self.assertions.append(a)
+
     def round(self, x: z3.ArithRef) -> z3.ArithRef:
         return self._round(x) if self._round is not None else x
 
@@ -88,18 +96,18 @@ class _Query:
 
     def assume_equal_users(self, cols: Sequence[Sequence[z3.ArithRef]]) -> None:
         first = self.users[0]
-        self.solver.add([cols[j][c] == cols[first][c] for j in self.users[1:] for c in range(len(cols[first]))])
+        self.add([cols[j][c] == cols[first][c] for j in self.users[1:] for c in range(len(cols[first]))])
 
     def tokenwise(self, name: str, width: int, inputs: Sequence[Sequence[z3.ArithRef]]) -> list[list[z3.ArithRef]]:
         """f(column) for an arbitrary function f: fresh outputs plus functional consistency (Ackermann)."""
         out = self.columns(name, width)
         for j, k in itertools.combinations(range(self.total), 2):
-            self.solver.add(z3.Implies(_same(inputs[j], inputs[k]), _same(out[j], out[k])))
+            self.add(z3.Implies(_same(inputs[j], inputs[k]), _same(out[j], out[k])))
         return out
 
     def refute_equal_users(self, cols: Sequence[Sequence[z3.ArithRef]]) -> None:
         first = self.users[0]
-        self.solver.add(z3.Or([cols[j][c] != cols[first][c] for j in self.users[1:] for c in range(len(cols[first]))]))
+        self.add(z3.Or([cols[j][c] != cols[first][c] for j in self.users[1:] for c in range(len(cols[first]))]))
 
 
 def _same(a: Sequence[z3.ArithRef], b: Sequence[z3.ArithRef]) -> z3.BoolRef:
@@ -133,7 +141,7 @@ def _attention_step(query: _Query, layer: AttentionLayer, dim: int) -> None:
         for j in range(total) if head.positional != "rope" else ():
             rows = [i for i in range(total) if j in allowed[i]]
             for i, i2 in itertools.combinations(rows, 2):
-                query.solver.add(
+                query.add(
                     z3.Implies(
                         z3.And(_same(q[i], q[i2]), bias_at(j - i) == bias_at(j - i2)), scores[i, j] == scores[i2, j]
                     )
@@ -141,16 +149,16 @@ def _attention_step(query: _Query, layer: AttentionLayer, dim: int) -> None:
         weights = {(i, j): z3.Real(f"a{h}[{i}][{j}]") for i in range(total) for j in allowed[i]}
         for i in range(total):
             live = allowed[i]
-            query.solver.add([weights[i, j] >= 0 for j in live])
+            query.add([weights[i, j] >= 0 for j in live])
             row_sum = z3.Sum([weights[i, j] for j in live])
             if query.per_probability:
                 deficit = Fraction(len(live) - 1, 1 << query.frac)  # each floor loses < 2^-f; the sum is on the grid
-                query.solver.add(row_sum <= 1, row_sum >= z3.RealVal(1 - deficit))
+                query.add(row_sum <= 1, row_sum >= z3.RealVal(1 - deficit))
             else:
-                query.solver.add(row_sum == 1)
+                query.add(row_sum == 1)
         for i, i2 in itertools.combinations(range(total), 2):  # the row is a function of the score row
             if allowed[i] == allowed[i2]:
-                query.solver.add(
+                query.add(
                     z3.Implies(
                         z3.And([scores[i, j] == scores[i2, j] for j in allowed[i]]),
                         z3.And([weights[i, j] == weights[i2, j] for j in allowed[i]]),
@@ -164,7 +172,7 @@ def _attention_step(query: _Query, layer: AttentionLayer, dim: int) -> None:
             outputs = [[z3.Real(f"r{h}[{i}][{c}]") for c in range(head.value_dim)] for i in range(total)]
             for i, i2 in itertools.combinations(range(total), 2):
                 if allowed[i] == allowed[i2]:
-                    query.solver.add(
+                    query.add(
                         z3.Implies(
                             z3.And([scores[i, j] == scores[i2, j] for j in allowed[i]]), _same(outputs[i], outputs[i2])
                         )
@@ -282,34 +290,32 @@ def run_step(
     *,
     seconds: float,
     seed: int = 0,
-    cancelled: Callable[[], bool] = lambda: False,
+    cancelled: Callable[[], bool] = never_cancelled,
 ) -> tuple[StepResult, str]:
     """One step query of the induction for sequences of ``length`` user tokens: its result and SMT-LIB text."""
     if length > MAX_LENGTH:
         raise ValueError(f"architecture-level queries are supported up to n = {MAX_LENGTH} (got {length})")
     if length < 2:
         return StepResult(name, sublayer, block, HOLDS, 0.0, "a single position is trivially blind"), ""
-    query = _build(model, arithmetic, length, name, sublayer, block)
     if seconds <= 0:
         return StepResult(name, sublayer, block, UNDECIDED, 0.0, "not attempted: timeout"), ""
-    query.solver.set("timeout", max(1, int(seconds * 1000)))
-    query.solver.set("random_seed", seed)
-    start = time.perf_counter()
-    answer = query.solver.check()
-    elapsed = time.perf_counter() - start
-    if answer == z3.unsat:
+    session = Session(Deadline(seconds), seed=seed, cancelled=cancelled)  # building the query counts too
+    query = _build(model, arithmetic, length, name, sublayer, block)
+    session.add(*query.assertions)
+    answer = session.check()
+    if answer == UNSAT:
         status, note = HOLDS, ""
-    elif answer == z3.sat:
+    elif answer == SAT:
         status, note = FAILS, _failure_note(model, sublayer, block, query)
     else:
-        status, note = UNDECIDED, f"z3: {query.solver.reason_unknown()}"
-    return StepResult(name, sublayer, block, status, elapsed, note), canonical_smt2(query.solver.assertions())
+        status, note = UNDECIDED, f"z3: {session.reason}"
+    return StepResult(name, sublayer, block, status, session.statistics.seconds, note), session.smt2()
 
 
 def query_digest(model: Model, arithmetic: Arithmetic, length: int, sublayer: str, block: int | None) -> str:
     """A digest of a step query's assertions as full terms (no solver-numbered shared subterms)."""
     query = _build(model, arithmetic, length, "", sublayer, block)
-    text = "\n".join(a.sexpr() for a in query.solver.assertions())
+    text = "\n".join(a.sexpr() for a in query.assertions)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

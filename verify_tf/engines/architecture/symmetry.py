@@ -22,7 +22,7 @@ excludes them (``fit`` refuses such models) and tests show the query is satisfia
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,8 @@ import z3
 from ...classes import scorings
 from ...contract import StepResult
 from ...semantics import Arithmetic, Fixed
-from ...symbolic.solve import canonical_smt2
+from ...symbolic.solve import SAT, UNSAT, Session
+from ...work import Deadline, never_cancelled
 from .induction import FAILS, HOLDS, UNDECIDED
 
 GENERATORS = ("transposition", "cycle")
@@ -129,28 +130,30 @@ def permuted(columns: list[Any], generator: str) -> list[Any]:
 
 
 def run_symmetry_step(
-    arithmetic: Arithmetic, step: SymmetryStep, *, seconds: float, seed: int = 0, relative_bias: bool = False
+    arithmetic: Arithmetic,
+    step: SymmetryStep,
+    *,
+    seconds: float,
+    seed: int = 0,
+    relative_bias: bool = False,
+    cancelled: Callable[[], bool] = never_cancelled,
 ) -> tuple[StepResult, str]:
     """One query: output(keys) != output(permuted keys) for some head of the class; unsat = the step holds."""
     if seconds <= 0:
         return StepResult(step.name, "attention", None, UNDECIDED, 0.0, "not attempted: timeout"), ""
     head = _Head(arithmetic)
     columns = [z3.Const(f"z{j}", head.column) for j in range(step.keys)]
-    solver = z3.Solver()
-    solver.set("timeout", max(1, int(seconds * 1000)))
-    solver.set("random_seed", seed)
-    solver.add(
+    session = Session(Deadline(seconds), seed=seed, cancelled=cancelled)
+    session.add(
         head.output(step.scoring, columns, relative_bias)
         != head.output(step.scoring, permuted(columns, step.generator), relative_bias)
     )
-    solver.add(head.constraints)
-    start = time.perf_counter()
-    answer = solver.check()
-    elapsed = time.perf_counter() - start
-    if answer == z3.unsat:
+    session.add(head.constraints)
+    answer = session.check()
+    if answer == UNSAT:
         status, note = HOLDS, ""
-    elif answer == z3.sat:
+    elif answer == SAT:
         status, note = FAILS, "the output depends on the order of the keys"
     else:
-        status, note = UNDECIDED, f"z3: {solver.reason_unknown()}"
-    return StepResult(step.name, "attention", None, status, elapsed, note), canonical_smt2(solver.assertions())
+        status, note = UNDECIDED, f"z3: {session.reason}"
+    return StepResult(step.name, "attention", None, status, session.statistics.seconds, note), session.smt2()

@@ -45,7 +45,7 @@ from ...ir import Vector
 from ...semantics.arithmetic import Fixed
 from ...semantics.exp_table import exp_mantissa
 from ...symbolic.encoder import Rounding, SymVector, encode_affine
-from ...symbolic.solve import canonical_smt2
+from ...symbolic.solve import SAT, TACTICS_SMT, UNKNOWN, UNSAT, Session
 from ...symbolic.values import Builder, NotEncodable, Sym, to_z3
 from ...work import Deadline, DeadlineExpired
 from ..base import CountingGoal
@@ -560,25 +560,23 @@ def prove_all_lengths(
     def ask(assertions: list[Any], name: str) -> tuple[str, Any]:
         if deadline.expired() or cancelled():
             return "unknown", "timeout"
-        solver = z3.Then("simplify", "propagate-values", "solve-eqs", "smt").solver()
-        solver.set("timeout", max(1, int(1000 * deadline.remaining())))
-        solver.add(*assertions)
-        start = time.perf_counter()
-        answer = solver.check()
-        result.solver_seconds += time.perf_counter() - start
+        session = Session(deadline, seed=None, cancelled=cancelled, tactics=TACTICS_SMT)
+        session.add(*assertions)
+        answer = session.check()
+        result.solver_seconds += session.statistics.seconds
         result.queries += 1
         if record:
             this_round.append(
                 {
                     "name": name,
-                    "smt2": canonical_smt2(solver.assertions()),  # the same text in every process (audit)
-                    "answer": str(answer),
+                    "smt2": session.smt2(),  # the same text in every process (audit)
+                    "answer": answer,
                     "no_bit_vector_form": UNBOUNDED,
                 }
             )
-        if answer == z3.sat:
-            return "sat", solver.model()
-        return ("unsat", None) if answer == z3.unsat else ("unknown", solver.reason_unknown())
+        if answer == SAT:
+            return SAT, session.model()
+        return (UNSAT, None) if answer == UNSAT else (UNKNOWN, session.reason)
 
     while True:
         if deadline.expired() or cancelled():

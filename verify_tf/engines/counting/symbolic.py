@@ -15,7 +15,6 @@ lets the exploration freeze coordinates (``counters``, "Freezing").
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -33,6 +32,7 @@ from ...symbolic.encoder import (
     encode_project_heads,
     encode_residual,
 )
+from ...symbolic.solve import SAT, UNSAT, Session
 from ...symbolic.values import Builder, Sym
 from ...work import Deadline, DeadlineExpired
 from .counters import AVERAGE, TERMS, CounterModel
@@ -138,7 +138,7 @@ def value_bounds(
     bounds: list[list[tuple[int, int]] | None] = [None] * len(side.slots)
     ranges: list[list[tuple[int, int]] | None] = [None] * len(side.slots)  # of each slot's outputs
     bos_values = _bos_values(side)
-    until = time.perf_counter() + seconds
+    narrowing = Deadline(seconds)  # all the narrowing queries together
     attention_blocks = sorted(side.by_layer)
     for target in attention_blocks:
         members = side.by_layer[target]
@@ -149,7 +149,7 @@ def value_bounds(
             except DeadlineExpired:
                 return None
             for k, vector in zip(members, values):
-                found = [_tightest(v, scale, builder.assertions, until) for v in vector]
+                found = [_tightest(v, scale, builder.assertions, narrowing) for v in vector]
                 old = bounds[k]
                 bounds[k] = found if old is None else [(min(a[0], b[0]), max(a[1], b[1])) for a, b in zip(old, found)]
         for k in members:
@@ -222,7 +222,7 @@ def _free(builder: Builder, arith: Fixed, name: str, lo: int, hi: int) -> Sym:
     return Sym(var, arith.scale, Fraction(lo, arith.scale), Fraction(hi, arith.scale))
 
 
-def _tightest(value: Sym, scale: int, assertions: list[Any], until: float) -> tuple[int, int]:
+def _tightest(value: Sym, scale: int, assertions: list[Any], deadline: Deadline) -> tuple[int, int]:
     """(least, greatest) mantissa of ``value`` under ``assertions``: its interval bound, narrowed by z3 only when
     the value then lies within three neighbouring grid points (only such a narrow range can let a coordinate
     freeze), and only by answers z3 proved (unsat); anything else keeps the interval, which is sound."""
@@ -232,32 +232,21 @@ def _tightest(value: Sym, scale: int, assertions: list[Any], until: float) -> tu
     interval = (math.ceil(value.lo * scale), math.floor(value.hi * scale))
     if interval[1] - interval[0] <= 1:
         return interval
-    solver = z3.Solver()
-    solver.add(*assertions)
-
-    def answer(*extra: Any) -> Any:
-        left = until - time.perf_counter()
-        if left <= 0:
-            return z3.unknown
-        solver.set("timeout", max(1, int(1000 * min(left, QUERY_SECONDS))))
-        solver.push()
-        solver.add(*extra)
-        try:
-            return solver.check()
-        finally:
-            solver.pop()
-
-    left = until - time.perf_counter()
-    if left <= 0:
+    if deadline.expired():
         return interval
-    solver.set("timeout", max(1, int(1000 * min(left, QUERY_SECONDS))))
-    if solver.check() != z3.sat:
+    session = Session(deadline, seed=None)
+    session.add(*assertions)
+
+    def answer(*extra: Any) -> str:
+        return session.check(*extra, seconds=QUERY_SECONDS)
+
+    if answer() != SAT:
         return interval
-    seen = solver.model().eval(mantissa, model_completion=True).as_long()
-    if answer(z3.Or(mantissa <= seen - 2, mantissa >= seen + 2)) != z3.unsat:
+    seen = session.model().eval(mantissa, model_completion=True).as_long()
+    if answer(z3.Or(mantissa <= seen - 2, mantissa >= seen + 2)) != UNSAT:
         return interval  # wider than three grid points (or undecided): nothing to gain
-    lo = seen if answer(mantissa <= seen - 1) == z3.unsat else seen - 1
-    hi = seen if answer(mantissa >= seen + 1) == z3.unsat else seen + 1
+    lo = seen if answer(mantissa <= seen - 1) == UNSAT else seen - 1
+    hi = seen if answer(mantissa >= seen + 1) == UNSAT else seen + 1
     return max(lo, interval[0]), min(hi, interval[1])
 
 
