@@ -51,7 +51,7 @@ from verify_tf.domain import GridDomain
 from verify_tf.engines.base import Run
 from verify_tf.engines.split import driver as split
 from verify_tf.engines.split.bounder import Bounder
-from verify_tf.engines.split.cubes import roots
+from verify_tf.engines.split.cubes import SplitCube, roots
 from verify_tf.executors import InProcess
 from verify_tf.linear import CoordinateTable, LinearModel
 from verify_tf.semantics import Exact, Fixed, evaluate
@@ -72,6 +72,23 @@ def softmax_case(name: str):
     config = RandomConfig(seed=7, width=2, layers=2, heads=4, ffn_width=4, scoring="softmax", weight_range=Fraction(1))
     # 7 points per coordinate, representable in 16/8 (a 1/3 step is not: the API refuses it as the loader does)
     return random_model(config), GridDomain.regular(2, Fraction(1, 4), 6, lo=Fraction(-3, 4), hi=Fraction(3, 4))
+
+
+def small_cubes(domain, count: int, seed: int = 0) -> list[SplitCube]:
+    """``count`` seeded cubes of a grid domain, each coordinate's range 1–3 consecutive grid values."""
+    rng = random.Random(seed)
+    size = len(domain.values)
+    out = []
+    for _ in range(count):
+        position = []
+        for _ in range(domain.length):
+            ranges = []
+            for _ in range(domain.dim):
+                a = rng.randrange(size)
+                ranges.append((a, min(size - 1, a + rng.randrange(3))))
+            position.append(tuple(ranges))
+        out.append(SplitCube(tuple(position)))
+    return out
 
 
 def sampled_max(model, arith, domain, count: int = 200) -> Fraction:
@@ -174,6 +191,7 @@ def fourhead(args) -> None:
         ("fails: sampled max - 1/256", seen - Fraction(1, 256)),
         ("fails: max of 100,000 random members - 1/256", batched_sampled_max(model, FIXED, domain) - Fraction(1, 256)),
         ("holds: 60.67 (issue 29)", Fraction(6067, 100)),
+        ("holds: 47661/1024 (issue 43)", Fraction(47661, 1024)),
         ("holds: half way to the sampled max", (top + seen) / 2),
     ]
     for label, hi in bounds:
@@ -254,12 +272,15 @@ def d3(args) -> None:
         row("d3 L2 n4 softmax", domain.size(), "\\|q\\| <= 33.82", mode, verdict, wall, cpu, extra)
 
 
-def knuth(model, domain, options, probes: int, linear: bool, rule: str, seed: int = 0) -> tuple[float, float]:
+def knuth(
+    model, domain, options, probes: int, linear: bool, rule: str, seed: int = 0, bound_domain: str = "backward"
+) -> tuple[float, float]:
     """Knuth's estimate of split's tree size (bounds only: every open cube is split, points close): random dives,
-    the cubes of all probes bounded together per level. (mean, median) over the probes."""
+    the cubes of all probes bounded together per level. (mean, median) over the probes. ``bound_domain``: the
+    linear domain's "forward" pass alone (before issue 43) or with its "backward" bounds (the engine's)."""
     task = make_task(model, FIXED, domain, "output-bounds", options, device="cpu")
     space = task.prop.input_space(task)
-    bounder = Bounder(task, space, linear)
+    bounder = Bounder(task, space, linear, domain=bound_domain)
     rng = random.Random(seed)
     state = [(roots(space)[0], 0, 1) for _ in range(probes)]
     estimates = []
@@ -293,25 +314,30 @@ def knuth(model, domain, options, probes: int, linear: bool, rule: str, seed: in
 def knuth_table(args) -> None:
     print("\nKnuth tree-size estimates (cubes; mean of the probes, median in brackets)\n")
     print(
-        "| model | property | intervals, widest | linear, widest | linear, coefficient × width alone "
-        "| linear, widest with ties by coefficient (the engine's) | probes | s |"
+        "| model | property | intervals, widest | forward linear, widest | forward linear, the engine's rule "
+        "| backward ∩ forward (issue 43), widest | backward ∩ forward, the engine's rule | probes | s |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, options, label in (
         ("d2", {"lo": -5, "hi": 5}, "\\|q\\| <= 5"),
-        ("d3", {"lo": Fraction(-338203125, 10**7), "hi": Fraction(338203125, 10**7)}, "\\|q\\| <= 33.82"),
+        ("d3", {"lo": Fraction(-4329, 128), "hi": Fraction(4329, 128)}, "\\|q\\| <= 4329/128"),
         ("4h", {"hi": Fraction(6067, 100)}, "q <= 60.67"),
+        ("4h", {"hi": Fraction(47661, 1024)}, "q <= 47661/1024"),
     ):
         model, domain = softmax_case(name)
         start = time.perf_counter()
         cells = []
-        for linear, rule, probes in (
-            (False, "widest", max(10, args.probes // 10)),
-            (True, "widest", args.probes),
-            (True, "coefficient", args.probes),
-            (True, "engine", args.probes),
+        for linear, rule, probes, bound_domain in (
+            (False, "widest", max(10, args.probes // 10), "forward"),
+            (True, "widest", args.probes, "forward"),
+            (True, "engine", args.probes, "forward"),
+            (True, "widest", args.probes, "backward"),
+            (True, "engine", args.probes, "backward"),
         ):
-            mean, median = knuth(model, domain, options, probes, linear, rule)
+            if not linear and args.skip_intervals:
+                cells.append("-")
+                continue
+            mean, median = knuth(model, domain, options, probes, linear, rule, bound_domain=bound_domain)
             cells.append(f"{mean:.2g} ({median:.2g})")
         print(
             f"| {name} | {label} | {' | '.join(cells)} | {args.probes} | {time.perf_counter() - start:.0f} |",
@@ -327,19 +353,7 @@ def cost(args) -> None:
         model, domain = softmax_case(name)
         linear = LinearModel(model, FIXED, domain.length)
         table = CoordinateTable.grid(domain.values, linear.scale)
-        rng = random.Random(0)
-        size = len(domain.values)
-        ranges = []
-        for _ in range(256):
-            cube = []
-            for _ in range(domain.length):
-                position = []
-                for _ in range(domain.dim):
-                    a = rng.randrange(size)
-                    position.append((a, min(size - 1, a + rng.randrange(3))))
-                cube.append(position)
-            ranges.append(cube)
-        inputs = table.inputs(np.array(ranges), domain.dim)
+        inputs = table.inputs(np.array([cube.ranges for cube in small_cubes(domain, 256)]), domain.dim)
         linear.bound(inputs)
         start, cpu = time.perf_counter(), time.process_time()
         linear.bound(inputs)
@@ -386,6 +400,7 @@ def main() -> None:
     parser.add_argument("--cluster", default="", help="e.g. local:2: also run the 4-head holding bound there")
     parser.add_argument("--cluster-budget", type=float, default=900.0)
     parser.add_argument("--bounds", default="", help="fourhead: only the bounds whose label contains one of these")
+    parser.add_argument("--skip-intervals", action="store_true", help="knuth: leave out the exact-interval column")
     args = parser.parse_args()
     print(
         f"{datetime.datetime.now():%Y-%m-%d %H:%M}, {platform.node()}, {platform.processor() or platform.machine()}, "

@@ -15,6 +15,7 @@ from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.ir import AlphabetTokens
 from verify_tf.linear import CoordinateTable, LinearModel, refusal, scale_for
 from verify_tf.linear.attention import knapsack_max
+from verify_tf.linear.backward import refined_bound
 from verify_tf.semantics import Exact, Fixed, evaluate
 from verify_tf.semantics.interpreter import _Counter, affine as interpreter_affine
 
@@ -112,11 +113,14 @@ def _check(name, values, stage, index, t, scale):
             assert lower <= y <= upper, f"{name}[{position}][{c}] = {y} outside its forms [{lower}, {upper}] ({index})"
 
 
-def check_case(model, arith, table, columns, ranges, chosen):
+def check_case(model, arith, table, columns, ranges, chosen, backward=False):
+    """Every chosen input inside every stage of the forward pass (``backward``: of ``backward.refined_bound``, whose
+    query, key, value, pre-activation, stream and readout stages are intersected with their backward bounds)."""
     length = ranges.shape[1]
     linear = LinearModel(model, arith, length)
     scale = linear.scale
-    result = linear.bound(table.inputs(ranges, model.dim), trace=True)
+    inputs = table.inputs(ranges, model.dim)
+    result = refined_bound(linear, inputs) if backward else linear.bound(inputs, trace=True)
     counter = _Counter(arith)
     for tokens, picks in chosen:
         t = [_variables(model, columns, ranges, picks)[v] for v in result.variables]
@@ -192,6 +196,19 @@ def test_every_stage_contains_every_input_of_the_cube(case):
     kinds = {h.scoring for b in model.blocks if b.attention for h in b.attention.heads}
     event(f"{'/'.join(sorted(kinds))} {getattr(arith, 'attention_rounding', 'exact')}")
     check_case(model, arith, table, columns, ranges, chosen)
+
+
+@pytest.mark.slow  # ~40 s of CPU: a backward pass per refined stage
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(cases())
+def test_every_backward_stage_contains_every_input_of_the_cube(case):
+    """Issue 43: the backward (CROWN-style) bounds, at every stage they tighten (each head's query, key and value,
+    each pre-activation, each sublayer's output stream, the readout), contain every chosen input's interpreter
+    value, inside the interval and between the forms at that input's variables."""
+    model, arith, table, columns, ranges, chosen = case
+    kinds = {h.scoring for b in model.blocks if b.attention for h in b.attention.heads}
+    event(f"{'/'.join(sorted(kinds))} {getattr(arith, 'attention_rounding', 'exact')}")
+    check_case(model, arith, table, columns, ranges, chosen, backward=True)
 
 
 def test_the_vectorised_knapsack_agrees_with_the_exact_one():

@@ -74,6 +74,29 @@ def _den(values) -> int:
     return _lcm(Fraction(v).denominator for v in values)
 
 
+def _distinct(values: list) -> list:
+    """The distinct objects of ``values`` (by identity: a grid's tokens share their coordinate objects)."""
+    return list({id(v): v for v in values}.values())
+
+
+def _integer_rows(rows: Sequence[Sequence[Fraction]], den: int) -> list[list[int]]:
+    """exact_int(c·den) for every coordinate of every row, computed once per distinct coordinate object: a grid of
+    390,625 tokens (d = 8) spent 100 s in Fraction arithmetic here before (issue 38)."""
+    memo: dict[int, int] = {}
+    out = []
+    for k, row in enumerate(rows):
+        if k % 4096 == 0:
+            check_deadline("while planning the batched program's embedding")
+        ints = []
+        for c in row:
+            key = id(c)
+            if key not in memo:
+                memo[key] = exact_int(c * den)
+            ints.append(memo[key])
+        out.append(ints)
+    return out
+
+
 def _array(values, shape, native: bool) -> np.ndarray:
     """int64 when every entry fits (native steps), else an object array of Python integers."""
     if native:
@@ -253,7 +276,7 @@ class _Planner:
             vectors = [model.tokens.embed(t) for t in tokens]
             bos = model.tokens.embed(model.tokens.bos) if model.tokens.bos is not None else None
         else:
-            vectors = [tuple(Fraction(c) for c in t) for t in tokens]
+            vectors = [t if all(type(c) is Fraction for c in t) else tuple(Fraction(c) for c in t) for t in tokens]
             bos = None
         rows = vectors + ([bos] if bos is not None else [])
         if any(len(v) != d for v in rows):
@@ -262,10 +285,10 @@ class _Planner:
         if pe is not None and self.n > len(pe):
             raise ValueError(f"input length {self.n} exceeds the positional encoding's {len(pe)} positions")
         pe_rows = list(pe[: self.n]) if pe is not None else []
-        den = _den([c for v in rows + pe_rows for c in v])
+        den = _den(_distinct([c for v in rows + pe_rows for c in v]))
         if pe is not None and self.fixed:
             den = _lcm([den, self.scale])
-        table = [[exact_int(c * den) for c in v] for v in rows]
+        table = _integer_rows(rows, den)
         token_bounds = [max((abs(v[c]) for v in table), default=0) for c in range(d)]
         positional, clamp = None, None
         pe_table = [[exact_int(Fraction(c) * den) for c in v] for v in pe_rows]

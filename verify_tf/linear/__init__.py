@@ -7,6 +7,10 @@ the interval says it can act; ReLU by triangles; q·k by McCormick's planes; eac
 table, the hardmax winners, uniform's 1/L) and its output as a convex combination over that box (the fractional
 knapsack for the interval, the anchor key's form plus exact differences for the forms): ``attention.py``.
 
+``backward.refined_bound`` runs that forward pass with every sublayer's query, key, value, pre-activation and
+output stream intersected with a backward (CROWN-style) bound from that stage to the input coordinates, and bounds
+the readout backward too (issue 43): the engine's bounds.
+
 Numbers are integers over 2^K (``ints``: int64 where measured magnitudes allow, Python integers otherwise);
 floats only choose slopes, anchors and multipliers, and each choice's offset is then computed exactly, so no
 float ever decides a bound. ``verify_tf.bounds`` (exact Fraction intervals, one cube at a time) covers what this

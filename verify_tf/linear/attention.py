@@ -27,7 +27,8 @@ attention_head`` step by step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,10 @@ NEVER = -(1 << 62)  # a difference bound for masked keys (below every real one)
 
 
 @dataclass
-class HeadBounds:
+class HeadForms:
+    """One head's stages over a batch of cubes in the linear domain (intervals and forms; ``verify_tf.bounds.
+    HeadBounds`` is the exact-interval record of one cube)."""
+
     query: Lin | None  # (B, P, k); None for uniform heads (the interpreter computes no scores)
     key: Lin | None
     value: Lin  # (B, P, v)
@@ -50,6 +54,7 @@ class HeadBounds:
     weights: Lin  # (B, P, P): a_ij (softmax: with forms; hardmax, uniform: boxes)
     mass: tuple[Array, Array]  # (B, P): Σ_j a_ij
     output: Lin  # (B, P, v): head_i, rounded
+    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # ``backward``'s per-head data
 
 
 @dataclass
@@ -92,19 +97,25 @@ def plan_head(head: Head, positions: int, scale: Scale, pairs: tuple[np.ndarray,
     )
 
 
-def _affine(z: Lin, plan: tuple[np.ndarray, int, np.ndarray, np.ndarray], arith: Any) -> Lin:
-    return arith.store(forms.affine(z, *plan))
+Affine = tuple[np.ndarray, int, np.ndarray, np.ndarray]  # (weights, den, bias_lo, bias_hi)
+Refine = Callable[[Affine, Lin], Lin]  # a stage round(W z + b) -> bounds at least as tight (``backward``)
 
 
-def attention_head(plan: HeadPlan, z: Lin, arith: Any) -> HeadBounds:
-    """interpreter.attention_head on a batch of cubes (module docstring). ``arith``: ``propagate.Rounding``."""
+def _affine(z: Lin, plan: Affine, arith: Any, refine: Refine | None = None) -> Lin:
+    stage = arith.store(forms.affine(z, *plan))
+    return stage if refine is None else refine(plan, stage)
+
+
+def attention_head(plan: HeadPlan, z: Lin, arith: Any, refine: Refine | None = None) -> HeadForms:
+    """interpreter.attention_head on a batch of cubes (module docstring). ``arith``: ``propagate.Rounding``;
+    ``refine``: tightens the query, key and value stages before they are used (CROWN's intermediate bounds)."""
     head, scale = plan.head, arith.scale
-    value = _affine(z, plan.value, arith)
+    value = _affine(z, plan.value, arith, refine)
     query = key = differences = None
     if head.scoring == "uniform":
         a_lo, a_hi, m_lo, m_hi = _uniform_weights(plan, arith, value.lo.shape[0])
     else:
-        query, key = _affine(z, plan.query, arith), _affine(z, plan.key, arith)
+        query, key = _affine(z, plan.query, arith, refine), _affine(z, plan.key, arith, refine)
         differences = _score_differences(plan, query, key, arith)
         if head.scoring == "hardmax":
             a_lo, a_hi, m_lo, m_hi = _hardmax_weights(plan, differences, arith)
@@ -116,7 +127,7 @@ def attention_head(plan: HeadPlan, z: Lin, arith: Any) -> HeadBounds:
     if differences is not None and head.scoring == "softmax":
         weights = softmax_forms(differences, plan.live, (a_lo, a_hi), arith.per_probability, scale)
         output = forms.better(output, linear_combination(effective, weights, m_lo, m_hi, scale))
-    return HeadBounds(query, key, value, differences, weights, (m_lo, m_hi), arith.store(output))
+    return HeadForms(query, key, value, differences, weights, (m_lo, m_hi), arith.store(output))
 
 
 # ---------------------------------------------------------------- scores

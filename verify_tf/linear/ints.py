@@ -19,6 +19,7 @@ import numpy as np
 from ..batched import LIMIT
 
 Array = Any  # a numpy array of int64 or of Python integers (dtype object)
+EXACT_FLOAT = 1 << 53  # integers below it are exact in float64, and so is every sum of products that stays below it
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,12 @@ def contract(a: Array, b: Array, spec: str) -> Array:
     length = 1
     for letter in summed:
         length *= np.shape(a)[inputs[0].replace("...", "").index(letter) - len(inputs[0].replace("...", ""))]
-    if not (wide(a) or wide(b)) and magnitude(a) * magnitude(b) * length <= LIMIT:
+    bound = 0 if wide(a) or wide(b) else magnitude(a) * magnitude(b) * length
+    if not (wide(a) or wide(b)) and bound < EXACT_FLOAT:  # every product and partial sum an integer float64 holds
+        return np.einsum(spec, np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64), optimize=True).astype(
+            np.int64
+        )
+    if not (wide(a) or wide(b)) and bound <= LIMIT:
         return np.einsum(spec, a, b)
     x, y = _widen(a, b)
     return narrow(np.asarray(np.einsum(spec, x, y)))
@@ -122,6 +128,11 @@ def contract(a: Array, b: Array, spec: str) -> Array:
 def matmul(weights: np.ndarray, x: Array) -> Array:
     """Σ_i W[o, i] x[..., i, :] -> (..., o, :): an integer weight matrix (out, in) applied along axis -2."""
     bound = magnitude(x) * int(np.abs(weights).sum(axis=1).max(initial=0))
+    if not wide(x) and not wide(weights) and bound < EXACT_FLOAT:  # exact in float64 (``contract``)
+        product = np.einsum(
+            "oi,...in->...on", weights.astype(np.float64), np.asarray(x, dtype=np.float64), optimize=True
+        )
+        return product.astype(np.int64)
     if not wide(x) and bound <= LIMIT:
         return np.einsum("oi,...in->...on", weights, x)
     return narrow(np.einsum("oi,...in->...on", weights.astype(object), np.asarray(x).astype(object)))

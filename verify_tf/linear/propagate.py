@@ -20,7 +20,7 @@ from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Model, Token
 from ..semantics.arithmetic import Arithmetic, Fixed
 from ..semantics.exp_table import exp_table
 from . import forms, ints
-from .attention import HeadBounds, HeadPlan, attention_head, plan_head
+from .attention import HeadForms, HeadPlan, Refine, attention_head, plan_head
 from .forms import Lin
 from .ints import Array, Scale
 
@@ -134,7 +134,7 @@ class CoordinateTable:
 
 @dataclass
 class BlockTrace:
-    heads: list[HeadBounds] = field(default_factory=list)
+    heads: list[HeadForms] = field(default_factory=list)
     stages: dict[str, Lin] = field(default_factory=dict)
 
 
@@ -219,8 +219,10 @@ class LinearModel:
             z = self.rounding.saturate(forms.shift(z, self.positional[0][None], self.positional[1][None]))
         return z, variables
 
-    def attention_layer(self, index: int, layer: AttentionLayer, z: Lin, trace: BlockTrace | None) -> Lin:
-        heads = [attention_head(plan, z, self.rounding) for plan in self.heads[index]]
+    def attention_layer(
+        self, index: int, layer: AttentionLayer, z: Lin, trace: BlockTrace | None, refine: Refine | None = None
+    ) -> Lin:
+        heads = [attention_head(plan, z, self.rounding, refine) for plan in self.heads[index]]
         concatenated = _concatenate([h.output for h in heads], axis=-1)
         projected = self.rounding.store(forms.affine(concatenated, *self.layers[index]["attention"]))
         out = self.residual(z, projected, layer.residual)
@@ -229,8 +231,12 @@ class LinearModel:
             trace.stages.update(attention_output=projected, after_attention=out)
         return out
 
-    def feed_forward(self, index: int, ff: FeedForward, z: Lin, trace: BlockTrace | None) -> Lin:
+    def feed_forward(
+        self, index: int, ff: FeedForward, z: Lin, trace: BlockTrace | None, refine: Refine | None = None
+    ) -> Lin:
         pre = self.rounding.store(forms.affine(z, *self.layers[index]["w1"]))
+        if refine is not None:
+            pre = refine(self.layers[index]["w1"], pre)
         hidden = forms.relu(pre, self.scale)
         update = self.rounding.store(forms.affine(hidden, *self.layers[index]["w2"]))
         out = self.residual(z, update, ff.residual)

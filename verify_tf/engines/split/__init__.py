@@ -8,7 +8,8 @@ batch of cubes of one length), where each cube is
   (``leaves.py``) predicts, from this run's measured enumeration rate, bound cost and closing rate per volume,
   that enumerating it is cheaper than its expected subtree;
 * otherwise **bounded** together with the rest of its batch: the linear domain (``verify_tf.linear``: intervals
-  and linear forms of every stage, exact integers) in one vectorised call, or exact intervals cube by cube where
+  and linear forms of every stage, exact integers) in one vectorised call, its forward pass intersected at every
+  sublayer with backward (CROWN-style) bounds (``linear/backward.py``), or exact intervals cube by cube where
   that domain refuses the model (``bounder.py``); the property's ``decide_on_bounds`` closes it (``holds``), hands
   a member to the replay (``violated``: every input violates) or leaves it open;
 * **attacked** when open: its corners under the linear bound and its center are evaluated exactly, all open
@@ -64,17 +65,15 @@ def predict(task: Task, estimate: Estimate) -> Prediction:
     space = estimate.space
     if not isinstance(task.prop, Bounded) or space is None or space.order != "all":
         return Prediction(ENGINE, math.inf, "no bounds decision for this property")
-    from ...bounds import Cube  # the interval bounds: only for a property they may decide
-    from .cubes import whole_bounds
+    from .cubes import whole_bounds  # the interval bounds: only for a property they may decide
 
     analysis = len(space.lengths) * BOUNDS_COST * estimate.macs * estimate.calibration.interpret_mac
     if analysis > estimate.remaining / 10:  # the budget is the user's: the choice must not spend it
         return Prediction(ENGINE, math.inf, "the domain's bounds are too costly to analyse within the budget")
     for n in space.lengths:
-        whole = Cube.whole(space.tokens, n)
 
-        def bounds_of(model: Model | None = None, whole: Cube = whole) -> Bounds:
-            return whole_bounds(task.model if model is None else model, task.arithmetic, whole)
+        def bounds_of(model: Model | None = None, n: int = n) -> Bounds:
+            return whole_bounds(task.model if model is None else model, task.arithmetic, space, n)
 
         decision = capability(task.prop, Bounded).decide_on_bounds(task, bounds_of)
         if decision is None or decision[0] != HOLDS:

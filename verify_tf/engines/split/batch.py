@@ -25,7 +25,7 @@ import numpy as np
 import z3
 
 from ...batched import Unsupported
-from ...bounds import Bounds, Cube
+from ...bounds import Bounds
 from ...contract import HOLDS, OPEN, VIOLATED, Batched, Bounded, Solvable, Task, capability
 from ...ir import Model, Token
 from ...spaces import InputSpace
@@ -34,7 +34,7 @@ from ...symbolic.values import Builder, NotEncodable
 from ...work import Deadline, DeadlineExpired
 from ..evaluators import Evaluators
 from .bounder import BatchBounds, Bounder, CubeBounds
-from .cubes import Limits, SplitCube, bounds_cube, center_row, coordinate_sizes, member_mask, rows, whole_bounds
+from .cubes import Limits, SplitCube, center_row, coordinate_sizes, member_mask, rows, whole_bounds
 from .leaves import LeafPolicy
 
 PHASES = ("bounds", "enumeration", "smt", "attack")
@@ -245,10 +245,9 @@ def _closed_roots(task: Task, space: InputSpace, cubes: list[SplitCube]) -> list
     for cube in cubes:
         if cube.depth:
             continue
-        whole = bounds_cube(space, cube)
 
-        def bounds_of(model: Model | None = None, whole: Cube = whole) -> Bounds:
-            return whole_bounds(task.model if model is None else model, task.arithmetic, whole)
+        def bounds_of(model: Model | None = None, n: int = cube.length) -> Bounds:
+            return whole_bounds(task.model if model is None else model, task.arithmetic, space, n)
 
         decision = capability(task.prop, Bounded).decide_on_bounds(task, bounds_of)
         if decision is not None and decision[0] == HOLDS:

@@ -23,6 +23,7 @@ from ...bounds import Bounds, cube_bounds
 from ...domain import GridDomain
 from ...ir import AlphabetTokens, Model
 from ...linear import CoordinateTable, LinearModel, refusal
+from ...linear.backward import refined_bound
 from ...spaces import InputSpace
 from ..base import Task
 from ..evaluators import model_digest
@@ -41,8 +42,8 @@ class CubeBounds:
 class Bounder:
     """Bounds of the task's model (or another model a property compares with) over cubes of one space."""
 
-    def __init__(self, task: Task, space: InputSpace, linear: bool = True):
-        self.task, self.space, self.linear = task, space, linear
+    def __init__(self, task: Task, space: InputSpace, linear: bool = True, domain: str = "backward"):
+        self.task, self.space, self.linear, self.domain = task, space, linear, domain
         self.values, self.coordinates = coordinate_sizes(space)
         self.domain_kind = "grid" if isinstance(space.domain, GridDomain) else "alphabet"
 
@@ -59,7 +60,8 @@ class Bounder:
             return [CubeBounds(cube_bounds(model, self.task.arithmetic, bounds_cube(self.space, c))) for c in cubes]
         linear, table = self._linear(model, cubes[0].length)
         ranges = np.array([c.ranges for c in cubes], dtype=np.int64)  # (B, n, C, 2)
-        result = linear.bound(table.inputs(ranges, model.dim))
+        inputs = table.inputs(ranges, model.dim)
+        result = linear.bound(inputs) if self.domain == "forward" else refined_bound(linear, inputs)
         return self._views(linear, result, ranges, model)
 
     def _linear(self, model: Model, length: int) -> tuple[LinearModel, CoordinateTable]:

@@ -21,7 +21,7 @@ from functools import lru_cache
 import numpy as np
 
 from ...bounds import Bounds, Cube, cube_bounds
-from ...domain import GridDomain
+from ...domain import Domain, GridDomain
 from ...ir import Model, Token
 from ...semantics import Arithmetic
 from ...spaces import InputSpace
@@ -127,11 +127,22 @@ def bounds_cube(space: InputSpace, cube: SplitCube) -> Cube:
     return Cube(tuple(tuple(tokens[int(t)] for t in token_indices(space, position)) for position in cube.ranges))
 
 
-@lru_cache(maxsize=8)
-def whole_bounds(model: Model, arithmetic: Arithmetic, cube: Cube) -> Bounds:
+def whole_bounds(model: Model, arithmetic: Arithmetic, space: InputSpace, length: int) -> Bounds:
     """The bounds of a root cube (every input of one length): auto's prediction for split (the engine's card)
-    and the engine's first step ask for the same ones; in one process they are computed once."""
-    return cube_bounds(model, arithmetic, cube)
+    and the engine's first step ask for the same ones; in one process they are computed once (``domain_bounds``).
+    The key is the domain (a few values), not the cube: hashing a cube of a 390,625-token grid hashed its
+    1.5·10^6 Fractions on every call, 15 s of a 10 s budget (issue 38)."""
+    try:
+        hash(space.domain)
+    except TypeError:  # a domain whose language is not hashable: computed every time
+        return cube_bounds(model, arithmetic, Cube.whole(space.tokens, length))
+    return domain_bounds(model, arithmetic, space.domain, length)
+
+
+@lru_cache(maxsize=8)
+def domain_bounds(model: Model, arithmetic: Arithmetic, domain: Domain, length: int) -> Bounds:
+    """``cube_bounds`` of every input of ``length`` tokens of ``domain`` (cached by value)."""
+    return cube_bounds(model, arithmetic, Cube.whole(domain.tokens, length))
 
 
 def member_mask(space: InputSpace, rows: np.ndarray) -> np.ndarray:

@@ -150,29 +150,14 @@ def check_distinct(task: Task, run: Run, limits: Limits) -> Verdict:
     if merge.settled:
         return merge.verdict()
 
-    # the two-copy step: components of leaves whose exact hulls overlap (within the margin)
     den = math.lcm(*(leaf.den for leaf in leaves if len(leaf.rows)), 1)
-    hulls = []
-    for index, leaf in enumerate(leaves):
-        if len(leaf.rows):
-            scaled = leaf.numerators * (den // leaf.den)
-            hulls.append((min(scaled.reshape(-1)), max(scaled.reshape(-1)), index))
-    hulls.sort()
-    components: list[list[int]] = []
-    reach = None
-    for lo, hi, index in hulls:
-        if reach is not None and (lo <= reach if margin is None else _too_close(margin, lo - reach, den)):
-            components[-1].append(index)
-            reach = max(reach, hi)
-        else:
-            components.append([index])
-            reach = hi
+    components, hulls = _overlapping(leaves, margin, den)
     sizes = [len(c) for c in components]
     statistics.update(
         {
             "components": len(components),
             "largest_component": max(sizes, default=0),
-            "leaf_pairs_closed_by_separation": math.comb(len(hulls), 2) - sum(math.comb(s, 2) for s in sizes),
+            "leaf_pairs_closed_by_separation": math.comb(hulls, 2) - sum(math.comb(s, 2) for s in sizes),
         }
     )
     exempt = capability(task.prop, DistinctValues).exempt_pairs(task) and space.order == "all"
@@ -204,6 +189,27 @@ def check_distinct(task: Task, run: Run, limits: Limits) -> Verdict:
     )
     evidence = Evidence("split") if task.settings.certify else None  # the cover is in the statistics
     return merge.verdict(Proof(text), "branch and bound", evidence)
+
+
+def _overlapping(leaves: list[Leaf], margin: Fraction | None, den: int) -> tuple[list[list[int]], int]:
+    """The two-copy step: components of leaves whose exact value hulls overlap (within the margin), and how many
+    leaves have values."""
+    hulls = []
+    for index, leaf in enumerate(leaves):
+        if len(leaf.rows):
+            scaled = leaf.numerators * (den // leaf.den)
+            hulls.append((min(scaled.reshape(-1)), max(scaled.reshape(-1)), index))
+    hulls.sort()
+    components: list[list[int]] = []
+    reach = None
+    for lo, hi, index in hulls:
+        if reach is not None and (lo <= reach if margin is None else _too_close(margin, lo - reach, den)):
+            components[-1].append(index)
+            reach = max(reach, hi)
+        else:
+            components.append([index])
+            reach = hi
+    return components, len(hulls)
 
 
 def _closest_other_group(entries: list[Any], margin: Fraction | None, den: int) -> tuple[Any, Any] | None:

@@ -186,6 +186,24 @@ def check_each_input(task: Task, run: Run, limits: Limits, tally: Tally | None =
             break
         if limits.adaptive:
             policy = tally.rates.policy()
+    return _conclude(task, run, limits, tally, policy, queue, found, errors, (closed_volume, total))
+
+
+def _conclude(
+    task: Task,
+    run: Run,
+    limits: Limits,
+    tally: Tally,
+    policy: LeafPolicy,
+    queue: _Queue,
+    found: list[tuple[Outcome, Witness]],
+    errors: list[UnitError],
+    volumes: tuple[int, int],
+) -> Verdict:
+    """The verdict of a search that stopped: a replayed refutation, a failed unit, a proof when every cube closed,
+    else unknown with the closed share (``volumes``: closed inputs, the domain's)."""
+    closed_volume, total = volumes
+    space = task.prop.input_space(task)
     statistics = {
         **tally.as_dict(),
         "space": space.describe(),

@@ -25,7 +25,9 @@ EXPLORE = 0.2  # the closing rate assumed for a volume class no cube of which wa
 
 
 def volume_class(volume: int) -> int:
-    return max(0, volume.bit_length() - 1)
+    """k with 2^k <= volume < 2^(k+1); every volume from 2^(CLASSES−1) on shares the last class (a domain of
+    5^32 inputs is one cube at the root: it crashed the policy's lookup before)."""
+    return min(CLASSES - 1, max(0, volume.bit_length() - 1))
 
 
 @dataclass(frozen=True)
