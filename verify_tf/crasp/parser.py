@@ -84,6 +84,7 @@ from verify_tf.crasp.ast import (
 from verify_tf.crasp.positions import (
     COUNTED,
     CURRENT,
+    MAX_EXTENT,
     PosBool,
     PosCompare,
     PosConst,
@@ -96,10 +97,17 @@ from verify_tf.crasp.positions import (
     PosSum,
     PosVar,
     Predicate,
+    extent,
 )
 from verify_tf.userfiles import UserFileError, read_user_text
 
 __all__ = ["load_program", "parse_program"]
+
+
+def _magnitude(number: int) -> str:
+    """``1,000,004`` or ``about 10^999``: a number short enough to quote."""
+    digits = len(str(number))
+    return f"{number:,}" if digits <= 24 else f"about 10^{digits - 1}"
 
 
 def parse_program(source: str, filename: str = "<input>") -> Program:
@@ -427,6 +435,15 @@ class _Parser:
                 start,
                 f"the condition has {operators} operators; at most {MAX_NESTING} are allowed",
                 "split the condition or simplify it (docs/crasp.md, limits)",
+            )
+        settles = extent(body)
+        if settles > MAX_EXTENT:  # by formula: the compiler and the engines tabulate this many positions
+            raise self.error(
+                start,
+                f"the condition settles only after {_magnitude(settles)} positions (its largest offset over its "
+                f"coefficient, plus the period of its remainders); at most {MAX_EXTENT} (the longest input)",
+                "the compiler and the counting engine tabulate a predicate until it settles: write smaller "
+                "offsets or moduli (docs/crasp.md, limits)",
             )
         predicate = Predicate(name.text, tuple(p.text for p in parameters), body)
         self.predicates[name.text] = predicate

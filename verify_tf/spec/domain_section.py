@@ -18,6 +18,7 @@ from ..domain import (
     unrepresentable_grid_value,
 )
 from ..ir import AlphabetTokens, GridTokens, Model
+from ..messages import around
 from ..numbers import MAX_DIGITS, TooLarge, check_size
 from ..regular import Language, RegexError, RegexLanguage
 from ..schema.dsl import Boolean, Context, Either, Field, FilePath, Integer, ListOf, Number, Obj, String
@@ -136,7 +137,7 @@ def _language(strings: dict, alphabet: tuple[str, ...], ctx: Context) -> Languag
         raise ctx.error(
             node.value.get("regex", node),
             "domain.strings.language.regex",
-            f"{error.message} (column {error.column} of {regex!r})",
+            f"{error.message} (column {error.column} of {around(regex, error.column - 1)})",
             error.hint or None,
         ) from None
 
