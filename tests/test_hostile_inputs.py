@@ -240,7 +240,7 @@ CASES = [
     ),
     spec_case("an empty spec", "", r"spec\.yaml:1: the spec is empty"),
     Case("a spec that is a FIFO", spec_fifo, r"spec\.yaml: not a regular file: it is a FIFO"),
-    Case("a 65 MiB spec", spec_too_big, r"spec\.yaml: the spec is larger than 64 MiB"),
+    Case("a 65 MiB spec", spec_too_big, r"spec\.yaml: the spec is larger than 1 MiB"),
     Case("a spec that is not UTF-8", spec_not_utf8, r"spec\.yaml: the spec is not UTF-8 text \(byte 9 is b'\\xe9'\)"),
     # -- files a spec names: main bfa436e said "file not found" for a FIFO or a device (or blocked reading them)
     model_file_case(

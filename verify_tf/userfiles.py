@@ -7,11 +7,15 @@ file is refused with a message saying so ("not a regular file") instead of block
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 from pathlib import Path
 
 MAX_TEXT_BYTES = 64 << 20  # a spec, a .cr program or a tracr export: real ones are under 1 MiB
+MAX_SPEC_BYTES = 1 << 20  # a YAML spec: its reader takes ~3 s per MiB on a loaded machine (a 60 MB scalar: 46 s)
+MAX_MODEL_BYTES = 64 << 20  # a model file read exactly (file, torch): every weight becomes an exact rational
+MAX_MODEL_WEIGHTS = 1 << 22  # weights in such a file (4,194,304), counted from the shapes before any is converted
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -57,3 +61,35 @@ def read_user_text(path: Path, what: str = "the file", limit: int = MAX_TEXT_BYT
     except UnicodeDecodeError as exc:
         bad = data[exc.start : exc.start + 1]
         raise UserFileError(f"{what} is not UTF-8 text (byte {exc.start} is {bad!r})") from None
+
+
+def model_file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a model file (not a regular file, or larger than ``MAX_MODEL_BYTES``), or None:
+    asked before a byte is read (a 400 MB .safetensors was converted weight by weight for more than 90 s)."""
+    problem = file_problem(path)
+    if problem is not None:
+        return problem
+    size = os.stat(path).st_size
+    if size > MAX_MODEL_BYTES:
+        return (
+            f"the model file is {size / 2**20:,.0f} MiB; at most {MAX_MODEL_BYTES >> 20} MiB are read (every weight "
+            "becomes an exact rational: a model this size cannot be verified weight by weight)"
+        )
+    return None
+
+
+def weight_count_problem(shapes: dict[str, tuple[int, ...]]) -> str | None:
+    """Why tensors of these shapes are too many weights to convert (``MAX_MODEL_WEIGHTS``), or None."""
+    total = 0
+    for shape in shapes.values():
+        count = 1
+        for n in shape:
+            count *= int(n)
+        total += count
+    if total > MAX_MODEL_WEIGHTS:
+        largest = max(shapes, key=lambda k: math.prod(shapes[k]))
+        return (
+            f"{total:,} weights in {len(shapes)} tensors (the largest {largest[:60]!r}, shape "
+            f"{list(shapes[largest])}); at most {MAX_MODEL_WEIGHTS:,} are converted to exact rationals"
+        )
+    return None

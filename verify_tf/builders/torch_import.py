@@ -65,6 +65,7 @@ from ..ir import (
 )
 from ..numbers import fmt
 from ..schema.errors import strip_terminal_codes
+from ..userfiles import model_file_problem, weight_count_problem
 from . import TORCH_ROLE_NAMES
 from .files import ARCH_KEY, SAFE_ALTERNATIVES, pickle_refusal
 from .quantize import SQRT_BITS, TorchImportError, _Quantizer, bits_for
@@ -591,7 +592,11 @@ def _load_safetensors(path: Path) -> TorchState:
         with safe_open(str(path), framework="pt") as handle:
             if ARCH_KEY in (handle.metadata() or {}):
                 raise TorchImportError(f"{path.name} is a verify-tf model file: load it with model: {{file: ...}}")
-            return {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118 - a handle, not a dict
+            keys = list(handle.keys())
+            too_many = weight_count_problem({key: tuple(handle.get_slice(key).get_shape()) for key in keys})
+            if too_many is not None:
+                raise TorchImportError(f"{path.name}: {too_many}")
+            return {key: handle.get_tensor(key) for key in keys}
     except (SafetensorError, OSError) as exc:
         first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
         raise TorchImportError(f"cannot read {path.name} as safetensors: {first[:200]}") from None
@@ -601,6 +606,9 @@ def load_state_dict(path: str | Path) -> TorchState:
     """Tensors only: a ``.safetensors`` file, or ``torch.load(weights_only=True)``, which never unpickles objects
     (that could run code from the file)."""
     name = Path(path).name
+    problem = model_file_problem(Path(path))
+    if problem is not None:
+        raise TorchImportError(f"{name}: {problem}")
     if Path(path).suffix.lower() == ".safetensors":
         return _load_safetensors(Path(path))
     try:
@@ -620,6 +628,9 @@ def load_state_dict(path: str | Path) -> TorchState:
         raise TorchImportError(
             f"{name} is not a state dict of tensors", 'save the weights with torch.save(model.state_dict(), "model.pt")'
         )
+    too_many = weight_count_problem({key: tuple(value.shape) for key, value in state.items()})
+    if too_many is not None:
+        raise TorchImportError(f"{name}: {too_many}")
     return dict(state)
 
 
