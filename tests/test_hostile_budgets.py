@@ -89,6 +89,27 @@ def weights_case(name: str, source: str, shape: tuple[int, ...], dtype: str, siz
     return Case(name, make, message, needs="torch" if source == "torch" else "")
 
 
+def _extra_dimension(folder: Path) -> list[str]:
+    import torch
+
+    from verify_tf.experiments.exact_encoder import ExactEncoderLayer
+
+    state = ExactEncoderLayer(4, 1, 8).state_dict()
+    state["linear1.weight"] = state["linear1.weight"].unsqueeze(-1)  # (8, 4) -> (8, 4, 1)
+    torch.save(state, folder / "m.pt")
+    (folder / "spec.yaml").write_text(
+        "model: {torch: m.pt, architecture: {heads: 1}, quantize: {bits: 16, frac: 8}}
+"
+        "arithmetic: {mode: fixed, bits: 16, frac: 8}
+domain: {grid: {dim: 4, values: [0, 1]}, length: 2}
+"
+        "properties:
+  - output-bounds: {hi: 100}
+"
+    )
+    return ["check", "spec.yaml", "--no-cache"]
+
+
 def crasp_spec(program: str, extra: str = "") -> str:
     return CRASP.format(program="prog.cr") + extra
 
@@ -212,6 +233,12 @@ EXIT_2 = [
         "U8",
         1,
         r"w\.safetensors: 4,200,000 weights in 1 tensors .*at most 4,194,304",
+    ),
+    Case(  # main: TypeError from Fraction(list) and exit 1, the code of refuted
+        "a torch matrix with an extra dimension (8×4×1)",
+        lambda folder: _extra_dimension(folder),
+        r"spec\.yaml:1: model: linear1\.weight: expected a matrix \(2-D\), got a 3-D tensor of shape 8×4×1",
+        needs="torch",
     ),
     # -- the spec: main read a 60 MB scalar for 45.8 s
     spec_case("a 2 MiB YAML scalar", "name: " + "x" * (2 << 20) + "\n", r"spec\.yaml: the spec is larger than 1 MiB"),
@@ -396,3 +423,18 @@ def test_auto_never_picks_an_engine_that_refuses_the_reading():
     assert auto.refusal(task, "smt").startswith("solver queries encode the hardmax reading")
     chosen, why = auto.choose(task, ("enumerate", "smt"), 1e-9, auto.load(None))  # nothing can finish in 1 ns
     assert chosen == "enumerate" and why["predicted_seconds"]["smt"].startswith("refuses this reading")
+
+
+@pytest.mark.parametrize("s", [F(139), F(200), F(555, 2)])
+def test_exp_bracket_past_10_to_the_60(s):
+    # main: TypeError "Decimal * float" (10 ** negative is a float) when e^s has more than 61 integer digits: smt on
+    # a rounded-terms softmax reading a LayerNorm output (scores past 138) crashed instead of answering
+    import mpmath
+
+    from verify_tf.semantics.exp_table import exp_bracket
+
+    lo, hi = exp_bracket(s)
+    with mpmath.workdps(150):
+        exact = mpmath.exp(mpmath.mpf(s.numerator) / s.denominator)
+        low, high = (mpmath.mpf(x.numerator) / x.denominator for x in (lo, hi))
+        assert low < exact < high and (high - low) / exact < mpmath.mpf(10) ** -59

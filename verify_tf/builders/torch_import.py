@@ -130,6 +130,18 @@ def _natural(key: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", key)]
 
 
+def _require_dimensions(key: str, tensor: torch.Tensor, dimensions: int) -> None:
+    """A matrix is 2-D and a vector 1-D: an extra dimension (8×4×1) is the file's mistake, said by name."""
+    if tensor.dim() != dimensions:
+        shape = "×".join(str(n) for n in tensor.shape) or "a scalar"
+        raise TorchImportError(
+            f"{key}: expected a {'matrix' if dimensions == 2 else 'vector'} ({dimensions}-D), got a "
+            f"{tensor.dim()}-D tensor of shape {shape}",
+            "save the module's own state_dict(): its weights are matrices and its biases vectors "
+            "(squeeze an added dimension)",
+        )
+
+
 def _matrix(
     state: TorchState,
     key: str,
@@ -139,6 +151,7 @@ def _matrix(
     where: str = "",
 ) -> tuple[tuple[Fraction, ...], ...]:
     tensor = state[key].detach().to(torch.float64).cpu()
+    _require_dimensions(key, tensor, 2)
     data = tensor.tolist()
     rows = rows if rows is not None else range(len(data))
     cols = cols if cols is not None else range(len(data[0]) if data else 0)
@@ -158,7 +171,9 @@ def _vector(
 ) -> tuple[Fraction, ...]:
     if key is None or key not in state:
         return tuple(Fraction(0) for _ in range(length))
-    data = state[key].detach().to(torch.float64).cpu().tolist()
+    tensor = state[key].detach().to(torch.float64).cpu()
+    _require_dimensions(key, tensor, 1)
+    data = tensor.tolist()
     indices = indices if indices is not None else range(len(data))
     return tuple(quantizer.exact(data[i], f"{where or key}[{k}]") for k, i in enumerate(indices))
 
