@@ -98,14 +98,9 @@ def _extra_dimension(folder: Path) -> list[str]:
     state["linear1.weight"] = state["linear1.weight"].unsqueeze(-1)  # (8, 4) -> (8, 4, 1)
     torch.save(state, folder / "m.pt")
     (folder / "spec.yaml").write_text(
-        "model: {torch: m.pt, architecture: {heads: 1}, quantize: {bits: 16, frac: 8}}
-"
-        "arithmetic: {mode: fixed, bits: 16, frac: 8}
-domain: {grid: {dim: 4, values: [0, 1]}, length: 2}
-"
-        "properties:
-  - output-bounds: {hi: 100}
-"
+        "model: {torch: m.pt, architecture: {heads: 1}, quantize: {bits: 16, frac: 8}}\n"
+        "arithmetic: {mode: fixed, bits: 16, frac: 8}\ndomain: {grid: {dim: 4, values: [0, 1]}, length: 2}\n"
+        "properties:\n  - output-bounds: {hi: 100}\n"
     )
     return ["check", "spec.yaml", "--no-cache"]
 
@@ -438,3 +433,22 @@ def test_exp_bracket_past_10_to_the_60(s):
         exact = mpmath.exp(mpmath.mpf(s.numerator) / s.denominator)
         low, high = (mpmath.mpf(x.numerator) / x.denominator for x in (lo, hi))
         assert low < exact < high and (high - low) / exact < mpmath.mpf(10) ** -59
+
+
+def test_a_call_that_cannot_poll_gets_what_is_left_of_the_deadline():
+    # main: specs/tracr-float-prev-a-wide-gt0.yaml at --timeout 5 took 11.75 s: the replay on tracr's model in JAX
+    # (importing JAX and its first call: 13 s and 6 s on the loaded machine) ran after the deadline. The replay now
+    # runs through work.within_deadline: past the deadline the check is a timeout, never an overrun.
+    import threading
+
+    from verify_tf.work import Deadline, DeadlineExpired, deadline_in_force, within_deadline
+
+    release = threading.Event()
+    with deadline_in_force(Deadline(0.05)), pytest.raises(DeadlineExpired, match="during the replay"):
+        within_deadline(lambda: release.wait(600), "the replay")  # blocks until released: never within 0.05 s
+    release.set()
+    with deadline_in_force(Deadline(600)):
+        assert within_deadline(lambda: 42, "a quick call") == 42
+    with deadline_in_force(Deadline(600)), pytest.raises(ZeroDivisionError):
+        within_deadline(lambda: 1 // 0, "a failing call")  # its exception reaches the caller
+    assert within_deadline(lambda: 7, "no deadline in force") == 7

@@ -55,7 +55,7 @@ from ..schema.errors import OptionError
 from ..schema.yamlnodes import Node
 from ..semantics import Arithmetic, UnsupportedInMode, evaluate
 from ..witness import input_to_json
-from ..work import CannotCheck, Deadline, DeadlineExpired
+from ..work import CannotCheck, Deadline, DeadlineExpired, within_deadline
 from .base import bos_offset, require, typed
 
 if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
@@ -335,7 +335,10 @@ class RaspEquivalence(EachInput, Batched, Solvable, CertifiedOutputs):
         from ..floats import jax_replay
 
         if jax_replay.available():
-            theirs = jax_replay.final_stream(export.document, [int(i) for i in ids[0]])[1:]
+            theirs = within_deadline(
+                lambda: jax_replay.final_stream(export.document, [int(i) for i in ids[0]]),
+                "the replay on tracr's model in JAX",
+            )[1:]
             replays["tracr's model in JAX"] = [_decode_float(export, theirs[i]) for i in range(len(tokens))]
         box = enclosure.Box(found.output.lo[0, 1:], found.output.hi[0, 1:])
         for name, decoded in replays.items():
