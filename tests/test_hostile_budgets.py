@@ -452,3 +452,52 @@ def test_a_call_that_cannot_poll_gets_what_is_left_of_the_deadline():
     with deadline_in_force(Deadline(600)), pytest.raises(ZeroDivisionError):
         within_deadline(lambda: 1 // 0, "a failing call")  # its exception reaches the caller
     assert within_deadline(lambda: 7, "no deadline in force") == 7
+
+
+# --------------------------------------------------------------------------- certification within its budget
+
+
+def _counting_proof(folder: Path):
+    from verify_tf.runner import Overrides, check_property, task_of
+    from verify_tf.spec import load_spec
+
+    spec = load_spec(ROOT / "specs" / "crasp-L1.yaml")
+    prop = spec.properties[0]
+    overrides = Overrides(engine="counting", certify_dir=folder)  # the engine keeps its evidence
+    verdict = check_property(spec, prop, overrides)
+    assert verdict.status == "proved" and verdict.evidence.kind == "counting"
+    return task_of(spec, prop, overrides), verdict.evidence.covered
+
+
+@pytest.mark.slow  # ~15 CPU s: a counting proof, then 82 strings of length 14 on the interpreter twice
+def test_the_counting_certificate_sample_is_sized_by_its_measured_rate(monkeypatch, tmp_path):
+    # main: crasp-L3's certificate re-evaluated 1,000 strings whatever they cost (~600 s of a 60 s budget). The
+    # sample now takes SAMPLE_SHARE of the budget at the rate measured on PILOT strings. On an injected clock
+    # (1 s a reading) the count is a number of readings, the same on any machine.
+    from verify_tf import work
+    from verify_tf.certify import counting
+
+    task, covered = _counting_proof(tmp_path)
+    readings = iter(range(10**9))
+    monkeypatch.setattr(work, "clock", lambda: float(next(readings)))
+    body = counting.counting_evidence(task, covered, seed=0, deadline=work.Deadline(400.0))
+    sample = body["checks"][1]
+    # the pilot: 4 strings cost 5 readings between the rate's two (a deadline check before each string, and the
+    # reading that ends the first measurement): 1.25 s a string; a quarter of the 391 s then left fits 78 strings
+    assert sample["ok"] is True and sample["sample_size"] == 78
+    assert next(readings) <= 400  # the whole evidence within its budget on this clock
+    assert counting.recheck_counting(task, body) == []  # audit re-derives the same 78 strings and their outputs
+
+
+@pytest.mark.slow  # a counting proof with its evidence (~5 CPU s)
+def test_a_counting_certificate_out_of_time_says_so_and_audit_accepts_it(monkeypatch, tmp_path):
+    from verify_tf import work
+    from verify_tf.certify import counting
+
+    task, covered = _counting_proof(tmp_path)
+    readings = iter(range(10**9))
+    monkeypatch.setattr(work, "clock", lambda: float(next(readings)))
+    body = counting.counting_evidence(task, covered, seed=0, deadline=work.Deadline(3.0))  # not even the pilot
+    sample = body["checks"][1]
+    assert sample["ok"] is None and sample["note"] == "not completed within the evidence budget"
+    assert counting.recheck_counting(task, body) == []  # nothing claimed, nothing to refute

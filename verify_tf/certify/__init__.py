@@ -163,9 +163,10 @@ def _evidence_body(
     """The certificate's evidence for a proof, by the kind of evidence the engine kept."""
     seed, statistics = task.settings.seed, verdict.statistics
     if evidence.kind == "counting":  # its exploration, and for every length its induction queries
-        body = {**counting_evidence(task, evidence.covered or {}, seed), "trusted": TRUSTED["counting"]}
+        budget = Deadline(seconds)  # the sample sizes itself to a share of it; the queries get what it left
+        body = {**counting_evidence(task, evidence.covered or {}, seed, budget), "trusted": TRUSTED["counting"]}
         if evidence.queries:
-            body["queries"] = _smt_certificate(evidence.queries, folder, seconds, progress)["queries"]
+            body["queries"] = _smt_certificate(evidence.queries, folder, budget.remaining(), progress)["queries"]
         return body
     if evidence.kind == "smt":
         body = _smt_certificate(evidence.queries, folder, seconds, progress)
