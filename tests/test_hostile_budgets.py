@@ -501,3 +501,20 @@ def test_a_counting_certificate_out_of_time_says_so_and_audit_accepts_it(monkeyp
     sample = body["checks"][1]
     assert sample["ok"] is None and sample["note"] == "not completed within the evidence budget"
     assert counting.recheck_counting(task, body) == []  # nothing claimed, nothing to refute
+
+
+def test_split_sizes_its_enumeration_calls_by_the_measured_rate():
+    # main: every call of split's enumeration phase evaluated 65,536 rows, tens of seconds on a two-layer softmax
+    # model, reading the deadline once per call (69-74 s at --timeout 30). A call is now ~0.5 s of rows at the rate
+    # just measured: the deadline is read between calls of bounded length.
+    from verify_tf.engines.split import batch
+
+    unit = batch._Unit.__new__(batch._Unit)  # the pacing alone, without a task
+    unit.step = batch.FIRST_CHUNK
+    assert unit.step == 256
+    unit.pace(256, 2.0)  # 128 rows a second -> 64 rows in half a second, but never under the first call's 256
+    assert unit.step == 256
+    unit.pace(256, 0.01)  # 25,600 rows a second -> 12,800 rows in half a second
+    assert unit.step == 12_800
+    unit.pace(12_800, 0.001)  # 12.8 M rows a second: capped at CHUNK
+    assert unit.step == batch.CHUNK == 65_536
