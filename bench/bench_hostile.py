@@ -164,8 +164,10 @@ def main() -> None:
     parser.add_argument("--cap", type=float, default=120.0)
     args = parser.parse_args()
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    print(f"# {platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load before: {load}")
+    print(
+        f"# {platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load before: {load}"
+    )
     print("| case | --timeout T | 1.1·T + 1 | exit | wall s | CPU s | bytes out | longest line | message |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, (timeout, build) in CASES.items():

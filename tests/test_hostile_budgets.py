@@ -30,7 +30,7 @@ import pytest
 from click.testing import CliRunner
 
 from helpers import torch_installed
-from test_hostile_inputs import CRASP, ROOT, Case, crasp_case, sandbox, spec_case  # noqa: F401 - sandbox: a fixture
+from test_hostile_inputs import CRASP, ROOT, Case, crasp_case, spec_case
 from verify_tf.cli import main
 
 TRACR = ROOT / "examples" / "tracr" / "count.json"
@@ -377,10 +377,10 @@ def test_rope_range_reduction_is_sized_by_formula(monkeypatch):
 
 def test_rope_base_1e_minus_100_gives_mpmath_tables():
     # main: rope-base: 1e-100 with key-dim 64 ran > 200 s at --timeout 5 (exp's precision did not carry e^223)
+    import mpmath
+
     from verify_tf.ir import Rotary
     from verify_tf.semantics.rotary import rotation_entry
-
-    import mpmath
 
     rotary = Rotary.standard(64, F(1, 10**100), "half")
     frequency = rotary.frequencies[-1]  # θ = (10^-100)^(-62/64) = 10^96.875

@@ -17,7 +17,7 @@ MAX_MESSAGE = 1000  # the longest message shown whole
 _HEAD, _TAIL = 72, 24  # of an abridged run (with the ellipsis and the count, about QUOTE characters)
 _PATH_MAX = 4096
 
-_RUN = re.compile(r"\S{%d,}" % (QUOTE + 1))
+_RUN = re.compile(rf"\S{{{QUOTE + 1},}}")
 
 
 def _short(match: re.Match[str]) -> str:

@@ -27,6 +27,7 @@ import math
 import random
 from fractions import Fraction
 
+from .. import work
 from ..contract import Counted, CountingGoal, capability
 from ..domain import StringDomain
 from ..engines.base import Task
@@ -34,7 +35,6 @@ from ..engines.counting.joint import Joint
 from ..engines.scan import fractions_digest
 from ..semantics import evaluate
 from ..spaces import InputSpace
-from .. import work
 from ..work import Deadline, DeadlineExpired
 
 SAMPLE = 1000  # strings of length N re-evaluated on the interpreter (all of them when there are fewer) ...

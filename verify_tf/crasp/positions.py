@@ -31,6 +31,7 @@ from typing import ClassVar
 __all__ = [
     "COUNTED",
     "CURRENT",
+    "MAX_EXTENT",
     "PosBool",
     "PosCompare",
     "PosConst",
@@ -45,7 +46,6 @@ __all__ = [
     "Predicate",
     "Profile",
     "atoms",
-    "MAX_EXTENT",
     "dependence",
     "extent",
     "format_condition",

@@ -9,7 +9,6 @@ closest known key, the two sources, or the source a stray key belongs to.
 from __future__ import annotations
 
 import re
-
 from typing import Any
 
 from ..builders import sources
