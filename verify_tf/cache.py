@@ -45,9 +45,8 @@ from typing import Any
 
 from .engines.base import Task
 from .engines.replay import NOT_REPLAYABLE, replay_stored
-from .fingerprint import canonical, tool_versions
+from .fingerprint import canonical, model_digest, tool_versions
 from .floats import jax_replay
-from .ir.plain import model_to_dict
 from .userfiles import UserFileError, read_user_text
 from .verdict import PROVED, REFUTED, Verdict
 
@@ -69,7 +68,7 @@ def key_material(spec, prop, overrides, engine: str) -> dict[str, Any] | None:
         return None  # --certify needs the engine's run itself (queries, digests): never served from the cache
     return {
         "format": KEY_FORMAT,
-        "model": model_to_dict(spec.model),
+        "model": model_digest(spec.model),
         "arithmetic": canonical(spec.arithmetic),
         "domain": canonical(spec.domain),
         "property": prop.name,
