@@ -581,6 +581,8 @@ def _open_cluster(address: str, quiet: bool):
 
 def _require_device(device: str) -> None:
     """``--device cuda`` on a machine without a usable GPU is an input error, the same in every command."""
+    if device != "cuda":  # auto and cpu always run (cli.devices is imported only for a GPU)
+        return
     from .devices import device_problem
 
     problem = device_problem(device)
