@@ -143,6 +143,11 @@ def deadline_in_force(deadline: Deadline) -> Iterator[None]:
         _AMBIENT.deadline = previous
 
 
+def deadline_now() -> Deadline | None:
+    """The deadline in force in this thread (``deadline_in_force``), or None."""
+    return getattr(_AMBIENT, "deadline", None)
+
+
 def check_deadline(what: str) -> None:
     """Raise ``DeadlineExpired`` once the deadline in force in this thread has passed. For code deep below the
     drivers that takes no deadline argument (interval bounds, planning a batched program): it runs inside a

@@ -18,7 +18,8 @@ merging strings that reach the same joint state. The certificate checks:
 What it does not rule out: a disagreement between the counter model and the interpreter on a string outside
 the sample (the engine's differential tests are the defence there); that merged states really are
 interchangeable (``engines.counting.explore``'s argument, trusted). An every-length proof adds its induction
-queries (certified as SMT queries by the caller; over unbounded integers they have no LRAT chain).
+queries (certified as SMT queries by ``verify_tf.certify``; over unbounded integers they have no LRAT chain).
+This module is the engine's certificate (``engines.certificates`` says what one declares).
 """
 
 from __future__ import annotations
@@ -27,20 +28,58 @@ import math
 import random
 from fractions import Fraction
 
-from .. import work
-from ..contract import Counted, CountingGoal, capability
-from ..domain import StringDomain
-from ..engines.base import Task
-from ..engines.counting.joint import Joint
-from ..engines.scan import fractions_digest
-from ..semantics import evaluate
-from ..spaces import InputSpace
-from ..work import Deadline, DeadlineExpired
+from ... import work
+from ...contract import Counted, CountingGoal, capability
+from ...domain import StringDomain
+from ...semantics import evaluate
+from ...spaces import InputSpace
+from ...verdict import Verdict
+from ...work import Deadline, DeadlineExpired
+from ..base import Task
+from ..scan import fractions_digest
+from .joint import Joint
 
 SAMPLE = 1000  # strings of length N re-evaluated on the interpreter (all of them when there are fewer) ...
 PILOT = 4  # ... or as many as fit the sample's share of the evidence budget at the rate measured on this many
 SAMPLE_SHARE = 0.25  # of the evidence budget (the induction queries' cvc5 and LRAT evidence get what is left)
 VIOLATION_SAMPLE = 50  # of which the property's own check is re-run on this many
+TRUSTED = {
+    "counting": [
+        "that strings reaching the same joint state agree on every continuation (engines.counting.explore)",
+        "when the certificate covers lengths up to closed_at: that states repeating from one length to the next, "
+        "with no transition depending on the length, decide every longer length (engines.counting.explore)",
+        "the counting model on strings outside the sample (the engine's differential tests cover it)",
+        "for every length: the encoder of one position (engines.counting.induction) and z3's answers as "
+        "re-proved by cvc5 (unbounded integers: no LRAT chain)",
+    ]
+}
+REDERIVE = "queries"  # the engine runs again: its queries (the induction's lengths) and its coverage must agree
+
+
+def evidence(task: Task, verdict: Verdict) -> dict:
+    """The exploration's certificate (``counting_evidence``) and what stays trusted; an every-length proof's
+    induction queries are added by ``verify_tf.certify``."""
+    covered = (verdict.evidence.covered if verdict.evidence is not None else None) or {}
+    return {**counting_evidence(task, covered, task.settings.seed), "trusted": TRUSTED["counting"]}
+
+
+def rerun_differences(task: Task, rerun: Verdict, body: dict) -> list[str]:
+    """The re-run's exploration covers what the certificate says it covered."""
+    covered = rerun.evidence.covered if rerun.evidence is not None else None
+    if covered is None:
+        return []
+    recorded: dict = next((c for c in body.get("checks", []) if c.get("check") == "strings counted two ways"), {})
+    out = []
+    if body.get("covered") != covered_record(covered):
+        out.append(f"the exploration covers {body.get('covered')} in the certificate, re-derived {covered}")
+    if recorded.get("explored") != covered["strings_per_length"] or recorded.get("states") != covered["states"]:
+        out.append("the exploration's strings per length or states differ from the re-derived exploration")
+    return out
+
+
+def recheck(task: Task, body: dict) -> tuple[list[str], list[str]]:
+    """Audit: ``recheck_counting``'s problems, named; nothing partial (the queries are re-checked by certify)."""
+    return [f"counting: {p}" for p in recheck_counting(task, body)], []
 
 
 def sample_words(alphabet: list[str], length: int, seed: int, count: int = SAMPLE) -> list[tuple[str, ...]]:
@@ -93,7 +132,8 @@ def _word(index: int, alphabet: list[str], length: int) -> tuple[str, ...]:
 
 def sample_size(task: Task, length: int, seed: int, deadline: Deadline) -> int:
     """How many strings fit the sample's share of ``deadline``: the rate measured on PILOT of them (a string of
-    crasp-L3's length 100 takes ~0.6 s on the interpreter: 1,000 of them took ~600 s of a 60 s budget)."""
+    crasp-L3's length takes ~0.3 s on the interpreter on a loaded machine: 1,000 of them took ~600 s of a 60 s
+    budget)."""
     goal = capability(task.prop, Counted).counting_goal(task)
     pilot = sample_for(goal, length, seed, PILOT)
     start = work.clock()  # the deadlines' clock (a test injects it)
@@ -139,12 +179,13 @@ def _evaluate_sample(
 
 
 def counting_evidence(task: Task, covered: dict, seed: int, deadline: Deadline | None = None) -> dict:
-    """The exploration's count two ways and the interpreter sample, the sample sized to fit ``deadline``
-    (``sample_size``) and recorded as not completed (``ok: null``) if it runs out all the same."""
+    """The exploration's count two ways and the interpreter sample, the sample sized to fit ``deadline`` (the one
+    in force when None: ``verify_tf.certify`` puts the evidence budget in force; ``sample_size``) and recorded as
+    not completed (``ok: null``) if it runs out all the same."""
     length = covered["max_length"]
     goal = capability(task.prop, Counted).counting_goal(task)
     closed = closed_counts(goal, length)
-    deadline = deadline or Deadline(math.inf)
+    deadline = deadline or work.deadline_now() or Deadline(math.inf)
     try:
         count = sample_size(task, length, seed, deadline) if math.isfinite(deadline.seconds) else SAMPLE
         words = sample_for(goal, length, seed, count)
