@@ -475,7 +475,7 @@ def test_the_counting_certificate_sample_is_sized_by_its_measured_rate(monkeypat
     # sample now takes SAMPLE_SHARE of the budget at the rate measured on PILOT strings. On an injected clock
     # (1 s a reading) the count is a number of readings, the same on any machine.
     from verify_tf import work
-    from verify_tf.certify import counting
+    from verify_tf.engines.counting import certificate as counting
 
     task, covered = _counting_proof(tmp_path)
     readings = iter(range(10**9))
@@ -492,7 +492,7 @@ def test_the_counting_certificate_sample_is_sized_by_its_measured_rate(monkeypat
 @pytest.mark.slow  # a counting proof with its evidence (~5 CPU s)
 def test_a_counting_certificate_out_of_time_says_so_and_audit_accepts_it(monkeypatch, tmp_path):
     from verify_tf import work
-    from verify_tf.certify import counting
+    from verify_tf.engines.counting import certificate as counting
 
     task, covered = _counting_proof(tmp_path)
     readings = iter(range(10**9))
