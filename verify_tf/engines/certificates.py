@@ -40,7 +40,7 @@ from ..contract import CertifiedOutputs, DistinctValues, Task, capability
 from ..semantics import evaluate
 from ..spaces import InputSpace
 from ..verdict import Evidence, Verdict
-from .evaluators import Evaluators
+from .evaluators import CompiledEvaluators
 from .scan import certified_outputs, combined_digest, fractions_digest
 
 SAMPLE = 1000  # inputs re-evaluated on the interpreter (all of them when the space is smaller)
@@ -245,7 +245,7 @@ def batched_outputs(task: Task, rows: list[tuple]) -> list[list[Fraction]] | str
 
     space = space_of(task)
     try:
-        evaluators = Evaluators(task, space)
+        evaluators = CompiledEvaluators(task, space)
         by_length: dict[int, list[int]] = {}
         for k, row in enumerate(rows):
             by_length.setdefault(len(row), []).append(k)
