@@ -162,16 +162,7 @@ def check(task: Task, run: Run) -> Verdict:
     second_turn: list[int] = []
     found: list[tuple[QueryResult, dict[str, Any]]] = []
     totals = BoundStats()
-    statistics: dict[str, Any] = {
-        "theory": "QF_BV (translated from QF_LIA)" if task.settings.solver == "bitwuzla" else LOGIC,
-        "solver": task.settings.solver,
-        "queries": len(plans),
-        "variables": 0,
-        "assertions": 0,
-        "solver_seconds": 0.0,
-        "encode_seconds": 0.0,
-        **prop.statistics(task),
-    }
+    statistics = _statistics(task, len(plans))
 
     def unit(index: int, share: float, turn: int) -> WorkUnit:
         return WorkUnit(
@@ -254,6 +245,20 @@ def check(task: Task, run: Run) -> Verdict:
         queries = [{"name": results[i].plan.name, "smt2": results[i].smt2, "answer": "unsat"} for i in range(count)]
         evidence = Evidence("smt", queries=queries)
     return merge.verdict(Proof(text, queries=count), "smt", evidence)
+
+
+def _statistics(task: Task, queries: int) -> dict[str, Any]:
+    """The verdict's statistics before any query ran: the theory and solver, the counters the results add to."""
+    return {
+        "theory": "QF_BV (translated from QF_LIA)" if task.settings.solver == "bitwuzla" else LOGIC,
+        "solver": task.settings.solver,
+        "queries": queries,
+        "variables": 0,
+        "assertions": 0,
+        "solver_seconds": 0.0,
+        "encode_seconds": 0.0,
+        **task.prop.statistics(task),
+    }
 
 
 def _not_proved(
