@@ -94,8 +94,9 @@ def plain(value: Any) -> Any:
     return value if isinstance(value, bool) else int(value)
 
 
-def witness_of(task: Task, program: Program, word: str, position: int) -> Witness:
-    model_side, program_side, trace, program_trace = task.prop.decisions(task, program, word)
+def witness_of(task: Task, program: Program, word: str, position: int, decisions: tuple[Any, ...]) -> Witness:
+    """The witness at ``position`` of ``word`` from both sides' ``decisions`` (``CraspEquivalence.decisions``)."""
+    model_side, program_side, trace, program_trace = decisions
     offset = bos_offset(task.model)
     readout = [trace.readout[i - 1 + offset] if i - 1 + offset >= 0 else None for i in range(len(word) + 1)]
     rows = [

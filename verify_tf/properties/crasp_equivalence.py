@@ -284,7 +284,7 @@ class CraspEquivalence(EachInput, Batched, Solvable, Cubes, Counted, PrefixTree,
         return float_reading.measure(task, word, checked_positions(task, len(word)), self.prefix_order(task))
 
     def witness(self, task: Task, program: Program, word: str, position: int) -> Witness:
-        return witness_of(task, program, word, position)
+        return witness_of(task, program, word, position, self.decisions(task, program, word))
 
     # -- enumerate: the model's decisions and the program's arrays on the same rows
     def batched_violations(self, task: Task, evaluators: Evaluators, rows: Array) -> tuple[Array, Measures]:
