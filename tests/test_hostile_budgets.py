@@ -5,7 +5,7 @@ Like ``test_hostile_inputs.py`` (issue 26's corpus, whose sandbox and assertions
 built in a fresh folder and run through the CLI in this process, and ends one of two ways:
 
 * **exit 2 with a located message** (``file:line: key: ...``, a ``.cr`` file's line and column), never a traceback,
-  the output bounded (a message quotes at most ~120 characters of the input: ``verify_tf/messages.py``);
+  the output bounded (a message quotes at most ~120 characters of the input: ``verify_tf.userfiles.abridge``);
 * **a verdict** (exit 0 or 3) saying what it is, never an internal error.
 
 Budgets are asserted without a clock (tests/README.md: no wall-clock assertion): a limit is refused **by formula**

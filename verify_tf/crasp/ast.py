@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..messages import abridge
+from ..userfiles import abridge
 from .positions import Predicate
 
 

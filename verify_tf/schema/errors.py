@@ -6,7 +6,7 @@ import difflib
 import re
 from collections.abc import Iterable
 
-from ..messages import abridge
+from ..userfiles import abridge
 
 # ANSI/VT100 escape sequences (CSI ... final byte, OSC ... BEL/ST, and two-byte ESC x): library messages
 # (torch's, for one) carry bold/colour codes that would print as garbage in logs, JSON and CI annotations

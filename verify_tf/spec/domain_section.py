@@ -18,12 +18,12 @@ from ..domain import (
     unrepresentable_grid_value,
 )
 from ..ir import AlphabetTokens, GridTokens, Model
-from ..messages import around
 from ..numbers import MAX_DIGITS, TooLarge, check_size
 from ..regular import Language, RegexError, RegexLanguage
 from ..schema.dsl import Boolean, Context, Either, Field, FilePath, Integer, ListOf, Number, Obj, String
 from ..schema.yamlnodes import Node
 from ..semantics import Arithmetic
+from ..userfiles import around
 
 DOMAIN = Obj(
     {
