@@ -42,7 +42,7 @@ import numpy as np
 from . import forms, ints
 from .forms import Lin
 from .ints import Array
-from .propagate import BlockTrace, Result
+from .propagate import BlockForms, Result
 
 
 @dataclass(frozen=True)
@@ -524,7 +524,7 @@ def refined_bound(
     blocks: list[Any] = []
     result = Result(embedded, embedded, variables, embedded, blocks)  # readout and output filled in at the end
     for index, block in enumerate(linear.model.blocks):
-        record = BlockTrace()
+        record = BlockForms()
         blocks.append(record)
         if block.attention is not None:
             entering = z
