@@ -515,14 +515,24 @@ def _size(domain: StringDomain) -> int | str:
     return f"about 10^{int(size.bit_length() * math.log10(2))}"
 
 
-@lru_cache(maxsize=32)
 def _program(path: Path) -> Program:
+    return _parsed(path, path.read_bytes())
+
+
+def _machine(path: Path) -> ProgramMachine:
+    return _machine_of(path, path.read_bytes())
+
+
+# keyed by the file's bytes as well as its path: a program rewritten in one process (``crasp extract``'s rounds, a
+# notebook) is read anew
+@lru_cache(maxsize=32)
+def _parsed(path: Path, source: bytes) -> Program:
     return load_program(path)
 
 
 @lru_cache(maxsize=32)
-def _machine(path: Path) -> ProgramMachine:
-    return ProgramMachine(_program(path))
+def _machine_of(path: Path, source: bytes) -> ProgramMachine:
+    return ProgramMachine(_parsed(path, source))
 
 
 def _plain(value: Any) -> Any:
