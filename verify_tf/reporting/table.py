@@ -39,8 +39,11 @@ MIN_PROPERTY_WIDTH = 16
 
 
 def column_lines(text: str, width: int) -> list[str]:
-    """``text`` wrapped at spaces into a column ``width`` wide; only a word longer than the column is folded."""
-    return textwrap.wrap(text, width=width, break_on_hyphens=False) or [""]
+    """``text`` wrapped at spaces into a column ``width`` wide; only a word longer than the column is folded. An
+    empty text is one empty line (a column of only empty methods is 0 wide: an unknown verdict often has none)."""
+    if not text.strip():
+        return [""]
+    return textwrap.wrap(text, width=max(1, width), break_on_hyphens=False) or [""]
 
 
 def indented(text: Text, width: int, indent: int = DETAIL_INDENT) -> Iterator[Text]:
