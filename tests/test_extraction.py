@@ -9,6 +9,7 @@ checkpoints shipped under examples/extract/.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -248,3 +249,15 @@ def test_deeper_round_trips(program, figures, tmp_path):
     result, _ = _extract(program, tmp_path)
     assert (result.written.definitions, result.written.depth) == figures
     assert result.decision.status == PROVED and result.against is not None and result.against.status == PROVED
+
+
+def test_the_worked_example_of_docs_crasp_md_is_what_the_command_prints(tmp_path):
+    doc = (ROOT / "docs" / "crasp.md").read_text(encoding="utf-8")
+    section = doc.split("## Extract: from a model back to a program", 1)[1].split("\n## ", 1)[0]
+    command = re.search(r"^    verify-tf crasp extract (.*)$", section, re.M).group(1).split()
+    printed, program = re.findall(r"```text\n(.*?)```", section, re.S)[:2]
+    arguments = [str(ROOT / a) if a.startswith(("specs/", "examples/")) else a for a in command]
+    done = run_cli(*arguments, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == printed
+    assert (tmp_path / "majority-extracted.cr").read_text() == program
