@@ -69,6 +69,18 @@ def _said(decision: Decision) -> str:
     return decision.describe() if status == "proved" else f"{status}: {decision.describe()}"
 
 
+def _also(result: Extraction) -> str:
+    """What the least disagreement says about the model itself."""
+    witness, decision = result.against.witness if result.against else None, result.decision
+    if witness is None:
+        return ""
+    if decision.status == PROVED:
+        return " (the model's too: the program equals it at every length)"
+    if decision.status == UP_TO and len(witness) <= decision.up_to:
+        return f" (the model's too: the program equals it up to {decision.up_to})"
+    return " (about the program only: it is not known to equal the model there)"
+
+
 def _print(request: ExtractRequest, result: Extraction) -> None:
     written, last = result.written, result.rounds[-1]
     boundaries = "boundary" if last.atoms == 1 else "boundaries"
@@ -83,7 +95,9 @@ def _print(request: ExtractRequest, result: Extraction) -> None:
         decision = result.against
         name = request.check_against.name
         if decision.status == REFUTED:
-            click.echo(f"  {request.out.name} vs {name}: refuted: least disagreement {decision.witness!r}")
+            click.echo(
+                f"  {request.out.name} vs {name}: refuted: least disagreement {decision.witness!r}{_also(result)}"
+            )
         else:
             click.echo(f"  {request.out.name} vs {name}: {_said(decision)}")
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-Row = tuple[bool, ...]
+Row = tuple[Any, ...]  # Booleans; a head coordinate's (group, output) where coordinates are the features
 Literal = tuple[int, bool]  # (feature index, polarity)
 
 

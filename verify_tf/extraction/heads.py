@@ -258,8 +258,8 @@ class Boundaries:
         key = (coordinate.layer, coordinate.where)
         values: dict[tuple[Any, ...], set[int]] = defaultdict(set)
         members: dict[tuple[Any, ...], list[Position]] = defaultdict(list)
-        for index, position in enumerate(self.observed.positions):
-            group, y = self.value(index, coordinate)
+        for number, position in enumerate(self.observed.positions):
+            group, y = self.value(number, coordinate)
             values[group].add(y)
             members[group].append(position)
         made = []
