@@ -261,3 +261,70 @@ def test_the_worked_example_of_docs_crasp_md_is_what_the_command_prints(tmp_path
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout == printed
     assert (tmp_path / "majority-extracted.cr").read_text() == program
+
+
+# ---------------------------------------------------------------------------- trained checkpoints (slow, torch)
+
+EXTRACT = ROOT / "examples" / "extract"
+
+
+def _trained(name: str):
+    pytest.importorskip("torch")
+    from verify_tf.spec import load_spec
+
+    spec = load_spec(EXTRACT / f"{name}.yaml")
+    return spec, spec.properties[0].options.threshold
+
+
+@pytest.mark.slow
+def test_the_trained_majority_model_extracts_to_a_program_whose_disagreement_is_the_models(tmp_path):
+    spec, threshold = _trained("majority-16-8")
+    out = tmp_path / "majority.cr"
+    result = extract(
+        spec.model,
+        spec.arithmetic,
+        out,
+        Deadline(900),
+        threshold=threshold,
+        check_length=128,
+        reference=PROGRAMS / "majority.cr",
+    )
+    text = out.read_text()
+    # one head coordinate decides: output[14] >= -27 at a, >= 2 at b (the boundaries between the outputs the
+    # positions showed), exact in the counts; found after the rounds walked a^n b^n-like counterexamples
+    assert 't0_h0_c3 = 27625*#"a" > 28032*#"b" + 12661' in text
+    assert 'accept = t0_h0_c3 || "b" && t0_h0_c4' in text
+    assert result.decision.status in (PROVED, "equal up to") and (result.written.definitions, result.written.depth) == (
+        3,
+        1,
+    )
+    # the counting engine's refutation of this model against majority.cr (the spec's property; docs/performance.md
+    # and docs/experiments.md report the same string): a^37 b^37 a
+    assert result.against is not None and result.against.witness == "a" * 37 + "b" * 37 + "a"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,least", [("dyck1-8-4", "())"), ("dyck1-6-3", "()")])
+def test_the_trained_dyck1_models_disagree_with_dyck1_where_the_counting_engine_says(name, least, tmp_path):
+    from verify_tf.api import check
+
+    spec, threshold = _trained(name)
+    result = extract(
+        spec.model,
+        spec.arithmetic,
+        tmp_path / "dyck1.cr",
+        Deadline(600),
+        threshold=threshold,
+        explore=6,
+        check_length=6,
+        reference=PROGRAMS / "dyck1.cr",
+    )
+    assert result.decision.status in (PROVED, "equal up to")
+    assert result.against is not None and result.against.witness == least
+    # the counting engine, asked directly about the model against dyck1.cr (the spec's property), finds the same
+    prop = spec.properties[0]
+    options = {"program": str(prop.options.program), "mode": "prefix", "threshold": threshold}
+    verdict = check(
+        spec.model, spec.arithmetic, spec.domain, "crasp-equivalence", options, engine="counting", timeout=120
+    )
+    assert verdict.status == "refuted" and verdict.counterexample["string"] == least

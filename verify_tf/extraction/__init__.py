@@ -36,7 +36,7 @@ from .prove import PROVED, REFUTED, UNKNOWN, UP_TO, Decision, against, decide
 from .write import Written, write
 
 MAX_CLASSES = 128  # stream classes per layer beyond which the classes are taken to grow with the length
-GROWING = 24  # ... or this many, a third of them new at the last two lengths
+GROWING = 32  # ... or this many, a third of them new at the last two lengths
 
 
 @dataclass
