@@ -81,7 +81,10 @@ def main() -> None:
         program = load_program(PROGRAMS / f"{name}.cr")
         compiled = compile_program(program)
         source = f"{len(program.definitions)} / {program_depth(program)}"
-        print(_row(name, source, compiled.model, compiled.arithmetic, Fraction(0), PROGRAMS / f"{name}.cr", 10, 16), flush=True)
+        print(
+            _row(name, source, compiled.model, compiled.arithmetic, Fraction(0), PROGRAMS / f"{name}.cr", 10, 16),
+            flush=True,
+        )
     if args.trained:
         from verify_tf.spec import load_spec
 
