@@ -195,7 +195,7 @@ def test_the_command_writes_the_program_and_the_verdicts(tmp_path):
     assert lines[0].startswith(f"wrote {out}: 5 definitions, depth 2 (1 round; explored every prefix up to 10,")
     assert lines[1:] == [
         "  L2.cr vs the model: proved at every length",
-        "  L2.cr vs L3.cr: refuted: least disagreement 'ab'",
+        "  L2.cr vs L3.cr: refuted: least disagreement 'ab' (the model's too: the program equals it at every length)",
     ]
     assert "round 1:" in done.stderr and "Traceback" not in done.stderr
     same = run_cli(str(SPECS / "crasp-L2.yaml"), "-o", str(out), "--check-against", str(PROGRAMS / "L2.cr"))
