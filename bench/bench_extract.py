@@ -46,7 +46,7 @@ def _row(name: str, source: str, model, arith, threshold, reference: Path, explo
         model,
         arith,
         out,
-        Deadline(1800),
+        Deadline(300 if length > 16 else 60),  # the induction spends its share where it does not close
         threshold=threshold,
         explore=explore,
         check_length=length,

@@ -284,7 +284,7 @@ def test_the_trained_majority_model_extracts_to_a_program_whose_disagreement_is_
         spec.model,
         spec.arithmetic,
         out,
-        Deadline(900),
+        Deadline(300),  # the every-length induction uses its share of it, then "equal up to 128"
         threshold=threshold,
         check_length=128,
         reference=PROGRAMS / "majority.cr",
@@ -313,7 +313,7 @@ def test_the_trained_dyck1_models_disagree_with_dyck1_where_the_counting_engine_
         spec.model,
         spec.arithmetic,
         tmp_path / "dyck1.cr",
-        Deadline(600),
+        Deadline(60),
         threshold=threshold,
         explore=6,
         check_length=6,
