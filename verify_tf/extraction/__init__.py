@@ -134,7 +134,7 @@ def extract(
         classes = tuple(len(observed.classes_of(layer)) for layer in range(len(observed.blocks)))
         _pays(observed.growth)
         boundaries = Boundaries(observed)
-        levels = build(observed, boundaries)
+        levels = build(observed, boundaries, deadline)
         atoms = boundaries.all
         written = write(levels, title, heads)
         out.write_text(written.text, encoding="utf-8")

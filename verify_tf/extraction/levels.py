@@ -23,9 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..work import Deadline
 from .boolean import Conflict, Formula, needed, simplify, table
 from .heads import Atom, Boundaries, Coordinate, ExtractionError
-from .observe import Observed
+from .observe import Budget, Observed
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,8 @@ class _Tables:
     A table is reduced in two steps: first over the head coordinates' values (a coordinate's output and its
     group: few features, whatever the number of boundaries), then over the boundaries of the coordinates kept."""
 
-    def __init__(self, observed: Observed, boundaries: Boundaries) -> None:
-        self.observed, self.boundaries = observed, boundaries
+    def __init__(self, observed: Observed, boundaries: Boundaries, deadline: Deadline) -> None:
+        self.observed, self.boundaries, self.deadline = observed, boundaries, deadline
         self.letters = len(observed.alphabet)
         count = len(observed.positions)
         self.letter_rows = [tuple(p.letter == a for a in observed.alphabet) for p in observed.positions]
@@ -82,6 +83,8 @@ class _Tables:
         return found
 
     def formula(self, values: list[bool], below: int) -> Formula:
+        if self.deadline.expired():
+            raise Budget("writing the definitions")
         coordinates = [c for c in self.boundaries.coordinates if c.layer < below]
         kept = self._coordinates(values, coordinates)
         self.used.update(kept)
@@ -169,10 +172,10 @@ def _renumbered(formula: Formula, letters: int, atoms: list[int]) -> Formula:
     return Formula(cubes, formula.negated)
 
 
-def build(observed: Observed, boundaries: Boundaries) -> Levels:
+def build(observed: Observed, boundaries: Boundaries, deadline: Deadline) -> Levels:
     """The decision and the comparisons it needs (module docstring)."""
     letters = len(observed.alphabet)
-    tables = _Tables(observed, boundaries)
+    tables = _Tables(observed, boundaries, deadline)
     accept = tables.formula([p.accepts for p in observed.positions], len(observed.blocks))
     comparisons: dict[int, Comparison] = {}
     work = sorted(f - letters for f in accept.features() if f >= letters)
