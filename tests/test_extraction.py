@@ -216,6 +216,11 @@ def test_the_command_reports_input_mistakes_with_exit_2(tmp_path):
     bad.write_text('alphabet a b\nx = #"c" > 0\noutput x\n')
     wrong = run_cli(str(SPECS / "crasp-L1.yaml"), "-o", str(tmp_path / "x.cr"), "--check-against", str(bad))
     assert wrong.returncode == 2 and "letter 'c' is not in the alphabet" in wrong.stderr
+    other = run_cli(
+        str(SPECS / "crasp-L1.yaml"), "-o", str(tmp_path / "x.cr"), "--check-against", str(PROGRAMS / "dyck1.cr")
+    )
+    assert other.returncode == 2 and "its alphabet {(, )} is not the model's {a, b}" in other.stderr
+    assert "Traceback" not in other.stderr
     assert "Traceback" not in wrong.stderr
 
 

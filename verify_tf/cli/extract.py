@@ -117,13 +117,23 @@ def run_extract(request: ExtractRequest) -> int:
                 spec = load_spec(request.spec)
             except SpecError as error:
                 output.fail_input(str(error))
+            reference = None
             if request.check_against is not None:
                 try:
-                    load_program(request.check_against)
+                    reference = load_program(request.check_against)
                 except CraspError as error:
                     output.fail_input(str(error))
         domain = spec.domain
         alphabet = domain.alphabet if isinstance(domain, StringDomain) and domain.language is None else None
+        letters = alphabet or tuple(getattr(spec.model.tokens, "symbols", ()))
+        bos = getattr(spec.model.tokens, "bos", None)
+        letters = tuple(a for a in letters if a != bos)
+        if reference is not None and letters and set(reference.alphabet) != set(letters):
+            output.fail_input(
+                f"{request.check_against}: its alphabet {{{', '.join(reference.alphabet)}}} is not the model's "
+                f"{{{', '.join(letters)}}}",
+                hint="compare against a program over the letters the spec's domain reads",
+            )
         deadline = Deadline(request.timeout if request.timeout is not None else spec.timeout)
         try:
             result = extract(
@@ -155,6 +165,8 @@ def run_extract(request: ExtractRequest) -> int:
             return EXIT_INTERNAL
         except OSError as error:
             output.fail_input(f"cannot write {request.out}: {error}")
+        except SpecError as error:  # a check the extraction asked for did not fit (e.g. the reference's alphabet)
+            output.fail_input(str(error))
         signum = interrupted()
         _print(request, result)
         if signum is not None:
