@@ -428,7 +428,8 @@ class _Parser:
                 f"the condition has {operators} operators; at most {MAX_NESTING} are allowed",
                 "split the condition or simplify it (docs/crasp.md, limits)",
             )
-        predicate = Predicate(name.text, tuple(p.text for p in parameters), body)
+        where = f"{self.filename}:{name.line}"
+        predicate = Predicate(name.text, tuple(p.text for p in parameters), body, where)
         self.predicates[name.text] = predicate
         self.predicate_lines[name.text] = name.line
 

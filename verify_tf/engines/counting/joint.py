@@ -85,7 +85,7 @@ class Joint:
         ours_state, theirs_state = state
         new, ours, _ = self.model.step(ours_state, self.positions(self.model, length), letter, increments)
         if self.kind == MACHINE:
-            counts, theirs = self.machine.step(theirs_state, letter)
+            counts, theirs = self.machine.step(theirs_state, letter, length)
             return (new, counts), ours, theirs
         if self.kind == MODEL:
             assert self.other is not None
@@ -104,6 +104,8 @@ class Joint:
     def length_independent(self, states: list[tuple[Any, ...]]) -> bool:
         """Whether the next transitions of these states depend on nothing but the states: no absolute positional
         encoding, and every ``average`` coordinate frozen (its weight 1/n is the only other use of the length)."""
+        if self.kind == MACHINE and self.machine.positional:
+            return False  # its predicates read the position itself
         for index, side in enumerate(self.sides):
             if side.length_dependent:
                 return False
