@@ -35,6 +35,13 @@ RoPE with a periodic table: the coverage trees are kept per (letter, phase), eac
 phase, with the rotations at that phase. A positional program's step reads the position i itself (z3's mod by
 a constant stays in linear integer arithmetic).
 
+**From a length on** (``start``, positional models and programs): a window holds BOS, and a program's
+predicates take their special values, only at the first positions, which no affine fact separates from the later
+ones (e.g. "the key at distance 4 exists iff i ≥ 4"). So the invariant is inferred from the explored states of
+length ≥ start only and claimed as i ≥ start ⇒ Inv: its base is every reachable state of length start (the exact
+exploration completed that length: all of them are among the points), and the lengths up to start were decided
+by the bounded exploration before the induction runs.
+
 Not encoded (``undecided``, the reason named): exact arithmetic (averages off the grid), per-probability
 rounding (⌊w/W⌋ times a count is a product of two unknowns), an absolute positional encoding (its table ends).
 """
@@ -94,6 +101,7 @@ class InductionResult:
     counterexample: dict[str, Any] | None = None  # failed: the state and letter of the failing step
     classes: int = 0  # stream classes in the coverage trees at the end
     variables: int = 0
+    start: int = 0  # the invariant is claimed from this length on (the exploration decided the shorter ones)
     # record=True and proved: the queries of the proof (the last refinement round's steps, the decisions) as
     # verdict.Evidence.queries entries
     asked: list[dict[str, Any]] = field(default_factory=list)
@@ -107,6 +115,7 @@ class InductionResult:
             "solver_seconds": self.solver_seconds,
             "stream_classes": self.classes,
             "variables": self.variables,
+            "from_length": self.start,
         }
         if self.status != PROVED:
             found["failed"] = self.detail
@@ -632,11 +641,14 @@ def prove_all_lengths(
     cancelled: Callable[[], bool] = lambda: False,
     record: bool = False,
     report: Callable[..., None] = lambda phase, *progress: None,
+    start: int = 0,
 ) -> InductionResult:
     """Base, coverage, step and decisions (module docstring); ``visited``: every state the exact exploration
     reached. ``record``: keep the proof's queries as SMT-LIB text (``InductionResult.asked``) for a
-    certificate."""
-    result = InductionResult(UNDECIDED)
+    certificate. ``start`` (module docstring, "From a length on"): the invariant is inferred from and claimed
+    for the states of length ≥ start only; ``visited`` must hold every reachable state of length ``start``
+    and the caller must have decided every length up to ``start`` otherwise."""
+    result = InductionResult(UNDECIDED, start=start)
     reason = _unsupported(joint)
     if reason:
         result.detail = f"not encodable: {reason}"
@@ -652,7 +664,9 @@ def prove_all_lengths(
             if path[0] in alphabet:
                 _insert(trees, side, path)
         roots.append(trees)
-    points: list[dict[Key, int]] = [_state_values(joint, n, state, letters) for n, state, letters in visited]
+    points: list[dict[Key, int]] = [
+        _state_values(joint, n, state, letters) for n, state, letters in visited if n >= start
+    ]
     bounds = _candidate_bounds(joint, goal, roots, points)
     began = time.perf_counter()
     this_round: list[dict[str, Any]] = []  # record: the current refinement round's queries
@@ -705,7 +719,7 @@ def prove_all_lengths(
         except DeadlineExpired:
             result.detail = "timeout while encoding the induction step"
             return _finish(result, layout, relations, bounds, roots, began)
-        invariant = _invariant(layout, pre, relations, bounds)
+        invariant = _invariant(layout, pre, relations, bounds, start)
         side_constraints = list(builder.assertions)
         this_round.clear()
         changed = ""
@@ -737,7 +751,7 @@ def prove_all_lengths(
             # step: Inv ∧ T ⇒ Inv'
             for letter, sides in encoded.items():
                 post, cover = _post(joint, layout, pre, letter, sides)
-                claim = _invariant(layout, post, relations, bounds)
+                claim = _invariant(layout, post, relations, bounds, start)
                 answer, model = ask(
                     [*invariant, *side_constraints, *cover, z3.Not(z3.And(claim))], f"induction step, letter {letter!r}"
                 )
@@ -916,12 +930,14 @@ def _observation(builder: Builder, side: _Side) -> SymObservation:
     return SymObservation(readout, stream)
 
 
-def _invariant(layout: _Layout, values: list[Any], relations: list[tuple[int, ...]], bounds: list[_Bound]) -> list[Any]:
+def _invariant(
+    layout: _Layout, values: list[Any], relations: list[tuple[int, ...]], bounds: list[_Bound], start: int = 0
+) -> list[Any]:
     facts = [
         z3.Sum([z3.IntVal(r[0]), *(c * v for c, v in zip(r[1:], values) if c)]) == 0 for r in relations if any(r[1:])
     ]
     facts += [b.term(layout, values) for b in bounds]
-    return facts + [values[0] >= 0]
+    return facts + [values[0] >= start]
 
 
 def _candidate_bounds(
@@ -1044,6 +1060,8 @@ def _finish(
 ) -> InductionResult:
     names = layout.names if layout is not None else []
     result.invariant = [_relation_text(r, names) for r in relations if any(r[1:])] + [b.text for b in bounds]
+    if result.start:
+        result.invariant.append(f"i >= {result.start}")
     result.solver_seconds = round(result.solver_seconds, 4)
     result.classes = sum(_classes(trees) for trees in roots)
     result.variables = len(names)

@@ -116,6 +116,16 @@ class Joint:
                 return False
         return True
 
+    def settled_from(self) -> int:
+        """The length from which the positions' special cases are over (the induction starts there): every window
+        is full (no BOS, no missing key in it) and every threshold of a program's predicates is passed; 0 for a
+        model and a reference without positions."""
+        reach = [r for side in self.sides for r in side.reach.values()]
+        start = max(reach) + 1 if reach else 0
+        if self.kind == MACHINE and self.machine.shape is not None:
+            start = max(start, self.machine.shape.threshold)
+        return start
+
     def key(self, state: tuple[Any, ...]) -> tuple[Any, ...]:
         """What the future of both sides depends on: the state, the machine's counts capped."""
         ours, theirs = state
