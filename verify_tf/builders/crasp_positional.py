@@ -33,6 +33,7 @@ What the predicates become (``crasp.positions`` proves their shape: ultimately p
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from fractions import Fraction
 from itertools import product
@@ -48,6 +49,7 @@ from verify_tf.crasp.positions import (
     PosNot,
     Predicate,
     Profile,
+    atom_shape,
     atoms,
     dependence,
     format_condition,
@@ -102,8 +104,32 @@ class Host(Protocol):
 # ============================================================================ lowering
 
 
+MAX_PROFILE = 4096
+"""The most positions (threshold + period) a predicate's profile may span: the compiler enumerates them, builds
+a copy head per distance below the threshold and a periodic head per modulus."""
+
+
+def check_size(predicate: Predicate) -> None:
+    """Refuse, from the atoms' coefficients alone (nothing enumerated), a predicate whose profile spans more than
+    ``MAX_PROFILE`` positions (``j == i - 1000000``, ``i % 1000003 == 5``)."""
+    threshold, period = 0, 1
+    for atom in atoms(predicate.body):
+        _, t, m = atom_shape(atom)
+        threshold, period = max(threshold, t), math.lcm(period, m)
+    if threshold + period > MAX_PROFILE:
+        where = predicate.where.rsplit(":", 1)[0] if predicate.where else None
+        raise CraspError(
+            f"{predicate.source()} spans {threshold} positions before it repeats with period {period}: past the "
+            f"compiler's limit of {MAX_PROFILE} positions",
+            hint="positional predicates compile to one head per distance and per modulus; keep them small",
+            filename=where,
+            line=predicate.line,
+        )
+
+
 def position_test(host: Host, predicate: Predicate) -> BoolValue:
     """u(i) for a unary predicate, as copies and periodic heads."""
+    check_size(predicate)
     used = list(atoms(predicate.body))
     return _one_variable(host, lambda i: predicate.holds(i), used, predicate)
 
@@ -149,6 +175,7 @@ def _residue(host: Host, modulus: int, residue: int) -> BoolValue:
 
 def guarded_count(host: Host, guard: Predicate, counted: BoolValue) -> CountValue:
     """#[guard] counted, as counts and sums of copies."""
+    check_size(guard)
     on_i, on_j, on_d = _split_atoms(guard)
     if len(on_i) + len(on_j) > MAX_SPLIT_ATOMS:
         raise CraspError(

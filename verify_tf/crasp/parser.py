@@ -429,7 +429,7 @@ class _Parser:
                 "split the condition or simplify it (docs/crasp.md, limits)",
             )
         where = f"{self.filename}:{name.line}"
-        predicate = Predicate(name.text, tuple(p.text for p in parameters), body, where)
+        predicate = Predicate(name.text, tuple(p.text for p in parameters), body, where, name.line)
         self.predicates[name.text] = predicate
         self.predicate_lines[name.text] = name.line
 

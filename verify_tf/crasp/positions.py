@@ -178,6 +178,7 @@ class Predicate:
     parameters: tuple[str, ...]
     body: PosBool
     where: str = field(default="", compare=False)  # "file:line" of its definition, for messages ("" if unknown)
+    line: int | None = field(default=None, compare=False)
 
     @property
     def arity(self) -> int:

@@ -40,7 +40,9 @@ MIN_PROPERTY_WIDTH = 16
 
 def column_lines(text: str, width: int) -> list[str]:
     """``text`` wrapped at spaces into a column ``width`` wide; only a word longer than the column is folded."""
-    return textwrap.wrap(text, width=width, break_on_hyphens=False) or [""]
+    if not text:  # e.g. an unknown that names no method: a column of width 0
+        return [""]
+    return textwrap.wrap(text, width=max(1, width), break_on_hyphens=False) or [""]
 
 
 def indented(text: Text, width: int, indent: int = DETAIL_INDENT) -> Iterator[Text]:

@@ -55,16 +55,34 @@ def rope_period(head: Head) -> int | None:
     return period
 
 
+def _magnitudes(weights: Sequence[Vector], bias: Vector, arith: Fixed) -> list[Fraction]:
+    """Per coordinate of round(W x + b): a bound on its magnitude over every stream x on the grid (|x_b| ≤ G):
+    |b| for a zero row (round(b) = b, a weight on the grid), else min(G, Σ|W|·G + |b| + 2^-f) (the floor moves
+    by less than 2^-f, the saturation caps at G)."""
+    grid = max(-arith.min_value, arith.max_value)
+    found = []
+    for row, b in zip(weights, bias):
+        if all(w == 0 for w in row):
+            found.append(abs(arith.round(b)))
+        else:
+            found.append(min(grid, sum((abs(w) for w in row), Fraction(0)) * grid + abs(b) + Fraction(1, arith.scale)))
+    return found
+
+
 def window(head: Head, arith: Arithmetic) -> int:
     """R: the distances 1..R a ``window`` head keeps exactly; every key farther away scores as if at distance
     R + 1. RPE: the table clips beyond its radius r, so R is the largest m ≤ r with B[−m] ≠ B[−r]. ALiBi in
-    fixed precision: the **horizon** — scores are floored and saturated, and q·k ≤ d_k·G² with G the largest
-    magnitude on the grid, so every key farther than R = ⌊(d_k·G² − min − 2^-f)/slope⌋ scores the grid's
-    minimum whatever its key (then it weighs E[m − min], 0 once m − min reaches exp's cut-off)."""
+    fixed precision: the **horizon** — scores are floored and saturated, and q·k ≤ Σ_a |q_a|·|k_a| = top
+    (``_magnitudes``: bounds over every stream on the grid), so every key farther than
+    R = ⌊(top − min − 2^-f)/slope⌋ scores the grid's minimum whatever its key (then it weighs E[m − min], 0 once
+    m − min reaches exp's cut-off)."""
     if head.positional == "alibi":
         assert head.alibi is not None and isinstance(arith, Fixed)
-        grid = max(-arith.min_value, arith.max_value)
-        reach = head.key_dim * grid * grid - arith.min_value - Fraction(1, arith.scale)
+        top = sum(
+            (a * b for a, b in zip(_magnitudes(head.query, head.query_bias, arith), _magnitudes(head.key, head.key_bias, arith))),
+            Fraction(0),
+        )
+        reach = top - arith.min_value - Fraction(1, arith.scale)
         return max(0, math.floor(reach / head.alibi.slope))
     assert head.rpe_bias is not None
     radius = len(head.rpe_bias.values) // 2
@@ -111,10 +129,10 @@ def refusal(model: Model, arith: Arithmetic) -> str | None:
 
 def _positions_refusal(head: Head, arith: Arithmetic) -> str:
     """Why the machine cannot keep this head's positions ("" when it can: docs/counting.md "Positions")."""
-    if head.positional == "standard" or head.scoring == "uniform":
-        return ""  # uniform weights ignore the scores, positional terms included
     if head.positional == "urpe":
         return "uses URPE: its weights are scaled by C[j - i] after normalising, which no window bounds"
+    if head.positional == "standard" or head.scoring == "uniform":
+        return ""  # uniform weights ignore the scores, positional terms included
     if head.positional == "rope":
         if head.rope is None:
             return ""
