@@ -409,7 +409,9 @@ def test_shipped_example_trains_saves_and_checks(tmp_path):
     data = json.loads(report.read_text())
     assert [r["verdict"] for r in data["results"]] == ["proved", "refuted"]
     assert "all 729 inputs" in data["results"][0]["detail"]
-    assert "largest rounding error" in result.output  # the quantization note is printed
+    # the quantization's size beside each verdict (the reading line under its row); the full import notes behind -v
+    assert result.output.count("weights rounded by at most") == 2, result.output
+    assert "8 model notes (2 specs): how the models were imported and are read; -v prints them" in result.output
     state = torch.load(tmp_path / "tiny.pt", weights_only=True)
     assert set(state) == {
         "layers.0.self_attn.in_proj_weight",
@@ -598,11 +600,16 @@ def test_a_trained_layernorm_encoder_tracks_torch_within_its_rounding_bound_and_
     assert deviation.max().item() < 0.05
     result = CliRunner(env={"COLUMNS": "400"}).invoke(main, ["check", "--no-cache", "-v", str(tmp_path / "spec.yaml")])
     assert result.exit_code == 0, result.output  # permutation equivariance proved on the imported model
-    reading = (  # the reading beside the verdict (docs/semantics.md §7): the quantized model, not torch's float one
-        "proved (exhaustive; fixed point 16.8 quantization of a float32 torch model: weights to nearest, steps "
-        "floored, fixed-point softmax, fixed-point LayerNorm, i-GELU for GELU, NOT the model as run)"
+    # the reading beside the verdict (docs/semantics.md §7), on the line under its row (reporting/table.py): the
+    # quantized model, not torch's float one
+    lines = result.output.splitlines()
+    row = next(i for i, line in enumerate(lines) if "permutation-equivariance proved" in line)
+    assert lines[row].split() == ["✓", "permutation-equivariance", "proved", "exhaustive", *lines[row].split()[4:]]
+    assert lines[row + 1].strip().startswith(
+        "reading: fixed point 16.8 quantization of a float32 torch model: weights to nearest, steps floored, "
+        "fixed-point softmax, fixed-point LayerNorm, i-GELU for GELU, NOT the model as run; weights rounded by at most"
     )
-    assert reading in result.output and "differs from torch's float GELU by at most" in result.output
+    assert "differs from torch's float GELU by at most" in result.output  # -v: the import notes
 
 
 @pytest.mark.parametrize("positional", ["rope", "alibi"])
