@@ -43,7 +43,7 @@ SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, Heal
 
 
 def _guard_shape(guard: str):
-    program = parse_program(f"alphabet a b\ng(i, j) = {guard}\naccept = #[g] \"a\" > 0\n")
+    program = parse_program(f'alphabet a b\ng(i, j) = {guard}\naccept = #[g] "a" > 0\n')
     ((_, found),) = shape(program).guards
     return found
 
@@ -73,7 +73,7 @@ def test_guard_windows_and_far_classes(guard: str, window_size: int, far: list[s
     ("source", "number", "what"),
     [
         ('alphabet a b\nfar(i, j) = j == i - 1000000\naccept = #[far] "a" > 0\n', "1000001", "window"),
-        ('alphabet a b\np(i) = i % 1000003 == 5\naccept = p\n', "1000003", "period"),
+        ("alphabet a b\np(i) = i % 1000003 == 5\naccept = p\n", "1000003", "period"),
         ('alphabet a b\nfar(i, j) = j == i - 65\naccept = #[far] "a" > 0\n', "66", "window"),
     ],
 )
@@ -128,9 +128,9 @@ def positional_programs(draw) -> str:
                 "y",
                 "y && p",
                 "y || !p",
-                f"#[h] \"b\" {comparison} #[g] {counted}",
+                f'#[h] "b" {comparison} #[g] {counted}',
                 f"#[h] x {comparison} {limit}",
-                f"#(y) {comparison} #\"a\" - {limit}",
+                f'#(y) {comparison} #"a" - {limit}',
             ]
         )
     )
@@ -244,8 +244,18 @@ def test_the_alibi_horizon_by_hand() -> None:
 
 def test_rope_at_an_irrational_angle_is_refused_with_the_reason() -> None:
     model = random_model(
-        RandomConfig(seed=1, width=2, layers=1, heads=1, key_dim=2, scoring="hardmax", causal=True, positional="rope",
-                     alphabet=("a", "b"), bos="^")
+        RandomConfig(
+            seed=1,
+            width=2,
+            layers=1,
+            heads=1,
+            key_dim=2,
+            scoring="hardmax",
+            causal=True,
+            positional="rope",
+            alphabet=("a", "b"),
+            bos="^",
+        )
     )
     with pytest.raises(NotApplicable, match="not a rational number of turns, so its rotation table is not periodic"):
         CounterModel.of(model, Fixed(8, 2))
@@ -262,7 +272,7 @@ def _random_pair(rng: random.Random) -> tuple[str, str]:
     limit, op = rng.randint(0, 1), rng.choice([">", "=="])
     counted = rng.choice(['"a"', '"b"', '("a" && p)'])
     output = rng.choice(["y", "y && p", "y || p", f'#y {op} #"b"'])
-    source = f'alphabet a b\ng(i, j) = {guard}\np(i) = {unary}\ny = #[g] {counted} {op} {limit}\naccept = {output}\n'
+    source = f"alphabet a b\ng(i, j) = {guard}\np(i) = {unary}\ny = #[g] {counted} {op} {limit}\naccept = {output}\n"
     mutations = [
         (f"g(i, j) = {guard}", f"g(i, j) = {rng.choice([g for g in COMPILABLE if g != guard])}"),
         (f"{op} {limit}\n", f"{op} {limit + 1}\n"),
@@ -286,7 +296,11 @@ def test_every_length_agrees_with_enumeration(seed: int, tmp_path: Path) -> None
         path = tmp_path / "reference.cr"
         path.write_text(reference)
         every = verdict(
-            model, arith, StringDomain(("a", "b"), 1, 8), "crasp-equivalence", {"program": path, "lengths": "all"},
+            model,
+            arith,
+            StringDomain(("a", "b"), 1, 8),
+            "crasp-equivalence",
+            {"program": path, "lengths": "all"},
             engine="counting",
         )
         program = parse_program(reference)
@@ -299,8 +313,8 @@ def test_every_length_agrees_with_enumeration(seed: int, tmp_path: Path) -> None
         if every.status == "proved":
             assert not disagreeing, (reference, disagreeing[:3])
         elif every.status == "refuted":
-            witness = every.counterexample["input"]
-            word = tuple(witness) if isinstance(witness, (list, tuple)) else tuple(witness)
+            witness = every.counterexample["string"]
+            word = tuple(witness)
             decided = evaluate(model, arith, word).readout[-1] > 0
             assert decided != run_program(program, "".join(word)).output[-1], (reference, witness)
             if disagreeing:

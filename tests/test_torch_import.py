@@ -605,9 +605,13 @@ def test_a_trained_layernorm_encoder_tracks_torch_within_its_rounding_bound_and_
     lines = result.output.splitlines()
     row = next(i for i, line in enumerate(lines) if "permutation-equivariance proved" in line)
     assert lines[row].split() == ["✓", "permutation-equivariance", "proved", "exhaustive", *lines[row].split()[4:]]
-    assert lines[row + 1].strip().startswith(
-        "reading: fixed point 16.8 quantization of a float32 torch model: weights to nearest, steps floored, "
-        "fixed-point softmax, fixed-point LayerNorm, i-GELU for GELU, NOT the model as run; weights rounded by at most"
+    assert (
+        lines[row + 1]
+        .strip()
+        .startswith(
+            "reading: fixed point 16.8 quantization of a float32 torch model: weights to nearest, steps floored, "
+            "fixed-point softmax, fixed-point LayerNorm, i-GELU for GELU, NOT the model as run; weights rounded by at most"
+        )
     )
     assert "differs from torch's float GELU by at most" in result.output  # -v: the import notes
 

@@ -50,12 +50,12 @@ STATE_LIMIT = 1 << 24
 
 __all__ = [
     "CONCRETE",
-    "FarClass",
-    "GuardShape",
     "MAX_MODULUS",
     "MAX_WINDOW",
-    "PositionShape",
     "STATE_LIMIT",
+    "FarClass",
+    "GuardShape",
+    "PositionShape",
     "TooLarge",
     "shape",
     "truth",

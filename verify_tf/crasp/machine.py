@@ -150,7 +150,7 @@ class ProgramMachine:
         return tuple(value if cap is None else min(value, cap) for value, cap in zip(counts, self.caps))
 
     def _step(self, ops: _Ops, counts, letter: str, position: Any = None):
-        new: dict[Count, Any] = {}
+        new: dict[Count | GuardedCount, Any] = {}
         values: dict[str, Any] = {}
         moved: dict[int, Any] = {}  # the guarded counts' next window and far entries, by state index
         if self.positional and position is None:

@@ -78,10 +78,9 @@ def window(head: Head, arith: Arithmetic) -> int:
     m − min reaches exp's cut-off)."""
     if head.positional == "alibi":
         assert head.alibi is not None and isinstance(arith, Fixed)
-        top = sum(
-            (a * b for a, b in zip(_magnitudes(head.query, head.query_bias, arith), _magnitudes(head.key, head.key_bias, arith))),
-            Fraction(0),
-        )
+        queries = _magnitudes(head.query, head.query_bias, arith)
+        keys = _magnitudes(head.key, head.key_bias, arith)
+        top = sum((a * b for a, b in zip(queries, keys)), Fraction(0))
         reach = top - arith.min_value - Fraction(1, arith.scale)
         return max(0, math.floor(reach / head.alibi.slope))
     assert head.rpe_bias is not None

@@ -65,12 +65,12 @@ from ...semantics.interpreter import (
     _Counter,
     affine,
     embed_position,
-    rotate,
     feed_forward,
     layer_norm,
     project_heads,
     readout as interpreter_readout,
     residual,
+    rotate,
 )
 from .applies import AVERAGE, TERMS, WEIGHTED, WINDOW, closed_form_weight, head_kind, refusal, rope_period, window
 

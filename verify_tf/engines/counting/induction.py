@@ -382,9 +382,7 @@ class _Encoder:
             self.node(roots[phase], z, guard, {}, found, phase)
         return found
 
-    def node(
-        self, node: _Node, z: SymVector, guard: Any, post: dict[Key, Any], found: _Side, phase: int = 0
-    ) -> None:
+    def node(self, node: _Node, z: SymVector, guard: Any, post: dict[Key, Any], found: _Side, phase: int = 0) -> None:
         """The position from ``node``'s block on (``z``: the stream entering it, symbolic): the heads that need
         concrete reads from ``node.reads``, the others (``average``) from symbolic values, block after block,
         until the next block that branches: one child per reads seen there, and an escape for any other."""
@@ -831,7 +829,8 @@ def _rotated(head: Any, phase: int, qkv: tuple[Any, ...], side: CounterModel, r:
     q, k, v = qkv
     matrix = _rotation_matrix(head, phase, len(q), side)
     zero = tuple(Fraction(0) for _ in q)
-    return encode_affine(matrix, q, zero, r), encode_affine(matrix, k, zero, r), v
+    rows = tuple(tuple(row) for row in matrix)
+    return encode_affine(rows, q, zero, r), encode_affine(rows, k, zero, r), v
 
 
 def _rotation_matrix(head: Any, phase: int, width: int, side: CounterModel) -> list[list[Fraction]]:
@@ -1055,7 +1054,7 @@ def _finish(
     layout: _Layout | None,
     relations: list[tuple[int, ...]],
     bounds: list[_Bound],
-    roots: list[dict[str, _Node]],
+    roots: list[dict[Root, _Node]],
     began: float,
 ) -> InductionResult:
     names = layout.names if layout is not None else []
