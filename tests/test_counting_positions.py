@@ -292,8 +292,8 @@ def test_every_length_agrees_with_enumeration(seed: int, tmp_path: Path) -> None
     source, mutant = _random_pair(rng)
     compiled = compile_program(parse_program(source), bits=6)
     model, arith = compiled.model, compiled.arithmetic
-    for reference in (source, mutant):
-        path = tmp_path / "reference.cr"
+    for index, reference in enumerate((source, mutant)):
+        path = tmp_path / f"reference{index}.cr"  # a file per program: programs are read once per path
         path.write_text(reference)
         every = verdict(
             model,
