@@ -2,6 +2,7 @@
 
     python bench/bench_startup.py [--runs 5] [--spec specs/equivariance-standard-hardmax.yaml] [-- --no-cache ...]
     python bench/bench_startup.py --calibrated [--runs 5]
+    python bench/bench_startup.py --calibrated --baseline [--runs 7]
 
 
 Runs `python -m verify_tf check SPEC` as a fresh process RUNS times and reports the median wall time from the
@@ -9,6 +10,9 @@ process start to the first stdout line naming a verdict (proved, refuted, unknow
 Then counts the verify_tf modules in sys.modules at the end of one such check (run in-process through the CLI's
 `main`, which is what `verify-tf check` runs). The machine load (`os.getloadavg`) is printed beside the figures:
 wall times on a shared machine are only comparable at similar load.
+
+``--baseline`` also runs ``python -c "import numpy, z3"`` as many times, each right after a check (the same load),
+and prints its median CPU seconds and the ratio of the medians (issue 37: at most 3.0).
 
 ``--no-cache`` also means no stored calibration: ``engine: auto`` then measures this machine's rates first (about
 0.3 s, ``auto.measure``). ``--calibrated`` gives each run a fresh cache folder holding only this machine's
@@ -66,6 +70,14 @@ def first_verdict_seconds(spec: str, extra: list[str]) -> tuple[float, float, fl
     return first, time.perf_counter() - start, cpu
 
 
+def baseline_cpu() -> float:
+    """CPU seconds (user + system) of ``python -c "import numpy, z3"``: what any check pays before verify-tf."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-c", "import numpy, z3"], check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 def imported_modules(spec: str, extra: list[str]) -> list[str]:
     """The verify_tf modules loaded at the end of one check of SPEC."""
     done = subprocess.run(
@@ -75,8 +87,11 @@ def imported_modules(spec: str, extra: list[str]) -> list[str]:
     return line.split()[2:]
 
 
-def calibrated_runs(spec: str, extra: list[str], runs: int) -> list[tuple[float, float, float]]:
-    """``runs`` checks, each with a fresh cache folder that holds only the calibration of this machine."""
+def calibrated_runs(
+    spec: str, extra: list[str], runs: int, baseline: list[float] | None = None
+) -> list[tuple[float, float, float]]:
+    """``runs`` checks, each with a fresh cache folder that holds only the calibration of this machine (and after
+    each, into ``baseline``, the CPU seconds of ``import numpy, z3``)."""
     from verify_tf.auto import CALIBRATION_FILE
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -92,6 +107,8 @@ def calibrated_runs(spec: str, extra: list[str], runs: int) -> list[tuple[float,
             folder.mkdir()
             shutil.copy(calibration, folder / CALIBRATION_FILE)
             times.append(first_verdict_seconds(spec, [*extra, "--cache", str(folder)]))
+            if baseline is not None:
+                baseline.append(baseline_cpu())
         return times
 
 
@@ -103,13 +120,19 @@ def main() -> None:
     parser.add_argument(
         "--calibrated", action="store_true", help="each run: a fresh cache folder holding this machine's calibration"
     )
+    parser.add_argument("--baseline", action="store_true", help='also time python -c "import numpy, z3"')
     parser.add_argument("extra", nargs="*", help="more arguments for `verify-tf check` (after --), e.g. --no-cache")
     args = parser.parse_args()
     load = os.getloadavg()
+    baseline: list[float] = []
     if args.calibrated:
-        times = calibrated_runs(args.spec, args.extra, args.runs)
+        times = calibrated_runs(args.spec, args.extra, args.runs, baseline if args.baseline else None)
     else:
-        times = [first_verdict_seconds(args.spec, args.extra) for _ in range(args.runs)]
+        times = []
+        for _ in range(args.runs):
+            times.append(first_verdict_seconds(args.spec, args.extra))
+            if args.baseline:
+                baseline.append(baseline_cpu())
     firsts = sorted(t[0] for t in times)
     exits = sorted(t[1] for t in times)
     cpus = sorted(t[2] for t in times)
@@ -119,6 +142,10 @@ def main() -> None:
     print(f"first verdict line, s: median {statistics.median(firsts):.3f}  runs {' '.join(f'{t:.3f}' for t in firsts)}")
     print(f"process exit, s:       median {statistics.median(exits):.3f}  runs {' '.join(f'{t:.3f}' for t in exits)}")
     print(f"CPU (user+sys), s:     median {statistics.median(cpus):.3f}  runs {' '.join(f'{t:.3f}' for t in cpus)}")
+    if baseline:
+        base = statistics.median(baseline)
+        print(f"import numpy, z3 CPU:  median {base:.3f}  runs {' '.join(f'{t:.3f}' for t in sorted(baseline))}")
+        print(f"start-up ratio (CPU medians, check / import numpy, z3): {statistics.median(cpus) / base:.2f}")
     print(f"verify_tf modules imported by the check: {len(modules)}")
     if args.list:
         print("\n".join(modules))

@@ -62,3 +62,23 @@ def test_the_module_docstring_example_runs():
     with contextlib.redirect_stdout(printed):
         exec(compile(code, "verify_tf/api.py", "exec"), {})
     assert printed.getvalue().startswith("proved (exhaustive) all 4096 inputs")
+
+
+def test_the_run_options_of_the_command_line_are_the_apis_too(tmp_path):
+    """One ``Settings`` from either side: ``api.make_task`` takes ``--memory``, ``--spill-dir`` and ``--certify``
+    as keywords, and the spec route (``runner.settings_of``) gives the same object for the same flags."""
+    from verify_tf.runner import Overrides, settings_of
+
+    model = random_model(RandomConfig(seed=1, width=2, layers=1, heads=1, ffn_width=2))
+    domain = GridDomain.regular(2, Fraction(1, 4), 3)
+    options = {"lo": -100, "hi": 100}
+    task = api.make_task(
+        model, Fixed(16, 8), domain, "output-bounds", options, memory=1 << 20, spill_dir=tmp_path, certify=True
+    )
+    assert (task.settings.memory, task.settings.spill_dir, task.settings.certify) == (1 << 20, str(tmp_path), True)
+    spec = api.load_spec(ROOT / "specs" / "equivariance-standard-hardmax.yaml")
+    flags = Overrides(memory=1 << 20, spill_dir=tmp_path, certify_dir=tmp_path)
+    from_spec = settings_of(spec, spec.properties[0], flags)
+    assert (from_spec.memory, from_spec.spill_dir, from_spec.certify) == (1 << 20, str(tmp_path), True)
+    with pytest.raises(api.SpecError, match="unknown run option 'memroy'"):
+        api.make_task(model, Fixed(16, 8), domain, "output-bounds", options, memroy=1)

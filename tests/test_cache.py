@@ -342,3 +342,27 @@ def test_a_cached_float_refutation_is_confirmed_by_its_enclosure_without_jax(tmp
     tampered = dict(witness, input=[["a"]], string="a")
     assert store.put(key_of(material), material, Verdict(prop.label, "refuted", "enumerate", counterexample=tampered))
     assert store.get(key_of(material), material, task) is None and "does not replay" in store.rejected[-1]
+
+
+def test_one_digest_of_a_model_keys_the_cache_the_task_and_the_certificate_subject():
+    """``fingerprint.model_digest`` is the one digest of a model: the cache key's material, the certificate's
+    subject and the task's fingerprint are computed from it (a weight changed in the spec changes all three)."""
+    import hashlib
+
+    from verify_tf.certify.subject import subject_of
+    from verify_tf.ir.plain import model_to_dict
+
+    _, material, task = _lookup()
+    spec = load_spec_text(SPEC, "spec.yaml")
+    digest = fingerprint.model_digest(spec.model)
+    # independently: SHA-256 of the model's plain form as canonical JSON (sorted keys, no spaces)
+    plain = json.dumps(model_to_dict(spec.model), sort_keys=True, separators=(",", ":"))
+    assert digest == hashlib.sha256(plain.encode()).hexdigest()
+    assert material["model"] == digest
+    assert (
+        subject_of(Path("spec.yaml"), 0, task.prop.name, task.label, task, spec.seed, "auto")["model_sha256"] == digest
+    )
+    expected = fingerprint.digest([digest, repr(task.arithmetic), repr(task.domain)])[:16]
+    assert task.fingerprint == expected
+    changed = SPEC.replace("readout: [1]", "readout: [2]")
+    assert fingerprint.model_digest(load_spec_text(changed, "spec.yaml").model) != digest

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from verify_tf.certify.exhaustive import closed_form_size, listed_size
 from verify_tf.certify.lrat import LratError, check_lrat, parse_dimacs
 from verify_tf.cli import main
+from verify_tf.engines.certificates import closed_form_size, listed_size
 from verify_tf.reporting.audit import FAILED, audit_report
 from verify_tf.symbolic.bv import translation
 
@@ -475,7 +475,7 @@ def test_audit_names_files_and_digests_and_never_shows_their_contents(tmp_path):
 # The smt-equivalence-proved model over its 9^4 = 6561 inputs: every readout lies in [-4, 19/2] (an interpreter
 # run over the whole space), so [-100, 100] holds and [-100, 9] fails on exactly 147 inputs (readout 19/2 or
 # 73/8 or 35/4 ... above 9), none of them among the 50 sampled inputs whose property check audit re-runs
-# (counted by the same run with certify.exhaustive.sample_indices).
+# (counted by the same run with engines.certificates.sample_indices).
 FORGE_SPEC = (SPECS / "smt-equivalence-proved.yaml").read_text().split("properties:")[0] + (
     "properties:\n"
     "  - value-range: {name: wide, interval: [-100, 100], engine: enumerate}\n"
@@ -531,7 +531,7 @@ def test_chunk_digests_are_recomputed_whoever_chunked_the_space(tmp_path, engine
     re-run chunks the space otherwise (a proof certified with -j): `chunk_digest` must give each engine's digest
     (readouts for value-range; the property's values for contextual-mapping, a distinct-values property), and a
     fabricated digest, the combined digest made consistent with it, fails."""
-    from verify_tf.certify.exhaustive import chunk_digest
+    from verify_tf.engines.certificates import chunk_digest
     from verify_tf.engines.scan import combined_digest
     from verify_tf.runner import Overrides, task_of
     from verify_tf.spec import load_spec

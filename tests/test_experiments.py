@@ -578,7 +578,9 @@ def test_a_signal_keeps_the_finished_models_and_the_next_run_resumes(tmp_path, s
     """Issue 38/39: SIGINT ended `experiment` with click's "Aborted!" (exit 1) and SIGTERM killed it, both writing
     nothing. Now the model in progress is dropped, the finished ones stay under OUT, the result lists them, the
     exit is 130/143 (as `check`), and the same command resumes. The signal is sent once the first model's row
-    exists (an event, not a clock); 5 more models of 300 steps remain then, so the run cannot end first."""
+    exists and the log (stdout and stderr to a file, as `experiment ... > log`) has a progress line of the model in
+    training (events, not a clock; progress every second here, 10 s by default); 5 more models of 300 steps remain
+    then, so the run cannot end first."""
     import os
     import signal as signals
     import subprocess
@@ -591,13 +593,17 @@ def test_a_signal_keeps_the_finished_models_and_the_next_run_resumes(tmp_path, s
     first_row = out / "yang-signal-runs" / "L2-depth-1.json"
     command = [sys.executable, "-m", "verify_tf", "experiment", str(spec_path), "--out", str(out), "--device", "cpu"]
     env = {**os.environ, "VERIFY_TF_PROGRESS_SECONDS": "1"}
+
+    def logged() -> bool:  # a heartbeat line: "[ 2 s] yang-signal.yaml: L2 / depth 1 (model 1 of 6) (...)"
+        return " (model " in (tmp_path / "log").read_text()
+
     with open(tmp_path / "log", "w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         try:
             ceiling = time.monotonic() + 600  # generous: the first model takes seconds, minutes at load 20
-            while not first_row.exists() and process.poll() is None and time.monotonic() < ceiling:
+            while not (first_row.exists() and logged()) and process.poll() is None and time.monotonic() < ceiling:
                 time.sleep(0.1)
-            assert first_row.exists(), (tmp_path / "log").read_text()
+            assert first_row.exists() and logged(), (tmp_path / "log").read_text()
             process.send_signal(signum)
             assert process.wait(timeout=300) == code, (tmp_path / "log").read_text()
         finally:
@@ -605,6 +611,7 @@ def test_a_signal_keeps_the_finished_models_and_the_next_run_resumes(tmp_path, s
                 process.kill()
     text = (tmp_path / "log").read_text()
     assert "Traceback" not in text and "Aborted!" not in text
+    assert "6 models to train; each is written to " in text.splitlines()[0]  # the log's first line, at once
     assert f"interrupted ({signals.Signals(signum).name}): " in text and " of 6 models finished" in text
     result = json.loads((out / "yang-signal.json").read_text())
     assert result["complete"] is False and result["interrupted"] == signals.Signals(signum).name

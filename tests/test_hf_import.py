@@ -373,6 +373,42 @@ def test_a_nanogpt_checkpoint_is_checked_as_it_runs(tmp_path, bias, compiled):
     assert set(witness["replayed_in"]) == {"torch (nanoGPT, flash attention)", "torch (nanoGPT, manual attention)"}
 
 
+@pytest.mark.parametrize(("bias", "compiled"), [(True, False), (False, True)])
+def test_the_nanogpt_enclosure_contains_the_library_forward_on_every_input(tmp_path, bias, compiled):
+    """As for the Hugging Face layouts above: at every position of every string of length 1..3 over {a, b, c}, the
+    logit of 'b' from transformers' GPT-2 forward (nanoGPT's architecture, the checkpoint's source), from the replay
+    in nanoGPT's own forward (flash and manual attention) and from the float32 mirror lies inside the enclosure,
+    whose widest interval stays below the 10^-3 margin of the test above."""
+    from verify_tf.builders.hf_layouts import Tensors
+    from verify_tf.builders.nanogpt import nanogpt_network, read_checkpoint
+    from verify_tf.builders.nanogpt_replay import NanoGPTReplay
+
+    file = tmp_path / "ckpt.pt"
+    reference, model_args = _nanogpt_checkpoint(file, bias, compiled)
+    config, tensors, digest = read_checkpoint(file)
+    choice = readout_choice(tuple(VOCABULARY), {"logit": "b"})
+    network = nanogpt_network(config, Tensors(dict(tensors), file.name), choice, tuple(VOCABULARY), None, digest)
+    replay = NanoGPTReplay(file, choice, model_args)
+    widest = F(0)
+    for rows in _rows().values():
+        ids = network.ids(rows, ALPHABET)
+        box = enclose_readout(prepare(network), ids)
+        lo = np.vectorize(lambda v: F(int(v), 1 << SCALE), otypes=[object])(box.lo)
+        hi = np.vectorize(lambda v: F(int(v), 1 << SCALE), otypes=[object])(box.hi)
+        with torch.no_grad():
+            library = reference(input_ids=torch.as_tensor(ids)).logits[..., 1].double().numpy()
+        evaluations = {
+            **replay(ids),
+            "transformers (GPT-2, erf GELU)": np.vectorize(F, otypes=[object])(library),
+            "mirror": mirror_readout(network, ids),
+        }
+        assert len(evaluations) == 4
+        for label, values in evaluations.items():
+            assert ((lo <= values) & (values <= hi)).all(), label
+        widest = max(widest, (hi - lo).max())
+    assert widest < MARGIN
+
+
 def test_a_nanogpt_file_without_model_args_is_refused(tmp_path):
     torch.save({"model": {"w": torch.zeros(2)}}, tmp_path / "ckpt.pt")
     error = _error(tmp_path, NANOGPT.format(file="ckpt.pt", lo=-1, hi=1))

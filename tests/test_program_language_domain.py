@@ -18,14 +18,14 @@ import numpy as np
 import pytest
 
 from helpers import least_failing_prefix, mutated_l3
-from verify_tf.certify.counting import closed_counts
-from verify_tf.certify.exhaustive import language_sizes
 from verify_tf.contract import CountingGoal
 from verify_tf.crasp import lk_program, lk_regex
 from verify_tf.crasp.interpreter import accepts
 from verify_tf.crasp.parser import load_program, parse_program
 from verify_tf.crasp.words import ProgramLanguageError, program_language
 from verify_tf.domain import StringDomain
+from verify_tf.engines.certificates import language_sizes
+from verify_tf.engines.counting.certificate import closed_counts
 from verify_tf.fingerprint import digest
 from verify_tf.regular import RegexLanguage
 from verify_tf.runner import Overrides, check_all

@@ -57,9 +57,9 @@ def test_an_undefined_program_is_refused_at_load_naming_the_least_input(tmp_path
 
 
 def test_the_solver_finds_the_least_input_where_a_length_is_too_long_to_scan(tmp_path, monkeypatch):
-    import verify_tf.properties.rasp_equivalence as rasp_equivalence
+    import verify_tf.properties._rasp_undefined as rasp_undefined
 
-    monkeypatch.setattr(rasp_equivalence, "LOAD_SCAN_INPUTS", 1)  # every length to z3, then letter by letter
+    monkeypatch.setattr(rasp_undefined, "LOAD_SCAN_INPUTS", 1)  # every length to z3, then letter by letter
     with pytest.raises(SpecError, match="undefined on 'aa'"):
         load_spec_text(SPEC % "", "spec.yaml", with_policy(tmp_path, "error"))
     # and a defined domain passes: length 1 only ('a' and 'b' select themselves)
@@ -80,10 +80,10 @@ def test_dont_care_skips_the_undefined_inputs_and_proves_the_rest(tmp_path, engi
 def test_an_undefined_input_the_load_time_search_left_is_unknown_at_check_time(tmp_path, monkeypatch, engine):
     """The load-time search is bounded (loading has no deadline): what it leaves undecided, the check meets. An
     undefined input there is unknown saying what to change, never error (exit 4, "internal error: RaspError")."""
-    import verify_tf.properties.rasp_equivalence as rasp_equivalence
+    import verify_tf.properties._rasp_undefined as rasp_undefined
 
-    monkeypatch.setattr(rasp_equivalence, "LOAD_SCAN_INPUTS", 0)  # no string scanned at load ...
-    monkeypatch.setattr(rasp_equivalence, "LOAD_SOLVER_SECONDS", 0)  # ... and no time for z3: nothing decided
+    monkeypatch.setattr(rasp_undefined, "LOAD_SCAN_INPUTS", 0)  # no string scanned at load ...
+    monkeypatch.setattr(rasp_undefined, "LOAD_SOLVER_SECONDS", 0)  # ... and no time for z3: nothing decided
     spec = load_spec_text(SPEC % "", "spec.yaml", with_policy(tmp_path, "error"))
     verdict = check_property(spec, spec.properties[0], Overrides(engine=engine, timeout=60))
     assert verdict.status == "unknown", verdict.detail

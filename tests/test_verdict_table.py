@@ -127,6 +127,19 @@ def test_marks_for_unexpected_skipped_cached_and_interrupted():
     assert " + p " in rendered and " x q " in rendered and "✓" not in rendered
 
 
+def test_a_table_whose_verdicts_have_no_method_prints():
+    """Found importing the shipped GPT-2 and checking the starter spec (`verify-tf import
+    examples/checkpoints/gpt2-majority -o s.yaml --readout-token a`, 510 strings): its one verdict, unknown with no
+    method (the enclosure too wide at aaabb), made the method column 0 wide and the table a traceback
+    (textwrap's "invalid width 0")."""
+    row = Verdict("readout range", "unknown", "enumerate", detail="too wide to decide", spec="s.yaml")
+    assert row.method == ""
+    lines = render([row], [None], 80).splitlines()
+    assert lines[0] == "s.yaml"
+    assert lines[1].startswith(" ✗ readout range ") and lines[1].split()[-3:] == ["unknown", "0.00", "s"]
+    assert lines[2] == "     too wide to decide"
+
+
 def test_the_json_keeps_every_word():
     verdicts, expectations = sample()
     report = json_report(verdicts, expectations)

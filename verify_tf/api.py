@@ -20,13 +20,14 @@ ints, Fractions or text such as "1/3"; an ``equivalent-to`` model may be a ``Mod
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from . import runner
 from .builders.files import load_model
 from .builders.random_model import RandomConfig, random_model
-from .contract import Task
+from .contract import Settings, Task
 from .domain import GRID_HINT, Domain, GridDomain, StringDomain, unrepresentable_grid_value
 from .engines.base import ProgressEvent, Run, no_progress
 from .executors import InProcess
@@ -82,31 +83,29 @@ def make_task(
     options: Mapping[str, Any] | None = None,
     *,
     label: str | None = None,
-    seed: int = 0,
-    minimize: bool = False,
-    device: str = "auto",
-    solver: str = "z3",
-    rlimit: int | None = None,
-    samples: int | None = None,
-    smt2_dir: Path | None = None,
     base_dir: Path | None = None,
+    **settings: Any,
 ) -> Task:
+    """The task of checking property ``name`` (its ``options`` validated as a spec's are) on ``model`` over
+    ``domain``; ``settings`` are the run options of ``contract.Settings`` (``seed``, ``minimize``, ``device``,
+    ``solver``, ``rlimit``, ``samples``, ``smt2_dir``, ``certify``, ``memory``, ``spill_dir``), as the command line
+    sets them (``--memory``, ``--spill-dir``, ``--certify``, ...)."""
     typed = options_of(name, options, model, arithmetic, domain, base_dir)
-    return runner.make_task(
-        label or name,
-        name,
-        typed,
-        model,
-        arithmetic,
-        domain,
-        seed=seed,
-        minimize=minimize,
-        device=device,
-        solver=solver,
-        rlimit=rlimit,
-        samples=samples,
-        smt2_dir=smt2_dir,
-    )
+    return runner.make_task(label or name, name, typed, model, arithmetic, domain, settings_from(**settings))
+
+
+def settings_from(**given: Any) -> Settings:
+    """``contract.Settings`` from keyword run options (paths may be ``Path``; ``samples=None``: the default); an
+    unknown name is an input error naming the known ones."""
+    known = {f.name for f in fields(Settings)}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise SpecError(f"unknown run option {unknown[0]!r}", hint=f"run options: {', '.join(sorted(known))}")
+    values = {key: value for key, value in given.items() if value is not None}
+    for key in ("smt2_dir", "spill_dir"):
+        if key in values:
+            values[key] = str(values[key])
+    return Settings(**values)
 
 
 def check(

@@ -44,10 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from .engines.base import Task
-from .engines.replay import NOT_REPLAYABLE, replay_stored
-from .fingerprint import canonical, tool_versions
-from .floats import jax_replay
-from .ir.plain import model_to_dict
+from .fingerprint import canonical, model_digest, tool_versions
 from .userfiles import UserFileError, read_user_text
 from .verdict import PROVED, REFUTED, Verdict
 
@@ -69,7 +66,7 @@ def key_material(spec, prop, overrides, engine: str) -> dict[str, Any] | None:
         return None  # --certify needs the engine's run itself (queries, digests): never served from the cache
     return {
         "format": KEY_FORMAT,
-        "model": model_to_dict(spec.model),
+        "model": model_digest(spec.model),
         "arithmetic": canonical(spec.arithmetic),
         "domain": canonical(spec.domain),
         "property": prop.name,
@@ -161,6 +158,9 @@ class ProofCache:
             return None
         why, verdict = self._verified(key, material, text)
         if verdict is not None and verdict.status == REFUTED:
+            from .engines.replay import NOT_REPLAYABLE, replay_stored  # only to serve a refutation (start-up)
+            from .floats import jax_replay
+
             with jax_replay.declined():  # the enclosure decides a float refutation (module docstring, 3.)
                 replays, replayed = replay_stored(task, verdict.counterexample)
             if replayed == NOT_REPLAYABLE:

@@ -18,8 +18,6 @@ candidates, no measures). docs/architecture.md's capability table is generated f
 
 from __future__ import annotations
 
-import hashlib
-import json
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -30,8 +28,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import numpy as np
 
 from .domain import Domain, GridDomain, StringDomain
+from .fingerprint import digest, model_digest
 from .ir import Model, Token, Vector
-from .ir.plain import model_to_dict
 from .regular import Language
 from .schema.dsl import Obj
 from .semantics import Arithmetic, Trace
@@ -104,10 +102,8 @@ class Task:
         spec: str = "",
         index: int = 0,
     ) -> Task:
-        digest = hashlib.sha256(
-            json.dumps([model_to_dict(model), repr(arithmetic), repr(domain)], default=str).encode()
-        ).hexdigest()[:16]
-        return Task(label, prop, options, model, arithmetic, domain, settings or Settings(), digest, spec, index)
+        fingerprint = digest([model_digest(model), repr(arithmetic), repr(domain)])[:16]
+        return Task(label, prop, options, model, arithmetic, domain, settings or Settings(), fingerprint, spec, index)
 
     def given_domain(self) -> Domain:
         """The domain of a property that needs one (``Property.needs_domain``; the spec loader insists)."""

@@ -4,6 +4,8 @@ subject): a canonical JSON form of plain data, its SHA-256, and the tool's own f
 * ``canonical(value)``: exact numbers as ``p/q`` strings, files named in options by their content's SHA-256,
   dataclasses by their type name and fields, sets sorted: the same value gives the same text in every process;
 * ``digest(value)``: the SHA-256 of that text;
+* ``model_digest(model)``: the one digest of a model as loaded (``ir.plain.model_to_dict``): the task's
+  fingerprint, the evaluators' caches, the proof cache's key and a certificate's subject all use it;
 * ``tool_versions()``: ``verify_tf.__version__``, a fingerprint of the package's own source files (so a
   changed property, encoder or engine shows), and the installed solver and tensor library versions read from
   package metadata (z3, cvc5 and torch are never imported for this).
@@ -21,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .ir import Model
+from .ir.plain import model_to_dict
 
 # the distributions whose version can change a verdict or its evidence (solvers, SAT checker, arrays, torch import)
 LIBRARIES = ("z3-solver", "cvc5", "bitwuzla", "python-sat", "numpy", "torch")
@@ -89,3 +93,9 @@ def canonical_text(value: Any) -> str:
 def digest(value: Any) -> str:
     """SHA-256 of ``value``'s canonical JSON text."""
     return hashlib.sha256(canonical_text(value).encode()).hexdigest()
+
+
+def model_digest(model: Model) -> str:
+    """SHA-256 of the model as loaded: ``model_to_dict`` (every weight an exact number, the tokens, the reading,
+    the float source) in canonical JSON. Two models with the same digest compute the same function."""
+    return digest(model_to_dict(model))

@@ -87,40 +87,37 @@ def make_task(
     model: Model,
     arithmetic: Arithmetic,
     domain: Domain | None,
-    *,
-    seed: int = 0,
-    minimize: bool = False,
-    device: str = "auto",
-    solver: str = "z3",
-    rlimit: int | None = None,
-    samples: int | None = None,
-    smt2_dir: Path | str | None = None,
-    certify: bool = False,
+    settings: Settings | None = None,
     spec: str = "",
     index: int = 0,
-    memory: int | None = None,
-    spill_dir: Path | str | None = None,
 ) -> Task:
-    """The task of one property check (typed options already validated): the one place its settings are set,
-    for specs (``task_of``) and for the Python API (``api.make_task``)."""
-    settings = Settings(
-        seed=seed,
-        minimize=minimize,
-        device=device,
-        solver=solver,
-        rlimit=rlimit,
-        samples=samples or DEFAULT_SAMPLES,
-        smt2_dir=str(smt2_dir) if smt2_dir is not None else None,
-        certify=certify,
-        memory=memory,
-        spill_dir=str(spill_dir) if spill_dir is not None else None,
-    )
+    """The task of one property check (typed options already validated) under ``settings`` (the run options: from
+    a spec and the command line, ``settings_of``, or from the Python API, ``api.make_task``)."""
     model = with_arithmetic(model, arithmetic)  # an imported torch model's reading names the arithmetic (API too)
-    return Task.make(label, load_property(name), options, model, arithmetic, domain, settings, spec, index)
+    return Task.make(
+        label, load_property(name), options, model, arithmetic, domain, settings or Settings(), spec, index
+    )
+
+
+def settings_of(spec: Spec, prop: PropertySpec, overrides: Overrides) -> Settings:
+    """The run options of property ``prop`` of ``spec`` under the command line's ``overrides``."""
+    return Settings(
+        seed=spec.seed,
+        minimize=overrides.minimize,
+        device=overrides.device,
+        solver=prop.solver,
+        rlimit=prop.rlimit,
+        samples=prop.samples or DEFAULT_SAMPLES,
+        smt2_dir=str(overrides.smt2_dir) if overrides.smt2_dir is not None else None,
+        certify=overrides.certify_dir is not None,
+        memory=overrides.memory,
+        spill_dir=str(overrides.spill_dir) if overrides.spill_dir is not None else None,
+    )
 
 
 def task_of(spec: Spec, prop: PropertySpec, overrides: Overrides) -> Task:
     """The task of property ``prop`` of ``spec`` under the command line's ``overrides``."""
+    settings = settings_of(spec, prop, overrides)
     return make_task(
         prop.label,
         prop.name,
@@ -128,18 +125,9 @@ def task_of(spec: Spec, prop: PropertySpec, overrides: Overrides) -> Task:
         spec.model,
         spec.arithmetic,
         spec.domain,
-        seed=spec.seed,
-        minimize=overrides.minimize,
-        device=overrides.device,
-        solver=prop.solver,
-        rlimit=prop.rlimit,
-        samples=prop.samples,
-        smt2_dir=overrides.smt2_dir,
-        certify=overrides.certify_dir is not None,
-        spec=str(spec.path),
-        index=prop.index,
-        memory=overrides.memory,
-        spill_dir=overrides.spill_dir,
+        settings,
+        str(spec.path),
+        prop.index,
     )
 
 

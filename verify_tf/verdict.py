@@ -39,7 +39,7 @@ class Evidence:
     queries: list[dict[str, Any]] = field(default_factory=list)  # every solver query asked: {"name", "smt2", "answer"}
     chunks: list[tuple[int, int, str]] = field(default_factory=list)  # exhaustive: (start, stop, digest) per chunk
     outputs_sha256: str = ""  # exhaustive: the digest of every evaluated output, in input order (over ``chunks``)
-    covered: dict[str, Any] | None = None  # counting: what the exploration covered (certify.counting)
+    covered: dict[str, Any] | None = None  # counting: what the exploration covered (engines.counting.certificate)
 
     def __post_init__(self) -> None:
         if self.kind not in CERTIFICATE_KINDS:

@@ -7,7 +7,9 @@ exploration covered), and what the verdict reports (its statistics); it writes a
 (``certificate.json``, each query as ``query-K.smt2``, each LRAT proof as ``query-K.lrat.gz``) and puts a
 summary in ``verdict.statistics["certificate"]``: the file, its sha256, every check with the tool and version
 that made it, and whether the evidence is complete. Which kinds of certificate an engine's proofs get is its
-card's ``CERTIFICATES`` (``verify_tf.engines``); nothing here names an engine. A check that could not run
+card's ``CERTIFICATES`` (``verify_tf.engines``); what a certificate holds, trusts and re-checks is the engine's
+own ``certificate.py`` (``engines.certificates``); this package keeps what is shared — the subject binding,
+digests, the query files and their cvc5 / LRAT evidence — and names no engine. A check that could not run
 within the budget is recorded as such (``ok: null`` with the reason), never dropped. The certificate is bound to
 what it proves: its ``subject`` (``certify.subject``: digests of the spec text, the model as loaded, the
 arithmetic, the domain, the property and its options) and the tool and solver ``versions``.
@@ -32,12 +34,8 @@ from ..engines.base import Progress, ProgressEvent, Task, no_progress
 from ..fingerprint import tool_versions
 from ..verdict import PROVED, Evidence, Verdict
 from ..work import Deadline, Executor
-from .conclusion import conclusion_checks
-from .counting import counting_evidence, recheck_counting
-from .exhaustive import exhaustive_evidence, recheck_exhaustive
-from .rederive import proof_differences, query_differences, space_differences, space_record
+from .rederive import proof_differences, query_differences, space_differences
 from .smt import CVC5_CHECK, LRAT_RECORD, cvc5_reprove, finish_lrat, recheck_lrat, sha256, start_lrat
-from .split import recheck_split, split_evidence
 from .subject import differences, subject_of, version_notes
 
 FORMAT = "verify-tf-certificate/2"
@@ -45,38 +43,6 @@ FORMAT = "verify-tf-certificate/2"
 # many times the proof's own time, so that certifying costs at most about ten times proving (docs/trust.md)
 BUDGET_FACTOR = 8.0
 BUDGET_FLOOR = 60.0
-TRUSTED = {
-    "smt": [
-        "the encoder (verify_tf.symbolic): the query says what the property means",
-        "for the LRAT check: the LIA-to-BV width argument (verify_tf.symbolic.bv) and z3's bit-blaster",
-        "the LRAT checker (verify_tf.certify.lrat, ~120 lines)",
-    ],
-    "exhaustive": [
-        "the input space's numbering (verify_tf.spaces) beyond the sampled inputs",
-        "the batched evaluator on inputs outside the sample (differential tests cover it)",
-    ],
-    "counting": [
-        "that strings reaching the same joint state agree on every continuation (engines.counting.explore)",
-        "when the certificate covers lengths up to closed_at: that states repeating from one length to the next, "
-        "with no transition depending on the length, decide every longer length (engines.counting.explore)",
-        "the counting model on strings outside the sample (the engine's differential tests cover it)",
-        "for every length: the encoder of one position (engines.counting.induction) and z3's answers as "
-        "re-proved by cvc5 (unbounded integers: no LRAT chain)",
-    ],
-    "reading": [  # an exhaustive proof about the property's own reading of the model (its certified outputs)
-        "the property's evaluation of the model in its reading (tracr's float reading: the exact enclosure of "
-        "verify_tf.floats.enclosure under the error model of docs/semantics.md §7): the proof, the chunk digests "
-        "and the sample's re-check use the same enclosure, so an unsound bound in it is not caught here; on the "
-        "sample, numpy's float32 evaluation of the model must lie inside the enclosure and decode right (a torch "
-        "import's float reading: verify_tf.floats.torch_enclosure, and torch's own evaluations under no_grad and "
-        "with autograd must lie inside it, every prefix decided right)",
-        "the input space's numbering (verify_tf.spaces) beyond the sampled inputs",
-    ],
-    "split": [
-        "the bounds (verify_tf.linear's forms, verify_tf.bounds' intervals) that closed cubes without evaluating them",
-        "the batched evaluator on enumerated leaves outside the sample (differential tests cover it)",
-    ],
-}
 
 
 def slug(verdict: Verdict) -> str:
@@ -160,30 +126,21 @@ def certify(
 def _evidence_body(
     task: Task, verdict: Verdict, evidence: Evidence, folder: Path, seconds: float, progress: Progress
 ) -> dict:
-    """The certificate's evidence for a proof, by the kind of evidence the engine kept."""
-    seed, statistics = task.settings.seed, verdict.statistics
-    if evidence.kind == "counting":  # its exploration, and for every length its induction queries
-        body = {**counting_evidence(task, evidence.covered or {}, seed), "trusted": TRUSTED["counting"]}
-        if evidence.queries:
-            body["queries"] = _smt_certificate(evidence.queries, folder, seconds, progress)["queries"]
-        return body
-    if evidence.kind == "smt":
-        body = _smt_certificate(evidence.queries, folder, seconds, progress)
-        if not any(q.get("z3_answer") == "unsat" for q in body["queries"]):
-            body["checks"] = conclusion_checks(task, statistics)
-        return body
-    if evidence.kind == "conclusion":  # a proof that asked no solver query: its conclusion is what is re-checked
-        return {"kind": "conclusion", "queries": [], "checks": conclusion_checks(task, statistics)}
-    if evidence.kind == "split":  # the closed cubes' cover, from the statistics
-        return {**split_evidence(task, statistics, seed), "space": space_record(task), "trusted": TRUSTED["split"]}
-    body = exhaustive_evidence(task, statistics, evidence, seed)  # exhaustive
-    own = str(body["outputs"]).startswith("the property's certified outputs")
-    return {**body, "space": space_record(task), "trusted": TRUSTED["reading" if own else "exhaustive"]}
+    """The certificate's evidence for a proof: the engine's own (its ``certificate.py``), then every solver query
+    it kept, written and re-proved here."""
+    module = engines.certificate(verdict.engine)
+    if module is None:
+        return {"kind": "none", "checks": [], "note": f"no certificate for {verdict.engine} ({verdict.method}) proofs"}
+    body = module.evidence(task, verdict)
+    if evidence.queries:
+        body["queries"] = _smt_certificate(evidence.queries, folder, seconds, progress)
+    return body
 
 
-def _smt_certificate(queries: list[dict], folder: Path, seconds: float, progress: Progress = no_progress) -> dict:
-    """Each kind of evidence has its own budget of ``seconds`` over all the queries: a second solver that runs
-    out of time does not keep the LRAT chain from being tried."""
+def _smt_certificate(queries: list[dict], folder: Path, seconds: float, progress: Progress = no_progress) -> list[dict]:
+    """Every query written as SMT-LIB with its evidence (cvc5's re-proof, the LRAT chain). Each kind of evidence
+    has its own budget of ``seconds`` over all the queries: a second solver that runs out of time does not keep
+    the LRAT chain from being tried."""
     left = {"cvc5": seconds, "lrat": seconds}  # each evidence's budget, spent only while that evidence runs
 
     def within(budget: str, check, *args) -> dict:
@@ -223,7 +180,7 @@ def _smt_certificate(queries: list[dict], folder: Path, seconds: float, progress
                     job.sat.close()
                 left["lrat"] -= lrat.elapsed()
         out.append(entry)
-    return {"kind": "smt", "queries": out, "trusted": TRUSTED["smt"]}
+    return out
 
 
 def certificate_kinds(engine: str) -> tuple[str, ...]:
@@ -284,42 +241,21 @@ def recheck(
     ):
         out.problems.append("an SMT certificate without any query")
         return out
-    if kind in ("smt", "counting", "conclusion"):
+    module = engines.certificate(engine)
+    assert module is not None  # the engine's card lists this kind
+    if module.REDERIVE == "queries":
         out.problems += query_differences(task, engine, body, seconds, executor)
-    else:  # exhaustive and split: the space, then the engine proves it again (certify.rederive)
+    else:  # the space, then the engine proves it again (certify.rederive)
         out.problems += space_differences(task, body.get("space"))
         if not out.problems:
             out.problems += proof_differences(task, engine, body, seconds, executor)
     if out.problems:
         return out
-    _recheck_evidence(str(kind), task, body, path.parent, Deadline(seconds), out)
+    problems, partial = module.recheck(task, body)  # the engine's own evidence
+    out.problems += problems
+    out.partial += partial
+    _recheck_queries(body, path.parent, Deadline(seconds), out.problems, out.partial)
     return out
-
-
-def _recheck_evidence(kind: str, task: Task, body: dict, folder: Path, deadline: Deadline, out: Recheck) -> None:
-    if kind == "exhaustive":
-        out.problems += [f"exhaustive: {p}" for p in recheck_exhaustive(task, body)]
-    elif kind == "split":
-        out.problems += [f"split: {p}" for p in recheck_split(task, body)]
-        out.partial += [f"{c['check']}: {c['note']}" for c in body.get("checks", []) if c.get("ok") is None]
-    elif kind == "counting":
-        out.problems += [f"counting: {p}" for p in recheck_counting(task, body)]
-    else:  # smt and conclusion: the conclusion's checks when no query of the proof is a step
-        if not any(q.get("z3_answer") == "unsat" for q in body.get("queries", [])):
-            _recheck_conclusion(task, body, out)
-    _recheck_queries(body, folder, deadline, out.problems, out.partial)
-
-
-def _recheck_conclusion(task: Task, body: dict, out: Recheck) -> None:
-    checks = body.get("checks", [])
-    if not any(c.get("ok") is True for c in checks):
-        out.problems.append("the proof asked no solver query and its certificate holds no re-checkable conclusion")
-    for check in checks:
-        again = conclusion_checks(task, check) if check.get("pair") else [check]
-        if check.get("ok") is False or again[0].get("ok") is False:
-            out.problems.append(f"{check['check']}: does not check")
-        elif check.get("ok") is None:
-            out.partial.append(f"{check['check']}: {check.get('note', 'not checked')}")
 
 
 def _evidence_file(folder: Path, name: Any) -> Path | None:

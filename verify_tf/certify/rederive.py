@@ -28,25 +28,10 @@ from typing import Any
 
 from .. import engines
 from ..engines.base import Run, Task
+from ..engines.certificates import space_record
 from ..verdict import PROVED, UNKNOWN, Verdict
 from ..work import Deadline, Executor
-from .counting import covered_record
-from .exhaustive import chunk_digest, space_of, space_size
 from .smt import sha256
-
-
-def space_record(task: Task) -> dict[str, Any]:
-    """The input space an exhaustive (or split) proof covered, as the certificate records it."""
-    space = space_of(task)
-    return {
-        "order": space.order,
-        "lengths": list(space.lengths),
-        "vocabulary": len(space.tokens),
-        "distinct": space.distinct,
-        "size": space_size(space),
-        "description": space.describe(),
-        **({"language": space.language.name, "language_sha256": space.language.digest()} if space.language else {}),
-    }
 
 
 def space_differences(task: Task, recorded: Any) -> list[str]:
@@ -85,8 +70,8 @@ def query_differences(task: Task, engine: str, body: dict, seconds: float, execu
             return [rerun]
         evidence = rerun.evidence
         derived = _asked(evidence.queries if evidence is not None else [])
-        if evidence is not None and evidence.covered is not None:
-            extra = _coverage_differences(evidence.covered, body)
+        module = engines.certificate(engine)
+        extra = module.rerun_differences(task, rerun, body) if module is not None else []
     return _compare(derived, recorded_queries(body)) + extra
 
 
@@ -102,38 +87,15 @@ def _rerun(card: engines.Engine, task: Task, deadline: Deadline, executor: Execu
 
 
 def proof_differences(task: Task, engine: str, body: dict, seconds: float, executor: Executor) -> list[str]:
-    """Exhaustive and split proofs: the engine proves the property again now, and (exhaustive) each chunk's
-    outputs digest in the certificate equals the one computed now: the re-run's, or recomputed over the
-    certificate's own range where the re-run chunked the space otherwise (a proof certified with ``-j``)."""
-    if engine not in engines.names():
+    """Exhaustive and split proofs: the engine proves the property again now, and what its re-run finds must
+    agree with the certificate (its ``certificate.rerun_differences``: an exhaustive run's chunk digests)."""
+    module = engines.certificate(engine)
+    if module is None:
         return [f"no re-derivation for engine {engine!r}"]
     rerun = _rerun(engines.load(engine), task, Deadline(seconds), executor, "the proof")
     if isinstance(rerun, str):
         return [rerun]
-    if body.get("kind") != "exhaustive":
-        return []
-    now = {(a, b): digest for a, b, digest in (rerun.evidence.chunks if rerun.evidence is not None else [])}
-    differ = [
-        (a, b)
-        for a, b, digest in body.get("chunks") or []
-        if (now[(a, b)] if (a, b) in now else chunk_digest(task, a, b)) != digest
-    ]
-    if not differ:
-        return []
-    return [
-        f"the outputs of {len(differ)} of its {len(body.get('chunks') or [])} chunks differ from the certificate's "
-        f"digests (the first: inputs {differ[0][0]}..{differ[0][1] - 1})"
-    ]
-
-
-def _coverage_differences(covered: dict, body: dict) -> list[str]:
-    recorded: dict = next((c for c in body.get("checks", []) if c.get("check") == "strings counted two ways"), {})
-    out = []
-    if body.get("covered") != covered_record(covered):
-        out.append(f"the exploration covers {body.get('covered')} in the certificate, re-derived {covered}")
-    if recorded.get("explored") != covered["strings_per_length"] or recorded.get("states") != covered["states"]:
-        out.append("the exploration's strings per length or states differ from the re-derived exploration")
-    return out
+    return module.rerun_differences(task, rerun, body)
 
 
 def _compare(derived: list[tuple], recorded: list[tuple]) -> list[str]:

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engines.base import Task
-from ..fingerprint import digest, file_digest, tool_versions
-from ..ir.plain import model_to_dict
+from ..fingerprint import digest, file_digest, model_digest, tool_versions
 
 # field: how a difference reads
 FIELDS = {
@@ -42,7 +41,7 @@ def subject_of(spec_path: str | Path, index: int, name: str, label: str, task: T
     return {
         "spec": {"file": path.name, "sha256": file_digest(path)},
         "property": {"index": index, "name": name, "label": label, "options_sha256": digest(task.options)},
-        "model_sha256": digest(model_to_dict(task.model)),
+        "model_sha256": model_digest(task.model),
         "arithmetic_sha256": digest(task.arithmetic),
         "domain_sha256": digest(task.domain),
         "seed": seed,

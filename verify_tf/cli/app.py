@@ -1,5 +1,6 @@
 """The ``verify-tf`` click application: the top-level group, its commands, and the optional command groups
-(``crasp``, ``experiment``) imported only when first used.
+(``crasp``, ``experiment``) imported only when first used; ``import`` is imported when it runs or ``--help``
+lists it (a check never loads it).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from ..schema.errors import TORCH_INSTALL
 from ..verdict import EXIT_INTERNAL
 from . import output
 from .check import check
-from .checkpoints import import_checkpoint
 from .reports import audit, explain
 from .spec_commands import init, list_properties, run, schema
 
@@ -30,12 +30,18 @@ class _MainGroup(click.Group):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.optional: dict[str, tuple[str, str, str]] = {}  # name -> (module, attribute, one-line help)
+        self.lazy: dict[str, tuple[str, str]] = {}  # name -> (module, attribute): a command imported when used
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         available = {name for name, (module, _, _) in self.optional.items() if _module_exists(module)}
-        return sorted(set(self.commands) | available)
+        return sorted(set(self.commands) | set(self.lazy) | available)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in self.lazy:
+            import importlib
+
+            module_name, attribute = self.lazy[name]
+            self.add_command(getattr(importlib.import_module(module_name), attribute), name)
         if name not in self.commands and name in self.optional:
             module_name, attribute, _ = self.optional[name]
             command = _import_optional(module_name, attribute)
@@ -47,6 +53,8 @@ class _MainGroup(click.Group):
         rows = []
         limit = formatter.width - 6 - max((len(n) for n in self.list_commands(ctx)), default=0)
         for name in self.list_commands(ctx):
+            if name in self.lazy:
+                self.get_command(ctx, name)  # --help lists its own short help
             if name in self.commands:
                 command = self.commands[name]
                 if command.hidden:
@@ -104,8 +112,9 @@ def main() -> None:
     output.reset_consoles()
 
 
-for _command in (check, audit, explain, run, schema, init, list_properties, import_checkpoint):
+for _command in (check, audit, explain, run, schema, init, list_properties):
     main.add_command(_command)
+main.lazy["import"] = ("verify_tf.cli.checkpoints", "import_checkpoint")  # imported when run or listed (start-up)
 
 
 def _mount_optional_groups() -> None:

@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -54,6 +55,52 @@ class ByteSize(click.ParamType):
         if not (1 << 16) <= size <= (1 << 50):
             self.fail(f"{value!r}: expected between 64K and 1024T", param, ctx)
         return size
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """What ``verify-tf check`` was asked, as click parsed it: one field per argument and option of the command.
+    The run options among them reach the checks as one ``runner.Overrides`` (``overrides``), and from there each
+    property's ``contract.Settings`` (``runner.settings_of``), as ``verify_tf.api`` builds its own."""
+
+    specs: tuple[Path, ...]
+    engine: str | None
+    timeout: float | None
+    json_path: Path | None
+    junit_path: Path | None
+    unknown_as: str
+    fail_on: str
+    jobs: int
+    cluster_address: str | None
+    cache_dir: Path
+    no_cache: bool
+    explain: bool
+    html_path: Path | None
+    minimize: bool
+    smt2_dir: Path | None
+    certify_dir: Path | None
+    certify_partial: bool
+    device: str
+    memory: int | None
+    spill_dir: Path | None
+    quiet: bool
+    verbose: bool
+
+    def overrides(self) -> Overrides:
+        """The run options every property of the run gets (the command line over the specs)."""
+        from ..runner import Overrides
+
+        return Overrides(
+            engine=None if self.engine == "auto" else self.engine,
+            timeout=self.timeout,
+            minimize=self.minimize,
+            smt2_dir=self.smt2_dir,
+            device=self.device,
+            cache_dir=None if self.no_cache else self.cache_dir,
+            certify_dir=self.certify_dir,
+            memory=self.memory,
+            spill_dir=self.spill_dir,
+        )
 
 
 @click.command()
@@ -184,75 +231,44 @@ def check(**options) -> None:
     SIGINT exits 130 and SIGTERM 143 (never a verdict).
     """
     with Interrupts() as interrupts:  # SIGINT/SIGTERM: never a verdict (docs/cli.md, "Interrupts")
-        _check(interrupts, **options)
+        _check(interrupts, CheckOptions(**options))
 
 
-def _check(
-    interrupts: Interrupts,
-    *,
-    specs,
-    engine,
-    timeout,
-    json_path,
-    junit_path,
-    unknown_as,
-    fail_on,
-    jobs,
-    cluster_address,
-    cache_dir,
-    no_cache,
-    explain,
-    html_path,
-    minimize,
-    smt2_dir,
-    certify_dir,
-    certify_partial,
-    device,
-    memory,
-    spill_dir,
-    quiet,
-    verbose,
-) -> None:
+def _check(interrupts: Interrupts, asked: CheckOptions) -> None:
     from ..cache import ProofCache
     from ..reporting.report import combined_exit_code
-    from ..runner import Overrides
 
     started = time.perf_counter()
-    _check_flags(device, certify_dir, certify_partial, cluster_address, jobs)  # exit 2 before anything runs
-    overrides = Overrides(
-        engine=None if engine == "auto" else engine,
-        timeout=timeout,
-        minimize=minimize,
-        smt2_dir=smt2_dir,
-        device=device,
-        cache_dir=None if no_cache else cache_dir,
-        certify_dir=certify_dir,
-        memory=memory,
-        spill_dir=spill_dir,
+    # exit 2 before anything runs
+    _check_flags(asked.device, asked.certify_dir, asked.certify_partial, asked.cluster_address, asked.jobs)
+    overrides = asked.overrides()
+    _create_folders(
+        (asked.smt2_dir, asked.certify_dir, asked.spill_dir), (asked.json_path, asked.junit_path, asked.html_path)
     )
-    _create_folders((smt2_dir, certify_dir, spill_dir), (json_path, junit_path, html_path))
     with interrupts.exiting_at_once():  # a signal while loading exits at once: nothing was checked
-        entries = _load_specs(specs, quiet)  # load: every spec, or exit 2 at the first mistake
+        entries = _load_specs(asked.specs, asked.quiet)  # load: every spec, or exit 2 at the first mistake
     loaded = [entry for entry in entries if not isinstance(entry, tuple)]
-    if not quiet:
-        _print_notes(loaded, verbose)
-    store = None if no_cache else ProofCache(cache_dir)
-    reports = _Reports(entries, overrides, started, fail_on, json_path, junit_path, unknown_as)
+    if not asked.quiet:
+        _print_notes(loaded, asked.verbose)
+    store = None if asked.no_cache else ProofCache(asked.cache_dir)
+    reports = _Reports(entries, overrides, started, asked.fail_on, asked.json_path, asked.junit_path, asked.unknown_as)
     interrupts.last_words = reports.write_finished  # a second signal: the reports of what finished, then exit
     # every property: its task, the engine (auto's choice), the driver, the verdict, the certificate (runner)
     skipped = sum(len(entry[1].properties) for entry in entries if isinstance(entry, tuple))
-    checked = _check_all(loaded, overrides, jobs, cluster_address, store, quiet, skipped, reports.arrived)
+    checked = _check_all(
+        loaded, overrides, asked.jobs, asked.cluster_address, store, asked.quiet, skipped, reports.arrived
+    )
     verdicts, expectations = _in_spec_order(entries, checked)
     seconds = time.perf_counter() - started
     signum = interrupted()
     reports.write(verdicts, expectations, seconds)  # the files first: a second signal then has nothing to lose
-    if not quiet:  # report: the table and the summary
-        _print_verdicts(verdicts, expectations, seconds, store, verbose)
+    if not asked.quiet:  # report: the table and the summary
+        _print_verdicts(verdicts, expectations, seconds, store, asked.verbose)
     if signum is not None:
         _exit_interrupted(sum(v.method != "interrupted" for v in checked), len(checked))
-    if explain or html_path is not None:
-        _explain(loaded, verdicts, explain, html_path, specs)
-    sys.exit(combined_exit_code(verdicts, expectations, fail_on))
+    if asked.explain or asked.html_path is not None:
+        _explain(loaded, verdicts, asked.explain, asked.html_path, asked.specs)
+    sys.exit(combined_exit_code(verdicts, expectations, asked.fail_on))
 
 
 def _check_flags(device: str, certify_dir, certify_partial: bool, cluster_address, jobs: int) -> None:
@@ -565,6 +581,8 @@ def _open_cluster(address: str, quiet: bool):
 
 def _require_device(device: str) -> None:
     """``--device cuda`` on a machine without a usable GPU is an input error, the same in every command."""
+    if device != "cuda":  # auto and cpu always run (cli.devices is imported only for a GPU)
+        return
     from .devices import device_problem
 
     problem = device_problem(device)

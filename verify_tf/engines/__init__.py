@@ -12,8 +12,10 @@ An engine is a package ``verify_tf/engines/<name>/`` whose ``__init__.py`` is it
 * optionally ``ROLE`` and ``predict(task, estimate) -> Prediction`` (``engines.cost``): how ``engine: auto``
   may use it and, for an exhaustive engine, how long a complete run would take;
 * optionally ``CERTIFICATES``, the kinds of certificate its proofs get (``verdict.CERTIFICATE_KINDS``; its
-  driver fills the proof's ``verdict.Evidence`` under ``--certify``, ``verify_tf.certify`` writes it, and audit
-  refuses a certificate of another kind for this engine), and ``derive_queries(task, deadline)``, the queries
+  driver fills the proof's ``verdict.Evidence`` under ``--certify``, its module ``certificate.py`` says what the
+  certificate holds, trusts and re-checks (``engines.certificates``; found by ``certificate(name)``),
+  ``verify_tf.certify`` writes it with the query evidence, and audit refuses a certificate of another kind for
+  this engine), and ``derive_queries(task, deadline)``, the queries
   a proof asks derived without solving them (for audit; an engine with query evidence and no such hook is run
   again to re-derive them);
 * optionally ``LANGUAGE_DOMAINS = True``: it reads a strings domain only through the property's input space
@@ -37,6 +39,7 @@ import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from ..contract import CAPABILITIES, Capability, Property, capabilities_of
@@ -107,6 +110,15 @@ def load(name: str) -> Engine:
         frozenset(getattr(card, "USES", ())),
         int(getattr(card, "PREFERENCE", 100)),
     )
+
+
+def certificate(name: str) -> ModuleType | None:
+    """Engine ``name``'s certificate module (``engines/<name>/certificate.py``: see ``engines.certificates``),
+    imported when a certificate is written or re-checked; None for a name that is no engine or whose proofs
+    get no certificate."""
+    if name not in names() or not load(name).certificates:
+        return None
+    return importlib.import_module(f"{__name__}.{name}.certificate")
 
 
 def _needs(card: object) -> tuple[frozenset[type[Capability]], ...]:

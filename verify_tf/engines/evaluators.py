@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-
 from ..batched import DEFAULT_MEMORY, BatchedEvaluator, evaluator_for
 from ..contract import Batched, Task
+from ..fingerprint import model_digest
 from ..ir import Model
-from ..ir.plain import model_to_dict
 from ..spaces import InputSpace
-
-
-def model_digest(model: Model) -> str:
-    return hashlib.sha256(json.dumps(model_to_dict(model), sort_keys=True).encode()).hexdigest()[:16]
 
 
 class Evaluators:

@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,7 +32,9 @@ from ..spaces import LIMIT, InputSpace
 from ..verdict import Evidence, Verdict
 from ..work import CONTINUE, STOP, STOP_AFTER, ChunkUnits, WorkUnit, schedule
 from .base import Merge, ProgressEvent, Proof, Run, replayed
-from .runs import Closest, ClosestPair, RunStore, SortedRun, merged, sorted_run
+
+if TYPE_CHECKING:  # the sorted runs of a distinct-values scan: engines.runs, imported by the functions using them
+    from .runs import Closest, RunStore, SortedRun
 
 SCAN_MEMORY = 256 << 20  # bytes of sorted runs held in memory before they are spilled to disk
 
@@ -322,6 +324,8 @@ class ValuesResult:
     def of(start: int, stop: int, numerators: Any, den: int, groups: Any, certify: bool = False) -> ValuesResult:
         """``numerators[k, i] / den`` is q(x_{start+k})_i ((B, n) int64 or Python integers); ``groups``: (B,)
         codes (inputs with equal codes are exempt from each other) or None (nothing exempt)."""
+        from .runs import sorted_run
+
         return ValuesResult(
             start,
             stop,
@@ -342,6 +346,8 @@ def closest_pair(scaled: np.ndarray, groups: np.ndarray, n: int, denominator: in
     key is compared with keys at offsets 1, 2, ... until it meets a non-exempt one or the offset can no longer
     beat the best gap found.
     """
+    from .runs import Closest
+
     count = len(scaled)
     if count == 0:
         return Closest(None, None, None, None, 0)
@@ -411,6 +417,8 @@ def check_distinct_values(
         return too_large(task, run, engine, space)
     if len(space.lengths) > 1:
         raise ValueError("the distinct-values scan needs a single input length")
+    from .runs import RunStore
+
     with RunStore(memory, task.settings.spill_dir) as store:
         merge, digests = _values_into(store, task, run, engine, space, values_chunk, size, extra)
         if merge.settled:
@@ -509,6 +517,8 @@ def _closest_pair_of(store: RunStore, space: InputSpace, run: Run, memory: int, 
     (``merge`` then says how far the comparison got)."""
     n = max(space.lengths) if space.lengths else 0
     den = math.lcm(*store.dens) if store.dens else 1
+    from .runs import ClosestPair, merged
+
     closest = ClosestPair(n)
     for block in merged(store, max(1 << 20, memory // 4)):
         if run.deadline.expired():

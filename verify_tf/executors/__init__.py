@@ -2,7 +2,8 @@
 ``ProcessPool`` (``-j N``: N spawned worker processes shared by every property of the run). The Dask
 executor (``--cluster``) lives in ``executors.cluster`` and is imported only by ``open_cluster``, so Dask is
 needed only when a cluster is asked for; ``ClusterUnavailable`` and the ``--cluster`` address check live in
-``executors.addresses`` (Dask-free), which both this package and ``executors.cluster`` import.
+``executors.addresses`` (Dask-free), which ``executors.cluster`` imports and this package re-exports when they
+are first used (a check without ``--cluster`` never imports them).
 
 All of them implement ``verify_tf.work.Executor``; engine drivers never know which one they run on.
 """
@@ -20,7 +21,6 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from ..work import CancelFlag, Deadline, UnitError, WorkUnit, budget, describe_exception, never_cancelled, run_unit
-from .addresses import CLUSTER_EXTRA_HINT, ClusterUnavailable, cluster_address_problem
 
 __all__ = [
     "CLUSTER_EXTRA_HINT",
@@ -30,6 +30,18 @@ __all__ = [
     "cluster_address_problem",
     "open_cluster",
 ]
+
+
+_ADDRESSES = ("CLUSTER_EXTRA_HINT", "ClusterUnavailable", "cluster_address_problem")
+
+
+def __getattr__(name: str) -> Any:
+    """``executors.addresses``' names, imported when first asked for (start-up: a check without a cluster)."""
+    if name in _ADDRESSES:
+        from . import addresses
+
+        return getattr(addresses, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _LocalHandle:
@@ -231,6 +243,8 @@ def open_cluster(address: str, **options: Any) -> Any:
 
     Raises ``ClusterUnavailable`` when the ``cluster`` extra is missing or the cluster cannot be used.
     """
+    from .addresses import CLUSTER_EXTRA_HINT, ClusterUnavailable
+
     try:
         from . import cluster
     except ModuleNotFoundError as exc:

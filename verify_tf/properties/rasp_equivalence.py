@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..builders.tracr_import import TracrExport, TracrImportError, float_network, read_export
+from ..builders.tracr_import import TracrExport, TracrImportError, read_export
 from ..contract import (
     Array,
     Batched,
@@ -43,11 +43,8 @@ from ..contract import (
     Witness,
 )
 from ..domain import Domain, StringDomain, format_input
-from ..floats import decode as float_decode, enclosure
-from ..floats.evaluate import evaluate as evaluate_float32
 from ..ir import AlphabetTokens, Model, Vector
 from ..numbers import fmt
-from ..rasp.batched import least_undefined, outputs_batched
 from ..rasp.interpreter import run, tokens_from_symbols
 from ..rasp.program import RaspError, Value, show
 from ..schema.dsl import Context, Field, FilePath, Number, Obj, String
@@ -55,7 +52,11 @@ from ..schema.errors import OptionError
 from ..schema.yamlnodes import Node
 from ..semantics import Arithmetic, UnsupportedInMode, evaluate
 from ..witness import input_to_json
-from ..work import CannotCheck, Deadline, DeadlineExpired
+from ..work import CannotCheck
+from . import _rasp_float as float_reading
+from ._rasp_float import FLOAT_BATCH, FLOAT_READING, witness_position
+from ._rasp_query import build_query as encode_query
+from ._rasp_undefined import least_undefined_input
 from .base import bos_offset, require, typed
 
 if TYPE_CHECKING:  # solver types: z3 and the encoder are imported when a solver query is built
@@ -77,8 +78,6 @@ class ExportFile(FilePath):
 
 
 UNDEFINED = ("error", "dont-care")
-LOAD_SCAN_INPUTS = 1 << 16  # strings the load-time definedness search scans (the shortest lengths, in order)
-LOAD_SOLVER_SECONDS = 10  # then z3 on the longer lengths, in all (docs/tracr.md)
 
 
 @dataclass(frozen=True)
@@ -89,11 +88,6 @@ class Options:
 
     def policy(self, export: TracrExport) -> str:
         return self.undefined or export.undefined_policy
-
-
-def witness_position(user_index: int) -> int:
-    """How a witness numbers a position: the user's input positions from 0, the BOS not counted."""
-    return user_index
 
 
 @dataclass(frozen=True)
@@ -222,170 +216,23 @@ class RaspEquivalence(EachInput, Batched, Solvable, CertifiedOutputs):
         return super().reading(task)
 
     # -- the float reading (tracr's default): the compiled float32 model as it runs, through its exact enclosure
-    def float_status(self, task: Task, rows: Array) -> tuple[np.ndarray, enclosure.Enclosure]:
-        """Per (row, user position): RIGHT, WRONG or UNDECIDED (``floats.decode``) for every float32 evaluation of
-        the compiled model against the program, with the enclosure (BOS at stream position 0)."""
-        export = _export(task.options.program)
-        network = float_network(export)
-        codes, undefined = self._program_codes(task, export, rows)
-        found = enclosure.enclose(enclosure.prepare(network), network.ids(rows, tuple(task.strings().alphabet)))
-        box = enclosure.Box(found.output.lo[:, 1:], found.output.hi[:, 1:])
-        output = export.program.output_node
-        if export.output_kind == "categorical":
-            space_index = {v: k for k, (v, _) in enumerate(export.output_space)}
-            table = [
-                float_decode.DONT_CARE if v is None else space_index.get(v, float_decode.NOT_IN_SPACE)
-                for v in output.values
-            ]
-            wanted = np.array(table, dtype=np.int64)[codes]
-            status = float_decode.categorical(box, [i for _, i in export.output_space], wanted)
-        else:
-            assert export.output_index is not None  # a numerical output has one coordinate
-            values = [None if v is None else Fraction(v) for v in output.values]
-            status = float_decode.numerical(box, export.output_index, values, codes, task.options.tolerance)
-        if undefined.any():  # no specification there: don't-care (policy dont-care; "error" refused the spec)
-            status = np.where(undefined[:, None], float_decode.RIGHT, status)
-        return status, found
-
-    def float_rows(self, task: Task, rows: Array) -> tuple[Array, Measures]:
-        """The enumerate hook under the float reading: rows where some evaluation may decode wrong are flagged
-        only if *every* evaluation does (a refutation); the others that the enclosure cannot decide are counted
-        (measure ``float_undecided``: a proof needs none), and each head's leak is measured."""
-        flagged: list[np.ndarray] = []
-        undecided: list[np.ndarray] = []
-        leaks: dict[str, list[np.ndarray]] = {}
-        for start in range(0, len(rows), FLOAT_BATCH):
-            status, found = self.float_status(task, rows[start : start + FLOAT_BATCH])
-            flagged.append((status == float_decode.WRONG).any(axis=1))
-            undecided.append((status == float_decode.UNDECIDED).any(axis=1))
-            for name, leak in found.heads.items():
-                leaks.setdefault(f"float_leak {name}", []).append(leak.leak)
-        measures: Measures = {"float_undecided": (np.concatenate(undecided).astype(np.int64), 1)}
-        for name, parts in leaks.items():
-            measures[name] = (np.concatenate(parts), 1 << enclosure.P)
-        return np.concatenate(flagged), measures
-
+    #    (properties._rasp_float)
     def measure_kinds(self, task: Task) -> dict[str, str]:
-        if not task.model.float_reading:
-            return {}
-        network = enclosure.prepare(float_network(_export(task.options.program)))
-        heads = [f"layer {layer} head {h[0]}" for layer, (_, used, *_) in enumerate(network.layers) for h in used]
-        return {"float_undecided": "max", **{f"float_leak {name}": "max" for name in heads}}
+        return float_reading.measure_kinds(task) if task.model.float_reading else {}
 
     def measure(self, task: Task, tokens: tuple[Any, ...]) -> dict[str, Fraction]:
-        if not task.model.float_reading:
-            return {}
-        rows = np.array([[task.strings().alphabet.index(t) for t in tokens]], dtype=np.int64)
-        _, found = self.float_rows(task, rows)
-        return {name: Fraction(int(numerators[0]), den) for name, (numerators, den) in found.items()}
+        return float_reading.measure(task, tokens) if task.model.float_reading else {}
 
     def certified_outputs(self, task: Task, rows: Array) -> tuple[Array, int] | None:
-        """Under the float reading, a certificate digests what the proof decided on: per input, the enclosure of
-        every output coordinate at every user position (lower bounds, then upper bounds, over 2^SCALE); the
-        hardmax IR's readout would say nothing about the float model."""
-        if not task.model.float_reading:
-            return None
-        export = _export(task.options.program)
-        columns = [i for _, i in _coordinates(export)]
-        parts = []
-        for start in range(0, len(rows), FLOAT_BATCH):
-            _, found = self.float_status(task, rows[start : start + FLOAT_BATCH])
-            lo, hi = found.output.lo[:, 1:, columns], found.output.hi[:, 1:, columns]
-            parts.append(np.concatenate([lo.reshape(len(lo), -1), hi.reshape(len(hi), -1)], axis=1))
-        return np.concatenate(parts), 1 << enclosure.SCALE
+        """Under the float reading, a certificate digests what the proof decided on: the enclosure of every output
+        coordinate (``float_reading.certified_outputs``); the hardmax IR's readout would say nothing about it."""
+        return float_reading.certified_outputs(task, rows) if task.model.float_reading else None
 
     def certified_check(self, task: Task, tokens: tuple[Any, ...]) -> str | None:
-        """Under the float reading, the proof's claim on one input: the enclosure decides every defined position
-        right, and numpy's float32 evaluation (an evaluation the error model allows) lies inside the enclosure."""
+        """Under the float reading, the proof's claim on one input (``float_reading.certified_check``)."""
         if not task.model.float_reading:
             return super().certified_check(task, tokens)
-        export = _export(task.options.program)
-        rows = np.array([[task.strings().alphabet.index(t) for t in tokens]], dtype=np.int64)
-        status, found = self.float_status(task, rows)
-        undecided = np.flatnonzero(status[0] != float_decode.RIGHT)
-        if len(undecided):
-            return f"the enclosure does not decide position {witness_position(int(undecided[0]))} right"
-        network = float_network(export)
-        ours = evaluate_float32(network, network.ids(rows, tuple(task.strings().alphabet))).output[0]
-        exact = np.vectorize(lambda v: Fraction(float(v)) * (1 << enclosure.SCALE), otypes=[object])(ours)
-        if not ((found.output.lo[0] <= exact) & (exact <= found.output.hi[0])).all():
-            return "numpy's float32 evaluation lies outside the enclosure"
-        return None
-
-    def float_violation(self, task: Task, tokens: tuple[Any, ...]) -> Witness | None:
-        """A witness where every float32 evaluation of the compiled model decodes differently from the program,
-        replayed on this package's float32 evaluator and, when tracr is installed, on tracr's own model in JAX."""
-        export = _export(task.options.program)
-        try:
-            expected = run(export.program, tokens_from_symbols(export.program, tokens)).output
-        except RaspError as exc:
-            if task.options.policy(export) == "dont-care":
-                return None  # the program is undefined here: the whole input is don't-care
-            raise RaspError(f"the RASP program is undefined on {format_input(tuple(tokens))!r}: {exc}") from None
-        rows = np.array([[task.strings().alphabet.index(t) for t in tokens]], dtype=np.int64)
-        status, found = self.float_status(task, rows)
-        wrong = np.flatnonzero(status[0] == float_decode.WRONG)
-        if len(wrong) == 0:
-            return None
-        p = int(wrong[0])
-        network = float_network(export)
-        ids = network.ids(rows, tuple(task.strings().alphabet))
-        ours = evaluate_float32(network, ids).output[0, 1:]
-        replays = {"numpy float32": [_decode_float(export, ours[i]) for i in range(len(tokens))]}
-        from ..floats import jax_replay
-
-        if jax_replay.available():
-            theirs = jax_replay.final_stream(export.document, [int(i) for i in ids[0]])[1:]
-            replays["tracr's model in JAX"] = [_decode_float(export, theirs[i]) for i in range(len(tokens))]
-        box = enclosure.Box(found.output.lo[0, 1:], found.output.hi[0, 1:])
-        for name, decoded in replays.items():
-            right = (
-                decoded[p] == expected[p]
-                if export.output_kind == "categorical"
-                else abs(decoded[p] - Fraction(expected[p])) <= task.options.tolerance
-            )
-            if right:  # the enclosure contains every float32 evaluation: this would be a bug in it
-                raise RuntimeError(
-                    f"enclosure check failed: it says no float32 evaluation decodes {show(expected[p])} at position "
-                    f"{p} of {format_input(tuple(tokens))}, but {name} does"
-                )
-        word = format_input(tuple(tokens))
-        model_text = "[" + ", ".join(_shown(v) for v in replays["numpy float32"]) + "]"
-        program_text = "[" + ", ".join(show(v) for v in expected) + "]"
-        if export.output_kind == "categorical":
-            coords = [(v, i) for v, i in export.output_space]
-            rivals = [
-                v
-                for v, i in coords
-                if v != expected[p]
-                and box.lo[p, i] > max((box.hi[p, j] for w, j in coords if w == expected[p]), default=-(1 << 400))
-            ]
-            finding = (
-                f"the program gives {show(expected[p])}; every float32 evaluation of the compiled model ranks "
-                f"{', '.join(show(v) for v in rivals) or 'another value'} above it"
-            )
-        else:
-            assert export.output_index is not None  # a numerical output has one coordinate
-            finding = (
-                f"the program gives {show(expected[p])}; every float32 evaluation of the compiled model lies in "
-                f"{float_decode.interval_text(box, p, export.output_index)}, farther than the tolerance "
-                f"{fmt(task.options.tolerance)}"
-            )
-        evaluations = "; ".join(f"{name}: {_shown(values[p])}" for name, values in replays.items())
-        return {
-            "input": input_to_json(tuple(tokens)),
-            "string": word,
-            "position": witness_position(p),
-            "reading": FLOAT_READING,
-            "program_output": [None if v is None else show(v) for v in expected],
-            "model_output": [_shown(v) for v in replays["numpy float32"]],
-            "float_evaluations": {name: [_shown(v) for v in values] for name, values in replays.items()},
-            "enclosure": [
-                {v: float_decode.interval_text(box, i, j) for v, j in _coordinates(export)} for i in range(len(tokens))
-            ],
-            "summary": f"input {word} at position {witness_position(p)}: {finding} ({evaluations}; RASP "
-            f"{program_text}, float model {model_text}; None: don't care)",
-        }
+        return float_reading.certified_check(task, tokens)
 
     # -- both sides on one input, on the interpreters
     def sides(self, task: Task, tokens: Sequence[str]) -> tuple[list[Value], list[Decoded], Any, Any]:
@@ -399,7 +246,7 @@ class RaspEquivalence(EachInput, Batched, Solvable, CertifiedOutputs):
 
     def violation(self, task: Task, tokens: tuple[Any, ...]) -> Witness | None:
         if task.model.float_reading:
-            return self.float_violation(task, tokens)
+            return float_reading.float_violation(task, tokens)
         try:
             expected, got, _, program_trace = self.sides(task, tokens)
         except RaspError as exc:
@@ -464,12 +311,12 @@ class RaspEquivalence(EachInput, Batched, Solvable, CertifiedOutputs):
         if length == 0:
             return np.zeros(len(rows), dtype=bool), {}
         if task.model.float_reading:
-            flagged, measures = self.float_rows(task, rows)
+            flagged, measures = float_reading.float_rows(task, rows)
             if task.options.policy(export) == "error":
-                flagged = flagged | self._program_codes(task, export, rows)[1]
+                flagged = flagged | float_reading.program_codes(task, export, rows)[1]
             return flagged, measures
         program = export.program
-        codes, undefined = self._program_codes(task, export, rows)
+        codes, undefined = float_reading.program_codes(task, export, rows)
         output = program.output_node
         none_code = output.code_of.get(None, -1)
         defined = codes != none_code
@@ -490,18 +337,6 @@ class RaspEquivalence(EachInput, Batched, Solvable, CertifiedOutputs):
         return (defined & wrong).any(axis=1) | undefined, {}
 
     @staticmethod
-    def _program_codes(task: Task, export: TracrExport, rows: Array) -> tuple[np.ndarray, np.ndarray]:
-        """The program's output codes (B, n) on rows of the domain's alphabet, and which rows it is undefined on."""
-        program = export.program
-        assert program.tokens_node is not None  # a tracr program reads its tokens
-        token_code = np.array(
-            [program.tokens_node.code_of[v] for v in tokens_from_symbols(program, task.strings().alphabet)],
-            dtype=np.int64,
-        )
-        codes, undefined = outputs_batched(program, token_code[rows])
-        return codes, undefined
-
-    @staticmethod
     def _numerical_wrong(
         export: TracrExport, numerators: np.ndarray, den: int, codes: np.ndarray, defined: np.ndarray
     ) -> np.ndarray:
@@ -514,51 +349,6 @@ class RaspEquivalence(EachInput, Batched, Solvable, CertifiedOutputs):
         wrong: np.ndarray = differs[np.asarray(inverse).reshape(-1)].reshape(codes.shape) & defined
         return wrong
 
-    def describe_float_proof(self, task: Task, statistics: dict[str, Any], how: str) -> str:
-        """The float reading's proof, or ``unknown`` (raised) when some input's decoding was left undecided."""
-        domain: StringDomain = task.strings()
-        export = _export(task.options.program)
-        if Fraction(statistics.get("float_undecided", "0")) > 0:
-            space = self.input_space(task)
-            index = int(statistics["float_undecided_at"])
-            tokens = space.decode(space.rows(index, index + 1)[0][0])
-            raise UnsupportedInMode(f"float reading: {self.undecided_text(task, tuple(tokens))}")
-        leaks = sorted(
-            (k.removeprefix("float_leak "), Fraction(v))
-            for k, v in statistics.items()
-            if k.startswith("float_leak ") and not k.endswith("_at")
-        )
-        leak_text = "; ".join(f"{name} leaks <= {float_decode.upper_text(value)}" for name, value in leaks)
-        equal = "strict argmax" if export.output_kind == "categorical" else f"within {fmt(task.options.tolerance)}"
-        return (
-            f"{domain.size()} strings of length {domain.min_length}..{domain.max_length} over "
-            f"{{{', '.join(domain.alphabet)}}}: every float32 evaluation of the compiled model (softmax, logits x "
-            f"1/sqrt({float_network(export).layers[0][0].key_size if float_network(export).layers else 0}), any "
-            f"summation order) decodes its {export.output_kind} output to the RASP program's ({equal}) at every "
-            f"position where it is defined ({how}; weight off the argmax set: {leak_text or 'no attention'})"
-        )
-
-    def undecided_text(self, task: Task, tokens: tuple[Any, ...]) -> str:
-        """Where the enclosure cannot decide an input's decoding, and what two float32 evaluations give there."""
-        export = _export(task.options.program)
-        rows = np.array([[task.strings().alphabet.index(t) for t in tokens]], dtype=np.int64)
-        status, found = self.float_status(task, rows)
-        p = int(np.flatnonzero(status[0] == float_decode.UNDECIDED)[0])
-        box = enclosure.Box(found.output.lo[0, 1:], found.output.hi[0, 1:])
-        expected = run(export.program, tokens_from_symbols(export.program, tokens)).output
-        network = float_network(export)
-        ours = evaluate_float32(network, network.ids(rows, tuple(task.strings().alphabet))).output[0, 1 + p]
-        bounds = ", ".join(
-            f"{show(v) if v != 'value' else 'value'} {float_decode.interval_text(box, p, i)}"
-            for v, i in _coordinates(export)
-        )
-        return (
-            f"input {format_input(tokens)} at position {witness_position(p)}: the program gives {show(expected[p])}; "
-            f"the enclosure of every float32 evaluation ({bounds}) is too wide to decide the decoding (this "
-            f"package's float32 evaluation gives {_shown(_decode_float(export, ours))}); a narrower enclosure or "
-            "attention: hardmax (tracr's intended computation) may decide it"
-        )
-
     # -- smt: the program as z3 terms over the same symbolic input
     def smt_queries(self, task: Task) -> list[QueryPlan]:
         if task.model.float_reading:
@@ -570,67 +360,7 @@ class RaspEquivalence(EachInput, Batched, Solvable, CertifiedOutputs):
         return [QueryPlan(f"length {n}", (n,)) for n in task.strings().lengths if n > 0]
 
     def build_query(self, task: Task, plan: QueryPlan, builder: Any) -> Query:
-        import z3
-
-        from ..rasp.symbolic import program_outputs_symbolic
-        from ..symbolic.encoder import encode_model
-        from ..symbolic.inputs import input_for_length
-        from ..symbolic.solve import Query
-        from ..symbolic.values import Sym
-
-        export = _export(task.options.program)
-        length = plan.key[0]
-        inp = input_for_length(task.strings(), length, builder)
-        stream = encode_model(task.model, task.arithmetic, inp, builder).output
-        program = export.program
-        codes, undefined = program_outputs_symbolic(
-            program, inp, tokens_from_symbols(program, task.strings().alphabet), builder.tick
-        )
-        output = program.output_node
-        offset = bos_offset(task.model)
-        differences = []
-        for p in range(length):
-            z = stream[p + offset]
-            code = z3.IntVal(codes[p]) if isinstance(codes[p], int) else codes[p]
-            if export.output_kind == "categorical":
-                bad = self._categorical_wrong(export, output, code, z, builder)
-            else:
-                assert export.output_index is not None  # a numerical output has one coordinate
-                index = export.output_index
-                bad = z3.Or(
-                    [
-                        z3.And(code == c, builder.ne(z[index], Sym.const(v)))
-                        for c, v in enumerate(output.values)
-                        if v is not None
-                    ]
-                    or [z3.BoolVal(False)]
-                )
-            differences.append(bad)
-        if task.options.policy(export) == "dont-care":  # inputs where the program is undefined are no answer
-            return Query(builder.assertions + [z3.Or(differences), z3.Not(undefined)], [inp], builder.stats)
-        # fit refused the spec if the program is undefined anywhere in the domain; should one slip through, it
-        # is an answer, and its replay reports the program's error
-        return Query(builder.assertions + [z3.Or(differences + [undefined])], [inp], builder.stats)
-
-    @staticmethod
-    def _categorical_wrong(export: TracrExport, output: Any, code: Any, z: Sequence[Any], builder: Any) -> Any:
-        """Defined here and the model does not name the program's value with a strict maximum."""
-        import z3
-
-        coordinates = [z[i] for _, i in export.output_space]
-        wrong = []
-        for c, value in enumerate(output.values):
-            if value is None:
-                continue
-            k = next((k for k, (v, _) in enumerate(export.output_space) if v == value), None)
-            if k is None:
-                wrong.append(code == c)  # the program's value is not in the output space: never named
-                continue
-            strict = z3.And(
-                [z3.Not(builder.ge(coordinates[j], coordinates[k])) for j in range(len(coordinates)) if j != k]
-            )
-            wrong.append(z3.And(code == c, z3.Not(strict)))
-        return z3.Or(wrong) if wrong else z3.BoolVal(False)
+        return encode_query(task, plan, builder)
 
     def replay_query(self, task: Task, plan: QueryPlan, decoded: Any) -> Witness | None:
         return self.violation(task, decoded[0])
@@ -641,7 +371,7 @@ class RaspEquivalence(EachInput, Batched, Solvable, CertifiedOutputs):
         statistics = proof.statistics
         how = proof.default if proof.queries is not None else f"{statistics.get('space_size', domain.size())} evaluated"
         if task.model.float_reading:
-            return self.describe_float_proof(task, statistics, how)
+            return float_reading.describe_float_proof(task, statistics, how)
         return (
             f"{domain.size()} strings of length {domain.min_length}..{domain.max_length} over "
             f"{{{', '.join(domain.alphabet)}}}: the model's {export.output_kind} output equals the RASP "
@@ -651,131 +381,6 @@ class RaspEquivalence(EachInput, Batched, Solvable, CertifiedOutputs):
 
 def _export(path: Path) -> TracrExport:
     return read_export(path)
-
-
-FLOAT_READING = "float32 as compiled"
-FLOAT_BATCH = 64  # rows per enclosure (exact integers in object arrays: memory, and the deadline's granularity)
-
-
-def _coordinates(export: TracrExport) -> list[tuple[Value, int]]:
-    """The output's coordinates by value: the output space's, or the numerical output's one."""
-    if export.output_kind == "categorical":
-        return list(export.output_space)
-    assert export.output_index is not None  # a numerical output has one coordinate
-    return [("value", export.output_index)]
-
-
-def _decode_float(export: TracrExport, vector: np.ndarray) -> Any:
-    """One float32 evaluation's decoded output at a position: the argmax value, a tie, or the numerical value."""
-    if export.output_kind == "numerical":
-        assert export.output_index is not None  # a numerical output has one coordinate
-        return Fraction(float(vector[export.output_index]))
-    scores = [vector[i] for _, i in export.output_space]
-    best = max(scores)
-    winners = [v for (v, _), x in zip(export.output_space, scores) if x == best]
-    return winners[0] if len(winners) == 1 else tuple(winners)
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, tuple):
-        return "tie(" + "|".join(show(v) for v in value) + ")"
-    if isinstance(value, Fraction) and value.denominator > 1000:
-        return f"{float(value):.7g}"  # a float32 evaluation's value, shown (it decides nothing)
-    return show(value)
-
-
-def least_undefined_input(export: TracrExport, domain: StringDomain) -> tuple[str, str] | None:
-    """The shortlex-least string of ``domain`` on which the program is undefined, with the reason, or None when
-    there is none or the bounded search did not find one (loading has no deadline, so the search has its own).
-
-    The shortest lengths, up to ``LOAD_SCAN_INPUTS`` strings in all, are scanned in order by the batched RASP
-    evaluator; longer ones are asked of z3 on the program's own formulas (``rasp.symbolic``), shortest first,
-    within ``LOAD_SOLVER_SECONDS`` in all, then minimised letter by letter. What the search leaves undecided is
-    met by the check itself: an undefined input there is ``unknown`` saying so (``CannotCheck``), never error."""
-    program = export.program
-    values = tokens_from_symbols(program, domain.alphabet)
-    codes = [_token_codes(program)[v] for v in values]
-    scanned, total = [], 0
-    for n in domain.lengths:
-        total += len(codes) ** n
-        if total > LOAD_SCAN_INPUTS:
-            break
-        scanned.append(n)
-    found, _ = least_undefined(program, codes, scanned)
-    if found is None:
-        deadline = Deadline(LOAD_SOLVER_SECONDS)
-        for n in domain.lengths[len(scanned) :]:
-            if n == 0:
-                continue
-            found, decided = _solve_undefined(program, domain, n, deadline)
-            if found is not None or not decided:  # a shorter length undecided: no longer input is the least
-                break
-    if found is None:
-        return None
-    symbols = tuple(domain.alphabet[codes.index(c)] for c in found)
-    try:
-        run(program, tokens_from_symbols(program, symbols))
-    except RaspError as exc:
-        return format_input(symbols), str(exc)
-    raise AssertionError(f"the RASP evaluators disagree on {symbols}")  # pragma: no cover (tests/test_rasp.py)
-
-
-def _solve_undefined(
-    program: Any, domain: StringDomain, length: int, deadline: Deadline
-) -> tuple[tuple[int, ...] | None, bool]:
-    """(the least string of this length where the program is undefined, as codes, or None; whether z3 decided
-    within ``deadline``). Out of time while minimising, the last string found is returned (undefined, if not the
-    least)."""
-    from ..rasp.symbolic import program_outputs_symbolic
-    from ..symbolic.inputs import string_input
-    from ..symbolic.solve import SAT, UNKNOWN, UNSAT, Session
-    from ..symbolic.values import Builder
-
-    if deadline.expired():
-        return None, False
-    builder = Builder(deadline=deadline)
-    inp = string_input(domain.alphabet, length, builder)
-    alphabet_values = tokens_from_symbols(program, domain.alphabet)
-    try:  # the encoding too stops at the search's deadline (a wide program's formulas take seconds to build)
-        _, undefined = program_outputs_symbolic(program, inp, alphabet_values, builder.tick)
-    except DeadlineExpired:
-        return None, False
-    session = Session(deadline)
-    session.add(*builder.assertions, undefined)
-    answer = session.check()
-    if answer != SAT:
-        return None, answer == UNSAT
-
-    def witness() -> list[int]:  # the string of the last satisfiable check
-        model = session.model()
-        return [model.eval(term, model_completion=True).as_long() for term in inp.index_terms]
-
-    found = witness()
-    for term in inp.index_terms:  # fix each position to its least symbol that keeps an undefined input
-        for symbol in range(len(domain.alphabet)):
-            answer = session.check(term == symbol)
-            if answer == SAT:
-                found = witness()
-                session.add(term == symbol)
-                break
-            if answer == UNKNOWN:  # out of time: the last string found is undefined too (if not the least)
-                return _codes_of(program, inp, found), True
-    return _codes_of(program, inp, found), True
-
-
-def _codes_of(program: Any, inp: Any, chosen: list[int]) -> tuple[int, ...]:
-    position = {term.get_id(): i for i, term in enumerate(inp.index_terms)}
-    word = [str(symbol) for symbol in inp.decode(lambda var: chosen[position[var.get_id()]])]  # a string's letters
-    program_codes = _token_codes(program)
-    return tuple(program_codes[v] for v in tokens_from_symbols(program, word))
-
-
-def _token_codes(program: Any) -> dict[Any, int]:
-    """The code of each vocabulary value at the program's ``tokens`` node."""
-    tokens = program.tokens_node
-    assert tokens is not None  # an exported program reads tokens
-    codes: dict[Any, int] = tokens.code_of
-    return codes
 
 
 PROPERTY = RaspEquivalence()

@@ -39,8 +39,9 @@ MIN_PROPERTY_WIDTH = 16
 
 
 def column_lines(text: str, width: int) -> list[str]:
-    """``text`` wrapped at spaces into a column ``width`` wide; only a word longer than the column is folded."""
-    if not text:  # e.g. an unknown that names no method: a column of width 0
+    """``text`` wrapped at spaces into a column ``width`` wide; only a word longer than the column is folded. An
+    empty text is one empty line (a column of only empty methods is 0 wide: an unknown verdict often has none)."""
+    if not text.strip():
         return [""]
     return textwrap.wrap(text, width=max(1, width), break_on_hyphens=False) or [""]
 

@@ -28,7 +28,6 @@ from typing import cast
 from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Frequency, Head, LayerNorm, Matrix, Model, Token, Vector
 from .arithmetic import Arithmetic, Exact, Fixed, UnsupportedInMode
 from .nonlinear import igelu, layer_norm_mantissas
-from .rotary import rotation_entry
 
 
 @dataclass
@@ -157,6 +156,8 @@ def attention_head(head: Head, z: list[Vector], r: _Counter) -> HeadTrace:
 
 def rotation(arith: Fixed, frequency: Frequency, position: int) -> tuple[Fraction, Fraction]:
     """(cos, sin) of ``frequency`` at stream position ``position``: the table entries, saturated."""
+    from .rotary import rotation_entry  # the rotation tables: only for a RoPE model (start-up)
+
     cos, sin = (rotation_entry(frequency, position, arith.frac, sine) for sine in (False, True))
     return arith.saturate(Fraction(cos, arith.scale)), arith.saturate(Fraction(sin, arith.scale))
 

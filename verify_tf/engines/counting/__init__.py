@@ -23,7 +23,6 @@ from ...semantics import UnsupportedInMode
 from ...verdict import Verdict
 from ..base import Run
 from ..cost import EXHAUSTIVE, HAND_OVER, Estimate, Prediction
-from .applies import refusal
 
 ENGINE = "counting"
 NEEDS = (Counted,)
@@ -46,6 +45,8 @@ def predict(task: Task, estimate: Estimate) -> Prediction:
     merging does not pay the engine says so within a bounded share of the budget and hands the rest back."""
     if not isinstance(task.domain, StringDomain):
         return Prediction(ENGINE, math.inf, "needs a strings domain")
+    from .applies import refusal  # only for a strings domain (start-up)
+
     reason = refusal(task.model, task.arithmetic)
     if reason is None:
         try:

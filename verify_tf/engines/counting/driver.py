@@ -271,7 +271,7 @@ def _exploration_statistics(bounded: Bounded, exploration: Exploration) -> dict[
 
 
 def _evidence(task: Task, goal: CountingGoal, exploration: Exploration) -> Evidence | None:
-    """What the exploration covered, for the certificate (certify.counting; ``--certify`` only): every length up
+    """What the exploration covered, for the certificate (``certificate.py``; ``--certify`` only): every length up
     to the domain's, or, when the states repeat, up to the length where they do (``closed_at``)."""
     if not task.settings.certify:
         return None

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ...batched import Unsupported
-from ...contract import Batched, DistinctValues, EachInput, Task, capability
+from ...contract import Batched, DistinctValues, EachInput, PrefixTree, Task, capability
 from ...spaces import InputSpace
 from ...verdict import Verdict
 from ...work import Deadline
@@ -27,18 +27,29 @@ from ..scan import (
     groups_for,
     outputs_digest,
 )
-from . import prefix_scan
 
 ENGINE = "enumerate"
 
 
+def _prefix_scan(task: Task, run: Run) -> Verdict | str:
+    """The prefix-tree scan's verdict when it applies (a causal model on the words of a language: each prefix
+    evaluated once), else why not ("" when it does not apply, the reason when the batched evaluator refused)."""
+    from . import prefix_scan
+
+    if not prefix_scan.applies(task):
+        return ""
+    try:
+        return prefix_scan.check(task, run)
+    except Unsupported as exc:
+        return str(exc)
+
+
 def check(task: Task, run: Run) -> Verdict:
-    refused = ""
-    if prefix_scan.applies(task):  # a causal model on the words of a language: each prefix evaluated once
-        try:
-            return prefix_scan.check(task, run)
-        except Unsupported as exc:
-            refused = str(exc)
+    # the prefix-tree scan, imported only for a property that offers it (start-up)
+    tried = _prefix_scan(task, run) if isinstance(task.prop, PrefixTree) else ""
+    if not isinstance(tried, str):
+        return tried
+    refused = tried
     space = task.prop.input_space(task)
     own = batch_rows(task) is not None  # the property evaluates its batches itself
     prop = task.prop

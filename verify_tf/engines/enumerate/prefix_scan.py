@@ -32,11 +32,11 @@ import numpy as np
 from ...batched import evaluator_for
 from ...batched.prefix_tree import Level, PrefixTreeEvaluator
 from ...contract import Counted, CountingGoal, PrefixTree, Task, capability
+from ...fingerprint import model_digest
 from ...regular import Language
 from ...semantics import UnsupportedInMode
 from ...verdict import Verdict
 from ..base import Merge, ProgressEvent, Proof, Run
-from ..evaluators import model_digest
 
 ENGINE = "enumerate"
 BATCH = 1024  # nodes evaluated together: (1024, 101, 32) gathered keys of a head are 26 MiB at length 100

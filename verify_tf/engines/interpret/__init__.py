@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import math
 
-from ...contract import CertifiedOutputs, DistinctValues, EachInput, Task
+from ...contract import Batched, CertifiedOutputs, DistinctValues, EachInput, Task
 from ...verdict import Verdict
 from ..base import Run
 from ..cost import EXHAUSTIVE, Estimate, Prediction
 
 ENGINE = "interpret"
 NEEDS = ((EachInput,), (DistinctValues,))  # each input on the interpreter, or every value of every input
-USES = (CertifiedOutputs,)  # with --certify: what the chunk digests hold when the readout is not the claim's
+USES = (CertifiedOutputs, Batched)  # --certify: the digests of the claim's outputs; the sample vs the batched evaluator
 PREFERENCE = 2
 LANGUAGE_DOMAINS = True  # reads strings only through the input space
 ROLE = EXHAUSTIVE

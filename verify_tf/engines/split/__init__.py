@@ -31,7 +31,18 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from ...contract import HOLDS, Batched, Bounded, Cubes, DistinctValues, EachInput, Solvable, Task, capability
+from ...contract import (
+    HOLDS,
+    Batched,
+    Bounded,
+    CertifiedOutputs,
+    Cubes,
+    DistinctValues,
+    EachInput,
+    Solvable,
+    Task,
+    capability,
+)
 from ...ir import Model
 from ...verdict import Verdict
 from ..base import Run
@@ -42,7 +53,7 @@ if TYPE_CHECKING:
 
 ENGINE = "split"
 NEEDS = ((EachInput, Batched, Cubes), (DistinctValues, Cubes))
-USES = (Bounded, Solvable)  # cubes closed by their bounds; SMT leaves (``Limits.smt_at``)
+USES = (Bounded, Solvable, CertifiedOutputs)  # cubes closed by bounds; SMT leaves; --certify: the sample
 PREFERENCE = 5
 ROLE = EXHAUSTIVE
 CERTIFICATES = ("split",)

@@ -21,12 +21,12 @@ import numpy as np
 
 from ...bounds import Bounds, cube_bounds
 from ...domain import GridDomain
+from ...fingerprint import model_digest
 from ...ir import AlphabetTokens, Model
 from ...linear import CoordinateTable, LinearModel, refusal
 from ...linear.backward import refined_bound
 from ...spaces import InputSpace
 from ..base import Task
-from ..evaluators import model_digest
 from .cubes import SplitCube, bounds_cube, coordinate_sizes
 
 _CACHE: dict[tuple[str, int], tuple[LinearModel, CoordinateTable]] = {}  # per process, by content

@@ -18,7 +18,8 @@ merging strings that reach the same joint state. The certificate checks:
 What it does not rule out: a disagreement between the counter model and the interpreter on a string outside
 the sample (the engine's differential tests are the defence there); that merged states really are
 interchangeable (``engines.counting.explore``'s argument, trusted). An every-length proof adds its induction
-queries (certified as SMT queries by the caller; over unbounded integers they have no LRAT chain).
+queries (certified as SMT queries by ``verify_tf.certify``; over unbounded integers they have no LRAT chain).
+This module is the engine's certificate (``engines.certificates`` says what one declares).
 """
 
 from __future__ import annotations
@@ -26,16 +27,54 @@ from __future__ import annotations
 import random
 from fractions import Fraction
 
-from ..contract import Counted, CountingGoal, capability
-from ..domain import StringDomain
-from ..engines.base import Task
-from ..engines.counting.joint import Joint
-from ..engines.scan import fractions_digest
-from ..semantics import evaluate
-from ..spaces import InputSpace
+from ...contract import Counted, CountingGoal, capability
+from ...domain import StringDomain
+from ...semantics import evaluate
+from ...spaces import InputSpace
+from ...verdict import Verdict
+from ..base import Task
+from ..scan import fractions_digest
+from .joint import Joint
 
 SAMPLE = 1000  # strings of length N re-evaluated on the interpreter (all of them when there are fewer)
 VIOLATION_SAMPLE = 50  # of which the property's own check is re-run on this many
+TRUSTED = {
+    "counting": [
+        "that strings reaching the same joint state agree on every continuation (engines.counting.explore)",
+        "when the certificate covers lengths up to closed_at: that states repeating from one length to the next, "
+        "with no transition depending on the length, decide every longer length (engines.counting.explore)",
+        "the counting model on strings outside the sample (the engine's differential tests cover it)",
+        "for every length: the encoder of one position (engines.counting.induction) and z3's answers as "
+        "re-proved by cvc5 (unbounded integers: no LRAT chain)",
+    ]
+}
+REDERIVE = "queries"  # the engine runs again: its queries (the induction's lengths) and its coverage must agree
+
+
+def evidence(task: Task, verdict: Verdict) -> dict:
+    """The exploration's certificate (``counting_evidence``) and what stays trusted; an every-length proof's
+    induction queries are added by ``verify_tf.certify``."""
+    covered = (verdict.evidence.covered if verdict.evidence is not None else None) or {}
+    return {**counting_evidence(task, covered, task.settings.seed), "trusted": TRUSTED["counting"]}
+
+
+def rerun_differences(task: Task, rerun: Verdict, body: dict) -> list[str]:
+    """The re-run's exploration covers what the certificate says it covered."""
+    covered = rerun.evidence.covered if rerun.evidence is not None else None
+    if covered is None:
+        return []
+    recorded: dict = next((c for c in body.get("checks", []) if c.get("check") == "strings counted two ways"), {})
+    out = []
+    if body.get("covered") != covered_record(covered):
+        out.append(f"the exploration covers {body.get('covered')} in the certificate, re-derived {covered}")
+    if recorded.get("explored") != covered["strings_per_length"] or recorded.get("states") != covered["states"]:
+        out.append("the exploration's strings per length or states differ from the re-derived exploration")
+    return out
+
+
+def recheck(task: Task, body: dict) -> tuple[list[str], list[str]]:
+    """Audit: ``recheck_counting``'s problems, named; nothing partial (the queries are re-checked by certify)."""
+    return [f"counting: {p}" for p in recheck_counting(task, body)], []
 
 
 def sample_words(alphabet: list[str], length: int, seed: int) -> list[tuple[str, ...]]:

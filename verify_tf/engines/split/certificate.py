@@ -1,5 +1,5 @@
 """Evidence for a proof by the ``split`` engine: the closed cubes' inputs counted against the domain's size
-(written independently, ``exhaustive.closed_form_size``), and a seeded sample of inputs re-evaluated on the
+(written independently, ``engines.certificates.closed_form_size``), and a seeded sample of inputs re-evaluated on the
 reference interpreter with the property's own check.
 
 What it rules out: a run that stopped before the cubes covered the domain (the count), and a violation that
@@ -12,14 +12,39 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engines.base import Task
-from ..engines.scan import fractions_digest
-from .exhaustive import reevaluate, sample_indices, space_of, space_size
+from ...verdict import Verdict
+from ..base import Task
+from ..certificates import reevaluate, sample_indices, space_of, space_record, space_size
+from ..scan import fractions_digest
 
 BOUNDS_TRUSTED = (
     "cubes closed by bounds (verify_tf.linear's forms, or verify_tf.bounds' intervals) are not re-checked "
     "independently; the sample and the bounds' own hypothesis tests are the evidence"
 )
+TRUSTED = {
+    "split": [
+        "the bounds (verify_tf.linear's forms, verify_tf.bounds' intervals) that closed cubes without evaluating them",
+        "the batched evaluator on enumerated leaves outside the sample (differential tests cover it)",
+    ]
+}
+REDERIVE = "proof"  # the input space, then the engine proves the property again
+
+
+def evidence(task: Task, verdict: Verdict) -> dict:
+    """The closed cubes' cover, from the verdict's statistics, the input space, a sample and what stays trusted."""
+    body = split_evidence(task, verdict.statistics, task.settings.seed)
+    return {**body, "space": space_record(task), "trusted": TRUSTED["split"]}
+
+
+def rerun_differences(task: Task, rerun: Verdict, body: dict) -> list[str]:
+    """Nothing beyond proving the property again: the cover is recounted by ``recheck``."""
+    return []
+
+
+def recheck(task: Task, body: dict) -> tuple[list[str], list[str]]:
+    """Audit: the cover and the sample again (``recheck_split``); cubes closed by bounds stay partial."""
+    partial = [f"{c['check']}: {c['note']}" for c in body.get("checks", []) if c.get("ok") is None]
+    return [f"split: {p}" for p in recheck_split(task, body)], partial
 
 
 def split_evidence(task: Task, statistics: dict[str, Any], seed: int) -> dict:

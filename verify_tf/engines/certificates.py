@@ -1,9 +1,27 @@
-"""Evidence for an exhaustive proof: the space's size two ways, the outputs' digest, and a seeded sample
-re-evaluated on the reference interpreter and compared bit for bit with the batched evaluator.
+"""What an engine's certificate module declares, and the evidence several engines share.
 
-What it rules out: an enumeration that skipped inputs (the count), a batched evaluator that disagrees with the
-interpreter on the sample (the comparison), a property check that lets a violating input through on the sample
-(the property's ``violation`` is re-run on the interpreter for
+An engine whose card has ``CERTIFICATES`` has a module ``engines/<name>/certificate.py`` (found by
+``engines.certificate(name)``) that owns its certificate's whole life:
+
+* ``TRUSTED``: what its certificates leave trusted (docs/trust.md), by kind of certificate;
+* ``REDERIVE``: how audit re-derives what a certificate is about before it checks any evidence: ``"queries"``
+  (every query it asked, re-encoded or asked again by re-running the engine) or ``"proof"`` (the input space,
+  then the engine proves the property again);
+* ``evidence(task, verdict) -> dict``: the certificate's body for a proved verdict (its ``kind``, its checks,
+  what it covered, ``trusted``); the solver queries the proof kept (``verdict.evidence.queries``) are written
+  and re-proved by ``verify_tf.certify`` (cvc5, the LRAT chain), never here;
+* ``rerun_differences(task, rerun, body) -> list[str]``: what the engine's re-run on the re-loaded spec finds
+  different from the certificate (the chunk digests, the exploration's coverage);
+* ``recheck(task, body) -> (problems, partial)``: audit's re-check of the evidence that is not a solver query.
+
+``verify_tf.certify`` keeps only what is shared: the subject binding, digests, the query files and their
+cvc5 / LRAT evidence. Below, what the exhaustive engines (``enumerate``, ``interpret``) and ``split`` share:
+the space's size two ways, the outputs' digest, and a seeded sample re-evaluated on the reference interpreter
+and compared bit for bit with the batched evaluator.
+
+What the exhaustive evidence rules out: an enumeration that skipped inputs (the count), a batched evaluator
+that disagrees with the interpreter on the sample (the comparison), a property check that lets a violating
+input through on the sample (the property's ``violation`` is re-run on the interpreter for
 ``VIOLATION_SAMPLE`` of the sampled inputs), and a later change to the outputs (the digest).
 What it does not rule out: a batched error on an input outside the sample (the differential tests and the
 digest, which an auditor can recompute, are the defence there).
@@ -19,11 +37,11 @@ from fractions import Fraction
 from typing import Any
 
 from ..contract import CertifiedOutputs, DistinctValues, Task, capability
-from ..engines.evaluators import Evaluators
-from ..engines.scan import certified_outputs, combined_digest, fractions_digest
 from ..semantics import evaluate
 from ..spaces import InputSpace
-from ..verdict import Evidence
+from ..verdict import Evidence, Verdict
+from .evaluators import Evaluators
+from .scan import certified_outputs, combined_digest, fractions_digest
 
 SAMPLE = 1000  # inputs re-evaluated on the interpreter (all of them when the space is smaller)
 # of which the property's own interpreter check is re-run on a spread of this many: it can cost far more than
@@ -31,6 +49,26 @@ SAMPLE = 1000  # inputs re-evaluated on the interpreter (all of them when the sp
 # is what certifies the batched run
 VIOLATION_SAMPLE = 50
 BRUTE_FORCE_LIMIT = 200_000  # spaces up to this size are also counted by listing them with itertools
+
+# what the query evidence leaves trusted (any certificate of kind "smt": the smt and architecture engines)
+SMT_TRUSTED = [
+    "the encoder (verify_tf.symbolic): the query says what the property means",
+    "for the LRAT check: the LIA-to-BV width argument (verify_tf.symbolic.bv) and z3's bit-blaster",
+    "the LRAT checker (verify_tf.certify.lrat, ~120 lines)",
+]
+EXHAUSTIVE_TRUSTED = [
+    "the input space's numbering (verify_tf.spaces) beyond the sampled inputs",
+    "the batched evaluator on inputs outside the sample (differential tests cover it)",
+]
+READING_TRUSTED = [  # an exhaustive proof about the property's own reading of the model (its certified outputs)
+    "the property's evaluation of the model in its reading (tracr's float reading: the exact enclosure of "
+    "verify_tf.floats.enclosure under the error model of docs/semantics.md §7): the proof, the chunk digests "
+    "and the sample's re-check use the same enclosure, so an unsound bound in it is not caught here; on the "
+    "sample, numpy's float32 evaluation of the model must lie inside the enclosure and decode right (a torch "
+    "import's float reading: verify_tf.floats.torch_enclosure, and torch's own evaluations under no_grad and "
+    "with autograd must lie inside it, every prefix decided right)",
+    "the input space's numbering (verify_tf.spaces) beyond the sampled inputs",
+]
 
 
 def closed_form_size(vocabulary: int, lengths: tuple[int, ...], order: str, distinct: bool) -> int:
@@ -111,6 +149,20 @@ def sample_indices(size: int, seed: int) -> list[int]:
 
 def space_of(task: Task) -> InputSpace:
     return task.prop.input_space(task)
+
+
+def space_record(task: Task) -> dict[str, Any]:
+    """The input space an exhaustive (or split) proof covered, as the certificate records it."""
+    space = space_of(task)
+    return {
+        "order": space.order,
+        "lengths": list(space.lengths),
+        "vocabulary": len(space.tokens),
+        "distinct": space.distinct,
+        "size": space_size(space),
+        "description": space.describe(),
+        **({"language": space.language.name, "language_sha256": space.language.digest()} if space.language else {}),
+    }
 
 
 def interpreter_outputs(task: Task, tokens: tuple) -> list[Fraction]:
@@ -310,3 +362,37 @@ def recheck_exhaustive(task: Task, record: dict) -> list[str]:
     if fractions_digest(outputs) != sample.get("interpreter_sha256"):
         problems.append("the interpreter's outputs on the sample differ from the certified ones")
     return problems
+
+
+# ---------------------------------------------------------------- the exhaustive engines' certificate hooks
+
+
+def evidence(task: Task, verdict: Verdict) -> dict:
+    """An exhaustive engine's certificate body (``exhaustive_evidence``), its input space and what it trusts."""
+    assert verdict.evidence is not None
+    body = exhaustive_evidence(task, verdict.statistics, verdict.evidence, task.settings.seed)
+    own = str(body["outputs"]).startswith("the property's certified outputs")
+    return {**body, "space": space_record(task), "trusted": READING_TRUSTED if own else EXHAUSTIVE_TRUSTED}
+
+
+def rerun_differences(task: Task, rerun: Verdict, body: dict) -> list[str]:
+    """Each chunk's outputs digest in the certificate equals the one computed now: the re-run's, or recomputed
+    over the certificate's own range where the re-run chunked the space otherwise (a proof certified with
+    ``-j``)."""
+    now = {(a, b): digest for a, b, digest in (rerun.evidence.chunks if rerun.evidence is not None else [])}
+    differ = [
+        (a, b)
+        for a, b, digest in body.get("chunks") or []
+        if (now[(a, b)] if (a, b) in now else chunk_digest(task, a, b)) != digest
+    ]
+    if not differ:
+        return []
+    return [
+        f"the outputs of {len(differ)} of its {len(body.get('chunks') or [])} chunks differ from the certificate's "
+        f"digests (the first: inputs {differ[0][0]}..{differ[0][1] - 1})"
+    ]
+
+
+def recheck(task: Task, body: dict) -> tuple[list[str], list[str]]:
+    """Audit: ``recheck_exhaustive``'s problems, named; nothing partial."""
+    return [f"exhaustive: {p}" for p in recheck_exhaustive(task, body)], []
