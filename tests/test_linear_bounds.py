@@ -15,7 +15,7 @@ from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.ir import AlphabetTokens
 from verify_tf.linear import CoordinateTable, LinearModel, refusal, scale_for
 from verify_tf.linear.attention import knapsack_max
-from verify_tf.linear.backward import refined_bound
+from verify_tf.linear.backward import DEFAULT, Slopes, _planes, refined_bound
 from verify_tf.semantics import Exact, Fixed, evaluate
 from verify_tf.semantics.interpreter import _Counter, affine as interpreter_affine
 
@@ -113,14 +113,15 @@ def _check(name, values, stage, index, t, scale):
             assert lower <= y <= upper, f"{name}[{position}][{c}] = {y} outside its forms [{lower}, {upper}] ({index})"
 
 
-def check_case(model, arith, table, columns, ranges, chosen, backward=False):
+def check_case(model, arith, table, columns, ranges, chosen, backward=False, variants=(DEFAULT,)):
     """Every chosen input inside every stage of the forward pass (``backward``: of ``backward.refined_bound``, whose
-    query, key, value, pre-activation, stream and readout stages are intersected with their backward bounds)."""
+    query, key, value, pre-activation, stream and readout stages are intersected with their backward bounds, each
+    the best of the ``variants``' slopes)."""
     length = ranges.shape[1]
     linear = LinearModel(model, arith, length)
     scale = linear.scale
     inputs = table.inputs(ranges, model.dim)
-    result = refined_bound(linear, inputs) if backward else linear.bound(inputs, trace=True)
+    result = refined_bound(linear, inputs, variants) if backward else linear.bound(inputs, trace=True)
     counter = _Counter(arith)
     for tokens, picks in chosen:
         t = [_variables(model, columns, ranges, picks)[v] for v in result.variables]
@@ -209,6 +210,43 @@ def test_every_backward_stage_contains_every_input_of_the_cube(case):
     kinds = {h.scoring for b in model.blocks if b.attention for h in b.attention.heads}
     event(f"{'/'.join(sorted(kinds))} {getattr(arith, 'attention_rounding', 'exact')}")
     check_case(model, arith, table, columns, ranges, chosen, backward=True)
+
+
+SLOPES = [Slopes(relu, plane) for relu in ("adaptive", "zero", "one") for plane in (0, 1, 2)]
+
+
+@pytest.mark.slow  # ~40 s of CPU, like the test above
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(cases(), st.lists(st.sampled_from(SLOPES), min_size=1, max_size=2, unique=True))
+def test_every_backward_stage_contains_every_input_of_the_cube_whatever_the_slopes(case, variants):
+    """Issue 43's optimised slopes: the backward bounds with any choice of ReLU lower slope and product planes,
+    alone (so that a wrong choice is not hidden behind a right one) or the better of two, contain every chosen
+    input's interpreter value at every stage they tighten."""
+    model, arith, table, columns, ranges, chosen = case
+    event(" + ".join(f"{s.relu}/{s.plane}" for s in variants))
+    check_case(model, arith, table, columns, ranges, chosen, backward=True, variants=tuple(variants))
+
+
+@pytest.mark.parametrize(
+    "theta, upper, lower",
+    [
+        # a ∈ [1, 3], g ∈ [−2, 4], doubled: 2θ = 2 is McCormick's (a − 3)(g + 2) <= 0, i.e. a·g <= 3g − 2a + 6, and
+        # (a − 1)(g + 2) >= 0, i.e. a·g >= g − 2a + 2; 2θ = 0 the others, (a − 1)(g − 4) <= 0: a·g <= g + 4a − 4,
+        # and (a − 3)(g − 4) >= 0: a·g >= 3g + 4a − 12; 2θ = 1 their halves' sum (the midpoint planes, by hand)
+        (2, (6, -4, 12), (2, -4, 4)),
+        (0, (2, 8, -8), (6, 8, -24)),
+        (1, (4, 2, 2), (4, 2, -10)),
+    ],
+)
+def test_product_planes_by_hand(theta, upper, lower):
+    """``backward._planes``: the doubled (slope on g, slope on a, constant) of each side for each choice of θ."""
+    a_lo, a_hi = np.array([1]), np.array([3])
+    g_lo, g_hi = np.array([[-2]]), np.array([[4]])
+    up, down = _planes(a_lo, a_hi, g_lo, g_hi, theta)
+    assert tuple(int(np.asarray(x).reshape(-1)[0]) for x in up) == upper
+    assert tuple(int(np.asarray(x).reshape(-1)[0]) for x in down) == lower
+    for a, g in itertools.product(range(1, 4), range(-2, 5)):  # the planes hold over the box's integer points
+        assert upper[0] * g + upper[1] * a + upper[2] >= 2 * a * g >= lower[0] * g + lower[1] * a + lower[2]
 
 
 def test_the_vectorised_knapsack_agrees_with_the_exact_one():

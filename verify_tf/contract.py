@@ -151,7 +151,8 @@ class QueryPlan:
 
 
 class Evaluators(Protocol):
-    """What a property sees of the batched evaluators an engine compiled for it (``engines.evaluators``)."""
+    """What a property sees of the batched evaluators an engine compiled for it (``engines.evaluators``
+    ``CompiledEvaluators``)."""
 
     def of(self, model: Model | None = None) -> BatchedEvaluator:
         """The batched evaluator of ``model`` (default: the task's model) over the input space's tokens."""
@@ -257,7 +258,7 @@ class StepResult:
 
 
 @dataclass(frozen=True)
-class InductionResult:
+class LayerInduction:
     """The steps of one induction over layers (one input length), or of the symmetry queries."""
 
     length: int
@@ -292,7 +293,7 @@ class Induction:
 class InductionOutcome:
     """The answer to ``Induction``."""
 
-    results: dict[int, InductionResult]  # per length; empty when a length exceeds ``limit`` (nothing ran)
+    results: dict[int, LayerInduction]  # per length; empty when a length exceeds ``limit`` (nothing ran)
     limit: int  # the longest input length the engine's step queries are measured for
     any_depth: bool | None = None  # asked and every length proved: whether one layer deeper adds no step query
 
@@ -300,7 +301,7 @@ class InductionOutcome:
 @dataclass(frozen=True)
 class SymmetryCheck:
     """Request: the symmetry queries for attention rows of up to ``max_keys`` keys (does every head of the class
-    read its keys as a multiset?). Answered with one ``InductionResult`` holding the queries as steps."""
+    read its keys as a multiset?). Answered with one ``LayerInduction`` holding the queries as steps."""
 
     max_keys: int
     pair: tuple[str, str]  # the two words whose signatures agree

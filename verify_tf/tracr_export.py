@@ -381,6 +381,44 @@ def _snap_summary(params: dict) -> dict:
     return {"max_abs_error": _fraction_text(worst), "denominators": sorted(denominators)}
 
 
+def _output(model: Any, sink: str, labels: list[str]) -> dict:
+    """The model's output: categorical (the residual coordinate of each value of the output space, in the output
+    encoder's order) or numerical (the one coordinate of the program's output)."""
+    from tracr.craft import bases
+
+    output_encoder = model.output_encoder
+    if output_encoder is None or not hasattr(output_encoder, "encoding_map"):
+        if sink not in labels:
+            raise ExportError(f"the numerical output {sink!r} is not a residual coordinate")
+        return {"kind": "numerical", "residual_index": labels.index(sink)}
+    space = []
+    for value, _index in sorted(output_encoder.encoding_map.items(), key=lambda kv: kv[1]):
+        label = str(bases.BasisDirection(sink, value))
+        if label not in labels:
+            raise ExportError(f"output direction {label!r} is not a residual coordinate")
+        space.append(
+            {
+                "value": value_to_json(_read_result(value, False, "the output space")),
+                "residual_index": labels.index(label),
+            }
+        )
+    return {"kind": "categorical", "space": space}
+
+
+def _config(config: Any, width: int) -> dict:
+    """The compiled model's configuration, as the export records it (``width``: the residual stream's)."""
+    return {
+        "num_layers": config.num_layers,
+        "num_heads": config.num_heads,
+        "key_size": config.key_size,
+        "mlp_hidden_size": config.mlp_hidden_size,
+        "d_model": width,
+        "layer_norm": bool(config.layer_norm),
+        "causal": bool(config.causal),
+        "activation": getattr(config.activation_function, "__name__", str(config.activation_function)),
+    }
+
+
 def export(
     model: Any,
     program: Any,
@@ -401,8 +439,6 @@ def export(
     """
     if undefined not in ("error", "dont-care"):
         raise ExportError(f"undefined: expected 'error' or 'dont-care', got {undefined!r}")
-    from tracr.craft import bases
-
     say = progress or (lambda message: None)
 
     config = model.model_config
@@ -436,47 +472,19 @@ def export(
     symbols = {v: symbol_of(v) for v in table.vocabulary}
     if len(set(symbols.values()) | {str(bos)}) != len(symbols) + 1:
         raise ExportError(f"the vocabulary's symbols {sorted(symbols.values())} and BOS {bos!r} are not distinct")
-    sink = program.label
-    output_encoder = model.output_encoder
-    if output_encoder is not None and hasattr(output_encoder, "encoding_map"):
-        space = []
-        for value, _index in sorted(output_encoder.encoding_map.items(), key=lambda kv: kv[1]):
-            label = str(bases.BasisDirection(sink, value))
-            if label not in labels:
-                raise ExportError(f"output direction {label!r} is not a residual coordinate")
-            space.append(
-                {
-                    "value": value_to_json(_read_result(value, False, "the output space")),
-                    "residual_index": labels.index(label),
-                }
-            )
-        output = {"kind": "categorical", "space": space}
-    else:
-        if sink not in labels:
-            raise ExportError(f"the numerical output {sink!r} is not a residual coordinate")
-        output = {"kind": "numerical", "residual_index": labels.index(sink)}
+    output = _output(model, program.label, labels)
     if output["kind"] != table.output_node.encoding:
         raise ExportError(f"the program's output is {table.output_node.encoding} but the model's is {output['kind']}")
     params = {
         module: {name: _matrix(value) for name, value in sorted(model.params[module].items())}
         for module in sorted(model.params)
     }
-    activation = getattr(config.activation_function, "__name__", str(config.activation_function))
     return {
         "format": FORMAT,
         "generator": _versions(),
         "source": source,
         "compile": dict(compile_settings or {}),
-        "config": {
-            "num_layers": config.num_layers,
-            "num_heads": config.num_heads,
-            "key_size": config.key_size,
-            "mlp_hidden_size": config.mlp_hidden_size,
-            "d_model": len(labels),
-            "layer_norm": bool(config.layer_norm),
-            "causal": bool(config.causal),
-            "activation": activation,
-        },
+        "config": _config(config, len(labels)),
         "residual_labels": labels,
         "input": {
             "bos": str(bos),

@@ -690,7 +690,43 @@ def import_state_dict(
         blocks.append(Block(attention, ff))
     d = len(blocks[0].attention.output_bias)
     final_norm = _norm(state, final_prefix, d, eps, quantizer, consumed, "final-norm")
-    tokens: Any
+    tokens = _tokens(state, architecture, quantizer, consumed, layers, d)
+    positional = None
+    for key in ("positional.weight", "position_embedding"):  # ExactEncoder, the experiments' TinyTransformer
+        if key in state:
+            consumed.add(key)
+            positional = _matrix(state, key, quantizer, where="positional-encoding")
+    notes = []
+    if "readout.weight" in state:
+        readout = _readout(state, architecture, quantizer, consumed, notes)
+    else:
+        readout = tuple(Fraction(1 if c == 0 else 0) for c in range(d))
+        notes.append("no readout.weight in the state dict: readout u = e1 (the first coordinate)")
+    _refuse_leftovers(state, consumed, layers)
+    quantization = quantizer.summary()
+    if quantization is not None:
+        notes.insert(0, quantization.describe())
+    notes += _reading_notes(architecture, d, layer_norms, final_prefix, final_norm, eps, blocks)
+    model = Model(
+        tokens=tokens,
+        dim=d,
+        blocks=tuple(blocks),
+        readout=readout,
+        positional_encoding=positional,
+        final_norm=final_norm,
+        name=name,
+        notes=tuple(notes),
+        runs_as=torch_runs_as(digest),
+        quantization=quantization,
+    )
+    return replace(model, reading=torch_reading(model))
+
+
+def _tokens(
+    state: TorchState, architecture: dict[str, Any], quantizer: _Quantizer, consumed: set[str], layers: list, d: int
+) -> Any:
+    """The tokens: the embedding table's rows named by ``architecture.alphabet`` (with its BOS), or grid tokens
+    of width ``d`` when the state dict has no embedding table."""
     alphabet = architecture.get("alphabet")
     if "embedding.weight" in state:
         consumed.add("embedding.weight")
@@ -707,29 +743,33 @@ def import_state_dict(
         bos = architecture.get("bos")
         if bos is not None and bos not in alphabet:
             raise TorchImportError(f"architecture.bos {bos!r} is not one of the alphabet's symbols")
-        tokens = AlphabetTokens(tuple(alphabet), table, bos)
+        return AlphabetTokens(tuple(alphabet), table, bos)
     else:
         if alphabet:
             raise TorchImportError(
                 "architecture.alphabet is given but the state dict has no embedding.weight",
                 _name_hint(sorted(k for k in state if k not in consumed), state, layers),
             )
-        tokens = GridTokens(d)
-    positional = None
-    for key in ("positional.weight", "position_embedding"):  # ExactEncoder, the experiments' TinyTransformer
-        if key in state:
-            consumed.add(key)
-            positional = _matrix(state, key, quantizer, where="positional-encoding")
-    notes = []
-    if "readout.weight" in state:
-        readout = _readout(state, architecture, quantizer, consumed, notes)
-    else:
-        readout = tuple(Fraction(1 if c == 0 else 0) for c in range(d))
-        notes.append("no readout.weight in the state dict: readout u = e1 (the first coordinate)")
-    _refuse_leftovers(state, consumed, layers)
-    quantization = quantizer.summary()
-    if quantization is not None:
-        notes.insert(0, quantization.describe())
+        return GridTokens(d)
+
+
+def _reading_notes(
+    architecture: dict[str, Any],
+    d: int,
+    layer_norms: list[str],
+    final_prefix: str,
+    final_norm: Any,
+    eps: Fraction,
+    blocks: list[Block],
+) -> list[str]:
+    """What the import's reading of the torch model says of itself: the logit scale folded into W_Q, softmax
+    and LayerNorm as the fixed-point ones, i-GELU in GELU's place, the head count as stated."""
+    heads, activation, norm_first = (
+        architecture["heads"],
+        architecture.get("activation", "relu"),
+        bool(architecture.get("norm-first")),
+    )
+    notes: list[str] = []
     d_head = d // heads
     if d_head == 1:
         notes.append("d_head = 1: torch's logit scale 1/sqrt(d_head) is 1, nothing to fold")
@@ -758,19 +798,7 @@ def import_state_dict(
         f"heads: {heads} as stated (d_head = {d // heads}): a state dict does not record the head count, "
         "and a wrong one gives a different model (docs/import.md)"
     )
-    model = Model(
-        tokens=tokens,
-        dim=d,
-        blocks=tuple(blocks),
-        readout=readout,
-        positional_encoding=positional,
-        final_norm=final_norm,
-        name=name,
-        notes=tuple(notes),
-        runs_as=torch_runs_as(digest),
-        quantization=quantization,
-    )
-    return replace(model, reading=torch_reading(model))
+    return notes
 
 
 def _readout(

@@ -423,14 +423,6 @@ def model_from_export(
             )
             for part in ("query", "key", "value", "linear")
         }
-        w1, b1 = (
-            weights.matrix(f"{prefix}/mlp/linear_1", "w", (d, hidden)),
-            weights.matrix(f"{prefix}/mlp/linear_1", "b", (hidden,)),
-        )
-        w2, b2 = (
-            weights.matrix(f"{prefix}/mlp/linear_2", "w", (hidden, d)),
-            weights.matrix(f"{prefix}/mlp/linear_2", "b", (d,)),
-        )
         layer_heads = []
         for h in range(heads):
             head = _head(mats, h, key_size, d, scoring, causal, weights, f"layers[{layer}].heads[{h}]")
@@ -444,18 +436,8 @@ def model_from_export(
                 _head(mats, 0, key_size, d, scoring, causal, weights, f"layers[{layer}].heads[0]", keep=True)
             )
         attention_layer = AttentionLayer(tuple(layer_heads), output_bias) if layer_heads else None
-        units = [u for u in range(hidden) if (any(w1[r][u] for r in range(d)) or b1[u]) and any(w2[u])]
-        dropped_units += hidden - len(units)
-        feed_forward = None
-        if units or any(b2):
-            units = units or [0]
-            g = weights.grid
-            feed_forward = FeedForward(
-                tuple(tuple(g(w1[r][u], f"layers[{layer}].w1") for r in range(d)) for u in units),
-                tuple(g(b1[u], f"layers[{layer}].b1") for u in units),
-                tuple(tuple(g(w2[u][r], f"layers[{layer}].w2") for u in units) for r in range(d)),
-                tuple(g(x, f"layers[{layer}].b2") for x in b2),
-            )
+        feed_forward, dropped = _feed_forward(weights, layer, d, hidden)
+        dropped_units += dropped
         blocks.append(Block(attention_layer, feed_forward))
     g = weights.grid
     embedding = tuple(tuple(g(x, "embedding") for x in token_embed[i]) for i in export.ids)
@@ -478,6 +460,30 @@ def model_from_export(
         reading=READINGS[attention],
         float_source=export.weights_digest if attention == "float" else "",
     )
+
+
+def _feed_forward(weights: _Weights, layer: int, d: int, hidden: int) -> tuple[FeedForward | None, int]:
+    """Layer ``layer``'s MLP without its dead units (no weight in or no weight out), and how many were dropped;
+    None when nothing is left and the output bias is zero."""
+    prefix = f"transformer/layer_{layer}/mlp"
+    w1, b1 = (
+        weights.matrix(f"{prefix}/linear_1", "w", (d, hidden)),
+        weights.matrix(f"{prefix}/linear_1", "b", (hidden,)),
+    )
+    w2, b2 = weights.matrix(f"{prefix}/linear_2", "w", (hidden, d)), weights.matrix(f"{prefix}/linear_2", "b", (d,))
+    units = [u for u in range(hidden) if (any(w1[r][u] for r in range(d)) or b1[u]) and any(w2[u])]
+    dropped = hidden - len(units)
+    if not units and not any(b2):
+        return None, dropped
+    units = units or [0]
+    g = weights.grid
+    feed_forward = FeedForward(
+        tuple(tuple(g(w1[r][u], f"layers[{layer}].w1") for r in range(d)) for u in units),
+        tuple(g(b1[u], f"layers[{layer}].b1") for u in units),
+        tuple(tuple(g(w2[u][r], f"layers[{layer}].w2") for u in units) for r in range(d)),
+        tuple(g(x, f"layers[{layer}].b2") for x in b2),
+    )
+    return feed_forward, dropped
 
 
 def _head(

@@ -40,7 +40,7 @@ from ..contract import CertifiedOutputs, DistinctValues, Task, capability
 from ..semantics import evaluate
 from ..spaces import InputSpace
 from ..verdict import Evidence, Verdict
-from .evaluators import Evaluators
+from .evaluators import CompiledEvaluators
 from .scan import certified_outputs, combined_digest, fractions_digest
 
 SAMPLE = 1000  # inputs re-evaluated on the interpreter (all of them when the space is smaller)
@@ -165,7 +165,7 @@ def space_record(task: Task) -> dict[str, Any]:
     }
 
 
-def interpreter_outputs(task: Task, tokens: tuple) -> list[Fraction]:
+def interpreter_outputs(task: Task, tokens: tuple[Any, ...]) -> list[Fraction]:
     """What an exhaustive run digests for one input, on the reference interpreter: the property's values for
     distinct-values properties, else the readout."""
     if isinstance(task.prop, DistinctValues):
@@ -185,7 +185,7 @@ def chunk_digest(task: Task, start: int, stop: int) -> str:
     return fractions_digest(outputs)
 
 
-def certified_check(task: Task, tokens: tuple) -> str | None:
+def certified_check(task: Task, tokens: tuple[Any, ...]) -> str | None:
     """The claim re-checked on one sampled input: in the property's own reading (``CertifiedOutputs``), else on
     the reference interpreter (``violation``)."""
     prop = task.prop
@@ -203,7 +203,7 @@ def own_outputs(task: Task, rows: Any) -> list[list[Fraction]] | None:
     return [[Fraction(int(v), den) for v in line] for line in numerators]
 
 
-def own_reading(task: Task, rows: list[tuple]) -> str | None:
+def own_reading(task: Task, rows: list[tuple[Any, ...]]) -> str | None:
     """The reading the property's certified outputs are about (``Property.reading``), or None when the
     certificate digests the readout."""
     import numpy as np
@@ -215,7 +215,7 @@ def own_reading(task: Task, rows: list[tuple]) -> str | None:
     return task.prop.reading(task)[0] or "its own"
 
 
-def reevaluate(task: Task, indices: list[int]) -> tuple[list[list[Fraction]], list[int], list[tuple]]:
+def reevaluate(task: Task, indices: list[int]) -> tuple[list[list[Fraction]], list[int], list[tuple[Any, ...]]]:
     """The outputs at ``indices`` one input at a time (the property's values for distinct-values properties,
     its certified outputs when it has its own reading of the model, else the interpreter's readout), and the
     indices (of ``VIOLATION_SAMPLE`` spread over them) where the property's re-check (``certified_check``: by
@@ -237,7 +237,7 @@ def reevaluate(task: Task, indices: list[int]) -> tuple[list[list[Fraction]], li
     return outputs, violations, rows
 
 
-def batched_outputs(task: Task, rows: list[tuple]) -> list[list[Fraction]] | str:
+def batched_outputs(task: Task, rows: list[tuple[Any, ...]]) -> list[list[Fraction]] | str:
     """The batched evaluator's outputs for the same rows (its reason when it cannot run this model)."""
     import numpy as np
 
@@ -245,7 +245,7 @@ def batched_outputs(task: Task, rows: list[tuple]) -> list[list[Fraction]] | str
 
     space = space_of(task)
     try:
-        evaluators = Evaluators(task, space)
+        evaluators = CompiledEvaluators(task, space)
         by_length: dict[int, list[int]] = {}
         for k, row in enumerate(rows):
             by_length.setdefault(len(row), []).append(k)
@@ -269,7 +269,7 @@ def batched_outputs(task: Task, rows: list[tuple]) -> list[list[Fraction]] | str
         return f"the batched evaluator cannot run this model exactly: {exc}"
 
 
-def exhaustive_evidence(task: Task, statistics: dict[str, Any], evidence: Evidence, seed: int) -> dict:
+def exhaustive_evidence(task: Task, statistics: dict[str, Any], evidence: Evidence, seed: int) -> dict[str, Any]:
     """The certificate of an exhaustive proof: the domain counted two ways against the inputs the run reports
     (``statistics``), the chunk digests it kept (``evidence``) combined again, a seeded sample re-evaluated."""
     space = space_of(task)
@@ -335,11 +335,11 @@ def exhaustive_evidence(task: Task, statistics: dict[str, Any], evidence: Eviden
     }
 
 
-def recheck_exhaustive(task: Task, record: dict) -> list[str]:
+def recheck_exhaustive(task: Task, record: dict[str, Any]) -> list[str]:
     """Audit: recount, recombine the digest, re-evaluate the sample on the interpreter."""
     problems = []
     space = space_of(task)
-    count: dict = next((c for c in record["checks"] if c["check"].startswith("domain size")), {})
+    count: dict[str, Any] = next((c for c in record["checks"] if c["check"].startswith("domain size")), {})
     closed = space_size(space)
     if count.get("closed_form") != closed or count.get("evaluated") != closed:
         problems.append(
@@ -349,10 +349,10 @@ def recheck_exhaustive(task: Task, record: dict) -> list[str]:
     chunks = [tuple(c) for c in record.get("chunks", [])]
     if sum(b - a for a, b, _ in chunks) != closed:
         problems.append("the chunk digests do not cover the input space")
-    digest: dict = next((c for c in record["checks"] if c["check"].startswith("digest")), {})
+    digest: dict[str, Any] = next((c for c in record["checks"] if c["check"].startswith("digest")), {})
     if combined_digest(chunks) != digest.get("outputs_sha256"):
         problems.append("outputs digest does not match its chunk digests")
-    sample: dict = next((c for c in record["checks"] if c["check"].startswith("seeded sample")), {})
+    sample: dict[str, Any] = next((c for c in record["checks"] if c["check"].startswith("seeded sample")), {})
     indices = sample_indices(closed, sample.get("seed", 0))
     if len(indices) != sample.get("sample_size"):
         problems.append("sample size differs")
@@ -367,7 +367,7 @@ def recheck_exhaustive(task: Task, record: dict) -> list[str]:
 # ---------------------------------------------------------------- the exhaustive engines' certificate hooks
 
 
-def evidence(task: Task, verdict: Verdict) -> dict:
+def evidence(task: Task, verdict: Verdict) -> dict[str, Any]:
     """An exhaustive engine's certificate body (``exhaustive_evidence``), its input space and what it trusts."""
     assert verdict.evidence is not None
     body = exhaustive_evidence(task, verdict.statistics, verdict.evidence, task.settings.seed)
@@ -375,7 +375,7 @@ def evidence(task: Task, verdict: Verdict) -> dict:
     return {**body, "space": space_record(task), "trusted": READING_TRUSTED if own else EXHAUSTIVE_TRUSTED}
 
 
-def rerun_differences(task: Task, rerun: Verdict, body: dict) -> list[str]:
+def rerun_differences(task: Task, rerun: Verdict, body: dict[str, Any]) -> list[str]:
     """Each chunk's outputs digest in the certificate equals the one computed now: the re-run's, or recomputed
     over the certificate's own range where the re-run chunked the space otherwise (a proof certified with
     ``-j``)."""
@@ -393,6 +393,6 @@ def rerun_differences(task: Task, rerun: Verdict, body: dict) -> list[str]:
     ]
 
 
-def recheck(task: Task, body: dict) -> tuple[list[str], list[str]]:
+def recheck(task: Task, body: dict[str, Any]) -> tuple[list[str], list[str]]:
     """Audit: ``recheck_exhaustive``'s problems, named; nothing partial."""
     return [f"exhaustive: {p}" for p in recheck_exhaustive(task, body)], []

@@ -9,7 +9,7 @@ from ..ir import Model
 from ..spaces import InputSpace
 
 
-class Evaluators:
+class CompiledEvaluators:
     """Compiled batched evaluators of one task in this process: the task's model, or another model the
     property compares with (``of(model)``), all over the input space's token list.
 

@@ -21,6 +21,10 @@ W⁺U − W⁻L doubles every gap at every affine map; here the gaps enter only 
   the values carried on back through their affine map. Other heads are concretized by their output's forms.
 * the embedding: concretized by its forms (exact up to the table's rounding).
 
+The relaxations' free choices (``Slopes``, alpha-style: the ReLU's lower slope, the planes' θ) are one per pass; a
+bound may be the best of several passes per element (``forms.better``: each is sound, so is the tighter). split's
+readout takes the best of five (``READOUT_SLOPES``), its intermediate bounds one.
+
 Every Λ is an integer array in units (2^-K); a product with a slope or a weight is divided back to units by a floor
 division whose remainder r >= 0 is paid for at once: (r/d)·y <= (r/d)·hi(y) (``_settle``). Constants and the
 final coefficients over t are in units squared. Floats choose the ReLU slopes and the mixture; every offset is
@@ -29,6 +33,7 @@ computed exactly for the choice, so no float decides a bound.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +42,24 @@ import numpy as np
 from . import forms, ints
 from .forms import Lin
 from .ints import Array
-from .propagate import BlockTrace, Result
+from .propagate import BlockForms, Result
+
+
+@dataclass(frozen=True)
+class Slopes:
+    """The relaxations' free choices, one per backward pass (alpha-style: any choice is sound, floats or a measured
+    table only choose, every offset is exact for it): ``relu`` the lower slope of a crossing ReLU where Λ < 0
+    ("adaptive": CROWN's 1 where hi >= −lo else 0; "zero"; "one"); ``plane`` 2θ ∈ {0, 1, 2}, the weight of the
+    first McCormick plane of each product a·g (1: the midpoint planes)."""
+
+    relu: str = "adaptive"
+    plane: int = 1
+
+
+DEFAULT = Slopes()
+# split's readout: the best of five passes per objective (bench/bench_branching.py, docs/performance.md: at the
+# readout they cost ~5% and shrink Knuth's tree 3–13%; in every intermediate pass 3× for 22%, which does not pay)
+READOUT_SLOPES = (DEFAULT, Slopes(plane=0), Slopes(plane=2), Slopes(relu="zero"), Slopes(relu="one"))
 
 
 @dataclass
@@ -157,9 +179,10 @@ def through_affine(lam: Array, plan: tuple[np.ndarray, int, Array, Array], x: Li
     return _settle(numerators, den, x.lo, x.hi, state)
 
 
-def through_relu(lam: Array, pre: Lin, state: _Pass) -> Array:
+def through_relu(lam: Array, pre: Lin, state: _Pass, slopes: Slopes = DEFAULT) -> Array:
     """h = max(x, 0) over x ∈ [lo, hi]: above by the chord's line (slope σ in units chosen in floats, offset β exact
-    at both ends: valid for the convex ReLU), below by s·x with s ∈ {0, 1} (1 where hi >= −lo)."""
+    at both ends: valid for the convex ReLU), below by s·x with s ∈ {0, 1} (``slopes.relu``; CROWN's adaptive
+    choice: 1 where hi >= −lo)."""
     one = state.one
     lo, hi = pre.lo, pre.hi
     low, high = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
@@ -172,7 +195,10 @@ def through_relu(lam: Array, pre: Lin, state: _Pass) -> Array:
         ints.sub(ints.mul(relu_lo, np.int64(one)), ints.mul(sigma, lo)),
         ints.sub(ints.mul(relu_hi, np.int64(one)), ints.mul(sigma, hi)),
     )  # units squared
-    pick = np.where(high >= -low, one, 0)  # CROWN's adaptive choice (measured: 0, 1 or the chord's slope do worse)
+    if slopes.relu == "adaptive":
+        pick = np.where(high >= -low, one, 0)
+    else:
+        pick = np.full(np.shape(high), one if slopes.relu == "one" else 0)
     alpha = np.where(crossing, pick, np.where(dead, 0, one)).astype(np.int64)
     shape = np.shape(lam)[:1] + np.shape(lam)[2:]
     positive, negative = ints.maximum(lam, np.int64(0)), ints.minimum(lam, np.int64(0))
@@ -192,28 +218,38 @@ def anchored(head: Any, plan: Any, heads: Any) -> bool:
     return bool(np.all(np.asarray(m_lo) == one) and np.all(np.asarray(m_hi) == one))
 
 
-def _planes(a_lo: Array, a_hi: Array, g_lo: Array, g_hi: Array) -> tuple[tuple[Array, Array, Array], ...]:
+def _planes(
+    a_lo: Array, a_hi: Array, g_lo: Array, g_hi: Array, theta: int = 1
+) -> tuple[tuple[Array, Array, Array], ...]:
     """Doubled (slope on g (B, P, P, 1), slope on a (B, P, P, v), constant (B, P, P, v), units squared) of an upper
-    and a lower plane of a·g over the box: a·g <= (sa·g + sg·a + c)/2 and >= likewise. The midpoint planes:
-    (a − ā)(g − ḡ) lies within ±ρ_a·ρ_g, so both sides share the slopes 2ā, 2ḡ (on the three models of issue 43
-    they bound 10–15% tighter than McCormick's corner planes, either pair)."""
+    and a lower plane of a·g over the box: a·g <= (sa·g + sg·a + c)/2 and >= likewise; ``theta`` (2θ ∈ {0, 1, 2})
+    weighs McCormick's first plane of each side, (a − a_hi)(g − g_lo) <= 0 above and (a − a_lo)(g − g_lo) >= 0
+    below, against the second. θ = 1/2 is the midpoint planes ((a − ā)(g − ḡ) within ±ρ_a·ρ_g: both sides share
+    the slopes 2ā, 2ḡ; on the three models of issue 43 10–15% tighter than either pair of corner planes alone)."""
     a_lo, a_hi = np.asarray(a_lo)[..., None], np.asarray(a_hi)[..., None]
-    sa, sg = ints.add(a_lo, a_hi), ints.add(g_lo, g_hi)
-    upper = ints.sub(np.int64(0), ints.add(ints.mul(a_hi, g_lo), ints.mul(a_lo, g_hi)))
-    lower = ints.sub(np.int64(0), ints.add(ints.mul(a_lo, g_lo), ints.mul(a_hi, g_hi)))
-    return (sa, sg, upper), (sa, sg, lower)
+    t, rest = np.int64(theta), np.int64(2 - theta)
+    sg = ints.add(ints.mul(g_lo, t), ints.mul(g_hi, rest))  # the slope on a: the same on both sides
+    su = ints.add(ints.mul(a_hi, t), ints.mul(a_lo, rest))
+    sl = ints.add(ints.mul(a_lo, t), ints.mul(a_hi, rest))
+    upper = ints.sub(np.int64(0), ints.add(ints.mul(ints.mul(a_hi, g_lo), t), ints.mul(ints.mul(a_lo, g_hi), rest)))
+    lower = ints.sub(np.int64(0), ints.add(ints.mul(ints.mul(a_lo, g_lo), t), ints.mul(ints.mul(a_hi, g_hi), rest)))
+    return (su, sg, upper), (sl, sg, lower)
 
 
-def through_softmax_head(lam: Array, heads: Any, rounding: Any, state: _Pass) -> Array:
-    """Λ on a softmax head's rounded output (B, O, P, v) -> Λ on its values (module docstring); the weights are
-    concretized by their forward forms on the way."""
+def through_softmax_head(lam: Array, heads: Any, rounding: Any, state: _Pass, theta: int = 1) -> Array:
+    """Λ on a softmax head's rounded output (B, O, P, v) -> Λ on its values (module docstring; ``theta``: the
+    planes, ``_planes``); the weights are concretized by their forward forms on the way."""
     one = state.one
     lam = through_store(lam, heads.output, rounding, state)
     weights, value = heads.weights, heads.value
-    mix, g_lo, g_hi, slope_g, slope_a, upper, lower = _head_planes(heads, one)
-    lam_g = _settle(ints.mul(np.asarray(lam)[:, :, :, None, :], slope_g), 2 * one, g_lo, g_hi, state)
-    lam_a = _settle(ints.contract(lam, slope_a, "boic,bijc->boij"), 2 * one, weights.lo, weights.hi, state)
+    mix, g_lo, g_hi, slope_up, slope_down, slope_a, upper, lower = _head_planes(heads, one, theta)
     positive, negative = ints.maximum(lam, np.int64(0)), ints.minimum(lam, np.int64(0))
+    on_g = ints.add(
+        ints.mul(np.asarray(positive)[:, :, :, None, :], slope_up),
+        ints.mul(np.asarray(negative)[:, :, :, None, :], slope_down),
+    )
+    lam_g = _settle(on_g, 2 * one, g_lo, g_hi, state)
+    lam_a = _settle(ints.contract(lam, slope_a, "boic,bijc->boij"), 2 * one, weights.lo, weights.hi, state)
     rest = ints.add(ints.mul(positive, upper), ints.mul(negative, lower))
     state.add(ints.ceildiv(_sum_to_objectives(rest), 2 * one))
     cash_out(lam_a, weights, state)
@@ -222,11 +258,12 @@ def through_softmax_head(lam: Array, heads: Any, rounding: Any, state: _Pass) ->
     return ints.add(ints.total(lam_g, 2), spread)
 
 
-def _head_planes(heads: Any, one: int) -> tuple[Array, ...]:
-    """What ``through_softmax_head`` needs of a head whatever the objectives, computed once per head (kept on it):
-    the mixture, g = v_j − λ_i's interval, the planes' doubled slopes (shared by both sides), and their constants
-    summed over the keys (B, 1, P, v)."""
-    if "planes" not in heads.memo:
+def _head_planes(heads: Any, one: int, theta: int = 1) -> tuple[Array, ...]:
+    """What ``through_softmax_head`` needs of a head whatever the objectives, computed once per head and choice of
+    planes (kept on it): the mixture, g = v_j − λ_i's interval, the planes' doubled slopes on g (upper, lower) and
+    on a, and their constants summed over the keys (B, 1, P, v)."""
+    key = f"planes {theta}"
+    if key not in heads.memo:
         value, a_lo, a_hi = heads.value, heads.weights.lo, heads.weights.hi
         mix = _mixture(a_lo, a_hi, one)  # (B, P_i, P_k): integers >= 0 summing to one
         mixed = _mixed(value, mix, one)
@@ -236,17 +273,18 @@ def _head_planes(heads: Any, one: int) -> tuple[Array, ...]:
                 mixed.map(lambda a: a[:, :, None], lambda c: c[:, :, None]),
             )
         )  # (B, P_i, P_j, v): v_j − λ_i
-        (slope_g, slope_a, upper), (_, _, lower) = _planes(a_lo, a_hi, g.lo, g.hi)
-        heads.memo["planes"] = (
+        (slope_up, slope_a, upper), (slope_down, _, lower) = _planes(a_lo, a_hi, g.lo, g.hi, theta)
+        heads.memo[key] = (
             mix,
             g.lo,
             g.hi,
-            np.asarray(slope_g)[:, None],
+            np.asarray(slope_up)[:, None],
+            np.asarray(slope_down)[:, None],
             slope_a,
             np.asarray(ints.total(upper, 2))[:, None],
             np.asarray(ints.total(lower, 2))[:, None],
         )
-    planes: tuple[Array, ...] = heads.memo["planes"]
+    planes: tuple[Array, ...] = heads.memo[key]
     return planes
 
 
@@ -281,7 +319,9 @@ def _mixed(value: Lin, mix: np.ndarray, one: int) -> Lin:
     return forms.tighten(Lin(lo, hi, lc, lb, uc, ub))
 
 
-def through_attention(linear: Any, index: int, lam: Array, z: Lin, trace: Any, state: _Pass) -> Array:
+def through_attention(
+    linear: Any, index: int, lam: Array, z: Lin, trace: Any, state: _Pass, slopes: Slopes = DEFAULT
+) -> Array:
     """Λ on an attention layer's output -> Λ on its input stream ``z`` (the residual, then every head)."""
     layer = linear.model.blocks[index].attention
     rounding = linear.rounding
@@ -300,7 +340,7 @@ def through_attention(linear: Any, index: int, lam: Array, z: Lin, trace: Any, s
         if not anchored(plan.head, plan, heads):
             cash_out(part, heads.output, state)
             continue
-        on_values = through_softmax_head(part, heads, rounding, state)
+        on_values = through_softmax_head(part, heads, rounding, state, slopes.plane)
         on_values = through_store(on_values, heads.value, rounding, state)
         into = through_affine(on_values, plan.value, z, state)
         out = into if np.shape(out)[-1] == 0 else ints.add(out, into)
@@ -309,7 +349,9 @@ def through_attention(linear: Any, index: int, lam: Array, z: Lin, trace: Any, s
     return out
 
 
-def through_feed_forward(linear: Any, index: int, lam: Array, z: Lin, trace: Any, state: _Pass) -> Array:
+def through_feed_forward(
+    linear: Any, index: int, lam: Array, z: Lin, trace: Any, state: _Pass, slopes: Slopes = DEFAULT
+) -> Array:
     """Λ on a feed-forward layer's output -> Λ on its input stream ``z``."""
     ff = linear.model.blocks[index].feed_forward
     rounding, stages = linear.rounding, trace.stages
@@ -317,7 +359,7 @@ def through_feed_forward(linear: Any, index: int, lam: Array, z: Lin, trace: Any
     before = lam if ff.residual else None
     lam = through_store(lam, stages["feed_forward_output"], rounding, state)
     lam = through_affine(lam, linear.layers[index]["w2"], stages["hidden"], state)
-    lam = through_relu(lam, stages["pre_activation"], state)
+    lam = through_relu(lam, stages["pre_activation"], state, slopes)
     lam = through_store(lam, stages["pre_activation"], rounding, state)
     lam = through_affine(lam, linear.layers[index]["w1"], z, state)
     return lam if before is None else ints.add(before, lam)
@@ -350,7 +392,9 @@ def streams(linear: Any, result: Any) -> list[Lin]:
     return out
 
 
-def backward(linear: Any, result: Any, lam: Array, blocks: int, attention_only: bool = False) -> _Pass:
+def backward(
+    linear: Any, result: Any, lam: Array, blocks: int, attention_only: bool = False, slopes: Slopes = DEFAULT
+) -> _Pass:
     """Upper bounds of the objectives Λ·(the output stream of block ``blocks`` − 1; with ``attention_only``, of its
     attention sublayer) (Λ: (B, O, P, d) units), as a bound Σ T·t + C (units squared) per cube and objective."""
     batch, objectives = np.shape(lam)[:2]
@@ -362,9 +406,9 @@ def backward(linear: Any, result: Any, lam: Array, blocks: int, attention_only: 
         block, trace = linear.model.blocks[index], result.blocks[index]
         if block.feed_forward is not None and not (attention_only and index == blocks - 1):
             z = trace.stages["after_attention"] if block.attention is not None else stages[index]
-            lam = through_feed_forward(linear, index, lam, z, trace, state)
+            lam = through_feed_forward(linear, index, lam, z, trace, state, slopes)
         if block.attention is not None:
-            lam = through_attention(linear, index, lam, stages[index], trace, state)
+            lam = through_attention(linear, index, lam, stages[index], trace, state, slopes)
     cash_out(lam, result.embedded, state)  # the embedding's forms already account for its clamp
     return state
 
@@ -384,8 +428,18 @@ def _as_bounds(state: _Pass, objectives: int, scale: Any) -> Lin:
     return Lin(lo, hi, lc, lb, uc, ub)
 
 
-def readout_bounds(linear: Any, result: Any) -> Lin:
-    """The readout (B, P) bounded backward from ±1 on each position (``result``: a forward pass with ``trace``)."""
+def _best(bounds: list[Lin]) -> Lin:
+    """Bounds of the same quantities by several choices of slopes: per element the tighter of each (``better``)."""
+    return functools.reduce(forms.better, bounds)
+
+
+def readout_bounds(linear: Any, result: Any, variants: tuple[Slopes, ...] = (DEFAULT,)) -> Lin:
+    """The readout (B, P) bounded backward from ±1 on each position (``result``: a forward pass with ``trace``), per
+    element the best of the ``variants``' passes."""
+    return _best([_readout_bounds(linear, result, slopes) for slopes in variants])
+
+
+def _readout_bounds(linear: Any, result: Any, slopes: Slopes) -> Lin:
     final = streams(linear, result)[-1]
     batch, positions, _ = np.shape(final.lo)
     lam = np.zeros((batch, 2 * positions, positions, 1), dtype=np.int64)
@@ -395,15 +449,17 @@ def readout_bounds(linear: Any, result: Any) -> Lin:
     state = _Pass(np.zeros((batch, 2 * positions, np.shape(final.lc)[-1]), dtype=np.int64),
                   np.zeros((batch, 2 * positions), dtype=np.int64), linear.scale.one)  # fmt: skip
     on_stream = through_affine(lam, linear.readout, final, state)
-    rest = backward(linear, result, on_stream, len(linear.model.blocks))
+    rest = backward(linear, result, on_stream, len(linear.model.blocks), slopes=slopes)
     rest.coefficients = ints.add(rest.coefficients, state.coefficients)
     rest.add(state.constant)
     return _as_bounds(rest, positions, linear.scale)
 
 
-def stream_bounds(linear: Any, result: Any, blocks: int, attention_only: bool = False) -> Lin:
+def stream_bounds(
+    linear: Any, result: Any, blocks: int, attention_only: bool = False, variants: tuple[Slopes, ...] = (DEFAULT,)
+) -> Lin:
     """The output stream (B, P, d) of block ``blocks`` − 1 (or of its attention sublayer) bounded backward from ±1
-    on each element."""
+    on each element (the best of the ``variants``' passes)."""
     stage = result.blocks[blocks - 1].stages["after_attention"] if attention_only else streams(linear, result)[blocks]
     batch, positions, dim = np.shape(stage.lo)
     count = positions * dim
@@ -412,16 +468,26 @@ def stream_bounds(linear: Any, result: Any, blocks: int, attention_only: bool = 
         p, c = divmod(k, dim)
         lam[:, k, p, c] = linear.scale.one
         lam[:, count + k, p, c] = -linear.scale.one
-    bounds = _as_bounds(backward(linear, result, lam, blocks, attention_only), count, linear.scale)
+    bounds = _best(
+        [_as_bounds(backward(linear, result, lam, blocks, attention_only, s), count, linear.scale) for s in variants]
+    )
     return bounds.map(lambda a: np.asarray(a).reshape(batch, positions, dim),
                       lambda c: np.asarray(c).reshape(batch, positions, dim, -1))  # fmt: skip
 
 
 def affine_stage_bounds(
-    linear: Any, result: Any, plan: Any, stage: Lin, z: Lin, blocks: int, attention_only: bool
+    linear: Any,
+    result: Any,
+    plan: Any,
+    stage: Lin,
+    z: Lin,
+    blocks: int,
+    attention_only: bool,
+    variants: tuple[Slopes, ...] = (DEFAULT,),
 ) -> Lin:
     """A stage round(W z + b) (B, P, k) of a sublayer, bounded backward from ±1 on each element (``z``: the
-    sublayer's input stream, the output of block ``blocks`` − 1 or of its attention sublayer)."""
+    sublayer's input stream, the output of block ``blocks`` − 1 or of its attention sublayer; the best of the
+    ``variants``' passes)."""
     batch, positions, width = np.shape(stage.lo)
     count = positions * width
     lam = np.zeros((batch, 2 * count, positions, width), dtype=np.int64)
@@ -433,35 +499,42 @@ def affine_stage_bounds(
                   np.zeros((batch, 2 * count), dtype=np.int64), linear.scale.one)  # fmt: skip
     lam = through_store(lam, stage, linear.rounding, state)
     lam = through_affine(lam, plan, z, state)
-    rest = backward(linear, result, lam, blocks, attention_only)
-    rest.coefficients = ints.add(rest.coefficients, state.coefficients)
-    rest.add(state.constant)
-    bounds = _as_bounds(rest, count, linear.scale)
+    found = []
+    for slopes in variants:
+        rest = backward(linear, result, lam, blocks, attention_only, slopes)
+        rest.coefficients = ints.add(rest.coefficients, state.coefficients)
+        rest.add(state.constant)
+        found.append(_as_bounds(rest, count, linear.scale))
+    bounds = _best(found)
     shift = linear.scale.grid_shift
     refined = forms.better(stage, bounds.map(lambda a: np.asarray(a).reshape(batch, positions, width),
                                              lambda c: np.asarray(c).reshape(batch, positions, width, -1)))  # fmt: skip
     return forms.tighten(refined, shift)
 
 
-def refined_bound(linear: Any, inputs: Any) -> Any:
+def refined_bound(
+    linear: Any, inputs: Any, variants: tuple[Slopes, ...] = (DEFAULT,), readout: tuple[Slopes, ...] | None = None
+) -> Any:
     """``LinearModel.bound`` (with its trace) where every sublayer's affine stages (query, key, value, the
     pre-activation) and output stream are intersected with their backward bounds before they are read (CROWN's
-    intermediate bounds), and the readout bounded backward too (intersected with the forward's)."""
+    intermediate bounds), and the readout bounded backward too (intersected with the forward's); every backward
+    bound the best of the ``variants``' passes (the readout's: of ``readout``, default the same)."""
     z, variables = linear.embed(inputs)
     embedded = z
     blocks: list[Any] = []
     result = Result(embedded, embedded, variables, embedded, blocks)  # readout and output filled in at the end
     for index, block in enumerate(linear.model.blocks):
-        record = BlockTrace()
+        record = BlockForms()
         blocks.append(record)
         if block.attention is not None:
             entering = z
 
             def on_heads(plan: Any, stage: Lin, z: Lin = entering, index: int = index) -> Lin:
-                return affine_stage_bounds(linear, result, plan, stage, z, index, False)
+                return affine_stage_bounds(linear, result, plan, stage, z, index, False, variants)
 
             z = linear.attention_layer(index, block.attention, z, record, on_heads)
-            z = record.stages["after_attention"] = forms.better(z, stream_bounds(linear, result, index + 1, True))
+            bounds = stream_bounds(linear, result, index + 1, True, variants)
+            z = record.stages["after_attention"] = forms.better(z, bounds)
         if block.feed_forward is not None:
             attention = block.attention is not None
             entering = z
@@ -469,11 +542,14 @@ def refined_bound(linear: Any, inputs: Any) -> Any:
             def on_pre(
                 plan: Any, stage: Lin, z: Lin = entering, index: int = index, attention: bool = attention
             ) -> Lin:
-                return affine_stage_bounds(linear, result, plan, stage, z, index + 1 if attention else index, attention)
+                blocks = index + 1 if attention else index
+                return affine_stage_bounds(linear, result, plan, stage, z, blocks, attention, variants)
 
             z = linear.feed_forward(index, block.feed_forward, z, record, on_pre)
-            z = record.stages["after_feed_forward"] = forms.better(z, stream_bounds(linear, result, index + 1))
-    readout = forms.affine(z, *linear.readout).map(lambda a: a[..., 0], lambda c: c[..., 0, :])
+            z = record.stages["after_feed_forward"] = forms.better(
+                z, stream_bounds(linear, result, index + 1, variants=variants)
+            )
+    forward = forms.affine(z, *linear.readout).map(lambda a: a[..., 0], lambda c: c[..., 0, :])
     result.output = z
-    result.readout = forms.better(readout, readout_bounds(linear, result))
+    result.readout = forms.better(forward, readout_bounds(linear, result, variants if readout is None else readout))
     return result

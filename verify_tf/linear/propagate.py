@@ -133,7 +133,7 @@ class CoordinateTable:
 
 
 @dataclass
-class BlockTrace:
+class BlockForms:
     heads: list[HeadForms] = field(default_factory=list)
     stages: dict[str, Lin] = field(default_factory=dict)
 
@@ -147,7 +147,7 @@ class Result:
     output: Lin
     variables: np.ndarray  # the forms' variables: indices position·d + coordinate (the others are fixed)
     embedded: Lin | None = None
-    blocks: list[BlockTrace] | None = None
+    blocks: list[BlockForms] | None = None
 
 
 class LinearModel:
@@ -220,7 +220,7 @@ class LinearModel:
         return z, variables
 
     def attention_layer(
-        self, index: int, layer: AttentionLayer, z: Lin, trace: BlockTrace | None, refine: Refine | None = None
+        self, index: int, layer: AttentionLayer, z: Lin, trace: BlockForms | None, refine: Refine | None = None
     ) -> Lin:
         heads = [attention_head(plan, z, self.rounding, refine) for plan in self.heads[index]]
         concatenated = _concatenate([h.output for h in heads], axis=-1)
@@ -232,7 +232,7 @@ class LinearModel:
         return out
 
     def feed_forward(
-        self, index: int, ff: FeedForward, z: Lin, trace: BlockTrace | None, refine: Refine | None = None
+        self, index: int, ff: FeedForward, z: Lin, trace: BlockForms | None, refine: Refine | None = None
     ) -> Lin:
         pre = self.rounding.store(forms.affine(z, *self.layers[index]["w1"]))
         if refine is not None:
@@ -252,9 +252,9 @@ class LinearModel:
         """Intervals and forms of the readout and the final stream for every cube of ``inputs``."""
         z, variables = self.embed(inputs)
         embedded = z
-        blocks: list[BlockTrace] = []
+        blocks: list[BlockForms] = []
         for index, block in enumerate(self.model.blocks):
-            record = BlockTrace() if trace else None
+            record = BlockForms() if trace else None
             if block.attention is not None:
                 z = self.attention_layer(index, block.attention, z, record)
             if block.feed_forward is not None:

@@ -31,7 +31,7 @@ from ..contract import (
     ArchitectureClass,
     ArchitectureRequest,
     Conclusion,
-    InductionResult,
+    LayerInduction,
     PairFound,
     PairSearch,
     SymmetryCheck,
@@ -236,7 +236,7 @@ class Indistinguishable(ArchitectureClass):
             f"on {v} ({told})",
         }
 
-    def _after_symmetry(self, task: Task, request: SymmetryCheck, result: InductionResult) -> Conclusion:
+    def _after_symmetry(self, task: Task, request: SymmetryCheck, result: LayerInduction) -> Conclusion:
         options: Options = task.options
         u, v = request.pair
         stats: dict[str, Any] = {

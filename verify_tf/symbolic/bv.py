@@ -79,6 +79,16 @@ def translation(lia_text: str) -> Translation:
     ctx = z3.Context()
     assertions = list(z3.parse_smt2_string(lia_text, ctx=ctx))
     bounds = _variable_bounds(assertions)
+    interval = _intervals(assertions, bounds)
+    widest = max(interval.values(), key=lambda iv: max(abs(iv[0]), abs(iv[1])), default=(0, 0))
+    width = max(max(abs(widest[0]), abs(widest[1])).bit_length(), 1) + 2
+    solver = z3.Solver(ctx=ctx)
+    solver.add(_bit_vectors(assertions, width, ctx))
+    return Translation("(set-logic QF_BV)\n" + solver.to_smt2(), width, widest, len(bounds), len(interval))
+
+
+def _intervals(assertions: list, bounds: dict[str, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    """The interval of every integer subterm (by z3 id), from the variables' declared bounds."""
     interval: dict[int, tuple[int, int]] = {}
 
     def iv(e) -> tuple[int, int]:
@@ -138,8 +148,11 @@ def translation(lia_text: str) -> Translation:
 
     for a in assertions:
         _bool_walk(a)
-    widest = max(interval.values(), key=lambda iv: max(abs(iv[0]), abs(iv[1])), default=(0, 0))
-    width = max(max(abs(widest[0]), abs(widest[1])).bit_length(), 1) + 2
+    return interval
+
+
+def _bit_vectors(assertions: list, width: int, ctx: z3.Context) -> list:
+    """The assertions over ``width``-bit signed bit-vectors (wide enough for every interval: no overflow)."""
     memo: dict[int, z3.ExprRef] = {}
 
     def bv(e):
@@ -198,6 +211,4 @@ def translation(lia_text: str) -> Translation:
         memo[key] = r
         return r
 
-    solver = z3.Solver(ctx=ctx)
-    solver.add([bv(a) for a in assertions])
-    return Translation("(set-logic QF_BV)\n" + solver.to_smt2(), width, widest, len(bounds), len(interval))
+    return [bv(a) for a in assertions]

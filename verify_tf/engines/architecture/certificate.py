@@ -14,6 +14,8 @@ words apart (docs/semantics.md; Yang, Cadilhac & Chiang 2025).
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...classes import Signatures
 from ...contract import ArchitectureClass, Task, capability
 from ...crasp.interpreter import accepts
@@ -28,24 +30,24 @@ TRUSTED = {"smt": SMT_TRUSTED, "conclusion": []}
 REDERIVE = "queries"  # the engine runs again: the queries its own search asks must be the certificate's
 
 
-def evidence(task: Task, verdict: Verdict) -> dict:
+def evidence(task: Task, verdict: Verdict) -> dict[str, Any]:
     """Kind ``conclusion`` for a proof that asked no solver query, else ``smt``: the queries (their evidence is
     added by ``verify_tf.certify``) and, when none of them is a step of the proof, the conclusion's checks."""
     queries = verdict.evidence.queries if verdict.evidence is not None else []
     if verdict.evidence is not None and verdict.evidence.kind == "conclusion":
         return {"kind": "conclusion", "queries": [], "checks": conclusion_checks(task, verdict.statistics)}
-    body: dict = {"kind": "smt", "queries": [], "trusted": TRUSTED["smt"]}
+    body: dict[str, Any] = {"kind": "smt", "queries": [], "trusted": TRUSTED["smt"]}
     if not any(q.get("answer") == "unsat" for q in queries):
         body["checks"] = conclusion_checks(task, verdict.statistics)
     return body
 
 
-def rerun_differences(task: Task, rerun: Verdict, body: dict) -> list[str]:
+def rerun_differences(task: Task, rerun: Verdict, body: dict[str, Any]) -> list[str]:
     """Nothing beyond the queries the re-run asks (compared by ``verify_tf.certify.rederive``)."""
     return []
 
 
-def recheck(task: Task, body: dict) -> tuple[list[str], list[str]]:
+def recheck(task: Task, body: dict[str, Any]) -> tuple[list[str], list[str]]:
     """Audit: when no query of the proof is a step, the conclusion's checks again."""
     problems: list[str] = []
     partial: list[str] = []
@@ -69,7 +71,7 @@ def bos_offset(task: Task) -> int:
     return 1 if isinstance(tokens, AlphabetTokens) and tokens.bos is not None else 0
 
 
-def conclusion_checks(task: Task, statistics: dict) -> list[dict]:
+def conclusion_checks(task: Task, statistics: dict[str, Any]) -> list[dict[str, Any]]:
     """Checks of a query-free conclusion, or a single ``ok: None`` record saying none applies."""
     pair, language = statistics.get("pair"), capability(task.prop, ArchitectureClass).language_file(task)
     if not pair or language is None or "depth" not in statistics:

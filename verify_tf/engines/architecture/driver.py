@@ -13,7 +13,7 @@ from ...contract import (
     Conclusion,
     Induction,
     InductionOutcome,
-    InductionResult,
+    LayerInduction,
     Member,
     MemberSearch,
     PairSearch,
@@ -155,7 +155,7 @@ def _induction(task: Task, run: Run, request: Induction, asked: Asked) -> Induct
             for k, (m, (name, sublayer, block)) in enumerate(plan)
             if m == n
         ]
-        results[n] = InductionResult(n, tuple(done), rows_sum_to_one(task.arithmetic, task.model))
+        results[n] = LayerInduction(n, tuple(done), rows_sum_to_one(task.arithmetic, task.model))
     asked += [(f"n = {plan[k][0]}: {plan[k][1][0]}", found[k]) for k in sorted(found)]
     any_depth = None
     if request.any_depth and all(result.proved for result in results.values()):
@@ -166,7 +166,7 @@ def _induction(task: Task, run: Run, request: Induction, asked: Asked) -> Induct
     return InductionOutcome(results, MAX_LENGTH, any_depth)
 
 
-def _symmetry(task: Task, run: Run, request: SymmetryCheck, asked: Asked) -> InductionResult:
+def _symmetry(task: Task, run: Run, request: SymmetryCheck, asked: Asked) -> LayerInduction:
     plan = symmetry_steps(task.arithmetic, request.max_keys)
     units = [
         WorkUnit(
@@ -195,7 +195,7 @@ def _symmetry(task: Task, run: Run, request: SymmetryCheck, asked: Asked) -> Ind
         for k, step in enumerate(plan)
     )
     asked += [(f"symmetry: {plan[k].name}", (found[k], texts[k])) for k in sorted(found)]
-    return InductionResult(request.max_keys, done, True)
+    return LayerInduction(request.max_keys, done, True)
 
 
 def _member(task: Task, run: Run, search: MemberSearch) -> Member | None:

@@ -41,7 +41,7 @@ from typing import Any
 
 import z3
 
-from ...contract import STEP_FAILS, STEP_HOLDS, STEP_UNDECIDED, InductionResult, StepResult
+from ...contract import STEP_FAILS, STEP_HOLDS, STEP_UNDECIDED, LayerInduction, StepResult
 from ...ir import AlphabetTokens, AttentionLayer, Model
 from ...semantics import Arithmetic, Fixed
 from ...symbolic.solve import SAT, UNSAT, Session
@@ -354,7 +354,7 @@ def prove_position_blind(
     seed: int = 0,
     smt2_dir: str | None = None,
     label: str = "position-blind",
-) -> InductionResult:
+) -> LayerInduction:
     """Every step query of the induction for ``length`` user tokens, one after another in this process
     (each with the whole ``timeout``; the engine driver runs them as work units under one deadline)."""
     results = []
@@ -365,4 +365,4 @@ def prove_position_blind(
             with open(path, "w", encoding="utf-8") as out:
                 out.write(text)
         results.append(result)
-    return InductionResult(length, tuple(results), rows_sum_to_one(arithmetic, model))
+    return LayerInduction(length, tuple(results), rows_sum_to_one(arithmetic, model))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import random
 from fractions import Fraction
+from typing import Any
 
 from ...contract import Counted, CountingGoal, capability
 from ...domain import StringDomain
@@ -51,19 +52,21 @@ TRUSTED = {
 REDERIVE = "queries"  # the engine runs again: its queries (the induction's lengths) and its coverage must agree
 
 
-def evidence(task: Task, verdict: Verdict) -> dict:
+def evidence(task: Task, verdict: Verdict) -> dict[str, Any]:
     """The exploration's certificate (``counting_evidence``) and what stays trusted; an every-length proof's
     induction queries are added by ``verify_tf.certify``."""
     covered = (verdict.evidence.covered if verdict.evidence is not None else None) or {}
     return {**counting_evidence(task, covered, task.settings.seed), "trusted": TRUSTED["counting"]}
 
 
-def rerun_differences(task: Task, rerun: Verdict, body: dict) -> list[str]:
+def rerun_differences(task: Task, rerun: Verdict, body: dict[str, Any]) -> list[str]:
     """The re-run's exploration covers what the certificate says it covered."""
     covered = rerun.evidence.covered if rerun.evidence is not None else None
     if covered is None:
         return []
-    recorded: dict = next((c for c in body.get("checks", []) if c.get("check") == "strings counted two ways"), {})
+    recorded: dict[str, Any] = next(
+        (c for c in body.get("checks", []) if c.get("check") == "strings counted two ways"), {}
+    )
     out = []
     if body.get("covered") != covered_record(covered):
         out.append(f"the exploration covers {body.get('covered')} in the certificate, re-derived {covered}")
@@ -72,7 +75,7 @@ def rerun_differences(task: Task, rerun: Verdict, body: dict) -> list[str]:
     return out
 
 
-def recheck(task: Task, body: dict) -> tuple[list[str], list[str]]:
+def recheck(task: Task, body: dict[str, Any]) -> tuple[list[str], list[str]]:
     """Audit: ``recheck_counting``'s problems, named; nothing partial (the queries are re-checked by certify)."""
     return [f"counting: {p}" for p in recheck_counting(task, body)], []
 
@@ -154,7 +157,7 @@ def _evaluate_sample(task: Task, words: list[tuple[str, ...]]) -> tuple[list[lis
     return outputs, problems
 
 
-def counting_evidence(task: Task, covered: dict, seed: int) -> dict:
+def counting_evidence(task: Task, covered: dict[str, Any], seed: int) -> dict[str, Any]:
     length = covered["max_length"]
     goal = capability(task.prop, Counted).counting_goal(task)
     closed = closed_counts(goal, length)
@@ -187,7 +190,7 @@ def counting_evidence(task: Task, covered: dict, seed: int) -> dict:
     return {"kind": "counting", "covered": covered_record(covered), "checks": checks}
 
 
-def covered_record(covered: dict) -> dict:
+def covered_record(covered: dict[str, Any]) -> dict[str, Any]:
     """What a certificate says its exploration covered: the alphabet, the lengths 0..max_length, and with
     ``closed_at`` that the states repeat from there on (a proof about every longer length, or every length)."""
     found = {"alphabet": covered["alphabet"], "max_length": covered["max_length"]}
@@ -199,7 +202,7 @@ def covered_record(covered: dict) -> dict:
     return found
 
 
-def recheck_counting(task: Task, record: dict) -> list[str]:
+def recheck_counting(task: Task, record: dict[str, Any]) -> list[str]:
     """Audit: recompute the closed form, re-evaluate the sample on the interpreter, compare with the record."""
     problems = []
     goal = capability(task.prop, Counted).counting_goal(task)
@@ -219,11 +222,11 @@ def recheck_counting(task: Task, record: dict) -> list[str]:
         problems.append(f"the certificate does not cover the words of {goal.language.name}")
     elif goal.language is None and covered.get("language") is not None:
         problems.append(f"the certificate covers only the words of {covered['language']}, the spec every string")
-    count: dict = next((c for c in record.get("checks", []) if c["check"] == "strings counted two ways"), {})
+    count: dict[str, Any] = next((c for c in record.get("checks", []) if c["check"] == "strings counted two ways"), {})
     closed = closed_counts(goal, length)
     if count.get("closed_form") != closed or count.get("explored") != closed:
         problems.append("strings counted two ways: the exploration's count is not the closed form at every length")
-    sample: dict = next((c for c in record.get("checks", []) if c["check"].startswith("seeded sample")), {})
+    sample: dict[str, Any] = next((c for c in record.get("checks", []) if c["check"].startswith("seeded sample")), {})
     words = sample_for(goal, length, sample.get("seed", 0))
     if len(words) != sample.get("sample_size"):
         problems.append("sample size differs")

@@ -222,12 +222,19 @@ class CounterModel:
         return state, 1, observation, path
 
     def step(
-        self, state: State, positions: int, letter: str, increments: Sequence[Sequence[Any] | None] | None = None
+        self,
+        state: State,
+        positions: int,
+        letter: str,
+        increments: Sequence[Sequence[Any] | None] | None = None,
+        trace: list[tuple[int, int, tuple[Any, ...]]] | None = None,
     ) -> tuple[State, Observation, Path]:
         """The state, observation and path after one more position holding ``letter``.
 
         ``increments``: per slot, for ``average`` slots per coordinate the mantissa range of its value at word
-        positions (or None), which enables freezing; nothing else depends on it.
+        positions (or None), which enables freezing; nothing else depends on it. ``trace``: a list that receives,
+        per attention block, (block index, id of the stream entering it, the heads' outputs in stored units):
+        what extraction (``verify_tf.extraction.observe``) reads; nothing depends on it.
         """
         z = self._intern(embed_position(self.model, letter, positions, self.r))  # (memoised below the step)
         phase = self.phase(positions)
@@ -243,6 +250,8 @@ class CounterModel:
                     bounds = increments[k] if increments is not None else None
                     new[k], out = self.head_step(k, new[k], positions + 1, read, bounds)
                     outputs.append(out)
+                if trace is not None:
+                    trace.append((block_index, z, tuple(outputs)))
                 z = self.after_attention(block_index, layer, z, tuple(outputs))
             if block.feed_forward is not None:
                 z = self.after_feed_forward(block_index, z)

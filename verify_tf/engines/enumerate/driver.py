@@ -15,7 +15,7 @@ from ...spaces import InputSpace
 from ...verdict import Verdict
 from ...work import Deadline
 from ..base import Merge, Run
-from ..evaluators import Evaluators, batch_rows
+from ..evaluators import CompiledEvaluators, batch_rows
 from ..scan import (
     ChunkResult,
     ValuesResult,
@@ -54,7 +54,7 @@ def check(task: Task, run: Run) -> Verdict:
     own = batch_rows(task) is not None  # the property evaluates its batches itself
     prop = task.prop
     try:
-        evaluators = Evaluators(task, space)
+        evaluators = CompiledEvaluators(task, space)
         for length in space.lengths if not own else ():
             if isinstance(prop, Batched):
                 prop.batched_check(task, evaluators, length)
@@ -77,7 +77,7 @@ def check(task: Task, run: Run) -> Verdict:
     return verdict
 
 
-def widths(evaluators: Evaluators, space: InputSpace) -> dict[str, Any]:
+def widths(evaluators: CompiledEvaluators, space: InputSpace) -> dict[str, Any]:
     """How wide the exact integers had to be: proven int64 on the whole domain, or checked per chunk."""
     evaluator = evaluators.of()
     programs = [evaluator.program(n) for n in space.lengths]
@@ -109,7 +109,7 @@ def violation_chunk(
     prop = capability(task.prop, Batched)
     kinds = capability(task.prop, EachInput).measure_kinds(task)
     whole = capability(task.prop, EachInput).witness_measure is not None  # refuted at the extreme: every input
-    evaluators = Evaluators(task, space)
+    evaluators = CompiledEvaluators(task, space)
     measures: dict[str, tuple[Fraction, int]] = {}
     size = min(evaluators.chunk_size(n) for n in space.lengths) if space.lengths else 1
     checked, first = 0, None
@@ -163,7 +163,7 @@ def values_chunk(
 ) -> ValuesResult:
     """Every value of inputs [start, stop), exact integers over one denominator, as a sorted run (a work unit)."""
     prop = capability(task.prop, DistinctValues)
-    evaluators = Evaluators(task, space)
+    evaluators = CompiledEvaluators(task, space)
     size = min(evaluators.chunk_size(n) for n in space.lengths)
     numerators, groups, dens = [], [], []
     for piece in space.chunks(size, start, stop):

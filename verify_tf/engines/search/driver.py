@@ -14,7 +14,7 @@ from ...verdict import Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, STOP, Deadline, WorkUnit, schedule
 from ..base import Merge, ProgressEvent, Run
-from ..evaluators import Evaluators
+from ..evaluators import CompiledEvaluators
 from .sampling import SearchResult, SearchSpace, search
 
 ENGINE = "search"
@@ -23,7 +23,7 @@ ENGINE = "search"
 def _objective(task: Task, space: InputSpace) -> tuple[Callable[..., Any], str, int]:
     prop, sampled = capability(task.prop, Batched), capability(task.prop, Sampled)
     try:
-        evaluators = Evaluators(task, space)
+        evaluators = CompiledEvaluators(task, space)
         for length in space.lengths:
             prop.batched_check(task, evaluators, length)
     except Unsupported as exc:

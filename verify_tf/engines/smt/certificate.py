@@ -4,6 +4,8 @@ an LRAT chain (``verify_tf.certify``: the query plumbing is shared); audit re-en
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...contract import Task
 from ...verdict import Verdict
 from ..certificates import SMT_TRUSTED
@@ -12,16 +14,16 @@ TRUSTED = {"smt": SMT_TRUSTED}
 REDERIVE = "queries"  # re-encoded by the property's build_query (never solved)
 
 
-def evidence(task: Task, verdict: Verdict) -> dict:
+def evidence(task: Task, verdict: Verdict) -> dict[str, Any]:
     """Only the queries (added with their evidence by ``verify_tf.certify``) and what they leave trusted."""
     return {"kind": "smt", "queries": [], "trusted": TRUSTED["smt"]}
 
 
-def rerun_differences(task: Task, rerun: Verdict, body: dict) -> list[str]:
+def rerun_differences(task: Task, rerun: Verdict, body: dict[str, Any]) -> list[str]:
     """Never re-run: its queries are re-encoded."""
     return []
 
 
-def recheck(task: Task, body: dict) -> tuple[list[str], list[str]]:
+def recheck(task: Task, body: dict[str, Any]) -> tuple[list[str], list[str]]:
     """Nothing beyond the queries (re-checked by ``verify_tf.certify``)."""
     return [], []

@@ -162,16 +162,7 @@ def check(task: Task, run: Run) -> Verdict:
     second_turn: list[int] = []
     found: list[tuple[QueryResult, dict[str, Any]]] = []
     totals = BoundStats()
-    statistics: dict[str, Any] = {
-        "theory": "QF_BV (translated from QF_LIA)" if task.settings.solver == "bitwuzla" else LOGIC,
-        "solver": task.settings.solver,
-        "queries": len(plans),
-        "variables": 0,
-        "assertions": 0,
-        "solver_seconds": 0.0,
-        "encode_seconds": 0.0,
-        **prop.statistics(task),
-    }
+    statistics = _statistics(task, len(plans))
 
     def unit(index: int, share: float, turn: int) -> WorkUnit:
         return WorkUnit(
@@ -242,11 +233,44 @@ def check(task: Task, run: Run) -> Verdict:
             statistics["minimisation_rounds"] = result.rounds
         merge.refute(witness, "smt")
     merge.absorb(summary)
+    tried, reasons = _not_proved(plans, results, solving, run.deadline.seconds)
+    if reasons:
+        merge.undecided(f"{len(reasons)} of {len(plans)} queries unknown ({reasons[0]})", tried, method="smt")
+    if merge.settled:
+        return merge.verdict()
+    count = len(plans)
+    text = f"{count} {statistics['theory']} quer{'y' if count == 1 else 'ies'} unsat ({task.settings.solver})"
+    evidence = None
+    if task.settings.certify:  # every query, unsat: what the certificate re-proves
+        queries = [{"name": results[i].plan.name, "smt2": results[i].smt2, "answer": "unsat"} for i in range(count)]
+        evidence = Evidence("smt", queries=queries)
+    return merge.verdict(Proof(text, queries=count), "smt", evidence)
+
+
+def _statistics(task: Task, queries: int) -> dict[str, Any]:
+    """The verdict's statistics before any query ran: the theory and solver, the counters the results add to."""
+    return {
+        "theory": "QF_BV (translated from QF_LIA)" if task.settings.solver == "bitwuzla" else LOGIC,
+        "solver": task.settings.solver,
+        "queries": queries,
+        "variables": 0,
+        "assertions": 0,
+        "solver_seconds": 0.0,
+        "encode_seconds": 0.0,
+        **task.prop.statistics(task),
+    }
+
+
+def _not_proved(
+    plans: list[QueryPlan], results: dict[int, QueryResult], solving: dict[int, list[float]], seconds: float
+) -> tuple[list[str], list[str]]:
+    """(what was tried, why it did not prove) for every query not answered unsat: not attempted in the budget of
+    ``seconds``, not encodable exactly, or the solver's unknown or timeout after the turns it had."""
     tried, reasons = [], []
     for index, plan in enumerate(plans):
         ended = results.get(index)
         if ended is None:
-            tried.append(f"{plan.name}: not attempted (timeout {run.deadline.seconds:g} s spent)")
+            tried.append(f"{plan.name}: not attempted (timeout {seconds:g} s spent)")
             reasons.append("timeout")
         elif ended.status == "not-encodable":
             tried.append(f"{plan.name}: not encodable exactly ({ended.reason})")
@@ -255,16 +279,4 @@ def check(task: Task, run: Run) -> Verdict:
             spent = _solving_text(solving[index])
             tried.append(f"{plan.name}: {ended.solver} {ended.status} after {spent} ({ended.reason})")
             reasons.append(ended.reason)
-    if reasons:
-        merge.undecided(f"{len(reasons)} of {len(plans)} queries unknown ({reasons[0]})", tried, method="smt")
-    if merge.settled:
-        return merge.verdict()
-    count = len(plans)
-    text = f"{count} {statistics['theory']} quer{'y' if count == 1 else 'ies'} unsat ({task.settings.solver})"
-    evidence = None
-    if task.settings.certify:
-        queries = [
-            {"name": results[i].plan.name, "smt2": results[i].smt2, "answer": "unsat"} for i in range(len(plans))
-        ]
-        evidence = Evidence("smt", queries=queries)
-    return merge.verdict(Proof(text, queries=count), "smt", evidence)
+    return tried, reasons

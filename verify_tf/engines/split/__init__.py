@@ -9,13 +9,15 @@ batch of cubes of one length), where each cube is
   that enumerating it is cheaper than its expected subtree;
 * otherwise **bounded** together with the rest of its batch: the linear domain (``verify_tf.linear``: intervals
   and linear forms of every stage, exact integers) in one vectorised call, its forward pass intersected at every
-  sublayer with backward (CROWN-style) bounds (``linear/backward.py``), or exact intervals cube by cube where
+  sublayer with backward (CROWN-style) bounds (``linear/backward.py``; the readout's the best of five choices of
+  relaxation slopes per side, ``READOUT_SLOPES``), or exact intervals cube by cube where
   that domain refuses the model (``bounder.py``); the property's ``decide_on_bounds`` closes it (``holds``), hands
   a member to the replay (``violated``: every input violates) or leaves it open;
 * **attacked** when open: its corners under the linear bound and its center are evaluated exactly, all open
   cubes of the batch in one call;
 * handed to **SMT** when configured (``Limits.smt_at``), else **split** on its widest range, ties (every
-  coordinate starts with the same number of values) broken by the largest linear coefficient × width.
+  coordinate starts with the same number of values) broken by the largest linear coefficient × width (the
+  coefficient × width alone, or over the sides the property leaves open, grows the tree: docs/performance.md).
 
 The driver keeps the open cubes **best-first by the property's score** (how far its bounds reach past the
 property: refutations are found where they are likeliest) while fewer than ``Limits.best_first`` are open, then

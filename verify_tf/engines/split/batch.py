@@ -32,7 +32,7 @@ from ...spaces import InputSpace
 from ...symbolic.solve import decode as decode_answer, input_variables, solve
 from ...symbolic.values import Builder, NotEncodable
 from ...work import Deadline, DeadlineExpired
-from ..evaluators import Evaluators
+from ..evaluators import CompiledEvaluators
 from .bounder import BatchBounds, Bounder, CubeBounds
 from .cubes import Limits, SplitCube, center_row, coordinate_sizes, member_mask, rows, whole_bounds
 from .leaves import LeafPolicy
@@ -67,7 +67,7 @@ class BatchResult:
     domain: str = ""  # "linear" or why the intervals were used
 
 
-def flag_violations(task: Task, space: InputSpace, evaluators: Evaluators, batch: np.ndarray) -> np.ndarray:
+def flag_violations(task: Task, space: InputSpace, evaluators: CompiledEvaluators, batch: np.ndarray) -> np.ndarray:
     """Which rows violate: the property's exact batched check, or the interpreter where that cannot run."""
     if isinstance(task.prop, Batched):
         try:
@@ -83,7 +83,7 @@ class _Unit:
     ):
         self.task, self.space, self.limits = task, space, limits
         self.deadline, self.cancelled = deadline, cancelled
-        self.evaluators = Evaluators(task, space)
+        self.evaluators = CompiledEvaluators(task, space)
         self.seconds = dict.fromkeys(PHASES, 0.0)
         self.cpu = dict.fromkeys(PHASES, 0.0)
         self.enumerated = 0

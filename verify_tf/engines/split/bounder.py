@@ -24,7 +24,7 @@ from ...domain import GridDomain
 from ...fingerprint import model_digest
 from ...ir import AlphabetTokens, Model
 from ...linear import CoordinateTable, LinearModel, refusal
-from ...linear.backward import refined_bound
+from ...linear.backward import DEFAULT, READOUT_SLOPES, Slopes, refined_bound
 from ...spaces import InputSpace
 from ..base import Task
 from .cubes import SplitCube, bounds_cube, coordinate_sizes
@@ -37,13 +37,25 @@ class CubeBounds:
     bounds: Bounds  # what the property's decide_on_bounds reads (the linear domain fills readout and output)
     scores: np.ndarray | None = None  # (n, coordinates): branching scores
     corners: np.ndarray | None = None  # (k, n): candidate token-index rows
+    sides: np.ndarray | None = (
+        None  # (2·positions, n, coordinates): per readout side (upper, then lower), |coefficient| × width
+    )
 
 
 class Bounder:
     """Bounds of the task's model (or another model a property compares with) over cubes of one space."""
 
-    def __init__(self, task: Task, space: InputSpace, linear: bool = True, domain: str = "backward"):
+    def __init__(
+        self,
+        task: Task,
+        space: InputSpace,
+        linear: bool = True,
+        domain: str = "backward",
+        variants: tuple[Slopes, ...] = (DEFAULT,),
+        readout: tuple[Slopes, ...] | None = READOUT_SLOPES,
+    ):
         self.task, self.space, self.linear, self.domain = task, space, linear, domain
+        self.variants, self.readout = variants, readout
         self.values, self.coordinates = coordinate_sizes(space)
         self.domain_kind = "grid" if isinstance(space.domain, GridDomain) else "alphabet"
 
@@ -61,7 +73,11 @@ class Bounder:
         linear, table = self._linear(model, cubes[0].length)
         ranges = np.array([c.ranges for c in cubes], dtype=np.int64)  # (B, n, C, 2)
         inputs = table.inputs(ranges, model.dim)
-        result = linear.bound(inputs) if self.domain == "forward" else refined_bound(linear, inputs)
+        result = (
+            linear.bound(inputs)
+            if self.domain == "forward"
+            else refined_bound(linear, inputs, self.variants, self.readout)
+        )
         return self._views(linear, result, ranges, model)
 
     def _linear(self, model: Model, length: int) -> tuple[LinearModel, CoordinateTable]:
@@ -87,11 +103,12 @@ class Bounder:
         batch, positions = lo.shape
         n, dim = linear.length, model.dim
         # branching scores per (user position, cube coordinate): an alphabet position sums its d variables
-        weight = (np.abs(uc) + np.abs(lc)).sum(axis=1)  # (B, V)
-        scores = np.zeros((batch, n, self.coordinates))
+        sided = np.abs(np.concatenate([uc, lc], axis=1))  # (B, 2P, V)
+        sides = np.zeros((batch, 2 * positions, n, self.coordinates))
         for k, variable in enumerate(result.variables):
             p, c = divmod(int(variable), dim)
-            scores[:, p, c if self.coordinates == dim else 0] += weight[:, k]
+            sides[:, :, p, c if self.coordinates == dim else 0] += sided[:, :, k]
+        scores = sides.sum(axis=1)
         corners = self._corners(uc, -lc, result.variables, ranges, model)
         views = []
         for b in range(batch):
@@ -101,7 +118,7 @@ class Bounder:
                 for p in range(positions)
             ]
             bounds = Bounds(None, [], [], output, readout)  # the linear domain fills readout and output only
-            views.append(CubeBounds(bounds, scores[b], corners[b]))
+            views.append(CubeBounds(bounds, scores[b], corners[b], sides[b]))
         return views
 
     def _corners(

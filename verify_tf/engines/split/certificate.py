@@ -30,24 +30,24 @@ TRUSTED = {
 REDERIVE = "proof"  # the input space, then the engine proves the property again
 
 
-def evidence(task: Task, verdict: Verdict) -> dict:
+def evidence(task: Task, verdict: Verdict) -> dict[str, Any]:
     """The closed cubes' cover, from the verdict's statistics, the input space, a sample and what stays trusted."""
     body = split_evidence(task, verdict.statistics, task.settings.seed)
     return {**body, "space": space_record(task), "trusted": TRUSTED["split"]}
 
 
-def rerun_differences(task: Task, rerun: Verdict, body: dict) -> list[str]:
+def rerun_differences(task: Task, rerun: Verdict, body: dict[str, Any]) -> list[str]:
     """Nothing beyond proving the property again: the cover is recounted by ``recheck``."""
     return []
 
 
-def recheck(task: Task, body: dict) -> tuple[list[str], list[str]]:
+def recheck(task: Task, body: dict[str, Any]) -> tuple[list[str], list[str]]:
     """Audit: the cover and the sample again (``recheck_split``); cubes closed by bounds stay partial."""
     partial = [f"{c['check']}: {c['note']}" for c in body.get("checks", []) if c.get("ok") is None]
     return [f"split: {p}" for p in recheck_split(task, body)], partial
 
 
-def split_evidence(task: Task, statistics: dict[str, Any], seed: int) -> dict:
+def split_evidence(task: Task, statistics: dict[str, Any], seed: int) -> dict[str, Any]:
     space = space_of(task)
     size = space_size(space)
     closed, total = statistics.get("closed_inputs"), statistics.get("domain_inputs")
@@ -86,15 +86,15 @@ def split_evidence(task: Task, statistics: dict[str, Any], seed: int) -> dict:
     return {"kind": "split", "space": space.describe(), "checks": checks}
 
 
-def recheck_split(task: Task, record: dict) -> list[str]:
+def recheck_split(task: Task, record: dict[str, Any]) -> list[str]:
     """Audit: recount the domain and re-evaluate the sample on the interpreter."""
     problems = []
     space = space_of(task)
     size = space_size(space)
-    cover: dict = next((c for c in record["checks"] if c["check"].startswith("closed cubes")), {})
+    cover: dict[str, Any] = next((c for c in record["checks"] if c["check"].startswith("closed cubes")), {})
     if not (cover.get("closed_inputs") == cover.get("domain_inputs") == size):
         problems.append(f"the closed cubes hold {cover.get('closed_inputs')} inputs, the domain {size}")
-    sample: dict = next((c for c in record["checks"] if c["check"].startswith("seeded sample")), {})
+    sample: dict[str, Any] = next((c for c in record["checks"] if c["check"].startswith("seeded sample")), {})
     indices = sample_indices(size, sample.get("seed", 0))
     outputs, violations, _ = reevaluate(task, indices)
     if violations:

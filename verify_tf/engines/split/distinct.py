@@ -31,7 +31,7 @@ from ...spaces import InputSpace
 from ...verdict import Evidence, Verdict
 from ...work import CONTINUE, STOP, Deadline, WorkUnit, schedule
 from ..base import Merge, ProgressEvent, Proof, Run
-from ..evaluators import Evaluators
+from ..evaluators import CompiledEvaluators
 from ..scan import multiset_codes
 from .cubes import Limits, SplitCube, roots, rows
 
@@ -75,7 +75,7 @@ def leaf_values(
     report: Callable[[str], None],
 ) -> list[Leaf]:
     """Exact values of every input of each leaf, and condition (1) inside each input (a work unit)."""
-    evaluators = Evaluators(task, space)
+    evaluators = CompiledEvaluators(task, space)
     out = []
     for cube in cubes:
         members = rows(space, cube)

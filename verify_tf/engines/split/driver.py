@@ -16,7 +16,7 @@ from ...verdict import Evidence, Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, STOP, UnitError, WorkUnit, schedule
 from ..base import Merge, ProgressEvent, Proof, Run, replayed
-from ..evaluators import Evaluators
+from ..evaluators import CompiledEvaluators
 from .batch import PHASES, BatchResult, Outcome, cube_batch, flag_violations
 from .cubes import DISTINCT_LIMITS, Limits, SplitCube, coordinate_sizes, member_mask, roots
 from .distinct import check_distinct
@@ -257,7 +257,7 @@ def _calibrate(task: Task, space: InputSpace, tally: Tally) -> Outcome | None:
     if not len(rows):
         return None
     start, cpu = time.perf_counter(), time.process_time()
-    flagged = flag_violations(task, space, Evaluators(task, space), rows)
+    flagged = flag_violations(task, space, CompiledEvaluators(task, space), rows)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     tally.rates.record_enumeration(wall, cpu, len(rows))
     tally.seconds["enumeration"] += wall
