@@ -452,6 +452,30 @@ def test_the_nanogpt_enclosure_contains_the_library_forward_on_every_input(tmp_p
     assert widest < MARGIN
 
 
+def test_a_used_replay_is_sent_to_a_worker_process_without_its_models(folders, tmp_path):
+    """`check -j 2` sends each work unit, and the model with its replay, to a worker process by pickle. After a
+    replay had run, nanoGPT's held torch modules whose classes are local to a function: the shipped
+    specs/nanogpt-majority.yaml's third property ended `error` ("Can't pickle local object '_module.<locals>.GPT'"),
+    the README's CI command exit 4. A pickled replay carries no loaded model and replays the same values."""
+    import pickle
+
+    from verify_tf.builders.nanogpt_replay import NanoGPTReplay
+
+    ids = np.array([[0, 1, 2]], dtype=np.int64)
+    file = tmp_path / "ckpt.pt"
+    _, model_args = _nanogpt_checkpoint(file, True, False)
+    checkpoint, choice, _ = _network(folders["gpt2"], "gpt2")
+    for replay in (
+        NanoGPTReplay(file, readout_choice(tuple(VOCABULARY), {"logit": "b"}), model_args),
+        library_replay(checkpoint.folder, "gpt2", checkpoint.tensors, choice),
+    ):
+        before = replay(ids)
+        again = pickle.loads(pickle.dumps(replay))
+        assert not getattr(again, "_modules", None) and not getattr(again, "_models", None)
+        after = again(ids)
+        assert set(after) == set(before) and all((after[k] == before[k]).all() for k in before)
+
+
 def test_a_nanogpt_file_without_model_args_is_refused(tmp_path):
     torch.save({"model": {"w": torch.zeros(2)}}, tmp_path / "ckpt.pt")
     error = _error(tmp_path, NANOGPT.format(file="ckpt.pt", lo=-1, hi=1))

@@ -227,6 +227,11 @@ def shape(program: Program) -> PositionShape:
                 modulus = math.lcm(modulus, m_i, period)
                 _check(node.guard, "period of the positions", modulus, MAX_MODULUS)
                 guards.append((node, GuardShape(node.guard, t_i, m_i, t_j, m_j, t_d, m_d, window, period)))
+    if modulus > MAX_MODULUS:
+        raise TooLarge(
+            f"the positions' period (the lcm of every predicate's moduli) is {modulus}, past the limit {MAX_MODULUS}: "
+            "the counting engine refuses it before exploring"
+        )
     bits = sum(g.window - 1 for _, g in guards)
     classes = sum(len(g.classes()) for _, g in guards)
     size = (threshold + modulus) * (1 << min(bits, 64)) * (1 + classes)

@@ -249,7 +249,10 @@ def _count_nodes(program: Program) -> list[Count]:
 
 def _caps(program: Program, counts: tuple[Count, ...]) -> tuple[int | None, ...]:
     """T_K for every count that only single-count linear comparisons use (module docstring), else None."""
-    definitions = {d.name: d.expr for d in program.definitions}
+    # a name's linear form and counts, computed once in definition order: a name is read through its entry, not
+    # re-expanded (a chain of 5,000 definitions each naming the one before recursed 5,000 deep)
+    linear_of: dict[str, tuple[dict[Count, int], int] | None] = {}
+    counts_of: dict[str, set[Count]] = {}
     exact: set[Count] = set()
     thresholds: dict[Count, int] = {}
 
@@ -261,7 +264,7 @@ def _caps(program: Program, counts: tuple[Count, ...]) -> tuple[int | None, ...]
             case Count():
                 return {expr: 1}, 0
             case Ref(name):
-                return linear(definitions[name])
+                return linear_of[name]
             case Neg(operand):
                 inner = linear(operand)
                 return None if inner is None else ({k: -a for k, a in inner[0].items()}, -inner[1])
@@ -287,7 +290,7 @@ def _caps(program: Program, counts: tuple[Count, ...]) -> tuple[int | None, ...]
             case Count():
                 return {expr}
             case Ref(name):
-                return counts_in(definitions[name]) if expr.type is Type.COUNT else set()
+                return counts_of[name] if expr.type is Type.COUNT else set()
             case Conditional(_, if_true, if_false):  # the condition is a boolean: visited on its own
                 return counts_in(if_true) | counts_in(if_false)
         found: set[Count] = set()
@@ -309,6 +312,8 @@ def _caps(program: Program, counts: tuple[Count, ...]) -> tuple[int | None, ...]
 
     for definition in program.definitions:
         visit(definition.expr)
+        linear_of[definition.name] = linear(definition.expr)
+        counts_of[definition.name] = counts_in(definition.expr)
     # a count no comparison reads cannot influence the output: cap 0
     return tuple(None if node in exact else thresholds.get(node, 0) for node in counts)
 

@@ -31,6 +31,7 @@ from typing import ClassVar
 __all__ = [
     "COUNTED",
     "CURRENT",
+    "MAX_EXTENT",
     "PosBool",
     "PosCompare",
     "PosConst",
@@ -47,6 +48,7 @@ __all__ = [
     "atom_shape",
     "atoms",
     "dependence",
+    "extent",
     "format_condition",
     "profile",
 ]
@@ -338,6 +340,24 @@ class Profile:
 
     def members_below_threshold(self, truth: bool = True) -> tuple[int, ...]:
         return tuple(x for x, member in enumerate(self.head) if member == truth)
+
+
+MAX_EXTENT = 4096  # positions a predicate may take to settle (its threshold plus its period): the longest input
+
+
+def extent(body: PosBool) -> int:
+    """An upper bound, by formula, on the threshold plus the period of every profile of ``body`` (in i, in j or
+    in the distance), i.e. on the values ``profile`` evaluates: the largest B/|a| + 1 of its atoms plus the least
+    common multiple of its moduli. Nothing is evaluated, so a 1000-digit offset or modulus costs nothing."""
+    threshold, period = 0, 1
+    for atom in atoms(body):
+        ai, aj, bound, _ = _linear(PosSum("-", atom.left, atom.right))
+        for a in (ai, aj):
+            if a != 0:
+                threshold = max(threshold, bound // abs(a) + 1)
+        for m in (*moduli(atom.left), *moduli(atom.right)):
+            period = math.lcm(period, m)
+    return threshold + period
 
 
 def profile(condition: Callable[[int], bool], atoms_in_x: list[PosCompare], role: int | None = None) -> Profile:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...contract import Counted, CountingGoal, Task, capability
+from ...domain import StringDomain
 from ...verdict import Evidence, Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, Deadline, UnitError, WorkUnit, schedule
@@ -35,6 +36,7 @@ ENGINE = "counting"  # (the card's name, repeated: an engine never imports its o
 INFERENCE_LENGTH = 8  # the exact exploration the invariant is inferred from: lengths 0..8 ...
 INFERENCE_STATES = 4000  # ... or this many states, whichever comes first
 BOUNDS_SHARE, BOUNDS_SECONDS = 0.25, 3.0  # the value bounds (z3) may use this share of the time, at most this
+GRID_DOMAIN = "the domain is a grid of vectors, not strings over an alphabet (a counter machine counts letters)"
 EXTENSION_FLOOR = 64  # when the induction fails: explore at least to this length (and 4x the domain's)
 
 
@@ -123,9 +125,13 @@ def induction_unit(
 
 
 def check(task: Task, run: Run) -> Verdict:
-    goal: CountingGoal = capability(task.prop, Counted).counting_goal(task)
     statistics: dict[str, Any] = {**task.prop.statistics(task)}
     merge = Merge(task, run, ENGINE, statistics)
+    if not isinstance(task.domain, StringDomain):  # a grid's vectors are not letters: nothing to count
+        return merge.unknown(
+            f"the counting engine does not apply: {GRID_DOMAIN}", [f"counting: not applicable: {GRID_DOMAIN}"]
+        )
+    goal: CountingGoal = capability(task.prop, Counted).counting_goal(task)
     answers: dict[str, Any] = {}
 
     def run_unit(key: str, function: Callable[..., Any], args: tuple[Any, ...]) -> Any:
