@@ -475,7 +475,8 @@ class _Parser:
                 "the compiler and the counting engine tabulate a predicate until it settles: write smaller "
                 "offsets or moduli (docs/crasp.md, limits)",
             )
-        predicate = Predicate(name.text, tuple(p.text for p in parameters), body)
+        where = f"{self.filename}:{name.line}"
+        predicate = Predicate(name.text, tuple(p.text for p in parameters), body, where, name.line)
         self.predicates[name.text] = predicate
         self.predicate_lines[name.text] = name.line
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "PosVar",
     "Predicate",
     "Profile",
+    "atom_shape",
     "atoms",
     "dependence",
     "extent",
@@ -178,6 +179,8 @@ class Predicate:
     name: str
     parameters: tuple[str, ...]
     body: PosBool
+    where: str = field(default="", compare=False)  # "file:line" of its definition, for messages ("" if unknown)
+    line: int | None = field(default=None, compare=False)
 
     @property
     def arity(self) -> int:
@@ -293,6 +296,19 @@ def _dependence(ai: int, aj: int, _bound: int, kinds: frozenset[str]) -> str:
     if not found:
         return "const"
     return found.pop() if len(found) == 1 else "mixed"
+
+
+def atom_shape(atom: PosCompare) -> tuple[str, int, int]:
+    """(dependence, threshold, period) of an atom in its one variable (i, j or d = i − j): from the threshold on
+    its truth depends on the variable modulo the period only (module docstring, "Shape"); O(size of the atom)."""
+    ai, aj, bound, _ = _linear(PosSum("-", atom.left, atom.right))
+    kind = dependence(atom)
+    a = aj if kind == "j" else ai
+    threshold = bound // abs(a) + 1 if a != 0 else 0
+    period = 1
+    for m in (*moduli(atom.left), *moduli(atom.right)):
+        period = math.lcm(period, m)
+    return kind, threshold, period
 
 
 def dependence(atom: PosCompare) -> str:

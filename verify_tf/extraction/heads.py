@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from ..engines.counting.counters import AVERAGE, TERMS, WEIGHTED, CounterModel
+from ..engines.counting.counters import AVERAGE, TERMS, WEIGHTED, WINDOW, CounterModel
 from ..semantics.arithmetic import Fixed
 from ..semantics.exp_table import exp_mantissa
 from .observe import Observed, Position
@@ -105,6 +105,18 @@ def check_applies(counter: CounterModel) -> None:
             raise DoesNotApply(f"{slot} rounds each term on its own; extraction applies with exact-sums")
         if slot.kind == AVERAGE and any(counter.weight(slot.head.scoring, n) != Fraction(1, n) for n in range(1, 65)):
             raise DoesNotApply(f"{slot}: equal scores do not weigh exactly 1/n in {arith.describe()}")
+    for slot in counter.slots:  # the counting engine keeps these as windows and phases; C-RASP here has no positions
+        if slot.kind == WINDOW:
+            raise DoesNotApply(
+                f"{slot} uses {slot.head.positional}: its weights depend on the distance j - i (the counting engine "
+                "keeps a window of the last keys beside the counts); extraction writes C-RASP without positional "
+                "predicates and applies to models without relative positions"
+            )
+        if slot.kind != AVERAGE and slot.head.positional == "rope":
+            raise DoesNotApply(
+                f"{slot} uses rope: its scores turn with the position (a phase modulo {counter.period}); extraction "
+                "writes C-RASP without positional predicates and applies to models without relative positions"
+            )
     if counter.length_dependent:
         raise DoesNotApply(
             "the model has an absolute positional encoding: a position's computation depends on its index, not "

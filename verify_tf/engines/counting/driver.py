@@ -106,7 +106,8 @@ def induction_unit(
         exact=True,
         state_limit=INFERENCE_STATES,
     )
-    report("induction over positions")
+    start = min(joint.settled_from(), exact.complete_up_to, goal.max_length)
+    report("induction over positions" + (f" from length {start}" if start else ""))
     return prove_all_lengths(
         joint,
         goal,
@@ -119,6 +120,7 @@ def induction_unit(
         cancelled=cancelled,
         record=task.settings.certify,
         report=report,
+        start=max(start, 0),
     )
 
 
@@ -197,8 +199,8 @@ def check(task: Task, run: Run) -> Verdict:
             if evidence is not None:  # and the induction's queries
                 evidence.queries = induction.asked
             default = (
-                f"induction over positions: an invariant of {len(induction.invariant)} facts, "
-                f"{induction.queries} z3 queries; {bounded_text}"
+                f"induction over positions{f' from length {induction.start}' if induction.start else ''}: an "
+                f"invariant of {len(induction.invariant)} facts, {induction.queries} z3 queries; {bounded_text}"
             )
             proof = Proof(default, counted=exploration.states, queries=induction.queries, induction="positions")
             return merge.verdict(proof, "all lengths", evidence)
