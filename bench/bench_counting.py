@@ -9,11 +9,16 @@ Prints the markdown tables of docs/performance.md, "Causal models as counter mac
    counting reaches in the budget (up to 100) and every length, beside enumeration's largest N;
 3. **merging**: random causal softmax models, two layers, width 4, at 16/8, 8/4 and 6/3: classes per layer, states
    per length, how far counting gets, and when it says merging does not pay;
-4. **trained** (``--trained NAME-check.yaml``, the check spec ``verify-tf experiment prefix-labels`` writes beside
+4. **positions** (issue 41): positional C-RASP programs (the shipped aa_star, copy4, increment, and
+   examples/crasp/positional/) compiled at 5 bits, against their own programs at every length: verdict, merged
+   states, the window (the program's longest guard window / the model's longest head window) and the modulus
+   (the period of the program's positions / of the model's RoPE tables), wall and CPU seconds (this process and
+   its children), the load average before each row;
+5. **trained** (``--trained NAME-check.yaml``, the check spec ``verify-tf experiment prefix-labels`` writes beside
    its model): the same columns for the trained model against its program, re-quantized at each precision given
    (``--precision 16/8`` ..., default 16/8, 8/4, 6/3), beside enumeration.
 
-Usage: ``python bench/bench_counting.py [--seconds 60] [--only rewrite,crasp,merging] [--trained
+Usage: ``python bench/bench_counting.py [--seconds 60] [--only rewrite,crasp,merging,positions] [--trained
 results/prefix-labels-majority-check.yaml --precision 16/8]``. Times are wall seconds of this process on the
 machine it runs on (say which, and its load, beside the table).
 """
@@ -22,8 +27,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import platform
 import re
+import resource
 import time
 from collections.abc import Callable
 from fractions import Fraction
@@ -33,7 +40,9 @@ from verify_tf.api import check
 from verify_tf.builders.crasp_compiler import compile_program
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.crasp import load_program
+from verify_tf.crasp.machine import ProgramMachine
 from verify_tf.domain import StringDomain
+from verify_tf.engines.counting.counters import CounterModel
 from verify_tf.semantics import Fixed
 from verify_tf.spec import load_spec, load_spec_text
 
@@ -214,6 +223,61 @@ def trained(check: Path, precisions: list[tuple[int, int]], seconds: float) -> N
             print(f"{row} {reach} |")
 
 
+POSITIONS = [
+    ("aa_star.cr", "ab", "aa_star.cr"),
+    ("copy4.cr", "abc", "copy4.cr"),
+    ("increment.cr", "01", "increment.cr"),
+    ("positional/recent_b.cr", "ab", "positional/recent_b.cr"),
+    ("positional/aa_star.cr", "ab", "positional/aa_star.cr"),
+    ("positional/contains_ab.cr", "ab", "positional/contains_ab.cr"),
+    ("positional/copy4.cr", "abc", "positional/copy4.cr"),
+    ("positional/increment.cr", "01", "positional/increment.cr"),
+    ("positional/dyck1_mod4.cr", "ab", "positional/dyck1_mod4.cr"),
+    ("positional/ab_ba_factors.cr", "ab", "positional/ab_ba_factors.cr"),
+    ("positional/a_then_b.cr", "ab", "positional/a_then_b.cr"),
+    ("positional/first_equals_last.cr", "ab", "positional/first_equals_last.cr"),
+    ("positional/ab_ba_factors.cr", "ab", "positional/first_equals_last.cr"),
+]
+
+
+def _cpu() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def positions(seconds: float) -> None:
+    print("\n#### Positional C-RASP programs, compiled at 5 bits, against their programs at every length\n")
+    print(
+        "| model of | against | verdict | states | window (program / model) | modulus (program / model) | wall s | "
+        "CPU s | load |\n|---|---|---|---|---|---|---|---|---|"
+    )
+    for name, alphabet, reference in POSITIONS:
+        program = load_program(EXAMPLES / name)
+        compiled = compile_program(program, bits=5)
+        shape = ProgramMachine(load_program(EXAMPLES / reference)).shape
+        counter = CounterModel.of(compiled.model, compiled.arithmetic)
+        windows = f"{shape.window if shape else 0} / {max(counter.reach.values(), default=0)}"
+        moduli = f"{shape.modulus if shape else 1} / {counter.period}"
+        load = os.getloadavg()[0]
+        cpu, began = _cpu(), time.perf_counter()
+        verdict = check(
+            compiled.model,
+            compiled.arithmetic,
+            StringDomain(tuple(alphabet), 1, 8),
+            "crasp-equivalence",
+            {"program": EXAMPLES / reference, "lengths": "all"},
+            engine="counting",
+            timeout=seconds,
+            device="cpu",
+        )
+        took, used = time.perf_counter() - began, _cpu() - cpu
+        states = verdict.statistics.get("states", "")
+        print(
+            f"| {name} | {reference} | {verdict.label} | {states} | {windows} | {moduli} | {took:.1f} | {used:.1f} | "
+            f"{load:.1f} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="budget of each check")
@@ -225,7 +289,12 @@ def main() -> None:
     args = parser.parse_args()
     machine = f"{platform.node()} {platform.machine()}, python {platform.python_version()}"
     print(f"machine: {machine}, budget {args.seconds:g} s")
-    sections: dict[str, Callable[[float], None]] = {"rewrite": rewrite, "crasp": crasp, "merging": merging}
+    sections: dict[str, Callable[[float], None]] = {
+        "rewrite": rewrite,
+        "crasp": crasp,
+        "merging": merging,
+        "positions": positions,
+    }
     for name in args.only.split(","):
         if name in sections:
             sections[name](args.seconds)

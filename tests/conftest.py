@@ -33,3 +33,34 @@ def seeded(request):
     if torch is not None:
         torch.manual_seed(seed)
     yield
+
+
+@pytest.fixture
+def sandbox(tmp_path, monkeypatch):
+    """A hostile-input case's folder (test_hostile_inputs.py, test_hostile_budgets.py): the working folder and
+    TMPDIR; the repository must not change."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+
+    def repository_state() -> str:
+        return subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+
+    work = tmp_path / "case"
+    work.mkdir()
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    before = repository_state()
+    yield work, scratch
+    assert repository_state() == before, "the case wrote into the repository"

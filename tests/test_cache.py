@@ -2,6 +2,7 @@
 
 import json
 import os
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -319,12 +320,12 @@ def test_certify_never_reads_the_cache(tmp_path):
 def test_a_cached_float_refutation_is_confirmed_by_its_enclosure_without_jax(tmp_path, monkeypatch):
     """Issue 39: serving a cached float tracr refutation took 8 s (importing JAX and running tracr's model
     un-jitted, a second opinion the original check recorded); the enclosure alone decides it (docs/ci.md)."""
-    from verify_tf.floats import jax_replay
+    from verify_tf.floats import jax_replay, second_opinion
 
     spec = load_spec(ROOT / "specs" / "tracr-float-prev-a-wide.yaml")
     prop = spec.properties[0]
     task = task_of(spec, prop, Overrides())
-    with jax_replay.declined():
+    with second_opinion.declined():
         assert not jax_replay.available()
         witness = task.prop.violation(task, ("a", "a"))  # the spec's refutation: input aa, position 0 (its comment)
     assert witness is not None and witness["position"] == 0
@@ -340,6 +341,37 @@ def test_a_cached_float_refutation_is_confirmed_by_its_enclosure_without_jax(tmp
     assert served is not None and served.counterexample["string"] == "aa" and store.served == 1
     # a tampered position 1 (the program and the model agree there: the enclosure decides it right) is refused
     tampered = dict(witness, input=[["a"]], string="a")
+    assert store.put(key_of(material), material, Verdict(prop.label, "refuted", "enumerate", counterexample=tampered))
+    assert store.get(key_of(material), material, task) is None and "does not replay" in store.rejected[-1]
+
+
+def test_a_cached_checkpoint_refutation_is_confirmed_without_the_library(tmp_path, monkeypatch):
+    """Issue 39, as for tracr above: the first cached refutation of a Hugging Face checkpoint in a run imported torch
+    and transformers to replay it (specs/hf-bert-majority.yaml: 8.3 s of a warm re-run of the shipped specs,
+    bench/bench_cache.py). The enclosure and verify-tf's float32 mirror decide it; the stored witness keeps what
+    transformers gave when it was found. specs/hf-gpt2-majority.yaml's comment: above 7 already at X = a."""
+    from verify_tf.builders import hf_replay
+    from verify_tf.floats import second_opinion
+
+    spec = load_spec(ROOT / "specs" / "hf-gpt2-majority.yaml")
+    prop = next(p for p in spec.properties if p.label == "the logit difference stays below 7")
+    task = task_of(spec, prop, Overrides())
+    with second_opinion.declined():
+        witness = task.prop.violation(task, ("a",))
+    assert witness is not None and witness["input"] == ["a"] and list(witness["replayed_in"]) == ["verify-tf mirror"]
+    assert Fraction(witness["value"]) > 7  # 7487413/1048576 = 7.1405 (the mirror's float32 value)
+    material = key_material(spec, prop, Overrides(), "enumerate")
+    store = ProofCache(tmp_path)
+    assert store.put(key_of(material), material, Verdict(prop.label, "refuted", "enumerate", counterexample=witness))
+
+    def no_library(*args, **kwargs):
+        raise AssertionError("the cache ran transformers")
+
+    monkeypatch.setattr(hf_replay.LibraryReplay, "__call__", no_library)
+    served = store.get(key_of(material), material, task)
+    assert served is not None and served.counterexample["input"] == ["a"] and store.served == 1
+    # a tampered witness, X = b (the difference is below 7 there: the enclosure says so), is refused
+    tampered = dict(witness, input=["b"])
     assert store.put(key_of(material), material, Verdict(prop.label, "refuted", "enumerate", counterexample=tampered))
     assert store.get(key_of(material), material, task) is None and "does not replay" in store.rejected[-1]
 

@@ -32,7 +32,7 @@ from verify_tf.engines.counting.explore import explore
 from verify_tf.engines.counting.induction import null_space, prove_all_lengths
 from verify_tf.engines.counting.joint import Joint
 from verify_tf.engines.counting.symbolic import rounded_quotient, value_bounds
-from verify_tf.ir import LayerNorm, RelativeTable, matrix, vector
+from verify_tf.ir import Frequency, LayerNorm, RelativeTable, Rotary, matrix, vector
 from verify_tf.ir.edit import apply_settings
 from verify_tf.schema.errors import SpecError
 from verify_tf.semantics import Exact, Fixed, evaluate
@@ -257,11 +257,23 @@ def _variants_of_l1() -> tuple[object, object, dict[str, object], dict[str, obje
         )
         return dataclasses.replace(model, blocks=(changed,) + model.blocks[1:])
 
+    hardmax = {"scoring": "hardmax", "query": matrix([[1] * width]), "key": matrix([[1] * width])}
     outside = {
         "not causal": with_head(causal=False),
-        "uses rpe": with_head(positional="rpe", rpe_bias=RelativeTable(vector([0, 1, 0]))),
+        "uses URPE": with_head(
+            positional="urpe", rpe_bias=RelativeTable(vector([0, 1, 0])), urpe_c=RelativeTable(vector([1, 1, 1]))
+        ),
+        "not a rational number of turns": with_head(
+            positional="rope", rope=Rotary((Frequency("radians", Fraction(1)),), "interleaved"), **hardmax
+        ),
     }
     inside = {
+        "uniform weights with RPE (a uniform head ignores its scores)": with_head(
+            positional="rpe", rpe_bias=RelativeTable(vector([0, 1, 0]))
+        ),
+        "a hardmax RPE head (a window of one key)": with_head(
+            positional="rpe", rpe_bias=RelativeTable(vector([0, 1, 0])), **hardmax
+        ),
         "hardmax whose scores depend on the key": with_head(
             scoring="hardmax", query=matrix([[1] * width]), key=matrix([[1] * width])
         ),

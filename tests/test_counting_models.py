@@ -158,18 +158,6 @@ def test_every_shipped_crasp_spec_gets_enumeration_s_verdict_and_witness(path: P
     # at most 10 letters: enumerating rounded-terms models (the paper-rounding specs) to 14 takes minutes here
     domain = dataclasses.replace(spec.domain, max_length=min(spec.domain.max_length, 10))
     for prop in bounded:
-        if load_program(prop.options.program).positional:  # issue 28's programs: counts alone cannot decide them
-            alone = verdict(
-                spec.model,
-                spec.arithmetic,
-                domain,
-                "crasp-equivalence",
-                {**dataclasses.asdict(prop.options), "lengths": "domain"},
-                engine="counting",
-            )
-            assert alone.status == "unknown" and "does not apply" in alone.detail, alone.detail
-            assert "positional predicates" in alone.detail
-            continue
         results = [
             verdict(
                 spec.model,
@@ -182,12 +170,6 @@ def test_every_shipped_crasp_spec_gets_enumeration_s_verdict_and_witness(path: P
             )
             for e in ("counting", "enumerate")
         ]
-        if any(head.positional != "standard" for _, _, head in spec.model.heads()):
-            # programs with positional predicates compile to RPE / RoPE heads (crasp-aa_star, -copy4, -increment):
-            # outside the counting engine's class, which says so instead of answering
-            assert results[0].status == "unknown" and "does not apply" in results[0].detail, (path, results[0].detail)
-            assert results[1].status in ("proved", "refuted"), path
-            continue
         assert results[0].status == results[1].status, path
         if results[0].status == "refuted":
             first, second = (r.counterexample for r in results)

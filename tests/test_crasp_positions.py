@@ -279,17 +279,13 @@ def test_shipped_positional_specs(name: str, status: str, engine: str | None, su
         assert verdict.counterexample["summary"].startswith(summary)
 
 
-def test_every_length_is_an_honest_unknown_for_positional_programs(tmp_path: Path) -> None:
-    """`lengths: all` needs the counting engine, whose program state holds counts only: for a positional program
-    it says it does not apply (unknown with the reason), after nothing false was claimed."""
-    spec_path = tmp_path / "copy4-all.yaml"
-    spec_path.write_text(
-        (ROOT / "specs" / "crasp-copy4.yaml")
-        .read_text()
-        .replace("../examples/crasp/copy4.cr", str(EXAMPLES / "copy4.cr"))
-        .replace("expect: proved}", "lengths: all}")
-    )
-    spec = load_spec(spec_path)
-    verdict = check_property(spec, spec.properties[0], Overrides())
-    assert (verdict.status, verdict.engine) == ("unknown", "counting")
-    assert "positional predicates" in verdict.detail
+def test_every_length_is_proved_for_positional_programs() -> None:
+    """`lengths: all` on a positional program: the counting engine keeps the copy head's window beside the counts
+    (issue 41; before it, an honest unknown) and proves copy4 at every length by induction from length 5 (the
+    copy head's window of 4 keys full, the program's threshold i >= 5 passed)."""
+    spec = load_spec(ROOT / "specs" / "crasp-copy4.yaml")
+    every = spec.properties[1]
+    assert every.label == "every length"
+    verdict = check_property(spec, every, Overrides())
+    assert (verdict.status, verdict.engine) == ("proved", "counting"), verdict.detail
+    assert "induction over positions from length 5" in verdict.detail

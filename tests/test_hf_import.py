@@ -261,6 +261,49 @@ def test_unsupported_configs_exit_2_naming_the_key(folders, tmp_path, key, value
     assert expected in str(error) and error.path == "model.huggingface"
 
 
+SIZED = {  # (model class, config class, config): what the size formulas are checked on (see the test below)
+    "GPT-2, tied head": ("GPT2LMHeadModel", "GPT2Config", dict(vocab_size=5, n_positions=7, n_embd=8, n_layer=2,
+                                                               n_head=2, n_inner=12)),
+    "Llama, untied head": ("LlamaForCausalLM", "LlamaConfig", dict(vocab_size=5, hidden_size=16, intermediate_size=12,
+                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)),
+    "Llama, every bias": ("LlamaForCausalLM", "LlamaConfig", dict(vocab_size=5, hidden_size=16, intermediate_size=12,
+                          num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, attention_bias=True,
+                          mlp_bias=True)),
+    "Qwen2 (q, k, v biases)": ("Qwen2ForCausalLM", "Qwen2Config", dict(vocab_size=5, hidden_size=16,
+                               intermediate_size=12, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
+                               tie_word_embeddings=False)),
+    "BertForMaskedLM": ("BertForMaskedLM", "BertConfig", dict(vocab_size=5, hidden_size=8, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=12, max_position_embeddings=7)),
+    "Llama, tied head": ("LlamaForCausalLM", "LlamaConfig", dict(vocab_size=5, hidden_size=16, intermediate_size=12,
+                         num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)),
+    "BertModel (pooler)": ("BertModel", "BertConfig", dict(vocab_size=5, hidden_size=8, num_hidden_layers=1,
+                           num_attention_heads=2, intermediate_size=12, max_position_embeddings=7)),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(SIZED))
+def test_the_size_formula_counts_the_weights_the_layout_saves(tmp_path, name):
+    """The size limit (2^24 weights, docs/import.md) is a formula on config.json, applied before a tensor is read.
+    Checked against the weights save_pretrained writes (counted here from model.safetensors): equal for every layout
+    whose head is written out, an upper bound where the head is tied (Llama) or the pooler stands in for the MLM
+    head (BertModel). Before, BERT's formula missed the embeddings' LayerNorm bias (d) and Llama's biases."""
+    import json
+
+    from safetensors.numpy import load_file
+
+    from verify_tf.builders.hf_layouts import LAYOUTS, Config
+
+    model_class, config_class, options = SIZED[name]
+    getattr(transformers, model_class)(getattr(transformers, config_class)(**options)).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    formula = LAYOUTS[config["model_type"]][1](Config(config, "config.json"))
+    saved = sum(tensor.size for tensor in load_file(tmp_path / "model.safetensors").values())
+    if name in ("Llama, tied head", "BertModel (pooler)"):
+        assert saved < formula, (saved, formula)
+    else:
+        assert formula == saved
+
+
 def test_what_the_float_reading_cannot_represent_is_refused_by_name(folders, tmp_path):
     import json
 
@@ -407,6 +450,30 @@ def test_the_nanogpt_enclosure_contains_the_library_forward_on_every_input(tmp_p
             assert ((lo <= values) & (values <= hi)).all(), label
         widest = max(widest, (hi - lo).max())
     assert widest < MARGIN
+
+
+def test_a_used_replay_is_sent_to_a_worker_process_without_its_models(folders, tmp_path):
+    """`check -j 2` sends each work unit, and the model with its replay, to a worker process by pickle. After a
+    replay had run, nanoGPT's held torch modules whose classes are local to a function: the shipped
+    specs/nanogpt-majority.yaml's third property ended `error` ("Can't pickle local object '_module.<locals>.GPT'"),
+    the README's CI command exit 4. A pickled replay carries no loaded model and replays the same values."""
+    import pickle
+
+    from verify_tf.builders.nanogpt_replay import NanoGPTReplay
+
+    ids = np.array([[0, 1, 2]], dtype=np.int64)
+    file = tmp_path / "ckpt.pt"
+    _, model_args = _nanogpt_checkpoint(file, True, False)
+    checkpoint, choice, _ = _network(folders["gpt2"], "gpt2")
+    for replay in (
+        NanoGPTReplay(file, readout_choice(tuple(VOCABULARY), {"logit": "b"}), model_args),
+        library_replay(checkpoint.folder, "gpt2", checkpoint.tensors, choice),
+    ):
+        before = replay(ids)
+        again = pickle.loads(pickle.dumps(replay))
+        assert not getattr(again, "_modules", None) and not getattr(again, "_models", None)
+        after = again(ids)
+        assert set(after) == set(before) and all((after[k] == before[k]).all() for k in before)
 
 
 def test_a_nanogpt_file_without_model_args_is_refused(tmp_path):

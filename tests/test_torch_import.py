@@ -610,7 +610,8 @@ def test_a_trained_layernorm_encoder_tracks_torch_within_its_rounding_bound_and_
         .strip()
         .startswith(
             "reading: fixed point 16.8 quantization of a float32 torch model: weights to nearest, steps floored, "
-            "fixed-point softmax, fixed-point LayerNorm, i-GELU for GELU, NOT the model as run; weights rounded by at most"
+            "fixed-point softmax, fixed-point LayerNorm, i-GELU for GELU, NOT the model as run; weights rounded by "
+            "at most"
         )
     )
     assert "differs from torch's float GELU by at most" in result.output  # -v: the import notes

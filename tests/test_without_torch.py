@@ -118,15 +118,20 @@ def test_a_spec_that_needs_torch_is_skipped_and_the_others_run(tmp_path):
     pt_file = tmp_path / "file.yaml"  # a .pt model file (not a state dict import) needs torch too
     pt_file.write_text(spec.read_text().replace("{torch: m.pt, architecture: {heads: 1}}", "{file: m.pt}"))
     other = str(ROOT / "specs" / "equivariance-standard-hardmax.yaml")
+    nanogpt = str(ROOT / "specs" / "nanogpt-majority.yaml")  # a nanoGPT ckpt.pt is a torch file: torch reads it
     report, junit = tmp_path / "report.json", tmp_path / "junit.xml"
     result = run_without_torch(
-        cli("check", "--no-cache", "--json", str(report), "--junit", str(junit), str(spec), other, str(pt_file)),
+        cli("check", "--no-cache", "--json", str(report), "--junit", str(junit), str(spec), other, str(pt_file),
+            nanogpt),
         tmp_path,
-    )
+    )  # fmt: skip
     assert "EXIT 0" in result.stdout, result.stdout + result.stderr[-3000:]
     assert "Traceback" not in result.stderr
-    assert "skipped (4): torch is not installed: spec.yaml (2), file.yaml (2)" in result.stdout
-    assert result.stdout.count('pip install -e ".[torch]"') == 1  # the hint, once
+    said = "skipped (7): torch is not installed: spec.yaml (2), file.yaml (2), nanogpt-majority.yaml (3)"
+    assert said in " ".join(result.stdout.split())  # wrapped at the test's 80 columns
+    # the hint, once: the nanoGPT source had a hint of its own, so that the lean core printed two
+    assert result.stdout.count("install the torch extra") == 1
+    assert result.stdout.count('pip install -e ".[torch]"') == 1
     assert "download.pytorch.org/whl/cpu" in result.stdout
     results = json.loads(report.read_text())["results"]
     assert [(Path(r["spec"]).name, r["property"], r["verdict"]) for r in results] == [
@@ -135,6 +140,9 @@ def test_a_spec_that_needs_torch_is_skipped_and_the_others_run(tmp_path):
         ("equivariance-standard-hardmax.yaml", "permutation-equivariance", "proved"),
         ("file.yaml", "permutation-equivariance", "skipped"),
         ("file.yaml", "bounded [lo, hi]", "skipped"),
+        ("nanogpt-majority.yaml", "the logit difference stays within 9", "skipped"),
+        ("nanogpt-majority.yaml", "the logit difference stays below 7", "skipped"),
+        ("nanogpt-majority.yaml", "the decision is majority at every prefix", "skipped"),
     ]
     skipped = results[0]
     assert skipped["engine"] == "none" and skipped["method"] == "needs torch"
@@ -146,8 +154,8 @@ def test_a_spec_that_needs_torch_is_skipped_and_the_others_run(tmp_path):
     assert skipped["statistics"]["missing"]["package"] == "torch"
     assert results[3]["detail"].startswith("m.pt: .pt model files need PyTorch, which is not installed")
     assert results[1]["expect"] == "proved" and results[1]["counts_as"] == "skipped"
-    assert json.loads(report.read_text())["summary"]["counts"]["skipped"] == 4
-    assert 'tests="5" failures="0" errors="0" skipped="4"' in junit.read_text()
+    assert json.loads(report.read_text())["summary"]["counts"]["skipped"] == 7
+    assert 'tests="8" failures="0" errors="0" skipped="7"' in junit.read_text()
 
     strict = run_without_torch(cli("check", "--no-cache", "--fail-on", "skipped", str(spec), other), tmp_path)
     assert "EXIT 3" in strict.stdout, strict.stdout + strict.stderr[-3000:]

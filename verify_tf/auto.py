@@ -161,6 +161,12 @@ def role(engine: str) -> str | None:
     return load_engine(engine).role
 
 
+def refusal(task: Task, engine: str) -> str | None:
+    """Why ``engine`` would refuse ``task`` (its reading), or None."""
+    hook = load_engine(engine).refusal
+    return None if hook is None else hook(task)
+
+
 def predict(
     task: Task, engines: tuple[str, ...], calibration: Calibration, remaining: float = math.inf
 ) -> list[Prediction]:
@@ -196,7 +202,10 @@ def choose(task: Task, engines: tuple[str, ...], remaining: float, calibration: 
     finishing = sorted((p for p in predictions if p.seconds <= remaining), key=lambda p: p.seconds)
     if finishing:
         return finishing[0].engine, {"predicted_seconds": shown, "chosen": finishing[0].engine}
-    for engine in (e for e in engines if role(e) == SYMBOLIC):
+    refused = {e: why for e in engines if role(e) == SYMBOLIC and (why := refusal(task, e)) is not None}
+    if refused:
+        shown.update({e: f"refuses this reading: {why}" for e, why in refused.items()})
+    for engine in (e for e in engines if role(e) == SYMBOLIC and e not in refused):
         why = (
             "no exhaustive engine is predicted to finish in time"
             if exhaustive

@@ -24,7 +24,9 @@ What an entry must pass before it is served (docs/ci.md, "the cache's trust mode
 3. a refutation is replayed on the reference interpreter (``engines.replay``) before it is served; one whose
    witness cannot be replayed from the witness alone (a solver-chosen member of an architecture class) is
    re-checked instead, by design. A float reading's refutation is re-confirmed by its enclosure (the exact bounds
-   that decide it); tracr's JAX model, a second opinion the original check recorded, is not run again.
+   that decide it) and verify-tf's float32 mirror; the library's own forward pass (tracr's JAX model,
+   transformers, nanoGPT in torch), a second opinion the original check recorded, is not run again
+   (``floats.second_opinion``).
 
 A served ``proved`` is marked cached in every report; ``--certify`` and ``--smt2`` never read the cache.
 ``ProofCache.notes`` says in plain words what the cache did in a run (served, re-checked by design, not trusted).
@@ -159,9 +161,9 @@ class ProofCache:
         why, verdict = self._verified(key, material, text)
         if verdict is not None and verdict.status == REFUTED:
             from .engines.replay import NOT_REPLAYABLE, replay_stored  # only to serve a refutation (start-up)
-            from .floats import jax_replay
+            from .floats import second_opinion
 
-            with jax_replay.declined():  # the enclosure decides a float refutation (module docstring, 3.)
+            with second_opinion.declined():  # the enclosure decides a float refutation (module docstring, 3.)
                 replays, replayed = replay_stored(task, verdict.counterexample)
             if replayed == NOT_REPLAYABLE:
                 self.rechecked.append(path.name)

@@ -143,6 +143,11 @@ def deadline_in_force(deadline: Deadline) -> Iterator[None]:
         _AMBIENT.deadline = previous
 
 
+def deadline_now() -> Deadline | None:
+    """The deadline in force in this thread (``deadline_in_force``), or None."""
+    return getattr(_AMBIENT, "deadline", None)
+
+
 def check_deadline(what: str) -> None:
     """Raise ``DeadlineExpired`` once the deadline in force in this thread has passed. For code deep below the
     drivers that takes no deadline argument (interval bounds, planning a batched program): it runs inside a
@@ -150,6 +155,33 @@ def check_deadline(what: str) -> None:
     deadline = getattr(_AMBIENT, "deadline", None)
     if deadline is not None:
         deadline.check(what)
+
+
+def within_deadline(function: Callable[[], Any], what: str) -> Any:
+    """``function()``, given at most what is left of the deadline in force in this thread: a call that cannot poll
+    (a foreign library's import and first call: JAX took 13 s and 6 s) runs in a daemon thread, and the caller
+    gets ``DeadlineExpired`` when the deadline comes first (the thread is left to finish or to end with the
+    process). Without a deadline in force it is a plain call."""
+    deadline = getattr(_AMBIENT, "deadline", None)
+    if deadline is None:
+        return function()
+    deadline.check(what)
+    outcome: dict[str, Any] = {}
+
+    def call() -> None:
+        try:
+            outcome["value"] = function()
+        except BaseException as exc:  # handed to the caller's thread below
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=call, name=f"verify-tf: {what}", daemon=True)
+    worker.start()
+    worker.join(deadline.remaining())
+    if worker.is_alive():
+        raise DeadlineExpired(f"timeout during {what}")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def out_of_memory_message() -> str:

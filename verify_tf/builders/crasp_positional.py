@@ -311,7 +311,7 @@ def periodic_head(width: int, bos_dim: int, letter_dims: list[int], node: Period
         raise CraspError(
             f"a position test modulo {node.modulus} needs more fractional bits: with {arith.frac} the rounded "
             "rotation tables do not single out one residue",
-            hint=f"compile with --frac {least_periodic_frac(node.modulus)} or more",
+            hint=f"compile with --frac {enough_periodic_frac(node.modulus)} or more",
         )
     unit = Fraction(1, arith.scale)
     level = PERIODIC_SCALE * top - unit
@@ -334,6 +334,25 @@ def periodic_head(width: int, bos_dim: int, letter_dims: list[int], node: Period
         positional="rope",
         rope=periodic_rotary(node.modulus),
     )
+
+
+SCANNED_MODULI = 32  # up to this modulus the hint is the least format (a scan of 33·M² scores); past it, a formula
+
+
+def enough_periodic_frac(modulus: int) -> int:
+    """Fractional bits that single out every residue modulo M: the least (a scan) for small M; past
+    ``SCANNED_MODULI`` a bound by formula, never a scan (M = 4001 took minutes). Each table entry is within
+    ε = 2^-(f+1), so a score c_ρ·c_t + s_ρ·s_t is within √2·2^-f + 2ε² ≤ 1.5·2^-f (f ≥ 3) of cos(θ_ρ − θ_t)
+    before its floor: residues are separated when 1 − cos(2π/M) > 4·2^-f, and 1 − cos x ≥ x²/2 − x⁴/24 with
+    x = 2π/M ≥ 6/M (increasing for x < √6)."""
+    if modulus <= SCANNED_MODULI:
+        return least_periodic_frac(modulus)
+    x = Fraction(6, modulus)
+    gap = x * x / 2 - x**4 / 24
+    frac = 3
+    while Fraction(4, 1 << frac) >= gap:
+        frac += 1
+    return frac
 
 
 def least_periodic_frac(modulus: int, start: int = 0) -> int:

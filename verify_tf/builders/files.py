@@ -24,6 +24,7 @@ from ..ir.plain import FORMAT, model_from_dict, model_to_dict
 from ..schema.dsl import Context, Field, FilePath, join
 from ..schema.errors import TORCH_INSTALL, MissingDependency
 from ..schema.yamlnodes import Node
+from ..userfiles import model_file_problem, weight_count_problem
 from .sources import ModelSource
 
 ARCH_KEY = "__verify_tf__"
@@ -161,6 +162,9 @@ def save_model(model: Model, path: str | Path) -> None:
 def load_model(path: str | Path) -> Model:
     path = Path(path)
     suffix = path.suffix.lower()
+    problem = model_file_problem(path)
+    if problem is not None:
+        raise ModelFileError(f"{path.name}: {problem}")
     try:
         if suffix == ".safetensors":
             from safetensors import safe_open
@@ -168,7 +172,11 @@ def load_model(path: str | Path) -> Model:
             tensors = {}
             with safe_open(str(path), framework="numpy") as handle:
                 text = (handle.metadata() or {}).get(ARCH_KEY)
-                for key in handle.keys():  # noqa: SIM118 - a safetensors handle, not a dict
+                keys = list(handle.keys())
+                too_many = weight_count_problem({key: tuple(handle.get_slice(key).get_shape()) for key in keys})
+                if too_many is not None:
+                    raise ModelFileError(f"{path.name}: {too_many}")
+                for key in keys:
                     tensors[key] = handle.get_tensor(key)
         elif suffix == ".npz":
             try:

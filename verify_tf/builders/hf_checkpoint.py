@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..floats import second_opinion
 from ..floats.enclosure import Box
 from ..floats.torch_enclosure import LARGEST_NORM_WIDTH
 from ..floats.transformer import FloatTransformer
@@ -275,7 +276,9 @@ class CheckpointFloatModel:
         return enclose_readout(prepare(self.network), ids)
 
     def _replayer(self) -> Any:
-        return self.replay_with if self.replay_with is not None and self.replay_with.available() else None
+        if self.replay_with is None or second_opinion.is_declined() or not self.replay_with.available():
+            return None  # the mirror; declined: the proof cache re-confirms a stored witness (floats.second_opinion)
+        return self.replay_with
 
     def replayed_by(self) -> str:
         replayer = self._replayer()

@@ -321,7 +321,13 @@ def llama_parameters(config: Config) -> int:
     kv = config.integer("num_key_value_heads", heads)
     head_dim = config.integer("head_dim") if config.data.get("head_dim") is not None else d // heads
     attention = d * heads * head_dim * 2 + 2 * d * kv * head_dim
-    return 2 * v * d + layers * (attention + 3 * d * inner + 2 * d) + d
+    attention_bias = config.flag("attention_bias", False)
+    if attention_bias or config.text("model_type") == "qwen2":  # q, k, v biases (Qwen2: always)
+        attention += heads * head_dim + 2 * kv * head_dim
+    if attention_bias:  # o_proj's bias
+        attention += d
+    mlp = 3 * d * inner + (2 * inner + d if config.flag("mlp_bias", False) else 0)
+    return 2 * v * d + layers * (attention + mlp + 2 * d) + d  # the head counted untied: an upper bound when tied
 
 
 def _rope(config: Config, head_dim: int) -> Rope:
@@ -428,7 +434,9 @@ def bert_parameters(config: Config) -> int:
     v, d = config.integer("vocab_size"), config.integer("hidden_size")
     inner, layers = config.integer("intermediate_size"), config.integer("num_hidden_layers")
     p, t = config.integer("max_position_embeddings"), config.integer("type_vocab_size", 2)
-    return (v + p + t) * d + layers * (4 * d * d + 2 * d * inner + 9 * d + inner) + d * d + 4 * d + v
+    # embeddings and their LayerNorm; the layers; BertForMaskedLM's head (transform d² + d, LayerNorm 2d, bias V;
+    # the decoder tied to the embeddings), which is more than BertModel's pooler (d² + d)
+    return (v + p + t) * d + 2 * d + layers * (4 * d * d + 2 * d * inner + 9 * d + inner) + d * d + 3 * d + v
 
 
 def bert_network(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import threading
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -23,6 +24,9 @@ import numpy as np
 from .hf_layouts import ReadoutChoice
 
 IMPLEMENTATIONS = ("sdpa", "eager")
+# transformers imports its model classes lazily, and two threads (properties side by side, `check -j 2`) asking for
+# one at once can see "module 'transformers' has no attribute 'GPT2LMHeadModel'": models are loaded one at a time
+_LOADING = threading.Lock()
 _CLASSES = {
     ("gpt2", True): "GPT2LMHeadModel",
     ("gpt2", False): "GPT2Model",
@@ -67,6 +71,10 @@ class LibraryReplay:
     def available(self) -> bool:
         return transformers_available()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a work unit sent to a worker process) without the loaded models: each process loads its own."""
+        return {**self.__dict__, "_models": {}}
+
     @property
     def name(self) -> str:
         try:
@@ -76,6 +84,10 @@ class LibraryReplay:
         return f"transformers {version} ({self.class_name}, {' and '.join(IMPLEMENTATIONS)} attention)"
 
     def _model(self, implementation: str) -> Any:
+        with _LOADING:
+            return self._loaded(implementation)
+
+    def _loaded(self, implementation: str) -> Any:
         if implementation not in self._models:
             import torch
             import transformers

@@ -30,7 +30,7 @@ import numpy as np
 from ..floats.transformer import MLP, Attention, FloatTransformer, Layer
 from ..ir import Model
 from ..schema.dsl import Context, Field, FilePath, ListOf, String, join
-from ..schema.errors import MissingDependency
+from ..schema.errors import TORCH_INSTALL, MissingDependency
 from ..schema.yamlnodes import Node
 from .checkpoint_files import CheckpointError
 from .hf_layouts import Config, ReadoutChoice, Tensors, layer_norm, readout_of, split_heads, torch_linear
@@ -39,7 +39,6 @@ from .sources import QUANTIZE, ModelSource, check_quantize
 
 ARGS = ("n_layer", "n_head", "n_embd", "block_size", "bias", "vocab_size")
 COMPILED = "_orig_mod."
-TORCH_INSTALL = "install the torch extra: pip install 'verify-tf[torch]' (in a checkout: pip install -e '.[torch]')"
 
 
 def nanogpt_parameters(config: Config) -> int:

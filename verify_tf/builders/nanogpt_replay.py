@@ -115,6 +115,11 @@ class NanoGPTReplay:
         self.file, self.choice, self.model_args = file, choice, model_args
         self._modules: list[Any] = []
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a work unit sent to a worker process, ``-j 2``) without the built modules, whose classes are
+        local to ``_module`` and cannot be pickled: each process builds its own."""
+        return {**self.__dict__, "_modules": []}
+
     @property
     def name(self) -> str:
         return "torch (nanoGPT's forward, flash and manual attention)"

@@ -65,6 +65,7 @@ from ..ir import (
 )
 from ..numbers import fmt
 from ..schema.errors import strip_terminal_codes
+from ..userfiles import model_file_problem, weight_count_problem
 from . import TORCH_ROLE_NAMES
 from .files import ARCH_KEY, SAFE_ALTERNATIVES, pickle_refusal
 from .quantize import SQRT_BITS, TorchImportError, _Quantizer, bits_for
@@ -129,6 +130,18 @@ def _natural(key: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", key)]
 
 
+def _require_dimensions(key: str, tensor: torch.Tensor, dimensions: int) -> None:
+    """A matrix is 2-D and a vector 1-D: an extra dimension (8×4×1) is the file's mistake, said by name."""
+    if tensor.dim() != dimensions:
+        shape = "×".join(str(n) for n in tensor.shape) or "a scalar"
+        raise TorchImportError(
+            f"{key}: expected a {'matrix' if dimensions == 2 else 'vector'} ({dimensions}-D), got a "
+            f"{tensor.dim()}-D tensor of shape {shape}",
+            "save the module's own state_dict(): its weights are matrices and its biases vectors "
+            "(squeeze an added dimension)",
+        )
+
+
 def _matrix(
     state: TorchState,
     key: str,
@@ -138,6 +151,7 @@ def _matrix(
     where: str = "",
 ) -> tuple[tuple[Fraction, ...], ...]:
     tensor = state[key].detach().to(torch.float64).cpu()
+    _require_dimensions(key, tensor, 2)
     data = tensor.tolist()
     rows = rows if rows is not None else range(len(data))
     cols = cols if cols is not None else range(len(data[0]) if data else 0)
@@ -157,7 +171,9 @@ def _vector(
 ) -> tuple[Fraction, ...]:
     if key is None or key not in state:
         return tuple(Fraction(0) for _ in range(length))
-    data = state[key].detach().to(torch.float64).cpu().tolist()
+    tensor = state[key].detach().to(torch.float64).cpu()
+    _require_dimensions(key, tensor, 1)
+    data = tensor.tolist()
     indices = indices if indices is not None else range(len(data))
     return tuple(quantizer.exact(data[i], f"{where or key}[{k}]") for k, i in enumerate(indices))
 
@@ -591,7 +607,11 @@ def _load_safetensors(path: Path) -> TorchState:
         with safe_open(str(path), framework="pt") as handle:
             if ARCH_KEY in (handle.metadata() or {}):
                 raise TorchImportError(f"{path.name} is a verify-tf model file: load it with model: {{file: ...}}")
-            return {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118 - a handle, not a dict
+            keys = list(handle.keys())
+            too_many = weight_count_problem({key: tuple(handle.get_slice(key).get_shape()) for key in keys})
+            if too_many is not None:
+                raise TorchImportError(f"{path.name}: {too_many}")
+            return {key: handle.get_tensor(key) for key in keys}
     except (SafetensorError, OSError) as exc:
         first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
         raise TorchImportError(f"cannot read {path.name} as safetensors: {first[:200]}") from None
@@ -601,6 +621,9 @@ def load_state_dict(path: str | Path) -> TorchState:
     """Tensors only: a ``.safetensors`` file, or ``torch.load(weights_only=True)``, which never unpickles objects
     (that could run code from the file)."""
     name = Path(path).name
+    problem = model_file_problem(Path(path))
+    if problem is not None:
+        raise TorchImportError(f"{name}: {problem}")
     if Path(path).suffix.lower() == ".safetensors":
         return _load_safetensors(Path(path))
     try:
@@ -620,6 +643,9 @@ def load_state_dict(path: str | Path) -> TorchState:
         raise TorchImportError(
             f"{name} is not a state dict of tensors", 'save the weights with torch.save(model.state_dict(), "model.pt")'
         )
+    too_many = weight_count_problem({key: tuple(value.shape) for key, value in state.items()})
+    if too_many is not None:
+        raise TorchImportError(f"{name}: {too_many}")
     return dict(state)
 
 

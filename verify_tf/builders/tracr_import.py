@@ -107,12 +107,36 @@ def read_export(path: str | Path) -> TracrExport:
 @lru_cache(maxsize=16)
 def _read_export(path: str, stamp: int) -> TracrExport:
     try:
-        document = json.loads(read_user_text(Path(path), "the export"))
+        document = strict_json(read_user_text(Path(path), "the export"))
     except UserFileError as exc:
         raise TracrImportError(f"{Path(path).name}: {exc}") from None
     except (json.JSONDecodeError, RecursionError) as exc:
         raise TracrImportError(f"{Path(path).name} is not a JSON export: {exc}") from None
+    except _NotStrict as exc:
+        raise TracrImportError(f"{Path(path).name}: {exc}") from None
     return parse_export(document, path)
+
+
+class _NotStrict(ValueError):
+    """JSON that Python's reader accepts and the JSON standard does not (NaN, a key written twice)."""
+
+
+def _refuse_constant(name: str) -> None:
+    raise _NotStrict(f"{name} is not a JSON number (an export holds finite numbers only)")
+
+
+def _distinct_keys(pairs: list[tuple[str, Any]]) -> dict:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _NotStrict(f"the key {key[:60]!r} is written twice in one object (which one counts is ambiguous)")
+        seen[key] = value
+    return seen
+
+
+def strict_json(text: str) -> Any:
+    """``json.loads`` without its extensions: NaN, Infinity and duplicate keys are refused (``_NotStrict``)."""
+    return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_distinct_keys)
 
 
 def parse_export(document: Any, path: str = "<export>") -> TracrExport:
@@ -280,6 +304,7 @@ _FLOAT_NETWORKS: dict[int, tuple[TracrExport, FloatNetwork]] = {}
 def _float_network(export: TracrExport) -> FloatNetwork:
     doc = export.document
     config, params = doc["config"], doc["params"]
+    _check_config_sizes(config, params, export.d_model)
     layers, heads, key_size = int(config["num_layers"]), int(config["num_heads"]), int(config["key_size"])
 
     def dense(module: str, name: str) -> np.ndarray:
@@ -394,6 +419,7 @@ def model_from_export(
     if activation != "relu":
         raise TracrImportError(f"config.activation: {activation!r}: only ReLU MLPs are exact")
     d = export.d_model
+    _check_config_sizes(config, params, d)
     expected = {"token_embed", "pos_embed"} | {
         f"transformer/layer_{layer}/{part}"
         for layer in range(layers)
@@ -460,6 +486,30 @@ def model_from_export(
         reading=READINGS[attention],
         float_source=export.weights_digest if attention == "float" else "",
     )
+
+
+LAYER_MODULES = 6  # per layer: attn/query, attn/key, attn/value, attn/linear, mlp/linear_1, mlp/linear_2
+
+
+def _check_config_sizes(config: dict, params: dict, d: int) -> None:
+    """The configuration's sizes against what the file holds, by formula, before anything is listed or allocated
+    (a 5 KB export claiming 10^6 layers took 29.5 s and 1.19 GB to refuse)."""
+    layers = int(config["num_layers"])
+    if layers < 0 or LAYER_MODULES * layers + 2 != len(params):
+        raise TracrImportError(
+            f"config.num_layers: {layers} layers need {LAYER_MODULES} * {layers} + 2 modules in params; the file has "
+            f"{len(params)}"
+        )
+    if "d_model" in config and int(config["d_model"]) != d:
+        raise TracrImportError(
+            f"config.d_model: {int(config['d_model'])} is not the residual width of the export ({d} residual labels)"
+        )
+    for key in ("num_heads", "key_size", "mlp_hidden_size"):
+        if not 0 <= int(config[key]) <= MAX_CONFIG_SIZE:
+            raise TracrImportError(f"config.{key}: {int(config[key])} is outside 0..{MAX_CONFIG_SIZE:,}")
+
+
+MAX_CONFIG_SIZE = 1 << 16  # heads, key size, MLP width: tracr's largest library programs use under 2,000
 
 
 def _feed_forward(weights: _Weights, layer: int, d: int, hidden: int) -> tuple[FeedForward | None, int]:

@@ -33,7 +33,7 @@ from .. import engines
 from ..engines.base import Progress, ProgressEvent, Task, no_progress
 from ..fingerprint import tool_versions
 from ..verdict import PROVED, Evidence, Verdict
-from ..work import Deadline, Executor
+from ..work import Deadline, Executor, deadline_in_force
 from .rederive import proof_differences, query_differences, space_differences
 from .smt import CVC5_CHECK, LRAT_RECORD, cvc5_reprove, finish_lrat, recheck_lrat, sha256, start_lrat
 from .subject import differences, subject_of, version_notes
@@ -131,9 +131,11 @@ def _evidence_body(
     module = engines.certificate(verdict.engine)
     if module is None:
         return {"kind": "none", "checks": [], "note": f"no certificate for {verdict.engine} ({verdict.method}) proofs"}
-    body = module.evidence(task, verdict)
-    if evidence.queries:
-        body["queries"] = _smt_certificate(evidence.queries, folder, seconds, progress)
+    budget = Deadline(seconds)  # in force while the engine builds its evidence (a sample sizes itself to it) ...
+    with deadline_in_force(budget):
+        body = module.evidence(task, verdict)
+    if evidence.queries:  # ... and the queries' evidence gets what it left
+        body["queries"] = _smt_certificate(evidence.queries, folder, budget.remaining(), progress)
     return body
 
 

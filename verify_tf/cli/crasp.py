@@ -2,7 +2,8 @@
 
 ``crasp depth FILE`` prints the depth of a program, ``crasp run FILE STRING``
 prints its trace on a word, ``crasp compile FILE -o MODEL`` writes the compiled
-transformer.  Invalid programs or inputs print ``error: <message>`` on stderr
+transformer, ``crasp extract SPEC -o FILE`` writes the program a model computes
+(``cli.extract``, imported when the command runs).  Invalid programs or inputs print ``error: <message>`` on stderr
 and exit with status 2.
 """
 
@@ -147,6 +148,62 @@ def compile_command(
         click.echo("  " + line)
     for setting in settings:
         click.echo(f"  changed {setting}")
+
+
+@crasp.command(name="extract")
+@click.argument("spec", type=_FILE)
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The C-RASP program to write (.cr).",
+)
+@click.option(
+    "--check-against",
+    type=_FILE,
+    default=None,
+    help="Also decide the extracted program against this program at every length (the least disagreement).",
+)
+@click.option(
+    "--timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="Seconds (default: the spec's)."
+)
+@click.option(
+    "--explore",
+    type=click.IntRange(1, 64),
+    default=10,
+    show_default=True,
+    help="Observe every prefix up to this length (merged by state and counts) before the first extraction.",
+)
+@click.option(
+    "--lengths-up-to",
+    type=click.IntRange(1, 100_000),
+    default=64,
+    show_default=True,
+    help="N of the proof's exhaustive part: 'equal up to N' where the induction over every length does not close.",
+)
+@click.option(
+    "--rounds",
+    type=click.IntRange(1, 100),
+    default=6,
+    show_default=True,
+    help="Counterexamples walked (one per round) before a remaining disagreement is an error.",
+)
+def extract_command(
+    spec: Path,
+    output: Path,
+    check_against: Path | None,
+    timeout: float | None,
+    explore: int,
+    lengths_up_to: int,
+    rounds: int,
+) -> None:
+    """Extract the C-RASP program a causal fixed-precision model in SPEC computes, proved equal to it."""
+    from verify_tf.cli.extract import ExtractRequest, run_extract  # heavy: only when the command runs
+
+    request = ExtractRequest(spec, output, check_against, timeout, explore, lengths_up_to, rounds)
+    raise SystemExit(run_extract(request))
 
 
 def _trace_table(trace: Trace, title: str) -> Table:

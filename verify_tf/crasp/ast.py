@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..userfiles import abridge
 from .positions import Predicate
 
 
@@ -35,9 +36,10 @@ class CraspError(Exception):
         line: int | None = None,
         column: int | None = None,
     ) -> None:
+        message = abridge(message)
         super().__init__(message)
         self.message = message
-        self.hint = hint
+        self.hint = abridge(hint) if hint is not None else None
         self.filename = filename
         self.line = line
         self.column = column

@@ -14,6 +14,12 @@ for those K, exact values for the rest) agree have the same outputs on every con
 compare each count with 0 only, so their keys take finitely many values; Dyck-1's balance stays exact.
 
 ``encode_step`` is the same step over z3 integer terms (counts unbounded), used by the induction.
+
+**Positions** (``guards.py`` has the argument). A program with positional predicates is read with the position
+i of each letter (0-based) beside its letter; its state is flat, counts first, then per guarded count #[g] P its
+window (the values of P at the last W − 1 positions, most recent first, 0 before the word) and its far counts
+(per far class, the j ≤ i − W of that class with P(j)). Unary predicates and the guards' i-atoms are evaluated
+at i itself; no count of a guarded count's state is capped.
 """
 
 from __future__ import annotations
@@ -34,16 +40,19 @@ from .ast import (
     Count,
     CountConst,
     Expr,
+    GuardedCount,
     Letter,
     MinMax,
     Neg,
     Not,
+    PositionTest,
     Program,
     Ref,
     Scale,
     Type,
     format_expr,
 )
+from .guards import PositionShape, TooLarge, shape, truth
 from .interpreter import BINARY_OPERATORS
 
 Counts = tuple[int, ...]
@@ -101,39 +110,51 @@ class ProgramMachine:
 
     def __init__(self, program: Program) -> None:
         self.program = program
-        # Positional predicates make the output depend on the position and on a window of earlier values, which
-        # this state does not hold: the counting engine answers "does not apply" for such programs.
-        self.not_applicable = (
-            "the program uses positional predicates (guarded counts or position tests); its counter machine "
-            "holds counts only"
-            if program.positional
-            else ""
-        )
+        self.positional = program.positional
+        self.not_applicable = ""
+        self.shape: PositionShape | None = None
+        if self.positional:
+            try:
+                self.shape = shape(program)
+            except TooLarge as exc:
+                self.not_applicable = str(exc)
         self.counts: tuple[Count, ...] = tuple(_count_nodes(program))
         self.index = {node: k for k, node in enumerate(self.counts)}
-        self.names = tuple(f"#{_shown(node.operand)}" for node in self.counts)
-        self.caps: tuple[int | None, ...] = _caps(program, self.counts)
-        self.initial: Counts = (0,) * len(self.counts)
+        names = [f"#{_shown(node.operand)}" for node in self.counts]
+        caps: list[int | None] = list(_caps(program, self.counts))
+        self.guarded: dict[GuardedCount, tuple[int, Any]] = {}  # node -> (offset of its part of the state, shape)
+        for node, g in self.shape.guards if self.shape is not None else ():
+            self.guarded[node] = (len(names), g)
+            shown = f"#[{node.guard.name}]{_shown(node.operand)}"
+            names += [f"{shown}@i-{d}" for d in range(1, g.window)] + [f"{shown}far[{cls}]" for cls in g.far]
+            caps += [None] * (g.window - 1 + len(g.far))
+        self.names = tuple(names)
+        self.caps: tuple[int | None, ...] = tuple(caps)
+        self.initial: Counts = (0,) * len(self.names)
 
     def __reduce__(self):  # rebuilt from the program in another process
         return ProgramMachine, (self.program,)
 
-    def step(self, counts: Counts, letter: str) -> tuple[Counts, bool]:
-        """The counts and the output at the next position, whose letter is ``letter``."""
-        new, output = self._step(_CONCRETE, counts, letter)
+    def step(self, counts: Counts, letter: str, position: int | None = None) -> tuple[Counts, bool]:
+        """The counts and the output at the next position, whose letter is ``letter`` (at word ``position``,
+        0-based: needed when the program is positional)."""
+        new, output = self._step(_CONCRETE, counts, letter, position)
         return tuple(new), bool(output)
 
-    def encode_step(self, counts: list, letter: str) -> tuple[list, Any]:
-        """``step`` over z3 integer terms: the next counts and the output as z3 terms."""
-        return self._step(_SYMBOLIC, counts, letter)
+    def encode_step(self, counts: list, letter: str, position: Any = None) -> tuple[list, Any]:
+        """``step`` over z3 integer terms: the next counts and the output as z3 terms (``position``: a z3 term)."""
+        return self._step(_SYMBOLIC, counts, letter, position)
 
     def key(self, counts: Counts) -> tuple:
         """What the future outputs depend on: capped counts where capping is exact (module docstring)."""
         return tuple(value if cap is None else min(value, cap) for value, cap in zip(counts, self.caps))
 
-    def _step(self, ops: _Ops, counts, letter: str):
-        new: dict[Count, Any] = {}
+    def _step(self, ops: _Ops, counts, letter: str, position: Any = None):
+        new: dict[Count | GuardedCount, Any] = {}
         values: dict[str, Any] = {}
+        moved: dict[int, Any] = {}  # the guarded counts' next window and far entries, by state index
+        if self.positional and position is None:
+            raise ValueError("a positional program is read with the position of every letter")
 
         def value(expr: Expr) -> Any:
             match expr:
@@ -155,6 +176,12 @@ class ProgramMachine:
                     if expr not in new:
                         new[expr] = counts[self.index[expr]] + ops.indicator(value(operand))
                     return new[expr]
+                case GuardedCount(_, operand):
+                    if expr not in new:
+                        new[expr] = self._guarded(ops, expr, counts, value(operand), position, moved)
+                    return new[expr]
+                case PositionTest(predicate):
+                    return _predicate_at(predicate, position, ops)
                 case (
                     BoolOp(op, left, right)
                     | Compare(op, left, right)
@@ -169,7 +196,35 @@ class ProgramMachine:
         for definition in self.program.definitions:
             values[definition.name] = value(definition.expr)
         # a count no definition reaches at this position (unused) keeps its value
-        return [new.get(node, counts[k]) for k, node in enumerate(self.counts)], values[self.program.output]
+        result = [new.get(node, counts[k]) for k, node in enumerate(self.counts)]
+        result += [moved.get(k, counts[k]) for k in range(len(result), len(self.names))]
+        return result, values[self.program.output]
+
+    def _guarded(self, ops: _Ops, node: GuardedCount, counts, counted: Any, i: Any, moved: dict[int, Any]) -> Any:
+        """#[g] P at position i from the window and the far counts (guards.py); records their next values."""
+        base, g = self.guarded[node]
+        w = g.window
+        window = [counts[base + d - 1] for d in range(1, w)]  # P(i − d), d = 1 .. W − 1 (0 before the word)
+        far = [counts[base + w - 1 + k] for k in range(len(g.far))]
+        now = ops.indicator(counted)
+        total = ops.ite(g.holds(i, i, ops), now, ops.integer(0))
+        for d, bit in enumerate(window, start=1):
+            total = total + ops.ite(ops.logic["&&"](i - d >= 0, g.holds(i, i - d, ops)), bit, ops.integer(0))
+        for cls, n in zip(g.far, far):
+            total = total + ops.ite(g.far_holds(i, cls, ops), n, ops.integer(0))
+        # the next position's state: P(i) enters the window, P(i − W + 1) leaves it into its far class
+        leaving, j = (window[-1] if window else now), i - (w - 1)
+        for d, bit in enumerate([now, *window[:-1]] if window else [], start=1):
+            moved[base + d - 1] = bit
+        for k, (cls, n) in enumerate(zip(g.far, far)):
+            enters = ops.logic["&&"](j >= 0, g.member(cls, j, ops))
+            moved[base + w - 1 + k] = n + ops.ite(enters, leaving, ops.integer(0))
+        return total
+
+
+def _predicate_at(predicate: Any, i: Any, ops: _Ops) -> Any:
+    """A unary predicate at position i (an int or a z3 term)."""
+    return truth(predicate.body, lambda atom, kind: atom.holds((i,)), ops)
 
 
 def _shown(expr: Expr) -> str:
@@ -194,7 +249,10 @@ def _count_nodes(program: Program) -> list[Count]:
 
 def _caps(program: Program, counts: tuple[Count, ...]) -> tuple[int | None, ...]:
     """T_K for every count that only single-count linear comparisons use (module docstring), else None."""
-    definitions = {d.name: d.expr for d in program.definitions}
+    # a name's linear form and counts, computed once in definition order: a name is read through its entry, not
+    # re-expanded (a chain of 5,000 definitions each naming the one before recursed 5,000 deep)
+    linear_of: dict[str, tuple[dict[Count, int], int] | None] = {}
+    counts_of: dict[str, set[Count]] = {}
     exact: set[Count] = set()
     thresholds: dict[Count, int] = {}
 
@@ -206,7 +264,7 @@ def _caps(program: Program, counts: tuple[Count, ...]) -> tuple[int | None, ...]
             case Count():
                 return {expr: 1}, 0
             case Ref(name):
-                return linear(definitions[name])
+                return linear_of[name]
             case Neg(operand):
                 inner = linear(operand)
                 return None if inner is None else ({k: -a for k, a in inner[0].items()}, -inner[1])
@@ -232,7 +290,7 @@ def _caps(program: Program, counts: tuple[Count, ...]) -> tuple[int | None, ...]
             case Count():
                 return {expr}
             case Ref(name):
-                return counts_in(definitions[name]) if expr.type is Type.COUNT else set()
+                return counts_of[name] if expr.type is Type.COUNT else set()
             case Conditional(_, if_true, if_false):  # the condition is a boolean: visited on its own
                 return counts_in(if_true) | counts_in(if_false)
         found: set[Count] = set()
@@ -254,6 +312,8 @@ def _caps(program: Program, counts: tuple[Count, ...]) -> tuple[int | None, ...]
 
     for definition in program.definitions:
         visit(definition.expr)
+        linear_of[definition.name] = linear(definition.expr)
+        counts_of[definition.name] = counts_in(definition.expr)
     # a count no comparison reads cannot influence the output: cap 0
     return tuple(None if node in exact else thresholds.get(node, 0) for node in counts)
 

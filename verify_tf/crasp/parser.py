@@ -84,6 +84,7 @@ from verify_tf.crasp.ast import (
 from verify_tf.crasp.positions import (
     COUNTED,
     CURRENT,
+    MAX_EXTENT,
     PosBool,
     PosCompare,
     PosConst,
@@ -96,10 +97,45 @@ from verify_tf.crasp.positions import (
     PosSum,
     PosVar,
     Predicate,
+    extent,
 )
 from verify_tf.userfiles import UserFileError, read_user_text
 
 __all__ = ["load_program", "parse_program"]
+
+
+_INVISIBLE = {
+    "\ufeff": "a byte-order mark (BOM), invisible: save the file as UTF-8 without BOM",
+    "\x00": "a NUL byte, invisible",
+    "\u200b": "a zero-width space, invisible",
+    "\u00a0": "a no-break space",
+    "\t": "a tab",
+}
+
+
+def _shown_character(character: str) -> str:
+    """``'@'``, or for a character that does not show, its code point and what it is: ``U+FEFF (a byte-order mark
+    (BOM), invisible: ...)``."""
+    if character in _INVISIBLE:
+        return f"U+{ord(character):04X} ({_INVISIBLE[character]})"
+    if not character.isprintable() or character.isspace():
+        return f"U+{ord(character):04X} (invisible)"
+    return f"'{character}'"
+
+
+def _constant_product(expr: Expr) -> int | None:
+    """The value of k1*k2*...*c (nested ``Scale`` of a constant), or None when a count occurs in it."""
+    factor = 1
+    while isinstance(expr, Scale):
+        factor *= expr.factor
+        expr = expr.operand
+    return factor * expr.value if isinstance(expr, CountConst) else None
+
+
+def _magnitude(number: int) -> str:
+    """``1,000,004`` or ``about 10^999``: a number short enough to quote."""
+    digits = len(str(number))
+    return f"{number:,}" if digits <= 24 else f"about 10^{digits - 1}"
 
 
 def parse_program(source: str, filename: str = "<input>") -> Program:
@@ -182,7 +218,9 @@ def _tokenize(source: str, filename: str) -> list[_Token]:
                 column = match.end()
             else:
                 hint = {"&": "'and' is written &&", "|": "'or' is written ||"}.get(character)
-                raise CraspError(f"unexpected character '{character}'", hint=hint).located(filename, *position)
+                raise CraspError(f"unexpected character {_shown_character(character)}", hint=hint).located(
+                    filename, *position
+                )
         tokens += line_tokens
         tokens.append(_Token(NEWLINE, "", line_number, len(line) + 1))
     return tokens
@@ -428,7 +466,17 @@ class _Parser:
                 f"the condition has {operators} operators; at most {MAX_NESTING} are allowed",
                 "split the condition or simplify it (docs/crasp.md, limits)",
             )
-        predicate = Predicate(name.text, tuple(p.text for p in parameters), body)
+        settles = extent(body)
+        if settles > MAX_EXTENT:  # by formula: the compiler and the engines tabulate this many positions
+            raise self.error(
+                start,
+                f"the condition settles only after {_magnitude(settles)} positions (its largest offset over its "
+                f"coefficient, plus the period of its remainders); at most {MAX_EXTENT} (the longest input)",
+                "the compiler and the counting engine tabulate a predicate until it settles: write smaller "
+                "offsets or moduli (docs/crasp.md, limits)",
+            )
+        where = f"{self.filename}:{name.line}"
+        predicate = Predicate(name.text, tuple(p.text for p in parameters), body, where, name.line)
         self.predicates[name.text] = predicate
         self.predicate_lines[name.text] = name.line
 
@@ -513,6 +561,10 @@ class _Parser:
         for factor, operand in ((left, right), (right, left)):
             if isinstance(factor.expr, CountConst):  # not folded when both are: the printer round-trips
                 return Scale(factor.expr.value, self.require(operand, Type.COUNT))
+        for factor, operand in ((left, right), (right, left)):
+            constant = _constant_product(factor.expr)
+            if constant is not None:  # 3*2*C reads (3*2)*C: the constant product is a constant, as in 3*(2*C)
+                return Scale(self.folded(constant, star), self.require(operand, Type.COUNT))
         raise self.error(
             star,
             "counts are multiplied by integer constants only",
@@ -556,6 +608,12 @@ class _Parser:
                 "counts never come near such numbers (docs/crasp.md, limits)",
             )
         return int(token.text)
+
+    def folded(self, number: int, token: _Token) -> int:
+        """A product of constants, within the constants' limit."""
+        if len(str(abs(number))) > MAX_CONSTANT_DIGITS:
+            raise self.error(token, f"a product of constants with more than {MAX_CONSTANT_DIGITS} digits")
+        return number
 
     def guard(self) -> Predicate:
         """``[NAME]`` after ``#``: a binary predicate defined earlier."""
@@ -746,6 +804,8 @@ class _PositionParser:
                 if not isinstance(right, PosConst) or right.number < 1:
                     raise self.p.error(right_token, "the modulus must be a positive integer constant", "e.g. i % 2")
                 left = PosMod(term, right.number)
+            elif isinstance(term, PosConst) and isinstance(right, PosConst):  # 3*2*i reads (3*2)*i: fold 3*2
+                left = PosConst(self.p.folded(term.number * right.number, op))
             elif isinstance(term, PosConst):
                 left = PosScale(term.number, right)
             elif isinstance(right, PosConst):

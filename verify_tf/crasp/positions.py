@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 __all__ = [
     "COUNTED",
     "CURRENT",
+    "MAX_EXTENT",
     "PosBool",
     "PosCompare",
     "PosConst",
@@ -44,8 +45,10 @@ __all__ = [
     "PosVar",
     "Predicate",
     "Profile",
+    "atom_shape",
     "atoms",
     "dependence",
+    "extent",
     "format_condition",
     "profile",
 ]
@@ -176,6 +179,8 @@ class Predicate:
     name: str
     parameters: tuple[str, ...]
     body: PosBool
+    where: str = field(default="", compare=False)  # "file:line" of its definition, for messages ("" if unknown)
+    line: int | None = field(default=None, compare=False)
 
     @property
     def arity(self) -> int:
@@ -293,6 +298,19 @@ def _dependence(ai: int, aj: int, _bound: int, kinds: frozenset[str]) -> str:
     return found.pop() if len(found) == 1 else "mixed"
 
 
+def atom_shape(atom: PosCompare) -> tuple[str, int, int]:
+    """(dependence, threshold, period) of an atom in its one variable (i, j or d = i − j): from the threshold on
+    its truth depends on the variable modulo the period only (module docstring, "Shape"); O(size of the atom)."""
+    ai, aj, bound, _ = _linear(PosSum("-", atom.left, atom.right))
+    kind = dependence(atom)
+    a = aj if kind == "j" else ai
+    threshold = bound // abs(a) + 1 if a != 0 else 0
+    period = 1
+    for m in (*moduli(atom.left), *moduli(atom.right)):
+        period = math.lcm(period, m)
+    return kind, threshold, period
+
+
 def dependence(atom: PosCompare) -> str:
     """``const``, ``i`` (current position only), ``j`` (counted position only), ``d`` (the distance i − j only)
     or ``mixed``."""
@@ -322,6 +340,24 @@ class Profile:
 
     def members_below_threshold(self, truth: bool = True) -> tuple[int, ...]:
         return tuple(x for x, member in enumerate(self.head) if member == truth)
+
+
+MAX_EXTENT = 4096  # positions a predicate may take to settle (its threshold plus its period): the longest input
+
+
+def extent(body: PosBool) -> int:
+    """An upper bound, by formula, on the threshold plus the period of every profile of ``body`` (in i, in j or
+    in the distance), i.e. on the values ``profile`` evaluates: the largest B/|a| + 1 of its atoms plus the least
+    common multiple of its moduli. Nothing is evaluated, so a 1000-digit offset or modulus costs nothing."""
+    threshold, period = 0, 1
+    for atom in atoms(body):
+        ai, aj, bound, _ = _linear(PosSum("-", atom.left, atom.right))
+        for a in (ai, aj):
+            if a != 0:
+                threshold = max(threshold, bound // abs(a) + 1)
+        for m in (*moduli(atom.left), *moduli(atom.right)):
+            period = math.lcm(period, m)
+    return threshold + period
 
 
 def profile(condition: Callable[[int], bool], atoms_in_x: list[PosCompare], role: int | None = None) -> Profile:

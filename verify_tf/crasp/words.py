@@ -74,6 +74,12 @@ def program_language(
             "list only the program's symbols in the domain's alphabet",
         )
     machine = ProgramMachine(program)
+    if machine.positional:  # its state is not its counts: the position and windows come with it
+        raise ProgramLanguageError(
+            f"{file}: the program uses positional predicates (guarded counts or position tests), so its words "
+            "cannot be enumerated from its counts",
+            "use a program without #[...] guards and position tests, or a regex",
+        )
     if machine.not_applicable:
         raise ProgramLanguageError(
             f"{file}: {machine.not_applicable}, so its words cannot be enumerated from its counts",

@@ -10,7 +10,8 @@ An engine is a package ``verify_tf/engines/<name>/`` whose ``__init__.py`` is it
   rule, solver queries); ``PREFERENCE``: where it comes in a property's list of engines (lower first: the
   preferred exhaustive engine first);
 * optionally ``ROLE`` and ``predict(task, estimate) -> Prediction`` (``engines.cost``): how ``engine: auto``
-  may use it and, for an exhaustive engine, how long a complete run would take;
+  may use it and, for an exhaustive engine, how long a complete run would take; ``refusal(task) -> str | None``:
+  why it would refuse this task's reading (``auto`` never picks such an engine);
 * optionally ``CERTIFICATES``, the kinds of certificate its proofs get (``verdict.CERTIFICATE_KINDS``; its
   driver fills the proof's ``verdict.Evidence`` under ``--certify``, its module ``certificate.py`` says what the
   certificate holds, trusts and re-checks (``engines.certificates``; found by ``certificate(name)``),
@@ -67,6 +68,7 @@ class Engine:
     needs: tuple[frozenset[type[Capability]], ...] = ()  # any one of these sets of capabilities lets it run a claim
     uses: frozenset[type[Capability]] = frozenset()  # capabilities it takes advantage of when offered
     preference: int = 100  # its place in a property's list of engines (lower first)
+    refusal: Callable[[Task], str | None] | None = None  # why it refuses this task (its reading), or None
 
     def runs(self, offered: frozenset[type[Capability]]) -> bool:
         """Whether a property offering these capabilities can be run by this engine."""
@@ -109,6 +111,7 @@ def load(name: str) -> Engine:
         _needs(card),
         frozenset(getattr(card, "USES", ())),
         int(getattr(card, "PREFERENCE", 100)),
+        getattr(card, "refusal", None),
     )
 
 

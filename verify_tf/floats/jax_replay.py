@@ -8,34 +8,20 @@ returns, run as tracr runs it; ``floats.evaluate`` mirrors it in numpy. A witnes
 
 from __future__ import annotations
 
-import contextvars
 import importlib.util
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
+from . import second_opinion
+
 PACKAGES = ("jax", "haiku", "tracr")
-# set while a stored witness is re-confirmed (the proof cache): the enclosure decides a float refutation, JAX's
-# evaluation is a second opinion the original check recorded; importing JAX and running tracr's model un-jitted
-# took 8 s per cached refutation (issue 39)
-_DECLINED: contextvars.ContextVar[bool] = contextvars.ContextVar("jax_replay_declined", default=False)
 
 
 def available() -> bool:
-    """True when JAX, haiku and tracr can be imported (the ``tracr`` extra), unless ``declined``."""
-    return not _DECLINED.get() and all(importlib.util.find_spec(name) is not None for name in PACKAGES)
-
-
-@contextmanager
-def declined() -> Iterator[None]:
-    """Within, ``available()`` is False: a replay that re-confirms a stored float witness by its enclosure alone."""
-    token = _DECLINED.set(True)
-    try:
-        yield
-    finally:
-        _DECLINED.reset(token)
+    """True when JAX, haiku and tracr can be imported (the ``tracr`` extra), unless second opinions are declined
+    (``second_opinion.declined``: the proof cache re-confirms a stored witness by its enclosure alone)."""
+    return not second_opinion.is_declined() and all(importlib.util.find_spec(name) is not None for name in PACKAGES)
 
 
 def _params(document: dict) -> dict[str, dict[str, np.ndarray]]:

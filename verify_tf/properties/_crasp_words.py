@@ -80,14 +80,24 @@ def size_text(domain: StringDomain) -> int | str:
     return f"about 10^{int(size.bit_length() * math.log10(2))}"
 
 
-@lru_cache(maxsize=32)
 def program_of(path: Path) -> Program:
+    return _parsed(path, path.read_bytes())
+
+
+def machine_of(path: Path) -> ProgramMachine:
+    return _machine(path, path.read_bytes())
+
+
+# keyed by the file's bytes as well as its path: a program rewritten in one process (``crasp extract``'s rounds, a
+# notebook) is read anew
+@lru_cache(maxsize=32)
+def _parsed(path: Path, source: bytes) -> Program:
     return load_program(path)
 
 
 @lru_cache(maxsize=32)
-def machine_of(path: Path) -> ProgramMachine:
-    return ProgramMachine(program_of(path))
+def _machine(path: Path, source: bytes) -> ProgramMachine:
+    return ProgramMachine(_parsed(path, source))
 
 
 def plain(value: Any) -> Any:

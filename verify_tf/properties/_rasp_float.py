@@ -25,6 +25,7 @@ from ..rasp.interpreter import run, tokens_from_symbols
 from ..rasp.program import RaspError, Value, show
 from ..semantics import UnsupportedInMode
 from ..witness import input_to_json
+from ..work import within_deadline
 
 FLOAT_READING = "float32 as compiled"
 FLOAT_BATCH = 64  # rows per enclosure (exact integers in object arrays: memory, and the deadline's granularity)
@@ -141,7 +142,10 @@ def float_violation(task: Task, tokens: tuple[Any, ...]) -> Witness | None:
     from ..floats import jax_replay
 
     if jax_replay.available():
-        theirs = jax_replay.final_stream(export.document, [int(i) for i in ids[0]])[1:]
+        theirs = within_deadline(  # JAX's import and first call do not poll: they get what is left of the deadline
+            lambda: jax_replay.final_stream(export.document, [int(i) for i in ids[0]]),
+            "the replay on tracr's model in JAX",
+        )[1:]
         replays["tracr's model in JAX"] = [_decode_float(export, theirs[i]) for i in range(len(tokens))]
     box = enclosure.Box(found.output.lo[0, 1:], found.output.hi[0, 1:])
     for name, decoded in replays.items():

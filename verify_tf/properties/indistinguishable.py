@@ -118,7 +118,9 @@ class Indistinguishable(ArchitectureClass):
         require(
             model.positional_encoding is None and all(h.positional == "standard" for _, _, h in model.heads()),
             "",
-            "the class has no positional information: this model has a positional encoding or RPE/URPE heads",
+            "the class has no positional information: this model has a positional encoding or RPE, URPE, RoPE or "
+            "ALiBi heads (depth signatures with windows and phases are not built: docs/crasp.md, 'Depth lower "
+            "bounds')",
             "use a model without positional information (it stands for the class)",
         )
         require(

@@ -28,6 +28,8 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
+from ..domain import MAX_LENGTH
+
 Value = Any  # str | int | bool | Fraction | None | tuple
 RAISED = -1
 
@@ -228,13 +230,22 @@ def program_to_json(program: RaspProgram) -> dict:
     return {"output": program.output, "max_length": program.max_length, "source": program.source, "nodes": nodes}
 
 
+def _quoted(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
+
+
 def program_from_json(data: Any) -> RaspProgram:
     """Read and check a tabulated program (raises ``ProgramError`` naming the node and what is wrong)."""
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
         raise ProgramError("expected a mapping with 'nodes', 'output' and 'max_length'")
     max_length = data.get("max_length")
     if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 1:
-        raise ProgramError(f"max_length: expected a positive integer, got {max_length!r}")
+        raise ProgramError(f"max_length: expected a positive integer, got {_quoted(max_length)}")
+    if max_length > MAX_LENGTH:  # before its tables are read: the indices node alone lists max_length values
+        raise ProgramError(
+            f"max_length: {_quoted(max_length)} is past the longest input verify-tf checks ({MAX_LENGTH} positions)"
+        )
     seen: dict[str, Node] = {}
     nodes = []
     for index, entry in enumerate(data["nodes"]):

@@ -6,6 +6,8 @@ import difflib
 import re
 from collections.abc import Iterable
 
+from ..userfiles import abridge
+
 # ANSI/VT100 escape sequences (CSI ... final byte, OSC ... BEL/ST, and two-byte ESC x): library messages
 # (torch's, for one) carry bold/colour codes that would print as garbage in logs, JSON and CI annotations
 _TERMINAL_CODES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
@@ -22,13 +24,13 @@ class SpecError(Exception):
     def __init__(
         self, message: str, *, file: str | None = None, line: int | None = None, path: str = "", hint: str | None = None
     ) -> None:
-        message = strip_terminal_codes(message)
+        message = abridge(strip_terminal_codes(message))
         super().__init__(message)
         self.message = message
         self.file = file
         self.line = line
         self.path = path
-        self.hint = strip_terminal_codes(hint) if hint is not None else None
+        self.hint = abridge(strip_terminal_codes(hint)) if hint is not None else None
 
     def __str__(self) -> str:
         where = self.file or "<spec>"

@@ -21,6 +21,7 @@ _BOOL = "tag:yaml.org,2002:bool"
 _INT = "tag:yaml.org,2002:int"
 _FLOAT = "tag:yaml.org,2002:float"
 _STR = "tag:yaml.org,2002:str"
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
 _CORE_TAGS = {_NULL, _BOOL, _INT, _FLOAT, _STR, "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
 
 
@@ -189,6 +190,10 @@ def _distinct_nodes(root: yaml.Node) -> int:
 
 def _convert(node: yaml.Node, file: str, count: list[int]) -> Node:  # count: [values so far, budget]
     line = node.start_mark.line + 1
+    if node.tag == _TIMESTAMP and isinstance(node, yaml.ScalarNode):
+        # YAML 1.1 reads a plain 2001-12-14 as a date: here it is the text the user wrote, which the field then
+        # accepts or refuses in its own words ("seed: expected an integer"), never "a YAML tag"
+        node = yaml.ScalarNode(_STR, node.value, node.start_mark, node.end_mark, node.style)
     if node.tag not in _CORE_TAGS:
         raise SpecError(
             f"YAML tags such as {node.tag!r} are not allowed",

@@ -104,6 +104,11 @@ def exp_bracket(s: Fraction, digits: int = 60) -> tuple[Fraction, Fraction]:
         return Fraction(1), Fraction(1)
     with localcontext(Context(prec=_PRECISION)):
         value = _exp(s)
-        scale = 10 ** (digits - value.adjusted())
+        exponent = digits - value.adjusted()
+        if exponent < 0:  # e^s ≥ 10^(digits+1) (s > 138 at 60 digits): units of 10^-exponent, integers throughout
+            unit = 10**-exponent  # (10 ** exponent was a float here: Decimal * float, a TypeError)
+            mid = int((value / unit).to_integral_value(rounding=ROUND_FLOOR))
+            return Fraction((mid - 1) * unit), Fraction((mid + 2) * unit)
+        scale = 10**exponent
         mid = int((value * scale).to_integral_value(rounding=ROUND_FLOOR))
     return Fraction(mid - 1, scale), Fraction(mid + 2, scale)

@@ -30,6 +30,7 @@ from fractions import Fraction
 from functools import cache, lru_cache
 
 from ..ir import Frequency
+from ..work import check_deadline
 
 __all__ = ["MAX_PRECISION", "cos_sin_enclosure", "power_enclosure", "rotation_entry", "rotation_table"]
 
@@ -73,10 +74,22 @@ def _atan_inverse(x: int, w: int) -> Interval:
             return _down(total - term, w), _up(total + term, w)
         total += term if k % 2 == 0 else -term
         k += 1
+        if k % 256 == 0:
+            check_deadline("RoPE tables: π")
+
+
+def _step(w: int) -> int:
+    """w rounded up to a multiple of 64: the constants are cached per step, so that every position and every
+    doubling of the precision shares them (a tighter enclosure than asked is still an enclosure)."""
+    return -(-w // 64) * 64
+
+
+def _pi(w: int) -> Interval:
+    return _pi_at(_step(w))
 
 
 @cache
-def _pi(w: int) -> Interval:
+def _pi_at(w: int) -> Interval:
     a5 = _atan_inverse(5, w + 8)
     a239 = _atan_inverse(239, w + 8)
     return _down(16 * a5[0] - 4 * a239[1], w), _up(16 * a5[1] - 4 * a239[0], w)
@@ -96,11 +109,17 @@ def _atanh(z: Fraction, w: int) -> Interval:
         total += term
         power *= z * z
         k += 1
+        if k % 256 == 0:
+            check_deadline("RoPE tables: ln")
+
+
+def _ln(value: Fraction, w: int) -> Interval:
+    """ln(value) for a rational value > 0."""
+    return _ln_at(value, _step(w))
 
 
 @cache
-def _ln(value: Fraction, w: int) -> Interval:
-    """ln(value) for a rational value > 0."""
+def _ln_at(value: Fraction, w: int) -> Interval:
     exponent = value.numerator.bit_length() - value.denominator.bit_length()
     y = value / Fraction(2) ** exponent
     while y >= 2:
@@ -116,29 +135,39 @@ def _ln(value: Fraction, w: int) -> Interval:
 
 def _exp_point(v: Fraction, w: int) -> Interval:
     """exp(v) for a rational v: Taylor's series on v/2^s (|v/2^s| ≤ 1/16), then s squarings."""
-    s = 0
-    while abs(v) / (1 << s) > Fraction(1, 16):
-        s += 1
-    work = w + 2 * s + 16
-    x = v / (1 << s)
-    total, term, n = Fraction(1), Fraction(1), 0
+    s = max(0, math.ceil(abs(v) * 16).bit_length())  # by formula: |v|/2^s <= 1/16
+    # the squarings multiply the relative error by 2^s and the result is up to e^|v| < 2^(3|v|/2 + 1): the working
+    # precision carries both, so the absolute error is 2^-w whatever the size of the result (rope-base: 1e-100
+    # gives e^223)
+    work = w + 2 * s + 16 + math.ceil(abs(v) * 3 / 2) + 1
+    x = _hull(v / (1 << s), v / (1 << s), work)  # dyadic ends: every term below stays a w-bit dyadic
+    # the terms x^n/n! as intervals rounded outward at each step (exact rationals grew n! denominators: 5 s of gcd
+    # for one table of rope-base 1e-100)
+    total, term, n = (Fraction(1), Fraction(1)), (Fraction(1), Fraction(1)), 0
     while True:
         n += 1
-        term = term * x / n
-        # Lagrange: |R_n| ≤ |x|^(n+1)/(n+1)! · e^|x| ≤ 2·|term·x/(n+1)|
-        remainder = 2 * abs(term * x) / (n + 1)
-        total += term
+        product = _mul(term, x, work)
+        term = (_down(product[0] / n, work), _up(product[1] / n, work))
+        total = (total[0] + term[0], total[1] + term[1])
+        # Lagrange: |R_n| ≤ |x|^(n+1)/(n+1)! · e^|x| ≤ 2·|term|·|x|/(n+1)
+        remainder = 2 * max(abs(term[0]), abs(term[1])) * max(abs(x[0]), abs(x[1])) / (n + 1)
         if remainder < Fraction(1, 1 << (work + 2)):
             break
-    lo, hi = _down(total - remainder, work), _up(total + remainder, work)
+        if n % 256 == 0:
+            check_deadline("RoPE tables: exp")
+    lo, hi = _down(total[0] - remainder, work), _up(total[1] + remainder, work)
     for _ in range(s):
         lo, hi = _down(lo * lo, work), _up(hi * hi, work)
     return _down(lo, w), _up(hi, w)
 
 
-@cache
 def _power(base: Fraction, exponent: Fraction, w: int) -> Interval:
     """base^(−exponent) = exp(−exponent·ln base), enclosed (exp is increasing)."""
+    return _power_at(base, exponent, _step(w))
+
+
+@cache
+def _power_at(base: Fraction, exponent: Fraction, w: int) -> Interval:
     if exponent == 0 or base == 1:
         return Fraction(1), Fraction(1)
     ln = _ln(base, w + 16)
@@ -166,6 +195,8 @@ def _cos_sin_point(x: Fraction, w: int) -> tuple[Interval, Interval]:
             term = -term
         if n > abs(x) and abs(term) < 4:
             break
+        if n % 256 == 0:
+            check_deadline("RoPE tables: cos and sin")
     # Each truncation toward zero loses less than one unit (2^-work), and an error in term k reaches term n
     # multiplied by |x|^(n-k)·k!/n! ≤ 4^4/4! < 11 (|x| ≤ 4): every computed term is within 11·n units of x^n/n!,
     # the sums within 11·n² units; the Taylor remainder is at most |x|^n/n!, i.e. |term| plus that error.
@@ -181,7 +212,13 @@ def _cos_sin_point(x: Fraction, w: int) -> tuple[Interval, Interval]:
 def _cos_sin_interval(x: Interval, w: int) -> tuple[Interval, Interval]:
     """cos and sin over the interval x (any size): reduced by a multiple of 2π, then at its lower end, widened by
     the interval's width (both are 1-Lipschitz)."""
-    pi = _pi(w + 16)
+    if x[1] - x[0] >= 2:  # wider than cos and sin can move apart: the enclosure says nothing more than [-1, 1]
+        return (Fraction(-1), Fraction(1)), (Fraction(-1), Fraction(1))
+    # the multiple k of 2π is sized first (π to 4 bits is enough for that), then π to w + 16 bits plus k's bits:
+    # 2πk is then within 2^-(w+12) of its value, so x − 2πk stays within [−4, 4] however large θ·p is (with π at
+    # w + 16 bits alone, θ·p = 10^999 left |x − 2πk| near 10^963 and a Taylor loop of as many terms)
+    k = math.floor(x[0] / (2 * _pi(4)[0]) + Fraction(1, 2))
+    pi = _pi(w + 16 + abs(k).bit_length())
     k = math.floor(x[0] / (2 * pi[0]) + Fraction(1, 2))
     shift = (2 * k * pi[0], 2 * k * pi[1]) if k >= 0 else (2 * k * pi[1], 2 * k * pi[0])
     reduced = (x[0] - shift[1], x[1] - shift[0])  # contains x − 2πk
@@ -250,6 +287,7 @@ def rotation_entry(frequency: Frequency, position: int, frac: int, sine: bool) -
     scale = 1 << frac
     w = START_PRECISION + frac
     while w <= MAX_PRECISION:
+        check_deadline("RoPE tables")
         lo, hi = _enclosure(frequency, position, sine, w)
         if lo == hi:
             return _nearest_even(lo * scale)

@@ -23,6 +23,7 @@ from ..regular import Language, RegexError, RegexLanguage
 from ..schema.dsl import Boolean, Context, Either, Field, FilePath, Integer, ListOf, Number, Obj, String
 from ..schema.yamlnodes import Node
 from ..semantics import Arithmetic
+from ..userfiles import around
 
 DOMAIN = Obj(
     {
@@ -136,7 +137,7 @@ def _language(strings: dict, alphabet: tuple[str, ...], ctx: Context) -> Languag
         raise ctx.error(
             node.value.get("regex", node),
             "domain.strings.language.regex",
-            f"{error.message} (column {error.column} of {regex!r})",
+            f"{error.message} (column {error.column} of {around(regex, error.column - 1)})",
             error.hint or None,
         ) from None
 

@@ -18,7 +18,7 @@ from ..schema.dsl import Context, Field, Integer, Number, Obj, String
 from ..schema.errors import MissingDependency, SpecError
 from ..schema.yamlnodes import parse_yaml
 from ..semantics import Arithmetic
-from ..userfiles import UserFileError, read_user_text
+from ..userfiles import MAX_SPEC_BYTES, UserFileError, read_user_text
 from ..work import MAX_TIMEOUT
 from .domain_section import DOMAIN, domain_of
 from .model_section import ARITHMETIC, MODEL_SOURCES, arithmetic_of, check_model_in_arithmetic, model_schema
@@ -88,7 +88,7 @@ def json_schema() -> dict:
 def load_spec(path: str | Path) -> Spec:
     path = Path(path)
     try:
-        text = read_user_text(path, "the spec")
+        text = read_user_text(path, "the spec", MAX_SPEC_BYTES)
     except UserFileError as exc:
         raise SpecError(str(exc), file=str(path)) from None
     return load_spec_text(text, str(path), path.resolve().parent)

@@ -8,6 +8,7 @@ closest known key, the two sources, or the source a stray key belongs to.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..builders import sources
@@ -179,9 +180,39 @@ def check_model_in_arithmetic(model: Model, arith: Arithmetic, node: Node, ctx: 
                 if (value * arith.scale).denominator != 1
                 else f"is outside the {arith.bits}-bit range [{arith.min_value}, {arith.max_value}]"
             )
+            offset = _filled_in(node, name)
+            if offset is not None:  # the user never wrote this number: say where it comes from
+                raise ctx.error(
+                    node.find(name),
+                    f"model.{name}",
+                    f"the table leaves offset {offset} out, and a sparse table fills in its neutral entry {value}, "
+                    f"which {reason}",
+                    "write the offset's entry, or give the table as a list; or choose a format that holds it",
+                )
             raise ctx.error(
                 node.find(name),
                 f"model.{name}",
                 f"weight {value} {reason}",
                 "fixed arithmetic needs every weight on its grid; quantize the weights or raise frac/bits",
             )
+
+
+def _filled_in(node: Node, name: str) -> int | None:
+    """The offset of a relative table's entry ``name`` (``...urpe-c[3]``) that a sparse mapping left out (the builder
+    filled in the neutral value), or None when the user wrote it."""
+    match = re.fullmatch(r"(.*\.(?:urpe-c|rpe-bias))\[(\d+)\]", name)
+    if match is None:
+        return None
+    parent, key = match.group(1).rsplit(".", 1)
+    table = node.find(parent).mapping().get(key)  # None unless the path leads to the table the user wrote
+    if table is None or table.kind != "map":
+        return None
+    offsets = []
+    for key in table.mapping():
+        try:
+            offsets.append(int(key))
+        except ValueError:
+            return None
+    radius = max((abs(k) for k in offsets), default=0)
+    offset = int(match.group(2)) - radius
+    return None if offset in offsets else offset

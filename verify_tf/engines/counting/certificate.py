@@ -24,20 +24,25 @@ This module is the engine's certificate (``engines.certificates`` says what one 
 
 from __future__ import annotations
 
+import math
 import random
 from fractions import Fraction
 from typing import Any
 
+from ... import work
 from ...contract import Counted, CountingGoal, capability
 from ...domain import StringDomain
 from ...semantics import evaluate
 from ...spaces import InputSpace
 from ...verdict import Verdict
+from ...work import Deadline, DeadlineExpired
 from ..base import Task
 from ..scan import fractions_digest
 from .joint import Joint
 
-SAMPLE = 1000  # strings of length N re-evaluated on the interpreter (all of them when there are fewer)
+SAMPLE = 1000  # strings of length N re-evaluated on the interpreter (all of them when there are fewer) ...
+PILOT = 4  # ... or as many as fit the sample's share of the evidence budget at the rate measured on this many
+SAMPLE_SHARE = 0.25  # of the evidence budget (the induction queries' cvc5 and LRAT evidence get what is left)
 VIOLATION_SAMPLE = 50  # of which the property's own check is re-run on this many
 TRUSTED = {
     "counting": [
@@ -80,11 +85,12 @@ def recheck(task: Task, body: dict[str, Any]) -> tuple[list[str], list[str]]:
     return [f"counting: {p}" for p in recheck_counting(task, body)], []
 
 
-def sample_words(alphabet: list[str], length: int, seed: int) -> list[tuple[str, ...]]:
-    """Distinct strings of ``length`` over ``alphabet``, seeded; every string when there are at most SAMPLE."""
+def sample_words(alphabet: list[str], length: int, seed: int, count: int = SAMPLE) -> list[tuple[str, ...]]:
+    """``count`` distinct strings of ``length`` over ``alphabet``, seeded; every string when there are at most
+    ``count``."""
     size = len(alphabet) ** length
     rng = random.Random(f"verify-tf counting certificate {seed}")
-    indices = range(size) if size <= SAMPLE else sorted(_distinct(rng, size))
+    indices = range(size) if size <= count else sorted(_distinct(rng, size, count))
     return [_word(index, alphabet, length) for index in indices]
 
 
@@ -99,22 +105,22 @@ def closed_counts(goal: CountingGoal, length: int) -> list[int]:
     return [prefixes[n] if n <= goal.max_length else 0 for n in range(length + 1)]
 
 
-def sample_for(goal: CountingGoal, length: int, seed: int) -> list[tuple[str, ...]]:
-    """The certificate's sample: strings of ``length`` (``sample_words``), or with a language up to SAMPLE of its
-    words of the domain's lengths (seeded ranks, unranked from the automaton)."""
+def sample_for(goal: CountingGoal, length: int, seed: int, count: int = SAMPLE) -> list[tuple[str, ...]]:
+    """The certificate's sample: ``count`` strings of ``length`` (``sample_words``), or with a language up to
+    ``count`` of its words of the domain's lengths (seeded ranks, unranked from the automaton)."""
     language = goal.language
     if language is None:
-        return sample_words(list(goal.alphabet), length, seed)
+        return sample_words(list(goal.alphabet), length, seed, count)
     space = InputSpace(StringDomain(goal.alphabet, goal.min_length, min(length, goal.max_length), language))
     size = space.count()
     rng = random.Random(f"verify-tf counting certificate {seed}")
-    indices = range(size) if size <= SAMPLE else sorted(_distinct(rng, size))
+    indices = range(size) if size <= count else sorted(_distinct(rng, size, count))
     return [tuple(str(letter) for letter in space.decode(space.rows(i, i + 1)[0][0])) for i in indices]
 
 
-def _distinct(rng: random.Random, size: int) -> set[int]:
+def _distinct(rng: random.Random, size: int, count: int) -> set[int]:
     chosen: set[int] = set()
-    while len(chosen) < SAMPLE:
+    while len(chosen) < count:
         chosen.add(rng.randrange(size))
     return chosen
 
@@ -127,13 +133,31 @@ def _word(index: int, alphabet: list[str], length: int) -> tuple[str, ...]:
     return tuple(reversed(letters))
 
 
-def _evaluate_sample(task: Task, words: list[tuple[str, ...]]) -> tuple[list[list[Fraction]], list[str]]:
-    """The interpreter's readouts per word, and the disagreements found (described)."""
+def sample_size(task: Task, length: int, seed: int, deadline: Deadline) -> int:
+    """How many strings fit the sample's share of ``deadline``: the rate measured on PILOT of them (a string of
+    crasp-L3's length takes ~0.3 s on the interpreter on a loaded machine: 1,000 of them took ~600 s of a 60 s
+    budget)."""
+    goal = capability(task.prop, Counted).counting_goal(task)
+    pilot = sample_for(goal, length, seed, PILOT)
+    start = work.clock()  # the deadlines' clock (a test injects it)
+    _evaluate_sample(task, pilot, deadline)
+    per_word = (work.clock() - start) / max(1, len(pilot))
+    fits = int(SAMPLE_SHARE * deadline.remaining() / per_word) if per_word > 0 else SAMPLE
+    return max(PILOT, min(SAMPLE, fits))
+
+
+def _evaluate_sample(
+    task: Task, words: list[tuple[str, ...]], deadline: Deadline | None = None
+) -> tuple[list[list[Fraction]], list[str]]:
+    """The interpreter's readouts per word, and the disagreements found (described); ``DeadlineExpired`` when the
+    deadline passes first (checked between words)."""
     goal = capability(task.prop, Counted).counting_goal(task)
     joint = Joint(task.model, task.arithmetic, goal)
     outputs, problems = [], []
     spread = set(range(0, len(words), max(1, len(words) // VIOLATION_SAMPLE)))
     for k, word in enumerate(words):
+        if deadline is not None:
+            deadline.check("the certificate's interpreter sample")
         readout = list(evaluate(task.model, task.arithmetic, word).readout)
         outputs.append(readout)
         checked = goal.checked(len(word))
@@ -157,12 +181,23 @@ def _evaluate_sample(task: Task, words: list[tuple[str, ...]]) -> tuple[list[lis
     return outputs, problems
 
 
-def counting_evidence(task: Task, covered: dict[str, Any], seed: int) -> dict[str, Any]:
+def counting_evidence(
+    task: Task, covered: dict[str, Any], seed: int, deadline: Deadline | None = None
+) -> dict[str, Any]:
+    """The exploration's count two ways and the interpreter sample, the sample sized to fit ``deadline`` (the one
+    in force when None: ``verify_tf.certify`` puts the evidence budget in force; ``sample_size``) and recorded as
+    not completed (``ok: null``) if it runs out all the same."""
     length = covered["max_length"]
     goal = capability(task.prop, Counted).counting_goal(task)
     closed = closed_counts(goal, length)
-    words = sample_for(goal, length, seed)
-    outputs, problems = _evaluate_sample(task, words)
+    deadline = deadline or work.deadline_now() or Deadline(math.inf)
+    try:
+        count = sample_size(task, length, seed, deadline) if math.isfinite(deadline.seconds) else SAMPLE
+        words = sample_for(goal, length, seed, count)
+        outputs, problems = _evaluate_sample(task, words, deadline)
+        completed = True
+    except DeadlineExpired:
+        words, outputs, problems, completed = [], [], [], False
     checks = [
         {
             "check": "strings counted two ways",
@@ -176,13 +211,15 @@ def counting_evidence(task: Task, covered: dict[str, Any], seed: int) -> dict[st
             "check": f"seeded sample of {len(words)} strings of length {length} re-evaluated on the reference "
             "interpreter",
             "tool": "verify_tf.semantics (reference interpreter)",
-            "ok": not problems,
+            "ok": (not problems) if completed else None,
             "seed": seed,
             "sample_size": len(words),
             "interpreter_sha256": fractions_digest(outputs),
             "property_rechecked_on": min(len(words), VIOLATION_SAMPLE),
             "problems": problems[:10],
-            "note": "readouts equal the counter model's bit for bit, no checked prefix violates the property"
+            "note": "not completed within the evidence budget"
+            if not completed
+            else "readouts equal the counter model's bit for bit, no checked prefix violates the property"
             if not problems
             else problems[0],
         },
@@ -227,8 +264,14 @@ def recheck_counting(task: Task, record: dict[str, Any]) -> list[str]:
     if count.get("closed_form") != closed or count.get("explored") != closed:
         problems.append("strings counted two ways: the exploration's count is not the closed form at every length")
     sample: dict[str, Any] = next((c for c in record.get("checks", []) if c["check"].startswith("seeded sample")), {})
-    words = sample_for(goal, length, sample.get("seed", 0))
-    if len(words) != sample.get("sample_size"):
+    size = sample.get("sample_size")
+    if sample.get("ok") is None and size == 0:  # not completed within its budget: recorded as such, nothing to redo
+        return problems
+    if not isinstance(size, int) or not 0 < size <= SAMPLE:  # a certificate's sample is 1..SAMPLE strings
+        problems.append(f"sample size {size!r} is not 1..{SAMPLE}")
+        return problems
+    words = sample_for(goal, length, sample.get("seed", 0), size)
+    if len(words) != size:
         problems.append("sample size differs")
     outputs, found = _evaluate_sample(task, words)
     problems += found[:5]

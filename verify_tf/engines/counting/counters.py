@@ -27,10 +27,21 @@ per-position functions (``semantics/interpreter.py``) and memoised by stream vec
 The head outputs above are the interpreter's formulas regrouped by class; the differential tests compare every
 readout with the interpreter's, bit for bit.
 
-**Positions.** A model with RPE, URPE or non-causal heads is refused (``NotApplicable``: the weights depend on
-j − i, or a position reads later ones). An absolute positional encoding depends only on the prefix length,
-which every state of one exploration level shares: the bounded exploration handles it (the embedding of the
-new position is e(σ) + P_n), while the induction over every length refuses it (the table ends).
+**Positions** (docs/counting.md, "Positions"). Three kinds of relative positions are kept exactly:
+
+* ``window``: RPE, whose table clips beyond its radius, and ALiBi in fixed precision, whose scores are floored
+  and saturated so that beyond a horizon every key scores the grid's minimum (``applies.window``). A key at
+  distance m ≤ R weighs by its own score round(q·k + B[−m]), every farther one as at distance R + 1, so the head
+  keeps the (key, value) classes of the last R positions (most recent first) and per class the count of the
+  farther ones ("far counts"); its output is the interpreter's hardmax or softmax over those groups.
+* RoPE whose angles are rational numbers of turns: the rotation table repeats with period M (``rope_period``),
+  so a position's rotated query and key depend on its stream and its stream position modulo M (the *phase*,
+  which every state of one length shares): the head is ``weighted`` / ``terms`` over rotated keys.
+* an absolute positional encoding depends only on the prefix length, which every state of one exploration level
+  shares: the bounded exploration handles it (the embedding of the new position is e(σ) + P_n), while the
+  induction over every length refuses it (the table ends).
+
+URPE, RoPE at irrational angles, non-causal heads are refused (``NotApplicable``, with the reason).
 
 **Freezing (exact)**, ``average`` heads: with weights 1/n and mantissa sum M, if every value the coordinate can
 take at a word position lies in [c, c + 1] (mantissas; ``increments``) and c·n ≤ M < (c + 1)·n now, then
@@ -59,8 +70,9 @@ from ...semantics.interpreter import (
     project_heads,
     readout as interpreter_readout,
     residual,
+    rotate,
 )
-from .applies import AVERAGE, TERMS, WEIGHTED, closed_form_weight, head_kind, refusal
+from .applies import AVERAGE, TERMS, WEIGHTED, WINDOW, closed_form_weight, head_kind, refusal, rope_period, window
 
 ASKED_KEYS = 64  # up to this many keys the arithmetic itself computes an average head's weight
 
@@ -108,8 +120,10 @@ class CounterModel:
     ``step(state, positions, letter)`` is one more position; ``positions`` counts the stream positions before
     it (BOS included). A state holds, per slot: ``average``: the value sums per coordinate (stored units: integer
     mantissas in fixed arithmetic, Fractions in exact arithmetic) or ``Frozen``; ``weighted``: per key class id
-    None (absent) or (n, S_0, ..., S_{v-1}); ``terms``: per class id its count. Trailing absent classes are left
-    out, so equal prefixes' states are equal tuples whatever classes other prefixes discovered.
+    None (absent) or (n, S_0, ..., S_{v-1}); ``terms``: per class id its count; ``window``: (the (key, value) class
+    ids of the last R positions, most recent first; per class id the count of the farther positions). Trailing
+    absent classes are left out, so equal prefixes' states are equal tuples whatever classes other prefixes
+    discovered.
     """
 
     def __init__(self, model: Model, arith: Arithmetic) -> None:
@@ -128,6 +142,13 @@ class CounterModel:
         self.by_layer: dict[int, list[int]] = {}
         for k, slot in enumerate(self.slots):
             self.by_layer.setdefault(slot.layer, []).append(k)
+        # window slots: R; RoPE: the period of the positions (the lcm of every rotating head's table)
+        self.reach: dict[int, int] = {k: window(s.head, arith) for k, s in enumerate(self.slots) if s.kind == WINDOW}
+        self.period = 1
+        for slot in self.slots:
+            if slot.kind != AVERAGE and slot.head.positional == "rope":
+                self.period = math.lcm(self.period, rope_period(slot.head) or 1)
+        self._window_scores: dict[tuple[int, int], list[tuple[Any, ...]]] = {}
         # classes discovered so far: weighted: key vector -> id; terms: (key, value) -> id
         self.class_ids: list[dict[Any, int]] = [{} for _ in self.slots]
         self.classes: list[list[Any]] = [[] for _ in self.slots]
@@ -139,11 +160,13 @@ class CounterModel:
         self._vectors: list[Vector | None] = []
         self.integers = _Integers.of(model, arith)  # fixed arithmetic: the affine maps on mantissas
         self.streams: dict[int, set[int]] = {}  # block index -> ids of the streams seen entering its attention
-        self.paths: set[tuple[str, tuple[int, ...]]] = set()  # (letter, ids of the streams entering each block)
+        # (letter, ids of the streams entering each block, phase)
+        self.paths: set[tuple[str, tuple[int, ...], int]] = set()
         self._reads: dict[
-            tuple[int, int], list[tuple[int, int, tuple[Any, ...]]]
-        ] = {}  # (block, z) -> (q id, class, value)
-        self._heads: dict[tuple[int, int], list[tuple[Vector, Vector, Vector]]] = {}  # (block, z) -> (q, k, v)
+            tuple[int, int, int], list[tuple[int, int, tuple[Any, ...]]]
+        ] = {}  # (block, z, phase) -> (q id, class, value)
+        # (block, z, phase) -> (q, k, v)
+        self._heads: dict[tuple[int, int, int], list[tuple[Vector, Vector, Vector]]] = {}
         self._after_attention: dict[tuple[int, int, tuple[Any, ...]], int] = {}
         self._after_feed_forward: dict[tuple[int, int], int] = {}
         self._observations: dict[int, Observation] = {}
@@ -169,8 +192,13 @@ class CounterModel:
 
     @property
     def length_dependent(self) -> bool:
-        """True when a position's computation depends on the prefix length beyond the counts (absolute PE)."""
-        return self.model.positional_encoding is not None
+        """True when a position's computation depends on the prefix length beyond the counts (absolute PE, or
+        the phase of a periodic RoPE table)."""
+        return self.model.positional_encoding is not None or self.period > 1
+
+    def phase(self, positions: int) -> int:
+        """The phase of stream position ``positions``: its residue modulo the RoPE tables' period."""
+        return positions % self.period
 
     def kinds(self) -> dict[str, int]:
         found: dict[str, int] = {}
@@ -194,14 +222,22 @@ class CounterModel:
         return state, 1, observation, path
 
     def step(
-        self, state: State, positions: int, letter: str, increments: Sequence[Sequence[Any] | None] | None = None
+        self,
+        state: State,
+        positions: int,
+        letter: str,
+        increments: Sequence[Sequence[Any] | None] | None = None,
+        trace: list[tuple[int, int, tuple[Any, ...]]] | None = None,
     ) -> tuple[State, Observation, Path]:
         """The state, observation and path after one more position holding ``letter``.
 
         ``increments``: per slot, for ``average`` slots per coordinate the mantissa range of its value at word
-        positions (or None), which enables freezing; nothing else depends on it.
+        positions (or None), which enables freezing; nothing else depends on it. ``trace``: a list that receives,
+        per attention block, (block index, id of the stream entering it, the heads' outputs in stored units):
+        what extraction (``verify_tf.extraction.observe``) reads; nothing depends on it.
         """
         z = self._intern(embed_position(self.model, letter, positions, self.r))  # (memoised below the step)
+        phase = self.phase(positions)
         new = list(state)
         entering: list[int] = []
         for block_index, block in enumerate(self.model.blocks):
@@ -210,14 +246,16 @@ class CounterModel:
                 entering.append(z)
                 self.streams.setdefault(block_index, set()).add(z)
                 outputs = []
-                for k, read in zip(self.by_layer[block_index], self._read(block_index, layer, z)):
+                for k, read in zip(self.by_layer[block_index], self._read(block_index, layer, z, phase)):
                     bounds = increments[k] if increments is not None else None
                     new[k], out = self.head_step(k, new[k], positions + 1, read, bounds)
                     outputs.append(out)
+                if trace is not None:
+                    trace.append((block_index, z, tuple(outputs)))
                 z = self.after_attention(block_index, layer, z, tuple(outputs))
             if block.feed_forward is not None:
                 z = self.after_feed_forward(block_index, z)
-        route = (letter, tuple(entering))
+        route = (letter, tuple(entering), phase)
         self.paths.add(route)
         return tuple(new), self.observe(z), (letter, tuple(self.stream(i) for i in entering))
 
@@ -252,18 +290,19 @@ class CounterModel:
         return vector
 
     def seen_paths(self) -> list[Path]:
-        """Every position's computation met so far: (letter, the streams entering each attention block)."""
-        return [(letter, tuple(self.stream(z) for z in entering)) for letter, entering in self.paths]
+        """Every position's computation met so far: (letter, the streams entering each attention block, phase)."""
+        return [(letter, tuple(self.stream(z) for z in entering), phase) for letter, entering, phase in self.paths]
 
     def streams_entering(self, block_index: int) -> list[Vector]:
         return [self.stream(z) for z in self.streams.get(block_index, ())]
 
     def head_vectors(
-        self, block_index: int, layer: AttentionLayer, z: Vector | int
+        self, block_index: int, layer: AttentionLayer, z: Vector | int, phase: int = 0
     ) -> list[tuple[Vector, Vector, Vector]]:
-        """(q, k, v) of every head of the block at a position whose stream is ``z`` (memoised)."""
+        """(q, k, v) of every head of the block at a position whose stream is ``z`` and whose stream position
+        is ``phase`` modulo the period (RoPE: q and k rotated there; memoised)."""
         zid = z if isinstance(z, int) else self._intern(z)
-        memo = (block_index, zid)
+        memo = (block_index, zid, phase)
         found = self._heads.get(memo)
         if found is None:
             r = self.r
@@ -274,18 +313,23 @@ class CounterModel:
                 average = head.scoring == "uniform"
                 q = () if average else affine(head.query, read, head.query_bias, r)
                 k = () if average else affine(head.key, read, head.key_bias, r)
+                if head.positional == "rope" and head.rope is not None and not average:
+                    q, k = rotate(head, q, phase, r), rotate(head, k, phase, r)
                 found.append((q, k, affine(head.value, read, head.value_bias, r)))
             self._heads[memo] = found
         return found
 
-    def _read(self, block_index: int, layer: AttentionLayer, z: int) -> list[tuple[int, int, tuple[Any, ...]]]:
+    def _read(
+        self, block_index: int, layer: AttentionLayer, z: int, phase: int = 0
+    ) -> list[tuple[int, int, tuple[Any, ...]]]:
         """Per head of the block: (its query's id, its class id (-1 for ``average`` heads), its value in stored
-        units), memoised by stream."""
-        memo = (block_index, z)
+        units), memoised by stream and phase."""
+        memo = (block_index, z, phase)
         found = self._reads.get(memo)
         if found is None:
             found = []
-            for k, (q, key, value) in zip(self.by_layer[block_index], self.head_vectors(block_index, layer, z)):
+            vectors = self.head_vectors(block_index, layer, z, phase)
+            for k, (q, key, value) in zip(self.by_layer[block_index], vectors):
                 kind = self.slots[k].kind
                 cls = -1 if kind == AVERAGE else self.class_id(k, key if kind == WEIGHTED else (key, value))
                 stored = tuple(int(v * self.unit) if self.fixed else v for v in value)
@@ -365,9 +409,50 @@ class CounterModel:
             old = entries[c]
             entries[c] = (1, *stored) if old is None else (old[0] + 1, *(a + b for a, b in zip(old[1:], stored)))
             return tuple(entries), self.weighted_output(k, q, entries)
+        if slot.kind == WINDOW:
+            return self.window_step(k, kept, q, c)
         counts = list(kept) + [0] * (c + 1 - len(kept))
         counts[c] += 1
         return tuple(counts), self.terms_output(k, q, counts)
+
+    def window_step(self, k: int, kept: Any, q: int, c: int) -> tuple[Any, tuple[Any, ...]]:
+        """A ``window`` head: the output over the current key (distance 0), the last R keys and the far counts;
+        then the current key enters the window and the one at distance R leaves it into the far counts."""
+        recent, far = kept if kept else ((), ())
+        reach = self.reach[k]
+        scores = self.window_scores(k, q)
+        groups: list[tuple[Any, int, int]] = [(scores[c][0], 1, c)]  # (score, count, class)
+        groups += [(scores[cls][m], 1, cls) for m, cls in enumerate(recent, start=1)]
+        groups += [(scores[cls][reach + 1], n, cls) for cls, n in enumerate(far) if n]
+        present = []
+        for score, n, cls in groups:
+            value = self.classes[k][cls][1]
+            stored = tuple(int(v * self.unit) if self.fixed else v for v in value)
+            present.append((score, (n, *(n * x for x in stored))))
+        output = self.grouped_output(k, present)
+        moved = (c, *recent)
+        if len(moved) > reach:
+            leaving, moved = moved[-1], moved[:-1]
+            counts = list(far) + [0] * (leaving + 1 - len(far))
+            counts[leaving] += 1
+            far = tuple(counts)
+        return (moved, far), output
+
+    def window_scores(self, k: int, q: int) -> list[tuple[Any, ...]]:
+        """Per (key, value) class of a ``window`` slot: its score at distances 0 .. R + 1 (mantissas in fixed
+        arithmetic): round(q·k + bias(−m)), as the interpreter scores it."""
+        memo = (k, q)
+        found = self._window_scores.get(memo)
+        classes = self.classes[k]
+        if found is None or len(found) < len(classes):
+            found = found or []
+            head, query = self.slots[k].head, self.stream(q)
+            for key, _ in classes[len(found) :]:
+                dot = sum((a * b for a, b in zip(query, key)), Fraction(0))
+                row = [self.r.round(dot + head.relative_bias(-m)) for m in range(self.reach[k] + 2)]
+                found.append(tuple(self.arith.mantissa(x) if isinstance(self.arith, Fixed) else x for x in row))
+            self._window_scores[memo] = found
+        return found
 
     def weight(self, scoring: str, keys: int) -> Fraction:
         """The weight of each of ``keys`` keys with equal scores, as the arithmetic normalises them (asking the
@@ -446,7 +531,18 @@ class CounterModel:
             count = sum(entry[0] for entry in chosen)
             return tuple(sum(entry[1 + c] for entry in chosen) / count for c in range(width))
         mantissas = self.score_mantissas(k, q)
-        present_m = [(mantissas[c], entry) for c, entry in enumerate(entries) if entry is not None]
+        return self.grouped_output(k, [(mantissas[c], entry) for c, entry in enumerate(entries) if entry is not None])
+
+    def grouped_output(self, k: int, present_m: Sequence[tuple[Any, Any]]) -> tuple[Any, ...]:
+        """Hardmax or softmax (exact-sums, per-probability) over groups of keys (score mantissa, (n, S_0, ...)):
+        every key of a group has that score, and S sums their values (stored units)."""
+        slot, arith = self.slots[k], self.arith
+        width = slot.head.value_dim
+        if not isinstance(arith, Fixed):  # exact arithmetic: hardmax (softmax was refused)
+            top = max(s for s, _ in present_m)
+            chosen = [entry for s, entry in present_m if s == top]
+            count = sum(entry[0] for entry in chosen)
+            return tuple(sum(entry[1 + c] for entry in chosen) / count for c in range(width))
         top_m = max(m for m, _ in present_m)
         if slot.head.scoring == "hardmax":
             chosen = [entry for m, entry in present_m if m == top_m]
@@ -525,13 +621,15 @@ class CounterModel:
         return {f"layers[{b}]": len(seen) for b, seen in sorted(self.streams.items())}
 
     def largest(self, state: State) -> int:
-        """The largest class count of a state (``weighted`` and ``terms`` slots; 0 when there are none)."""
+        """The largest class count of a state (``weighted``, ``terms`` and ``window`` slots; 0 when none)."""
         best = 0
         for slot, entry in zip(self.slots, state):
             if slot.kind == WEIGHTED:
                 best = max([best, *(item[0] for item in entry if item is not None)])
             elif slot.kind == TERMS:
                 best = max([best, *entry])
+            elif slot.kind == WINDOW and entry:
+                best = max([best, *entry[1]])
         return best
 
 
@@ -604,6 +702,7 @@ __all__ = [
     "AVERAGE",
     "TERMS",
     "WEIGHTED",
+    "WINDOW",
     "CounterModel",
     "Frozen",
     "NotApplicable",

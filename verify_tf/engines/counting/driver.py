@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...contract import Counted, CountingGoal, Task, capability
+from ...domain import StringDomain
 from ...verdict import Evidence, Verdict
 from ...witness import ReplayMismatch
 from ...work import CONTINUE, Deadline, UnitError, WorkUnit, schedule
@@ -35,6 +36,7 @@ ENGINE = "counting"  # (the card's name, repeated: an engine never imports its o
 INFERENCE_LENGTH = 8  # the exact exploration the invariant is inferred from: lengths 0..8 ...
 INFERENCE_STATES = 4000  # ... or this many states, whichever comes first
 BOUNDS_SHARE, BOUNDS_SECONDS = 0.25, 3.0  # the value bounds (z3) may use this share of the time, at most this
+GRID_DOMAIN = "the domain is a grid of vectors, not strings over an alphabet (a counter machine counts letters)"
 EXTENSION_FLOOR = 64  # when the induction fails: explore at least to this length (and 4x the domain's)
 
 
@@ -104,7 +106,8 @@ def induction_unit(
         exact=True,
         state_limit=INFERENCE_STATES,
     )
-    report("induction over positions")
+    start = min(joint.settled_from(), exact.complete_up_to, goal.max_length)
+    report("induction over positions" + (f" from length {start}" if start else ""))
     return prove_all_lengths(
         joint,
         goal,
@@ -117,13 +120,18 @@ def induction_unit(
         cancelled=cancelled,
         record=task.settings.certify,
         report=report,
+        start=max(start, 0),
     )
 
 
 def check(task: Task, run: Run) -> Verdict:
-    goal: CountingGoal = capability(task.prop, Counted).counting_goal(task)
     statistics: dict[str, Any] = {**task.prop.statistics(task)}
     merge = Merge(task, run, ENGINE, statistics)
+    if not isinstance(task.domain, StringDomain):  # a grid's vectors are not letters: nothing to count
+        return merge.unknown(
+            f"the counting engine does not apply: {GRID_DOMAIN}", [f"counting: not applicable: {GRID_DOMAIN}"]
+        )
+    goal: CountingGoal = capability(task.prop, Counted).counting_goal(task)
     answers: dict[str, Any] = {}
 
     def run_unit(key: str, function: Callable[..., Any], args: tuple[Any, ...]) -> Any:
@@ -191,8 +199,8 @@ def check(task: Task, run: Run) -> Verdict:
             if evidence is not None:  # and the induction's queries
                 evidence.queries = induction.asked
             default = (
-                f"induction over positions: an invariant of {len(induction.invariant)} facts, "
-                f"{induction.queries} z3 queries; {bounded_text}"
+                f"induction over positions{f' from length {induction.start}' if induction.start else ''}: an "
+                f"invariant of {len(induction.invariant)} facts, {induction.queries} z3 queries; {bounded_text}"
             )
             proof = Proof(default, counted=exploration.states, queries=induction.queries, induction="positions")
             return merge.verdict(proof, "all lengths", evidence)

@@ -26,6 +26,22 @@ value per position. Houdini-style refinement keeps only what is inductive: a cou
 the bounds its successor violates and adds the successor to the points (which removes exactly the equalities
 it violates). If the decisions still fail, the verdict names the state (which may be unreachable).
 
+**Positions** (docs/counting.md, "Positions"). A ``window`` head's last R keys are one-hot variables
+win[m][c] ∈ {0, 1} (the key at distance m is of class c), its farther keys counts far[c]; a step shifts the
+window (win'[1][own] = 1, win'[m + 1] = win[m], far'[c] = far[c] + win[R][c]), and the head's output splits on
+the top score level present, as ``weighted`` does, over those groups. One-hot variables make the relations
+between a model's window and a program's window of booleans affine, so the inferred invariant can state them.
+RoPE with a periodic table: the coverage trees are kept per (letter, phase), each guarded by (i + BOS) mod M =
+phase, with the rotations at that phase. A positional program's step reads the position i itself (z3's mod by
+a constant stays in linear integer arithmetic).
+
+**From a length on** (``start``, positional models and programs): a window holds BOS, and a program's
+predicates take their special values, only at the first positions, which no affine fact separates from the later
+ones (e.g. "the key at distance 4 exists iff i ≥ 4"). So the invariant is inferred from the explored states of
+length ≥ start only and claimed as i ≥ start ⇒ Inv: its base is every reachable state of length start (the exact
+exploration completed that length: all of them are among the points), and the lengths up to start were decided
+by the bounded exploration before the induction runs.
+
 Not encoded (``undecided``, the reason named): exact arithmetic (averages off the grid), per-probability
 rounding (⌊w/W⌋ times a count is a product of two unknowns), an absolute positional encoding (its table ends).
 """
@@ -44,12 +60,13 @@ import z3
 from ...ir import Vector
 from ...semantics.arithmetic import Fixed
 from ...semantics.exp_table import exp_mantissa
+from ...semantics.interpreter import rotation
 from ...symbolic.encoder import Rounding, SymVector, encode_affine
 from ...symbolic.solve import SAT, TACTICS_SMT, UNKNOWN, UNSAT, Session
 from ...symbolic.values import Builder, NotEncodable, Sym, to_z3
 from ...work import Deadline, DeadlineExpired
 from ..base import CountingGoal
-from .counters import AVERAGE, WEIGHTED, CounterModel
+from .counters import AVERAGE, WEIGHTED, WINDOW, CounterModel
 from .joint import MACHINE, MODEL, Joint
 from .symbolic import (
     constant,
@@ -84,6 +101,7 @@ class InductionResult:
     counterexample: dict[str, Any] | None = None  # failed: the state and letter of the failing step
     classes: int = 0  # stream classes in the coverage trees at the end
     variables: int = 0
+    start: int = 0  # the invariant is claimed from this length on (the exploration decided the shorter ones)
     # record=True and proved: the queries of the proof (the last refinement round's steps, the decisions) as
     # verdict.Evidence.queries entries
     asked: list[dict[str, Any]] = field(default_factory=list)
@@ -97,6 +115,7 @@ class InductionResult:
             "solver_seconds": self.solver_seconds,
             "stream_classes": self.classes,
             "variables": self.variables,
+            "from_length": self.start,
         }
         if self.status != PROVED:
             found["failed"] = self.detail
@@ -177,6 +196,11 @@ class _Layout:
                         self._add(("kn", side_index, k, kappa), f"{prefix}n[{slot}][key {kappa}]")
                         for c in range(slot.head.value_dim):
                             self._add(("ks", side_index, k, kappa, c), f"{prefix}S[{slot}][key {kappa}][{c}]")
+                elif slot.kind == WINDOW:
+                    for cls in range(len(side.classes[k])):
+                        for m in range(1, side.reach[k] + 1):
+                            self._add(("win", side_index, k, m, cls), f"{prefix}win[{slot}][{m}][class {cls}]")
+                        self._add(("far", side_index, k, cls), f"{prefix}far[{slot}][class {cls}]")
                 else:
                     for cls in range(len(side.classes[k])):
                         self._add(("cn", side_index, k, cls), f"{prefix}n[{slot}][class {cls}]")
@@ -210,6 +234,12 @@ def _state_values(joint: Joint, length: int, state: tuple[Any, ...], letters: Se
                         values[("kn", side_index, k, kappa)] = item[0]
                         for c, total in enumerate(item[1:]):
                             values[("ks", side_index, k, kappa, c)] = int(total)
+            elif slot.kind == WINDOW:
+                recent, far = entry if entry else ((), ())
+                for m, cls in enumerate(recent, start=1):
+                    values[("win", side_index, k, m, cls)] = 1
+                for cls, n in enumerate(far):
+                    values[("far", side_index, k, cls)] = n
             else:
                 for cls, n in enumerate(entry):
                     values[("cn", side_index, k, cls)] = n
@@ -257,26 +287,32 @@ class _Node:
     children: dict[Reads, _Node] = field(default_factory=dict)
 
 
-def _reads(side: CounterModel, block: int, z: Vector) -> Reads:
+def _reads(side: CounterModel, block: int, z: Vector, phase: int = 0) -> Reads:
     layer = side.model.blocks[block].attention
     assert layer is not None
-    vectors = side.head_vectors(block, layer, z)
+    vectors = side.head_vectors(block, layer, z, phase)
     return tuple(qkv for k, qkv in zip(side.by_layer[block], vectors) if side.slots[k].kind != AVERAGE)
 
 
-def _insert(roots: dict[str, _Node], side: CounterModel, path: tuple[Any, ...]) -> None:
-    """Add a position's computation (its letter, the streams entering every attention block) to the tree."""
-    letter, entering = path
+Root = tuple[str, int]  # (letter, phase): a coverage tree's root
+
+
+def _insert(roots: dict[Root, _Node], side: CounterModel, path: tuple[Any, ...]) -> None:
+    """Add a position's computation (its letter, the streams entering every attention block, its phase) to the
+    tree of (letter, phase)."""
+    letter, entering, phase = path
     if not entering:
         return
     branches = side_branches(side)
-    chosen = [(block, _reads(side, block, z)) for block, z in zip(sorted(side.by_layer), entering) if block in branches]
-    node = roots.setdefault(letter, _Node(*chosen[0]))
+    chosen = [
+        (block, _reads(side, block, z, phase)) for block, z in zip(sorted(side.by_layer), entering) if block in branches
+    ]
+    node = roots.setdefault((letter, phase), _Node(*chosen[0]))
     for block, reads in chosen[1:]:
         node = node.children.setdefault(reads, _Node(block, reads))
 
 
-def _classes(roots: dict[str, _Node]) -> int:
+def _classes(roots: dict[Root, _Node]) -> int:
     def count(node: _Node) -> int:
         return 1 + sum(count(child) for child in node.children.values())
 
@@ -327,7 +363,8 @@ class _Encoder:
     def var(self, key: Key) -> Any:
         return self.pre[self.layout.index[key]]
 
-    def encode(self, letter: str, root: _Node | None) -> _Side:
+    def encode(self, letter: str, roots: dict[int, _Node]) -> _Side:
+        """The position reading ``letter``, along its trees (one per phase: ``roots``)."""
         found = _Side()
         side = self.side
         z, first = encode_until_attention(side, self.r, constant(side.embedding(letter)))
@@ -335,11 +372,17 @@ class _Encoder:
             readout, stream = encode_observation(side, self.builder, self.r, z)
             found.leaves.append(_Leaf(z3.BoolVal(True), {}, SymObservation(readout, stream)))
             return found
-        assert root is not None
-        self.node(root, z, z3.BoolVal(True), {}, found)
+        assert roots, f"no computation of letter {letter!r} was explored"
+        if side.period == 1:
+            self.node(roots[0], z, z3.BoolVal(True), {}, found, 0)
+            return found
+        position = self.var(("i",)) + (1 if side.bos is not None else 0)  # the new position's stream index
+        for phase in range(side.period):
+            guard = position % side.period == phase
+            self.node(roots[phase], z, guard, {}, found, phase)
         return found
 
-    def node(self, node: _Node, z: SymVector, guard: Any, post: dict[Key, Any], found: _Side) -> None:
+    def node(self, node: _Node, z: SymVector, guard: Any, post: dict[Key, Any], found: _Side, phase: int = 0) -> None:
         """The position from ``node``'s block on (``z``: the stream entering it, symbolic): the heads that need
         concrete reads from ``node.reads``, the others (``average``) from symbolic values, block after block,
         until the next block that branches: one child per reads seen there, and an escape for any other."""
@@ -367,13 +410,19 @@ class _Encoder:
             block = following
         read = encode_read(side, r, following, z)
         symbolic = tuple(
-            tuple(
-                encode_affine(matrix, read, bias, r)
-                for matrix, bias in (
-                    (head.query, head.query_bias),
-                    (head.key, head.key_bias),
-                    (head.value, head.value_bias),
-                )
+            _rotated(
+                head,
+                phase,
+                tuple(
+                    encode_affine(matrix, read, bias, r)
+                    for matrix, bias in (
+                        (head.query, head.query_bias),
+                        (head.key, head.key_bias),
+                        (head.value, head.value_bias),
+                    )
+                ),
+                side,
+                r,
             )
             for head in (side.slots[k].head for k in side.by_layer[following] if side.slots[k].kind != AVERAGE)
         )
@@ -388,7 +437,7 @@ class _Encoder:
                 ]
             )
             others.append(equal)
-            self.node(child, z, z3.And(guard, equal), post, found)
+            self.node(child, z, z3.And(guard, equal), post, found, phase)
         found.escapes.append(
             _Escape(z3.And(guard, z3.Not(z3.Or(others))) if others else guard, symbolic, node, following)
         )
@@ -399,6 +448,8 @@ class _Encoder:
         side, arith, s = self.side, self.arith, self.side_index
         slot = side.slots[k]
         mantissas = [arith.mantissa(v) for v in value]
+        if slot.kind == WINDOW:
+            return self.grid(self.window(k, q, side.class_id(k, (key, value)), post))
         if slot.kind == WEIGHTED:
             kappa = side.class_id(k, key)
             count: dict[int, Any] = {}
@@ -477,6 +528,63 @@ class _Encoder:
             )
         return out
 
+    def window(self, k: int, q: Vector, own: int, post: dict[Key, Any]) -> list[Any]:
+        """A ``window`` head (module docstring, "Positions"): the groups at distance 0, 1..R and beyond, their
+        top score level present, and the shifted window and far counts recorded in ``post``."""
+        side, s = self.side, self.side_index
+        reach, classes = side.reach[k], side.classes[k]
+        scores = side.window_scores(k, side._intern(q))
+        values = [[self.arith.mantissa(v) for v in value] for _, value in classes]
+        one = z3.IntVal(1)
+        groups: list[tuple[int, Any, list[Any]]] = [(scores[own][0], one, [z3.IntVal(v) for v in values[own]])]
+        for cls in range(len(classes)):
+            for m in range(1, reach + 1):
+                x = self.var(("win", s, k, m, cls))
+                groups.append((scores[cls][m], x, [v * x for v in values[cls]]))
+            n = self.var(("far", s, k, cls))
+            groups.append((scores[cls][reach + 1], n, [v * n for v in values[cls]]))
+        for cls in range(len(classes)):
+            if reach == 0:
+                post[("far", s, k, cls)] = self.var(("far", s, k, cls)) + (1 if cls == own else 0)
+                continue
+            post[("win", s, k, 1, cls)] = z3.IntVal(1 if cls == own else 0)
+            for m in range(2, reach + 1):
+                post[("win", s, k, m, cls)] = self.var(("win", s, k, m - 1, cls))
+            post[("far", s, k, cls)] = self.var(("far", s, k, cls)) + self.var(("win", s, k, reach, cls))
+        return self.grouped(k, groups, scores[own][0])
+
+    def grouped(self, k: int, groups: list[tuple[int, Any, list[Any]]], own: int) -> list[Any]:
+        """Hardmax or max-stabilised softmax over groups (score mantissa, count, value sums): split on the top
+        score level present (the current key's group is present, so no level below its score is the top)."""
+        arith = self.arith
+        hardmax = self.side.slots[k].head.scoring == "hardmax"
+        width = self.side.slots[k].head.value_dim
+        levels = sorted({score for score, _, _ in groups if score >= own}, reverse=True)
+        cases: list[tuple[Any, Any, list[Any]]] = []
+        for level in levels:
+            above = [n for score, n, _ in groups if score > level]
+            at = [n for score, n, _ in groups if score == level]
+            condition = z3.And(z3.Or([n >= 1 for n in at]), *[n == 0 for n in above])
+            if hardmax:
+                weighted = [(1, n, sums) for score, n, sums in groups if score == level]
+            else:
+                weighted = [
+                    (exp_mantissa(level - score, arith.frac), n, sums) for score, n, sums in groups if score <= level
+                ]
+                weighted = [(w, n, sums) for w, n, sums in weighted if w]
+            divisor = z3.Sum([w * n for w, n, _ in weighted])
+            numerators = [z3.Sum([w * sums[c] for w, _, sums in weighted]) for c in range(width)]
+            cases.append((condition, divisor, numerators))
+        out = []
+        for c in range(width):
+            divisor, numerator = cases[-1][1], cases[-1][2][c]
+            for condition, d, n in reversed(cases[:-1]):
+                divisor, numerator = z3.If(condition, d, divisor), z3.If(condition, n[c], numerator)
+            out.append(
+                rounded_quotient(self.builder, arith, numerator, divisor, arith.min_mantissa, arith.max_mantissa)
+            )
+        return out
+
     def terms(self, k: int, q: Vector, own: int, counts: dict[int, Any]) -> list[Any]:
         """Yang et al.'s rounded-terms softmax over per-class counts: round(Σ n·round(e^s·v) / Σ n·round(e^s)),
         the uniform average when every present class has round(e^s) = 0."""
@@ -512,7 +620,7 @@ def _unsupported(joint: Joint) -> str:
             return "exact arithmetic: a head's average is not on a grid"
         if arith.attention_rounding == "per-probability":
             return "per-probability rounding: a floored weight ⌊w/W⌋ times a count is a product of two unknowns"
-        if side.length_dependent:
+        if side.model.positional_encoding is not None:
             return (
                 "the model has an absolute positional encoding: its table ends, so no statement about every "
                 "length can be made"
@@ -531,11 +639,14 @@ def prove_all_lengths(
     cancelled: Callable[[], bool] = lambda: False,
     record: bool = False,
     report: Callable[..., None] = lambda phase, *progress: None,
+    start: int = 0,
 ) -> InductionResult:
     """Base, coverage, step and decisions (module docstring); ``visited``: every state the exact exploration
     reached. ``record``: keep the proof's queries as SMT-LIB text (``InductionResult.asked``) for a
-    certificate."""
-    result = InductionResult(UNDECIDED)
+    certificate. ``start`` (module docstring, "From a length on"): the invariant is inferred from and claimed
+    for the states of length ≥ start only; ``visited`` must hold every reachable state of length ``start``
+    and the caller must have decided every length up to ``start`` otherwise."""
+    result = InductionResult(UNDECIDED, start=start)
     reason = _unsupported(joint)
     if reason:
         result.detail = f"not encodable: {reason}"
@@ -544,14 +655,16 @@ def prove_all_lengths(
         result.detail = "no reachable state to infer an invariant from"
         return result
     alphabet = goal.alphabet
-    roots: list[dict[str, _Node]] = []
+    roots: list[dict[Root, _Node]] = []
     for side in joint.sides:
-        trees: dict[str, _Node] = {}
-        for path in side.seen_paths():
+        trees: dict[Root, _Node] = {}
+        for path in _every_phase(side, side.seen_paths()):
             if path[0] in alphabet:
                 _insert(trees, side, path)
         roots.append(trees)
-    points: list[dict[Key, int]] = [_state_values(joint, n, state, letters) for n, state, letters in visited]
+    points: list[dict[Key, int]] = [
+        _state_values(joint, n, state, letters) for n, state, letters in visited if n >= start
+    ]
     bounds = _candidate_bounds(joint, goal, roots, points)
     began = time.perf_counter()
     this_round: list[dict[str, Any]] = []  # record: the current refinement round's queries
@@ -604,7 +717,7 @@ def prove_all_lengths(
         except DeadlineExpired:
             result.detail = "timeout while encoding the induction step"
             return _finish(result, layout, relations, bounds, roots, began)
-        invariant = _invariant(layout, pre, relations, bounds)
+        invariant = _invariant(layout, pre, relations, bounds, start)
         side_constraints = list(builder.assertions)
         this_round.clear()
         changed = ""
@@ -636,7 +749,7 @@ def prove_all_lengths(
             # step: Inv ∧ T ⇒ Inv'
             for letter, sides in encoded.items():
                 post, cover = _post(joint, layout, pre, letter, sides)
-                claim = _invariant(layout, post, relations, bounds)
+                claim = _invariant(layout, post, relations, bounds, start)
                 answer, model = ask(
                     [*invariant, *side_constraints, *cover, z3.Not(z3.And(claim))], f"induction step, letter {letter!r}"
                 )
@@ -663,7 +776,7 @@ def prove_all_lengths(
         theirs: Any = None
         if joint.kind == MACHINE:
             counts = [pre[layout.index[("machine", j)]] for j in range(len(joint.machine.names))]
-            _, theirs = joint.machine.encode_step(counts, letter)
+            _, theirs = joint.machine.encode_step(counts, letter, pre[0])
         elif joint.kind == MODEL:
             theirs = observations[1]
         length = pre[0] + 1
@@ -692,7 +805,48 @@ def prove_all_lengths(
     return _finish(result, layout, relations, bounds, roots, began)
 
 
-def _register(joint: Joint, roots: list[dict[str, _Node]]) -> None:
+def _every_phase(side: CounterModel, paths: list[Any]) -> list[Any]:
+    """The explored paths, and for every letter and phase none of them shows the letter's first stream at that
+    phase (the stream entering the first attention block depends on the letter only): every tree has a root."""
+    found = list(paths)
+    seen = {(letter, phase) for letter, _, phase in paths}
+    first: dict[str, Any] = {}
+    for letter, entering, _ in paths:
+        if entering:
+            first.setdefault(letter, entering[:1])
+    for letter, entering in first.items():
+        for phase in range(side.period):
+            if (letter, phase) not in seen:
+                found.append((letter, entering, phase))
+    return found
+
+
+def _rotated(head: Any, phase: int, qkv: tuple[Any, ...], side: CounterModel, r: Rounding) -> tuple[Any, ...]:
+    """RoPE: the symbolic query and key rotated at ``phase`` (the interpreter's ``rotate``: one rounding per
+    coordinate of the rotation, an affine map with the table's entries); other heads unchanged."""
+    if head.positional != "rope" or head.rope is None or head.scoring == "uniform":
+        return qkv
+    q, k, v = qkv
+    matrix = _rotation_matrix(head, phase, len(q), side)
+    zero = tuple(Fraction(0) for _ in q)
+    rows = tuple(tuple(row) for row in matrix)
+    return encode_affine(rows, q, zero, r), encode_affine(rows, k, zero, r), v
+
+
+def _rotation_matrix(head: Any, phase: int, width: int, side: CounterModel) -> list[list[Fraction]]:
+    arith = side.arith
+    assert isinstance(arith, Fixed) and head.rope is not None
+    matrix = [[Fraction(int(a == b)) for b in range(width)] for a in range(width)]
+    for frequency, (a, b) in zip(head.rope.frequencies, head.rope.pairs(width)):
+        c, s = rotation(arith, frequency, phase)
+        matrix[a] = [Fraction(0)] * width
+        matrix[b] = [Fraction(0)] * width
+        matrix[a][a], matrix[a][b] = c, -s
+        matrix[b][a], matrix[b][b] = s, c
+    return matrix
+
+
+def _register(joint: Joint, roots: list[dict[Root, _Node]]) -> None:
     """Give every class of every stream in the coverage trees its id, so that the layout has its counters."""
 
     def visit(side: CounterModel, node: _Node) -> None:
@@ -714,17 +868,19 @@ def side_branches(side: CounterModel) -> list[int]:
     return blocks[:1] + [b for b in blocks[1:] if any(side.slots[k].kind != AVERAGE for k in side.by_layer[b])]
 
 
-def _classes_text(roots: list[dict[str, _Node]]) -> str:
+def _classes_text(roots: list[dict[Root, _Node]]) -> str:
     return " + ".join(str(_classes(trees)) for trees in roots)
 
 
 def _encode_letters(
-    joint: Joint, layout: _Layout, pre: list[Any], builder: Builder, roots: list[dict[str, _Node]]
+    joint: Joint, layout: _Layout, pre: list[Any], builder: Builder, roots: list[dict[Root, _Node]]
 ) -> dict[str, list[_Side]]:
     encoded: dict[str, list[_Side]] = {}
     for letter in joint.goal.alphabet:
         encoded[letter] = [
-            _Encoder(joint, s, layout, pre, builder).encode(letter, roots[s].get(letter))
+            _Encoder(joint, s, layout, pre, builder).encode(
+                letter, {phase: node for (a, phase), node in roots[s].items() if a == letter}
+            )
             for s in range(len(joint.sides))
         ]
     return encoded
@@ -747,7 +903,7 @@ def _post(
             post[layout.index[key]] = term
     if joint.kind == MACHINE:
         counts = [pre[layout.index[("machine", j)]] for j in range(len(joint.machine.names))]
-        new, _ = joint.machine.encode_step(counts, letter)
+        new, _ = joint.machine.encode_step(counts, letter, pre[0])
         for j, term in enumerate(new):
             post[layout.index[("machine", j)]] = term
     a = joint.goal.alphabet.index(letter)
@@ -773,16 +929,18 @@ def _observation(builder: Builder, side: _Side) -> SymObservation:
     return SymObservation(readout, stream)
 
 
-def _invariant(layout: _Layout, values: list[Any], relations: list[tuple[int, ...]], bounds: list[_Bound]) -> list[Any]:
+def _invariant(
+    layout: _Layout, values: list[Any], relations: list[tuple[int, ...]], bounds: list[_Bound], start: int = 0
+) -> list[Any]:
     facts = [
         z3.Sum([z3.IntVal(r[0]), *(c * v for c, v in zip(r[1:], values) if c)]) == 0 for r in relations if any(r[1:])
     ]
     facts += [b.term(layout, values) for b in bounds]
-    return facts + [values[0] >= 0]
+    return facts + [values[0] >= start]
 
 
 def _candidate_bounds(
-    joint: Joint, goal: CountingGoal, roots: list[dict[str, _Node]], points: list[dict[Key, int]]
+    joint: Joint, goal: CountingGoal, roots: list[dict[Root, _Node]], points: list[dict[Key, int]]
 ) -> list[_Bound]:
     """Counts between 0 and the positions, sums between the least and the greatest value per position (over the
     classes seen), kept only where they hold at every explored state."""
@@ -795,6 +953,7 @@ def _candidate_bounds(
         for j, name in enumerate(joint.machine.names):
             key = ("machine", j)
             bounds += [_Bound(((key, 1),), 0, f"{name} >= 0"), _Bound(((i, 1), (key, -1)), 0, f"{name} <= i")]
+            bounds.append(_Bound(((key, -1),), 1, f"{name} <= 1"))  # a window's boolean (kept where it holds)
     for s, side in enumerate(joint.sides):
         bos = 1 if side.bos is not None else 0
         prefix = "" if s == 0 else "other."
@@ -828,6 +987,8 @@ def _candidate_bounds(
                         label = f"{prefix}S[{slot}][key {kappa}][{c}]"
                         bounds.append(_Bound(((key, 1), (n, -lo)), 0, f"{label} >= {lo}·{name}"))
                         bounds.append(_Bound(((key, -1), (n, hi)), 0, f"{label} <= {hi}·{name}"))
+            elif slot.kind == WINDOW:
+                bounds += _window_bounds(side, s, k, prefix, bos)
             else:
                 for cls in range(len(side.classes[k])):
                     n = ("cn", s, k, cls)
@@ -837,6 +998,22 @@ def _candidate_bounds(
                         _Bound(((i, 1), (n, -1)), bos, f"{name} <= i + {bos}"),
                     ]
     return [b for b in bounds if all(b.holds(p) for p in points)]
+
+
+def _window_bounds(side: CounterModel, s: int, k: int, prefix: str, bos: int) -> list[_Bound]:
+    """A window's one-hot variables in [0, 1] and at most one class per distance; far counts in [0, i + BOS]."""
+    i: Key = ("i",)
+    slot, classes, found = side.slots[k], range(len(side.classes[k])), []
+    for m in range(1, side.reach[k] + 1):
+        keys = [("win", s, k, m, cls) for cls in classes]
+        for key in keys:
+            found += [_Bound(((key, 1),), 0, f"{prefix}win[{slot}][{m}][{key[-1]}] >= 0")]
+        found.append(_Bound(tuple((key, -1) for key in keys), 1, f"{prefix}Σ win[{slot}][{m}] <= 1"))
+    for cls in classes:
+        n: Key = ("far", s, k, cls)
+        name = f"{prefix}far[{slot}][class {cls}]"
+        found += [_Bound(((n, 1),), 0, f"{name} >= 0"), _Bound(((i, 1), (n, -1)), bos, f"{name} <= i + {bos}")]
+    return found
 
 
 def _line(constant: int, slope: int) -> str:
@@ -877,11 +1054,13 @@ def _finish(
     layout: _Layout | None,
     relations: list[tuple[int, ...]],
     bounds: list[_Bound],
-    roots: list[dict[str, _Node]],
+    roots: list[dict[Root, _Node]],
     began: float,
 ) -> InductionResult:
     names = layout.names if layout is not None else []
     result.invariant = [_relation_text(r, names) for r in relations if any(r[1:])] + [b.text for b in bounds]
+    if result.start:
+        result.invariant.append(f"i >= {result.start}")
     result.solver_seconds = round(result.solver_seconds, 4)
     result.classes = sum(_classes(trees) for trees in roots)
     result.variables = len(names)

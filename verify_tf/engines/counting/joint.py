@@ -85,7 +85,7 @@ class Joint:
         ours_state, theirs_state = state
         new, ours, _ = self.model.step(ours_state, self.positions(self.model, length), letter, increments)
         if self.kind == MACHINE:
-            counts, theirs = self.machine.step(theirs_state, letter)
+            counts, theirs = self.machine.step(theirs_state, letter, length)
             return (new, counts), ours, theirs
         if self.kind == MODEL:
             assert self.other is not None
@@ -104,6 +104,8 @@ class Joint:
     def length_independent(self, states: list[tuple[Any, ...]]) -> bool:
         """Whether the next transitions of these states depend on nothing but the states: no absolute positional
         encoding, and every ``average`` coordinate frozen (its weight 1/n is the only other use of the length)."""
+        if self.kind == MACHINE and self.machine.positional:
+            return False  # its predicates read the position itself
         for index, side in enumerate(self.sides):
             if side.length_dependent:
                 return False
@@ -113,6 +115,16 @@ class Joint:
             ):
                 return False
         return True
+
+    def settled_from(self) -> int:
+        """The length from which the positions' special cases are over (the induction starts there): every window
+        is full (no BOS, no missing key in it) and every threshold of a program's predicates is passed; 0 for a
+        model and a reference without positions."""
+        reach = [r for side in self.sides for r in side.reach.values()]
+        start = max(reach) + 1 if reach else 0
+        if self.kind == MACHINE and self.machine.shape is not None:
+            start = max(start, self.machine.shape.threshold)
+        return start
 
     def key(self, state: tuple[Any, ...]) -> tuple[Any, ...]:
         """What the future of both sides depends on: the state, the machine's counts capped."""

@@ -15,7 +15,8 @@ checks it), so ``--timeout`` bounds the whole property.
 
 from __future__ import annotations
 
-from ...contract import Solvable, Task
+from ...contract import Solvable, Task, capability
+from ...semantics import UnsupportedInMode
 from ...verdict import Verdict
 from ...work import Deadline
 from ..base import Run
@@ -33,6 +34,16 @@ def check(task: Task, run: Run) -> Verdict:
     from . import driver
 
     return driver.check(task, run)
+
+
+def refusal(task: Task) -> str | None:
+    """Why the property's queries cannot encode this task (the float reading of a tracr export), or None: ``auto``
+    then never picks smt (it picked it for a float reading and answered unknown with most of the budget unused)."""
+    try:
+        capability(task.prop, Solvable).smt_queries(task)
+    except UnsupportedInMode as exc:
+        return str(exc)
+    return None
 
 
 def derive_queries(task: Task, deadline: Deadline) -> list[tuple[str, str]]:

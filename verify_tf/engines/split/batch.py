@@ -38,7 +38,9 @@ from .cubes import Limits, SplitCube, center_row, coordinate_sizes, member_mask,
 from .leaves import LeafPolicy
 
 PHASES = ("bounds", "enumeration", "smt", "attack")
-CHUNK = 1 << 16  # rows per batched evaluation call
+CHUNK = 1 << 16  # rows per batched evaluation call, at most ...
+FIRST_CHUNK = 256  # ... and at first; then what the measured rate evaluates in CALL_SECONDS
+CALL_SECONDS = 0.5  # between two readings of the deadline
 ENUMERATE_CAP = 1 << 20  # larger cubes are split first, whatever the leaf policy says (progress, deadlines)
 
 
@@ -88,6 +90,7 @@ class _Unit:
         self.cpu = dict.fromkeys(PHASES, 0.0)
         self.enumerated = 0
         self.attacked = 0
+        self.step = FIRST_CHUNK  # rows of the next evaluation call: sized by the measured rate (``pace``)
 
     @contextmanager
     def timed(self, phase: str) -> Iterator[None]:
@@ -102,6 +105,12 @@ class _Unit:
         if self.deadline.expired():
             return "timeout"
         return "cancelled" if self.cancelled() else None
+
+    def pace(self, done: int, seconds: float) -> None:
+        """Size the next call to about CALL_SECONDS at the rate just measured (a two-layer softmax model took tens of
+        seconds for one call of CHUNK rows, so the deadline was read once a minute: 69-74 s at --timeout 30)."""
+        if seconds > 0:
+            self.step = max(FIRST_CHUNK, min(CHUNK, int(done / seconds * CALL_SECONDS)))
 
     def enumerate(self, cubes: list[SplitCube], claim: str) -> list[Outcome]:
         """Every member of every cube, evaluated exactly in chunks: closed, or the first violation found."""
@@ -127,13 +136,19 @@ class _Unit:
                 index += 1
             members = np.concatenate([r for _, r in group]) if size else np.zeros((0, group[0][0].length), np.int64)
             flagged = np.zeros(len(members), dtype=bool)
-            for offset in range(0, len(members), CHUNK):
+            offset = 0
+            while offset < len(members):
                 if self.stopped() is not None:
                     break
-                flagged[offset : offset + CHUNK] = flag_violations(
-                    self.task, self.space, self.evaluators, members[offset : offset + CHUNK]
+                step = self.step
+                started = time.perf_counter()
+                flagged[offset : offset + step] = flag_violations(
+                    self.task, self.space, self.evaluators, members[offset : offset + step]
                 )
-                self.enumerated += min(CHUNK, len(members) - offset)
+                done_rows = min(step, len(members) - offset)
+                self.enumerated += done_rows
+                offset += done_rows
+                self.pace(done_rows, time.perf_counter() - started)
             done = self.stopped() is None or not len(members) or bool(flagged.any())
             hits = np.flatnonzero(flagged)
             at = 0
