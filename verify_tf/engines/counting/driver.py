@@ -163,19 +163,7 @@ def check(task: Task, run: Run) -> Verdict:
         if exploration.disagreement is not None:
             return _refuted(task, merge, exploration)
         if exploration.stopped:
-            what = exploration.why if exploration.stopped == NOT_PAYING else exploration.stopped
-            if exploration.stopped == NOT_PAYING:
-                statistics["not_paying"] = statistics[HAND_OVER] = True
-            explored = f"explored lengths up to {exploration.complete_up_to} of {goal.max_length}"
-            if goal.language is not None:
-                explored = (
-                    f"every word of {goal.language.name} up to length {exploration.complete_up_to} checked "
-                    f"(of {goal.max_length})"
-                )
-            return merge.unknown(
-                f"{explored}: {_stop_text(exploration)}",
-                [f"counting: lengths 0..{exploration.complete_up_to} hold, then {exploration.stopped}: {what}"],
-            )
+            return _stopped(merge, statistics, goal, exploration)
         evidence = _evidence(task, goal, exploration)
         if exploration.closed_at is not None and goal.all_lengths:
             return _closed(merge, exploration, evidence)
@@ -236,6 +224,24 @@ def check(task: Task, run: Run) -> Verdict:
     except _UnitFailed as failed:
         merge.fail(failed.error)
         return merge.verdict()
+
+
+def _stopped(merge: Merge, statistics: dict[str, Any], goal: CountingGoal, exploration: Exploration) -> Verdict:
+    """The exploration stopped before it closed or reached the domain's lengths: unknown, saying how far it got
+    and why (a stop because exploring further does not pay hands the property over to the next engine)."""
+    what = exploration.why if exploration.stopped == NOT_PAYING else exploration.stopped
+    if exploration.stopped == NOT_PAYING:
+        statistics["not_paying"] = statistics[HAND_OVER] = True
+    explored = f"explored lengths up to {exploration.complete_up_to} of {goal.max_length}"
+    if goal.language is not None:
+        explored = (
+            f"every word of {goal.language.name} up to length {exploration.complete_up_to} checked "
+            f"(of {goal.max_length})"
+        )
+    return merge.unknown(
+        f"{explored}: {_stop_text(exploration)}",
+        [f"counting: lengths 0..{exploration.complete_up_to} hold, then {exploration.stopped}: {what}"],
+    )
 
 
 class _UnitFailed(Exception):

@@ -176,17 +176,32 @@ def explore(
                 result.closed_at = length
                 return _done(result, joint, began)
             previous = keys
-        if state_limit is not None and result.states > state_limit:
-            result.stopped = "state limit"
+        if _stops_early(result, exact, length, max_length, len(alphabet), state_limit, began, deadline):
             return _done(result, joint, began)
-        if not exact and length < max_length:
-            why = _not_paying(
-                result, len(alphabet), max_length, work.clock() - began, deadline.remaining(), deadline.seconds
-            )
-            if why:
-                result.stopped, result.why = NOT_PAYING, why
-                return _done(result, joint, began)
     return _done(result, joint, began)
+
+
+def _stops_early(
+    result: Exploration,
+    exact: bool,
+    length: int,
+    max_length: int,
+    letters: int,
+    state_limit: int | None,
+    began: float,
+    deadline: Deadline,
+) -> bool:
+    """After a length: more states than the limit, or (not exact) exploring further does not pay;
+    ``result.stopped`` says which."""
+    if state_limit is not None and result.states > state_limit:
+        result.stopped = "state limit"
+        return True
+    if not exact and length < max_length:
+        why = _not_paying(result, letters, max_length, work.clock() - began, deadline.remaining(), deadline.seconds)
+        if why:
+            result.stopped, result.why = NOT_PAYING, why
+            return True
+    return False
 
 
 def _explore_words(

@@ -628,6 +628,187 @@ def _unsupported(joint: Joint) -> str:
     return ""
 
 
+class _Asker:
+    """The induction's z3 queries, each in its own session under the deadline: counted, timed, and (``record``)
+    kept as SMT-LIB text for a certificate; ``round`` holds the current refinement round's queries."""
+
+    def __init__(self, result: InductionResult, deadline: Deadline, cancelled: Callable[[], bool], record: bool):
+        self.result, self.deadline, self.cancelled, self.record = result, deadline, cancelled, record
+        self.round: list[dict[str, Any]] = []
+
+    def __call__(self, assertions: list[Any], name: str) -> tuple[str, Any]:
+        if self.deadline.expired() or self.cancelled():
+            return "unknown", "timeout"
+        session = Session(self.deadline, seed=None, cancelled=self.cancelled, tactics=TACTICS_SMT)
+        session.add(*assertions)
+        answer = session.check()
+        self.result.solver_seconds += session.statistics.seconds
+        self.result.queries += 1
+        if self.record:
+            self.round.append(
+                {
+                    "name": name,
+                    "smt2": session.smt2(),  # the same text in every process (audit)
+                    "answer": answer,
+                    "no_bit_vector_form": UNBOUNDED,
+                }
+            )
+        if answer == SAT:
+            return SAT, session.model()
+        return (UNSAT, None) if answer == UNSAT else (UNKNOWN, session.reason)
+
+
+def _stream_roots(joint: Joint, alphabet: Sequence[str]) -> list[dict[Root, _Node]]:
+    """Per side, the coverage trees of the stream classes the exploration met, one root per (letter, phase)."""
+    roots: list[dict[Root, _Node]] = []
+    for side in joint.sides:
+        trees: dict[Root, _Node] = {}
+        for path in _every_phase(side, side.seen_paths()):
+            if path[0] in alphabet:
+                _insert(trees, side, path)
+        roots.append(trees)
+    return roots
+
+
+def _extend_coverage(encoded: dict[str, Any], ask: _Asker, assumptions: list[Any]) -> tuple[bool, str]:
+    """Coverage: can a state of Inv send a position's stream outside the known classes of the next block? The
+    first such class found (evaluated from z3's model) joins its tree. (changed, why undecided)."""
+    for letter, sides in encoded.items():
+        for encoded_side in sides:
+            for escape in encoded_side.escapes:
+                answer, model = ask(
+                    [*assumptions, escape.guard], f"coverage, letter {letter!r}, block {escape.node.block}"
+                )
+                if answer == "unknown":
+                    return False, f"z3 could not decide the coverage for letter {letter!r} ({model})"
+                if answer == "sat":
+                    reads = tuple(
+                        tuple(tuple(_evaluate_sym(model, x) for x in vector) for vector in vectors)
+                        for vectors in escape.reads
+                    )
+                    escape.node.children[reads] = _Node(escape.block, reads)
+                    return True, ""
+    return False, ""
+
+
+@dataclass
+class _Round:
+    """One refinement round's encoding: the layout, the pre-state variables, the inferred relations and bounds,
+    the encoded letters and the invariant with its side constraints."""
+
+    layout: _Layout
+    pre: list[Any]
+    relations: list[tuple[int, ...]]
+    bounds: list[_Bound]
+    encoded: dict[str, Any]
+    builder: Builder
+    invariant: list[Any]
+    side_constraints: list[Any]
+
+
+def _strengthen(joint: Joint, state: _Round, ask: _Asker, start: int, points: list[dict[Key, int]]) -> tuple[bool, str]:
+    """Step, Inv ∧ T ⇒ Inv': a counterexample's successor drops the bounds it violates and joins the points (so
+    the next round's relations lose exactly the equalities it violates). (changed, why undecided)."""
+    for letter, sides in state.encoded.items():
+        post, cover = _post(joint, state.layout, state.pre, letter, sides)
+        claim = _invariant(state.layout, post, state.relations, state.bounds, start)
+        answer, model = ask(
+            [*state.invariant, *state.side_constraints, *cover, z3.Not(z3.And(claim))],
+            f"induction step, letter {letter!r}",
+        )
+        if answer == "unknown":
+            return False, f"z3 could not decide the step for letter {letter!r} ({model})"
+        if answer == "sat":
+            successor = {key: _evaluate_int(model, term) for key, term in zip(state.layout.keys, post)}
+            state.bounds[:] = [b for b in state.bounds if b.holds(successor)]
+            points.append(successor)
+            return True, ""
+    return False, ""
+
+
+def _check_decisions(
+    joint: Joint,
+    goal: CountingGoal,
+    state: _Round,
+    ask: _Asker,
+    encode_violation: Callable[[Builder, SymObservation, Any], Any],
+    start: int,
+    result: InductionResult,
+) -> str:
+    """Decisions: Inv ∧ T ∧ (the prefix of length i + 1 is constrained) ⇒ no violation. '' when none is
+    possible; else why undecided, or (``result.status`` FAILED) the state in which the step fails."""
+    few, start_from = goal.ever_checked()
+    layout, pre, builder = state.layout, state.pre, state.builder
+    for letter, sides in state.encoded.items():
+        if ask.deadline.expired() or ask.cancelled():
+            return "timeout while checking the decisions"
+        _, cover = _post(joint, layout, pre, letter, sides)
+        observations = [_observation(builder, encoded_side) for encoded_side in sides]
+        theirs: Any = None
+        if joint.kind == MACHINE:
+            counts = [pre[layout.index[("machine", j)]] for j in range(len(joint.machine.names))]
+            _, theirs = joint.machine.encode_step(counts, letter, pre[0])
+        elif joint.kind == MODEL:
+            theirs = observations[1]
+        length = pre[0] + 1
+        constrained = z3.Or(
+            [length == p for p in few if p >= 1] + ([length >= start_from] if start_from is not None else [])
+        )
+        violation = encode_violation(builder, observations[0], theirs)
+        answer, model = ask(
+            [*state.invariant, *builder.assertions, *cover, constrained, violation], f"decisions, letter {letter!r}"
+        )
+        if answer == "unknown":
+            return f"z3 could not decide the decisions for letter {letter!r} ({model})"
+        if answer == "sat":
+            values = [_evaluate_int(model, v) for v in pre]
+            result.status = FAILED
+            shown = ", ".join(f"{n} = {v}" for n, v in zip(layout.names, values))
+            result.counterexample = {"state": dict(zip(layout.names, values)), "letter": letter}
+            return (
+                f"the induction step fails: in a state that satisfies the invariant ({shown}), reading {letter!r} "
+                f"at {word_position(values[0])} violates the property (the state may be unreachable)"
+            )
+    return ""
+
+
+class _RoundFailed(Exception):
+    """A round's encoding could not be made: why, and what of the round was built (for the result's invariant)."""
+
+    def __init__(self, detail: str, layout: _Layout, relations: list[tuple[int, ...]]):
+        super().__init__(detail)
+        self.detail, self.layout, self.relations = detail, layout, relations
+
+
+def _encode_round(
+    joint: Joint,
+    roots: list[dict[Root, _Node]],
+    points: list[dict[Key, int]],
+    bounds: list[_Bound],
+    start: int,
+    deadline: Deadline,
+) -> _Round:
+    """A round's encoding from the current trees, points and bounds (``_RoundFailed`` says why it could not)."""
+    _register(joint, roots)
+    layout = _Layout(joint)
+    try:
+        relations = null_space([layout.point(p) for p in points], deadline)
+    except DeadlineExpired:
+        raise _RoundFailed(
+            "timeout while inferring the invariant (the affine relations of the explored states)", layout, []
+        ) from None
+    pre = [z3.Int(f"p{k}") for k in range(len(layout.keys))]
+    builder = Builder(deadline=deadline)  # a deep model's encoding alone may outlive the budget
+    try:
+        encoded = _encode_letters(joint, layout, pre, builder, roots)
+    except NotEncodable as exc:
+        raise _RoundFailed(f"not encodable: {exc}", layout, relations) from None
+    except DeadlineExpired:
+        raise _RoundFailed("timeout while encoding the induction step", layout, relations) from None
+    invariant = _invariant(layout, pre, relations, bounds, start)
+    return _Round(layout, pre, relations, bounds, encoded, builder, invariant, list(builder.assertions))
+
+
 def prove_all_lengths(
     joint: Joint,
     goal: CountingGoal,
@@ -654,43 +835,13 @@ def prove_all_lengths(
     if not visited:
         result.detail = "no reachable state to infer an invariant from"
         return result
-    alphabet = goal.alphabet
-    roots: list[dict[Root, _Node]] = []
-    for side in joint.sides:
-        trees: dict[Root, _Node] = {}
-        for path in _every_phase(side, side.seen_paths()):
-            if path[0] in alphabet:
-                _insert(trees, side, path)
-        roots.append(trees)
+    roots = _stream_roots(joint, goal.alphabet)
     points: list[dict[Key, int]] = [
         _state_values(joint, n, state, letters) for n, state, letters in visited if n >= start
     ]
     bounds = _candidate_bounds(joint, goal, roots, points)
     began = time.perf_counter()
-    this_round: list[dict[str, Any]] = []  # record: the current refinement round's queries
-    few, start_from = goal.ever_checked()
-
-    def ask(assertions: list[Any], name: str) -> tuple[str, Any]:
-        if deadline.expired() or cancelled():
-            return "unknown", "timeout"
-        session = Session(deadline, seed=None, cancelled=cancelled, tactics=TACTICS_SMT)
-        session.add(*assertions)
-        answer = session.check()
-        result.solver_seconds += session.statistics.seconds
-        result.queries += 1
-        if record:
-            this_round.append(
-                {
-                    "name": name,
-                    "smt2": session.smt2(),  # the same text in every process (audit)
-                    "answer": answer,
-                    "no_bit_vector_form": UNBOUNDED,
-                }
-            )
-        if answer == SAT:
-            return SAT, session.model()
-        return (UNSAT, None) if answer == UNSAT else (UNKNOWN, session.reason)
-
+    ask = _Asker(result, deadline, cancelled, record)
     while True:
         if deadline.expired() or cancelled():
             result.detail = "timeout during the induction step (refining the invariant)"
@@ -700,108 +851,28 @@ def prove_all_lengths(
                 f"no inductive invariant after {MAX_ROUNDS} refinement rounds ({_classes_text(roots)} stream classes)"
             )
             return _finish(result, None, [], bounds, roots, began)
-        _register(joint, roots)
-        layout = _Layout(joint)
         try:
-            relations = null_space([layout.point(p) for p in points], deadline)
-        except DeadlineExpired:
-            result.detail = "timeout while inferring the invariant (the affine relations of the explored states)"
-            return _finish(result, layout, [], bounds, roots, began)
-        pre = [z3.Int(f"p{k}") for k in range(len(layout.keys))]
-        builder = Builder(deadline=deadline)  # a deep model's encoding alone may outlive the budget
-        try:
-            encoded = _encode_letters(joint, layout, pre, builder, roots)
-        except NotEncodable as exc:
-            result.detail = f"not encodable: {exc}"
-            return _finish(result, layout, relations, bounds, roots, began)
-        except DeadlineExpired:
-            result.detail = "timeout while encoding the induction step"
-            return _finish(result, layout, relations, bounds, roots, began)
-        invariant = _invariant(layout, pre, relations, bounds, start)
-        side_constraints = list(builder.assertions)
-        this_round.clear()
-        changed = ""
+            state = _encode_round(joint, roots, points, bounds, start, deadline)
+        except _RoundFailed as failed:
+            result.detail = failed.detail
+            return _finish(result, failed.layout, failed.relations, bounds, roots, began)
+        layout, relations = state.layout, state.relations
+        ask.round.clear()
         report(f"induction: round {result.rounds + 1}, {_classes_text(roots)} stream classes")
-        # coverage: every state of Inv sends each position's stream into a known class of the next block
-        for letter, sides in encoded.items():
-            for encoded_side in sides:
-                for escape in encoded_side.escapes:
-                    answer, model = ask(
-                        [*invariant, *side_constraints, escape.guard],
-                        f"coverage, letter {letter!r}, block {escape.node.block}",
-                    )
-                    if answer == "unknown":
-                        result.detail = f"z3 could not decide the coverage for letter {letter!r} ({model})"
-                        return _finish(result, layout, relations, bounds, roots, began)
-                    if answer == "sat":
-                        reads = tuple(
-                            tuple(tuple(_evaluate_sym(model, x) for x in vector) for vector in vectors)
-                            for vectors in escape.reads
-                        )
-                        escape.node.children[reads] = _Node(escape.block, reads)
-                        changed = "coverage"
-                        break
-                if changed:
-                    break
-            if changed:
-                break
+        changed, undecided = _extend_coverage(state.encoded, ask, [*state.invariant, *state.side_constraints])
+        if not changed and not undecided:
+            changed, undecided = _strengthen(joint, state, ask, start, points)
+            bounds = state.bounds
+        if undecided:
+            result.detail = undecided
+            return _finish(result, layout, relations, bounds, roots, began)
         if not changed:
-            # step: Inv ∧ T ⇒ Inv'
-            for letter, sides in encoded.items():
-                post, cover = _post(joint, layout, pre, letter, sides)
-                claim = _invariant(layout, post, relations, bounds, start)
-                answer, model = ask(
-                    [*invariant, *side_constraints, *cover, z3.Not(z3.And(claim))], f"induction step, letter {letter!r}"
-                )
-                if answer == "unknown":
-                    result.detail = f"z3 could not decide the step for letter {letter!r} ({model})"
-                    return _finish(result, layout, relations, bounds, roots, began)
-                if answer == "sat":
-                    successor = {key: _evaluate_int(model, term) for key, term in zip(layout.keys, post)}
-                    bounds = [b for b in bounds if b.holds(successor)]
-                    points.append(successor)
-                    changed = "step"
-                    break
-        if changed:
-            result.rounds += 1
-            continue
-        break
-    # decisions: Inv ∧ T ∧ (the prefix of length i + 1 is constrained) ⇒ no violation
-    for letter, sides in encoded.items():
-        if deadline.expired() or cancelled():
-            result.detail = "timeout while checking the decisions"
-            return _finish(result, layout, relations, bounds, roots, began)
-        post, cover = _post(joint, layout, pre, letter, sides)
-        observations = [_observation(builder, encoded_side) for encoded_side in sides]
-        theirs: Any = None
-        if joint.kind == MACHINE:
-            counts = [pre[layout.index[("machine", j)]] for j in range(len(joint.machine.names))]
-            _, theirs = joint.machine.encode_step(counts, letter, pre[0])
-        elif joint.kind == MODEL:
-            theirs = observations[1]
-        length = pre[0] + 1
-        constrained = z3.Or(
-            [length == p for p in few if p >= 1] + ([length >= start_from] if start_from is not None else [])
-        )
-        violation = encode_violation(builder, observations[0], theirs)
-        answer, model = ask(
-            [*invariant, *builder.assertions, *cover, constrained, violation], f"decisions, letter {letter!r}"
-        )
-        if answer == "unknown":
-            result.detail = f"z3 could not decide the decisions for letter {letter!r} ({model})"
-            return _finish(result, layout, relations, bounds, roots, began)
-        if answer == "sat":
-            state = [_evaluate_int(model, v) for v in pre]
-            result.status = FAILED
-            shown = ", ".join(f"{n} = {v}" for n, v in zip(layout.names, state))
-            result.detail = (
-                f"the induction step fails: in a state that satisfies the invariant ({shown}), reading {letter!r} "
-                f"at {word_position(state[0])} violates the property (the state may be unreachable)"
-            )
-            result.counterexample = {"state": dict(zip(layout.names, state)), "letter": letter}
-            return _finish(result, layout, relations, bounds, roots, began)
-    result.status = PROVED
-    result.asked = list(this_round)
+            break
+        result.rounds += 1
+    result.detail = _check_decisions(joint, goal, state, ask, encode_violation, start, result)
+    if not result.detail:
+        result.status = PROVED
+        result.asked = list(ask.round)
     return _finish(result, layout, relations, bounds, roots, began)
 
 
