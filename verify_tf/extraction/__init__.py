@@ -101,6 +101,7 @@ def extract(
     alphabet: tuple[str, ...] | None = None,
     title: str = "extracted by verify-tf crasp extract",
     progress: Callable[[str], None] = lambda line: None,
+    every_length: float | None = None,
 ) -> Extraction:
     """Extract a program from ``model``, write it to ``out`` and decide it against the model (module docstring).
 
@@ -108,7 +109,8 @@ def extract(
     ``check_length``: the N of the proof's exhaustive part (and of ``equal up to N``); ``rounds``: how many
     counterexamples may be walked before a remaining refutation is an error; ``reference``: a ``.cr`` file to
     decide the extracted program against at every length; ``alphabet``: the words' letters (default: the
-    model's).
+    model's); ``every_length``: at most this many seconds for each every-length attempt (default: its share of
+    the time left, ``prove.decide``).
     """
     if model.float_reading:
         raise DoesNotApply(
@@ -140,7 +142,9 @@ def extract(
         out.write_text(written.text, encoding="utf-8")
         if deadline.expired():
             raise Budget(f"round {number}: before the proof")
-        decision = decide(model, arith, alphabet, out, threshold, max(check_length, explore), deadline)
+        decision = decide(
+            model, arith, alphabet, out, threshold, max(check_length, explore), deadline, every_length=every_length
+        )
         round_ = Round(
             observed.explored_up_to,
             len(observed.positions),
@@ -172,7 +176,9 @@ def extract(
             f"{result.decision.witness!r} (an extraction bug; the program is in {out})"
         )
     if reference is not None and not deadline.expired():
-        result.against = against(written.program, reference, alphabet, max(check_length, explore), deadline, out)
+        result.against = against(
+            written.program, reference, alphabet, max(check_length, explore), deadline, out, every_length
+        )
     return result
 
 

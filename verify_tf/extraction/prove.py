@@ -74,9 +74,15 @@ def decide(
     length: int,
     deadline: Deadline,
     share: float = 0.6,
+    every_length: float | None = None,
 ) -> Decision:
-    """The model against ``program`` (module docstring); the every-length check gets ``share`` of the time left."""
-    every = _check(model, arith, alphabet, program, threshold, length, "all", deadline.remaining() * share)
+    """The model against ``program`` (module docstring); the every-length check gets ``share`` of the time left,
+    at most ``every_length`` seconds when given (so that what is left for the bounded check does not depend on how
+    long an induction that does not close is allowed to try)."""
+    seconds = deadline.remaining() * share
+    if every_length is not None:
+        seconds = min(seconds, every_length)
+    every = _check(model, arith, alphabet, program, threshold, length, "all", seconds)
     decision = Decision(UNKNOWN, verdicts=[every])
     if every.status == "proved":
         decision.status = PROVED
@@ -96,7 +102,13 @@ SANITY_LENGTH = 12  # the compiled extracted program is checked against its sour
 
 
 def against(
-    extracted: Program, reference: Path, alphabet: tuple[str, ...], length: int, deadline: Deadline, source: Path
+    extracted: Program,
+    reference: Path,
+    alphabet: tuple[str, ...],
+    length: int,
+    deadline: Deadline,
+    source: Path,
+    every_length: float | None = None,
 ) -> Decision:
     """The extracted program against ``reference`` at every length (module docstring); ``source``: its file.
 
@@ -109,7 +121,7 @@ def against(
     same = _check(compiled.model, arith, alphabet, source, Fraction(0), bounded, "domain", deadline.remaining() / 4)
     if same.status != "proved":
         return Decision(UNKNOWN, verdicts=[same])
-    found = decide(compiled.model, arith, alphabet, reference, Fraction(0), length, deadline)
+    found = decide(compiled.model, arith, alphabet, reference, Fraction(0), length, deadline, every_length=every_length)
     found.verdicts = [same, *found.verdicts]
     return found
 
