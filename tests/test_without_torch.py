@@ -171,6 +171,8 @@ def test_a_spec_that_needs_torch_is_skipped_and_the_others_run(tmp_path):
 
 
 def test_pt_model_files_and_the_torch_back_end_name_the_extra(tmp_path):
+    # the file must exist: a missing or oversized model file is refused (located) before torch is looked for
+    (tmp_path / "m.pt").write_bytes(b"PK\x03\x04")
     code = f"""
 from verify_tf.builders.files import load_model
 from verify_tf.batched import TorchOps, Unsupported
