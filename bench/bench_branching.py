@@ -41,6 +41,7 @@ from bench_tightness import ratios, true_ranges
 from verify_tf.api import make_task
 from verify_tf.engines.split.bounder import Bounder
 from verify_tf.engines.split.cubes import roots
+from verify_tf.linear import optimise
 from verify_tf.linear.backward import DEFAULT, Slopes
 from verify_tf.spaces import InputSpace
 
@@ -50,11 +51,13 @@ PROPERTIES = {
     "4h": {"hi": Fraction(47661, 1024)},
 }
 ALL = (DEFAULT, Slopes(plane=0), Slopes(plane=2), Slopes(relu="zero"), Slopes(relu="one"))
-SLOPE_SETS = {  # label: (every backward pass's variants, the readout's)
-    "CROWN's (adaptive ReLU, midpoint planes)": ((DEFAULT,), None),
-    "best of 3 planes (θ = 0, 1/2, 1)": ((DEFAULT, Slopes(plane=0), Slopes(plane=2)), None),
-    "best of 5 (3 planes, ReLU 0 and 1)": (ALL, None),
-    "best of 5 at the readout only": ((DEFAULT,), ALL),
+SLOPE_SETS = {  # label: (every backward pass's variants, the readout's, where per-element slopes are optimised)
+    "CROWN's (adaptive ReLU, midpoint planes)": ((DEFAULT,), None, "none"),
+    "best of 3 planes (θ = 0, 1/2, 1)": ((DEFAULT, Slopes(plane=0), Slopes(plane=2)), None, "none"),
+    "best of 5 (3 planes, ReLU 0 and 1)": (ALL, None, "none"),
+    "best of 5 at the readout only": ((DEFAULT,), ALL, "none"),
+    "best of 5 and alpha-CROWN at the readout": ((DEFAULT,), ALL, "readout"),
+    "best of 5 at the readout, alpha-CROWN at every stage": ((DEFAULT,), ALL, "every stage"),
 }
 
 
@@ -97,13 +100,15 @@ def choose(rule: str, cube, view, options) -> tuple[int, int]:
     return where
 
 
-def knuth(name: str, rule: str, probes: int, slopes=((DEFAULT,), None), seed: int = 0) -> tuple[float, float, int]:
+def knuth(
+    name: str, rule: str, probes: int, slopes=((DEFAULT,), None, "none"), seed: int = 0
+) -> tuple[float, float, int]:
     """(mean, median, cubes bounded) of Knuth's estimate: random dives, the cubes of all probes bounded together."""
     model, domain = softmax_case(name)
     options = PROPERTIES[name]
     task = make_task(model, FIXED, domain, "output-bounds", options, device="cpu")
     space = task.prop.input_space(task)
-    bounder = Bounder(task, space, True, variants=slopes[0], readout=slopes[1])
+    bounder = Bounder(task, space, True, variants=slopes[0], readout=slopes[1], optimised=slopes[2])
     rng = random.Random(seed)
     state = [(roots(space)[0], 0, 1) for _ in range(probes)]
     estimates, bounded = [], 0
@@ -148,7 +153,9 @@ def slopes(args) -> None:
         cubes = small_cubes(domain, 64)
         truth = true_ranges(model, space, cubes)
         for label, chosen in SLOPE_SETS.items():
-            bounder = Bounder(task, space, True, variants=chosen[0], readout=chosen[1])
+            if args.sets and not any(part in label for part in args.sets.split(",")):
+                continue
+            bounder = Bounder(task, space, True, variants=chosen[0], readout=chosen[1], optimised=chosen[2])
             cpu = time.process_time()
             views = bounder.bound(cubes)
             per_cube = 1000 * (time.process_time() - cpu) / len(cubes)
@@ -178,7 +185,11 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(SECTIONS))
     parser.add_argument("--models", default="d2,d3,4h")
     parser.add_argument("--d3-knuth", action="store_true", help="slopes: also d3's Knuth estimates")
+    parser.add_argument("--iterations", type=int, default=None, help="slopes: optimise.ITERATIONS (default its own)")
+    parser.add_argument("--sets", default="", help="slopes: only the sets whose label contains one of these (comma)")
     args = parser.parse_args()
+    if args.iterations is not None:
+        optimise.ITERATIONS = args.iterations
     print(
         f"{datetime.datetime.now():%Y-%m-%d %H:%M}, {platform.node()}, {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.1f}"

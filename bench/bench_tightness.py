@@ -73,8 +73,8 @@ def interval_bounds(model, space, cubes):
     return out
 
 
-def domain_bounds(task, space, cubes, domain: str):
-    bounder = Bounder(task, space, True, domain=domain)
+def domain_bounds(task, space, cubes, domain: str, optimised: str = "none"):
+    bounder = Bounder(task, space, True, domain=domain, optimised=optimised)
     views = bounder.bound(cubes)
     return [
         (np.array([float(a) for a, _ in v.bounds.readout]), np.array([float(b) for _, b in v.bounds.readout]))
@@ -98,7 +98,8 @@ def main() -> None:
         f"{datetime.datetime.now():%Y-%m-%d %H:%M}, {platform.node()}, {os.cpu_count()} cores, "
         f"load average at start {os.getloadavg()[0]:.1f}\n"
     )
-    columns = ["intervals", "forward", "backward"] + (["CROWN", "CROWN∩hull"] if args.lirpa else [])
+    columns = ["intervals", "forward", "backward", "alpha readout", "alpha every stage"]
+    columns += ["CROWN", "CROWN∩hull"] if args.lirpa else []
     print("| model | cubes | " + " | ".join(f"{c} (median ×)" for c in columns) + " | CPU ms/cube per column |")
     print("|---|---|" + "---|" * len(columns) + "---|")
     for name in args.models.split(","):
@@ -115,6 +116,8 @@ def main() -> None:
                 found[column] = interval_bounds(model, space, cubes)
             elif column in ("forward", "backward"):
                 found[column] = domain_bounds(task, space, cubes, column)
+            elif column.startswith("alpha"):
+                found[column] = domain_bounds(task, space, cubes, "backward", column.removeprefix("alpha "))
             elif column == "CROWN":
                 found[column] = lirpa_bounds(model, cubes, domain)
             else:

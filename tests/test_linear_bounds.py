@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.ir import AlphabetTokens
-from verify_tf.linear import CoordinateTable, LinearModel, refusal, scale_for
+from verify_tf.linear import CoordinateTable, LinearModel, optimise, refusal, scale_for
 from verify_tf.linear.attention import knapsack_max
-from verify_tf.linear.backward import DEFAULT, Slopes, _planes, refined_bound
+from verify_tf.linear.backward import DEFAULT, PLANE_STEPS, Slopes, _planes, refined_bound
 from verify_tf.semantics import Exact, Fixed, evaluate
 from verify_tf.semantics.interpreter import _Counter, affine as interpreter_affine
 
@@ -113,15 +113,19 @@ def _check(name, values, stage, index, t, scale):
             assert lower <= y <= upper, f"{name}[{position}][{c}] = {y} outside its forms [{lower}, {upper}] ({index})"
 
 
-def check_case(model, arith, table, columns, ranges, chosen, backward=False, variants=(DEFAULT,)):
+def check_case(model, arith, table, columns, ranges, chosen, backward=False, variants=(DEFAULT,), choose=None):
     """Every chosen input inside every stage of the forward pass (``backward``: of ``backward.refined_bound``, whose
     query, key, value, pre-activation, stream and readout stages are intersected with their backward bounds, each
-    the best of the ``variants``' slopes)."""
+    the best of the ``variants``' slopes and, with ``choose``, of a pass with its per-element slopes at every
+    stage)."""
     length = ranges.shape[1]
     linear = LinearModel(model, arith, length)
     scale = linear.scale
     inputs = table.inputs(ranges, model.dim)
-    result = refined_bound(linear, inputs, variants) if backward else linear.bound(inputs, trace=True)
+    if backward:
+        result = refined_bound(linear, inputs, variants, None, choose, everywhere=choose is not None)
+    else:
+        result = linear.bound(inputs, trace=True)
     counter = _Counter(arith)
     for tokens, picks in chosen:
         t = [_variables(model, columns, ranges, picks)[v] for v in result.variables]
@@ -225,6 +229,45 @@ def test_every_backward_stage_contains_every_input_of_the_cube_whatever_the_slop
     model, arith, table, columns, ranges, chosen = case
     event(" + ".join(f"{s.relu}/{s.plane}" for s in variants))
     check_case(model, arith, table, columns, ranges, chosen, backward=True, variants=tuple(variants))
+
+
+def _wild_slopes(seed):
+    """A ``backward.Choose`` that returns seeded random per-element slopes, a third of them outside their valid
+    ranges (below 0, above one or PLANE_STEPS): the exact pass must clamp them, so every array is sound."""
+    rng = np.random.default_rng(seed)
+
+    def choose(linear, result, lam, blocks, attention_only):
+        params = optimise._start(linear, result, np.shape(lam)[1], blocks, attention_only)
+        one = linear.scale.one
+        alpha = {
+            k: rng.integers(-one // 2, 3 * one // 2 + 1, np.shape(v)) for k, v in params.items() if isinstance(k, int)
+        }
+        theta = {k: rng.integers(-8, PLANE_STEPS + 9, np.shape(v)) for k, v in params.items() if isinstance(k, tuple)}
+        return Slopes(alpha=alpha, theta=theta)
+
+    return choose
+
+
+@pytest.mark.slow  # ~60 s of CPU: two backward passes per refined stage
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(cases(), st.integers(0, 2**32 - 1))
+def test_every_backward_stage_contains_every_input_of_the_cube_whatever_the_per_element_slopes(case, seed):
+    """alpha-CROWN's per-element slopes (``Slopes.alpha``, ``Slopes.theta``): with seeded random arrays, in and out
+    of their ranges, at every stage, the bounds contain every chosen input's interpreter value, exactly."""
+    model, arith, table, columns, ranges, chosen = case
+    check_case(model, arith, table, columns, ranges, chosen, backward=True, choose=_wild_slopes(seed))
+
+
+@pytest.mark.slow  # ~60 s of CPU: an optimisation (13 float passes) and an exact pass per refined stage
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(cases())
+def test_every_backward_stage_contains_every_input_of_the_cube_with_optimised_slopes(case):
+    """Issue 43: the slopes ``optimise.choose`` picks by gradient on the float twin, at every stage (the engine's
+    readout and the "every stage" configuration), keep every chosen input inside every bound, exactly."""
+    model, arith, table, columns, ranges, chosen = case
+    kinds = {h.scoring for b in model.blocks if b.attention for h in b.attention.heads}
+    event(f"{'/'.join(sorted(kinds))} {getattr(arith, 'attention_rounding', 'exact')}")
+    check_case(model, arith, table, columns, ranges, chosen, backward=True, choose=optimise.choose)
 
 
 @pytest.mark.parametrize(

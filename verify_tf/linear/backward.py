@@ -34,7 +34,8 @@ computed exactly for the choice, so no float decides a bound.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -54,9 +55,18 @@ class Slopes:
 
     relu: str = "adaptive"
     plane: int = 1
+    # per-element choices (``optimise.choose``: alpha-CROWN), per objective: block index -> the crossing ReLUs'
+    # lower slopes (B, O, P, h) in units (clamped to [0, one] here); (block, head) -> the planes' θ (B, O, P, P, v)
+    # in steps of 1/PLANE_STEPS (clamped to [0, PLANE_STEPS]). Where absent, ``relu`` and ``plane`` decide.
+    alpha: dict[int, Array] = field(default_factory=dict, compare=False)
+    theta: dict[tuple[int, int], Array] = field(default_factory=dict, compare=False)
 
 
 DEFAULT = Slopes()
+PLANE_STEPS = 16  # a per-element θ is a multiple of 1/16 (finer buys nothing measurable; coarser keeps int64)
+# Choose(linear, result, Λ (B, O, P, d) units on the stream entering the backward pass, blocks, attention_only):
+# per-element slopes for that pass (floats may choose: every choice is sound)
+Choose = Callable[[Any, Any, Array, int, bool], Slopes]
 # split's readout: the best of five passes per objective (bench/bench_branching.py, docs/performance.md: at the
 # readout they cost ~5% and shrink Knuth's tree 3–13%; in every intermediate pass 3× for 22%, which does not pay)
 READOUT_SLOPES = (DEFAULT, Slopes(plane=0), Slopes(plane=2), Slopes(relu="zero"), Slopes(relu="one"))
@@ -179,10 +189,11 @@ def through_affine(lam: Array, plan: tuple[np.ndarray, int, Array, Array], x: Li
     return _settle(numerators, den, x.lo, x.hi, state)
 
 
-def through_relu(lam: Array, pre: Lin, state: _Pass, slopes: Slopes = DEFAULT) -> Array:
+def through_relu(lam: Array, pre: Lin, state: _Pass, slopes: Slopes = DEFAULT, chosen: Array | None = None) -> Array:
     """h = max(x, 0) over x ∈ [lo, hi]: above by the chord's line (slope σ in units chosen in floats, offset β exact
     at both ends: valid for the convex ReLU), below by s·x with s ∈ {0, 1} (``slopes.relu``; CROWN's adaptive
-    choice: 1 where hi >= −lo)."""
+    choice: 1 where hi >= −lo) or, with ``chosen`` (B, O, *S) units, any s ∈ [0, 1] per objective and element
+    (clamped here, so any array is sound: s·x <= max(x, 0) for s ∈ [0, 1])."""
     one = state.one
     lo, hi = pre.lo, pre.hi
     low, high = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
@@ -201,11 +212,13 @@ def through_relu(lam: Array, pre: Lin, state: _Pass, slopes: Slopes = DEFAULT) -
         pick = np.full(np.shape(high), one if slopes.relu == "one" else 0)
     alpha = np.where(crossing, pick, np.where(dead, 0, one)).astype(np.int64)
     shape = np.shape(lam)[:1] + np.shape(lam)[2:]
+    lower = _per_element(alpha, shape)
+    if chosen is not None:
+        free = np.clip(np.asarray(chosen, dtype=np.int64), 0, one)
+        lower = np.where(_per_element(crossing, shape), free, lower)
     positive, negative = ints.maximum(lam, np.int64(0)), ints.minimum(lam, np.int64(0))
     state.add(ints.ceildiv(_sum_to_objectives(ints.mul(positive, _per_element(beta, shape))), one))
-    numerators = ints.add(
-        ints.mul(positive, _per_element(sigma, shape)), ints.mul(negative, _per_element(alpha, shape))
-    )
+    numerators = ints.add(ints.mul(positive, _per_element(sigma, shape)), ints.mul(negative, lower))
     return _settle(numerators, one, lo, hi, state)
 
 
@@ -219,15 +232,18 @@ def anchored(head: Any, plan: Any, heads: Any) -> bool:
 
 
 def _planes(
-    a_lo: Array, a_hi: Array, g_lo: Array, g_hi: Array, theta: int = 1
+    a_lo: Array, a_hi: Array, g_lo: Array, g_hi: Array, theta: Array = 1, steps: int = 2
 ) -> tuple[tuple[Array, Array, Array], ...]:
-    """Doubled (slope on g (B, P, P, 1), slope on a (B, P, P, v), constant (B, P, P, v), units squared) of an upper
-    and a lower plane of a·g over the box: a·g <= (sa·g + sg·a + c)/2 and >= likewise; ``theta`` (2θ ∈ {0, 1, 2})
-    weighs McCormick's first plane of each side, (a − a_hi)(g − g_lo) <= 0 above and (a − a_lo)(g − g_lo) >= 0
-    below, against the second. θ = 1/2 is the midpoint planes ((a − ā)(g − ḡ) within ±ρ_a·ρ_g: both sides share
-    the slopes 2ā, 2ḡ; on the three models of issue 43 10–15% tighter than either pair of corner planes alone)."""
+    """``steps``-fold (slope on g (B, P, P, 1), slope on a (B, P, P, v), constant (B, P, P, v), units squared) of an
+    upper and a lower plane of a·g over the box: a·g <= (sa·g + sg·a + c)/steps and >= likewise; ``theta``
+    (steps·θ, an integer or an integer array broadcast against the box, in [0, steps]) weighs McCormick's first plane
+    of each side, (a − a_hi)(g − g_lo) <= 0 above and (a − a_lo)(g − g_lo) >= 0 below, against the second (any θ
+    ∈ [0, 1] is a convex combination of two valid planes, so valid). θ = 1/2 is the midpoint planes ((a − ā)(g − ḡ)
+    within ±ρ_a·ρ_g: both sides share the slopes 2ā, 2ḡ; on the three models of issue 43 10–15% tighter than either
+    pair of corner planes alone)."""
     a_lo, a_hi = np.asarray(a_lo)[..., None], np.asarray(a_hi)[..., None]
-    t, rest = np.int64(theta), np.int64(2 - theta)
+    t = np.asarray(theta, dtype=np.int64)
+    rest = np.int64(steps) - t
     sg = ints.add(ints.mul(g_lo, t), ints.mul(g_hi, rest))  # the slope on a: the same on both sides
     su = ints.add(ints.mul(a_hi, t), ints.mul(a_lo, rest))
     sl = ints.add(ints.mul(a_lo, t), ints.mul(a_hi, rest))
@@ -236,26 +252,46 @@ def _planes(
     return (su, sg, upper), (sl, sg, lower)
 
 
-def through_softmax_head(lam: Array, heads: Any, rounding: Any, state: _Pass, theta: int = 1) -> Array:
+def through_softmax_head(
+    lam: Array, heads: Any, rounding: Any, state: _Pass, theta: int = 1, chosen: Array | None = None
+) -> Array:
     """Λ on a softmax head's rounded output (B, O, P, v) -> Λ on its values (module docstring; ``theta``: the
-    planes, ``_planes``); the weights are concretized by their forward forms on the way."""
+    planes, ``_planes``; ``chosen``: per objective and element θ·PLANE_STEPS (B, O, P, P, v), clamped here); the
+    weights are concretized by their forward forms on the way."""
     one = state.one
     lam = through_store(lam, heads.output, rounding, state)
     weights, value = heads.weights, heads.value
-    mix, g_lo, g_hi, slope_up, slope_down, slope_a, upper, lower = _head_planes(heads, one, theta)
+    if chosen is None:
+        mix, g_lo, g_hi, slope_up, slope_down, slope_a, upper, lower = _head_planes(heads, one, theta)
+        den, spec = 2 * one, "boic,bijc->boij"
+    else:
+        mix, g_lo, g_hi, slope_up, slope_down, slope_a, upper, lower = _chosen_planes(heads, one, chosen)
+        den, spec = PLANE_STEPS * one, "boic,boijc->boij"
     positive, negative = ints.maximum(lam, np.int64(0)), ints.minimum(lam, np.int64(0))
     on_g = ints.add(
         ints.mul(np.asarray(positive)[:, :, :, None, :], slope_up),
         ints.mul(np.asarray(negative)[:, :, :, None, :], slope_down),
     )
-    lam_g = _settle(on_g, 2 * one, g_lo, g_hi, state)
-    lam_a = _settle(ints.contract(lam, slope_a, "boic,bijc->boij"), 2 * one, weights.lo, weights.hi, state)
+    lam_g = _settle(on_g, den, g_lo, g_hi, state)
+    lam_a = _settle(ints.contract(lam, slope_a, spec), den, weights.lo, weights.hi, state)
     rest = ints.add(ints.mul(positive, upper), ints.mul(negative, lower))
-    state.add(ints.ceildiv(_sum_to_objectives(rest), 2 * one))
+    state.add(ints.ceildiv(_sum_to_objectives(rest), den))
     cash_out(lam_a, weights, state)
     to_anchor = ints.sub(lam, ints.total(lam_g, 3))  # (B, O, P_i, v): on λ_i
     spread = _settle(ints.contract(to_anchor, mix, "boic,bik->bokc"), one, value.lo, value.hi, state)
     return ints.add(ints.total(lam_g, 2), spread)
+
+
+def _chosen_planes(heads: Any, one: int, chosen: Array) -> tuple[Array, ...]:
+    """``_head_planes`` with θ per objective and element (B, O, P, P, v), in steps of 1/PLANE_STEPS: every array
+    carries the objective axis."""
+    mix, g_lo, g_hi = _head_planes(heads, one, 1)[:3]
+    theta = np.clip(np.asarray(chosen, dtype=np.int64), 0, PLANE_STEPS)
+    a_lo, a_hi = np.asarray(heads.weights.lo)[:, None], np.asarray(heads.weights.hi)[:, None]
+    (slope_up, slope_a, upper), (slope_down, _, lower) = _planes(
+        a_lo, a_hi, np.asarray(g_lo)[:, None], np.asarray(g_hi)[:, None], theta, PLANE_STEPS
+    )
+    return mix, g_lo, g_hi, slope_up, slope_down, slope_a, ints.total(upper, 3), ints.total(lower, 3)
 
 
 def _head_planes(heads: Any, one: int, theta: int = 1) -> tuple[Array, ...]:
@@ -333,14 +369,14 @@ def through_attention(
     lam = through_affine(lam, linear.layers[index]["attention"], concatenated, state)
     out = before if before is not None else np.zeros_like(np.asarray(lam)[..., :0])
     offset = 0
-    for plan, heads in zip(linear.heads[index], trace.heads):
+    for h, (plan, heads) in enumerate(zip(linear.heads[index], trace.heads)):
         width = np.shape(heads.output.lo)[-1]
         part = np.asarray(lam)[..., offset : offset + width]
         offset += width
         if not anchored(plan.head, plan, heads):
             cash_out(part, heads.output, state)
             continue
-        on_values = through_softmax_head(part, heads, rounding, state, slopes.plane)
+        on_values = through_softmax_head(part, heads, rounding, state, slopes.plane, slopes.theta.get((index, h)))
         on_values = through_store(on_values, heads.value, rounding, state)
         into = through_affine(on_values, plan.value, z, state)
         out = into if np.shape(out)[-1] == 0 else ints.add(out, into)
@@ -359,7 +395,7 @@ def through_feed_forward(
     before = lam if ff.residual else None
     lam = through_store(lam, stages["feed_forward_output"], rounding, state)
     lam = through_affine(lam, linear.layers[index]["w2"], stages["hidden"], state)
-    lam = through_relu(lam, stages["pre_activation"], state, slopes)
+    lam = through_relu(lam, stages["pre_activation"], state, slopes, slopes.alpha.get(index))
     lam = through_store(lam, stages["pre_activation"], rounding, state)
     lam = through_affine(lam, linear.layers[index]["w1"], z, state)
     return lam if before is None else ints.add(before, lam)
@@ -433,13 +469,15 @@ def _best(bounds: list[Lin]) -> Lin:
     return functools.reduce(forms.better, bounds)
 
 
-def readout_bounds(linear: Any, result: Any, variants: tuple[Slopes, ...] = (DEFAULT,)) -> Lin:
+def readout_bounds(
+    linear: Any, result: Any, variants: tuple[Slopes, ...] = (DEFAULT,), choose: Choose | None = None
+) -> Lin:
     """The readout (B, P) bounded backward from ±1 on each position (``result``: a forward pass with ``trace``), per
-    element the best of the ``variants``' passes."""
-    return _best([_readout_bounds(linear, result, slopes) for slopes in variants])
+    element the best of the ``variants``' passes and, with ``choose``, of one pass with its per-element slopes."""
+    return _best([_readout_bounds(linear, result, slopes) for slopes in (*variants, *((choose,) if choose else ()))])
 
 
-def _readout_bounds(linear: Any, result: Any, slopes: Slopes) -> Lin:
+def _readout_bounds(linear: Any, result: Any, slopes: Slopes | Choose) -> Lin:
     final = streams(linear, result)[-1]
     batch, positions, _ = np.shape(final.lo)
     lam = np.zeros((batch, 2 * positions, positions, 1), dtype=np.int64)
@@ -449,17 +487,25 @@ def _readout_bounds(linear: Any, result: Any, slopes: Slopes) -> Lin:
     state = _Pass(np.zeros((batch, 2 * positions, np.shape(final.lc)[-1]), dtype=np.int64),
                   np.zeros((batch, 2 * positions), dtype=np.int64), linear.scale.one)  # fmt: skip
     on_stream = through_affine(lam, linear.readout, final, state)
-    rest = backward(linear, result, on_stream, len(linear.model.blocks), slopes=slopes)
+    blocks = len(linear.model.blocks)
+    if not isinstance(slopes, Slopes):
+        slopes = slopes(linear, result, on_stream, blocks, False)
+    rest = backward(linear, result, on_stream, blocks, slopes=slopes)
     rest.coefficients = ints.add(rest.coefficients, state.coefficients)
     rest.add(state.constant)
     return _as_bounds(rest, positions, linear.scale)
 
 
 def stream_bounds(
-    linear: Any, result: Any, blocks: int, attention_only: bool = False, variants: tuple[Slopes, ...] = (DEFAULT,)
+    linear: Any,
+    result: Any,
+    blocks: int,
+    attention_only: bool = False,
+    variants: tuple[Slopes, ...] = (DEFAULT,),
+    choose: Choose | None = None,
 ) -> Lin:
     """The output stream (B, P, d) of block ``blocks`` − 1 (or of its attention sublayer) bounded backward from ±1
-    on each element (the best of the ``variants``' passes)."""
+    on each element (the best of the ``variants``' passes and of ``choose``'s)."""
     stage = result.blocks[blocks - 1].stages["after_attention"] if attention_only else streams(linear, result)[blocks]
     batch, positions, dim = np.shape(stage.lo)
     count = positions * dim
@@ -468,8 +514,12 @@ def stream_bounds(
         p, c = divmod(k, dim)
         lam[:, k, p, c] = linear.scale.one
         lam[:, count + k, p, c] = -linear.scale.one
+    chosen = (choose(linear, result, lam, blocks, attention_only),) if choose else ()
     bounds = _best(
-        [_as_bounds(backward(linear, result, lam, blocks, attention_only, s), count, linear.scale) for s in variants]
+        [
+            _as_bounds(backward(linear, result, lam, blocks, attention_only, s), count, linear.scale)
+            for s in (*variants, *chosen)
+        ]
     )
     return bounds.map(lambda a: np.asarray(a).reshape(batch, positions, dim),
                       lambda c: np.asarray(c).reshape(batch, positions, dim, -1))  # fmt: skip
@@ -484,10 +534,11 @@ def affine_stage_bounds(
     blocks: int,
     attention_only: bool,
     variants: tuple[Slopes, ...] = (DEFAULT,),
+    choose: Choose | None = None,
 ) -> Lin:
     """A stage round(W z + b) (B, P, k) of a sublayer, bounded backward from ±1 on each element (``z``: the
     sublayer's input stream, the output of block ``blocks`` − 1 or of its attention sublayer; the best of the
-    ``variants``' passes)."""
+    ``variants``' passes and of ``choose``'s)."""
     batch, positions, width = np.shape(stage.lo)
     count = positions * width
     lam = np.zeros((batch, 2 * count, positions, width), dtype=np.int64)
@@ -500,7 +551,7 @@ def affine_stage_bounds(
     lam = through_store(lam, stage, linear.rounding, state)
     lam = through_affine(lam, plan, z, state)
     found = []
-    for slopes in variants:
+    for slopes in (*variants, *((choose(linear, result, lam, blocks, attention_only),) if choose else ())):
         rest = backward(linear, result, lam, blocks, attention_only, slopes)
         rest.coefficients = ints.add(rest.coefficients, state.coefficients)
         rest.add(state.constant)
@@ -513,16 +564,23 @@ def affine_stage_bounds(
 
 
 def refined_bound(
-    linear: Any, inputs: Any, variants: tuple[Slopes, ...] = (DEFAULT,), readout: tuple[Slopes, ...] | None = None
+    linear: Any,
+    inputs: Any,
+    variants: tuple[Slopes, ...] = (DEFAULT,),
+    readout: tuple[Slopes, ...] | None = None,
+    choose: Choose | None = None,
+    everywhere: bool = False,
 ) -> Any:
     """``LinearModel.bound`` (with its trace) where every sublayer's affine stages (query, key, value, the
     pre-activation) and output stream are intersected with their backward bounds before they are read (CROWN's
     intermediate bounds), and the readout bounded backward too (intersected with the forward's); every backward
-    bound the best of the ``variants``' passes (the readout's: of ``readout``, default the same)."""
+    bound the best of the ``variants``' passes (the readout's: of ``readout``, default the same) and, with
+    ``choose``, of a pass with its per-element slopes: at the readout, and with ``everywhere`` at every stage."""
     z, variables = linear.embed(inputs)
     embedded = z
     blocks: list[Any] = []
     result = Result(embedded, embedded, variables, embedded, blocks)  # readout and output filled in at the end
+    inner = choose if everywhere else None
     for index, block in enumerate(linear.model.blocks):
         record = BlockForms()
         blocks.append(record)
@@ -530,10 +588,10 @@ def refined_bound(
             entering = z
 
             def on_heads(plan: Any, stage: Lin, z: Lin = entering, index: int = index) -> Lin:
-                return affine_stage_bounds(linear, result, plan, stage, z, index, False, variants)
+                return affine_stage_bounds(linear, result, plan, stage, z, index, False, variants, inner)
 
             z = linear.attention_layer(index, block.attention, z, record, on_heads)
-            bounds = stream_bounds(linear, result, index + 1, True, variants)
+            bounds = stream_bounds(linear, result, index + 1, True, variants, inner)
             z = record.stages["after_attention"] = forms.better(z, bounds)
         if block.feed_forward is not None:
             attention = block.attention is not None
@@ -543,13 +601,14 @@ def refined_bound(
                 plan: Any, stage: Lin, z: Lin = entering, index: int = index, attention: bool = attention
             ) -> Lin:
                 blocks = index + 1 if attention else index
-                return affine_stage_bounds(linear, result, plan, stage, z, blocks, attention, variants)
+                return affine_stage_bounds(linear, result, plan, stage, z, blocks, attention, variants, inner)
 
             z = linear.feed_forward(index, block.feed_forward, z, record, on_pre)
             z = record.stages["after_feed_forward"] = forms.better(
-                z, stream_bounds(linear, result, index + 1, variants=variants)
+                z, stream_bounds(linear, result, index + 1, variants=variants, choose=inner)
             )
     forward = forms.affine(z, *linear.readout).map(lambda a: a[..., 0], lambda c: c[..., 0, :])
     result.output = z
-    result.readout = forms.better(forward, readout_bounds(linear, result, variants if readout is None else readout))
+    backward_readout = readout_bounds(linear, result, variants if readout is None else readout, choose)
+    result.readout = forms.better(forward, backward_readout)
     return result

@@ -25,10 +25,16 @@ from ...fingerprint import model_digest
 from ...ir import AlphabetTokens, Model
 from ...linear import CoordinateTable, LinearModel, refusal
 from ...linear.backward import DEFAULT, READOUT_SLOPES, Slopes, refined_bound
+from ...linear.optimise import choose
 from ...spaces import InputSpace
 from ..base import Task
 from .cubes import SplitCube, bounds_cube, coordinate_sizes
 
+# where per-element slopes (alpha-CROWN, ``linear.optimise``) are chosen: "none", "readout" (the readout's backward
+# pass only) or "every stage" (every intermediate bound too). Measured (docs/performance.md, issue 43, Knuth's tree
+# × CPU per cube): at the readout d2's tree shrinks 29% for 29% more CPU per cube, the 4-head tree 2% for 70% more
+# (its proof would pass the issue's 300 s); at every stage 4.5× and more the CPU: neither pays on both, so none.
+OPTIMISED = "none"
 _CACHE: dict[tuple[str, int], tuple[LinearModel, CoordinateTable]] = {}  # per process, by content
 
 
@@ -53,9 +59,13 @@ class Bounder:
         domain: str = "backward",
         variants: tuple[Slopes, ...] = (DEFAULT,),
         readout: tuple[Slopes, ...] | None = READOUT_SLOPES,
+        optimised: str = OPTIMISED,
     ):
         self.task, self.space, self.linear, self.domain = task, space, linear, domain
         self.variants, self.readout = variants, readout
+        if optimised not in ("none", "readout", "every stage"):
+            raise ValueError(f"optimised: {optimised!r} is not none, readout or every stage")
+        self.optimised = optimised
         self.values, self.coordinates = coordinate_sizes(space)
         self.domain_kind = "grid" if isinstance(space.domain, GridDomain) else "alphabet"
 
@@ -76,7 +86,14 @@ class Bounder:
         result = (
             linear.bound(inputs)
             if self.domain == "forward"
-            else refined_bound(linear, inputs, self.variants, self.readout)
+            else refined_bound(
+                linear,
+                inputs,
+                self.variants,
+                self.readout,
+                None if self.optimised == "none" else choose,
+                self.optimised == "every stage",
+            )
         )
         return self._views(linear, result, ranges, model)
 
