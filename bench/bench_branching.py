@@ -11,10 +11,12 @@ of ``bench_split.softmax_case`` (fixed 16/8; docs/performance.md holds the measu
    * ``excess``: each open side's |coefficient| × width weighted by how far it reaches past the bound;
    * ``coefficient × range``: |coefficient| × width times the range's count of values.
 2. ``slopes``: per choice of slopes (``verify_tf.linear.backward.Slopes``: the ReLU lower slope, the product
-   planes' θ), the median bound width / true width on 64 small cubes (``bench_tightness``) and CPU ms per cube, and
+   planes' θ; and per-element slopes by ``verify_tf.linear.optimise``, alpha-CROWN, at the readout or at every
+   stage), the median bound width / true width on 64 small cubes (``bench_tightness``) and CPU ms per cube, and
    Knuth's estimate with the engine's rule: what optimised slopes buy against what they cost.
 
-    python bench/bench_branching.py [--probes 100] [--only rules,slopes] [--models d2,d3,4h]
+    python bench/bench_branching.py [--probes 100] [--only rules,slopes] [--models d2,d3,4h] [--d3-knuth]
+                                    [--sets LABEL,...] [--iterations N]
 
 Wall seconds depend on the machine's load (printed); CPU seconds are this process's.
 """

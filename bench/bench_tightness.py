@@ -8,8 +8,10 @@ largest (positions whose readout is constant over the cube are skipped). Medians
 
 Domains: ``intervals`` (``verify_tf.bounds``: exact intervals with the winners' hull and the softmax weight box),
 ``forward`` (``verify_tf.linear``: interval and linear forms, forward, intersected with nothing else),
-``backward`` (``verify_tf.linear.backward``: the backward pass from the readout, concretized over the cube) and
-``engine`` (what split decides on: all of them intersected, ``Bounder``). With auto_LiRPA importable (never a
+``backward`` (``verify_tf.linear.backward``: the backward pass from the readout, concretized over the cube,
+intersected with the forward domain: what split decides on, ``Bounder``), ``alpha readout`` and ``alpha every
+stage`` (the same with per-element slopes chosen by ``verify_tf.linear.optimise``, alpha-CROWN, at the readout's
+backward pass or at every backward pass: ``Bounder(optimised=...)``). With auto_LiRPA importable (never a
 dependency: ``PYTHONPATH=DIR`` holding its source), ``CROWN`` and ``CROWN∩hull``: auto_LiRPA's backward bound of
 the same network in real arithmetic (no rounding, real softmax: a float model beside the fixed-point one, so it is
 a tightness reference, not a sound bound of the fixed-point model), intersected with ``intervals``.

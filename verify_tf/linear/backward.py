@@ -21,9 +21,11 @@ W⁺U − W⁻L doubles every gap at every affine map; here the gaps enter only 
   the values carried on back through their affine map. Other heads are concretized by their output's forms.
 * the embedding: concretized by its forms (exact up to the table's rounding).
 
-The relaxations' free choices (``Slopes``, alpha-style: the ReLU's lower slope, the planes' θ) are one per pass; a
-bound may be the best of several passes per element (``forms.better``: each is sound, so is the tighter). split's
-readout takes the best of five (``READOUT_SLOPES``), its intermediate bounds one.
+The relaxations' free choices (``Slopes``, alpha-style: the ReLU's lower slope, the planes' θ) are one per pass,
+or per objective and element (``Slopes.alpha``, ``Slopes.theta``: chosen by ``optimise.choose``, a float twin's
+gradient steps, alpha-CROWN; clamped here to their valid ranges, so any array is sound); a bound may be the best of
+several passes per element (``forms.better``: each is sound, so is the tighter). split's readout takes the best of
+five (``READOUT_SLOPES``), its intermediate bounds one; ``refined_bound``'s ``choose`` adds the optimised pass.
 
 Every Λ is an integer array in units (2^-K); a product with a slope or a weight is divided back to units by a floor
 division whose remainder r >= 0 is paid for at once: (r/d)·y <= (r/d)·hi(y) (``_settle``). Constants and the

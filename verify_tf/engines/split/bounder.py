@@ -32,8 +32,8 @@ from .cubes import SplitCube, bounds_cube, coordinate_sizes
 
 # where per-element slopes (alpha-CROWN, ``linear.optimise``) are chosen: "none", "readout" (the readout's backward
 # pass only) or "every stage" (every intermediate bound too). Measured (docs/performance.md, issue 43, Knuth's tree
-# × CPU per cube): at the readout d2's tree shrinks 29% for 29% more CPU per cube, the 4-head tree 2% for 70% more
-# (its proof would pass the issue's 300 s); at every stage 4.5× and more the CPU: neither pays on both, so none.
+# and the probes' CPU): at the readout d2's tree shrinks 29% for 75% more CPU, the 4-head tree 2% for 99% more (its
+# proof would pass the issue's 300 s); at every stage d2's 41% for 8.3×: none pays in CPU per tree, so none.
 OPTIMISED = "none"
 _CACHE: dict[tuple[str, int], tuple[LinearModel, CoordinateTable]] = {}  # per process, by content
 
