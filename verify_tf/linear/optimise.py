@@ -54,10 +54,19 @@ class _Twin:
     constant: np.ndarray
     gradients: dict[Any, np.ndarray] = field(default_factory=dict)
     corner: np.ndarray | None = None  # t* (B, O, N), set before the adjoint sweep
+    memo: dict[Any, Any] = field(default_factory=dict)  # what does not depend on the slopes, shared by iterations
 
     @property
     def one(self) -> int:
         return int(self.linear.scale.one)
+
+    def real(self, x: Any) -> np.ndarray:
+        """A stage's integer array as reals (units / one), converted once per ``memo``."""
+        key = ("real", id(x))
+        if key not in self.memo:
+            self.memo[key] = (x, _real(x, self.one))  # the array kept alive, so its id stays its own
+        converted: np.ndarray = self.memo[key][1]
+        return converted
 
 
 def _box(twin: _Twin, lam: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Callable[[], np.ndarray]:
@@ -68,8 +77,8 @@ def _box(twin: _Twin, lam: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Callab
 def _cash_out(twin: _Twin, lam: np.ndarray, stage: Any) -> Callable[[], np.ndarray]:
     """``backward.cash_out`` in floats; the closure gives the stage's primal value (needs ``twin.corner``)."""
     one = twin.one
-    lo, hi = _real(stage.lo, one), _real(stage.hi, one)
-    lc, lb, uc, ub = (_real(a, one) for a in (stage.lc, stage.lb, stage.uc, stage.ub))
+    lo, hi = twin.real(stage.lo), twin.real(stage.hi)
+    lc, lb, uc, ub = (twin.real(a) for a in (stage.lc, stage.lb, stage.uc, stage.ub))
     shape = (lam.shape[0], *lam.shape[2:])
     n = lc.shape[-1]
     span = ub + np.maximum(uc, 0).sum(-1) - lb - np.minimum(lc, 0).sum(-1)
@@ -98,14 +107,14 @@ def _cash_out(twin: _Twin, lam: np.ndarray, stage: Any) -> Callable[[], np.ndarr
 
 
 def _clamped(twin: _Twin, lam: np.ndarray, stage: Any) -> tuple[np.ndarray, Back]:
-    rounding, one = twin.linear.rounding, twin.one
+    rounding = twin.linear.rounding
     if rounding.low is None:
         return lam, lambda x: x
     acting = np.asarray((np.asarray(stage.lo) <= rounding.low) | (np.asarray(stage.hi) >= rounding.high), dtype=bool)
     if not acting.any():
         return lam, lambda x: x
     mask = np.broadcast_to(acting[:, None], lam.shape)
-    boxed = _box(twin, np.where(mask, lam, 0), _real(stage.lo, one), _real(stage.hi, one))
+    boxed = _box(twin, np.where(mask, lam, 0), twin.real(stage.lo), twin.real(stage.hi))
     return np.where(mask, 0, lam), lambda x: np.where(mask, boxed(), x)
 
 
@@ -129,7 +138,7 @@ def _affine(twin: _Twin, lam: np.ndarray, plan: Any) -> tuple[np.ndarray, Back]:
 
 def _relu(twin: _Twin, lam: np.ndarray, pre: Any, index: int) -> tuple[np.ndarray, Back]:
     """Above by the chord, below by s·x with s = ``twin.alpha[index]`` where the ReLU crosses 0."""
-    lo, hi = _real(pre.lo, twin.one), _real(pre.hi, twin.one)
+    lo, hi = twin.real(pre.lo), twin.real(pre.hi)
     crossing, dead = (lo < 0) & (hi > 0), hi <= 0
     sigma = np.where(crossing, hi / np.where(crossing, hi - lo, 1.0), np.where(dead, 0.0, 1.0))[:, None]
     beta = np.where(crossing, -sigma[:, 0] * lo, 0.0)[:, None]
@@ -144,23 +153,41 @@ def _relu(twin: _Twin, lam: np.ndarray, pre: Any, index: int) -> tuple[np.ndarra
     return pos * sigma + neg * lower, back
 
 
+def _head_terms(twin: _Twin, heads: Any, key: tuple[int, int]) -> tuple[np.ndarray, ...]:
+    """A head's plane terms that do not depend on θ (each plane is linear in θ: s = s0 + θ·ds), once per ``memo``:
+    the mixture, a's and g's ends (B, 1, P, P, 1|v) and the slopes' and constants' values at θ = 0 and rates."""
+    if ("head", key) not in twin.memo:
+        one = twin.one
+        mix, g_lo, g_hi = _head_planes(heads, one, 1)[:3]
+        gl, gh = _real(g_lo, one)[:, None], _real(g_hi, one)[:, None]  # (B, 1, P, P, v)
+        al, ah = (twin.real(a)[:, None, :, :, None] for a in (heads.weights.lo, heads.weights.hi))
+        twin.memo["head", key] = (
+            np.asarray(mix, dtype=np.float64) / one,
+            (al, ah - al),  # upper plane's slope on g: al + θ·(ah − al); the lower's: ah − θ·(ah − al)
+            (gh, gl - gh),  # the slope on a
+            (-al * gh, al * gh - ah * gl),  # the upper constant
+            (-ah * gh, ah * gh - al * gl),  # the lower constant
+            ah,
+        )
+    terms: tuple[np.ndarray, ...] = twin.memo["head", key]
+    return terms
+
+
 def _softmax_head(twin: _Twin, lam: np.ndarray, heads: Any, key: tuple[int, int]) -> tuple[np.ndarray, Back]:
     """``backward.through_softmax_head`` with θ per objective and element (``twin.theta[key]``, (B, O, P, P, v))."""
-    one = twin.one
     lam, store = _store(twin, lam, heads.output)
-    mix, g_lo, g_hi = _head_planes(heads, one, 1)[:3]
-    mix = np.asarray(mix, dtype=np.float64) / one
-    gl, gh = _real(g_lo, one)[:, None], _real(g_hi, one)[:, None]  # (B, 1, P, P, v)
-    al, ah = (_real(a, one)[:, None, :, :, None] for a in (heads.weights.lo, heads.weights.hi))
+    mix, (al, da), (gh, dg), (cu0, dcu), (cl0, dcl), ah = _head_terms(twin, heads, key)
     theta = twin.theta[key]
-    su, sl = theta * ah + (1 - theta) * al, theta * al + (1 - theta) * ah
-    sg = theta * gl + (1 - theta) * gh
-    cu, cl = -(theta * ah * gl + (1 - theta) * al * gh), -(theta * al * gl + (1 - theta) * ah * gh)
     lam5 = lam[:, :, :, None, :]
-    pos, neg = np.maximum(lam5, 0), np.minimum(lam5, 0)
-    on_g = pos * su + neg * sl  # (B, O, P_i, P_j, v)
+    up = lam5 > 0
+    rate_g = np.where(up, da, -da)  # d(slope on g)/dθ of the plane each element uses (its Λ's sign)
+    rate_c = np.where(up, dcu, dcl)
+    on_side = np.where(up, al + theta * da, ah - theta * da)
+    sg = gh + theta * dg
+    constant = np.where(up, cu0 + theta * dcu, cl0 + theta * dcl)
+    on_g = lam5 * on_side  # (B, O, P_i, P_j, v)
     on_a = (lam5 * sg).sum(-1)  # (B, O, P_i, P_j)
-    twin.constant += _sum(pos * cu + neg * cl)
+    twin.constant += _sum(lam5 * constant)
     weights = _cash_out(twin, on_a, heads.weights)
     to_anchor = lam - on_g.sum(3)
     out = on_g.sum(2) + np.einsum("boic,bik->bokc", to_anchor, mix)
@@ -169,13 +196,8 @@ def _softmax_head(twin: _Twin, lam: np.ndarray, heads: Any, key: tuple[int, int]
         anchor = np.einsum("bik,bokc->boic", mix, values)
         g = values[:, :, None] - anchor[:, :, :, None]
         a = weights()[..., None]
-        slope_up, slope_down = ah - al, al - ah
-        tilt_up, tilt_down = -(ah * gl - al * gh), -(al * gl - ah * gh)
-        twin.gradients[key] = pos * (slope_up * g + (gl - gh) * a + tilt_up) + neg * (
-            slope_down * g + (gl - gh) * a + tilt_down
-        )
-        planes = np.where(lam5 > 0, su * g + sg * a + cu, np.where(lam5 < 0, sl * g + sg * a + cl, 0.0))
-        return store(anchor + planes.sum(3))
+        twin.gradients[key] = lam5 * (rate_g * g + dg * a + rate_c)
+        return store(anchor + (on_side * g + sg * a + constant).sum(3))
 
     return out, back
 
@@ -299,10 +321,11 @@ def choose(
     best = {k: v.copy() for k, v in params.items()}
     least = np.full((batch, objectives), np.inf)
     moments = {k: (np.zeros_like(v), np.zeros_like(v)) for k, v in params.items()}
+    memo: dict[Any, Any] = {}
     for step in range(iterations + 1):
         twin = _Twin(linear, result, {k: v for k, v in params.items() if isinstance(k, int)},
                      {k: v for k, v in params.items() if isinstance(k, tuple)},
-                     np.zeros((batch, objectives, n)), np.zeros((batch, objectives)))  # fmt: skip
+                     np.zeros((batch, objectives, n)), np.zeros((batch, objectives)), memo=memo)  # fmt: skip
         bound = _pass(twin, start.copy(), blocks, attention_only)
         improved = bound < least
         least = np.where(improved, bound, least)
