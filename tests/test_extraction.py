@@ -289,18 +289,29 @@ def test_the_trained_majority_model_extracts_to_a_program_whose_disagreement_is_
         spec.model,
         spec.arithmetic,
         out,
-        Deadline(300),  # the every-length induction uses its share of it, then "equal up to 128"
+        # a ceiling, not the subject: each every-length attempt gets 5 s whatever the load, the bounded checks up
+        # to 128 the rest. With its default share of a 300 s budget instead (about 175 s), the every-length attempt
+        # on the fifth round's program sometimes got far enough to refute it beyond 128, and a sixth round wrote 6
+        # definitions (main b9a040c, load 1), sometimes not (3 definitions: at load 9 in the load run of issue 39,
+        # and on 1dff1e8 at load 3, 208 s): the program depended on the machine's speed. Given 5 s it does not
+        Deadline(1800),
         threshold=threshold,
         check_length=128,
         reference=PROGRAMS / "majority.cr",
+        every_length=5,
     )
     text = out.read_text()
-    # one head coordinate decides, exact in the counts. The program's text (3 definitions, 'accept = t0_h0_c3 ||
-    # "b" && t0_h0_c4', when extraction landed at be92309) has 6 definitions on main since the later landings of
-    # the same session; why is not yet known (issue 42's note), so the text is not pinned here: depth 1, one head
-    # and the least disagreement below are
-    assert "# layer 0: layers[0].heads[0] (softmax)" in text and "output accept" in text
-    assert result.decision.status in (PROVED, "equal up to") and result.written.depth == 1
+    # the program of docs/experiments.md ("What the trained model computes"): 5 rounds, one head coordinate decides,
+    # exact in the counts (the same text extraction wrote when it landed at be92309; lead, 2026-12-02, 74 s at load 4)
+    assert text.endswith(
+        "# layer 0: layers[0].heads[0] (softmax)\n"
+        't0_h0_c3 = 27625*#"a" > 28032*#"b" + 12661  # h0: output[14] >= -27\n'
+        't0_h0_c4 = 105728*#"a" > 106009*#"b" + 51083  # h0: output[14] >= 2\n'
+        'accept = t0_h0_c3 || "b" && t0_h0_c4\n'
+        "output accept\n"
+    ), text
+    assert len(result.rounds) == 5 and result.written.depth == 1 and result.written.definitions == 3
+    assert result.decision.status == "equal up to" and result.decision.up_to == 128
     # the counting engine's refutation of this model against majority.cr (the spec's property; docs/performance.md
     # and docs/experiments.md report the same string): a^37 b^37 a
     assert result.against is not None and result.against.witness == "a" * 37 + "b" * 37 + "a"
