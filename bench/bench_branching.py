@@ -24,10 +24,6 @@ Wall seconds depend on the machine's load (printed); CPU seconds are this proces
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
-import platform
-import random
 import sys
 import time
 from fractions import Fraction
@@ -37,12 +33,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_split import FIXED, small_cubes, softmax_case
+from bench_split import FIXED, knuth_dives, run_sections, small_cubes, softmax_case
 from bench_tightness import ratios, true_ranges
 
 from verify_tf.api import make_task
 from verify_tf.engines.split.bounder import Bounder
-from verify_tf.engines.split.cubes import roots
 from verify_tf.linear import optimise
 from verify_tf.linear.backward import DEFAULT, Slopes
 from verify_tf.spaces import InputSpace
@@ -111,21 +106,9 @@ def knuth(
     task = make_task(model, FIXED, domain, "output-bounds", options, device="cpu")
     space = task.prop.input_space(task)
     bounder = Bounder(task, space, True, variants=slopes[0], readout=slopes[1], optimised=slopes[2])
-    rng = random.Random(seed)
-    state = [(roots(space)[0], 0, 1) for _ in range(probes)]
-    estimates, bounded = [], 0
-    while state:
-        views = bounder.bound([cube for cube, _, _ in state])
-        bounded += len(state)
-        following = []
-        for view, (cube, estimate, weight) in zip(views, state):
-            estimate += weight
-            status, _ = task.prop.decide_on_bounds(task, lambda model=None, view=view: view.bounds)
-            if status == "holds" or cube.widest() is None:
-                estimates.append(estimate)
-                continue
-            following.append((cube.halves(*choose(rule, cube, view, options))[rng.randrange(2)], estimate, 2 * weight))
-        state = following
+    estimates, bounded = knuth_dives(
+        task, space, bounder, probes, lambda cube, view: choose(rule, cube, view, options), seed
+    )
     return float(np.mean(estimates)), float(np.median(estimates)), bounded
 
 
@@ -192,13 +175,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.iterations is not None:
         optimise.ITERATIONS = args.iterations
-    print(
-        f"{datetime.datetime.now():%Y-%m-%d %H:%M}, {platform.node()}, {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.1f}"
-    )
-    for name in args.only.split(","):
-        SECTIONS[name](args)
-    print(f"\nload average at the end {os.getloadavg()[0]:.1f}")
+    run_sections(SECTIONS, args)
 
 
 if __name__ == "__main__":

@@ -281,12 +281,34 @@ def knuth(
     task = make_task(model, FIXED, domain, "output-bounds", options, device="cpu")
     space = task.prop.input_space(task)
     bounder = Bounder(task, space, linear, domain=bound_domain)
+
+    def where(cube, view) -> tuple[int, int]:
+        if rule == "engine" and view.scores is not None:
+            return cube.most_influential(view.scores)
+        if rule == "coefficient" and view.scores is not None:  # the score alone, for comparison
+            ranked = [
+                (float(view.scores[p, c]), (p, c))
+                for p, position in enumerate(cube.ranges)
+                for c, (a, b) in enumerate(position)
+                if b > a
+            ]
+            return max(ranked)[1] if max(ranked)[0] > 0 else cube.widest()
+        return cube.widest()
+
+    estimates, _ = knuth_dives(task, space, bounder, probes, where, seed)
+    return float(np.mean(estimates)), float(np.median(estimates))
+
+
+def knuth_dives(task, space, bounder, probes: int, where, seed: int = 0) -> tuple[list[int], int]:
+    """Knuth's random dives down split's branching (every open cube split at ``where(cube, view)``, one half drawn
+    at random, until a cube closes by bounds), the cubes of all probes bounded together per level: (each probe's
+    estimate of the tree size, the cubes bounded)."""
     rng = random.Random(seed)
     state = [(roots(space)[0], 0, 1) for _ in range(probes)]
-    estimates = []
+    estimates, bounded = [], 0
     while state:
-        cubes = [cube for cube, _, _ in state]
-        views = bounder.bound(cubes)
+        views = bounder.bound([cube for cube, _, _ in state])
+        bounded += len(state)
         following = []
         for view, (cube, estimate, weight) in zip(views, state):
             estimate += weight
@@ -294,21 +316,9 @@ def knuth(
             if status == "holds" or cube.widest() is None:
                 estimates.append(estimate)
                 continue
-            if rule == "engine" and view.scores is not None:
-                where = cube.most_influential(view.scores)
-            elif rule == "coefficient" and view.scores is not None:  # the score alone, for comparison
-                ranked = [
-                    (float(view.scores[p, c]), (p, c))
-                    for p, position in enumerate(cube.ranges)
-                    for c, (a, b) in enumerate(position)
-                    if b > a
-                ]
-                where = max(ranked)[1] if max(ranked)[0] > 0 else cube.widest()
-            else:
-                where = cube.widest()
-            following.append((cube.halves(*where)[rng.randrange(2)], estimate, 2 * weight))
+            following.append((cube.halves(*where(cube, view))[rng.randrange(2)], estimate, 2 * weight))
         state = following
-    return float(np.mean(estimates)), float(np.median(estimates))
+    return estimates, bounded
 
 
 def knuth_table(args) -> None:
@@ -401,13 +411,17 @@ def main() -> None:
     parser.add_argument("--cluster-budget", type=float, default=900.0)
     parser.add_argument("--bounds", default="", help="fourhead: only the bounds whose label contains one of these")
     parser.add_argument("--skip-intervals", action="store_true", help="knuth: leave out the exact-interval column")
-    args = parser.parse_args()
+    run_sections(SECTIONS, parser.parse_args())
+
+
+def run_sections(sections, args) -> None:
+    """The machine and its load, each section of ``args.only`` (comma-separated names of ``sections``), the load."""
     print(
         f"{datetime.datetime.now():%Y-%m-%d %H:%M}, {platform.node()}, {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.1f}"
     )
     for name in args.only.split(","):
-        SECTIONS[name](args)
+        sections[name](args)
     print(f"\nload average at the end {os.getloadavg()[0]:.1f}")
 
 

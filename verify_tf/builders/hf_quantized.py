@@ -23,7 +23,6 @@ model as run`` (``torch_reading.checkpoint_reading``).
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from typing import Any
 
@@ -87,11 +86,8 @@ class _Rounding:
         )
 
     def scaled(self, value: float, divisor: int, where: str) -> Fraction:
-        """value / sqrt(divisor): exact folding when the root is rational, else rounded by integer square roots."""
-        root = math.isqrt(divisor)
-        if root * root == divisor:
-            return self.q.exact(Fraction(value) / root, where)
-        return self.q.divided_by_sqrt(value, divisor, where)
+        """value / sqrt(divisor) (``_Quantizer.over_root``)."""
+        return self.q.over_root(value, divisor, where)
 
 
 def _norm(norm: Norm, rounding: _Rounding, where: str) -> LayerNorm:

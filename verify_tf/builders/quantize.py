@@ -2,7 +2,8 @@
 
 ``_Quantizer`` rounds each weight to the nearest multiple of 2^-frac (ties to even), refuses a weight outside the
 ``bits``-bit two's-complement range (naming it, with the ``bits`` that would hold the largest weight), folds an
-irrational 1/sqrt(d) by integer square roots (``divided_by_sqrt``), and records the largest |rounded − weight| and
+logit scale 1/sqrt(d) (``over_root``: exactly where the root is rational, else by integer square roots,
+``divided_by_sqrt``), and records the largest |rounded − weight| and
 where (``summary``: the ``Quantization`` every verdict carries; docs/semantics.md §7). Used by the torch importer
 (``torch_import``) and the quantized reading of checkpoints (``hf_quantized``); torch is not imported here.
 """
@@ -86,6 +87,16 @@ class _Quantizer:
         q = Fraction(mantissa, scale)
         self._record(abs(q - x), where, True)
         return q
+
+    def over_root(self, value: float, radicand: int, where: str) -> Fraction:
+        """value / sqrt(radicand): exact (then on the grid) when radicand is a perfect square, else rounded
+        explicitly by ``quantize`` (``divided_by_sqrt``)."""
+        root = math.isqrt(radicand)
+        if root * root == radicand:
+            if not math.isfinite(value):
+                raise TorchImportError(f"{where} is {value}: not a finite weight")
+            return self.exact(Fraction(value) / root, where)
+        return self.divided_by_sqrt(value, radicand, where)
 
     def divided_by_sqrt(self, value: float, radicand: int, where: str) -> Fraction:
         """value / sqrt(radicand), rounded to nearest on the grid by integer square roots (radicand not square)."""

@@ -331,14 +331,15 @@ def _attention(
         # torch divides the logits by sqrt(d_head): folded into W_Q and b_Q (module docstring)
         q_data = state[keys.weights["q"][0]].detach().to(torch.float64).cpu().tolist()
         query = tuple(
-            tuple(_scaled(q_data[r][c], d_head, quantizer, f"{where}.query[{i}][{c}]") for c in range(d))
+            tuple(quantizer.over_root(q_data[r][c], d_head, f"{where}.query[{i}][{c}]") for c in range(d))
             for i, r in enumerate(rows("q"))
         )
         q_bias_key, q_first = keys.biases["q"]
         if q_bias_key in state:
             q_bias = state[q_bias_key].detach().to(torch.float64).cpu().tolist()
             query_bias = tuple(
-                _scaled(q_bias[q_first + i], d_head, quantizer, f"{where}.query-bias[{k}]") for k, i in enumerate(block)
+                quantizer.over_root(q_bias[q_first + i], d_head, f"{where}.query-bias[{k}]")
+                for k, i in enumerate(block)
             )
         else:
             query_bias = tuple(Fraction(0) for _ in block)
@@ -362,16 +363,6 @@ def _attention(
         )
     output_bias = _vector(state, keys.out_bias, d, quantizer, None, f"{ir_prefix}.output-bias")
     return AttentionLayer(tuple(out_heads), output_bias, residual=True)
-
-
-def _scaled(value: float, d_head: int, quantizer: _Quantizer, where: str) -> Fraction:
-    """value / sqrt(d_head): exact when d_head is a perfect square, else rounded explicitly by ``quantize``."""
-    root = math.isqrt(d_head)
-    if root * root == d_head:
-        if not math.isfinite(value):
-            raise TorchImportError(f"{where} is {value}: not a finite weight")
-        return quantizer.exact(Fraction(value) / root, where)
-    return quantizer.divided_by_sqrt(value, d_head, where)
 
 
 def _feed_forward(

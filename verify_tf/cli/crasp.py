@@ -32,6 +32,16 @@ __all__ = ["crasp"]
 _FILE = click.Path(dir_okay=False, path_type=Path)
 
 
+def _output_option(help: str):
+    """The required ``-o/--output`` file that a writing subcommand writes."""
+    return click.option("-o", "--output", "output", required=True, type=_FILE, help=help)
+
+
+def _bounded_option(flag: str, low: int, high: int, default: int, help: str):
+    """A whole-number option in [low, high] whose default ``--help`` shows."""
+    return click.option(flag, type=click.IntRange(low, high), default=default, show_default=True, help=help)
+
+
 class _UsageError(click.ClickException):
     """A :class:`CraspError` (or an ``EditError`` of ``--set``) reported as ``error: <message>`` with exit status 2."""
 
@@ -93,21 +103,8 @@ def run(file: Path, string: str, prefix: bool) -> None:
 
 @crasp.command(name="compile")
 @click.argument("file", type=_FILE)
-@click.option(
-    "-o",
-    "--output",
-    "output",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The model file to write (.safetensors, .npz or .pt).",
-)
-@click.option(
-    "--frac",
-    type=click.IntRange(0, 32),
-    default=0,
-    show_default=True,
-    help="Fractional bits f of the fixed-point arithmetic.",
-)
+@_output_option("The model file to write (.safetensors, .npz or .pt).")
+@_bounded_option("--frac", 0, 32, 0, "Fractional bits f of the fixed-point arithmetic.")
 @click.option(
     "--bits",
     type=click.IntRange(2, 64),
@@ -152,14 +149,7 @@ def compile_command(
 
 @crasp.command(name="extract")
 @click.argument("spec", type=_FILE)
-@click.option(
-    "-o",
-    "--output",
-    "output",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The C-RASP program to write (.cr).",
-)
+@_output_option("The C-RASP program to write (.cr).")
 @click.option(
     "--check-against",
     type=_FILE,
@@ -169,26 +159,22 @@ def compile_command(
 @click.option(
     "--timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="Seconds (default: the spec's)."
 )
-@click.option(
+@_bounded_option(
     "--explore",
-    type=click.IntRange(1, 64),
-    default=10,
-    show_default=True,
-    help="Observe every prefix up to this length (merged by state and counts) before the first extraction.",
+    1,
+    64,
+    10,
+    "Observe every prefix up to this length (merged by state and counts) before the first extraction.",
 )
-@click.option(
+@_bounded_option(
     "--lengths-up-to",
-    type=click.IntRange(1, 100_000),
-    default=64,
-    show_default=True,
-    help="N of the proof's exhaustive part: 'equal up to N' where the induction over every length does not close.",
+    1,
+    100_000,
+    64,
+    "N of the proof's exhaustive part: 'equal up to N' where the induction over every length does not close.",
 )
-@click.option(
-    "--rounds",
-    type=click.IntRange(1, 100),
-    default=6,
-    show_default=True,
-    help="Counterexamples walked (one per round) before a remaining disagreement is an error.",
+@_bounded_option(
+    "--rounds", 1, 100, 6, "Counterexamples walked (one per round) before a remaining disagreement is an error."
 )
 def extract_command(
     spec: Path,

@@ -518,15 +518,7 @@ class _Encoder:
             divisor = z3.Sum([w * count[kappa] for kappa, w in weights.items()])
             numerators = [z3.Sum([w * sums[kappa][c] for kappa, w in weights.items()]) for c in range(width)]
             cases.append((condition, divisor, numerators))
-        out = []
-        for c in range(width):
-            divisor, numerator = cases[-1][1], cases[-1][2][c]
-            for condition, d, n in reversed(cases[:-1]):
-                divisor, numerator = z3.If(condition, d, divisor), z3.If(condition, n[c], numerator)
-            out.append(
-                rounded_quotient(self.builder, arith, numerator, divisor, arith.min_mantissa, arith.max_mantissa)
-            )
-        return out
+        return self.top_level_quotients(cases, width)
 
     def window(self, k: int, q: Vector, own: int, post: dict[Key, Any]) -> list[Any]:
         """A ``window`` head (module docstring, "Positions"): the groups at distance 0, 1..R and beyond, their
@@ -575,6 +567,12 @@ class _Encoder:
             divisor = z3.Sum([w * n for w, n, _ in weighted])
             numerators = [z3.Sum([w * sums[c] for w, _, sums in weighted]) for c in range(width)]
             cases.append((condition, divisor, numerators))
+        return self.top_level_quotients(cases, width)
+
+    def top_level_quotients(self, cases: list[tuple[Any, Any, list[Any]]], width: int) -> list[Any]:
+        """Per value component c, round(numerator_c / divisor) of the first case (condition, divisor, numerators)
+        whose condition holds, the last case when none does: the cases are the score levels, highest first."""
+        arith = self.arith
         out = []
         for c in range(width):
             divisor, numerator = cases[-1][1], cases[-1][2][c]
