@@ -43,6 +43,10 @@ class Decision:
         if self.status == PROVED:
             return PROVED
         if self.status == UP_TO:
+            far = self.verdicts[0] if self.verdicts and self.verdicts[0].status == "refuted" else None
+            if far is not None:  # the every-length attempt's exploration reached one beyond: said, not walked
+                word = str((far.counterexample or {}).get("string"))
+                return f"equal up to {self.up_to}; differ beyond it, on {word!r} ({_tokens(far)} letters, not walked)"
             return f"equal up to {self.up_to} (the induction over every length did not close)"
         if self.status == REFUTED:
             return f"differ on {self.witness!r}"
