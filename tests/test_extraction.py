@@ -286,6 +286,10 @@ def test_a_disagreement_beyond_the_checked_length_is_not_walked(monkeypatch, tmp
     assert (far.status, far.up_to, far.witness, len(far.verdicts)) == (prove.UP_TO, 128, None, 2)
     # what is known beyond it is said, not dropped (the 129 a's of the stub)
     assert far.describe() == f"equal up to 128; differ beyond it, on {'a' * 129!r} (129 letters, not walked)"
+    # and so after ``against``'s sanity check, which comes first in its verdicts
+    proved = Verdict("p", "proved", "counting")
+    behind = prove.Decision(prove.UP_TO, up_to=128, verdicts=[proved, refuted(129), proved])
+    assert behind.describe() == far.describe()
     answers[:] = [refuted(128)]
     near = prove.decide(None, None, ("a",), tmp_path / "p.cr", 0, 128, Deadline(60))
     assert (near.status, near.witness) == (prove.REFUTED, "a" * 128)

@@ -43,10 +43,12 @@ class Decision:
         if self.status == PROVED:
             return PROVED
         if self.status == UP_TO:
-            far = self.verdicts[0] if self.verdicts and self.verdicts[0].status == "refuted" else None
-            if far is not None:  # the every-length attempt's exploration reached one beyond: said, not walked
-                word = str((far.counterexample or {}).get("string"))
-                return f"equal up to {self.up_to}; differ beyond it, on {word!r} ({_tokens(far)} letters, not walked)"
+            # a refutation beside "equal up to" is one beyond it (``decide``), first or after ``against``'s sanity
+            # check: the every-length attempt's exploration reached it; said, not walked
+            far = next((v for v in self.verdicts if v.status == "refuted"), None)
+            if far is not None:
+                beyond = f"differ beyond it, on {_string(far)!r} ({_tokens(far)} letters, not walked)"
+                return f"equal up to {self.up_to}; {beyond}"
             return f"equal up to {self.up_to} (the induction over every length did not close)"
         if self.status == REFUTED:
             return f"differ on {self.witness!r}"
@@ -67,6 +69,11 @@ def _check(
     options = {"program": str(program), "lengths": lengths, "threshold": threshold}
     domain = StringDomain(alphabet, 1, length)
     return check(model, arith, domain, "crasp-equivalence", options, engine="counting", timeout=max(seconds, 0.1))
+
+
+def _string(verdict: Verdict) -> str:
+    """The verdict's counterexample as the string it disagrees on."""
+    return str((verdict.counterexample or {}).get("string"))
 
 
 def _tokens(verdict: Verdict) -> int:
@@ -97,7 +104,7 @@ def decide(
     if every.status == "proved":
         decision.status = PROVED
     elif every.status == "refuted" and _tokens(every) <= length:
-        decision.status, decision.witness = REFUTED, str((every.counterexample or {}).get("string"))
+        decision.status, decision.witness = REFUTED, _string(every)
     elif every.status in ("unknown", "refuted") and not deadline.expired():
         # a disagreement longer than ``length`` is one the engine's extended exploration reaches only when its
         # time allows (at load 1 it refuted the trained majority model's fifth program beyond 128, at load 3-9
@@ -108,7 +115,7 @@ def decide(
         if bounded.status == "proved":
             decision.status, decision.up_to = UP_TO, length
         elif bounded.status == "refuted":
-            decision.status, decision.witness = REFUTED, str((bounded.counterexample or {}).get("string"))
+            decision.status, decision.witness = REFUTED, _string(bounded)
     return decision
 
 
