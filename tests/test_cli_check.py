@@ -124,6 +124,13 @@ def test_combined_exit_code_rule():
     assert combined_exit_code([proved, skipped], [None, None], "refuted") == 0
     assert combined_exit_code([refuted, skipped], [None, None], "skipped") == 1  # a refutation still wins
     assert combined_exit_code([unknown, skipped], [None, None], "skipped") == 3
+    # an input error met at check time (a property's premise, issue 37): 2, as at load; only an internal error
+    # beats it (docs/cli.md: 4 beats 2 beats 1 beats 3 beats 0), under every --fail-on
+    mistake = Verdict("p", "error", "e", method="input error")
+    assert combined_exit_code([proved, mistake], [None, "proved"]) == 2
+    assert combined_exit_code([refuted, unknown, mistake], [None, None, None]) == 2
+    assert combined_exit_code([unknown, mistake], [None, None], "refuted") == 2
+    assert combined_exit_code([error, mistake], [None, None]) == 4
     with pytest.raises(ValueError):
         combined_exit_code([proved], [None], "never")
 

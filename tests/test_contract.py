@@ -206,6 +206,7 @@ def test_the_property_base_is_small():
         "language_domains",
         "evaluations_per_input",
         "fit",
+        "premise",
         "offers",
         "reading",
         "input_space",

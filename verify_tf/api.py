@@ -39,7 +39,7 @@ from .schema.yamlnodes import from_plain
 from .semantics import Arithmetic, Exact, Fixed
 from .spec.loader import load_spec, supported_engines
 from .verdict import Verdict
-from .work import Deadline, Executor
+from .work import Deadline, Executor, deadline_in_force
 
 
 def options_of(
@@ -128,6 +128,11 @@ def check(
     if engine != "auto" and engine not in engines:
         raise SpecError(f"{name} does not support engine {engine!r}", hint=f"it supports: {', '.join(engines)}")
     run = Run(executor or InProcess(), Deadline(timeout), progress or no_progress)
+    with deadline_in_force(run.deadline):  # the premise (a RASP program undefined on some input) within the timeout
+        try:
+            task.prop.premise(task)
+        except OptionError as exc:  # a mistake in the options, as ``options_of`` reports one
+            raise SpecError(exc.message, path=f"{name}.{exc.key}" if exc.key else name, hint=exc.hint) from None
     return runner.run_engine(task, run, engine, cache_dir, engines)
 
 

@@ -435,6 +435,14 @@ class Property(metaclass=ABCMeta):  # noqa: B024 (abstract hooks come with the c
         """Raise ``OptionError`` when the property does not apply to this model or domain."""
         return None
 
+    def premise(self, task: Task) -> None:
+        """Raise ``OptionError`` when something that must hold of the input does not, decided at check time
+        before any engine runs (``runner.check_property``: under the property's deadline, which is in force; the
+        verdict is then ``error (input error)``, located at the option's key). Default: nothing to decide. What
+        it cannot decide in time it leaves to the engines; ``rasp-equivalence`` searches here for an input on
+        which its RASP program is undefined."""
+        return None
+
     def offers(self, options: Any) -> frozenset[type[Capability]]:
         """The capabilities it offers with these options (default: every capability its class extends; some
         options narrow them, e.g. ``lengths: all`` to the counting goal): what engines are matched against."""

@@ -1,7 +1,9 @@
 """Run the properties of loaded specs: spec → task → engine driver → verdict, with failures contained.
 
 ``check_property`` is the whole route of one property, in one screen: its ``Task`` (plain data, ``make_task``
-the one place its settings are set), the one deadline of the check, the engine (``auto``: ``verify_tf.auto``,
+the one place its settings are set), the one deadline of the check, the property's premise (what must hold of
+the input before any engine runs: a mistake there is ``error (input error)``, located), the engine (``auto``:
+``verify_tf.auto``,
 falsification then the cost model; any other name: ``verify_tf.engines.load(name)``), the driver's verdict
 (built once by the driver, naming its spec, index and kind) and with ``--certify`` the certificate. A check
 never crashes the CLI (``contained``): an engine bug becomes verdict ``error`` with its message, and a
@@ -34,11 +36,12 @@ from .engines.base import ProgressEvent, Run, no_progress
 from .executors import InProcess, ProcessPool
 from .ir import Model
 from .properties import load as load_property
-from .schema.errors import MissingDependency
+from .schema.dsl import join
+from .schema.errors import MissingDependency, OptionError, SpecError
 from .semantics import Arithmetic, UnsupportedInMode
 from .spec import PropertySpec, Spec
 from .spec.loader import supported_engines
-from .verdict import ERROR, INTERRUPTED, SKIPPED, UNKNOWN, Verdict
+from .verdict import ERROR, INPUT_ERROR, INTERRUPTED, SKIPPED, UNKNOWN, Verdict
 from .witness import ReplayMismatch
 from .work import (
     Z3_LOCK,
@@ -138,7 +141,8 @@ def check_property(
     progress: Callable[[ProgressEvent], None] | None = None,
     executor: Executor | None = None,
 ) -> Verdict:
-    """One property of a loaded spec, start to end: its task, the engine (``auto``: a short falsification, then
+    """One property of a loaded spec, start to end: its task, its premise (``Property.premise``, under the same
+    deadline: ``error (input error)`` when it does not hold), the engine (``auto``: a short falsification, then
     the engine the cost model picks), the driver's verdict, and with ``--certify`` the certificate."""
     deadline = Deadline(timeout_of(spec, prop, overrides))
     engine = requested_engine(spec, prop, overrides)
@@ -151,6 +155,10 @@ def check_property(
     try:
         task = task_of(spec, prop, overrides)
         with deadline_in_force(deadline):  # also for code below the drivers (planning, bounds): check_deadline
+            try:  # what must hold of the input, before any engine runs (out of time: unknown, as below)
+                task.prop.premise(task)
+            except OptionError as exc:  # the user's mistake, located as the loader locates one
+                return input_error(exc, spec, prop, engine, deadline)
             verdict = run_engine(task, run, engine, overrides.cache_dir, prop.engines)
     except Exception as exc:  # contain it: report, never crash the run
         return contained(exc, spec, prop, engine, deadline, task)
@@ -194,6 +202,35 @@ def contained(
         reading=reading,
         as_run=as_run,
         quantization=task.model.quantization.to_json() if task is not None and task.model.quantization else None,
+    )
+
+
+def input_error(exc: OptionError, spec: Spec, prop: PropertySpec, engine: str, deadline: Deadline) -> Verdict:
+    """``error (input error)``: the property's premise does not hold (``Property.premise``: a RASP program
+    undefined on an input of the domain), which is the user's mistake: the detail is the located error, as the
+    loader words one (``file:line: key: message``) with its hint, and ``statistics["input_error"]`` its parts (the
+    CLI prints it on stderr and exits 2: ``reporting.report.combined_exit_code``). Not about the model's reading,
+    so none is stated."""
+    where = f"properties[{prop.index}].{prop.name}"
+    error = SpecError(
+        exc.message,
+        file=str(spec.path),
+        line=prop.line_of(exc.key),
+        path=join(where, exc.key) if exc.key else where,
+        hint=exc.hint,
+    )
+    located = {"file": error.file, "line": error.line, "key": error.path, "message": error.message, "hint": error.hint}
+    return Verdict(
+        prop.label,
+        ERROR,
+        engine,
+        method=INPUT_ERROR,
+        detail=str(error).replace("\n  hint: ", "; hint: "),
+        seconds=deadline.elapsed(),
+        statistics={"input_error": located},
+        spec=str(spec.path),
+        index=prop.index,
+        kind=prop.name,
     )
 
 

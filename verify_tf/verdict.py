@@ -24,6 +24,9 @@ EXIT_PROVED, EXIT_REFUTED, EXIT_INPUT_ERROR, EXIT_UNKNOWN, EXIT_INTERNAL = 0, 1,
 # an interrupt is none of the verdicts: the shell's codes for a run ended by SIGINT (130) or SIGTERM (143)
 EXIT_INTERRUPTED = {2: 130, 15: 143}  # keyed by signal number (SIGINT = 2, SIGTERM = 15 on every POSIX system)
 INTERRUPTED = "interrupted"  # the method of a verdict that an interrupt kept from finishing: "unknown (interrupted)"
+# the method of an ``error`` verdict that is the user's mistake, met at check time (``Property.premise``: a RASP
+# program undefined on an input of the domain): "error (input error)", exit 2 as a load error (docs/cli.md)
+INPUT_ERROR = "input error"
 
 
 # the kinds of certificate (``verify_tf.certify``): which evidence a proof keeps; an engine's card lists the kinds

@@ -264,6 +264,7 @@ def _check(interrupts: Interrupts, asked: CheckOptions) -> None:
     reports.write(verdicts, expectations, seconds)  # the files first: a second signal then has nothing to lose
     if not asked.quiet:  # report: the table and the summary
         _print_verdicts(verdicts, expectations, seconds, store, asked.verbose)
+    _print_input_errors(verdicts)  # -q too: a mistake met at check time is printed as one met at load
     if signum is not None:
         _exit_interrupted(sum(v.method != "interrupted" for v in checked), len(checked))
     if asked.explain or asked.html_path is not None:
@@ -359,6 +360,18 @@ def _print_verdicts(verdicts, expectations, seconds: float, store, verbose: bool
             output.err_console.print(f"[magenta]{escape(v.property)}[/]: {escape(v.traceback)}", highlight=False)
     print_skipped(verdicts)
     print_summary(verdicts, expectations, seconds)
+
+
+def _print_input_errors(verdicts) -> None:
+    """Each ``error (input error)`` verdict (``runner.input_error``: the property's premise does not hold) on stderr
+    as a load error prints: ``error: file:line: key: message`` and its hint (the run then exits 2)."""
+    from ..schema.errors import SpecError
+
+    for v in verdicts:
+        located = v.statistics.get("input_error") if v.status == "error" else None
+        if located:
+            error = SpecError(located["message"], file=located["file"], line=located["line"], path=located["key"])
+            output.print_input_error(str(error), located["hint"])
 
 
 class _Reports:

@@ -35,8 +35,8 @@ def reset_consoles() -> None:
     console, err_console = make_console(), make_console(stderr=True)
 
 
-def fail_input(message: str, hint: str | None = None) -> NoReturn:
-    """Report a user's mistake on stderr (with a hint) and exit 2."""
+def print_input_error(message: str, hint: str | None = None) -> None:
+    """Report a user's mistake on stderr (with a hint): ``error: file:line: key: message``."""
     from rich.markup import escape
 
     err_console.print(
@@ -45,4 +45,9 @@ def fail_input(message: str, hint: str | None = None) -> NoReturn:
         markup=True,
         soft_wrap=True,
     )
+
+
+def fail_input(message: str, hint: str | None = None) -> NoReturn:
+    """Report a user's mistake on stderr (with a hint) and exit 2."""
+    print_input_error(message, hint)
     sys.exit(EXIT_INPUT_ERROR)

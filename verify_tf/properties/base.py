@@ -9,6 +9,9 @@ extends the capabilities it offers (``verify_tf.contract``: ``EachInput``, ``Bat
   dataclass (cross-field mistakes raise ``OptionError``, which the spec loader locates);
 * ``fit(model, arithmetic, domain, options)``: whether the property applies to this model and domain at all
   (raises ``OptionError``; the spec loader reports it as an input error with file, line and key);
+* ``premise(task)``: what must hold of the input that takes a search to decide (``rasp-equivalence``: its RASP
+  program defined on every input), at check time under the property's deadline, before any engine runs (raises
+  ``OptionError``: the verdict is ``error (input error)``, located as the loader locates fit's);
 * the definition, through the hooks of its capabilities (docs/architecture.md has the table): e.g.
   ``input_space`` and ``violation`` (``EachInput``), ``batched_violations`` (``Batched``), ``smt_queries`` /
   ``build_query`` / ``replay_query`` (``Solvable``), ``values`` and friends (``DistinctValues``).

@@ -52,7 +52,7 @@ from ..schema.errors import OptionError
 from ..schema.yamlnodes import Node
 from ..semantics import Arithmetic, UnsupportedInMode, evaluate
 from ..witness import input_to_json
-from ..work import CannotCheck
+from ..work import MAX_TIMEOUT, CannotCheck, Deadline, deadline_now
 from . import _rasp_float as float_reading
 from ._rasp_float import FLOAT_BATCH, FLOAT_READING, witness_position
 from ._rasp_query import build_query as encode_query
@@ -134,9 +134,9 @@ class RaspEquivalence(EachInput, Batched, Solvable, CertifiedOutputs):
             ),
             "undefined": Field(
                 String(
-                    "inputs on which the RASP program is undefined (tracr's rasp.evaluate raises): 'error' refuses "
-                    "the spec naming the least one; 'dont-care' skips them, as tracr promises nothing there "
-                    "(default: the export's policy, else error)",
+                    "inputs on which the RASP program is undefined (tracr's rasp.evaluate raises): 'error' makes "
+                    "the check an input error naming the least one; 'dont-care' skips them, as tracr promises "
+                    "nothing there (default: the export's policy, else error)",
                     UNDEFINED,
                 )
             ),
@@ -193,16 +193,25 @@ class RaspEquivalence(EachInput, Batched, Solvable, CertifiedOutputs):
             "from it (its weights differ)",
             "name the export the model was imported from, or read the model as attention: hardmax",
         )
-        if options.policy(export) == "error":
-            least = least_undefined_input(export, domain)
-            if least is not None:
-                word, reason = least
-                raise OptionError(
-                    "undefined" if options.undefined else "program",
-                    f"the RASP program is undefined on {word!r} ({reason}), so the model has no specification there",
-                    "declare such inputs don't-care with undefined: dont-care (tracr promises nothing on them), "
-                    "or fix the program",
-                )
+
+    def premise(self, task: Task) -> None:
+        """Under the policy ``error``, no input of the domain may be one where the RASP program is undefined: the
+        least one the search finds (``_rasp_undefined``, under the property's deadline, which is in force) is the
+        user's mistake, located at ``undefined`` (or ``program`` when the policy is the export's)."""
+        options: Options = task.options
+        export = _export(options.program)
+        if options.policy(export) != "error":
+            return
+        deadline = deadline_now() or Deadline(MAX_TIMEOUT)  # none in force: a direct call, bounded by the largest
+        least = least_undefined_input(export, task.strings(), deadline)
+        if least is not None:
+            word, reason = least
+            raise OptionError(
+                "undefined" if options.undefined else "program",
+                f"the RASP program is undefined on {word!r} ({reason}), so the model has no specification there",
+                "declare such inputs don't-care with undefined: dont-care (tracr promises nothing on them), "
+                "or fix the program",
+            )
 
     def statistics(self, task: Task) -> dict[str, Any]:
         return {"domain_size": task.strings().size()}
@@ -252,7 +261,7 @@ class RaspEquivalence(EachInput, Batched, Solvable, CertifiedOutputs):
         except RaspError as exc:
             if task.options.policy(_export(task.options.program)) == "dont-care":
                 return None  # the program is undefined here: the whole input is don't-care
-            raise CannotCheck(  # the load-time search (bounded) did not reach this input
+            raise CannotCheck(  # the premise's search (bounded) did not reach this input
                 f"the RASP program is undefined on {format_input(tuple(tokens))!r} ({exc}), so the model has no "
                 "specification there: declare such inputs don't-care with undefined: dont-care (tracr promises "
                 "nothing on them), or fix the program"

@@ -14,6 +14,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..work import Deadline
 from .interpreter import aggregate_code
 from .program import RAISED, Node, RaspError, RaspProgram, canonical, is_number
 
@@ -139,11 +140,16 @@ SCAN_LIMIT = 1 << 20  # inputs a definedness scan enumerates; longer lengths are
 
 
 def least_undefined(
-    program: RaspProgram, token_codes: Sequence[int], lengths: Iterable[int], chunk: int = 1 << 14
+    program: RaspProgram,
+    token_codes: Sequence[int],
+    lengths: Iterable[int],
+    chunk: int = 1 << 14,
+    deadline: Deadline | None = None,
 ) -> tuple[tuple[int, ...] | None, list[int]]:
     """The shortlex-least input on which ``program`` is undefined (codes into the vocabulary, the alphabet in the
     order of ``token_codes``), scanning each length with at most SCAN_LIMIT inputs in order; and the lengths it
-    did not scan because they hold more inputs than that (shortest first)."""
+    did not scan because they hold more inputs than that (shortest first). With a ``deadline``, it is checked
+    before every chunk (``DeadlineExpired``: ``rasp-equivalence``'s premise runs under the property's)."""
     codes = np.asarray(token_codes, dtype=np.int64)
     k = len(codes)
     skipped: list[int] = []
@@ -156,6 +162,8 @@ def least_undefined(
             continue
         weights = k ** np.arange(n - 1, -1, -1, dtype=np.int64)
         for start in range(0, total, chunk):
+            if deadline is not None:
+                deadline.check("searching for an input on which the RASP program is undefined")
             index = np.arange(start, min(start + chunk, total), dtype=np.int64)
             rows = codes[(index[:, None] // weights) % k]  # lexicographic order over the alphabet as given
             _, errors = run_batched(program, rows)

@@ -52,7 +52,7 @@ from ..executors import InProcess
 from ..runner import Overrides, check_property, requested_engine, task_of, timeout_of
 from ..schema.errors import MissingDependency
 from ..spec import SpecError, load_spec
-from ..verdict import ERROR, EXIT_INTERRUPTED, INTERRUPTED, PROVED, REFUTED, STATUSES, Verdict
+from ..verdict import ERROR, EXIT_INTERRUPTED, INPUT_ERROR, INTERRUPTED, PROVED, REFUTED, STATUSES, Verdict
 from .report import FAIL_ON, combined_exit_code, outcome, summarize
 
 OK, PARTIAL, FAILED = "ok", "partial", "failed"
@@ -264,7 +264,8 @@ def _rederive(item: Audited, entry: dict, spec, prop, report_dir: Path, seconds:
     elif item.verdict == REFUTED:
         _replay(item, entry, spec, prop, task)
     elif item.verdict == ERROR:
-        item.checked.append("error: nothing to re-derive (it fails the run: exit 4)")
+        code = 2 if entry.get("method") == INPUT_ERROR else 4  # the user's mistake met at check time, else a bug
+        item.checked.append(f"error: nothing to re-derive (it fails the run: exit {code})")
     else:
         _rederive_unknown(item, entry, spec, prop, seconds, run)
 

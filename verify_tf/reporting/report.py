@@ -18,7 +18,20 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..verdict import ERROR, EXIT_INTERRUPTED, PROVED, REFUTED, SKIPPED, STATUSES, UNKNOWN, Verdict, exit_code
+from ..verdict import (
+    ERROR,
+    EXIT_INPUT_ERROR,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    INPUT_ERROR,
+    PROVED,
+    REFUTED,
+    SKIPPED,
+    STATUSES,
+    UNKNOWN,
+    Verdict,
+    exit_code,
+)
 
 # format 2 (issue 39): a result's `verdict` may be `skipped` (format 1 wrote such a property as `unknown`, method
 # `not run`), `summary.counts` has a `skipped` count and `fail_on` may be `skipped`; readers accept both
@@ -139,7 +152,9 @@ def outcome(verdict: Verdict, expect: str | None) -> str:
 def combined_exit_code(
     verdicts: Sequence[Verdict], expectations: Sequence[str | None], fail_on: str = "unknown"
 ) -> int:
-    """Exit code over all verdicts: 0 all proved, 1 refuted, 3 unknown (nothing refuted), 4 error.
+    """Exit code over all verdicts: 0 all proved, 1 refuted, 3 unknown (nothing refuted), 4 error; 2 when the only
+    errors are input errors (``error (input error)``: the user's mistake met at check time, ``Property.premise``),
+    as for a mistake met at load: 4 beats 2 beats 1 beats 3 beats 0 (docs/cli.md, "Exit codes").
 
     Statuses are taken after ``expect`` (see ``outcome``). ``fail_on`` names the weakest outcome that fails
     the run: ``unknown`` (the default, the documented codes above: a skipped property passes), ``skipped``
@@ -154,7 +169,14 @@ def combined_exit_code(
         UNKNOWN if s == SKIPPED and SKIPPED in failing else PROVED if s == UNKNOWN and UNKNOWN not in failing else s
         for s in statuses
     ]
-    return exit_code(statuses)
+    code = exit_code([s for s, v in zip(statuses, verdicts) if not _input_error(v)])
+    if code != EXIT_INTERNAL and any(_input_error(v) for v in verdicts):
+        return EXIT_INPUT_ERROR
+    return code
+
+
+def _input_error(verdict: Verdict) -> bool:
+    return verdict.status == ERROR and verdict.method == INPUT_ERROR
 
 
 def json_report(

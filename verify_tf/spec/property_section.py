@@ -38,6 +38,13 @@ class PropertySpec:
     rlimit: int | None = None
     samples: int | None = None
     engines: tuple[str, ...] = ()  # the engines the property can run with these options (computed once, here)
+    # (option key, the line an error at that key is located at, as the loader locates fit's): for an input error
+    # met at check time (``Property.premise``); a key not written is located at the property
+    option_lines: tuple[tuple[str, int], ...] = ()
+
+    def line_of(self, key: str) -> int:
+        """The line of option ``key`` (a key path: its first key), else the property's."""
+        return dict(self.option_lines).get(key.split(".")[0].split("[")[0], self.line)
 
 
 COMMON_PROPERTY_FIELDS = {
@@ -121,14 +128,15 @@ def fitted_properties(
             raise ctx.error(
                 node, f"{where}.engine", f"expected one of {', '.join(('auto',) + engines)}, got {common['engine']!r}"
             )
+        body = node.value[name] if node.kind == "map" else node
         try:
             prop.fit(model, arith, domain, options)
         except OptionError as exc:
-            body = node.value[name] if node.kind == "map" else node
             raise ctx.error(
                 locate(body, exc.key), join(where, exc.key) if exc.key else where, exc.message, exc.hint
             ) from None
-        properties.append(property_spec(index, name, common, options, node.line, engines))
+        lines = tuple((key, locate(body, key).line) for key in prop.options.fields)
+        properties.append(property_spec(index, name, common, options, node.line, engines, lines))
     if data["engine"] != "auto":
         for p in properties:
             if p.engine is None and data["engine"] not in p.engines:
@@ -164,9 +172,16 @@ def checkpoint_engines(
 
 
 def property_spec(
-    index: int, name: str, common: dict[str, Any], options: Any, line: int, engines: tuple[str, ...] | None = None
+    index: int,
+    name: str,
+    common: dict[str, Any],
+    options: Any,
+    line: int,
+    engines: tuple[str, ...] | None = None,
+    option_lines: tuple[tuple[str, int], ...] = (),
 ) -> PropertySpec:
-    """A property of the spec, with the engines it can run (``engines``: computed by the caller already)."""
+    """A property of the spec, with the engines it can run (``engines``: computed by the caller already) and the
+    lines of its option keys (``PropertySpec.option_lines``)."""
     return PropertySpec(
         name=name,
         label=common["name"] or name,
@@ -180,6 +195,7 @@ def property_spec(
         rlimit=common["rlimit"],
         samples=common["samples"],
         engines=engines if engines is not None else supported_engines(load_property(name), options),
+        option_lines=option_lines,
     )
 
 
