@@ -201,3 +201,19 @@ def test_the_exporter_refuses_an_undefined_program_unless_told_dont_care(tmp_pat
     assert not (tmp_path / "x.json").exists()
     _, document = compile_and_export(program, {"a", "b"}, 3, tmp_path / "x.json", undefined="dont-care")
     assert document["undefined"] == {"policy": "dont-care", "least": ["a", "a"], "searched_up_to": 3}
+
+
+def test_the_python_api_raises_the_input_error_at_check(tmp_path):
+    """``verify_tf.api.check`` runs the premise too, within its timeout: a mistake in the options raises
+    ``SpecError`` there (the API's way), keyed as ``options_of`` keys one."""
+    from verify_tf.api import SpecError, check
+
+    spec = load_spec_text(SPEC % ", undefined: dont-care", "spec.yaml", with_policy(tmp_path, "error"))
+    program = tmp_path / "export.json"
+    with pytest.raises(SpecError) as error:
+        check(spec.model, spec.arithmetic, spec.domain, "rasp-equivalence", {"program": program}, engine="interpret")
+    assert error.value.path == "rasp-equivalence.program" and "undefined on 'aa'" in error.value.message
+    verdict = check(
+        spec.model, spec.arithmetic, spec.domain, "rasp-equivalence", {"program": program, "undefined": "dont-care"}
+    )
+    assert verdict.status == "proved", verdict.detail  # a, b, ab, ba: as the dont-care test above
