@@ -21,6 +21,13 @@ W⁺U − W⁻L doubles every gap at every affine map; here the gaps enter only 
   the values carried on back through their affine map. Other heads are concretized by their output's forms.
 * the embedding: concretized by its forms (exact up to the table's rounding).
 
+``score_bounds`` bounds a head's scores q_i·k_j + B and score differences q_i·(k_k − k_j) + B backward the same
+way: McCormick's planes of each product over the factors' intervals are linear in the query and the keys, so in
+the block's input stream, from which the pass above goes on. ``refined_bound`` intersects them with the forward
+bounds where ``SCORES`` names them; it names neither in the engine (measured in docs/performance.md, issue 43:
+d2's median bound / true width 2.52× → 2.22× at the same CPU per cube, but Knuth's tree only 6% smaller for 17%
+more CPU in its probes; d3 0.4% tighter; the 4-head model 3% tighter for 2.8× the CPU per cube).
+
 The relaxations' free choices (``Slopes``, alpha-style: the ReLU's lower slope, the planes' θ) are one per pass,
 or per objective and element (``Slopes.alpha``, ``Slopes.theta``: chosen by ``optimise.choose``, a float twin's
 gradient steps, alpha-CROWN; clamped here to their valid ranges, so any array is sound); a bound may be the best of
