@@ -421,6 +421,28 @@ def test_a_killed_worker_changes_nothing(local, tmp_path):
 
 
 @needs_dask
+def test_a_respawning_worker_keeps_its_nanny(local):
+    """Dask's SpecCluster closes the nanny of a removed worker that has not re-registered, in its view,
+    ``lost-worker-timeout`` after the removal (15 s). At load 10 the timer of the crash test's removal fired while
+    the killed-worker test's respawn of the same name was registering: the nanny was closed, local:2 kept one
+    worker, and the next test got (0, 2) for (finished, cancelled) (tests/test_cluster.py beside busy loops,
+    2026-12-02). With the timeout at 0 every respawn loses that race on Dask's own LocalCluster (1 of 2 workers
+    after 90 s); local:N leaves workers to their nannies (executors.cluster._NannyLedCluster)."""
+    import dask
+
+    victim_address, victim = sorted(local.client.run(os.getpid).items())[0]
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": "0s"}):  # read when the removal arrives
+        os.kill(victim, signal.SIGKILL)
+        wait_for(
+            lambda: victim_address not in local.client.scheduler_info(n_workers=-1)["workers"],
+            "the scheduler to remove the killed worker",
+        )
+        local.client.wait_for_workers(2, timeout=CEILING)
+    pids = set(local.client.run(os.getpid).values())
+    assert len(pids) == 2 and victim not in pids
+
+
+@needs_dask
 def test_a_refutation_cancels_a_running_solver(local, tmp_path):
     from cluster_units import long_solve, refute_when
 

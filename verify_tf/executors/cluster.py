@@ -56,6 +56,7 @@ from typing import Any
 import dask
 import distributed
 from distributed import Client, LocalCluster, WorkerPlugin
+from distributed.deploy.cluster import Cluster
 from distributed.scheduler import KilledWorker
 
 from .. import __version__
@@ -185,6 +186,22 @@ class IgnoreSigint(WorkerPlugin):
 
     def setup(self, worker: Any) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class _NannyLedCluster(LocalCluster):
+    """A LocalCluster whose workers' lives are their nannies' alone.
+
+    Dask's ``SpecCluster`` closes the nanny of a removed worker unless a worker of the same name is registered
+    ``lost-worker-timeout`` (15 s) after the removal, as its view of the scheduler then stands. A worker killed
+    twice within 15 s (a unit that kills its worker, then a second death) loses that race whenever the first
+    timer fires while the second respawn is still registering: the nanny was closed just as its new worker
+    arrived, and ``local:N`` went on with N − 1 workers for good (seen at load 10 in tests/test_cluster.py;
+    with the timeout at 0 every respawn loses it). Here a nanny restarts its worker whatever the delay and
+    closes itself when it cannot; the cluster never closes one behind its back. The scheduler's own
+    bookkeeping (``Cluster._update_worker_status``) is kept."""
+
+    def _update_worker_status(self, op: str, msg: Any) -> None:
+        Cluster._update_worker_status(self, op, msg)  # skips SpecCluster's timer, nothing else
 
 
 def _describe_worker(expected: tuple[tuple[str, str], ...], dask_worker: Any = None) -> str:
@@ -669,7 +686,7 @@ def connect(
             multiprocessing.resource_tracker.ensure_running()
             blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
             with dask.config.set({**LOCAL_SETTINGS, "temporary-directory": scratch}), _restored_mask(blocked):
-                cluster = LocalCluster(
+                cluster = _NannyLedCluster(
                     n_workers=count,
                     threads_per_worker=1,
                     processes=True,
