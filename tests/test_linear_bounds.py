@@ -15,7 +15,7 @@ from verify_tf.builders.random_model import RandomConfig, random_model
 from verify_tf.ir import AlphabetTokens
 from verify_tf.linear import CoordinateTable, LinearModel, optimise, refusal, scale_for
 from verify_tf.linear.attention import knapsack_max
-from verify_tf.linear.backward import DEFAULT, PLANE_STEPS, Slopes, _planes, refined_bound
+from verify_tf.linear.backward import DEFAULT, PLANE_STEPS, Slopes, _planes, refined_bound, score_bounds, streams
 from verify_tf.semantics import Exact, Fixed, evaluate
 from verify_tf.semantics.interpreter import _Counter, affine as interpreter_affine
 
@@ -268,6 +268,78 @@ def test_every_backward_stage_contains_every_input_of_the_cube_with_optimised_sl
     kinds = {h.scoring for b in model.blocks if b.attention for h in b.attention.heads}
     event(f"{'/'.join(sorted(kinds))} {getattr(arith, 'attention_rounding', 'exact')}")
     check_case(model, arith, table, columns, ranges, chosen, backward=True, choose=optimise.choose)
+
+
+@pytest.mark.slow  # ~40 s of CPU, like the backward test above, plus the score passes
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(cases())
+def test_every_backward_stage_contains_every_input_of_the_cube_with_the_scores_bounded_backward(case):
+    """Issue 43: with each head's scores and score differences bounded backward through q·k too
+    (``backward.SCORES``: off in the engine, measured in docs/performance.md), every stage still contains every
+    chosen input's interpreter value (the differences' check covers the saturation's fallback, which the refined
+    score intervals decide)."""
+    import verify_tf.linear.backward as backward
+
+    model, arith, table, columns, ranges, chosen = case
+    before = backward.SCORES
+    backward.SCORES = ("scores", "differences")
+    try:
+        check_case(model, arith, table, columns, ranges, chosen, backward=True)
+    finally:
+        backward.SCORES = before
+
+
+@pytest.mark.slow  # ~30 s of CPU: four backward passes per head
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(cases())
+def test_the_backward_score_bounds_alone_contain_every_input_of_the_cube(case):
+    """Issue 43: ``backward.score_bounds`` on its own (not intersected with the forward bounds, so that a wrong
+    bound is not hidden behind a right one), with either pair of McCormick planes: every chosen input's scores
+    before rounding (q_i·k_j + B[j − i], the interpreter's affine maps) lie inside the score bounds, and its rounded
+    differences s_ik − s_ij (the interpreter's trace) inside the difference bounds wherever no score of the row
+    can be clipped (the bounds' stated domain: the caller keeps the plain intervals there)."""
+    model, arith, table, columns, ranges, chosen = case
+    linear = LinearModel(model, arith, ranges.shape[1])
+    inputs = table.inputs(ranges, model.dim)
+    result = refined_bound(linear, inputs)
+    jj, kk = linear.rounding.pairs
+    counter = _Counter(arith)
+    checked = 0
+    for index, (block, forms_) in enumerate(zip(model.blocks, result.blocks)):
+        if block.attention is None:
+            continue
+        z = streams(linear, result)[index]
+        for h, (head, plan, hb) in enumerate(zip(block.attention.heads, linear.heads[index], forms_.heads)):
+            if hb.query is None:
+                continue
+            found = {
+                (pairs, first): score_bounds(linear, result, index, z, plan, hb.query, hb.key, pairs, first)
+                for pairs in (True, False)
+                for first in (True, False)
+            }
+            for tokens, picks in chosen:
+                t = [_variables(model, columns, ranges, picks)[v] for v in result.variables]
+                trace = evaluate(model, arith, tokens)
+                stream = trace.embedded if index == 0 else trace.blocks[index - 1].output
+                q = [interpreter_affine(head.query, x, head.query_bias, counter) for x in stream]
+                k = [interpreter_affine(head.key, x, head.key_bias, counter) for x in stream]
+                raw = [
+                    [sum((a * b for a, b in zip(q[i], k[j])), F(0)) + head.relative_bias(j - i) for j in range(len(k))]
+                    for i in range(len(q))
+                ]
+                rows = trace.blocks[index].heads[h].scores
+                for first in (True, False):
+                    _check(f"block {index} head {h} scores", [tuple(r) for r in raw], found[False, first], tokens, t,
+                           linear.scale)  # fmt: skip
+                    low, high = getattr(arith, "min_value", None), getattr(arith, "max_value", None)
+                    for i, row in enumerate(rows):
+                        inside = low is None or all(low <= x <= high for x in raw[i])
+                        values = tuple(row[k_] - row[j] if inside and row[j] is not None and row[k_] is not None
+                                       else None for j, k_ in zip(jj, kk))  # fmt: skip
+                        _check(f"block {index} head {h} differences", [values], found[True, first][:, i : i + 1],
+                               tokens, t, linear.scale)  # fmt: skip
+                        checked += 1
+    event(f"rows checked: {min(checked, 10)}{'+' if checked > 10 else ''}")
 
 
 @pytest.mark.parametrize(

@@ -99,6 +99,10 @@ def plan_head(head: Head, positions: int, scale: Scale, pairs: tuple[np.ndarray,
 
 Affine = tuple[np.ndarray, int, np.ndarray, np.ndarray]  # (weights, den, bias_lo, bias_hi)
 Refine = Callable[[Affine, Lin], Lin]  # a stage round(W z + b) -> bounds at least as tight (``backward``)
+# (plan, query, key, pairs) -> bounds of the rounded score differences s_ik − s_ij, j < k (B, P, pairs), or with
+# ``pairs`` false of the scores before rounding (B, P, P) (``backward.score_bounds``: CROWN's bound through q·k);
+# intersected with the forward's
+RefinePairs = Callable[[HeadPlan, Lin, Lin, bool], Lin | None]  # None: not refined
 
 
 def _affine(z: Lin, plan: Affine, arith: Any, refine: Refine | None = None) -> Lin:
@@ -106,9 +110,12 @@ def _affine(z: Lin, plan: Affine, arith: Any, refine: Refine | None = None) -> L
     return stage if refine is None else refine(plan, stage)
 
 
-def attention_head(plan: HeadPlan, z: Lin, arith: Any, refine: Refine | None = None) -> HeadForms:
+def attention_head(
+    plan: HeadPlan, z: Lin, arith: Any, refine: Refine | None = None, refine_pairs: RefinePairs | None = None
+) -> HeadForms:
     """interpreter.attention_head on a batch of cubes (module docstring). ``arith``: ``propagate.Rounding``;
-    ``refine``: tightens the query, key and value stages before they are used (CROWN's intermediate bounds)."""
+    ``refine``: tightens the query, key and value stages before they are used (CROWN's intermediate bounds);
+    ``refine_pairs``: the score differences likewise (before the saturation's fallback)."""
     head, scale = plan.head, arith.scale
     value = _affine(z, plan.value, arith, refine)
     query = key = differences = None
@@ -116,7 +123,7 @@ def attention_head(plan: HeadPlan, z: Lin, arith: Any, refine: Refine | None = N
         a_lo, a_hi, m_lo, m_hi = _uniform_weights(plan, arith, value.lo.shape[0])
     else:
         query, key = _affine(z, plan.query, arith, refine), _affine(z, plan.key, arith, refine)
-        differences = _score_differences(plan, query, key, arith)
+        differences = _score_differences(plan, query, key, arith, refine_pairs)
         if head.scoring == "hardmax":
             a_lo, a_hi, m_lo, m_hi = _hardmax_weights(plan, differences, arith)
         else:
@@ -133,9 +140,11 @@ def attention_head(plan: HeadPlan, z: Lin, arith: Any, refine: Refine | None = N
 # ---------------------------------------------------------------- scores
 
 
-def _score_intervals(plan: HeadPlan, query: Lin, key: Lin, arith: Any) -> tuple[Array, Array, np.ndarray]:
-    """Each score's interval (interval products), rounded and saturated as the interpreter does, and where the
-    saturation can act."""
+def _score_intervals(
+    plan: HeadPlan, query: Lin, key: Lin, arith: Any, refine_pairs: RefinePairs | None = None
+) -> tuple[Array, Array, np.ndarray]:
+    """Each score's interval (interval products, intersected with ``refine_pairs``'s bounds of the scores), rounded
+    and saturated as the interpreter does, and where the saturation can act."""
     one = arith.scale.one
     q_lo, q_hi = query.lo[:, :, None, :], query.hi[:, :, None, :]
     k_lo, k_hi = key.lo[:, None, :, :], key.hi[:, None, :, :]
@@ -143,6 +152,10 @@ def _score_intervals(plan: HeadPlan, query: Lin, key: Lin, arith: Any) -> tuple[
     lo = ints.total(ints.floordiv(forms._reduce_all(ints.minimum, corners), one), -1)
     hi = ints.total(ints.ceildiv(forms._reduce_all(ints.maximum, corners), one), -1)
     lo, hi = ints.add(lo, plan.bias[0]), ints.add(hi, plan.bias[1])
+    if refine_pairs is not None:
+        refined = refine_pairs(plan, query, key, False)
+        if refined is not None:
+            lo, hi = ints.maximum(lo, refined.lo), ints.minimum(hi, refined.hi)
     if not arith.rounds_scores(plan.head):
         return lo, hi, np.zeros(np.shape(lo), dtype=bool)
     step = arith.scale.grid_shift
@@ -157,12 +170,14 @@ def _negated(x: Lin) -> Lin:
     return Lin(-x.hi, -x.lo, -x.uc, -x.ub, -x.lc, -x.lb)
 
 
-def _score_differences(plan: HeadPlan, query: Lin, key: Lin, arith: Any) -> Lin:
+def _score_differences(
+    plan: HeadPlan, query: Lin, key: Lin, arith: Any, refine_pairs: RefinePairs | None = None
+) -> Lin:
     """[i, k, j] bounds of s_ik − s_ij, (B, P, P, P) (module docstring, step 2)."""
     scale = arith.scale
     batch, positions, variables = query.lo.shape[0], query.lo.shape[1], query.lc.shape[-1]
     jj, kk = arith.pairs
-    s_lo, s_hi, acting = _score_intervals(plan, query, key, arith)
+    s_lo, s_hi, acting = _score_intervals(plan, query, key, arith, refine_pairs)
     # the individual intervals' difference, always valid
     plain_lo = ints.sub(s_lo[:, :, kk], s_hi[:, :, jj])
     plain_hi = ints.sub(s_hi[:, :, kk], s_lo[:, :, jj])
@@ -183,6 +198,9 @@ def _score_differences(plan: HeadPlan, query: Lin, key: Lin, arith: Any) -> Lin:
                 pairs.uc,
                 ints.add(pairs.ub, grid),
             )
+        if refine_pairs is not None:  # where a score can saturate, the plain intervals below replace both
+            refined = refine_pairs(plan, query, key, True)
+            pairs = pairs if refined is None else forms.better(pairs, refined)
         saturating = acting[:, :, kk] | acting[:, :, jj]
         plain = forms.constant(plain_lo, plain_hi, variables)
         pairs = Lin(

@@ -21,6 +21,13 @@ W⁺U − W⁻L doubles every gap at every affine map; here the gaps enter only 
   the values carried on back through their affine map. Other heads are concretized by their output's forms.
 * the embedding: concretized by its forms (exact up to the table's rounding).
 
+``score_bounds`` bounds a head's scores q_i·k_j + B and score differences q_i·(k_k − k_j) + B backward the same
+way: McCormick's planes of each product over the factors' intervals are linear in the query and the keys, so in
+the block's input stream, from which the pass above goes on. ``refined_bound`` intersects them with the forward
+bounds where ``SCORES`` names them; it names neither in the engine (measured in docs/performance.md, issue 43:
+d2's median bound / true width 2.52× → 2.22× at the same CPU per cube, but Knuth's tree only 6% smaller for 17%
+more CPU in its probes; d3 0.4% tighter; the 4-head model 3% tighter for 2.8× the CPU per cube).
+
 The relaxations' free choices (``Slopes``, alpha-style: the ReLU's lower slope, the planes' θ) are one per pass,
 or per objective and element (``Slopes.alpha``, ``Slopes.theta``: chosen by ``optimise.choose``, a float twin's
 gradient steps, alpha-CROWN; clamped here to their valid ranges, so any array is sound); a bound may be the best of
@@ -71,6 +78,9 @@ PLANE_STEPS = 16  # a per-element θ is a multiple of 1/16 (finer buys nothing m
 Choose = Callable[[Any, Any, Array, int, bool], Slopes]
 # split's readout: the best of five passes per objective (bench/bench_branching.py, docs/performance.md: at the
 # readout they cost ~5% and shrink Knuth's tree 3–13%; in every intermediate pass 3× for 22%, which does not pay)
+# what of each head's scores is bounded backward through q·k too (``score_bounds``), intersected with the forward's:
+# "scores" (each score's interval: what decides where the saturation can act), "differences" (the weights' input)
+SCORES: tuple[str, ...] = ()
 READOUT_SLOPES = (DEFAULT, Slopes(plane=0), Slopes(plane=2), Slopes(relu="zero"), Slopes(relu="one"))
 
 
@@ -565,6 +575,84 @@ def affine_stage_bounds(
     return forms.tighten(refined, shift)
 
 
+def _pair_planes(query: Lin, delta: Lin, upper: bool, first: bool) -> tuple[Array, ...]:
+    """McCormick's plane of q_i·Δ_p per component, for the upper or the lower side, the first or the second:
+    (slope on Δ (B, P, 1, k), slope on q (B, 1, pairs, k), the constant a·b summed over the components (B, P,
+    pairs)), all in units; q·Δ <= (or >=) a·Δ + b·q − a·b over the box."""
+    q_lo, q_hi = np.asarray(query.lo)[:, :, None], np.asarray(query.hi)[:, :, None]
+    d_lo, d_hi = np.asarray(delta.lo)[:, None], np.asarray(delta.hi)[:, None]
+    if upper:  # (q_hi − q)(Δ − Δ_lo) >= 0, or (q − q_lo)(Δ_hi − Δ) >= 0
+        a, b = (q_hi, d_lo) if first else (q_lo, d_hi)
+    else:  # (q − q_lo)(Δ − Δ_lo) >= 0, or (q_hi − q)(Δ_hi − Δ) >= 0
+        a, b = (q_lo, d_lo) if first else (q_hi, d_hi)
+    return a, b, ints.total(ints.mul(a, b), -1)
+
+
+def score_bounds(
+    linear: Any,
+    result: Any,
+    index: int,
+    z: Lin,
+    plan: Any,
+    query: Lin,
+    key: Lin,
+    pairs: bool = True,
+    first: bool = True,
+) -> Lin:
+    """Bounds, backward, of a head of block ``index``: with ``pairs`` its rounded score differences s_ik − s_ij
+    (j < k; (B, P, pairs), valid where no score saturates: the caller keeps the plain intervals there), else its
+    scores before rounding q_i·k_j + B[j − i] ((B, P, P)). McCormick's planes of each product q_i·Δ (Δ = k_k − k_j,
+    or k_j) over the factors' intervals are linear in q_i and the keys, so in the block's input stream ``z``
+    (through their stores and affine maps), and on back to the input coordinates as every backward bound; the
+    relative bias by its interval, each score's floor by ±2^-f."""
+    one = linear.scale.one
+    batch, positions, width = np.shape(query.lo)
+    if pairs:
+        jj, kk = linear.rounding.pairs
+        delta = forms.tighten(forms.sub(key[:, kk], key[:, jj]))  # (B, pairs, k)
+        bias_lo, bias_hi = (np.asarray(b, dtype=object) for b in plan.bias_difference)  # (P, pairs)
+        grid = one << linear.scale.grid_shift if linear.rounding.rounds_scores(plan.head) else 0
+    else:
+        jj, kk = None, np.arange(positions)
+        delta, grid = key, 0
+        bias_lo, bias_hi = (np.asarray(b, dtype=object) for b in plan.bias)  # (P, P)
+    count = positions * len(kk)
+    if count == 0:  # one position: no pairs
+        return forms.constant(np.zeros((batch, positions, 0), dtype=np.int64), np.zeros((batch, positions, 0),
+                              dtype=np.int64), np.shape(z.lc)[-1])  # fmt: skip
+    rows = np.arange(count)
+    i_of, p_of = np.divmod(rows, len(kk))
+    lam_q = np.zeros((batch, 2 * count, positions, width), dtype=object)
+    lam_k = np.zeros_like(lam_q)
+    constant = np.zeros((batch, 2 * count), dtype=object)
+    spread = np.zeros((count, positions), dtype=np.int64)  # row r = (i, p): +1 on key k_p, −1 on key j_p
+    spread[rows, kk[p_of]] = 1
+    if jj is not None:
+        spread[rows, jj[p_of]] = -1
+    for side, upper in ((0, True), (1, False)):
+        a, b, ab = (np.asarray(x, dtype=object) for x in _pair_planes(query, delta, upper, first))
+        sign = 1 if upper else -1  # the lower side bounds −y from above
+        o = side * count + rows
+        a_full = np.broadcast_to(a, (batch, positions, len(kk), width))[:, i_of, p_of]  # (B, count, k)
+        b_full = np.broadcast_to(b, (batch, positions, len(kk), width))[:, i_of, p_of]
+        lam_q[:, o, i_of] = sign * b_full
+        lam_k[:, o] = sign * a_full[:, :, None, :] * spread[None, :, :, None]
+        bias = (bias_hi if upper else -bias_lo)[i_of, p_of] * one
+        constant[:, o] = -sign * np.broadcast_to(ab, (batch, positions, len(kk)))[:, i_of, p_of] + bias + grid
+    state = _Pass(np.zeros((batch, 2 * count, np.shape(z.lc)[-1]), dtype=np.int64), ints.narrow(constant), one)
+    rounding = linear.rounding
+    on_z = ints.add(
+        through_affine(through_store(ints.narrow(lam_q), query, rounding, state), plan.query, z, state),
+        through_affine(through_store(ints.narrow(lam_k), key, rounding, state), plan.key, z, state),
+    )
+    rest = backward(linear, result, on_z, index)
+    rest.coefficients = ints.add(rest.coefficients, state.coefficients)
+    rest.add(state.constant)
+    bounds = _as_bounds(rest, count, linear.scale)
+    return bounds.map(lambda x: np.asarray(x).reshape(batch, positions, len(kk)),
+                      lambda c: np.asarray(c).reshape(batch, positions, len(kk), -1))  # fmt: skip
+
+
 def refined_bound(
     linear: Any,
     inputs: Any,
@@ -592,7 +680,14 @@ def refined_bound(
             def on_heads(plan: Any, stage: Lin, z: Lin = entering, index: int = index) -> Lin:
                 return affine_stage_bounds(linear, result, plan, stage, z, index, False, variants, inner)
 
-            z = linear.attention_layer(index, block.attention, z, record, on_heads)
+            def on_pairs(
+                plan: Any, query: Lin, key: Lin, pairs: bool, z: Lin = entering, index: int = index
+            ) -> Lin | None:
+                if ("differences" if pairs else "scores") not in SCORES:
+                    return None
+                return score_bounds(linear, result, index, z, plan, query, key, pairs)
+
+            z = linear.attention_layer(index, block.attention, z, record, on_heads, on_pairs if SCORES else None)
             bounds = stream_bounds(linear, result, index + 1, True, variants, inner)
             z = record.stages["after_attention"] = forms.better(z, bounds)
         if block.feed_forward is not None:

@@ -20,7 +20,7 @@ from ..ir import AlphabetTokens, AttentionLayer, FeedForward, Model, Token
 from ..semantics.arithmetic import Arithmetic, Fixed
 from ..semantics.exp_table import exp_table
 from . import forms, ints
-from .attention import HeadForms, HeadPlan, Refine, attention_head, plan_head
+from .attention import HeadForms, HeadPlan, Refine, RefinePairs, attention_head, plan_head
 from .forms import Lin
 from .ints import Array, Scale
 
@@ -220,9 +220,15 @@ class LinearModel:
         return z, variables
 
     def attention_layer(
-        self, index: int, layer: AttentionLayer, z: Lin, trace: BlockForms | None, refine: Refine | None = None
+        self,
+        index: int,
+        layer: AttentionLayer,
+        z: Lin,
+        trace: BlockForms | None,
+        refine: Refine | None = None,
+        refine_pairs: RefinePairs | None = None,
     ) -> Lin:
-        heads = [attention_head(plan, z, self.rounding, refine) for plan in self.heads[index]]
+        heads = [attention_head(plan, z, self.rounding, refine, refine_pairs) for plan in self.heads[index]]
         concatenated = _concatenate([h.output for h in heads], axis=-1)
         projected = self.rounding.store(forms.affine(concatenated, *self.layers[index]["attention"]))
         out = self.residual(z, projected, layer.residual)
