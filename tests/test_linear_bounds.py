@@ -355,7 +355,7 @@ def test_the_backward_score_bounds_alone_contain_every_input_of_the_cube(case):
 )
 def test_product_planes_by_hand(theta, upper, lower):
     """``backward._planes``: the doubled (slope on g, slope on a, constant) of each side for each choice of θ."""
-    a_lo, a_hi = np.array([1]), np.array([3])
+    a_lo, a_hi = np.array([[1]]), np.array([[3]])  # with the trailing value axis, as a head's weights come
     g_lo, g_hi = np.array([[-2]]), np.array([[4]])
     up, down = _planes(a_lo, a_hi, g_lo, g_hi, theta)
     assert tuple(int(np.asarray(x).reshape(-1)[0]) for x in up) == upper

@@ -252,8 +252,8 @@ def _planes(
     of each side, (a − a_hi)(g − g_lo) <= 0 above and (a − a_lo)(g − g_lo) >= 0 below, against the second (any θ
     ∈ [0, 1] is a convex combination of two valid planes, so valid). θ = 1/2 is the midpoint planes ((a − ā)(g − ḡ)
     within ±ρ_a·ρ_g: both sides share the slopes 2ā, 2ḡ; on the three models of issue 43 10–15% tighter than either
-    pair of corner planes alone)."""
-    a_lo, a_hi = np.asarray(a_lo)[..., None], np.asarray(a_hi)[..., None]
+    pair of corner planes alone). The factors' bounds come broadcastable against each other (a head's weights
+    with a trailing value axis)."""
     t = np.asarray(theta, dtype=np.int64)
     rest = np.int64(steps) - t
     sg = ints.add(ints.mul(g_lo, t), ints.mul(g_hi, rest))  # the slope on a: the same on both sides
@@ -301,7 +301,7 @@ def _chosen_planes(heads: Any, one: int, chosen: Array) -> tuple[Array, ...]:
     theta = np.clip(np.asarray(chosen, dtype=np.int64), 0, PLANE_STEPS)
     a_lo, a_hi = np.asarray(heads.weights.lo)[:, None], np.asarray(heads.weights.hi)[:, None]
     (slope_up, slope_a, upper), (slope_down, _, lower) = _planes(
-        a_lo, a_hi, np.asarray(g_lo)[:, None], np.asarray(g_hi)[:, None], theta, PLANE_STEPS
+        a_lo[..., None], a_hi[..., None], np.asarray(g_lo)[:, None], np.asarray(g_hi)[:, None], theta, PLANE_STEPS
     )
     return mix, g_lo, g_hi, slope_up, slope_down, slope_a, ints.total(upper, 3), ints.total(lower, 3)
 
@@ -321,7 +321,9 @@ def _head_planes(heads: Any, one: int, theta: int = 1) -> tuple[Array, ...]:
                 mixed.map(lambda a: a[:, :, None], lambda c: c[:, :, None]),
             )
         )  # (B, P_i, P_j, v): v_j − λ_i
-        (slope_up, slope_a, upper), (slope_down, _, lower) = _planes(a_lo, a_hi, g.lo, g.hi, theta)
+        (slope_up, slope_a, upper), (slope_down, _, lower) = _planes(
+            np.asarray(a_lo)[..., None], np.asarray(a_hi)[..., None], g.lo, g.hi, theta
+        )
         heads.memo[key] = (
             mix,
             g.lo,
@@ -576,16 +578,15 @@ def affine_stage_bounds(
 
 
 def _pair_planes(query: Lin, delta: Lin, upper: bool, first: bool) -> tuple[Array, ...]:
-    """McCormick's plane of q_i·Δ_p per component, for the upper or the lower side, the first or the second:
-    (slope on Δ (B, P, 1, k), slope on q (B, 1, pairs, k), the constant a·b summed over the components (B, P,
-    pairs)), all in units; q·Δ <= (or >=) a·Δ + b·q − a·b over the box."""
+    """McCormick's plane of q_i·Δ_p per component, for the upper or the lower side, the first or the second
+    (``_planes`` with one plane: θ = 1 the first, 0 the second): (slope on Δ (B, P, 1, k), slope on q (B, 1, pairs,
+    k), the constant a·b summed over the components (B, P, pairs)), all in units; q·Δ <= (or >=) a·Δ + b·q − a·b
+    over the box."""
     q_lo, q_hi = np.asarray(query.lo)[:, :, None], np.asarray(query.hi)[:, :, None]
     d_lo, d_hi = np.asarray(delta.lo)[:, None], np.asarray(delta.hi)[:, None]
-    if upper:  # (q_hi − q)(Δ − Δ_lo) >= 0, or (q − q_lo)(Δ_hi − Δ) >= 0
-        a, b = (q_hi, d_lo) if first else (q_lo, d_hi)
-    else:  # (q − q_lo)(Δ − Δ_lo) >= 0, or (q_hi − q)(Δ_hi − Δ) >= 0
-        a, b = (q_lo, d_lo) if first else (q_hi, d_hi)
-    return a, b, ints.total(ints.mul(a, b), -1)
+    above, below = _planes(q_lo, q_hi, d_lo, d_hi, int(first), steps=1)
+    on_delta, on_query, constant = above if upper else below  # constant: −a·b per component
+    return on_delta, on_query, ints.total(ints.sub(np.int64(0), constant), -1)
 
 
 def score_bounds(
