@@ -19,7 +19,8 @@ ints, Fractions or text such as "1/3"; an ``equivalent-to`` model may be a ``Mod
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -62,11 +63,18 @@ def options_of(
     )
     given = {key: value for key, value in (options or {}).items() if value is not None}  # None: not given
     typed = prop.options.validate(from_plain(given), ctx, name)
-    try:
+    with _options_mistake(name):
         prop.fit(model, arithmetic, domain, typed)
+    return typed
+
+
+@contextlib.contextmanager
+def _options_mistake(name: str) -> Iterator[None]:
+    """A property's ``OptionError`` (its ``fit``, its ``premise``) as the API's ``SpecError`` at ``name.key``."""
+    try:
+        yield
     except OptionError as exc:
         raise SpecError(exc.message, path=f"{name}.{exc.key}" if exc.key else name, hint=exc.hint) from None
-    return typed
 
 
 def _model_section(node, ctx, path):
@@ -128,11 +136,9 @@ def check(
     if engine != "auto" and engine not in engines:
         raise SpecError(f"{name} does not support engine {engine!r}", hint=f"it supports: {', '.join(engines)}")
     run = Run(executor or InProcess(), Deadline(timeout), progress or no_progress)
-    with deadline_in_force(run.deadline):  # the premise (a RASP program undefined on some input) within the timeout
-        try:
-            task.prop.premise(task)
-        except OptionError as exc:  # a mistake in the options, as ``options_of`` reports one
-            raise SpecError(exc.message, path=f"{name}.{exc.key}" if exc.key else name, hint=exc.hint) from None
+    # the premise (a RASP program undefined on some input) within the timeout, its mistake as fit's
+    with deadline_in_force(run.deadline), _options_mistake(name):
+        task.prop.premise(task)
     return runner.run_engine(task, run, engine, cache_dir, engines)
 
 
