@@ -188,6 +188,23 @@ def test_the_cli_exits_2_not_4(tmp_path):
     assert "hint: declare such inputs don't-care" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_the_audit_says_an_input_error_fails_the_run_with_2(tmp_path):
+    """``verify-tf audit`` of that run's report: the error result is not re-derived, and exits 2, not 4
+    (reporting/audit.py; the report's exit_code, 2, recomputed)."""
+    base = with_policy(tmp_path, "error")
+    (base / "spec.yaml").write_text(SPEC % "")
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "verify_tf", *args]
+        return subprocess.run(command, cwd=base, capture_output=True, text=True, timeout=120)
+
+    assert cli("check", "spec.yaml", "--no-cache", "-q", "--json", "r.json").returncode == 2
+    audit = cli("audit", "r.json")
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    assert "checked: error: nothing to re-derive (it fails the run: exit 2)" in audit.stdout
+    assert "checked: exit_code 2 and the summary recomputed from the results" in audit.stdout
+
+
 @pytest.mark.slow
 def test_the_exporter_refuses_an_undefined_program_unless_told_dont_care(tmp_path):
     pytest.importorskip("tracr")

@@ -21,7 +21,7 @@ The report is bound to its specs as they are now (each spec's sha256 must still 
     timeout, or the report's ``--timeout``); a refutation there fails the audit (an ``unknown`` or ``skipped`` that
     hides a refutation turns a failing run into a passing one). A result the report's interrupt kept from
     finishing claims nothing: it is not re-run;
-  - ``error``: nothing to re-derive (it fails the run: exit 4);
+  - ``error``: nothing to re-derive (it fails the run: exit 4, or 2 for an ``input error`` met at check time);
 * **what the verdicts come to, recomputed**: each result's ``expect`` (the spec's), ``counts_as``, the reading it is
   about (``reading``, ``as_run``, ``quantization``: a proof about a reading that is not the model as run says so),
   and the report's ``fail_on``, ``interrupted``, ``exit_code`` and ``summary``.
@@ -52,7 +52,18 @@ from ..executors import InProcess
 from ..runner import Overrides, check_property, requested_engine, task_of, timeout_of
 from ..schema.errors import MissingDependency
 from ..spec import SpecError, load_spec
-from ..verdict import ERROR, EXIT_INTERRUPTED, INPUT_ERROR, INTERRUPTED, PROVED, REFUTED, STATUSES, Verdict
+from ..verdict import (
+    ERROR,
+    EXIT_INPUT_ERROR,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    INPUT_ERROR,
+    INTERRUPTED,
+    PROVED,
+    REFUTED,
+    STATUSES,
+    Verdict,
+)
 from .report import FAIL_ON, combined_exit_code, outcome, summarize
 
 OK, PARTIAL, FAILED = "ok", "partial", "failed"
@@ -264,7 +275,8 @@ def _rederive(item: Audited, entry: dict, spec, prop, report_dir: Path, seconds:
     elif item.verdict == REFUTED:
         _replay(item, entry, spec, prop, task)
     elif item.verdict == ERROR:
-        code = 2 if entry.get("method") == INPUT_ERROR else 4  # the user's mistake met at check time, else a bug
+        # the user's mistake met at check time, else a bug
+        code = EXIT_INPUT_ERROR if entry.get("method") == INPUT_ERROR else EXIT_INTERNAL
         item.checked.append(f"error: nothing to re-derive (it fails the run: exit {code})")
     else:
         _rederive_unknown(item, entry, spec, prop, seconds, run)
