@@ -201,6 +201,12 @@ def through_affine(lam: Array, plan: tuple[np.ndarray, int, Array, Array], x: Li
     return _settle(numerators, den, x.lo, x.hi, state)
 
 
+def crown_slope_one(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """CROWN's adaptive lower slope of an unstable ReLU over [low, high]: 1 where high >= −low (the line x loses
+    less area than 0 there), else 0; a boolean array (``through_relu``; the optimiser's starting point)."""
+    return np.asarray(high >= -low, dtype=bool)
+
+
 def through_relu(lam: Array, pre: Lin, state: _Pass, slopes: Slopes = DEFAULT, chosen: Array | None = None) -> Array:
     """h = max(x, 0) over x ∈ [lo, hi]: above by the chord's line (slope σ in units chosen in floats, offset β exact
     at both ends: valid for the convex ReLU), below by s·x with s ∈ {0, 1} (``slopes.relu``; CROWN's adaptive
@@ -219,7 +225,7 @@ def through_relu(lam: Array, pre: Lin, state: _Pass, slopes: Slopes = DEFAULT, c
         ints.sub(ints.mul(relu_hi, np.int64(one)), ints.mul(sigma, hi)),
     )  # units squared
     if slopes.relu == "adaptive":
-        pick = np.where(high >= -low, one, 0)
+        pick = np.where(crown_slope_one(low, high), one, 0)
     else:
         pick = np.full(np.shape(high), one if slopes.relu == "one" else 0)
     alpha = np.where(crossing, pick, np.where(dead, 0, one)).astype(np.int64)
@@ -274,7 +280,7 @@ def through_softmax_head(
     lam = through_store(lam, heads.output, rounding, state)
     weights, value = heads.weights, heads.value
     if chosen is None:
-        mix, g_lo, g_hi, slope_up, slope_down, slope_a, upper, lower = _head_planes(heads, one, theta)
+        mix, g_lo, g_hi, slope_up, slope_down, slope_a, upper, lower = head_planes(heads, one, theta)
         den, spec = 2 * one, "boic,bijc->boij"
     else:
         mix, g_lo, g_hi, slope_up, slope_down, slope_a, upper, lower = _chosen_planes(heads, one, chosen)
@@ -295,9 +301,9 @@ def through_softmax_head(
 
 
 def _chosen_planes(heads: Any, one: int, chosen: Array) -> tuple[Array, ...]:
-    """``_head_planes`` with θ per objective and element (B, O, P, P, v), in steps of 1/PLANE_STEPS: every array
+    """``head_planes`` with θ per objective and element (B, O, P, P, v), in steps of 1/PLANE_STEPS: every array
     carries the objective axis."""
-    mix, g_lo, g_hi = _head_planes(heads, one, 1)[:3]
+    mix, g_lo, g_hi = head_planes(heads, one, 1)[:3]
     theta = np.clip(np.asarray(chosen, dtype=np.int64), 0, PLANE_STEPS)
     a_lo, a_hi = np.asarray(heads.weights.lo)[:, None], np.asarray(heads.weights.hi)[:, None]
     (slope_up, slope_a, upper), (slope_down, _, lower) = _planes(
@@ -306,7 +312,7 @@ def _chosen_planes(heads: Any, one: int, chosen: Array) -> tuple[Array, ...]:
     return mix, g_lo, g_hi, slope_up, slope_down, slope_a, ints.total(upper, 3), ints.total(lower, 3)
 
 
-def _head_planes(heads: Any, one: int, theta: int = 1) -> tuple[Array, ...]:
+def head_planes(heads: Any, one: int, theta: int = 1) -> tuple[Array, ...]:
     """What ``through_softmax_head`` needs of a head whatever the objectives, computed once per head and choice of
     planes (kept on it): the mixture, g = v_j − λ_i's interval, the planes' doubled slopes on g (upper, lower) and
     on a, and their constants summed over the keys (B, 1, P, v)."""

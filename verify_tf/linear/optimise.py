@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .backward import PLANE_STEPS, Slopes, _head_planes, anchored, streams
+from .backward import PLANE_STEPS, Slopes, anchored, crown_slope_one, head_planes, streams
 
 ITERATIONS = 12  # gradient steps per pass (docs/performance.md: the bound stops moving after ~10)
 STEP = 0.3  # Adam's step on slopes in [0, 1]
@@ -158,7 +158,7 @@ def _head_terms(twin: _Twin, heads: Any, key: tuple[int, int]) -> tuple[np.ndarr
     the mixture, a's and g's ends (B, 1, P, P, 1|v) and the slopes' and constants' values at θ = 0 and rates."""
     if ("head", key) not in twin.memo:
         one = twin.one
-        mix, g_lo, g_hi = _head_planes(heads, one, 1)[:3]
+        mix, g_lo, g_hi = head_planes(heads, one, 1)[:3]
         gl, gh = _real(g_lo, one)[:, None], _real(g_hi, one)[:, None]  # (B, 1, P, P, v)
         al, ah = (twin.real(a)[:, None, :, :, None] for a in (heads.weights.lo, heads.weights.hi))
         twin.memo["head", key] = (
@@ -296,7 +296,7 @@ def _start(linear: Any, result: Any, objectives: int, blocks: int, attention_onl
         block, trace = linear.model.blocks[index], result.blocks[index]
         if block.feed_forward is not None and not (attention_only and index == blocks - 1):
             pre = trace.stages["pre_activation"]
-            adaptive = np.asarray(pre.hi, dtype=np.float64) >= -np.asarray(pre.lo, dtype=np.float64)
+            adaptive = crown_slope_one(np.asarray(pre.lo, dtype=np.float64), np.asarray(pre.hi, dtype=np.float64))
             out[index] = np.repeat(adaptive[:, None].astype(np.float64), objectives, axis=1)
         if block.attention is not None:
             for h, (plan, heads) in enumerate(zip(linear.heads[index], trace.heads)):
