@@ -8,18 +8,21 @@ or an exact first block close its cubes? Three measurements, each against the en
 - ``oracle``: a small cube's members grouped by their block-1 winners (the argmax key of every query) and the signs
   of both blocks' ReLU inputs, as the interpreter computes them; each group's bound with its decisions imposed on
   the intermediate intervals (block 1's score differences: the group's true range, or with ``--signs-only`` only the
-  winners' signs; a ReLU input: >= 1 ulp active, <= 0 inactive). The widest group bound is what branching on those
-  decisions could give at best: it is told which groups are non-empty.
+  winners' signs; a ReLU input: >= 1 unit of the bound's scale (1/one) active, <= 0 inactive). The true ranges tell
+  the bound more than a branch and bound could impose; the signs alone are what branching on those decisions could
+  give at best, told which groups are non-empty.
 - ``knuth``: Knuth's tree-size estimate of the branch and bound that splits those decisions (an unstable ReLU input,
   then a row with several possible winners; each child imposes its decision on the intervals, which is sound for
-  the members that take it) in cubes of at most ``V`` inputs, and the widest coordinate above; ``--lp`` also bounds
+  the members that take it) in cubes of at most ``V`` inputs, and the widest coordinate above (``V = 0``: input
+  coordinates only, always the widest: not the engine's own choice of coordinate); ``--lp`` also bounds
   the readout's forms under the decisions' linear forms by a linear program (scipy's HiGHS, floats: an estimate of
   what a beta-CROWN-style bound would give, not a sound bound), and an infeasible program closes the node.
 - ``block0-box``: block 1 bounded alone from the exact box of block 0's output over the cube's members (what a
   method exact on block 0, relational across nothing, would hand on).
 
 The decisions are imposed by wrapping ``attention._score_differences`` and ``forms.relu`` as seen by
-``propagate``: a measurement harness, not the engine's code. Results: docs/performance.md, "Branching on decisions".
+``propagate``: a measurement harness, not the engine's code. A row's winner is read from, and imposed on, head 0 of
+its block only (d3 n4 has one head per block). Results: docs/performance.md, "Branching on decisions".
 """
 
 from __future__ import annotations
@@ -73,13 +76,14 @@ def _impose(x, ends: tuple[np.ndarray, np.ndarray] | None, empty: np.ndarray) ->
 
 def install(linear: LinearModel, decisions: Decisions) -> None:
     """Wrap the two stages so that every bound of ``linear`` assumes ``decisions``."""
-    block_of = {id(plan): b for b, plans in enumerate(linear.heads) for plan in plans}
+    head_zero_of = {id(plans[0]): b for b, plans in enumerate(linear.heads)}  # winners are decided on head 0
     differences, relu, feed_forward = attention._score_differences, propagate.forms.relu, LinearModel.feed_forward
     current = [0]
 
     def imposed_differences(plan, query, key, arith, refine_pairs=None):
         out = differences(plan, query, key, arith, refine_pairs)
-        _impose(out, decisions.differences.get(block_of[id(plan)]), decisions.empty)
+        if id(plan) in head_zero_of:
+            _impose(out, decisions.differences.get(head_zero_of[id(plan)]), decisions.empty)
         return out
 
     def imposed_relu(pre, scale):
@@ -158,7 +162,7 @@ def run_oracle(args) -> None:
     one, limit = linear.scale.one, 4329 / 128
     decisions = Decisions()
     install(linear, decisions)
-    closed = [0, 0]
+    closed, ratios = [0, 0], ([], [])
     for cube in small_cubes(domain, args.cubes):
         traces = member_traces(model, space, cube, args.members)
         readout = _floats([t.readout for t in traces])
@@ -173,12 +177,18 @@ def run_oracle(args) -> None:
         g_lo, g_hi = (np.asarray(e, dtype=float) / one for e in (r.readout.lo, r.readout.hi))
         closed[0] += bool(p_lo.min() >= -limit and p_hi.max() <= limit)
         closed[1] += bool(g_lo.min() >= -limit and g_hi.max() <= limit)
+        width = np.maximum(readout.max(axis=0) - readout.min(axis=0), 1e-9)
+        ratios[0].append(float(np.median((p_hi - p_lo) / width)))
+        ratios[1].append(float(np.median((g_hi.max(axis=0) - g_lo.min(axis=0)) / width)))
         print(
             f"{len(traces):5d} members, {len(members):3d} groups: true [{readout.min():6.2f}, {readout.max():6.2f}]"
             f"  engine [{p_lo.min():7.2f}, {p_hi.max():7.2f}]  grouped [{g_lo.min():7.2f}, {g_hi.max():7.2f}]",
             flush=True,
         )
     print(f"closed (|q| <= 33.82): engine {closed[0]}/{args.cubes}, grouped {closed[1]}/{args.cubes}")
+    for name, r in (("engine", ratios[0]), ("grouped", ratios[1])):
+        print(f"{name}: median bound width / true width {np.median(r):.1f}x (range {min(r):.1f}-{max(r):.1f}x)")
+    print(f"{time.process_time():.0f} CPU s, load {os.getloadavg()[0]:.1f}")
 
 
 def unstable(result, decisions: Decisions, positions: int, one: int):
@@ -224,7 +234,7 @@ def lp_readout(result, decisions: Decisions, one: int):
     rows_, rhs = [], []
     for b, (lo, hi) in decisions.pre.items():
         pre = result.blocks[b].stages["pre_activation"]
-        for index in zip(*np.nonzero(lo[0] == 1)):  # active: uc·t + ub >= 1 ulp
+        for index in zip(*np.nonzero(lo[0] == 1)):  # active: uc·t + ub >= 1 unit (1/one)
             rows_.append(-np.asarray(pre.uc[0][index], dtype=float))
             rhs.append(float(pre.ub[0][index]) - 1)
         for index in zip(*np.nonzero(hi[0] == 0)):  # inactive: lc·t + lb <= 0
@@ -246,6 +256,8 @@ def lp_readout(result, decisions: Decisions, one: int):
             solved = linprog(sign * np.asarray(form[0][p], dtype=float) / one, A_ub=a, b_ub=c, bounds=[(0, 1)] * count)
             if solved.status == 2:
                 return True, None, None
+            if solved.status != 0:  # an iteration limit or a numerical failure: no bound from this program
+                return False, None, None
             out.append(sign * solved.fun + float(constant[0][p]) / one)
     return False, np.array(los) * one, np.array(his) * one
 
