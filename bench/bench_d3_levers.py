@@ -125,6 +125,12 @@ def _floats(rows_of) -> np.ndarray:
     return np.array([[float(a) for a in row] for row in rows_of])
 
 
+def width_ratio(lo: np.ndarray, hi: np.ndarray, readout: np.ndarray) -> float:
+    """The median over readout coordinates of the bound's width over the members' true width."""
+    width = readout.max(axis=0) - readout.min(axis=0)
+    return float(np.median((hi - lo) / np.maximum(width, 1e-9)))
+
+
 def group_decisions(traces, one: int, signs_only: bool):
     """The members' groups (block-1 winners, both blocks' ReLU signs) and each group's decisions."""
     scores = np.array([_floats(t.blocks[1].heads[0].scores) for t in traces])  # (N, P, P)
@@ -177,9 +183,8 @@ def run_oracle(args) -> None:
         g_lo, g_hi = (np.asarray(e, dtype=float) / one for e in (r.readout.lo, r.readout.hi))
         closed[0] += bool(p_lo.min() >= -limit and p_hi.max() <= limit)
         closed[1] += bool(g_lo.min() >= -limit and g_hi.max() <= limit)
-        width = np.maximum(readout.max(axis=0) - readout.min(axis=0), 1e-9)
-        ratios[0].append(float(np.median((p_hi - p_lo) / width)))
-        ratios[1].append(float(np.median((g_hi.max(axis=0) - g_lo.min(axis=0)) / width)))
+        ratios[0].append(width_ratio(p_lo, p_hi, readout))
+        ratios[1].append(width_ratio(g_lo.min(axis=0), g_hi.max(axis=0), readout))
         print(
             f"{len(traces):5d} members, {len(members):3d} groups: true [{readout.min():6.2f}, {readout.max():6.2f}]"
             f"  engine [{p_lo.min():7.2f}, {p_hi.max():7.2f}]  grouped [{g_lo.min():7.2f}, {g_hi.max():7.2f}]",
@@ -330,11 +335,10 @@ def run_block0_box(args) -> None:
         engine = refined_bound(
             linear, table.inputs(np.array([cube.ranges], dtype=np.int64), model.dim), readout=bounder.readout
         )
-        width = readout.max(axis=0) - readout.min(axis=0)
         line = [f"{len(traces):5d} members: true [{readout.min():6.2f}, {readout.max():6.2f}]"]
         for name, r in (("engine", engine), ("block0-box", box)):
             b_lo, b_hi = (np.asarray(e, dtype=float)[0] / one for e in (r.readout.lo, r.readout.hi))
-            ratios[name].append(float(np.median((b_hi - b_lo) / np.maximum(width, 1e-9))))
+            ratios[name].append(width_ratio(b_lo, b_hi, readout))
             line.append(f"{name} [{b_lo.min():7.2f}, {b_hi.max():7.2f}] {ratios[name][-1]:5.1f}x")
         print("  ".join(line), flush=True)
     print("median bound width / true width: " + ", ".join(f"{k} {np.median(v):.1f}x" for k, v in ratios.items()))
